@@ -1,0 +1,25 @@
+"""The `faultfinder` command. Each subcommand lives in its own module, listed here."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from faultfinder import __version__
+
+# (module, attribute) of each subcommand; add a line to add a command.
+COMMANDS: list[tuple[str, str]] = [
+    ("faultfinder.cli.attribute", "attribute"),
+    ("faultfinder.cli.attribute", "list_methods"),
+]
+
+
+@click.group()
+@click.version_option(__version__, prog_name="faultfinder")
+def main() -> None:
+    """faultfinder: which agent, at which step, caused this multi-agent run to fail?"""
+
+
+for _module, _attr in COMMANDS:
+    main.add_command(getattr(importlib.import_module(_module), _attr))

@@ -1,0 +1,81 @@
+"""`faultfinder attribute` and `faultfinder methods`."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import click
+
+from faultfinder.cli.common import (
+    build_llm,
+    method_options,
+    method_overrides,
+    model_options,
+    pass_errors,
+)
+from faultfinder.methods import available, create_method, run_method
+from faultfinder.methods.base import Attribution
+from faultfinder.traces.loader import load_trace
+
+
+def format_attribution(result: Attribution) -> str:
+    """The human-readable summary `attribute` prints."""
+    step = "-" if result.step is None else str(result.step)
+    lines = [
+        f"method:     {result.method}  (model {result.model}, prompts {result.prompt_version})",
+        f"status:     {result.status}" + (f"  ({result.error})" if result.error else ""),
+        f"agent:      {result.agent or '-'}",
+        f"step:       {step}  (0-based)",
+        f"reason:     {result.reason or '-'}",
+    ]
+    if result.confidence is not None:
+        lines.append(f"confidence: {result.confidence:.2f}")
+    u = result.usage
+    lines.append(
+        f"cost:       {u.calls} calls ({u.cached_calls} cached), {u.prompt_tokens} prompt + "
+        f"{u.completion_tokens} completion tokens" + (" (estimated)" if u.estimated else "")
+    )
+    return "\n".join(lines)
+
+
+@click.command()
+@click.argument("trace_path", type=click.Path(exists=True))
+@click.option(
+    "--method",
+    "method_spec",
+    default="all-at-once",
+    show_default=True,
+    help="Method name or name:preset (see `faultfinder methods`).",
+)
+@click.option("--format", "trace_format", default=None, help="Input format (default: detect).")
+@click.option("--json", "as_json", is_flag=True, help="Print the full result object as JSON.")
+@method_options
+@model_options
+@pass_errors
+def attribute(
+    trace_path: str,
+    method_spec: str,
+    trace_format: str | None,
+    as_json: bool,
+    with_ground_truth: bool,
+    observability: str | None,
+    settings: tuple[str, ...],
+    **llm_options: Any,
+) -> None:
+    """Find the responsible agent and decisive step of a failed trace."""
+    trace = load_trace(trace_path, format=trace_format)
+    method = create_method(
+        method_spec, **method_overrides(with_ground_truth, observability, settings)
+    )
+    llm = build_llm(**llm_options)
+    result = asyncio.run(run_method(method, trace, llm, label=method_spec))
+    click.echo(result.model_dump_json(indent=2) if as_json else format_attribution(result))
+
+
+@click.command("methods")
+def list_methods() -> None:
+    """List attribution methods and their presets."""
+    for name, cls in available().items():
+        presets = f"  [presets: {', '.join(cls.presets)}]" if cls.presets else ""
+        click.echo(f"{name:<16} {cls.summary}{presets}")

@@ -1,0 +1,138 @@
+"""Options shared by commands that call a model or run a method."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from faultfinder.llm.cache import ResponseCache
+from faultfinder.llm.client import LLM
+from faultfinder.llm.registry import BACKENDS, make_backend
+from faultfinder.usage import Budget
+
+DEFAULT_CACHE = Path(".faultfinder") / "cache.sqlite"
+
+
+def model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--model and the LLM layer's knobs."""
+    options = [
+        click.option(
+            "--model",
+            "model",
+            default="local",
+            show_default=True,
+            help="Model spec. " + "; ".join(f"{k}: {v}" for k, v in BACKENDS.items()),
+        ),
+        click.option("--base-url", default=None, help="OpenAI-compatible endpoint URL."),
+        click.option(
+            "--api-key-env",
+            default="OPENAI_API_KEY",
+            show_default=True,
+            help="Environment variable holding the API key (never stored or cached).",
+        ),
+        click.option(
+            "--cache",
+            "cache_path",
+            default=str(DEFAULT_CACHE),
+            show_default=True,
+            help="Response cache file; 'none' disables caching.",
+        ),
+        click.option("--concurrency", default=8, show_default=True, help="Parallel model calls."),
+        click.option(
+            "--max-tokens",
+            "budget_tokens",
+            type=int,
+            default=None,
+            help="Stop before spending more than this many tokens.",
+        ),
+        click.option(
+            "--max-calls",
+            "budget_calls",
+            type=int,
+            default=None,
+            help="Stop before making more than this many model calls.",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def build_llm(
+    model: str,
+    base_url: str | None,
+    api_key_env: str,
+    cache_path: str,
+    concurrency: int,
+    budget_tokens: int | None,
+    budget_calls: int | None,
+) -> LLM:
+    backend = make_backend(model, base_url=base_url, api_key_env=api_key_env)
+    cache = None if cache_path.lower() == "none" else ResponseCache(cache_path)
+    return LLM(
+        backend,
+        cache=cache,
+        concurrency=concurrency,
+        budget=Budget(max_tokens=budget_tokens, max_calls=budget_calls),
+    )
+
+
+def method_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Options every method honours, plus free-form --set key=value."""
+    options = [
+        click.option("--with-ground-truth", is_flag=True, help="Show the reference answer."),
+        click.option(
+            "--observability",
+            type=click.Choice(["full", "no-metadata", "no-inputs", "outputs"]),
+            default=None,
+            help="What of the trace methods may see (default: the method's own default).",
+        ),
+        click.option(
+            "--set",
+            "settings",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Method option (JSON values allowed), e.g. --set step_indices=false.",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def method_overrides(
+    with_ground_truth: bool, observability: str | None, settings: tuple[str, ...]
+) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    if with_ground_truth:
+        overrides["with_ground_truth"] = True
+    if observability:
+        overrides["observability"] = observability
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"expected KEY=VALUE, got '{item}'", param_hint="--set")
+        try:
+            overrides[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[key.strip()] = value
+    return overrides
+
+
+def pass_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Show FaultfinderError as a one-line message and exit 1 (no traceback)."""
+    from faultfinder.errors import FaultfinderError
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except FaultfinderError as exc:
+            raise click.ClickException(str(exc)) from None
+
+    return wrapper

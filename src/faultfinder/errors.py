@@ -1,0 +1,56 @@
+"""Errors a user can act on. Every message says what went wrong and what to do next."""
+
+from __future__ import annotations
+
+
+class FaultfinderError(Exception):
+    """Base class for errors faultfinder reports to the user without a traceback."""
+
+
+class TraceFormatError(FaultfinderError):
+    """A trace file could not be read. Names the file, the field and the reason."""
+
+    def __init__(self, path: str, field: str, reason: str) -> None:
+        self.path = path
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{path}: field '{field}': {reason}")
+
+
+class UnknownNameError(FaultfinderError):
+    """A name (method, model backend, importer...) is not registered."""
+
+    def __init__(self, kind: str, name: str, known: list[str]) -> None:
+        self.kind = kind
+        self.name = name
+        self.known = sorted(known)
+        super().__init__(
+            f"Unknown {kind} '{name}'. Available: {', '.join(self.known) or '(none)'}."
+        )
+
+
+class ModelNotAvailableError(FaultfinderError):
+    """A model backend cannot be used here (missing extra, missing key, missing weights)."""
+
+
+class ModelRequestsForbiddenError(FaultfinderError):
+    """A real model was asked while requests are forbidden (tests)."""
+
+    def __init__(self, backend: str) -> None:
+        super().__init__(
+            f"Model request to '{backend}' refused: real model requests are disabled "
+            "(faultfinder.llm.ALLOW_MODEL_REQUESTS is False). Use a scripted or function "
+            "model in tests, or mark the test as smoke."
+        )
+
+
+class BudgetExceededError(FaultfinderError):
+    """The token or call budget would be overspent by the next request."""
+
+
+class LLMCallError(FaultfinderError):
+    """The model endpoint kept failing after all retries."""
+
+
+class ConfigError(FaultfinderError):
+    """A method or run configuration is invalid."""

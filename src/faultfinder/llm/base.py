@@ -1,0 +1,119 @@
+"""The LLM interface: requests, completions and the backend protocol.
+
+Methods never talk to a backend directly; they use :class:`faultfinder.llm.client.LLM`,
+which owns retries, caching, budgets and token accounting.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from faultfinder.traces.schema import ToolCall
+from faultfinder.usage import Usage
+
+ALLOW_MODEL_REQUESTS = True
+"""Global switch. Tests set it to False so that any request to a real backend fails loudly."""
+
+
+class OutputConstraint(BaseModel):
+    """Restricts what a model may answer. Backends apply what they support and ignore the rest."""
+
+    gbnf: str | None = None
+    """A llama.cpp GBNF grammar the reply must match (used by the embedded model)."""
+    json_schema: dict[str, Any] | None = None
+    """A JSON schema the reply must satisfy (structured output where supported)."""
+
+
+class ChatRequest(BaseModel):
+    """One chat-completion request, without credentials."""
+
+    messages: list[dict[str, Any]]
+    """OpenAI-format messages."""
+    temperature: float = 0.0
+    """Sampling temperature."""
+    max_tokens: int | None = 1024
+    """Upper bound on the reply length."""
+    seed: int | None = None
+    """Sampling seed, for backends that take one."""
+    stop: list[str] | None = None
+    """Stop sequences."""
+    tools: list[dict[str, Any]] | None = None
+    """OpenAI-format tool definitions offered to the model."""
+    tool_choice: str | dict[str, Any] | None = None
+    """OpenAI-format tool choice."""
+    constraint: OutputConstraint | None = None
+    """Restriction on the reply's form."""
+    sample: int = 0
+    """Sample index: the same request with another index is a distinct draw (and cache entry)."""
+
+
+class Completion(BaseModel):
+    """What a backend returned for one request."""
+
+    text: str = ""
+    """The reply's text content (empty when the model only called tools)."""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    """Tool calls in the reply."""
+    usage: Usage = Field(default_factory=Usage)
+    """Tokens reported by the backend (zeros when it reports none)."""
+    model: str = ""
+    """Model name the backend reports."""
+    finish_reason: str | None = None
+    """Why generation stopped."""
+    raw: dict[str, Any] | None = None
+    """The backend's raw reply, JSON-serialisable."""
+
+
+class TransientLLMError(Exception):
+    """A failure worth retrying (rate limit, timeout, 5xx). Backends raise it."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A model endpoint. Implementations live one per module in ``faultfinder.llm``."""
+
+    name: str
+    """Spec-like name, e.g. 'openai:gpt-4o', 'local', 'scripted'."""
+    model: str
+    """Model identifier sent with requests."""
+    is_real: bool
+    """False for test doubles; real backends obey ALLOW_MODEL_REQUESTS."""
+    supports_tools: bool
+    """True when the backend accepts OpenAI-style ``tools``."""
+
+    def identity(self) -> dict[str, Any]:
+        """What distinguishes this backend in a cache key (never credentials)."""
+        ...
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        """Answer one request. Raise TransientLLMError for retryable failures."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens in ``text`` by this backend's tokenizer (an estimate when it has none)."""
+        ...
+
+
+def approx_token_count(text: str) -> int:
+    """Rough token count (~4 characters per token) for backends without a tokenizer."""
+    return (len(text) + 3) // 4
+
+
+def messages_text(messages: list[dict[str, Any]]) -> str:
+    """All text in a message list, for token counting."""
+    parts: list[str] = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        for call in m.get("tool_calls") or []:
+            parts.append(str(call))
+    return "\n".join(parts)

@@ -1,0 +1,358 @@
+"""The LLM every method uses: one backend plus retries, caching, limits and accounting."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import hashlib
+import json
+import random
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, Field
+
+from faultfinder import errors
+from faultfinder.llm import base
+from faultfinder.llm.base import (
+    Backend,
+    ChatRequest,
+    Completion,
+    OutputConstraint,
+    TransientLLMError,
+    messages_text,
+)
+from faultfinder.llm.cache import ResponseCache, cache_key
+from faultfinder.traces.schema import ToolCall
+from faultfinder.usage import Budget, Usage
+
+T = TypeVar("T")
+
+
+class ParseError(ValueError):
+    """A reply could not be parsed. Parsers raise it; the raw reply is kept."""
+
+
+class CallRecord(BaseModel):
+    """One model exchange as kept in results, so a person can audit a verdict."""
+
+    purpose: str = ""
+    """What the method asked this call for (e.g. 'step 4 judgement')."""
+    request_hash: str = ""
+    """Short hash of the request (messages and parameters)."""
+    prompt: str | None = None
+    """The last user message, when the LLM is set to keep prompts."""
+    reply: str = ""
+    """The raw reply text."""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    """Tool calls in the reply."""
+    parsed: bool = True
+    """False when the reply could not be parsed."""
+    parse_error: str | None = None
+    """Why parsing failed."""
+    usage: Usage = Field(default_factory=Usage)
+    """Tokens of this exchange."""
+    cached: bool = False
+    """Answered from the response cache."""
+
+
+class Reply(BaseModel, Generic[T]):
+    """What ``LLM.chat`` returns: text, parsed value (or the parse error), usage, raw reply."""
+
+    text: str
+    parsed: T | None = None
+    parse_error: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    raw: dict[str, Any] | None = None
+    attempts: int = 1
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.parse_error is None
+
+
+class UsageScope:
+    """Collects usage and call records of every LLM call made inside ``track_usage()``."""
+
+    def __init__(self) -> None:
+        self.usage = Usage()
+        self.calls: list[CallRecord] = []
+
+    def add(self, record: CallRecord) -> None:
+        self.usage = self.usage + record.usage
+        self.calls.append(record)
+
+
+_scopes: contextvars.ContextVar[tuple[UsageScope, ...]] = contextvars.ContextVar(
+    "faultfinder_usage_scopes", default=()
+)
+_run_index: contextvars.ContextVar[int] = contextvars.ContextVar("faultfinder_run", default=0)
+
+
+@contextlib.contextmanager
+def track_usage() -> Iterator[UsageScope]:
+    """Record usage of LLM calls made in this context (and tasks started from it)."""
+    scope = UsageScope()
+    token = _scopes.set((*_scopes.get(), scope))
+    try:
+        yield scope
+    finally:
+        _scopes.reset(token)
+
+
+@contextlib.contextmanager
+def run_index(run: int) -> Iterator[None]:
+    """Mark calls in this context as belonging to repeat ``run`` (a distinct cache entry)."""
+    token = _run_index.set(run)
+    try:
+        yield
+    finally:
+        _run_index.reset(token)
+
+
+class LLM:
+    """A backend with retries, a concurrency limit, a cache, a budget and token accounting."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        cache: ResponseCache | None = None,
+        max_retries: int = 5,
+        backoff_base: float = 1.0,
+        backoff_max: float = 60.0,
+        concurrency: int = 8,
+        budget: Budget | None = None,
+        parse_retries: int = 2,
+        keep_prompts: bool = False,
+        sleep: Callable[[float], Any] = asyncio.sleep,
+    ) -> None:
+        self.backend = backend
+        self.cache = cache
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.concurrency = concurrency
+        self.budget = budget or Budget()
+        self.parse_retries = parse_retries
+        self.keep_prompts = keep_prompts
+        self.usage = Usage()
+        self._sleep = sleep
+        self._semaphores: dict[int, asyncio.Semaphore] = {}
+        self._reserved_tokens = 0
+        self._reserved_calls = 0
+
+    @property
+    def name(self) -> str:
+        return self.backend.name
+
+    @property
+    def model(self) -> str:
+        return self.backend.model
+
+    @property
+    def supports_tools(self) -> bool:
+        return self.backend.supports_tools
+
+    def count_tokens(self, text: str) -> int:
+        return self.backend.count_tokens(text)
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        # One semaphore per event loop: eval runs and tests may use several loops in turn.
+        loop_id = id(asyncio.get_running_loop())
+        if loop_id not in self._semaphores:
+            self._semaphores[loop_id] = asyncio.Semaphore(self.concurrency)
+        return self._semaphores[loop_id]
+
+    async def chat(
+        self,
+        messages: list[dict[str, Any]] | str,
+        *,
+        parse: Callable[[str], T] | None = None,
+        purpose: str = "",
+        temperature: float = 0.0,
+        max_tokens: int | None = 1024,
+        seed: int | None = None,
+        stop: list[str] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
+        constraint: OutputConstraint | None = None,
+        sample: int = 0,
+    ) -> Reply[T]:
+        """Ask the model. With ``parse``, unparseable replies are re-sampled ``parse_retries``
+        times and then returned with ``parsed=None`` and ``parse_error`` set (never guessed)."""
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+        total = Usage()
+        attempts = 0
+        last: Completion | None = None
+        last_error: str | None = None
+        cached = False
+        for attempt in range(self.parse_retries + 1 if parse else 1):
+            attempts += 1
+            request = ChatRequest(
+                messages=messages,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                seed=seed,
+                stop=stop,
+                tools=tools,
+                tool_choice=tool_choice,
+                constraint=constraint,
+                # A parse retry must be a new draw, not the same cached reply.
+                sample=sample + 1000 * attempt,
+            )
+            completion, cached = await self._complete(request)
+            last = completion
+            call_usage = completion.usage.model_copy(
+                update={"calls": 0 if cached else 1, "cached_calls": 1 if cached else 0}
+            )
+            total = total + call_usage
+            record = CallRecord(
+                purpose=purpose,
+                request_hash=_short_hash(request),
+                prompt=_last_user_text(messages) if self.keep_prompts else None,
+                reply=completion.text,
+                tool_calls=completion.tool_calls,
+                usage=call_usage,
+                cached=cached,
+            )
+            if parse is None:
+                self._record(record)
+                return Reply(
+                    text=completion.text,
+                    tool_calls=completion.tool_calls,
+                    usage=total,
+                    raw=completion.raw,
+                    attempts=attempts,
+                    cached=cached,
+                )
+            try:
+                value = parse(completion.text)
+            except (ParseError, ValueError) as exc:
+                last_error = str(exc) or type(exc).__name__
+                record.parsed = False
+                record.parse_error = last_error
+                self._record(record)
+                continue
+            self._record(record)
+            return Reply(
+                text=completion.text,
+                parsed=value,
+                tool_calls=completion.tool_calls,
+                usage=total,
+                raw=completion.raw,
+                attempts=attempts,
+                cached=cached,
+            )
+        assert last is not None
+        return Reply(
+            text=last.text,
+            parsed=None,
+            parse_error=last_error,
+            tool_calls=last.tool_calls,
+            usage=total,
+            raw=last.raw,
+            attempts=attempts,
+            cached=cached,
+        )
+
+    def _record(self, record: CallRecord) -> None:
+        self.usage = self.usage + record.usage
+        for scope in _scopes.get():
+            scope.add(record)
+
+    async def _complete(self, request: ChatRequest) -> tuple[Completion, bool]:
+        key = cache_key(self.backend.identity(), request, _run_index.get())
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                return hit, True
+        if self.backend.is_real and not base.ALLOW_MODEL_REQUESTS:
+            raise errors.ModelRequestsForbiddenError(self.backend.name)
+        prompt_estimate = self.backend.count_tokens(messages_text(request.messages))
+        self._reserve(prompt_estimate + (request.max_tokens or 0))
+        try:
+            async with self._semaphore():
+                completion = await self._with_retries(request)
+        finally:
+            self._release(prompt_estimate + (request.max_tokens or 0))
+        completion = self._fill_usage(request, completion, prompt_estimate)
+        if self.cache is not None:
+            self.cache.put(key, request, completion)
+        return completion, False
+
+    def _reserve(self, tokens: int) -> None:
+        # Reservations make concurrent calls count against the budget before they finish.
+        b = self.budget
+        if b.max_calls is not None and self.usage.calls + self._reserved_calls + 1 > b.max_calls:
+            raise errors.BudgetExceededError(
+                f"Call budget of {b.max_calls} reached ({self.usage.calls} calls made). "
+                "Raise --max-calls or narrow the run."
+            )
+        if (
+            b.max_tokens is not None
+            and self.usage.total_tokens + self._reserved_tokens + tokens > b.max_tokens
+        ):
+            raise errors.BudgetExceededError(
+                f"Token budget of {b.max_tokens} would be exceeded: "
+                f"{self.usage.total_tokens} spent, next call may need up to {tokens}. "
+                "Raise --max-tokens or narrow the run."
+            )
+        self._reserved_calls += 1
+        self._reserved_tokens += tokens
+
+    def _release(self, tokens: int) -> None:
+        self._reserved_calls -= 1
+        self._reserved_tokens -= tokens
+
+    def _fill_usage(self, request: ChatRequest, c: Completion, prompt_estimate: int) -> Completion:
+        if c.usage.prompt_tokens or c.usage.completion_tokens:
+            return c
+        completion_text = c.text + "".join(t.name + t.arguments for t in c.tool_calls)
+        usage = Usage(
+            prompt_tokens=prompt_estimate,
+            completion_tokens=self.backend.count_tokens(completion_text),
+            estimated=True,
+        )
+        return c.model_copy(update={"usage": usage})
+
+    async def _with_retries(self, request: ChatRequest) -> Completion:
+        for attempt in range(self.max_retries + 1):
+            try:
+                return await self.backend.complete(request)
+            except TransientLLMError as exc:
+                if attempt == self.max_retries:
+                    raise errors.LLMCallError(
+                        f"{self.backend.name}: still failing after {attempt + 1} attempts: {exc}. "
+                        "Check the endpoint, or lower --concurrency."
+                    ) from exc
+                await self._sleep(self._delay(attempt, exc.retry_after))
+        raise AssertionError("unreachable")
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.backoff_max)
+        exp = self.backoff_base * (2**attempt)
+        return float(min(self.backoff_max, exp * (0.5 + random.random() / 2)))
+
+
+def _short_hash(request: ChatRequest) -> str:
+    blob = json.dumps(request.model_dump(mode="json"), sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _last_user_text(messages: list[dict[str, Any]]) -> str | None:
+    for m in reversed(messages):
+        if m.get("role") == "user" and isinstance(m.get("content"), str):
+            return str(m["content"])
+    return None
+
+
+def now() -> float:
+    """Monotonic clock, for wall-time measurements."""
+    return time.perf_counter()

@@ -1,0 +1,130 @@
+"""Test doubles shipped with the package, so tests and the CLI run offline.
+
+``ScriptedBackend`` answers with fixed replies in order; ``FunctionBackend`` calls a
+Python function with each request. Neither is a real model: ALLOW_MODEL_REQUESTS does
+not apply to them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from faultfinder.errors import ConfigError, FaultfinderError
+from faultfinder.llm.base import ChatRequest, Completion, approx_token_count
+from faultfinder.traces.schema import ToolCall
+
+
+def _to_completion(reply: str | dict[str, Any] | Completion, model: str) -> Completion:
+    if isinstance(reply, Completion):
+        return reply
+    if isinstance(reply, str):
+        return Completion(text=reply, model=model, finish_reason="stop")
+    calls = [
+        ToolCall(
+            id=c.get("id") or f"call_{i}",
+            name=c["name"],
+            arguments=c["arguments"]
+            if isinstance(c.get("arguments"), str)
+            else json.dumps(c.get("arguments", {})),
+        )
+        for i, c in enumerate(reply.get("tool_calls", []))
+    ]
+    return Completion(
+        text=reply.get("text", ""),
+        tool_calls=calls,
+        model=model,
+        finish_reason="tool_calls" if calls else "stop",
+    )
+
+
+class ScriptedBackend:
+    """Replies from a list, in order.
+
+    Each reply is a string, or ``{"text": ..., "tool_calls": [{"name", "arguments"}]}``.
+    When the list runs out it raises, unless ``repeat_last`` is set.
+    """
+
+    is_real = False
+    supports_tools = True
+
+    def __init__(
+        self, replies: list[str | dict[str, Any]], *, repeat_last: bool = False, model: str = ""
+    ) -> None:
+        self.replies = list(replies)
+        self.repeat_last = repeat_last
+        self.model = model or "scripted"
+        self.name = f"scripted:{self.model}" if model else "scripted"
+        self.requests: list[ChatRequest] = []
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScriptedBackend:
+        """Load replies from JSON: a list, or ``{"replies": [...], "repeat_last": true}``."""
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"Scripted replies file not found: {p}") from None
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{p}: invalid JSON for scripted replies: {exc}") from None
+        if isinstance(data, list):
+            return cls(data, model=p.name)
+        if isinstance(data, dict) and isinstance(data.get("replies"), list):
+            return cls(data["replies"], repeat_last=bool(data.get("repeat_last")), model=p.name)
+        raise ConfigError(
+            f'{p}: expected a JSON list of replies or {{"replies": [...]}} for the scripted model'
+        )
+
+    def identity(self) -> dict[str, Any]:
+        # Scripted replies depend on call order, not on the request: never cache them.
+        return {"backend": "scripted", "instance": id(self), "n": len(self.requests)}
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        position = len(self.requests)
+        self.requests.append(request)
+        if position < len(self.replies):
+            return _to_completion(self.replies[position], self.model)
+        if self.repeat_last and self.replies:
+            return _to_completion(self.replies[-1], self.model)
+        raise FaultfinderError(
+            f"The scripted model ran out of replies after {len(self.replies)}: add more replies "
+            'or set "repeat_last": true in the replies file.'
+        )
+
+    def count_tokens(self, text: str) -> int:
+        return approx_token_count(text)
+
+
+ReplyFunction = Callable[
+    [ChatRequest],
+    "str | dict[str, Any] | Completion | Awaitable[str | dict[str, Any] | Completion]",
+]
+
+
+class FunctionBackend:
+    """Answers each request by calling ``fn(request)`` (sync or async)."""
+
+    is_real = False
+    supports_tools = True
+
+    def __init__(self, fn: ReplyFunction, *, model: str = "function") -> None:
+        self.fn = fn
+        self.model = model
+        self.name = f"function:{model}"
+        self.requests: list[ChatRequest] = []
+
+    def identity(self) -> dict[str, Any]:
+        return {"backend": "function", "model": self.model, "fn": id(self.fn)}
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        self.requests.append(request)
+        result = self.fn(request)
+        if inspect.isawaitable(result):
+            result = await result
+        return _to_completion(result, self.model)  # type: ignore[arg-type]
+
+    def count_tokens(self, text: str) -> int:
+        return approx_token_count(text)

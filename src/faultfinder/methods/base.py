@@ -1,0 +1,135 @@
+"""The attribution-method protocol, its shared configuration and its result.
+
+A method is a class with a pydantic ``Config`` and an async ``attribute(trace, llm)``
+returning a :class:`Verdict`. :func:`run_method` wraps the call with usage tracking,
+timing and provenance, producing the self-describing :class:`Attribution`.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from faultfinder.errors import BudgetExceededError, FaultfinderError
+from faultfinder.llm.client import LLM, CallRecord, track_usage
+from faultfinder.traces.schema import Trace
+from faultfinder.usage import Usage
+
+Observability = Literal["full", "no-metadata", "no-inputs", "outputs"]
+"""What a method may see: 'full' (metadata + step inputs + outputs), 'no-metadata'
+(no agent configurations / architecture notes), 'no-inputs' (no per-step input
+context), 'outputs' (step outputs only: the Who&When setting)."""
+
+VerdictStatus = Literal["ok", "unparsed", "no-error-found", "error", "budget-exceeded"]
+
+
+class MethodConfig(BaseModel):
+    """Options every method honours. Method configs subclass this."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    with_ground_truth: bool = False
+    """Show the task's reference answer to the judge (the paper's 'with ground truth')."""
+    observability: Observability = "full"
+    """What of the trace the method may see; see ``Observability``."""
+    context_budget: int | None = Field(default=None, ge=256)
+    """Max prompt tokens per call; long logs are truncated per step with visible markers."""
+
+
+class Verdict(BaseModel):
+    """What a method concluded for one trace."""
+
+    agent: str | None = None
+    """Responsible agent (normalised name)."""
+    step: int | None = None
+    """Decisive error step, canonical 0-based."""
+    reason: str | None = None
+    """Why."""
+    confidence: float | None = None
+    """Method's confidence in [0, 1], when it has one."""
+    status: VerdictStatus = "ok"
+    """'unparsed' when the model's answer could not be read: then agent/step stay None."""
+    details: dict[str, Any] = Field(default_factory=dict)
+    """Method-specific evidence (votes, candidates, search path...)."""
+
+
+class Attribution(Verdict):
+    """A verdict plus everything needed to interpret and reproduce it."""
+
+    trace_id: str
+    method: str
+    config: dict[str, Any]
+    model: str
+    prompt_version: str
+    with_ground_truth: bool
+    observability: str
+    usage: Usage = Field(default_factory=Usage)
+    calls: list[CallRecord] = Field(default_factory=list)
+    error: str | None = None
+    wall_time_s: float = 0.0
+    created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())
+
+
+@runtime_checkable
+class Method(Protocol):
+    """An attribution method. One module per method; register it with ``@register``."""
+
+    name: ClassVar[str]
+    """Registry name, e.g. 'all-at-once'."""
+    summary: ClassVar[str]
+    """One line for ``faultfinder methods``."""
+    prompt_version: ClassVar[str]
+    """Bumped whenever the method's prompts change."""
+    Config: ClassVar[type[MethodConfig]]
+    """The method's configuration class."""
+    presets: ClassVar[dict[str, dict[str, Any]]]
+    """Named configurations (ablations), selectable as 'name:preset'."""
+    config: MethodConfig
+
+    async def attribute(self, trace: Trace, llm: LLM) -> Verdict:
+        """Find the responsible agent and decisive step of a failed trace."""
+        ...
+
+
+async def run_method(method: Method, trace: Trace, llm: LLM, *, label: str = "") -> Attribution:
+    """Run ``method`` on ``trace`` and return a self-describing Attribution.
+
+    Usage and raw replies are collected by the LLM layer; a budget overrun or a failing
+    endpoint becomes a recorded error, never a made-up verdict.
+    """
+    started = time.perf_counter()
+    verdict: Verdict
+    error: str | None = None
+    with track_usage() as scope:
+        try:
+            verdict = await method.attribute(trace, llm)
+        except BudgetExceededError as exc:
+            verdict, error = Verdict(status="budget-exceeded"), str(exc)
+        except FaultfinderError as exc:
+            verdict, error = Verdict(status="error"), str(exc)
+    cfg = method.config
+    if verdict.step is not None and not 0 <= verdict.step < len(trace.steps):
+        verdict = verdict.model_copy(
+            update={
+                "details": {**verdict.details, "out_of_range_step": verdict.step},
+                "step": None,
+                "status": "unparsed" if verdict.status == "ok" else verdict.status,
+            }
+        )
+    return Attribution(
+        **verdict.model_dump(),
+        trace_id=trace.id,
+        method=label or method.name,
+        config=cfg.model_dump(mode="json"),
+        model=llm.name,
+        prompt_version=method.prompt_version,
+        with_ground_truth=cfg.with_ground_truth,
+        observability=cfg.observability,
+        usage=scope.usage,
+        calls=scope.calls,
+        error=error,
+        wall_time_s=round(time.perf_counter() - started, 4),
+    )

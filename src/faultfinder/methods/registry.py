@@ -1,0 +1,76 @@
+"""Name → method class. Every module in ``faultfinder.methods`` is imported once, and
+classes decorated with :func:`register` become available by name."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from faultfinder.errors import ConfigError, UnknownNameError
+from faultfinder.methods.base import Method
+
+_METHODS: dict[str, type[Any]] = {}
+_discovered = False
+_NOT_METHODS = {"base", "registry", "render", "answers"}
+
+M = TypeVar("M", bound=type[Any])
+
+
+def register(cls: M) -> M:
+    """Class decorator: make a method available under ``cls.name``."""
+    name = cls.name
+    if name in _METHODS and _METHODS[name] is not cls:
+        raise ValueError(f"Two methods are registered as '{name}'")
+    if not hasattr(cls, "presets"):
+        cls.presets = {}
+    _METHODS[name] = cls
+    return cls
+
+
+def _discover() -> None:
+    global _discovered
+    if _discovered:
+        return
+    import faultfinder.methods as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name.startswith("_") or info.name in _NOT_METHODS:
+            continue
+        importlib.import_module(f"{package.__name__}.{info.name}")
+    _discovered = True
+
+
+def available() -> dict[str, type[Any]]:
+    """All registered methods by name."""
+    _discover()
+    return dict(sorted(_METHODS.items()))
+
+
+def get_method_class(name: str) -> type[Any]:
+    methods = available()
+    if name not in methods:
+        raise UnknownNameError("method", name, list(methods))
+    return methods[name]
+
+
+def create_method(spec: str, **overrides: Any) -> Method:
+    """Build a method from 'name' or 'name:preset', with config overrides on top."""
+    name, _, preset = spec.partition(":")
+    cls = get_method_class(name)
+    settings: dict[str, Any] = {}
+    if preset:
+        if preset not in cls.presets:
+            raise UnknownNameError(f"preset of method '{name}'", preset, list(cls.presets))
+        settings.update(cls.presets[preset])
+    settings.update(overrides)
+    try:
+        config = cls.Config(**settings)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"Method '{spec}': option '{where}': {first['msg']}") from None
+    method: Method = cls(config)
+    return method

@@ -1,0 +1,63 @@
+"""Load traces from any supported source: canonical files, or any importer's format."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from faultfinder.errors import TraceFormatError
+from faultfinder.traces.importers import get_importer, importers
+from faultfinder.traces.io import is_canonical, read_json, trace_from_dict
+from faultfinder.traces.schema import Trace
+
+
+def load_traces(path: str | Path, *, format: str | None = None, **options: Any) -> list[Trace]:
+    """Every trace at ``path`` (a file, a trace directory, or a dataset directory)."""
+    p = Path(path)
+    if not p.exists():
+        raise TraceFormatError(str(p), "(file)", "no such file or directory")
+    if format and format != "faultfinder":
+        return get_importer(format).load(p, **options)
+    if p.is_file() and p.suffix == ".jsonl" and format in (None, "faultfinder"):
+        lines = p.read_text(encoding="utf-8").splitlines()
+        first = next((ln for ln in lines if ln.strip()), "")
+        if first and is_canonical(_try_json(first)):
+            return [
+                trace_from_dict(json.loads(line), f"{p}:{n}")
+                for n, line in enumerate(lines, start=1)
+                if line.strip()
+            ]
+    if p.is_file() and p.suffix == ".json":
+        data = read_json(p)
+        if is_canonical(data):
+            return [trace_from_dict(data, p)]
+        if format == "faultfinder":
+            raise TraceFormatError(str(p), "schema_version", "missing: not a faultfinder trace")
+    for name, cls in importers().items():
+        importer = cls()
+        if importer.detect(p):
+            return list(importer.load(p, **options))
+    raise TraceFormatError(
+        str(p),
+        "(format)",
+        "not a faultfinder trace and no importer recognises it; name one with --format "
+        f"({', '.join(importers())})",
+    )
+
+
+def load_trace(path: str | Path, *, format: str | None = None, **options: Any) -> Trace:
+    """Exactly one trace from ``path``."""
+    traces = load_traces(path, format=format, **options)
+    if len(traces) != 1:
+        raise TraceFormatError(
+            str(path), "(file)", f"holds {len(traces)} traces; expected one (use 'eval' for many)"
+        )
+    return traces[0]
+
+
+def _try_json(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        return None

@@ -1,0 +1,17 @@
+"""Tests never reach a real model: the global switch forbids it (smoke tests re-allow it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from faultfinder.llm import base
+
+
+@pytest.fixture(autouse=True)
+def _forbid_model_requests(request: pytest.FixtureRequest) -> Iterator[None]:
+    previous = base.ALLOW_MODEL_REQUESTS
+    base.ALLOW_MODEL_REQUESTS = request.node.get_closest_marker("smoke") is not None
+    yield
+    base.ALLOW_MODEL_REQUESTS = previous
