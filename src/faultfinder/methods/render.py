@@ -23,7 +23,7 @@ class RenderOptions(BaseModel):
     """How steps are written into a prompt."""
 
     step_indices: bool = True
-    """Prefix each step with 'Step N' (DoVer's refinement); off gives the paper's 'name: content'."""
+    """Prefix each step with 'Step N' (DoVer's refinement); off: the paper's 'name: content'."""
     observability: Observability = "outputs"
     """What of each step to show; see ``faultfinder.methods.base.Observability``."""
     max_step_chars: int | None = None

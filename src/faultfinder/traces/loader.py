@@ -34,7 +34,7 @@ def load_traces(path: str | Path, *, format: str | None = None, **options: Any) 
             return [trace_from_dict(data, p)]
         if format == "faultfinder":
             raise TraceFormatError(str(p), "schema_version", "missing: not a faultfinder trace")
-    for name, cls in importers().items():
+    for _name, cls in importers().items():
         importer = cls()
         if importer.detect(p):
             return list(importer.load(p, **options))
