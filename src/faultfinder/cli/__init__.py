@@ -12,6 +12,10 @@ from faultfinder import __version__
 COMMANDS: list[tuple[str, str]] = [
     ("faultfinder.cli.attribute", "attribute"),
     ("faultfinder.cli.attribute", "list_methods"),
+    ("faultfinder.cli.import_cmd", "import_traces"),
+    ("faultfinder.cli.demo", "demo"),
+    ("faultfinder.cli.eval_cmd", "eval_command"),
+    ("faultfinder.cli.eval_cmd", "report_command"),
 ]
 
 

@@ -145,6 +145,8 @@ class LLM:
         self._semaphores: dict[int, asyncio.Semaphore] = {}
         self._reserved_tokens = 0
         self._reserved_calls = 0
+        # Tokens of calls actually made; cache hits cost nothing, so they do not count.
+        self._spent_tokens = 0
 
     @property
     def name(self) -> str:
@@ -275,13 +277,17 @@ class LLM:
         if self.backend.is_real and not base.ALLOW_MODEL_REQUESTS:
             raise errors.ModelRequestsForbiddenError(self.backend.name)
         prompt_estimate = self.backend.count_tokens(messages_text(request.messages))
-        self._reserve(prompt_estimate + (request.max_tokens or 0))
-        try:
-            async with self._semaphore():
+        need = prompt_estimate + (request.max_tokens or 0)
+        async with self._semaphore():
+            # Reserve only once a slot is free: queued calls must not hold budget they may
+            # never need, and by then the real spend of finished calls is known.
+            self._reserve(need)
+            try:
                 completion = await self._with_retries(request)
-        finally:
-            self._release(prompt_estimate + (request.max_tokens or 0))
-        completion = self._fill_usage(request, completion, prompt_estimate)
+            finally:
+                self._release(need)
+            completion = self._fill_usage(request, completion, prompt_estimate)
+            self._spent_tokens += completion.usage.total_tokens
         if self.cache is not None:
             self.cache.put(key, request, completion)
         return completion, False
@@ -296,11 +302,11 @@ class LLM:
             )
         if (
             b.max_tokens is not None
-            and self.usage.total_tokens + self._reserved_tokens + tokens > b.max_tokens
+            and self._spent_tokens + self._reserved_tokens + tokens > b.max_tokens
         ):
             raise errors.BudgetExceededError(
                 f"Token budget of {b.max_tokens} would be exceeded: "
-                f"{self.usage.total_tokens} spent, next call may need up to {tokens}. "
+                f"{self._spent_tokens} spent, next call may need up to {tokens}. "
                 "Raise --max-tokens or narrow the run."
             )
         self._reserved_calls += 1

@@ -124,7 +124,7 @@ class FunctionBackend:
         result = self.fn(request)
         if inspect.isawaitable(result):
             result = await result
-        return _to_completion(result, self.model)  # type: ignore[arg-type]
+        return _to_completion(result, self.model)
 
     def count_tokens(self, text: str) -> int:
         return approx_token_count(text)

@@ -1,0 +1,5 @@
+"""`python -m faultfinder` runs the CLI."""
+
+from faultfinder.cli import main
+
+main()

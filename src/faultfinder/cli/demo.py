@@ -1,0 +1,104 @@
+"""`faultfinder demo`: run a method on a small bundled trace and compare with its gold label."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from importlib import resources
+from typing import Any
+
+import click
+
+from faultfinder.cli.attribute import format_attribution
+from faultfinder.cli.common import (
+    build_llm,
+    method_options,
+    method_overrides,
+    model_options,
+    pass_errors,
+)
+from faultfinder.methods import create_method, run_method
+from faultfinder.methods.base import Attribution
+from faultfinder.traces.io import trace_from_dict
+from faultfinder.traces.schema import Trace
+
+DEMO_TRACE = "data/demo_trace.json"
+
+
+def load_demo_trace() -> Trace:
+    """The hand-written demo trace shipped inside the package."""
+    text = resources.files("faultfinder").joinpath(DEMO_TRACE).read_text(encoding="utf-8")
+    return trace_from_dict(json.loads(text), f"faultfinder/{DEMO_TRACE}")
+
+
+def describe_trace(trace: Trace) -> str:
+    """Task, agents and a one-line view of each step."""
+    lines = [
+        f"trace:      {trace.id}  ({len(trace.steps)} steps, {len(trace.agents)} agents)",
+        f"task:       {trace.task}",
+        f"reference:  {trace.ground_truth or '-'}    system's answer: {trace.final_answer or '-'}",
+        "agents:",
+    ]
+    for agent in trace.agents:
+        lines.append(f"  {agent.name:<13} {agent.description or ''}")
+    lines.append("steps:")
+    for step in trace.steps:
+        text = " ".join(step.content.split())
+        calls = "".join(f" [calls {c.name}]" for c in step.tool_calls)
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        lines.append(f"  {step.index:>2} {step.agent:<13} {shown}{calls}")
+    return "\n".join(lines)
+
+
+def compare_with_gold(trace: Trace, result: Attribution) -> str:
+    """The gold label and whether the attribution matches it."""
+    gold = trace.label
+    if gold is None:
+        return "gold label: (none)"
+
+    def mark(ok: bool) -> str:
+        return "match" if ok else "no match"
+
+    lines = [
+        f"gold agent: {gold.agent}    ({mark(result.agent == gold.agent)})",
+        f"gold step:  {gold.step}    ({mark(result.step in gold.acceptable_steps)})",
+        f"gold why:   {gold.reason or '-'}",
+    ]
+    return "\n".join(lines)
+
+
+@click.command()
+@click.option(
+    "--method",
+    "method_spec",
+    default="all-at-once",
+    show_default=True,
+    help="Method name or name:preset (see `faultfinder methods`).",
+)
+@method_options
+@model_options
+@pass_errors
+def demo(
+    method_spec: str,
+    with_ground_truth: bool,
+    observability: str | None,
+    settings: tuple[str, ...],
+    **llm_options: Any,
+) -> None:
+    """Attribute the failure of a small bundled trace and show its gold label."""
+    trace = load_demo_trace()
+    click.echo(describe_trace(trace))
+    click.echo("")
+    method = create_method(
+        method_spec, **method_overrides(with_ground_truth, observability, settings)
+    )
+    llm = build_llm(**llm_options)
+    result = asyncio.run(run_method(method, trace, llm, label=method_spec))
+    click.echo(format_attribution(result))
+    click.echo("")
+    click.echo(compare_with_gold(trace, result))
+    if str(llm_options.get("model", "")).startswith("local"):
+        click.echo(
+            "\nNote: the embedded SmolLM2-135M model only shows that the pipeline runs end to "
+            "end; its attributions are not meaningful. Use --model openai:MODEL for a real judge."
+        )

@@ -1,0 +1,226 @@
+"""`faultfinder eval` (run methods over a dataset) and `faultfinder report` (tables, plot)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, get_args
+
+import click
+
+from faultfinder.cli.common import build_llm, method_overrides, model_options, pass_errors
+from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
+from faultfinder.eval.report import FORMATS, plot_tolerance, render, summarise
+from faultfinder.eval.rows import read_result_files
+from faultfinder.eval.runner import EvalOptions, plan_methods, run_eval
+from faultfinder.methods.base import Observability
+
+OBSERVABILITIES: tuple[str, ...] = get_args(Observability)
+
+
+def split_list(values: tuple[str, ...] | str | None) -> list[str]:
+    """'a,b' and repeated options alike → ['a', 'b'] (order kept, duplicates dropped)."""
+    if values is None:
+        return []
+    items = [values] if isinstance(values, str) else list(values)
+    out: dict[str, None] = {}
+    for item in items:
+        for part in item.split(","):
+            if part.strip():
+                out.setdefault(part.strip(), None)
+    return list(out)
+
+
+def parse_observabilities(value: str | None) -> list[Any]:
+    if not value:
+        return [None]
+    chosen = split_list(value)
+    bad = [v for v in chosen if v not in OBSERVABILITIES]
+    if bad:
+        raise click.BadParameter(
+            f"{', '.join(bad)}: choose from {', '.join(OBSERVABILITIES)} (comma-separated to "
+            "sweep)",
+            param_hint="--observability",
+        )
+    return chosen
+
+
+@click.command("eval")
+@click.argument("dataset", type=click.Path(exists=True))
+@click.option(
+    "--method",
+    "method_specs",
+    default="all-at-once",
+    show_default=True,
+    help="Methods to evaluate, comma-separated; each a name or name:preset.",
+)
+@click.option(
+    "--runs",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Repeats per trace and method (distinct cache entries and seeds).",
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Results file (JSONL, one row per case, appended as cases finish).",
+)
+@click.option("--resume", is_flag=True, help="Continue --out: run only cases without a row there.")
+@click.option("--force", is_flag=True, help="Overwrite a non-empty --out.")
+@click.option(
+    "--retry-errors/--no-retry-errors",
+    default=True,
+    show_default=True,
+    help="With --resume, rerun cases whose row is an error or budget stop.",
+)
+@click.option(
+    "--subset",
+    "subset_names",
+    multiple=True,
+    help="Only these subsets (comma-separated or repeated), e.g. Hand-Crafted.",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Only the first N traces of each subset.",
+)
+@click.option(
+    "--include-unlabelled",
+    is_flag=True,
+    help="Also run traces without a gold label (reported, not scored).",
+)
+@click.option("--format", "trace_format", default=None, help="Input format (default: detect).")
+@click.option(
+    "--parallel-cases",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Cases in progress at once (default: the --concurrency value).",
+)
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--with-ground-truth", is_flag=True, help="Show the reference answer.")
+@click.option(
+    "--observability",
+    "observability",
+    default=None,
+    help="What of the trace methods may see: "
+    f"{', '.join(OBSERVABILITIES)}; comma-separated values sweep "
+    "(default: each method's own default).",
+)
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Method option for every method (JSON values allowed).",
+)
+@model_options
+@pass_errors
+def eval_command(
+    dataset: str,
+    method_specs: str,
+    runs: int,
+    out: str,
+    resume: bool,
+    force: bool,
+    retry_errors: bool,
+    subset_names: tuple[str, ...],
+    limit: int | None,
+    include_unlabelled: bool,
+    trace_format: str | None,
+    parallel_cases: int | None,
+    no_progress: bool,
+    with_ground_truth: bool,
+    observability: str | None,
+    settings: tuple[str, ...],
+    **llm_options: Any,
+) -> None:
+    """Run methods over a dataset, write one result row per case, print a summary.
+
+    \b
+    Example:
+      faultfinder eval ../shared/data/who-and-when --method all-at-once,binary-search \\
+          --model local --runs 3 --out results.jsonl
+    """
+    overrides = method_overrides(with_ground_truth, None, settings)
+    plans = plan_methods(split_list(method_specs), overrides, parse_observabilities(observability))
+    traces = load_dataset(
+        dataset,
+        DatasetOptions(
+            subsets=split_list(subset_names),
+            limit=limit,
+            labelled_only=not include_unlabelled,
+            format=trace_format,
+        ),
+    )
+    if not traces:
+        raise click.ClickException(f"No traces to evaluate in {dataset} with these filters.")
+    llm = build_llm(**llm_options)
+    options = EvalOptions(
+        runs=runs,
+        concurrency=parallel_cases or llm_options["concurrency"],
+        resume=resume,
+        force=force,
+        retry_errors=retry_errors,
+        progress=not no_progress,
+    )
+    per_subset = ", ".join(f"{name} {n}" for name, n in subsets(traces).items())
+    click.echo(
+        f"{len(traces)} traces ({per_subset}) × {len(plans)} method config(s) × {runs} run(s) "
+        f"with {llm.name}",
+        err=True,
+    )
+    try:
+        outcome = asyncio.run(run_eval(traces, plans, llm, out, options))
+    except KeyboardInterrupt:
+        raise click.ClickException(
+            f"Interrupted. Finished cases are saved in {out}; rerun with --resume to continue."
+        ) from None
+    click.echo(
+        f"ran {outcome.ran} case(s), {outcome.skipped} already in {out}; "
+        f"{len(outcome.rows)}/{outcome.planned} cases have a row",
+        err=True,
+    )
+    if outcome.rows:
+        click.echo(render(summarise(outcome.rows), "text", tolerances=False))
+    if outcome.stopped:
+        raise click.ClickException(outcome.stopped)
+
+
+@click.command("report")
+@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="Table format.",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write a step-accuracy-vs-tolerance plot (PNG).",
+)
+@click.option(
+    "--tolerances/--no-tolerances",
+    default=True,
+    show_default=True,
+    help="Add the ±1..±5 step accuracy table (text and markdown).",
+)
+@pass_errors
+def report_command(
+    results: tuple[str, ...], fmt: str, plot_path: str | None, tolerances: bool
+) -> None:
+    """Accuracy tables (per subset, mean ± std over runs) from eval result files."""
+    rows = read_result_files(results)
+    if not rows:
+        raise click.ClickException("No result rows in " + ", ".join(results))
+    summaries = summarise(rows)
+    click.echo(render(summaries, fmt, tolerances=tolerances))  # type: ignore[arg-type]
+    if plot_path:
+        written = plot_tolerance(summaries, plot_path)
+        click.echo(f"plot written to {written}", err=True)

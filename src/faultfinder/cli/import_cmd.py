@@ -1,0 +1,147 @@
+"""`faultfinder import`: convert traces from another format into canonical trace files."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import click
+
+from faultfinder.cli.common import pass_errors
+from faultfinder.errors import ConfigError
+from faultfinder.traces.importers import importers
+from faultfinder.traces.io import write_trace
+from faultfinder.traces.loader import load_traces
+from faultfinder.traces.schema import Trace
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def parse_mapping(items: tuple[str, ...]) -> dict[str, str]:
+    """``('agent_field=speaker', ...)`` as importer options."""
+    options: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got '{item}'", param_hint="--map")
+        options[key.strip()] = value
+    return options
+
+
+def trace_file_name(trace_id: str) -> str:
+    """A flat file name for a trace id: 'Hand-Crafted/3' → 'Hand-Crafted__3.json'.
+
+    Flat, so `faultfinder eval DIR` reads the directory back; each id component is reduced
+    to safe characters, so an id can never point outside the output directory.
+    """
+    parts = [_UNSAFE.sub("_", p) for p in re.split(r"[/\\]", trace_id)]
+    parts = [p for p in parts if p.strip("._")] or ["trace"]
+    return "__".join(parts) + ".json"
+
+
+def write_jsonl(traces: list[Trace], path: Path) -> None:
+    """All traces, one canonical JSON object per line (written atomically)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        for trace in traces:
+            handle.write(trace.model_dump_json(exclude_none=True) + "\n")
+    tmp.replace(path)
+
+
+def write_many(traces: list[Trace], out_dir: Path) -> list[Path]:
+    """One file per trace directly under ``out_dir``, named after the trace id."""
+    written: dict[Path, str] = {}
+    for trace in traces:
+        target = out_dir / trace_file_name(trace.id)
+        if target in written:
+            raise ConfigError(
+                f"Traces '{written[target]}' and '{trace.id}' would both be written to "
+                f"{target}; write a .jsonl file with --out instead."
+            )
+        written[target] = trace.id
+    for trace, target in zip(traces, written, strict=True):
+        write_trace(trace, target)
+    return list(written)
+
+
+def describe(trace: Trace) -> str:
+    """One summary line per imported trace."""
+    label = "-"
+    if trace.label is not None:
+        step = "-" if trace.label.step is None else str(trace.label.step)
+        label = f"{trace.label.agent or '-'} @ step {step}"
+    inputs = ", inputs" if trace.has_inputs else ""
+    return (
+        f"{trace.id}: {len(trace.steps)} steps, {len(trace.agent_names())} agents{inputs}; "
+        f"label {label}"
+    )
+
+
+def _format_help() -> str:
+    return "Input format (default: detect). " + "; ".join(
+        f"{name}: {cls.summary}" for name, cls in importers().items()
+    )
+
+
+@click.command("import")
+@click.argument("path", type=click.Path(exists=True))
+@click.option("--format", "trace_format", default=None, help=_format_help())
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Output file: .json for one trace, .jsonl for any number.",
+)
+@click.option(
+    "--out-dir",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Output directory: one .json file per trace, named after the trace id.",
+)
+@click.option(
+    "--map",
+    "mapping",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Importer option, e.g. --map agent_field=speaker (generic) or "
+    "--map subset=Hand-Crafted (who-and-when).",
+)
+@pass_errors
+def import_traces(
+    path: str,
+    trace_format: str | None,
+    out: str | None,
+    out_dir: str | None,
+    mapping: tuple[str, ...],
+) -> None:
+    """Convert PATH (a file or directory in another format) into canonical traces.
+
+    Without --out or --out-dir, only prints what would be imported.
+    """
+    if out and out_dir:
+        raise click.UsageError("Use either --out or --out-dir, not both.")
+    options: dict[str, Any] = parse_mapping(mapping)
+    traces = load_traces(path, format=trace_format, **options)
+    if out:
+        target = Path(out)
+        if target.suffix == ".jsonl":
+            write_jsonl(traces, target)
+        elif len(traces) == 1:
+            write_trace(traces[0], target)
+        else:
+            raise ConfigError(
+                f"{path} holds {len(traces)} traces; a .json file holds one. Use "
+                "--out FILE.jsonl or --out-dir DIR."
+            )
+        click.echo(f"wrote {len(traces)} trace(s) to {target}")
+    elif out_dir:
+        files = write_many(traces, Path(out_dir))
+        click.echo(f"wrote {len(files)} trace file(s) under {out_dir}")
+    else:
+        for trace in traces:
+            click.echo(describe(trace))
+        click.echo(f"{len(traces)} trace(s); nothing written (use --out or --out-dir)")

@@ -1,0 +1,204 @@
+"""Scoring attributions against gold labels, and aggregating scores over runs.
+
+Per row:
+
+- **agent accuracy**: the predicted agent equals the gold agent after
+  :func:`normalise_agent` (case, spaces and punctuation ignored; a trailing
+  parenthetical such as ' (thought)' dropped).
+- **step accuracy**: the predicted step is *integer-equal* to one of
+  ``GoldLabel.acceptable_steps``. The official Who&When scripts instead test whether the
+  gold step is a *substring* of the predicted text, so gold 1 counts a prediction of 12
+  (or 10, 21, ...) as right. That is a bug; we never reproduce it.
+- **step within ±k**: ``|predicted - s| <= k`` for some acceptable step ``s``.
+- **joint**: agent and exact step both right.
+
+A field the method did not produce (None) is wrong: rows with status 'unparsed',
+'error', 'budget-exceeded' or 'no-error-found' stay in the denominator and are counted
+and reported, never dropped, so a method cannot gain accuracy by failing to answer. (An
+'unparsed' row may still carry the part that was read, e.g. the agent when only the step
+was out of range; that part is scored.)
+
+Aggregates: accuracy is computed per run (over that run's cases), then the mean and the
+sample standard deviation are taken across runs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from faultfinder.traces.schema import GoldLabel
+
+TOLERANCES: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
+"""Step tolerances reported (0 = exact)."""
+
+
+def normalise_agent(name: str) -> str:
+    """Canonical form for comparing agent names: 'Orchestrator (thought)' -> 'orchestrator'."""
+    base = re.sub(r"\s*\([^()]*\)\s*$", "", name.strip())
+    return re.sub(r"[^0-9a-z]+", "", base.casefold())
+
+
+def agent_correct(predicted: str | None, gold: GoldLabel) -> bool:
+    """True when ``predicted`` names the gold agent."""
+    if predicted is None or gold.agent is None:
+        return False
+    return normalise_agent(predicted) == normalise_agent(gold.agent) != ""
+
+
+def step_correct(predicted: int | None, gold: GoldLabel, tolerance: int = 0) -> bool:
+    """True when ``predicted`` is within ``tolerance`` of an acceptable step (integers only)."""
+    if predicted is None or isinstance(predicted, bool) or not isinstance(predicted, int):
+        return False
+    return any(abs(predicted - s) <= tolerance for s in gold.acceptable_steps)
+
+
+def joint_correct(predicted_agent: str | None, predicted_step: int | None, gold: GoldLabel) -> bool:
+    """Agent and exact step both right."""
+    return agent_correct(predicted_agent, gold) and step_correct(predicted_step, gold)
+
+
+@dataclass(frozen=True)
+class RowScore:
+    """Correctness of one attribution."""
+
+    agent: bool
+    """Agent right."""
+    step: bool
+    """Step exactly right."""
+    within: tuple[bool, ...]
+    """Step within ±k for each k in TOLERANCES."""
+    joint: bool
+    """Agent and exact step right."""
+
+
+def score(agent: str | None, step: int | None, gold: GoldLabel) -> RowScore:
+    """Every per-row metric for one prediction."""
+    return RowScore(
+        agent=agent_correct(agent, gold),
+        step=step_correct(step, gold),
+        within=tuple(step_correct(step, gold, k) for k in TOLERANCES),
+        joint=joint_correct(agent, step, gold),
+    )
+
+
+@dataclass(frozen=True)
+class MeanStd:
+    """Mean and sample standard deviation across runs (std is None with one run)."""
+
+    mean: float
+    std: float | None
+    n: int
+
+    def format(self, percent: bool = True, digits: int = 1) -> str:
+        scale = 100.0 if percent else 1.0
+        if math.isnan(self.mean):
+            return "-"
+        text = f"{self.mean * scale:.{digits}f}"
+        if self.std is not None:
+            text += f" ± {self.std * scale:.{digits}f}"
+        return text
+
+
+def mean_std(values: Sequence[float]) -> MeanStd:
+    """Mean and sample std (n-1) of per-run values."""
+    if not values:
+        return MeanStd(float("nan"), None, 0)
+    mean = statistics.fmean(values)
+    std = statistics.stdev(values) if len(values) > 1 else None
+    return MeanStd(mean, std, len(values))
+
+
+@dataclass
+class ScoredRow:
+    """What aggregation needs of one result row."""
+
+    case: str
+    """Trace id."""
+    run: int
+    """Repeat index."""
+    status: str
+    """Verdict status."""
+    score: RowScore | None
+    """Correctness; None when the trace has no gold label (then it is not scored)."""
+    total_tokens: int = 0
+    """Prompt + completion tokens."""
+    calls: int = 0
+    """Model calls, cache hits included."""
+    wall_time_s: float = 0.0
+    """Wall time of the case."""
+
+
+@dataclass
+class GroupMetrics:
+    """Aggregated metrics of one (subset, method, model, GT, observability) group."""
+
+    cases: int
+    """Distinct traces."""
+    runs: int
+    """Distinct repeat indices."""
+    rows: int
+    """Result rows."""
+    scored_rows: int
+    """Rows with a gold label."""
+    agent: MeanStd
+    step: MeanStd
+    joint: MeanStd
+    within: dict[int, MeanStd]
+    """Step accuracy within ±k, per k in TOLERANCES (k=0 equals ``step``)."""
+    tokens_per_case: float
+    calls_per_case: float
+    wall_time_per_case: float
+    unparsed: int
+    """Rows whose answer could not be read (counted wrong)."""
+    errors: int
+    """Rows with status 'error' or 'budget-exceeded' (counted wrong)."""
+    no_error_found: int
+    """Rows where the method found no error (counted wrong)."""
+    status_counts: dict[str, int] = field(default_factory=dict)
+
+
+def aggregate(rows: Iterable[ScoredRow]) -> GroupMetrics:
+    """Per-run accuracies, then mean ± std across runs; cost figures are means per row."""
+    items = list(rows)
+    by_run: dict[int, list[RowScore]] = {}
+    for row in items:
+        if row.score is not None:
+            by_run.setdefault(row.run, []).append(row.score)
+    runs = sorted(by_run)
+
+    def across_runs(pick: str, k: int | None = None) -> MeanStd:
+        per_run: list[float] = []
+        for r in runs:
+            scores = by_run[r]
+            if k is None:
+                hits = sum(bool(getattr(s, pick)) for s in scores)
+            else:
+                hits = sum(s.within[TOLERANCES.index(k)] for s in scores)
+            per_run.append(hits / len(scores))
+        return mean_std(per_run)
+
+    statuses: dict[str, int] = {}
+    for row in items:
+        statuses[row.status] = statuses.get(row.status, 0) + 1
+    n = len(items)
+    return GroupMetrics(
+        cases=len({row.case for row in items}),
+        runs=len({row.run for row in items}),
+        rows=n,
+        scored_rows=sum(row.score is not None for row in items),
+        agent=across_runs("agent"),
+        step=across_runs("step"),
+        joint=across_runs("joint"),
+        within={k: across_runs("within", k) for k in TOLERANCES},
+        tokens_per_case=sum(r.total_tokens for r in items) / n if n else 0.0,
+        calls_per_case=sum(r.calls for r in items) / n if n else 0.0,
+        wall_time_per_case=sum(r.wall_time_s for r in items) / n if n else 0.0,
+        unparsed=statuses.get("unparsed", 0),
+        errors=statuses.get("error", 0) + statuses.get("budget-exceeded", 0),
+        no_error_found=statuses.get("no-error-found", 0),
+        status_counts=dict(sorted(statuses.items())),
+    )

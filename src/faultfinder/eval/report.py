@@ -1,0 +1,307 @@
+"""Tables and plots from result rows.
+
+Rows are grouped by (subset, method label, model, with ground truth, observability,
+config); each group's accuracies are per-run accuracies averaged across runs (± sample
+standard deviation). Unparsed and failed rows count as wrong and are shown.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from faultfinder.eval.metrics import (
+    TOLERANCES,
+    GroupMetrics,
+    MeanStd,
+    ScoredRow,
+    aggregate,
+    score,
+)
+from faultfinder.eval.rows import EvalRow
+
+TableFormat = Literal["text", "markdown", "csv", "json"]
+FORMATS: tuple[str, ...] = ("text", "markdown", "csv", "json")
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    """What distinguishes one line of the report."""
+
+    subset: str
+    method: str
+    model: str
+    with_ground_truth: bool
+    observability: str
+    config_id: str
+
+
+@dataclass
+class GroupSummary:
+    """One report line: its key, the label to show and its metrics."""
+
+    key: GroupKey
+    label: str
+    """Method label; suffixed with '#config' when one label ran with several configs."""
+    metrics: GroupMetrics
+
+
+def scored(row: EvalRow) -> ScoredRow:
+    """The figures aggregation needs from one row."""
+    return ScoredRow(
+        case=row.trace_id,
+        run=row.run,
+        status=row.status,
+        score=score(row.agent, row.step, row.gold) if row.gold is not None else None,
+        total_tokens=row.usage.total_tokens,
+        calls=row.usage.calls + row.usage.cached_calls,
+        wall_time_s=row.wall_time_s,
+    )
+
+
+def summarise(rows: Iterable[EvalRow]) -> list[GroupSummary]:
+    """Group rows and aggregate each group, sorted by subset then method."""
+    groups: dict[GroupKey, list[ScoredRow]] = {}
+    for row in rows:
+        key = GroupKey(
+            subset=row.subset,
+            method=row.method,
+            model=row.model,
+            with_ground_truth=row.with_ground_truth,
+            observability=row.observability,
+            config_id=row.config_id,
+        )
+        groups.setdefault(key, []).append(scored(row))
+    configs: dict[tuple[str, str, str, bool, str], set[str]] = {}
+    for key in groups:
+        ident = (key.subset, key.method, key.model, key.with_ground_truth, key.observability)
+        configs.setdefault(ident, set()).add(key.config_id)
+    out: list[GroupSummary] = []
+    for key, items in groups.items():
+        ident = (key.subset, key.method, key.model, key.with_ground_truth, key.observability)
+        label = key.method
+        if len(configs[ident]) > 1:
+            label = f"{key.method}#{key.config_id[:6]}"
+        out.append(GroupSummary(key=key, label=label, metrics=aggregate(items)))
+    out.sort(
+        key=lambda g: (
+            g.key.subset,
+            g.label,
+            g.key.model,
+            g.key.with_ground_truth,
+            g.key.observability,
+        )
+    )
+    return out
+
+
+def _ident_cells(g: GroupSummary) -> list[str]:
+    return [g.label, g.key.model, "yes" if g.key.with_ground_truth else "no", g.key.observability]
+
+
+IDENT_HEADERS = ["method", "model", "GT", "observability"]
+MAIN_HEADERS = [
+    *IDENT_HEADERS,
+    "cases",
+    "runs",
+    "agent %",
+    "step %",
+    "joint %",
+    "tokens/case",
+    "calls/case",
+    "s/case",
+    "unparsed",
+    "errors",
+]
+TOLERANCE_HEADERS = [*IDENT_HEADERS, *(f"step ±{k} %" if k else "step %" for k in TOLERANCES)]
+
+
+def main_cells(g: GroupSummary) -> list[str]:
+    m = g.metrics
+    return [
+        *_ident_cells(g),
+        str(m.cases),
+        str(m.runs),
+        m.agent.format(),
+        m.step.format(),
+        m.joint.format(),
+        f"{m.tokens_per_case:.0f}",
+        f"{m.calls_per_case:.1f}",
+        f"{m.wall_time_per_case:.2f}",
+        str(m.unparsed),
+        str(m.errors),
+    ]
+
+
+def tolerance_cells(g: GroupSummary) -> list[str]:
+    return [*_ident_cells(g), *(g.metrics.within[k].format() for k in TOLERANCES)]
+
+
+def _by_subset(summaries: Sequence[GroupSummary]) -> dict[str, list[GroupSummary]]:
+    out: dict[str, list[GroupSummary]] = {}
+    for g in summaries:
+        out.setdefault(g.key.subset, []).append(g)
+    return out
+
+
+def _text_table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i < len(IDENT_HEADERS) else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def _markdown_table(headers: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(headers) + " |"]
+    out.append(
+        "|"
+        + "|".join("---" if i < len(IDENT_HEADERS) else "---:" for i in range(len(headers)))
+        + "|"
+    )
+    out.extend("| " + " | ".join(r) + " |" for r in rows)
+    return "\n".join(out)
+
+
+def records(summaries: Sequence[GroupSummary]) -> list[dict[str, Any]]:
+    """One flat dict per group (fractions in [0, 1]), for CSV and JSON output."""
+
+    def ms(prefix: str, value: MeanStd) -> dict[str, Any]:
+        mean = None if value.n == 0 else round(value.mean, 6)
+        std = None if value.std is None else round(value.std, 6)
+        return {f"{prefix}_mean": mean, f"{prefix}_std": std}
+
+    out: list[dict[str, Any]] = []
+    for g in summaries:
+        m = g.metrics
+        record: dict[str, Any] = {
+            "subset": g.key.subset,
+            "method": g.label,
+            "model": g.key.model,
+            "with_ground_truth": g.key.with_ground_truth,
+            "observability": g.key.observability,
+            "config_id": g.key.config_id,
+            "cases": m.cases,
+            "runs": m.runs,
+            "rows": m.rows,
+            "scored_rows": m.scored_rows,
+            **ms("agent", m.agent),
+            **ms("step", m.step),
+            **ms("joint", m.joint),
+        }
+        for k in TOLERANCES[1:]:
+            record.update(ms(f"step_within_{k}", m.within[k]))
+        record.update(
+            {
+                "tokens_per_case": round(m.tokens_per_case, 2),
+                "calls_per_case": round(m.calls_per_case, 3),
+                "wall_time_per_case_s": round(m.wall_time_per_case, 4),
+                "unparsed": m.unparsed,
+                "errors": m.errors,
+                "no_error_found": m.no_error_found,
+            }
+        )
+        out.append(record)
+    return out
+
+
+def render(
+    summaries: Sequence[GroupSummary], fmt: TableFormat = "text", *, tolerances: bool = True
+) -> str:
+    """The report as text: per subset a main table and (optionally) a tolerance table."""
+    if fmt == "json":
+        return json.dumps(records(summaries), indent=2)
+    if fmt == "csv":
+        buffer = io.StringIO()
+        recs = records(summaries)
+        if recs:
+            writer = csv.DictWriter(buffer, fieldnames=list(recs[0]), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(recs)
+        return buffer.getvalue().rstrip("\n")
+    table = _markdown_table if fmt == "markdown" else _text_table
+    parts: list[str] = []
+    for subset, groups in _by_subset(summaries).items():
+        title = f"### {subset}" if fmt == "markdown" else f"== {subset} =="
+        parts.append(title)
+        parts.append(table(MAIN_HEADERS, [main_cells(g) for g in groups]))
+        if tolerances:
+            parts.append("")
+            parts.append(
+                "Step accuracy within ±k steps:"
+                if fmt == "text"
+                else "Step accuracy within ±k steps:\n"
+            )
+            parts.append(table(TOLERANCE_HEADERS, [tolerance_cells(g) for g in groups]))
+        parts.append("")
+    notes = footnotes(summaries)
+    if notes:
+        parts.extend(notes)
+    return "\n".join(parts).rstrip("\n")
+
+
+def footnotes(summaries: Sequence[GroupSummary]) -> list[str]:
+    """Warnings a reader of the table needs."""
+    errors = sum(g.metrics.errors for g in summaries)
+    notes = [
+        "Accuracies: per-run accuracy, mean ± sample std across runs; unparsed and failed rows "
+        "count as wrong. Steps are scored by integer equality."
+    ]
+    if errors:
+        notes.append(
+            f"{errors} row(s) failed (status error/budget-exceeded) and count as wrong: rerun "
+            "the same `faultfinder eval` command with --resume to retry them."
+        )
+    unlabelled = sum(g.metrics.rows - g.metrics.scored_rows for g in summaries)
+    if unlabelled:
+        notes.append(f"{unlabelled} row(s) have no gold label and are not scored.")
+    return notes
+
+
+def plot_tolerance(summaries: Sequence[GroupSummary], path: str | Path) -> Path:
+    """Step accuracy against tolerance (0..5): one panel per subset, one line per method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_subset = _by_subset(summaries)
+    if not by_subset:
+        raise ValueError("no results to plot")
+    n = len(by_subset)
+    fig, axes = plt.subplots(1, n, figsize=(5.5 * n, 4.2), squeeze=False, sharey=True)
+    models = {g.key.model for g in summaries}
+    settings = {(g.key.with_ground_truth, g.key.observability) for g in summaries}
+    for ax, (subset, groups) in zip(axes[0], by_subset.items(), strict=True):
+        for g in groups:
+            name = g.label
+            if len(models) > 1:
+                name += f" [{g.key.model}]"
+            if len(settings) > 1:
+                name += f" ({'GT, ' if g.key.with_ground_truth else ''}{g.key.observability})"
+            xs = list(TOLERANCES)
+            ys = [100 * g.metrics.within[k].mean for k in xs]
+            errs = [100 * (g.metrics.within[k].std or 0.0) for k in xs]
+            ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3, label=name)
+        ax.set_title(subset)
+        ax.set_xlabel("tolerance k (steps)")
+        ax.set_xticks(list(TOLERANCES))
+        ax.set_ylim(0, 100)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    axes[0][0].set_ylabel("step accuracy within ±k (%)")
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out

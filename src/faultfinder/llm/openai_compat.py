@@ -1,0 +1,236 @@
+"""Any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, Ollama, llama.cpp server,
+gateways), through the official ``openai`` SDK.
+
+The SDK's own retries are switched off: the LLM layer (:mod:`faultfinder.llm.client`)
+owns retries, so this module only classifies failures as transient or not.
+Token counts come from the API's ``usage``; only when an endpoint reports none does the
+LLM layer fill in an estimate (:func:`faultfinder.llm.base.approx_token_count`), marked
+``estimated``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import openai
+
+from faultfinder import errors
+from faultfinder.llm.base import ChatRequest, Completion, TransientLLMError, approx_token_count
+from faultfinder.traces.schema import ToolCall
+from faultfinder.usage import Usage
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+PLACEHOLDER_KEY = "not-needed"
+"""Sent when a custom endpoint is used without a key: most local servers ignore the key,
+but the SDK insists on one."""
+
+# The statuses the SDK itself would retry: timeouts, lock conflicts, rate limits, server errors.
+_TRANSIENT_STATUSES = {408, 409, 429}
+
+
+def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    if not headers:
+        return None
+    lowered = {k.lower(): v for k, v in headers.items()}
+    ms = lowered.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(float(ms) / 1000.0, 0.0)
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    current = time.time() if now is None else now
+    return max(when.timestamp() - current, 0.0)
+
+
+class OpenAICompatBackend:
+    """A chat model behind an OpenAI-compatible ``/chat/completions`` endpoint."""
+
+    is_real = True
+    supports_tools = True
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 300.0,
+        structured_output: bool = False,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        custom_url = base_url or os.environ.get("OPENAI_BASE_URL")
+        if not api_key:
+            if not custom_url:
+                raise errors.ModelNotAvailableError(
+                    f"No API key for openai:{model}. Set OPENAI_API_KEY, or name the variable "
+                    "holding the key with --api-key-env (local servers: pass --base-url, "
+                    "no key needed)."
+                )
+            api_key = PLACEHOLDER_KEY
+        self.model = model
+        self.name = f"openai:{model}"
+        self.base_url = (custom_url or DEFAULT_BASE_URL).rstrip("/")
+        self.timeout = timeout
+        self.structured_output = structured_output
+        self.extra_body = dict(extra_body or {})
+        self._api_key = api_key
+        self._client: openai.AsyncOpenAI | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    def __repr__(self) -> str:
+        # Never show the key.
+        return f"OpenAICompatBackend(model={self.model!r}, base_url={self.base_url!r})"
+
+    def identity(self) -> dict[str, Any]:
+        return {"backend": "openai", "base_url": self.base_url, "model": self.model}
+
+    def count_tokens(self, text: str) -> int:
+        return approx_token_count(text)
+
+    async def _get_client(self) -> openai.AsyncOpenAI:
+        # The SDK's connection pool is tied to the event loop it first ran on; eval runs and
+        # tests may use several loops in turn, so keep one client per loop.
+        loop = asyncio.get_running_loop()
+        if self._client is not None and self._client_loop is loop:
+            return self._client
+        stale, stale_loop = self._client, self._client_loop
+        self._client = openai.AsyncOpenAI(
+            api_key=self._api_key,
+            base_url=self.base_url,
+            timeout=self.timeout,
+            max_retries=0,
+        )
+        self._client_loop = loop
+        if stale is not None and stale_loop is not None and stale_loop.is_closed():
+            # Its connections belong to a finished loop, so closing them fails; trying
+            # still marks the client closed, which stops the SDK from scheduling the same
+            # failing close on this loop when the client is garbage-collected.
+            with contextlib.suppress(Exception):
+                await stale.close()
+        return self._client
+
+    def _params(self, request: ChatRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": request.messages,
+            "temperature": request.temperature,
+        }
+        if request.max_tokens is not None:
+            params["max_tokens"] = request.max_tokens
+        if request.seed is not None:
+            # Another sample index is another draw, as with the embedded model.
+            params["seed"] = request.seed + request.sample
+        if request.stop:
+            params["stop"] = request.stop
+        if request.tools:
+            params["tools"] = request.tools
+            if request.tool_choice is not None:
+                params["tool_choice"] = request.tool_choice
+        schema = request.constraint.json_schema if request.constraint else None
+        if self.structured_output and schema is not None:
+            params["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "schema": schema},
+            }
+        params.update(self.extra_body)
+        return params
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        client = await self._get_client()
+        try:
+            # The SDK's generic ``post`` skips its per-request parameter transformation and
+            # model construction, which cost more CPU than everything else per call; errors
+            # and authentication are handled exactly as in ``chat.completions.create``.
+            data = await client.post(
+                "/chat/completions", body=self._params(request), cast_to=object
+            )
+        except openai.APIStatusError as exc:
+            raise self._status_error(exc) from exc
+        except openai.APIConnectionError as exc:
+            # Includes APITimeoutError.
+            raise TransientLLMError(f"{self.name} at {self.base_url}: {exc}") from exc
+        except openai.OpenAIError as exc:
+            raise errors.LLMCallError(
+                f"{self.name} at {self.base_url}: unexpected reply ({exc}). Check that "
+                "--base-url points at an OpenAI-compatible /v1 endpoint."
+            ) from exc
+        if not isinstance(data, dict):
+            raise errors.LLMCallError(
+                f"{self.name} at {self.base_url}: the reply is not a JSON object. Check that "
+                "--base-url points at an OpenAI-compatible /v1 endpoint."
+            )
+        return self._to_completion(data)
+
+    def _status_error(self, exc: openai.APIStatusError) -> Exception:
+        status = exc.status_code
+        where = f"{self.name} at {self.base_url}"
+        if status in _TRANSIENT_STATUSES or status >= 500:
+            retry_after = parse_retry_after(dict(exc.response.headers))
+            return TransientLLMError(f"{where}: HTTP {status}: {exc.message}", retry_after)
+        hint = {
+            401: "Check the API key (OPENAI_API_KEY, or the variable named by --api-key-env).",
+            403: "The key lacks access to this model or project; check its permissions.",
+            404: (
+                f"Check the model name ('{self.model}') and --base-url (it usually ends in /v1)."
+            ),
+            413: "The prompt is too large for the endpoint; lower the method's context budget.",
+        }.get(status)
+        if hint is None:
+            hint = (
+                "The endpoint rejected the request; check that this model supports the "
+                "parameters used (tools, seed, max_tokens, response_format) and that the "
+                "prompt fits its context window."
+            )
+        return errors.LLMCallError(f"{where}: HTTP {status}: {exc.message}. {hint}")
+
+    def _to_completion(self, data: dict[str, Any]) -> Completion:
+        choices = data.get("choices") or []
+        if not choices or not isinstance(choices[0], dict):
+            raise errors.LLMCallError(
+                f"{self.name} at {self.base_url}: the reply has no choices. Check that the "
+                "endpoint implements OpenAI chat completions."
+            )
+        choice = choices[0]
+        message = choice.get("message") or {}
+        calls = [
+            ToolCall(
+                id=call.get("id"),
+                name=call["function"].get("name", ""),
+                arguments=call["function"].get("arguments") or "",
+            )
+            for call in message.get("tool_calls") or []
+            if isinstance(call, dict) and isinstance(call.get("function"), dict)
+        ]
+        reported = data.get("usage") or {}
+        usage = Usage(
+            prompt_tokens=int(reported.get("prompt_tokens") or 0),
+            completion_tokens=int(reported.get("completion_tokens") or 0),
+        )
+        content = message.get("content")
+        return Completion(
+            text=content if isinstance(content, str) else "",
+            tool_calls=calls,
+            usage=usage,
+            model=str(data.get("model") or self.model),
+            finish_reason=choice.get("finish_reason"),
+            raw=data,
+        )

@@ -1,0 +1,356 @@
+"""Shared pieces of the Who&When baselines (Zhang et al., ICML 2025).
+
+The prompt templates follow the paper's Appendix G word for word (placeholders filled,
+typographic quotes made plain). DoVer (Section 3, Appendix A) adds two refinements, both
+on by default and both switchable: explicit step indices in the rendered log, and a short
+reminder of the annotators' guidance. With both off the prompts are the paper's own.
+
+The methods in ``all_at_once``, ``step_by_step``, ``binary_search`` and ``hybrid`` are
+compositions of the builders, parsers and grammars below; none holds a prompt of its own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+from pydantic import BaseModel
+
+from faultfinder.errors import ConfigError
+from faultfinder.llm.base import OutputConstraint
+from faultfinder.llm.client import LLM, ParseError
+from faultfinder.methods.answers import choice_grammar, gbnf_choice, parse_yes_no
+from faultfinder.methods.base import MethodConfig, Observability
+from faultfinder.methods.render import RenderOptions, fit_steps, render_metadata
+from faultfinder.traces.schema import Step, Trace
+
+PROMPT_FAMILY = "whowhen-v1"
+"""Bump when any template below changes."""
+
+
+class WhoWhenConfig(MethodConfig):
+    """Options shared by the four Who&When baselines."""
+
+    observability: Observability = "outputs"
+    """What of the trace the judge sees. Default 'outputs', the paper's setting: step
+    outputs only. 'full' or 'no-inputs' would add the agent roster and system prompts
+    (which Who&When Algorithm-Generated traces carry), changing the paper's prompt."""
+    step_indices: bool = True
+    """DoVer refinement 1: prefix every step with 'Step N -' (0-based) in the log.
+    Off: the paper's 'name: content' lines."""
+    guidance_reminder: bool = True
+    """DoVer refinement 2: add a short reminder of the annotation guidance (what a
+    decisive error is) to every prompt. Off: the paper's prompts unchanged."""
+
+
+PRESETS: dict[str, dict[str, object]] = {
+    "paper": {"step_indices": False, "guidance_reminder": False},
+    "step-index": {"step_indices": True, "guidance_reminder": False},
+    "dover": {"step_indices": True, "guidance_reminder": True},
+}
+"""Ablations shared by all four baselines: the paper's prompts, DoVer's '+Step Index'
+row, and both refinements (the default)."""
+
+
+def prompt_version(config: WhoWhenConfig) -> str:
+    """'whowhen-v1', plus '+idx', '+guide' or '+dover' for the refinements in use."""
+    if config.step_indices and config.guidance_reminder:
+        return f"{PROMPT_FAMILY}+dover"
+    if config.step_indices:
+        return f"{PROMPT_FAMILY}+idx"
+    if config.guidance_reminder:
+        return f"{PROMPT_FAMILY}+guide"
+    return PROMPT_FAMILY
+
+
+# DoVer's Figure 3 (the exact reminder) and Who&When's Figure 10 (the guideline) are
+# images the text does not reproduce; this wording restates the decisive-error
+# definition of Who&When Section 2, which is what the guideline encodes.
+GUIDANCE_REMINDER = (
+    "Reminder of the annotation guidance: the mistake to find is the decisive error. "
+    "A step is the decisive error when the action of the agent at that step is a mistake "
+    "(for example wrong reasoning, wrong or unverified information, a wrong instruction or "
+    "a wrong use of a tool) and correcting that single action would have let the agents "
+    "solve the problem. If there are several such mistakes, the earliest one counts. The "
+    "responsible agent is the agent who acted at that step."
+)
+
+
+# --- inputs common to every prompt --------------------------------------------------
+
+
+def ground_truth_for(trace: Trace, config: MethodConfig) -> str | None:
+    """The reference answer when the config asks for it (an error if the trace lacks one)."""
+    if not config.with_ground_truth:
+        return None
+    if trace.ground_truth is None:
+        raise ConfigError(
+            f"Trace '{trace.id}' has no ground_truth, but with_ground_truth is set: "
+            "run without --with-ground-truth or add the reference answer to the trace."
+        )
+    return trace.ground_truth
+
+
+def metadata_for(trace: Trace, config: MethodConfig) -> str:
+    """Agent roster / configuration text, '' when observability hides it or there is none."""
+    return render_metadata(trace, config.observability)
+
+
+def fill_log(
+    trace: Trace,
+    steps: Sequence[Step],
+    config: WhoWhenConfig,
+    llm: LLM,
+    template: Callable[[str], str],
+) -> tuple[str, bool]:
+    """``template(log)`` with ``steps`` rendered into it, within ``config.context_budget``.
+
+    The template's own tokens are reserved first, so only the log is cut (per step, with
+    visible markers). Returns (prompt, truncated?).
+    """
+    options = RenderOptions.from_config(config, step_indices=config.step_indices)
+    reserved = llm.count_tokens(template(""))
+    log, truncated = fit_steps(
+        trace, steps, options, config.context_budget, llm.count_tokens, reserved
+    )
+    return template(log), truncated
+
+
+def _sentence(text: str) -> str:
+    """``text`` closed with the template's full stop, unless it already ends a sentence."""
+    stripped = text.rstrip()
+    return stripped if stripped.endswith((".", "?", "!")) else f"{stripped}."
+
+
+def _gt_line(ground_truth: str | None) -> str | None:
+    if ground_truth is None:
+        return None
+    return f"The Answer for the problem is: {_sentence(ground_truth)}"
+
+
+def _optional(line: str | None) -> str:
+    return f"{line}\n" if line else ""
+
+
+def _metadata_block(metadata: str) -> str:
+    return f"Information about the system and its agents:\n{metadata}\n" if metadata else ""
+
+
+def _reminder(enabled: bool) -> str:
+    return f"{GUIDANCE_REMINDER}\n" if enabled else ""
+
+
+# --- Appendix G.1: all-at-once -------------------------------------------------------
+
+
+def all_at_once_prompt(
+    problem: str,
+    log: str,
+    *,
+    ground_truth: str | None = None,
+    reminder: bool = False,
+    metadata: str = "",
+) -> str:
+    """The all-at-once prompt (with the ground-truth line when ``ground_truth`` is given)."""
+    gt = _gt_line(ground_truth)
+    return (
+        "You are an AI assistant tasked with analyzing a multi-agent conversation history "
+        "when solving a real world problem.\n"
+        f"The problem is: {_sentence(problem)}\n"
+        f"{_optional(gt)}"
+        f"{_metadata_block(metadata)}"
+        "Identify which agent made an error, at which step, and explain the reason for the "
+        "error.\n"
+        f"Here's the conversation:\n{log}\n\n"
+        f"{_reminder(reminder)}"
+        "Based on this conversation, please predict the following:\n"
+        "1. The name of the agent who made a mistake that should be directly responsible for "
+        "the wrong solution to the real world problem. If there are no agents that make "
+        "obvious mistakes, decide one single agent in your mind. Directly output the name of "
+        "the Expert.\n"
+        "2. In which step the mistake agent first made mistake. For example, in a "
+        "conversation structured as follows:\n"
+        "{\n"
+        '"agent a": "xx",\n'
+        '"agent b": "xxxx",\n'
+        '"agent c": "xxxxx",\n'
+        '"agent a": "xxxxxxx"\n'
+        "},\n"
+        "each entry represents a 'step' where an agent provides input. The 'x' symbolizes "
+        "the speech of each agent. If the mistake is in agent c's speech, the step number is "
+        "2. If the second speech by 'agent a' contains the mistake, the step number is 3, and "
+        "so on. Please determine the step number where the first mistake occurred.\n"
+        "3. The reason for your prediction. Please answer in the format:\n"
+        "Agent Name: (Your prediction)\n"
+        "Step Number: (Your prediction)\n"
+        "Reason for Mistake: (Your reason)"
+    )
+
+
+# --- Appendix G.3: step-by-step ------------------------------------------------------
+
+
+def step_judgement_prompt(
+    problem: str,
+    log: str,
+    *,
+    ground_truth: str | None = None,
+    reminder: bool = False,
+    metadata: str = "",
+) -> str:
+    """The step-by-step prompt: is the most recent step of ``log`` an error?"""
+    gt = _gt_line(ground_truth)
+    return (
+        "You are an AI assistant tasked with evaluating the correctness of each step in an "
+        "ongoing multi-agent conversation aimed at solving a real-world problem.\n"
+        f"The problem being addressed is: {_sentence(problem)}\n"
+        f"{_metadata_block(metadata)}"
+        f"Here is the conversation history up to the current step:\n{_sentence(log)}\n"
+        f"{_optional(gt)}"
+        f"{_reminder(reminder)}"
+        "Your task is to determine whether the most recent agent's action contains an error "
+        "that could hinder the problem-solving process. Please respond with 'Yes' or 'No' and "
+        "provide a clear explanation for your judgment.\n"
+        "Note: Please avoid being overly critical in your evaluation.\n"
+        "Attention: Respond in the format:\n"
+        "1. Yes/No. 2. Reason for the judgment."
+    )
+
+
+class Judgement(BaseModel):
+    """A step-by-step answer."""
+
+    erroneous: bool
+    """True when the judge answered Yes (the most recent step contains an error)."""
+    reason: str
+    """The judge's explanation."""
+
+
+def parse_judgement(text: str) -> Judgement:
+    """'1. Yes. 2. Reason...' → Judgement(erroneous=True, reason='Reason...')."""
+    erroneous = parse_yes_no(text)
+    m = re.search(r"(?:^|\s)2\s*[.)]\s*(.*)", text, flags=re.DOTALL)
+    reason = m.group(1) if m else re.split(r"\b(?:yes|no)\b", text, maxsplit=1, flags=re.I)[-1]
+    reason = re.sub(r"^\s*reason[^:]*:\s*", "", reason.strip(" .\n"), flags=re.IGNORECASE)
+    return Judgement(erroneous=erroneous, reason=reason.strip())
+
+
+def judgement_grammar() -> OutputConstraint:
+    """'1. Yes. 2. <one-line reason>' or the same with 'No'."""
+    return OutputConstraint(gbnf=f'root ::= "1. " ({gbnf_choice(["Yes", "No"])}) ". 2. " [^\\n]+')
+
+
+# --- Appendix G.2: binary search -----------------------------------------------------
+
+Half = Literal["upper", "lower"]
+
+
+def split_range(low: int, high: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Inclusive halves of [low, high] as (upper, lower).
+
+    'Upper' is the first half, the steps written higher up in the log: Algorithm 2's
+    L' = {l_low..l_mid} with mid = floor((low + high) / 2), kept when the error is in it.
+    """
+    mid = (low + high) // 2
+    return (low, mid), (mid + 1, high)
+
+
+def describe_range(low: int, high: int) -> str:
+    return f"from step {low} to step {high}"
+
+
+def binary_search_prompt(
+    problem: str,
+    log: str,
+    *,
+    low: int,
+    high: int,
+    ground_truth: str | None = None,
+    reminder: bool = False,
+    metadata: str = "",
+) -> str:
+    """The binary-search prompt for the segment [low, high] (0-based, inclusive)."""
+    (u_low, u_high), (l_low, l_high) = split_range(low, high)
+    gt = _gt_line(ground_truth)
+    return (
+        "You are an AI assistant tasked with analyzing a segment of a multi-agent "
+        "conversation. Multiple agents are collaborating to address a user query, with the "
+        "goal of resolving the query through their collective dialogue.\n"
+        "Your primary task is to identify location of the most critical mistake, and "
+        "determine the single step in the conversation where this error occurs, ultimately "
+        "leading to the failure in resolving the user's query.\n"
+        f"The problem to address is as follows: {_sentence(problem)}\n"
+        f"{_optional(gt)}"
+        f"{_metadata_block(metadata)}"
+        f"Review the following conversation range {describe_range(low, high)}:\n{_sentence(log)}\n"
+        f"{_reminder(reminder)}"
+        "Based on your analysis, predict whether the error is more likely to be located in "
+        "the upper or lower half of the segment.\n"
+        f"lower half is defined as the range {describe_range(l_low, l_high)} and upper half "
+        f"is defined as the range {describe_range(u_low, u_high)}.\n"
+        "Please simply output either 'upper half' or 'lower half'.\n"
+        "You should not output anything else."
+    )
+
+
+def parse_half(text: str) -> Half:
+    """'upper half' / 'lower half' (also a bare 'upper'/'lower' at the start).
+
+    A reply naming both halves is accepted only when it starts with one of them; any
+    other mix is unreadable rather than guessed.
+    """
+    cleaned = re.sub(r"^[\s'\"`*.:>-]+", "", text).lower()
+    start = re.match(r"(upper|lower)\b", cleaned)
+    if start:
+        return "upper" if start.group(1) == "upper" else "lower"
+    found = set(re.findall(r"\b(upper|lower)\s+half\b", cleaned))
+    if len(found) == 1:
+        return "upper" if "upper" in found else "lower"
+    if found:
+        raise ParseError("the answer names both 'upper half' and 'lower half'")
+    raise ParseError("no 'upper half' or 'lower half' in the answer")
+
+
+def half_grammar() -> OutputConstraint:
+    return choice_grammar(["upper half", "lower half"])
+
+
+# Binary search has no reasoning in the paper (Appendix B.1); this optional follow-up is
+# ours and only runs with `explain=True`.
+def explain_step_prompt(
+    problem: str,
+    log: str,
+    *,
+    step: int,
+    agent: str,
+    ground_truth: str | None = None,
+    metadata: str = "",
+) -> str:
+    """Ask why the located step is the mistake (binary search's optional reason)."""
+    gt = _gt_line(ground_truth)
+    return (
+        "You are an AI assistant tasked with analyzing a multi-agent conversation history "
+        "when solving a real world problem.\n"
+        f"The problem is: {_sentence(problem)}\n"
+        f"{_optional(gt)}"
+        f"{_metadata_block(metadata)}"
+        f"Here's the conversation:\n{log}\n\n"
+        f"The most critical mistake was located at step {step}, taken by {agent}. In one or "
+        "two sentences, explain what the mistake in that step is.\n"
+        "Answer in the format:\n"
+        "Reason for Mistake: (Your reason)"
+    )
+
+
+def parse_reason(text: str) -> str:
+    """The text after 'Reason for Mistake:' (or the whole reply); empty is unreadable."""
+    m = re.search(r"reason(?: for mistake)?\s*[:：]\s*(.*)", text, flags=re.I | re.DOTALL)
+    reason = (m.group(1) if m else text).strip()
+    if not reason:
+        raise ParseError("empty reason")
+    return reason
+
+
+def reason_grammar() -> OutputConstraint:
+    return OutputConstraint(gbnf='root ::= "Reason for Mistake: " [^\\n]+')

@@ -1,0 +1,122 @@
+"""The plain-text action format, for backends without tool calling.
+
+A reply holds a THOUGHT line and one action line: ``ACTION: read_step_output {"step": 3}``.
+For a constrained model (the embedded one) :func:`action_grammar` makes every reply match
+this form, with only real tools, agents and step numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from faultfinder.llm.base import OutputConstraint
+from faultfinder.llm.client import ParseError
+from faultfinder.methods.answers import extract_json, find_field, gbnf_choice, gbnf_literal
+
+_ACTION = re.compile(
+    r"^[\s*`>#-]*action[\s*`]*[:：][\s*`]*([A-Za-z_]+)[`*]*(.*)$",
+    flags=re.IGNORECASE | re.MULTILINE,
+)
+
+
+class Action(BaseModel):
+    """One action read from a reply."""
+
+    name: str
+    """Tool name."""
+    arguments: dict[str, Any]
+    """Its arguments."""
+
+
+def parse_action(text: str, tools: Sequence[str]) -> Action:
+    """The first ``ACTION: tool {json}`` in ``text``.
+
+    Only the first action counts: anything after it (a model imagining the observation,
+    a second action) is ignored. The tool must be one of ``tools``.
+    """
+    match = _ACTION.search(text)
+    if match is None:
+        raise ParseError("no line of the form 'ACTION: tool {json arguments}'")
+    name = match.group(1)
+    known = {t.lower(): t for t in tools}
+    if name.lower() not in known:
+        raise ParseError(f"unknown tool '{name}'; use one of: {', '.join(tools)}")
+    rest = text[match.start(2) :].lstrip(" \t`")
+    if not rest.startswith("{"):
+        return Action(name=known[name.lower()], arguments={})
+    try:
+        arguments = extract_json(rest)
+    except ParseError:
+        raise ParseError(f"the arguments of '{name}' are not a valid JSON object") from None
+    if not isinstance(arguments, dict):
+        raise ParseError(f"the arguments of '{name}' must be a JSON object")
+    return Action(name=known[name.lower()], arguments=arguments)
+
+
+def parse_submission_text(text: str) -> dict[str, Any]:
+    """Submit arguments from a forced final reply: an ``ACTION: submit {...}`` line, or the
+    papers' 'Agent Name: / Step Number: / Reason for Mistake:' answer."""
+    try:
+        action = parse_action(text, ["submit"])
+        return action.arguments
+    except ParseError as first_error:
+        agent = find_field(text, "Agent Name")
+        step = find_field(text, "Step Number")
+        if agent is None or step is None:
+            raise first_error from None
+        number = re.search(r"-?\d+", step)
+        if number is None:
+            raise ParseError(f"no step number in '{step[:80]}'") from None
+        return {
+            "agent": agent,
+            "step": int(number.group(0)),
+            "reason": find_field(text, "Reason for Mistake", "Reason") or "",
+        }
+
+
+def _json_literal(value: str) -> str:
+    return gbnf_literal(json.dumps(value, ensure_ascii=False))
+
+
+def action_grammar(
+    tools: Sequence[str], agents: Sequence[str], n_steps: int, *, thought: bool = True
+) -> OutputConstraint:
+    """A GBNF grammar admitting exactly the actions of ``tools`` with valid arguments.
+
+    Free text (thought, reason, query) is one line without quotes or backslashes, so the
+    JSON always parses. ``thought=False`` admits only the action line (forced submit).
+    """
+    steps = gbnf_choice(str(i) for i in range(n_steps))
+    forms: dict[str, str] = {
+        "list_steps": '"list_steps {}" | "list_steps {\\"start\\": " num "}"',
+        "read_step_output": '"read_step_output {\\"step\\": " step "}"',
+        "read_step_input": '"read_step_input {\\"step\\": " step ("}" | ", \\"full\\": true}")',
+        "read_metadata": '"read_metadata {}"',
+        "search": '"search {\\"query\\": " str "}"',
+        "submit": '"submit {\\"agent\\": " agent ", \\"step\\": " step '
+        '", \\"reason\\": " str ", \\"confidence\\": " conf "}"',
+    }
+    chosen = [t for t in tools if t in forms]
+    rules = [
+        (
+            'root ::= "THOUGHT: " line "\\nACTION: " action'
+            if thought
+            else 'root ::= "ACTION: " action'
+        ),
+        "line ::= [^\\n]{0,400}",
+        "action ::= " + " | ".join(f"a-{t.replace('_', '-')}" for t in chosen),
+    ]
+    rules += [f"a-{t.replace('_', '-')} ::= {forms[t]}" for t in chosen]
+    rules += [
+        f"agent ::= {' | '.join(_json_literal(a) for a in agents)}",
+        f"step ::= {steps}",
+        "num ::= [0-9]{1,4}",
+        'str ::= "\\"" [^"\\\\\\n]{1,400} "\\""',
+        'conf ::= "0." [0-9] | "1.0"',
+    ]
+    return OutputConstraint(gbnf="\n".join(rules))

@@ -1,0 +1,67 @@
+"""``all-at-once`` (Who&When): the whole log in one prompt; the judge names agent, step, reason."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, ClassVar
+
+from faultfinder.llm.client import LLM
+from faultfinder.methods import _whowhen as ww
+from faultfinder.methods.answers import agent_step_grammar, parse_agent_step_reason
+from faultfinder.methods.base import MethodConfig, Verdict
+from faultfinder.methods.registry import register
+from faultfinder.traces.schema import Trace
+
+
+class AllAtOnceConfig(ww.WhoWhenConfig):
+    """All-at-once has no options beyond the shared Who&When ones."""
+
+
+async def locate_all_at_once(trace: Trace, llm: LLM, config: ww.WhoWhenConfig) -> Verdict:
+    """One call over the full log. Reused by ``hybrid`` for its agent choice."""
+    agents = trace.agent_names()
+    n_steps = len(trace.steps)
+    if not n_steps:
+        return Verdict(status="no-error-found", reason="empty trace")
+    template = functools.partial(
+        ww.all_at_once_prompt,
+        trace.task,
+        ground_truth=ww.ground_truth_for(trace, config),
+        reminder=config.guidance_reminder,
+        metadata=ww.metadata_for(trace, config),
+    )
+    prompt, truncated = ww.fill_log(trace, trace.steps, config, llm, template)
+    reply = await llm.chat(
+        prompt,
+        parse=functools.partial(parse_agent_step_reason, agents=agents, n_steps=n_steps),
+        purpose="all-at-once: agent, step, reason",
+        constraint=agent_step_grammar(agents, range(n_steps)),
+    )
+    details: dict[str, Any] = {"truncated": truncated}
+    answer = reply.parsed
+    if answer is None:
+        details["parse_error"] = reply.parse_error
+        return Verdict(status="unparsed", details=details)
+    details["step_agent"] = trace.steps[answer.step].agent
+    return Verdict(agent=answer.agent, step=answer.step, reason=answer.reason, details=details)
+
+
+@register
+class AllAtOnceMethod:
+    """Who&When's all-at-once judge, with DoVer's two prompt refinements by default."""
+
+    name: ClassVar[str] = "all-at-once"
+    summary: ClassVar[str] = "Who&When: whole log in one prompt -> agent, step, reason"
+    prompt_version: ClassVar[str] = ww.prompt_version(ww.WhoWhenConfig())
+    Config: ClassVar[type[MethodConfig]] = AllAtOnceConfig
+    presets: ClassVar[dict[str, dict[str, Any]]] = dict(ww.PRESETS)
+
+    def __init__(self, config: AllAtOnceConfig) -> None:
+        self.config = config
+        # The protocol declares a class-level version, but these prompts depend on the
+        # config; the instance value is the one run_method records.
+        setattr(self, "prompt_version", ww.prompt_version(config))  # noqa: B010
+
+    async def attribute(self, trace: Trace, llm: LLM) -> Verdict:
+        assert isinstance(self.config, AllAtOnceConfig)
+        return await locate_all_at_once(trace, llm, self.config)

@@ -1,0 +1,171 @@
+"""What every CHIEF stage needs: the trace, the configuration, the model, and helpers to
+build prompts that honour observability and the context budget the same way."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from faultfinder.llm.base import OutputConstraint
+from faultfinder.llm.client import LLM, ParseError, Reply
+from faultfinder.methods.answers import extract_json
+from faultfinder.methods.chief import prompts
+from faultfinder.methods.chief.config import ChiefConfig
+from faultfinder.methods.render import RenderOptions, fit_steps, render_metadata
+from faultfinder.traces.schema import Step, Trace
+
+T = TypeVar("T")
+
+# A generic JSON grammar: the embedded llama.cpp model then always answers with
+# syntactically valid JSON (other backends ignore GBNF). Whitespace is bounded so a
+# small model cannot loop on it.
+JSON_GBNF = r"""root ::= object
+value ::= object | array | string | number | "true" | "false" | "null"
+object ::= "{" ws ( string ":" ws value ( "," ws string ":" ws value )* )? "}"
+array ::= "[" ws ( value ( "," ws value )* )? "]"
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" hex hex hex hex ) )* "\"" ws
+hex ::= [0-9a-fA-F]
+number ::= "-"? [0-9]+ ( "." [0-9]+ )? ws
+ws ::= [ \n]?"""
+
+
+@dataclass
+class StageContext:
+    """Shared inputs of the stages of one run."""
+
+    trace: Trace
+    config: ChiefConfig
+    llm: LLM
+    truncated: set[str] = field(default_factory=set)
+    """Stages whose conversation had to be truncated to fit the context budget."""
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.trace.steps)
+
+    @property
+    def roster(self) -> list[str]:
+        names = self.trace.agent_names()
+        for agent in self.trace.agents:
+            if agent.name not in names:
+                names.append(agent.name)
+        return names
+
+    def render(
+        self,
+        stage: str,
+        template: str,
+        fields: dict[str, Any],
+        *,
+        steps: Sequence[Step] | None = None,
+        partial_from: int | None = None,
+    ) -> str:
+        """Fill ``template`` (which has a ``{header}`` slot) with the conversation rendered
+        to fit ``context_budget`` after everything else in the prompt."""
+        cfg = self.config
+        shown = list(self.trace.steps) if steps is None else list(steps)
+        ground_truth = self.trace.ground_truth if cfg.with_ground_truth else None
+        if cfg.with_ground_truth and ground_truth is None:
+            ground_truth = "(not recorded)"
+        metadata = render_metadata(self.trace, cfg.observability)
+
+        def build(history: str) -> str:
+            head = prompts.header(
+                self.trace.task,
+                ground_truth,
+                history,
+                self.n_steps,
+                metadata,
+                partial_from=partial_from,
+            )
+            return template.format(header=head, **fields)
+
+        reserved = self.llm.count_tokens(build(""))
+        options = RenderOptions.from_config(cfg)
+        history, cut = fit_steps(
+            self.trace, shown, options, cfg.context_budget, self.llm.count_tokens, reserved
+        )
+        if cut:
+            self.truncated.add(stage)
+        return build(history)
+
+    def constraint(self) -> OutputConstraint | None:
+        return OutputConstraint(gbnf=JSON_GBNF) if self.config.grammar else None
+
+    async def ask_json(
+        self,
+        messages: list[dict[str, Any]] | str,
+        parse: Callable[[Any], T],
+        *,
+        purpose: str,
+    ) -> Reply[T]:
+        """Ask for a JSON answer; ``parse`` receives the decoded JSON value."""
+
+        def read(text: str) -> T:
+            return parse(extract_json(text))
+
+        return await self.llm.chat(
+            messages,
+            parse=read,
+            purpose=purpose,
+            temperature=self.config.temperature,
+            max_tokens=self.config.max_reply_tokens,
+            constraint=self.constraint(),
+        )
+
+
+def as_list(data: Any, key: str) -> list[Any]:
+    """``data[key]`` when data is an object, ``data`` itself when it is a list."""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            if k.lower() == key.lower() and isinstance(v, list):
+                return v
+        raise ParseError(f"no '{key}' list in the JSON answer")
+    if isinstance(data, list):
+        return data
+    raise ParseError("expected a JSON object or list")
+
+
+def get_field(item: dict[str, Any], *names: str) -> Any:
+    """The first of ``names`` present in ``item`` (case-insensitive, spaces or underscores)."""
+    norm = {k.lower().replace(" ", "_").replace("-", "_"): v for k, v in item.items()}
+    for name in names:
+        key = name.lower().replace(" ", "_").replace("-", "_")
+        if key in norm:
+            return norm[key]
+    return None
+
+
+def as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, list):
+        return "; ".join(as_text(v) for v in value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        digits = value.strip().lower().removeprefix("step").strip()
+        if digits.lstrip("-").isdigit():
+            return int(digits)
+    return None
+
+
+def as_str_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [as_text(v) for v in value if as_text(v)]
+    text = as_text(value)
+    return [text] if text else []

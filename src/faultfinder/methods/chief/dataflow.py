@@ -1,0 +1,174 @@
+"""Deterministic data-flow linking: a value used at a step is linked to the earliest step
+that produced it.
+
+Values are numbers, URLs, file names and quoted strings found in step outputs (message
+text, tool calls, tool results). Values already in the task statement are inputs of the
+problem, not products of a step, and are not linked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from faultfinder.methods.chief.graph import DataType, StepEdge
+from faultfinder.traces.schema import Step, Trace
+
+_URL = re.compile(r"https?://[^\s<>\"'()\[\]{}]+")
+_FILE = re.compile(
+    r"\b[\w\-]+\.(?:csv|tsv|json|jsonl|xlsx|xls|txt|pdf|docx?|pptx?|png|jpe?g|gif|mp3|wav|"
+    r"mp4|zip|py|js|ts|html?|xml|ya?ml|md|sql|ipynb|pdb)\b",
+    re.IGNORECASE,
+)
+_QUOTED = re.compile(r"\"([^\"\n]{4,80})\"|“([^”\n]{4,80})”|(?<!\w)'([^'\n]{4,80})'(?!\w)")
+_NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?![\w])")
+
+
+@dataclass(frozen=True)
+class Value:
+    """A value found in a step's output."""
+
+    text: str
+    """Normalised value (what is matched)."""
+    kind: DataType
+    """Kind of value."""
+
+
+def step_output_text(step: Step) -> str:
+    """What a step produced: its content, tool calls and tool results."""
+    parts = [step.content]
+    parts.extend(f"{c.name}({c.arguments})" for c in step.tool_calls)
+    parts.extend(r.content for r in step.tool_results)
+    return "\n".join(p for p in parts if p)
+
+
+def _norm_number(raw: str) -> str | None:
+    text = raw.replace(",", "")
+    digits = re.sub(r"\D", "", text)
+    # One-digit numbers ("step 2", "1.") are list markers far more often than data.
+    if len(digits) < 2:
+        return None
+    if "." in text:
+        text = text.rstrip("0").rstrip(".") if re.search(r"\.\d*[1-9]", text) else text
+    return text
+
+
+def extract_values(text: str) -> list[Value]:
+    """Numbers, URLs, file names and quoted strings in ``text``, first occurrence order."""
+    found: dict[tuple[str, str], Value] = {}
+
+    def add(value: str, kind: DataType) -> None:
+        key = (kind, value.lower())
+        if value and key not in found:
+            found[key] = Value(value, kind)
+
+    rest = text
+    for m in _URL.finditer(text):
+        add(m.group(0).rstrip(".,;:!?"), "url")
+    rest = _URL.sub(" ", rest)
+    for m in _FILE.finditer(rest):
+        add(m.group(0), "file")
+    for m in _QUOTED.finditer(rest):
+        quoted = next(g for g in m.groups() if g is not None).strip()
+        if len(quoted.split()) >= 1 and re.search(r"[A-Za-z0-9]", quoted):
+            add(quoted, "text")
+    for m in _NUMBER.finditer(rest):
+        number = _norm_number(m.group(0))
+        if number is not None:
+            add(number, "numeric")
+    return list(found.values())
+
+
+def _contains(haystack: str, haystack_numbers: set[str], value: Value) -> bool:
+    if value.kind == "numeric":
+        return value.text in haystack_numbers
+    return value.text.lower() in haystack
+
+
+@dataclass
+class _Indexed:
+    text: str
+    numbers: set[str]
+
+
+def _index(text: str) -> _Indexed:
+    lowered = text.lower()
+    numbers = {
+        n for n in (_norm_number(m.group(0)) for m in _NUMBER.finditer(_URL.sub(" ", text))) if n
+    }
+    return _Indexed(lowered, numbers)
+
+
+def link_values(
+    trace: Trace,
+    *,
+    max_edges: int = 400,
+    max_values_per_pair: int = 3,
+) -> list[StepEdge]:
+    """Step edges from each value's earliest producing step to every later step using it.
+
+    Returns at most ``max_edges`` edges (earliest consumers first); one edge per
+    (producer, consumer, value), at most ``max_values_per_pair`` values per step pair.
+    """
+    task_index = _index(trace.task)
+    indexed = [_index(step_output_text(s)) for s in trace.steps]
+    values_at = [
+        [
+            v
+            for v in extract_values(step_output_text(step))
+            if not _contains(task_index.text, task_index.numbers, v)
+        ]
+        for step in trace.steps
+    ]
+    distinct: list[tuple[int, Value]] = []
+    seen_values: set[tuple[str, str]] = set()
+    for index, values in enumerate(values_at):
+        for v in values:
+            key = (v.kind, v.text.lower())
+            if key not in seen_values:
+                seen_values.add(key)
+                distinct.append((index, v))
+    edges: list[StepEdge] = []
+    per_pair: dict[tuple[int, int], int] = {}
+    for consumer in trace.steps[1:]:
+        used = indexed[consumer.index]
+        for producer, value in distinct:
+            if producer >= consumer.index:
+                break
+            if not _contains(used.text, used.numbers, value):
+                continue
+            pair = (producer, consumer.index)
+            if per_pair.get(pair, 0) >= max_values_per_pair:
+                continue
+            per_pair[pair] = per_pair.get(pair, 0) + 1
+            edges.append(
+                StepEdge(
+                    producer=producer,
+                    consumer=consumer.index,
+                    producer_agent=trace.steps[producer].agent,
+                    consumer_agent=consumer.agent,
+                    data=value.text,
+                    data_type=value.kind,
+                    origin="deterministic",
+                )
+            )
+            if len(edges) >= max_edges:
+                return edges
+    return edges
+
+
+def merge_step_edges(
+    llm_edges: Sequence[StepEdge], deterministic: Sequence[StepEdge]
+) -> list[StepEdge]:
+    """LLM edges first; a deterministic edge on a step pair the model also linked marks that
+    model edge 'both' instead of being added twice."""
+    merged = [e.model_copy() for e in llm_edges]
+    llm_pairs = {(e.producer, e.consumer): i for i, e in enumerate(merged)}
+    for edge in deterministic:
+        index = llm_pairs.get((edge.producer, edge.consumer))
+        if index is not None:
+            merged[index].origin = "both"
+            continue
+        merged.append(edge)
+    return sorted(merged, key=lambda e: (e.consumer, e.producer))

@@ -1,0 +1,589 @@
+"""The hierarchical causal graph (HCG) CHIEF builds, and its renderings.
+
+Nodes are subtasks and agent-within-subtask instances; edges are subtask edges, agent
+edges (both carrying counterfactual patterns) and step edges (data flow). Loop groups,
+virtual oracles and backtracking candidates are attached so one JSON file tells the
+whole story. Step indices are the trace's canonical 0-based ones throughout.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+SubtaskEdgeType = Literal["data_dependency", "logical_prereq"]
+AgentEdgeType = Literal[
+    "obs_dependency",
+    "reasoning_continuation",
+    "decision_dependency",
+    "environment_feedback",
+    "memory_ref",
+    "loop_control",
+]
+SUBTASK_EDGE_TYPES: tuple[str, ...] = ("data_dependency", "logical_prereq")
+AGENT_EDGE_TYPES: tuple[str, ...] = (
+    "obs_dependency",
+    "reasoning_continuation",
+    "decision_dependency",
+    "environment_feedback",
+    "memory_ref",
+    "loop_control",
+)
+Scenario = Literal["local", "planning-control", "data-flow", "deviation-aware", "unspecified"]
+SCENARIOS: tuple[str, ...] = ("local", "planning-control", "data-flow", "deviation-aware")
+DataType = Literal["text", "numeric", "list", "boolean", "url", "file"]
+EdgeOrigin = Literal["llm", "deterministic", "both", "default"]
+StageStatus = Literal["ok", "unparsed", "skipped", "cached", "fallback", "loaded"]
+LoopRole = Literal["entry", "internal", "exit"]
+
+
+class StageRecord(BaseModel):
+    """How one pipeline stage went."""
+
+    status: StageStatus = "ok"
+    """'ok' parsed; 'unparsed' the model's reply could not be read after retries;
+    'fallback' a recorded structural default was used instead; 'skipped' not run by this
+    preset; 'cached'/'loaded' reused from the stage cache or a graph file."""
+    note: str = ""
+    """What happened, in a sentence (parse error, repairs made...)."""
+    attempts: int = 0
+    """Model calls this stage made (parse retries included; 0 when reused)."""
+
+
+class Subtask(BaseModel):
+    """A subtask node: one contiguous phase of the run."""
+
+    id: str
+    """'S1', 'S2', ... in execution order."""
+    name: str
+    """Short name of the phase."""
+    description: str = ""
+    """What the phase is for."""
+    start: int
+    """First step (inclusive, 0-based)."""
+    end: int
+    """Last step (inclusive, 0-based)."""
+    agents: list[str] = Field(default_factory=list)
+    """Agents that act within the step range (from the trace, not the model)."""
+
+    def steps(self) -> range:
+        return range(self.start, self.end + 1)
+
+
+class OTAR(BaseModel):
+    """Observation, Thought, Action, Result of one agent within one subtask."""
+
+    observation: str = ""
+    """What the agent saw."""
+    thought: str = ""
+    """Its reasoning."""
+    action: str = ""
+    """What it did."""
+    result: str = ""
+    """What it produced."""
+
+
+class AgentNode(BaseModel):
+    """An agent node: one agent within one subtask."""
+
+    id: str
+    """'<subtask id>:<agent>'."""
+    subtask: str
+    """Subtask id."""
+    agent: str
+    """Agent name as in the trace."""
+    steps: list[int] = Field(default_factory=list)
+    """The agent's steps inside the subtask."""
+    otar: OTAR | None = None
+    """Parsed OTAR tuple; None when the OTAR stage did not cover this node."""
+
+
+class CounterfactualPattern(BaseModel):
+    """Bias(u) --Φ--> Anomaly(v): an upstream deviation and the downstream error it causes."""
+
+    scenario: Scenario = "unspecified"
+    """Which attribution scenario the pattern serves."""
+    bias: str
+    """The latent upstream deviation."""
+    anomaly: str
+    """The observable downstream error."""
+    reversible: bool | None = None
+    """For deviation-aware patterns: whether later steps can self-correct the deviation."""
+
+
+class SubtaskEdge(BaseModel):
+    """Logical progression between consecutive subtasks."""
+
+    source: str
+    """Upstream subtask id."""
+    target: str
+    """Downstream subtask id."""
+    type: SubtaskEdgeType = "logical_prereq"
+    """Data dependency or logical prerequisite."""
+    patterns: list[CounterfactualPattern] = Field(default_factory=list)
+    """Counterfactual patterns bound to the edge."""
+    origin: EdgeOrigin = "llm"
+    """'llm' from the edge prompt; 'default' added because the model gave none."""
+
+
+class AgentEdge(BaseModel):
+    """Collaboration between two agents inside one subtask."""
+
+    subtask: str
+    """Subtask id the edge lives in."""
+    source: str
+    """Upstream agent."""
+    target: str
+    """Downstream agent."""
+    type: AgentEdgeType
+    """One of the six agent edge types."""
+    patterns: list[CounterfactualPattern] = Field(default_factory=list)
+    """Counterfactual patterns bound to the edge."""
+    origin: EdgeOrigin = "llm"
+    """Where the edge came from."""
+
+
+class StepEdge(BaseModel):
+    """A data snapshot: a value produced at one step and consumed at a later one."""
+
+    producer: int
+    """Step that produced the data."""
+    consumer: int
+    """Step that used it."""
+    producer_agent: str
+    """Agent of the producer step (from the trace)."""
+    consumer_agent: str
+    """Agent of the consumer step (from the trace)."""
+    data: str
+    """The data item (a description from the model, or the literal value found)."""
+    data_type: DataType = "text"
+    """Kind of value."""
+    origin: EdgeOrigin = "llm"
+    """'llm' (step-edge prompt), 'deterministic' (value linking) or 'both'."""
+
+
+class LoopMember(BaseModel):
+    """One step of a loop group and its role."""
+
+    step: int
+    """Step index."""
+    agent: str
+    """Agent of the step."""
+    role: LoopRole
+    """'entry' first issue of the repeated message, 'exit' where control leaves the loop,
+    'internal' everything between."""
+    repeat: bool = False
+    """True for the repeated (near-identical) messages themselves."""
+
+
+class LoopGroup(BaseModel):
+    """A repeated plan/instruction cycle found deterministically."""
+
+    id: str
+    """'L1', 'L2', ..."""
+    agent: str
+    """The agent that kept re-issuing a near-identical message (the planner side)."""
+    repeats: list[int]
+    """Steps of the near-identical messages, in order."""
+    start: int
+    """First step of the group (the entry)."""
+    end: int
+    """Last step of the group (the exit)."""
+    members: list[LoopMember]
+    """Every step of the group with its role."""
+    other_agents: list[str] = Field(default_factory=list)
+    """Agents acting inside the loop besides the repeating one (the executor side)."""
+    similarity: float
+    """Mean similarity of consecutive repeats (0..1)."""
+    excerpt: str = ""
+    """The start of the repeated message."""
+
+
+class Oracle(BaseModel):
+    """A subtask virtual oracle ⟨Goal, Preconditions, Key Evidence, Acceptance Criteria⟩."""
+
+    subtask: str
+    """Subtask id."""
+    goal: str = ""
+    """What the subtask should achieve."""
+    preconditions: list[str] = Field(default_factory=list)
+    """What must hold from upstream outputs / environment before it starts."""
+    key_evidence: list[str] = Field(default_factory=list)
+    """Facts, tool fields or quantities to verify during it."""
+    acceptance_criteria: list[str] = Field(default_factory=list)
+    """Checkable, falsifiable pass/fail conditions."""
+
+
+class Candidates(BaseModel):
+    """Backtracking output: candidate error subtasks, agents and steps."""
+
+    subtasks: list[str] = Field(default_factory=list)
+    """Candidate subtask ids."""
+    agents: list[str] = Field(default_factory=list)
+    """Candidate agent node ids ('S2:WebSurfer')."""
+    steps: list[int] = Field(default_factory=list)
+    """Candidate steps, ascending."""
+    reasons: dict[str, str] = Field(default_factory=dict)
+    """Why each candidate was flagged, keyed by subtask id, agent node id or 'step N'."""
+    order: list[str] = Field(default_factory=list)
+    """Reverse topological order of subtasks the evaluation followed."""
+    dropped: list[str] = Field(default_factory=list)
+    """Model answers discarded as inconsistent with the graph (with why)."""
+
+
+class Exemplar(BaseModel):
+    """A knowledge-base entry retrieved for decomposition."""
+
+    id: str
+    """Entry id."""
+    score: float
+    """Retrieval score."""
+    source: str = ""
+    """Where the entry came from."""
+
+
+class DecompositionInfo(BaseModel):
+    """How the subtask partition was obtained."""
+
+    zero_shot: bool = True
+    """True when no exemplar was retrieved (no knowledge base, or nothing matched)."""
+    knowledge_base: str | None = None
+    """The knowledge base used ('builtin' or a path)."""
+    retrieval: str = "bm25"
+    """Retrieval kind."""
+    exemplars: list[Exemplar] = Field(default_factory=list)
+    """Exemplars inserted into the prompt."""
+    excluded: list[str] = Field(default_factory=list)
+    """Knowledge-base entries excluded because they come from this very task."""
+    reflection_rounds: int = 0
+    """Refinement requests sent because the plan broke a structural rule."""
+    violations: list[list[str]] = Field(default_factory=list)
+    """Rule violations found in each checked plan, in order."""
+    repaired: list[str] = Field(default_factory=list)
+    """Deterministic repairs applied to the last plan (empty when none were needed)."""
+
+
+class CausalGraph(BaseModel):
+    """The hierarchical causal graph of one trace."""
+
+    format: str = "faultfinder-chief-graph"
+    """File format marker."""
+    version: str = "1"
+    """File format version."""
+    trace_id: str
+    """Trace id."""
+    trace_hash: str
+    """Content hash of the trace the graph was built from."""
+    task: str
+    """The task."""
+    n_steps: int
+    """Number of steps in the trace."""
+    step_agents: list[str] = Field(default_factory=list)
+    """Agent of each step, by index."""
+    model: str = ""
+    """Model that built the graph."""
+    prompt_version: str = ""
+    """CHIEF prompt version."""
+    subtasks: list[Subtask] = Field(default_factory=list)
+    """Subtask nodes in order."""
+    agents: list[AgentNode] = Field(default_factory=list)
+    """Agent nodes."""
+    subtask_edges: list[SubtaskEdge] = Field(default_factory=list)
+    """Edges between consecutive subtasks."""
+    agent_edges: list[AgentEdge] = Field(default_factory=list)
+    """Edges between agents within a subtask."""
+    step_edges: list[StepEdge] = Field(default_factory=list)
+    """Data-flow edges between steps."""
+    loops: list[LoopGroup] = Field(default_factory=list)
+    """Repeated instruction cycles."""
+    oracles: list[Oracle] = Field(default_factory=list)
+    """Virtual oracles per subtask (empty until M2 runs)."""
+    candidates: Candidates | None = None
+    """Backtracking candidates (None until M2 runs)."""
+    decomposition: DecompositionInfo = Field(default_factory=DecompositionInfo)
+    """How the subtasks were obtained."""
+    stages: dict[str, StageRecord] = Field(default_factory=dict)
+    """Status of each stage, by name."""
+
+    # --- look-ups -----------------------------------------------------------
+
+    def subtask(self, subtask_id: str) -> Subtask | None:
+        return next((s for s in self.subtasks if s.id == subtask_id), None)
+
+    def subtask_of_step(self, step: int) -> Subtask | None:
+        return next((s for s in self.subtasks if s.start <= step <= s.end), None)
+
+    def agent_node(self, node_id: str) -> AgentNode | None:
+        return next((a for a in self.agents if a.id == node_id), None)
+
+    def oracle(self, subtask_id: str) -> Oracle | None:
+        return next((o for o in self.oracles if o.subtask == subtask_id), None)
+
+    def loops_of_step(self, step: int) -> list[LoopGroup]:
+        return [g for g in self.loops if g.start <= step <= g.end]
+
+    def incoming(self, step: int) -> list[StepEdge]:
+        return [e for e in self.step_edges if e.consumer == step]
+
+    def summary(self) -> dict[str, Any]:
+        """Counts and statuses, small enough to sit in a verdict's details."""
+        origins: dict[str, int] = {}
+        for e in self.step_edges:
+            origins[e.origin] = origins.get(e.origin, 0) + 1
+        return {
+            "subtasks": len(self.subtasks),
+            "agent_nodes": len(self.agents),
+            "subtask_edges": len(self.subtask_edges),
+            "agent_edges": len(self.agent_edges),
+            "step_edges": len(self.step_edges),
+            "step_edge_origins": origins,
+            "loop_groups": len(self.loops),
+            "oracles": len(self.oracles),
+            "zero_shot": self.decomposition.zero_shot,
+            "exemplars": [e.id for e in self.decomposition.exemplars],
+            "reflection_rounds": self.decomposition.reflection_rounds,
+            "repaired": bool(self.decomposition.repaired),
+            "stages": {name: rec.status for name, rec in self.stages.items()},
+        }
+
+    # --- renderings ---------------------------------------------------------
+
+    def to_dot(self) -> str:
+        """Graphviz DOT: subtasks as clusters of agent nodes, edges labelled by type."""
+        return render_dot(self)
+
+    def to_mermaid(self) -> str:
+        """Mermaid flowchart text of the same picture."""
+        return render_mermaid(self)
+
+    def to_prompt_text(self, *, include_oracles: bool = True, max_step_edges: int = 80) -> str:
+        """A compact JSON view for prompts (OTAR, edges, loops, oracles)."""
+        return prompt_view(self, include_oracles=include_oracles, max_step_edges=max_step_edges)
+
+
+# --- renderers ----------------------------------------------------------------
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _dot_id(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _dot_label(text: str) -> str:
+    return _dot_id(text).replace("\n", "\\n")
+
+
+def render_dot(graph: CausalGraph) -> str:
+    candidate_nodes = set(graph.candidates.agents) if graph.candidates else set()
+    candidate_subtasks = set(graph.candidates.subtasks) if graph.candidates else set()
+    lines = [
+        f"digraph {_dot_id('chief:' + graph.trace_id)} {{",
+        "  rankdir=TB;",
+        '  node [shape=box, style="rounded", fontname="Helvetica", fontsize=10];',
+        '  edge [fontname="Helvetica", fontsize=9];',
+        f"  label={_dot_label('CHIEF causal graph: ' + _short(graph.task, 80))};",
+        "  labelloc=t;",
+    ]
+    for sub in graph.subtasks:
+        style = "bold" if sub.id in candidate_subtasks else "solid"
+        lines.append(f"  subgraph {_dot_id('cluster_' + sub.id)} {{")
+        lines.append(
+            f"    label={_dot_label(f'{sub.id}: {_short(sub.name, 40)} (steps {sub.start}-{sub.end})')};"
+        )
+        lines.append(f"    style={style};")
+        lines.append(f"    {_dot_id(sub.id)} [shape=point, style=invis];")
+        for node in (a for a in graph.agents if a.subtask == sub.id):
+            steps = _ranges(node.steps)
+            fill = ', style="rounded,filled", fillcolor="#f4cccc"' if node.id in candidate_nodes else ""
+            lines.append(
+                f"    {_dot_id(node.id)} [label={_dot_label(f'{node.agent}' + chr(10) + f'steps {steps}')}{fill}];"
+            )
+        lines.append("  }")
+    for e in graph.subtask_edges:
+        src = _first_node(graph, e.source)
+        dst = _first_node(graph, e.target)
+        lines.append(
+            f"  {_dot_id(src)} -> {_dot_id(dst)} [label={_dot_label(e.type)}, penwidth=2, "
+            f"ltail={_dot_id('cluster_' + e.source)}, lhead={_dot_id('cluster_' + e.target)}];"
+        )
+    for e in graph.agent_edges:
+        lines.append(
+            f"  {_dot_id(f'{e.subtask}:{e.source}')} -> {_dot_id(f'{e.subtask}:{e.target}')} "
+            f"[label={_dot_label(e.type)}, style=dashed];"
+        )
+    for e in graph.step_edges:
+        src = _node_of_step(graph, e.producer)
+        dst = _node_of_step(graph, e.consumer)
+        if src is None or dst is None or src == dst:
+            continue
+        label = f"{e.producer}→{e.consumer}: {_short(e.data, 24)}"
+        lines.append(
+            f"  {_dot_id(src)} -> {_dot_id(dst)} [label={_dot_label(label)}, style=dotted, "
+            f"color={'gray40' if e.origin == 'deterministic' else 'blue'}];"
+        )
+    for loop in graph.loops:
+        node = _node_of_step(graph, loop.start)
+        if node is None:
+            continue
+        lines.append(
+            f"  {_dot_id(loop.id)} [shape=ellipse, color=orange, label="
+            f"{_dot_label(f'{loop.id}: {loop.agent} repeats x{len(loop.repeats)}' + chr(10) + f'steps {loop.start}-{loop.end}')}];"
+        )
+        lines.append(f"  {_dot_id(loop.id)} -> {_dot_id(node)} [color=orange, style=dashed];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _mm_id(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", text)
+
+
+def _mm_text(text: str) -> str:
+    # Mermaid labels are quoted; quotes and brackets inside them break the parser.
+    return text.replace('"', "'").replace("[", "(").replace("]", ")").replace("\n", "<br/>")
+
+
+def render_mermaid(graph: CausalGraph) -> str:
+    candidate_nodes = set(graph.candidates.agents) if graph.candidates else set()
+    lines = ["flowchart TB"]
+    for sub in graph.subtasks:
+        title = _mm_text(f"{sub.id}: {_short(sub.name, 40)} (steps {sub.start}-{sub.end})")
+        lines.append(f'  subgraph {_mm_id(sub.id)}["{title}"]')
+        for node in (a for a in graph.agents if a.subtask == sub.id):
+            label = _mm_text(f"{node.agent}\nsteps {_ranges(node.steps)}")
+            lines.append(f'    {_mm_id(node.id)}["{label}"]')
+        lines.append("  end")
+    for e in graph.subtask_edges:
+        lines.append(f"  {_mm_id(e.source)} ==>|{_mm_text(e.type)}| {_mm_id(e.target)}")
+    for e in graph.agent_edges:
+        lines.append(
+            f"  {_mm_id(f'{e.subtask}:{e.source}')} -.->|{_mm_text(e.type)}| "
+            f"{_mm_id(f'{e.subtask}:{e.target}')}"
+        )
+    seen: set[tuple[str, str]] = set()
+    for e in graph.step_edges:
+        src = _node_of_step(graph, e.producer)
+        dst = _node_of_step(graph, e.consumer)
+        if src is None or dst is None or src == dst or (src, dst) in seen:
+            continue
+        seen.add((src, dst))
+        label = _mm_text(f"{e.producer}→{e.consumer}: {_short(e.data, 24)}")
+        lines.append(f'  {_mm_id(src)} -->|"{label}"| {_mm_id(dst)}')
+    for loop in graph.loops:
+        node = _node_of_step(graph, loop.start)
+        if node is None:
+            continue
+        label = _mm_text(f"{loop.id}: {loop.agent} repeats x{len(loop.repeats)}, steps {loop.start}-{loop.end}")
+        lines.append(f'  {_mm_id(loop.id)}(["{label}"]) -.-> {_mm_id(node)}')
+    if candidate_nodes:
+        lines.append("  classDef candidate fill:#f4cccc,stroke:#990000")
+        lines.append("  class " + ",".join(_mm_id(n) for n in sorted(candidate_nodes)) + " candidate")
+    return "\n".join(lines) + "\n"
+
+
+def _first_node(graph: CausalGraph, subtask_id: str) -> str:
+    node = next((a for a in graph.agents if a.subtask == subtask_id), None)
+    return node.id if node else subtask_id
+
+
+def _node_of_step(graph: CausalGraph, step: int) -> str | None:
+    sub = graph.subtask_of_step(step)
+    if sub is None or not 0 <= step < len(graph.step_agents):
+        return None
+    return f"{sub.id}:{graph.step_agents[step]}"
+
+
+def _ranges(steps: list[int]) -> str:
+    """'3-5,8' for [3, 4, 5, 8]."""
+    if not steps:
+        return "-"
+    parts: list[str] = []
+    start = prev = steps[0]
+    for s in steps[1:]:
+        if s == prev + 1:
+            prev = s
+            continue
+        parts.append(f"{start}-{prev}" if prev > start else str(start))
+        start = prev = s
+    parts.append(f"{start}-{prev}" if prev > start else str(start))
+    return ",".join(parts)
+
+
+def prompt_view(graph: CausalGraph, *, include_oracles: bool, max_step_edges: int) -> str:
+    """The graph as compact JSON for prompts. Deterministic step edges are capped first."""
+    subtasks: list[dict[str, Any]] = []
+    for sub in graph.subtasks:
+        entry: dict[str, Any] = {
+            "id": sub.id,
+            "name": sub.name,
+            "step_range": [sub.start, sub.end],
+            "agents": [],
+        }
+        if sub.description:
+            entry["description"] = sub.description
+        for node in (a for a in graph.agents if a.subtask == sub.id):
+            agent: dict[str, Any] = {"agent": node.agent, "steps": node.steps}
+            if node.otar is not None:
+                agent["OTAR"] = node.otar.model_dump()
+            entry["agents"].append(agent)
+        oracle = graph.oracle(sub.id) if include_oracles else None
+        if oracle is not None:
+            entry["oracle"] = oracle.model_dump(exclude={"subtask"})
+        subtasks.append(entry)
+    llm_edges = [e for e in graph.step_edges if e.origin != "deterministic"]
+    det_edges = [e for e in graph.step_edges if e.origin == "deterministic"]
+    shown = (llm_edges + det_edges)[:max_step_edges]
+    view: dict[str, Any] = {
+        "subtasks": subtasks,
+        "subtask_edges": [
+            {
+                "from": e.source,
+                "to": e.target,
+                "type": e.type,
+                "patterns": [p.model_dump(exclude_none=True) for p in e.patterns],
+            }
+            for e in graph.subtask_edges
+        ],
+        "agent_edges": [
+            {
+                "subtask": e.subtask,
+                "from": e.source,
+                "to": e.target,
+                "type": e.type,
+                "patterns": [p.model_dump(exclude_none=True) for p in e.patterns],
+            }
+            for e in graph.agent_edges
+        ],
+        "step_edges": [
+            {
+                "producer": e.producer,
+                "consumer": e.consumer,
+                "data": e.data,
+                "type": e.data_type,
+                "origin": e.origin,
+            }
+            for e in sorted(shown, key=lambda e: (e.consumer, e.producer))
+        ],
+        "loop_groups": [
+            {
+                "id": g.id,
+                "repeating_agent": g.agent,
+                "repeats": g.repeats,
+                "entry": g.start,
+                "exit": g.end,
+                "other_agents": g.other_agents,
+                "repeated_message": g.excerpt,
+            }
+            for g in graph.loops
+        ],
+    }
+    if len(graph.step_edges) > len(shown):
+        view["step_edges_omitted"] = len(graph.step_edges) - len(shown)
+    return json.dumps(view, ensure_ascii=False, indent=1)

@@ -1,0 +1,415 @@
+"""Hierarchical context (paper §3.1, Algorithm 1 lines 6–15, Appendix A.3).
+
+Around a target step, every other step is shown at a detail level set by its distance:
+
+====================  ========  ====================================================
+distance              level     content
+====================  ========  ====================================================
+0 (the target), 1     L1 full   the step as rendered by ``methods.render`` (inputs
+                                shown when observability allows)
+2–3                   L2        its key decision (≤ 50 words)
+4–6                   L3        a brief summary (≤ 20 words)
+> 6                   L4        its milestone (≤ 15 words)
+====================  ========  ====================================================
+
+The fixed-window ablation (I1) keeps only distance ≤ 1.
+
+Compression is pattern-based by default: for each level there are patterns for four
+context types (handoff, decision quality, error propagation, general); the first sentence
+matching the first pattern that matches anywhere is kept. Fallbacks: the general patterns,
+then the first sentence, then the first words; empty content says so. An LLM extractor is
+the alternative (one call per non-empty step, all three levels at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from pydantic import BaseModel
+
+from faultfinder.llm.client import LLM
+from faultfinder.methods.echo import prompts
+from faultfinder.methods.echo.schema import compressed_json_schema, constraint, parse_compressed
+from faultfinder.methods.render import RenderOptions, render_step, truncate
+from faultfinder.traces.schema import Step, Trace
+
+ContextType = Literal["handoff", "decision_quality", "error_propagation", "general"]
+ContextKind = Literal["window", "hierarchical"]
+ContextTypeMode = Literal["paper", "auto"]
+Level = Literal["full", "key_decision", "summary", "milestone"]
+Compression = Literal["key_decision", "summary", "milestone"]
+
+KEY_DECISION_WORDS = 50
+SUMMARY_WORDS = 20
+MILESTONE_WORDS = 15
+NO_CONTENT = "No content available"
+NO_MILESTONES = "No milestones available"
+
+# Per level, the context type the paper's code uses when none is chosen.
+PAPER_TYPES: dict[Compression, ContextType] = {
+    "key_decision": "decision_quality",
+    "summary": "general",
+    "milestone": "general",
+}
+
+
+def _compile(*patterns: str) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
+
+
+_PATTERNS: dict[Compression, dict[ContextType, tuple[re.Pattern[str], ...]]] = {
+    "key_decision": {
+        "handoff": _compile(
+            r"\b(?:received|got|obtained)\s+(?:from|the|your|their|this)\b",
+            r"\b(?:passing|providing|sending|handing|forwarding)\b",
+            r"\b(?:based on|using)\s+(?:the|your|their|this|these)\b",
+            r"\b(?:will|need to|should)\b.*\b(?:next|continue|proceed)\b",
+        ),
+        "decision_quality": _compile(
+            r"\bI\s+(?:conclude|determine|decide|decided|believe|think)\b",
+            r"^(?:therefore|thus|so|hence|consequently)\b",
+            r"\bthe\s+(?:final\s+)?(?:answer|solution|result)\s+(?:is|appears|seems|should be)\b",
+            r"^(?:based on|given)\b",
+        ),
+        "error_propagation": _compile(
+            r"\b(?:error|exception|traceback|mistake|wrong|incorrect|failed|failure)\b",
+            r"\b(?:cannot|can't|couldn't|unable to|not able to)\b",
+            r"^(?:however|but|unfortunately)\b",
+        ),
+        "general": _compile(
+            r"\bI\s+(?:will|should|need to|decided to|conclude|believe|think|determine)\b",
+            r"^(?:therefore|thus|so|hence)\b",
+            r"\bthe\s+(?:answer|result|solution)\s+(?:is|appears to be|seems to be)\b",
+            r"\blet(?: me|'s| us)\b",
+            r"\bmy\s+(?:approach|strategy|plan)\s+(?:is|will be)\b",
+        ),
+    },
+    "summary": {
+        "handoff": _compile(
+            r"\b(?:received|got|obtained)\b",
+            r"\b(?:providing|sending|passing|handing)\b",
+        ),
+        "decision_quality": _compile(
+            r"\b(?:conclude[sd]?|determine[sd]?|decide[sd]?)\b",
+            r"^(?:therefore|thus|so)\b",
+        ),
+        "error_propagation": _compile(
+            r"\b(?:error|exception|mistake|failed|failure)\b",
+            r"\b(?:cannot|unable to)\b",
+            r"\bexit\s*code:?\s*[1-9]",
+        ),
+        "general": _compile(
+            r"^(?:in conclusion|to conclude|therefore|thus|so|hence|finally)\b",
+            r"\bthe\s+(?:final\s+)?(?:answer|result|solution|output)\s+(?:is|was|appears|seems)\b",
+            r"\bI\s+(?:found|determined|concluded|calculated|verified)\b",
+            r"\b(?:code output|result)\s*:",
+        ),
+    },
+    "milestone": {
+        "handoff": _compile(
+            r"\b(?:received|obtained|got)\b.*\b(?:from|data|information|results?)\b",
+            r"\b(?:provided|sent|passed)\b.*\b(?:to|data|information)\b",
+            r"\b(?:completed|finished)\b.*\b(?:handoff|transfer)\b",
+        ),
+        "decision_quality": _compile(
+            r"\b(?:decided|determined|concluded)\b",
+            r"\b(?:evaluated|assessed|analy[sz]ed)\b",
+            r"\bfinal\s+(?:decision|answer|choice)\b",
+        ),
+        "error_propagation": _compile(
+            r"\b(?:error|mistake|failure|exception)\b.*\b(?:occurred|detected|raised)\b",
+            r"\b(?:identified|found)\b.*\b(?:error|issue|problem|bug)\b",
+            r"\b(?:corrected|fixed|resolved)\b",
+        ),
+        "general": _compile(
+            r"\b(?:completed|finished|achieved|accomplished)\b",
+            r"\b(?:created|generated|produced|built)\b",
+            r"\b(?:step|phase|stage)\s+\d+",
+            r"\b(?:successfully|finally)\b",
+        ),
+    },
+}
+
+_WORD_LIMITS: dict[Compression, int] = {
+    "key_decision": KEY_DECISION_WORDS,
+    "summary": SUMMARY_WORDS,
+    "milestone": MILESTONE_WORDS,
+}
+
+_ERROR_SIGNAL = re.compile(
+    r"\b(?:error|exception|traceback|failed|failure|mistake|incorrect|unable to|cannot|"
+    r"can't|couldn't)\b|\bexit\s*code:?\s*[1-9]",
+    re.IGNORECASE,
+)
+_HANDOFF_SIGNAL = re.compile(
+    r"\b(?:received|passing|handing|forwarding|delegat\w*|hand(?:ed)? (?:over|off)|"
+    r"next speaker|please (?:proceed|continue))\b|->",
+    re.IGNORECASE,
+)
+_DECISION_SIGNAL = re.compile(
+    r"\b(?:conclude|therefore|thus|decide|determine|the answer is|final answer)\b", re.IGNORECASE
+)
+
+
+def sentences(text: str) -> list[str]:
+    """Split text into sentences and lines (code output lines count as sentences)."""
+    parts = re.split(r"(?<=[.!?])\s+|\n+", text)
+    return [p.strip() for p in parts if p.strip()]
+
+
+def clip_words(text: str, max_words: int) -> str:
+    """The first ``max_words`` words, with '...' when cut."""
+    words = text.split()
+    return " ".join(words[:max_words]) + ("..." if len(words) > max_words else "")
+
+
+def classify(text: str, kind: str = "llm") -> ContextType:
+    """The context type a step's content calls for (used when ``context_types='auto'``):
+    error signals first, then handoffs (and tool/human/system steps), then decisions."""
+    if _ERROR_SIGNAL.search(text):
+        return "error_propagation"
+    if kind in ("tool", "human", "system") or _HANDOFF_SIGNAL.search(text):
+        return "handoff"
+    if _DECISION_SIGNAL.search(text):
+        return "decision_quality"
+    return "general"
+
+
+def compress(text: str, level: Compression, context_type: ContextType | None = None) -> str:
+    """One step's content at a compressed level, by patterns, with graceful fallbacks."""
+    if not text.strip():
+        return NO_MILESTONES if level == "milestone" else NO_CONTENT
+    limit = _WORD_LIMITS[level]
+    chosen = context_type or PAPER_TYPES[level]
+    chain = list(_PATTERNS[level][chosen])
+    if chosen != "general":
+        chain += _PATTERNS[level]["general"]
+    units = sentences(text)
+    for pattern in chain:
+        for sentence in units:
+            if pattern.search(sentence):
+                return clip_words(sentence, limit)
+    first = clip_words(units[0], limit) if units else ""
+    if first:
+        return first
+    return clip_words(text, limit) or (NO_MILESTONES if level == "milestone" else NO_CONTENT)
+
+
+def extract_key_decision(text: str, context_type: ContextType = "decision_quality") -> str:
+    """L2: the key decision or main point (≤ 50 words)."""
+    return compress(text, "key_decision", context_type)
+
+
+def summarize(text: str, context_type: ContextType = "general") -> str:
+    """L3: a brief outcome summary (≤ 20 words)."""
+    return compress(text, "summary", context_type)
+
+
+def extract_milestone(text: str, context_type: ContextType = "general") -> str:
+    """L4: the milestone or major state change (≤ 15 words)."""
+    return compress(text, "milestone", context_type)
+
+
+def step_output_text(step: Step) -> str:
+    """What a step produced: its content, tool calls and tool results (never its inputs)."""
+    parts = [step.content]
+    parts += [f"[tool call] {c.name}({c.arguments})" for c in step.tool_calls]
+    parts += [f"[tool result] {r.content}" for r in step.tool_results]
+    return "\n".join(p for p in parts if p)
+
+
+class Compressed(BaseModel):
+    """A step's three compressed forms."""
+
+    key_decision: str
+    """L2 text."""
+    summary: str
+    """L3 text."""
+    milestone: str
+    """L4 text."""
+    source: Literal["patterns", "llm", "patterns-fallback"] = "patterns"
+    """How it was made; 'patterns-fallback' when the LLM extractor's reply was unusable."""
+
+    def at(self, level: Compression) -> str:
+        value: str = getattr(self, level)
+        return value
+
+
+def compress_with_patterns(step: Step, mode: ContextTypeMode = "paper") -> Compressed:
+    """All three levels for one step by patterns."""
+    text = step_output_text(step)
+    kind = classify(text, step.kind) if mode == "auto" else None
+    return Compressed(
+        key_decision=compress(text, "key_decision", kind),
+        summary=compress(text, "summary", kind),
+        milestone=compress(text, "milestone", kind),
+    )
+
+
+class Extractor(Protocol):
+    """Makes the compressed forms of a trace's steps."""
+
+    name: str
+    """'patterns' or 'llm'."""
+
+    async def compress_trace(self, trace: Trace, llm: LLM) -> dict[int, Compressed]:
+        """Compressed forms of every step, by index."""
+        ...
+
+
+@dataclass
+class PatternExtractor:
+    """Regex extraction (the paper's default): no model calls."""
+
+    mode: ContextTypeMode = "paper"
+    name: str = "patterns"
+
+    async def compress_trace(self, trace: Trace, llm: LLM) -> dict[int, Compressed]:
+        return {s.index: compress_with_patterns(s, self.mode) for s in trace.steps}
+
+
+@dataclass
+class LLMExtractor:
+    """One model call per non-empty step for all three levels (the paper's ablation:
+    more accurate, about three times the tokens). A reply that stays unparseable after
+    the LLM layer's retries falls back to the patterns for that step, marked as such."""
+
+    mode: ContextTypeMode = "paper"
+    max_step_chars: int | None = 12000
+    max_tokens: int = 512
+    name: str = "llm"
+
+    async def compress_trace(self, trace: Trace, llm: LLM) -> dict[int, Compressed]:
+        async def one(step: Step) -> Compressed:
+            text = step_output_text(step)
+            if not text.strip():
+                return compress_with_patterns(step, self.mode)
+            reply = await llm.chat(
+                prompts.extractor_messages(step, truncate(text, self.max_step_chars)),
+                parse=parse_compressed,
+                purpose=f"echo context extraction: step {step.index}",
+                temperature=0.0,
+                max_tokens=self.max_tokens,
+                constraint=constraint(compressed_json_schema()),
+            )
+            if reply.parsed is None:
+                fallback = compress_with_patterns(step, self.mode)
+                return fallback.model_copy(update={"source": "patterns-fallback"})
+            answer = reply.parsed
+            return Compressed(
+                key_decision=clip_words(answer.key_decision, KEY_DECISION_WORDS),
+                summary=clip_words(answer.summary, SUMMARY_WORDS),
+                milestone=clip_words(answer.milestone, MILESTONE_WORDS),
+                source="llm",
+            )
+
+        results = await asyncio.gather(*(one(s) for s in trace.steps))
+        return {s.index: c for s, c in zip(trace.steps, results, strict=True)}
+
+
+def make_extractor(name: str, mode: ContextTypeMode) -> Extractor:
+    if name == "llm":
+        return LLMExtractor(mode=mode)
+    return PatternExtractor(mode=mode)
+
+
+def level_for_distance(distance: int, kind: ContextKind = "hierarchical") -> Level | None:
+    """The detail level of a step ``distance`` steps away (None: not shown)."""
+    if distance <= 1:
+        return "full"
+    if kind == "window":
+        return None
+    if distance <= 3:
+        return "key_decision"
+    if distance <= 6:
+        return "summary"
+    return "milestone"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One step as it appears in a context."""
+
+    index: int
+    """Canonical step index."""
+    distance: int
+    """Distance to the target (or to the nearest focus step)."""
+    level: Level
+    """Detail level."""
+
+
+def plan_context(n_steps: int, focus: Iterable[int], kind: ContextKind) -> list[Entry]:
+    """Entries for every visible step, in trace order; each step's distance is to the
+    nearest focus step (one focus step: the paper's per-step context C_i)."""
+    targets = sorted(set(focus))
+    entries: list[Entry] = []
+    if not targets:
+        return entries
+    for index in range(n_steps):
+        distance = min(abs(index - t) for t in targets)
+        level = level_for_distance(distance, kind)
+        if level is not None:
+            entries.append(Entry(index, distance, level))
+    return entries
+
+
+_GROUPS: tuple[tuple[str, Callable[[Entry], bool]], ...] = (
+    ("CURRENT STEP", lambda e: e.distance == 0),
+    ("IMMEDIATE CONTEXT (distance 1: full detail)", lambda e: e.distance == 1),
+    ("NEARBY CONTEXT (distance 2-3: key decisions)", lambda e: e.level == "key_decision"),
+    ("DISTANT CONTEXT (distance 4-6: brief summaries)", lambda e: e.level == "summary"),
+    ("MILESTONES (distance > 6)", lambda e: e.level == "milestone"),
+)
+_TAGS: dict[Level, str] = {
+    "full": "full",
+    "key_decision": "key decision",
+    "summary": "summary",
+    "milestone": "milestone",
+}
+
+
+def _entry_text(
+    trace: Trace, entry: Entry, compressed: dict[int, Compressed], options: RenderOptions
+) -> str:
+    step = trace.steps[entry.index]
+    if entry.level == "full":
+        return render_step(trace, step, options)
+    return f"Step {step.index} - {step.agent}: {compressed[step.index].at(entry.level)}"
+
+
+def render_step_context(
+    trace: Trace,
+    target: int,
+    compressed: dict[int, Compressed],
+    kind: ContextKind,
+    options: RenderOptions,
+) -> str:
+    """The paper's per-step context C_i: grouped by level, trace order within a level."""
+    entries = plan_context(len(trace.steps), [target], kind)
+    blocks: list[str] = []
+    for title, belongs in _GROUPS:
+        chosen = [e for e in entries if belongs(e)]
+        if chosen:
+            lines = [_entry_text(trace, e, compressed, options) for e in chosen]
+            blocks.append(f"{title}:\n" + "\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def render_focused_view(
+    trace: Trace,
+    focus: Sequence[int],
+    compressed: dict[int, Compressed],
+    kind: ContextKind,
+    options: RenderOptions,
+) -> str:
+    """The whole trace in order, detail set by distance to the nearest focus step; each
+    step tagged with its level (used by the step-level pass)."""
+    lines: list[str] = []
+    for entry in plan_context(len(trace.steps), focus, kind):
+        text = _entry_text(trace, entry, compressed, options)
+        lines.append(f"[{_TAGS[entry.level]}] {text}")
+    return "\n".join(lines)

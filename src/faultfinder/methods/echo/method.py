@@ -1,0 +1,313 @@
+"""The ``echo`` method: hierarchical context → objective analyst panel → consensus voting.
+
+Pipelines (see :class:`~faultfinder.methods.echo.config.EchoConfig`):
+
+- ``decoupled`` (I4, default): an agent-level panel pass over the whole trace; its vote
+  names the agent(s); a step-level panel pass sees the trace focused on those agents'
+  steps (full detail there, compressed with distance elsewhere); its vote names the step.
+- ``unified`` (I3): one panel pass whose vote names both.
+- ``context-aware`` (I1/I2): see :mod:`faultfinder.methods.echo.ablations`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, ClassVar
+
+from faultfinder.llm.client import LLM
+from faultfinder.methods.base import MethodConfig, Verdict
+from faultfinder.methods.echo import prompts
+from faultfinder.methods.echo.ablations import run_context_aware
+from faultfinder.methods.echo.config import PRESETS, EchoConfig
+from faultfinder.methods.echo.context import (
+    Compressed,
+    make_extractor,
+    render_focused_view,
+    render_step_context,
+)
+from faultfinder.methods.echo.panel import (
+    Analyst,
+    AnalystResult,
+    alternatives,
+    ballots,
+    evaluations,
+    run_pass,
+    sample_panel,
+)
+from faultfinder.methods.echo.schema import analysis_json_schema
+from faultfinder.methods.echo.voting import CompareOn, Consensus, consensus
+from faultfinder.methods.registry import register
+from faultfinder.methods.render import RenderOptions, fit_steps, render_metadata
+from faultfinder.traces.schema import Trace
+
+# Tokens kept free for message framing when a prompt is fitted to the context budget.
+_SLACK = 64
+
+
+def _variant(cfg: EchoConfig) -> str:
+    if cfg.pipeline == "context-aware":
+        return "I1" if cfg.context == "window" else "I2"
+    return "I3" if cfg.pipeline == "unified" else "I4"
+
+
+class _PanelRun:
+    """One trace's panel analysis: shared prompt parts and the two passes."""
+
+    def __init__(
+        self, trace: Trace, llm: LLM, cfg: EchoConfig, compressed: dict[int, Compressed]
+    ) -> None:
+        self.trace = trace
+        self.llm = llm
+        self.cfg = cfg
+        self.compressed = compressed
+        self.agents = trace.agent_names()
+        self.speakers = [s.agent for s in trace.steps]
+        self.options = RenderOptions.from_config(cfg)
+        self.head = prompts.header(trace, cfg.with_ground_truth)
+        self.metadata = render_metadata(trace, cfg.observability)
+        self.schema = analysis_json_schema(self.agents, len(trace.steps))
+        self.panel: list[Analyst] = sample_panel(
+            trace.id,
+            size=cfg.panel_size,
+            roles=cfg.roles,
+            temperature_min=cfg.temperature_min,
+            temperature_max=cfg.temperature_max,
+            seed=cfg.seed,
+            run=cfg.run,
+        )
+        self.truncated: dict[str, bool] = {}
+
+    def _available(self, kind: prompts.PassKind, skeleton: str) -> int | None:
+        if self.cfg.context_budget is None:
+            return None
+        system = max(
+            self.llm.count_tokens(prompts.analyst_system_prompt(a.role, kind)) for a in self.panel
+        )
+        return self.cfg.context_budget - system - self.llm.count_tokens(skeleton) - _SLACK
+
+    def _sample(self) -> str:
+        limit = self.cfg.context_sample_chars
+        if limit == 0:
+            return ""
+        text = render_step_context(self.trace, 0, self.compressed, self.cfg.context, self.options)
+        return text[:limit] + "..." if len(text) > limit else text
+
+    def whole_trace_prompt(self, kind: prompts.PassKind) -> str:
+        """Unified / agent-level prompt: every step in full (fitted to the budget)."""
+        sample = self._sample()
+
+        def build(conversation: str) -> str:
+            return prompts.analyst_user_prompt(
+                kind,
+                head=self.head,
+                metadata=self.metadata,
+                agents=self.agents,
+                conversation=conversation,
+                context_sample=sample,
+            )
+
+        available = self._available(kind, build(""))
+        if available is None:
+            conversation, cut = fit_steps(self.trace, self.trace.steps, self.options, None)
+        else:
+            conversation, cut = fit_steps(
+                self.trace,
+                self.trace.steps,
+                self.options,
+                max(available, 0),
+                count_tokens=self.llm.count_tokens,
+            )
+        self.truncated[kind] = cut
+        return build(conversation)
+
+    def step_prompt(self, agent_consensus: Consensus, focus: list[int]) -> str:
+        """Step-level prompt: the trace focused on the attributed agents' steps."""
+        finding = describe_finding(agent_consensus, focus)
+
+        def build(view: str) -> str:
+            return prompts.analyst_user_prompt(
+                "step",
+                head=self.head,
+                metadata=self.metadata,
+                agents=self.agents,
+                conversation=view,
+                focus=finding,
+            )
+
+        def view(cap: int | None) -> str:
+            capped = self.options.model_copy(update={"max_step_chars": cap})
+            return render_focused_view(self.trace, focus, self.compressed, self.cfg.context, capped)
+
+        text, cut = prompts.fit(view, self._available("step", build("")), self.llm.count_tokens)
+        self.truncated["step"] = cut
+        return build(text)
+
+    async def ask(self, kind: prompts.PassKind, user: str) -> list[AnalystResult]:
+        return await run_pass(
+            self.llm,
+            self.panel,
+            kind,
+            user,
+            self.agents,
+            json_schema=self.schema,
+            max_tokens=self.cfg.max_tokens,
+            seed=self.cfg.seed,
+        )
+
+    def vote(self, results: list[AnalystResult], compare: CompareOn) -> Consensus:
+        cfg = self.cfg
+        return consensus(
+            ballots(results),
+            self.speakers,
+            threshold=cfg.confidence_threshold,
+            review_spread=cfg.review_spread,
+            high_confidence=cfg.high_confidence,
+            compare=compare,
+            evaluations=evaluations(results),
+            alternatives=alternatives(results),
+            max_alternatives=cfg.max_alternatives,
+        )
+
+
+def describe_finding(found: Consensus, focus: list[int]) -> str:
+    """The agent-level consensus in words, for the step-level prompt."""
+    kind = "multi-agent" if found.type == "multi_agent" else "single-agent"
+    steps = ", ".join(str(i) for i in focus)
+    return (
+        f"Attributed agent(s): {', '.join(found.agents)} ({kind} conclusion; "
+        f"{len(found.accepted)} analyst conclusion(s) at or above the confidence threshold, "
+        f"mean confidence {found.confidence:.2f}).\n"
+        f"Steps taken by them: {steps}.\n"
+        f"Agent-level reasoning: {found.reasoning}"
+    )
+
+
+def _pass_record(results: list[AnalystResult], found: Consensus) -> dict[str, Any]:
+    return {
+        "analysts": [r.summary() for r in results],
+        "consensus": found.model_dump(mode="json"),
+    }
+
+
+def _no_attribution(found: Consensus, results: list[AnalystResult]) -> Verdict | None:
+    """The verdict when a pass produced no agent: unparsed, or no error found."""
+    if all(r.status == "unparsed" for r in results):
+        return Verdict(status="unparsed", reason="no analyst's reply could be read")
+    if not found.agents:
+        why = (
+            "no analyst conclusion reached the confidence threshold"
+            if not found.accepted
+            else "the winning conclusion names no agent"
+        )
+        return Verdict(status="no-error-found", reason=why)
+    return None
+
+
+@register
+class EchoMethod:
+    """ECHO (Banerjee et al.): hierarchical context, objective analyst panel, consensus vote."""
+
+    name: ClassVar[str] = "echo"
+    summary: ClassVar[str] = (
+        "ECHO: hierarchical context, panel of objective analysts, confidence-weighted "
+        "consensus (agent-level then step-level)"
+    )
+    prompt_version: ClassVar[str] = prompts.PROMPT_VERSION
+    Config: ClassVar[type[MethodConfig]] = EchoConfig
+    presets: ClassVar[dict[str, dict[str, Any]]] = PRESETS
+
+    def __init__(self, config: EchoConfig) -> None:
+        self.config = config
+
+    async def attribute(self, trace: Trace, llm: LLM) -> Verdict:
+        cfg = self.config
+        assert isinstance(cfg, EchoConfig)
+        if not trace.steps:
+            return Verdict(status="no-error-found", reason="the trace has no steps")
+        compressed: dict[int, Compressed] = {}
+        if cfg.context == "hierarchical":
+            extractor = make_extractor(cfg.extractor, cfg.context_types)
+            compressed = await extractor.compress_trace(trace, llm)
+        common: dict[str, Any] = {
+            "variant": _variant(cfg),
+            "context": cfg.context,
+            "extractor": cfg.extractor if cfg.context == "hierarchical" else None,
+        }
+        if cfg.extractor == "llm" and compressed:
+            common["context_sources"] = dict(Counter(c.source for c in compressed.values()))
+        if cfg.pipeline == "context-aware":
+            verdict = await run_context_aware(trace, llm, cfg, compressed, trace.agent_names())
+            return verdict.model_copy(update={"details": {**common, **verdict.details}})
+        run = _PanelRun(trace, llm, cfg, compressed)
+        common["pipeline"] = cfg.pipeline
+        common["panel"] = [{"role": a.role, "temperature": a.temperature} for a in run.panel]
+        if cfg.pipeline == "unified":
+            return await self._unified(run, common)
+        return await self._decoupled(run, common)
+
+    async def _unified(self, run: _PanelRun, details: dict[str, Any]) -> Verdict:
+        results = await run.ask("unified", run.whole_trace_prompt("unified"))
+        found = run.vote(results, "both")
+        details["unified_pass"] = _pass_record(results, found)
+        details["conversation_truncated"] = run.truncated.get("unified", False)
+        details["requires_review"] = found.disagreement.requires_review
+        details["review_reasons"] = found.disagreement.reasons
+        empty = _no_attribution(found, results)
+        if empty is not None:
+            return empty.model_copy(update={"details": details})
+        details["agents"] = found.agents
+        return Verdict(
+            agent=found.agents[0],
+            step=found.step,
+            reason=found.reasoning,
+            confidence=found.confidence,
+            details=details,
+        )
+
+    async def _decoupled(self, run: _PanelRun, details: dict[str, Any]) -> Verdict:
+        agent_results = await run.ask("agent", run.whole_trace_prompt("agent"))
+        by_agent = run.vote(agent_results, "agents")
+        details["agent_pass"] = _pass_record(agent_results, by_agent)
+        details["conversation_truncated"] = run.truncated.get("agent", False)
+        empty = _no_attribution(by_agent, agent_results)
+        if empty is not None:
+            details["step_pass"] = {"status": "skipped: the agent-level pass named no agent"}
+            details["requires_review"] = True
+            details["review_reasons"] = by_agent.disagreement.reasons or [empty.reason or ""]
+            return empty.model_copy(update={"details": details})
+        focus = [s.index for s in run.trace.steps if s.agent in by_agent.agents]
+        step_results = await run.ask("step", run.step_prompt(by_agent, focus))
+        by_step = run.vote(step_results, "steps")
+        details["step_pass"] = _pass_record(step_results, by_step)
+        details["focus"] = {"agents": by_agent.agents, "steps": focus}
+        details["focused_view_truncated"] = run.truncated.get("step", False)
+        details["agents"] = by_agent.agents
+        passes_agree = (set(by_step.agents) == set(by_agent.agents)) if by_step.agents else None
+        speaker_ok = (
+            run.speakers[by_step.step] in by_agent.agents if by_step.step is not None else None
+        )
+        details["consistency"] = {
+            "step_pass_agrees_on_agents": passes_agree,
+            "step_taken_by_attributed_agent": speaker_ok,
+        }
+        reasons = [f"agent-level: {r}" for r in by_agent.disagreement.reasons]
+        reasons += [f"step-level: {r}" for r in by_step.disagreement.reasons]
+        if passes_agree is False:
+            reasons.append("the step-level pass voted for other agents than the agent-level pass")
+        if speaker_ok is False:
+            reasons.append("the consensus step was not taken by an attributed agent")
+        details["requires_review"] = bool(reasons)
+        details["review_reasons"] = reasons
+        confidences = [by_agent.confidence] + ([by_step.confidence] if by_step.type else [])
+        step_reason = (
+            by_step.reasoning
+            if by_step.step is not None
+            else "no step reached a consensus (see details.step_pass)"
+        )
+        return Verdict(
+            agent=by_agent.agents[0],
+            step=by_step.step,
+            reason=f"Agent: {by_agent.reasoning}\nStep: {step_reason}",
+            confidence=round(sum(confidences) / len(confidences), 6),
+            details=details,
+        )

@@ -1,0 +1,39 @@
+"""Record any agent program's model calls through an OpenAI-compatible proxy, and replay
+the program from any step with an edit.
+
+- :mod:`~faultfinder.replay.proxy`: the recording/replaying proxy;
+- :mod:`~faultfinder.replay.recorder`: run directories, ``steps.jsonl`` and ``trace.json``;
+- :mod:`~faultfinder.replay.replayer`: replay decisions, edits and reports;
+- :mod:`~faultfinder.replay.session`: run a program through the proxy (record / replay);
+- :mod:`~faultfinder.replay.local_server`: serve any faultfinder model as an endpoint.
+"""
+
+from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
+from faultfinder.replay.recorder import RecordedCall, RunMeta, RunStore, build_trace, rebuild_trace
+from faultfinder.replay.replayer import Edit, ReplayOptions, ReplayPlan, ReplayReport
+from faultfinder.replay.session import (
+    ReplayOutcome,
+    RunOutcome,
+    SessionOptions,
+    record_run,
+    replay_run,
+)
+
+__all__ = [
+    "Edit",
+    "ProxyConfig",
+    "RecordedCall",
+    "RecordingProxy",
+    "ReplayOptions",
+    "ReplayOutcome",
+    "ReplayPlan",
+    "ReplayReport",
+    "RunMeta",
+    "RunOutcome",
+    "RunStore",
+    "SessionOptions",
+    "build_trace",
+    "rebuild_trace",
+    "record_run",
+    "replay_run",
+]

@@ -1,0 +1,62 @@
+"""A run's final answer and whether it matches the reference.
+
+A program states its answer by printing a line ``FINAL ANSWER: ...`` (the last such line
+counts). Matching is GAIA-style quasi-exact: numbers compare as numbers (thousands
+separators, units and surrounding words ignored), other answers compare after
+lower-casing and removing punctuation, articles and extra spaces.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+
+FINAL_ANSWER = re.compile(r"^\s*FINAL ANSWER\s*:\s*(.*?)\s*$", re.IGNORECASE | re.MULTILINE)
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def final_answer_from_output(text: str) -> str | None:
+    """The last ``FINAL ANSWER:`` line of a program's output, if any."""
+    found = FINAL_ANSWER.findall(text)
+    return found[-1] if found else None
+
+
+def parse_number(text: str) -> float | None:
+    """``text`` as a number when it is one (commas, a currency sign or a unit allowed)."""
+    stripped = text.strip().strip("$€£%").strip()
+    candidates = _NUMBER.findall(stripped)
+    if len(candidates) != 1:
+        return None
+    rest = stripped.replace(candidates[0], "", 1).strip()
+    if len(rest.split()) > 1:
+        return None
+    try:
+        return float(candidates[0].replace(",", ""))
+    except ValueError:
+        return None
+
+
+def normalise_text(text: str) -> str:
+    lowered = text.lower()
+    lowered = "".join(ch for ch in lowered if ch not in string.punctuation)
+    lowered = _ARTICLES.sub(" ", lowered)
+    return " ".join(lowered.split())
+
+
+def answers_match(answer: str | None, reference: str) -> bool:
+    """Quasi-exact match of an answer with the reference."""
+    if answer is None:
+        return False
+    expected = parse_number(reference)
+    if expected is not None:
+        numbers = _NUMBER.findall(answer)
+        if not numbers:
+            return False
+        try:
+            # The answer's last number: 'The total is 3, so 144,630' answers 144630.
+            got = float(numbers[-1].replace(",", ""))
+        except ValueError:
+            return False
+        return abs(got - expected) <= 1e-6 * max(1.0, abs(expected))
+    return normalise_text(answer) == normalise_text(reference)

@@ -1,0 +1,387 @@
+"""Run directories: each model call appended to ``steps.jsonl`` as it completes (fsynced),
+``trace.json`` rebuilt from it, ``meta.json`` describing the run.
+
+Layout::
+
+    runs/<run-id>/
+        meta.json       command, upstream, timestamps, exit code, task, reference answer
+        steps.jsonl     one RecordedCall per line, in completion order
+        trace.json      the canonical Trace built from steps.jsonl
+        stdout.txt      the recorded program's output (stderr.txt likewise)
+        branches/<id>/  replays of this run, each laid out the same way plus report.json
+
+A program that crashes mid-run leaves every completed call in ``steps.jsonl``; the last
+line may be cut short if the recorder itself was killed, and is then skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from faultfinder import __version__
+from faultfinder.errors import TraceFormatError
+from faultfinder.replay.matching import content_text, system_prompt
+from faultfinder.replay.outcome import answers_match, final_answer_from_output
+from faultfinder.traces.io import write_trace
+from faultfinder.traces.schema import Agent, SourceInfo, Step, ToolCall, ToolResult, Trace
+from faultfinder.usage import Usage
+
+Origin = Literal["recorded", "cached", "edited", "edited-input", "live"]
+"""Where a call's answer came from: the upstream while recording ('recorded'), the
+recording during a replay ('cached'), an edit ('edited'), the upstream after an edited
+request ('edited-input'), or the upstream during a replay ('live')."""
+
+STEPS_FILE = "steps.jsonl"
+TRACE_FILE = "trace.json"
+META_FILE = "meta.json"
+REPORT_FILE = "report.json"
+BRANCHES_DIR = "branches"
+
+
+class RecordedCall(BaseModel):
+    """One chat-completion call as the proxy saw it (credentials removed)."""
+
+    call: int
+    """Arrival order among this run's chat calls (0-based)."""
+    agent: str
+    """Calling agent."""
+    agent_source: str = "default"
+    """How the agent was identified: header, path, system-prompt or default."""
+    agent_call: int = -1
+    """This agent's call number among its successful calls (0-based); -1 for failed calls."""
+    path: str = "/v1/chat/completions"
+    """Request path as the client sent it."""
+    request: dict[str, Any]
+    """The request body (what the model was asked), credentials removed."""
+    request_hash: str
+    """Hash of the normalised request (see faultfinder.replay.matching)."""
+    response: dict[str, Any] | None = None
+    """The complete chat.completion (rebuilt from chunks when streamed); None on failure."""
+    status: int = 200
+    """HTTP status returned to the client."""
+    error: str | None = None
+    """Why the call failed, when it did."""
+    stream: bool = False
+    """The client asked for a streamed reply."""
+    origin: Origin = "recorded"
+    """Where the answer came from."""
+    replay_of: int | None = None
+    """In a replay: index of the recorded step this call was matched to."""
+    note: str | None = None
+    """Replay remarks (divergence, edit) for this call."""
+    started_at: datetime
+    """When the request arrived."""
+    ended_at: datetime
+    """When the reply was complete."""
+    latency_s: float = 0.0
+    """Wall time from arrival to complete reply."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.response is not None and self.status == 200
+
+
+class RunMeta(BaseModel):
+    """What ``meta.json`` holds about a recording or a replay branch."""
+
+    run_id: str
+    """Directory name of the run (or branch)."""
+    kind: Literal["recording", "branch"] = "recording"
+    """A recording, or a replay branch of one."""
+    command: list[str] = Field(default_factory=list)
+    """The program that was run, as argv."""
+    cwd: str | None = None
+    """Working directory the program ran in."""
+    upstream: str | None = None
+    """The model endpoint calls were forwarded to."""
+    proxy_url: str | None = None
+    """Where the proxy listened."""
+    started_at: datetime | None = None
+    """Start of the run."""
+    ended_at: datetime | None = None
+    """End of the run."""
+    exit_code: int | None = None
+    """The program's exit status (None while running or when it was not started)."""
+    killed: bool = False
+    """The program was stopped by faultfinder (replay window reached or timeout)."""
+    task: str | None = None
+    """The task, when given (else the trace takes the first user message)."""
+    ground_truth: str | None = None
+    """Reference answer, when given."""
+    final_answer: str | None = None
+    """The program's answer: its last 'FINAL ANSWER:' output line, when it printed one."""
+    system: str | None = None
+    """Name of the multi-agent system, when given."""
+    parent: str | None = None
+    """For a branch: the run directory it replays."""
+    replay: dict[str, Any] | None = None
+    """For a branch: the replay options (step, edit, divergence policy)."""
+    faultfinder_version: str = __version__
+    """Version that wrote the run."""
+
+
+def new_run_id(prefix: str = "") -> str:
+    """A sortable, unique directory name: 20261101-153012-3fa9."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    return f"{prefix}{stamp}-{secrets.token_hex(2)}"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class RunStore:
+    """Appends calls to a run directory's ``steps.jsonl`` durably, in completion order."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._agent_calls: dict[str, int] = {}
+        self._next_call = 0
+        self.count = 0
+        self.failed = 0
+
+    @property
+    def steps_path(self) -> Path:
+        return self.dir / STEPS_FILE
+
+    def next_call_index(self) -> int:
+        """Reserve the arrival number of a new call."""
+        with self._lock:
+            index = self._next_call
+            self._next_call += 1
+            return index
+
+    def append(self, record: RecordedCall) -> RecordedCall:
+        """Number the call for its agent (successful calls only) and write it durably."""
+        with self._lock:
+            if record.ok:
+                record.agent_call = self._agent_calls.get(record.agent, 0)
+                self._agent_calls[record.agent] = record.agent_call + 1
+                self.count += 1
+            else:
+                record.agent_call = -1
+                self.failed += 1
+            line = record.model_dump_json(exclude_none=True) + "\n"
+            with self.steps_path.open("a", encoding="utf-8") as handle:
+                handle.write(line)
+                handle.flush()
+                os.fsync(handle.fileno())
+        return record
+
+    def write_meta(self, meta: RunMeta) -> None:
+        write_meta(self.dir, meta)
+
+
+def write_meta(directory: Path, meta: RunMeta) -> None:
+    path = directory / META_FILE
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(meta.model_dump_json(indent=2, exclude_none=True), encoding="utf-8")
+    tmp.replace(path)
+
+
+def read_meta(directory: str | Path) -> RunMeta:
+    path = Path(directory) / META_FILE
+    if not path.exists():
+        return RunMeta(run_id=Path(directory).name)
+    try:
+        return RunMeta.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise TraceFormatError(str(path), "(json)", f"not a faultfinder run description: {exc}") from None
+
+
+def load_calls(directory: str | Path, *, include_failed: bool = False) -> list[RecordedCall]:
+    """The calls of a run in arrival order; a cut-short last line is skipped."""
+    path = Path(directory) / STEPS_FILE
+    if not path.exists():
+        raise TraceFormatError(
+            str(path), "(file)", "no such file: is this a run directory written by 'faultfinder record'?"
+        )
+    calls: list[RecordedCall] = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            calls.append(RecordedCall.model_validate_json(line))
+        except ValueError as exc:
+            if number == len(lines):
+                break  # the recorder was killed while writing this line
+            raise TraceFormatError(str(path), f"line {number}", str(exc)) from None
+    calls.sort(key=lambda c: c.call)
+    return [c for c in calls if include_failed or c.ok]
+
+
+def _message(call: RecordedCall) -> dict[str, Any]:
+    choices = (call.response or {}).get("choices") or [{}]
+    message = choices[0].get("message") or {}
+    return dict(message)
+
+
+def _tool_calls(message: dict[str, Any]) -> list[ToolCall]:
+    out = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        out.append(
+            ToolCall(
+                id=call.get("id"),
+                name=str(function.get("name", "")),
+                arguments=str(function.get("arguments", "")),
+            )
+        )
+    return out
+
+
+def _usage(response: dict[str, Any] | None) -> Usage | None:
+    usage = (response or {}).get("usage")
+    if not isinstance(usage, dict):
+        return None
+    return Usage(
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        calls=1,
+    )
+
+
+def call_to_step(index: int, call: RecordedCall) -> Step:
+    """One recorded call as a canonical step (tool results are attached later)."""
+    message = _message(call)
+    response = call.response or {}
+    choices = response.get("choices") or [{}]
+    metadata: dict[str, Any] = {
+        "call": call.call,
+        "agent_call": call.agent_call,
+        "agent_source": call.agent_source,
+        "request_hash": call.request_hash,
+        "origin": call.origin,
+        "latency_s": round(call.latency_s, 4),
+        "stream": call.stream,
+    }
+    if choices[0].get("finish_reason"):
+        metadata["finish_reason"] = choices[0]["finish_reason"]
+    if call.replay_of is not None:
+        metadata["replay_of"] = call.replay_of
+    if call.note:
+        metadata["note"] = call.note
+    request = {k: v for k, v in call.request.items() if k != "messages"}
+    return Step(
+        index=index,
+        agent=call.agent,
+        role=str(message.get("role") or "assistant"),
+        kind="llm",
+        content=content_text(message.get("content")),
+        input_messages=list(call.request.get("messages") or []),
+        request=request,
+        tool_calls=_tool_calls(message),
+        model=str(response.get("model") or call.request.get("model") or "") or None,
+        usage=_usage(call.response),
+        started_at=call.started_at,
+        ended_at=call.ended_at,
+        metadata=metadata,
+    )
+
+
+def _attach_tool_results(steps: list[Step]) -> None:
+    # A tool's result reaches the model in a later request as a 'tool' message; it is kept
+    # there, and also attached to the step that asked for it so output-only views show it.
+    for position, step in enumerate(steps):
+        wanted = {c.id: c for c in step.tool_calls if c.id}
+        if not wanted:
+            continue
+        for later in steps[position + 1 :]:
+            for message in later.input_messages or []:
+                call_id = message.get("tool_call_id")
+                if message.get("role") == "tool" and call_id in wanted:
+                    step.tool_results.append(
+                        ToolResult(
+                            call_id=call_id,
+                            name=wanted[call_id].name,
+                            content=content_text(message.get("content")),
+                        )
+                    )
+                    del wanted[call_id]
+            if not wanted:
+                break
+
+
+def build_trace(directory: str | Path, meta: RunMeta | None = None) -> Trace:
+    """The canonical trace of a run directory, from its ``steps.jsonl`` and ``meta.json``."""
+    directory = Path(directory)
+    meta = meta or read_meta(directory)
+    all_calls = load_calls(directory, include_failed=True)
+    calls = [c for c in all_calls if c.ok]
+    steps = [call_to_step(i, c) for i, c in enumerate(calls)]
+    _attach_tool_results(steps)
+    agents: dict[str, Agent] = {}
+    for call, step in zip(calls, steps, strict=True):
+        if call.agent not in agents:
+            agents[call.agent] = Agent(
+                name=call.agent, system_prompt=system_prompt(call.request), model=step.model
+            )
+    task = meta.task
+    if not task and calls:
+        task = next(
+            (
+                content_text(m.get("content"))
+                for m in calls[0].request.get("messages") or []
+                if m.get("role") == "user"
+            ),
+            "",
+        )
+    final = meta.final_answer
+    if final is None and steps:
+        final = steps[-1].content
+    metadata: dict[str, Any] = {
+        "run_dir": str(directory),
+        "recorder": "faultfinder-proxy",
+        "kind": meta.kind,
+        "command": meta.command,
+        "exit_code": meta.exit_code,
+        "failed_calls": len(all_calls) - len(calls),
+        "final_answer_source": "output" if meta.final_answer is not None else "last-step",
+    }
+    if meta.parent:
+        metadata["parent"] = meta.parent
+    if meta.replay:
+        metadata["replay"] = meta.replay
+    if meta.ground_truth is not None and final is not None:
+        metadata["outcome"] = "success" if answers_match(final, meta.ground_truth) else "failure"
+    trace_id = meta.run_id if meta.kind == "recording" else f"{Path(meta.parent or '').name}/{meta.run_id}"
+    return Trace(
+        id=trace_id,
+        task=task or "",
+        ground_truth=meta.ground_truth,
+        final_answer=final,
+        system=meta.system,
+        agents=list(agents.values()),
+        steps=steps,
+        source=SourceInfo(format="faultfinder-recording", path=str(directory)),
+        metadata=metadata,
+    )
+
+
+def rebuild_trace(directory: str | Path) -> Trace:
+    """Rebuild and write ``trace.json`` from ``steps.jsonl``; returns the trace."""
+    trace = build_trace(directory)
+    write_trace(trace, Path(directory) / TRACE_FILE)
+    return trace
+
+
+def finish_meta(meta: RunMeta, stdout_text: str | None) -> RunMeta:
+    """Fill the final answer from the program's output."""
+    if stdout_text and meta.final_answer is None:
+        meta.final_answer = final_answer_from_output(stdout_text)
+    return meta
+
+
+def read_json_file(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))

@@ -1,0 +1,341 @@
+"""Running a program through the proxy: one recording, or one replay branch of it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from faultfinder.errors import ConfigError, FaultfinderError
+from faultfinder.replay.httpserver import LOOPBACK
+from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
+from faultfinder.replay.recorder import (
+    BRANCHES_DIR,
+    REPORT_FILE,
+    RunMeta,
+    RunStore,
+    finish_meta,
+    load_calls,
+    new_run_id,
+    read_meta,
+    rebuild_trace,
+    utcnow,
+)
+from faultfinder.replay.replayer import ReplayOptions, ReplayPlan, ReplayReport
+from faultfinder.traces.schema import Trace
+
+PLACEHOLDER_KEY = "faultfinder-placeholder-key"
+"""Given to the program as OPENAI_API_KEY when it has none: SDKs insist on a key, and a
+local upstream ignores it."""
+
+STOP_GRACE_S = 5.0
+"""Seconds a stopped program gets to exit after SIGTERM before it is killed."""
+
+
+class ChildResult(BaseModel):
+    """How the recorded program ended."""
+
+    exit_code: int | None
+    """Exit status (negative: killed by that signal); None if it could not start."""
+    killed: bool = False
+    """Stopped by faultfinder (live window used up, or timeout)."""
+    timed_out: bool = False
+    """Stopped because it ran past the timeout."""
+    duration_s: float = 0.0
+    """Wall time."""
+    stdout: str = ""
+    """Everything it printed on stdout."""
+    stderr: str = ""
+    """Everything it printed on stderr."""
+
+
+class SessionOptions(BaseModel):
+    """How the program is run and where the proxy listens."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    api_key_env: str | None = None
+    """Environment variable with the upstream key (default: forward the program's key)."""
+    host: str = LOOPBACK
+    """Interface the proxy binds."""
+    port: int = Field(default=0, ge=0, le=65535)
+    """Port the proxy binds (0: any free port)."""
+    stream_usage: bool = True
+    """Ask streamed upstream replies for usage (see ProxyConfig.stream_usage)."""
+    echo: bool = True
+    """Pass the program's output through to this terminal as well as to the run files."""
+    timeout: float | None = Field(default=None, gt=0)
+    """Stop the program after this many seconds (None: wait for it)."""
+    cwd: str | None = None
+    """Working directory for the program (default: the current one)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment variables for the program."""
+
+
+class RunOutcome(BaseModel):
+    """A finished recording."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    run_dir: Path
+    meta: RunMeta
+    trace: Trace
+    child: ChildResult
+
+
+class ReplayOutcome(BaseModel):
+    """A finished replay branch."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    branch_dir: Path
+    meta: RunMeta
+    report: ReplayReport
+    trace: Trace
+    child: ChildResult
+
+
+def child_env(base_url: str, proxy_url: str, run_dir: Path, extra: dict[str, str]) -> dict[str, str]:
+    """The program's environment: the OpenAI SDK variables point at the proxy."""
+    env = dict(os.environ)
+    env.update(extra)
+    env["OPENAI_BASE_URL"] = base_url
+    env["OPENAI_API_BASE"] = base_url
+    env["FAULTFINDER_PROXY_URL"] = proxy_url
+    env["FAULTFINDER_RUN_DIR"] = str(run_dir)
+    if not env.get("OPENAI_API_KEY"):
+        env["OPENAI_API_KEY"] = PLACEHOLDER_KEY
+    return env
+
+
+async def _tee(stream: asyncio.StreamReader | None, sink: IO[bytes], echo: IO[bytes] | None) -> bytes:
+    if stream is None:
+        return b""
+    parts: list[bytes] = []
+    while True:
+        data = await stream.read(65536)
+        if not data:
+            break
+        parts.append(data)
+        sink.write(data)
+        sink.flush()
+        if echo is not None:
+            echo.write(data)
+            echo.flush()
+    return b"".join(parts)
+
+
+async def run_child(
+    command: list[str],
+    env: dict[str, str],
+    out_dir: Path,
+    options: SessionOptions,
+    stop: asyncio.Event | None = None,
+) -> ChildResult:
+    """Run ``command``, teeing its output into ``out_dir``; stop it when ``stop`` is set."""
+    started = time.perf_counter()
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=options.cwd,
+        )
+    except (FileNotFoundError, PermissionError) as exc:
+        raise ConfigError(f"Cannot run {command[0]!r}: {exc}. Check the command after '--'.") from None
+    echo_out = sys.stdout.buffer if options.echo else None
+    echo_err = sys.stderr.buffer if options.echo else None
+    with (out_dir / "stdout.txt").open("wb") as out, (out_dir / "stderr.txt").open("wb") as err:
+        readers = asyncio.gather(
+            _tee(process.stdout, out, echo_out), _tee(process.stderr, err, echo_err)
+        )
+        waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(process.wait())]
+        if stop is not None:
+            waiters.append(asyncio.ensure_future(stop.wait()))
+        killed = timed_out = False
+        try:
+            done, _ = await asyncio.wait(
+                waiters, timeout=options.timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            if waiters[0] not in done:
+                killed = True
+                timed_out = not done
+                await _terminate(process)
+        except BaseException:
+            await _terminate(process)
+            raise
+        finally:
+            for waiter in waiters[1:]:
+                waiter.cancel()
+        stdout, stderr = await readers
+    return ChildResult(
+        exit_code=process.returncode,
+        killed=killed,
+        timed_out=timed_out,
+        duration_s=round(time.perf_counter() - started, 3),
+        stdout=stdout.decode("utf-8", errors="replace"),
+        stderr=stderr.decode("utf-8", errors="replace"),
+    )
+
+
+async def _terminate(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        process.terminate()
+    try:
+        await asyncio.wait_for(process.wait(), STOP_GRACE_S)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+
+
+async def record_run(
+    command: list[str],
+    upstream: str,
+    out: str | Path,
+    *,
+    run_id: str | None = None,
+    task: str | None = None,
+    ground_truth: str | None = None,
+    system: str | None = None,
+    options: SessionOptions | None = None,
+) -> RunOutcome:
+    """Run ``command`` with its model calls recorded into ``out/<run-id>/``.
+
+    ``trace.json`` and ``meta.json`` are written even when the program fails.
+    """
+    if not command:
+        raise ConfigError("Give the program to record after '--', e.g. -- python my_team.py")
+    options = options or SessionOptions()
+    run_dir = Path(out) / (run_id or new_run_id())
+    if (run_dir / "steps.jsonl").exists():
+        raise ConfigError(f"{run_dir} already holds a recording; choose another --run-id.")
+    store = RunStore(run_dir)
+    meta = RunMeta(
+        run_id=run_dir.name,
+        command=list(command),
+        cwd=str(Path(options.cwd or os.getcwd()).resolve()),
+        upstream=upstream,
+        started_at=utcnow(),
+        task=task,
+        ground_truth=ground_truth,
+        system=system,
+    )
+    store.write_meta(meta)
+    config = ProxyConfig(
+        upstream=upstream,
+        api_key_env=options.api_key_env,
+        host=options.host,
+        port=options.port,
+        stream_usage=options.stream_usage,
+    )
+    child = ChildResult(exit_code=None)
+    try:
+        async with RecordingProxy(config, store) as proxy:
+            meta.proxy_url = proxy.url
+            store.write_meta(meta)
+            env = child_env(proxy.base_url, proxy.url, run_dir, options.env)
+            child = await run_child(command, env, run_dir, options)
+    finally:
+        meta.ended_at = utcnow()
+        meta.exit_code = child.exit_code
+        meta.killed = child.killed
+        finish_meta(meta, child.stdout)
+        store.write_meta(meta)
+        trace = rebuild_trace(run_dir)
+    return RunOutcome(run_dir=run_dir, meta=meta, trace=trace, child=child)
+
+
+async def replay_run(
+    run_dir: str | Path,
+    command: list[str] | None,
+    replay: ReplayOptions,
+    *,
+    upstream: str | None = None,
+    branch_id: str | None = None,
+    options: SessionOptions | None = None,
+) -> ReplayOutcome:
+    """Re-run the recorded program (or ``command``) against the recording of ``run_dir``.
+
+    The branch is written to ``run_dir/branches/<branch-id>/`` with its own steps, trace,
+    meta and ``report.json``.
+    """
+    run_dir = Path(run_dir)
+    parent = read_meta(run_dir)
+    calls = load_calls(run_dir)
+    upstream = upstream or parent.upstream
+    command = list(command or parent.command)
+    if not command:
+        raise ConfigError(f"{run_dir}: no recorded command; give the program after '--'.")
+    options = options or SessionOptions()
+    if options.cwd is None and parent.cwd:
+        options = options.model_copy(update={"cwd": parent.cwd})
+    try:
+        plan = ReplayPlan(calls, replay)
+    except ValueError as exc:
+        raise ConfigError(f"{run_dir}: {exc}") from None
+    needs_upstream = replay.at is not None and not (replay.edit and replay.edit.kind == "output")
+    if not upstream and needs_upstream:
+        raise ConfigError("No upstream recorded for this run; pass --upstream URL.")
+    branch_dir = run_dir / BRANCHES_DIR / (branch_id or new_run_id("b"))
+    if (branch_dir / "steps.jsonl").exists():
+        raise ConfigError(f"{branch_dir} already exists; choose another --branch-id.")
+    store = RunStore(branch_dir)
+    meta = RunMeta(
+        run_id=branch_dir.name,
+        kind="branch",
+        command=command,
+        cwd=options.cwd,
+        upstream=upstream,
+        started_at=utcnow(),
+        task=parent.task,
+        ground_truth=parent.ground_truth,
+        system=parent.system,
+        parent=str(run_dir),
+        replay=replay.model_dump(mode="json", exclude_none=True),
+    )
+    store.write_meta(meta)
+    config = ProxyConfig(
+        # With no upstream every call must come from the recording; a live call then fails
+        # with a clear message rather than reaching some default endpoint.
+        upstream=upstream or "http://127.0.0.1:9/no-upstream",
+        api_key_env=options.api_key_env,
+        host=options.host,
+        port=options.port,
+        stream_usage=options.stream_usage,
+    )
+    child = ChildResult(exit_code=None)
+    try:
+        async with RecordingProxy(config, store, plan) as proxy:
+            meta.proxy_url = proxy.url
+            env = child_env(proxy.base_url, proxy.url, branch_dir, options.env)
+            child = await run_child(command, env, branch_dir, options, proxy.stop_requested)
+    finally:
+        report = plan.finish()
+        (branch_dir / REPORT_FILE).write_text(
+            report.model_dump_json(indent=2) + "\n", encoding="utf-8"
+        )
+        meta.ended_at = utcnow()
+        meta.exit_code = child.exit_code
+        meta.killed = child.killed
+        finish_meta(meta, child.stdout)
+        store.write_meta(meta)
+        trace = rebuild_trace(branch_dir)
+    return ReplayOutcome(branch_dir=branch_dir, meta=meta, report=report, trace=trace, child=child)
+
+
+def run_sync(coro: Any) -> Any:
+    """Run a session coroutine from synchronous code (the CLI)."""
+    try:
+        return asyncio.run(coro)
+    except KeyboardInterrupt:
+        raise FaultfinderError("Interrupted; what was recorded so far is in steps.jsonl.") from None

@@ -1,0 +1,111 @@
+"""Helpers shared by the importers: errors that name file and field, options, labels."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NoReturn
+
+from pydantic import ValidationError
+
+from faultfinder.errors import ConfigError, TraceFormatError
+from faultfinder.traces.io import trace_error_from_validation
+from faultfinder.traces.schema import Trace
+
+
+def fail(path: str | Path, field: str, reason: str) -> NoReturn:
+    """Raise the TraceFormatError every importer uses for malformed input."""
+    raise TraceFormatError(str(path), field, reason)
+
+
+def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key that orders '2' before '10' (numbers compare as numbers)."""
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part.lower())
+        for part in re.split(r"(\d+)", text)
+        if part
+    )
+
+
+def text_of(value: Any) -> str:
+    """``value`` as text: strings unchanged, None as '', anything else as compact JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def check_options(importer: str, options: Mapping[str, Any], allowed: Mapping[str, str]) -> None:
+    """Reject options the importer does not know, listing the ones it does."""
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        known = "; ".join(f"{k}: {v}" for k, v in allowed.items()) or "none"
+        raise ConfigError(
+            f"The {importer} importer has no option {', '.join(map(repr, unknown))}. "
+            f"Its options: {known}."
+        )
+
+
+def make_trace(path: str | Path, **fields: Any) -> Trace:
+    """Build a Trace, turning schema violations into TraceFormatError for ``path``."""
+    try:
+        return Trace(**fields)
+    except ValidationError as exc:
+        raise trace_error_from_validation(path, exc) from None
+
+
+def parse_label_step(
+    value: Any, *, path: str | Path, field: str, n_steps: int, base: int
+) -> int | None:
+    """A label's step as a canonical 0-based index.
+
+    ``base`` is the source's numbering (0 or 1). None, '' and 'none' mean "no step".
+    Out-of-range or non-numeric steps are errors: a label must point inside the trace.
+    """
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    if isinstance(value, bool):
+        fail(path, field, f"expected a step number, got {value!r}")
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+        number = int(value)
+    else:
+        fail(path, field, f"expected a step number, got {value!r}")
+    index = number - base
+    if not 0 <= index < n_steps:
+        shown = f"{base}..{n_steps - 1 + base}" if n_steps else "none: the trace is empty"
+        fail(
+            path,
+            field,
+            f"step {number} ({base}-based) is outside the trace (valid steps: {shown})",
+        )
+    return index
+
+
+_CREDENTIAL_KEY = re.compile(
+    r"(?i)^(?:x-)?(?:api[-_]?key|apikey|authorization|proxy-authorization|bearer|"
+    r"(?:access|refresh|auth|session|bearer)[-_]?token|credentials?|cookie|set-cookie|"
+    r".*secret.*|.*password.*|.*passwd.*)$"
+)
+
+
+def is_credential_key(key: str) -> bool:
+    """True for keys that hold secrets (api_key, Authorization...), not 'max_tokens'."""
+    return bool(_CREDENTIAL_KEY.match(key))
+
+
+def without_credentials(value: Any) -> Any:
+    """A copy of ``value`` with credential entries removed from every nested dict."""
+    if isinstance(value, dict):
+        return {
+            k: without_credentials(v)
+            for k, v in value.items()
+            if not (isinstance(k, str) and is_credential_key(k))
+        }
+    if isinstance(value, list):
+        return [without_credentials(v) for v in value]
+    return value

@@ -1,0 +1,359 @@
+"""A list of chat messages (JSON array, JSONL, or a wrapper object) → canonical traces.
+
+Each message becomes one step. The field mapping is configurable (``--map key=value`` on
+the command line, keyword options in Python); the defaults read OpenAI-style
+``{"role": ..., "content": ..., "name": ...}`` messages:
+
+=============  ============  ====================================================
+option         default       meaning
+=============  ============  ====================================================
+agent_field    ``name``      field naming the speaking agent; messages without it
+                             fall back to ``role_field``
+role_field     ``role``      field with the chat role (kept raw in ``Step.role``)
+content_field  ``content``   field with the message text (strings, or OpenAI
+                             content-part lists whose text parts are joined)
+messages_key   ``messages``  key of the message list in a wrapper object
+task           (see below)   the task text; default: the wrapper's ``task`` or
+                             ``question``, else the first human/user message
+id             (see below)   trace id; default: the wrapper's ``id``, else the
+                             file stem (``stem/N`` for the N-th trace of a file)
+step_base      ``0``         numbering of a wrapper's ``mistake_step`` (0 or 1)
+=============  ============  ====================================================
+
+Field names may be dotted (``meta.agent``) to reach into nested objects.
+
+Step kind: role ``system`` → 'system'; ``tool``/``function``/``ipython`` → 'tool';
+``human`` → 'human'; ``user`` → 'human' unless the message also names an agent in
+``agent_field`` (multi-agent frameworks send other agents' turns as 'user'); else 'llm'.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field
+
+from faultfinder.errors import TraceFormatError
+from faultfinder.traces.importers import register_importer
+from faultfinder.traces.importers._common import (
+    check_options,
+    fail,
+    make_trace,
+    parse_label_step,
+    text_of,
+    without_credentials,
+)
+from faultfinder.traces.importers._openai import content_text, tool_calls_from
+from faultfinder.traces.io import is_canonical, read_json
+from faultfinder.traces.schema import Agent, GoldLabel, SourceInfo, Step, StepKind, Trace
+
+# Wrapper keys mapped to canonical fields; others are kept in Trace.metadata.
+_WRAPPER_MAPPED = frozenset(
+    {
+        "id",
+        "task",
+        "question",
+        "ground_truth",
+        "final_answer",
+        "system",
+        "mistake_agent",
+        "mistake_step",
+        "mistake_reason",
+    }
+)
+_TOOL_ROLES = frozenset({"tool", "function", "ipython"})
+
+
+class GenericMapping(BaseModel):
+    """How message fields map onto steps (the importer's options)."""
+
+    agent_field: str = "name"
+    """Field naming the speaking agent; messages without it use ``role_field``."""
+    role_field: str = "role"
+    """Field holding the chat role, kept raw in ``Step.role``."""
+    content_field: str = "content"
+    """Field holding the message text."""
+    messages_key: str = "messages"
+    """Key of the message list inside a wrapper object."""
+    task: str | None = None
+    """Task text; default: wrapper 'task'/'question', else the first human/user message."""
+    id: str | None = None
+    """Trace id; default: wrapper 'id', else the file stem."""
+    step_base: int = Field(default=0, ge=0, le=1)
+    """Numbering of a wrapper's ``mistake_step``: 0 (canonical) or 1."""
+
+
+_OPTIONS = {
+    name: (field.description or "").strip().rstrip(".")
+    for name, field in GenericMapping.model_fields.items()
+}
+
+
+def _get(message: dict[str, Any], dotted: str) -> Any:
+    value: Any = message
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _top_key(dotted: str) -> str:
+    return dotted.split(".", 1)[0]
+
+
+def _is_message(item: Any, mapping: GenericMapping) -> bool:
+    if not isinstance(item, dict):
+        return False
+    has_body = _get(item, mapping.content_field) is not None or "tool_calls" in item
+    speaker = _get(item, mapping.role_field) or _get(item, mapping.agent_field)
+    return has_body and speaker is not None
+
+
+def _is_wrapper(item: Any, mapping: GenericMapping) -> bool:
+    return isinstance(item, dict) and isinstance(item.get(mapping.messages_key), list)
+
+
+@register_importer
+class GenericImporter:
+    """Reads chat-message lists with a configurable field mapping."""
+
+    name: ClassVar[str] = "generic"
+    summary: ClassVar[str] = (
+        "JSON list / JSONL of chat messages, or {messages: [...]} objects; fields set with "
+        "--map agent_field=, content_field=, role_field=, task=, id="
+    )
+
+    def detect(self, path: Path) -> bool:
+        path = Path(path)
+        if not path.is_file() or path.suffix not in (".json", ".jsonl"):
+            return False
+        mapping = GenericMapping()
+        try:
+            first = self._first_item(path)
+        except (TraceFormatError, OSError, UnicodeDecodeError):
+            return False
+        if is_canonical(first):
+            return False
+        return _is_message(first, mapping) or (
+            _is_wrapper(first, mapping)
+            and bool(first[mapping.messages_key])
+            and _is_message(first[mapping.messages_key][0], mapping)
+        )
+
+    @staticmethod
+    def _first_item(path: Path) -> Any:
+        if path.suffix == ".jsonl":
+            with path.open(encoding="utf-8") as handle:
+                for line in handle:
+                    if line.strip():
+                        try:
+                            return json.loads(line)
+                        except json.JSONDecodeError:
+                            return None
+            return None
+        data = read_json(path)
+        if isinstance(data, list):
+            return data[0] if data else None
+        return data
+
+    def load(self, path: Path, **options: Any) -> list[Trace]:
+        check_options(self.name, options, _OPTIONS)
+        try:
+            mapping = GenericMapping(**options)
+        except ValueError as exc:
+            fail(path, "(options)", str(exc).replace("\n", " "))
+        path = Path(path)
+        if not path.is_file():
+            fail(path, "(file)", "expected a .json or .jsonl file of chat messages")
+        items = self._read_items(path)
+        if not items:
+            fail(path, "(root)", "no messages")
+        wrappers = [i for i, (_, item) in enumerate(items) if _is_wrapper(item, mapping)]
+        if wrappers and len(wrappers) == len(items):
+            many = len(items) > 1
+            return [
+                self._trace(
+                    where_path,
+                    item[mapping.messages_key],
+                    item,
+                    mapping,
+                    default_id=f"{path.stem}/{n}" if many else path.stem,
+                    file_path=path,
+                    prefix=f"{mapping.messages_key}",
+                )
+                for n, (where_path, item) in enumerate(items)
+            ]
+        if wrappers:
+            where_path, _ = items[wrappers[0]]
+            fail(where_path, "(root)", "mixes wrapper objects and bare messages")
+        if path.suffix == ".jsonl":
+            messages = [item for _, item in items]
+            return [
+                self._trace(
+                    path,
+                    messages,
+                    {},
+                    mapping,
+                    default_id=path.stem,
+                    file_path=path,
+                    prefix="",
+                    line_paths=[p for p, _ in items],
+                )
+            ]
+        return [
+            self._trace(
+                path,
+                [i for _, i in items],
+                {},
+                mapping,
+                default_id=path.stem,
+                file_path=path,
+                prefix="",
+            )
+        ]
+
+    @staticmethod
+    def _read_items(path: Path) -> list[tuple[str, Any]]:
+        """(error path, item) pairs: JSONL lines, list elements, or the one object."""
+        if path.suffix == ".jsonl":
+            items: list[tuple[str, Any]] = []
+            text = path.read_text(encoding="utf-8")
+            for n, line in enumerate(text.splitlines(), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    items.append((f"{path}:{n}", json.loads(line)))
+                except json.JSONDecodeError as exc:
+                    fail(f"{path}:{n}", "(json)", f"invalid JSON at column {exc.colno}: {exc.msg}")
+            return items
+        data = read_json(path)
+        if isinstance(data, list):
+            return [(str(path), item) for item in data]
+        if isinstance(data, dict):
+            return [(str(path), data)]
+        fail(path, "(root)", "expected a list of messages or an object with a message list")
+
+    def _trace(
+        self,
+        path: str | Path,
+        messages: list[Any],
+        wrapper: dict[str, Any],
+        mapping: GenericMapping,
+        *,
+        default_id: str,
+        file_path: Path,
+        prefix: str,
+        line_paths: list[str] | None = None,
+    ) -> Trace:
+        steps: list[Step] = []
+        for i, message in enumerate(messages):
+            if line_paths is not None:
+                where_path, where = line_paths[i], ""
+            else:
+                where_path, where = str(path), f"{prefix}[{i}]"
+            steps.append(self._step(i, message, mapping, where_path, where))
+        label = self._label(wrapper, mapping, path, len(steps))
+        task = mapping.task
+        if task is None:
+            for key in ("task", "question"):
+                if wrapper.get(key) is not None:
+                    task = text_of(wrapper[key])
+                    break
+        if task is None:
+            task = next((s.content for s in steps if s.kind == "human"), "")
+        agents = [Agent(name=n) for n in dict.fromkeys(s.agent for s in steps if s.kind == "llm")]
+        return make_trace(
+            path,
+            id=mapping.id or (text_of(wrapper["id"]) if wrapper.get("id") else default_id),
+            task=task,
+            ground_truth=_optional_text(wrapper.get("ground_truth")),
+            final_answer=_optional_text(wrapper.get("final_answer")),
+            system=_optional_text(wrapper.get("system")),
+            agents=agents,
+            steps=steps,
+            label=label,
+            source=SourceInfo(format=self.name, path=str(file_path)),
+            metadata={
+                k: v
+                for k, v in wrapper.items()
+                if k not in _WRAPPER_MAPPED and k != mapping.messages_key
+            },
+        )
+
+    @staticmethod
+    def _step(index: int, message: Any, mapping: GenericMapping, path: str, where: str) -> Step:
+        def field(name: str) -> str:
+            return f"{where}.{name}" if where else name
+
+        if not isinstance(message, dict):
+            fail(path, where or "(line)", "expected a message object")
+        role_value = _get(message, mapping.role_field)
+        if role_value is not None and not isinstance(role_value, str):
+            fail(path, field(mapping.role_field), "expected a string")
+        named = _get(message, mapping.agent_field)
+        if named is not None and not isinstance(named, str):
+            fail(path, field(mapping.agent_field), "expected a string")
+        agent = (named or role_value or "").strip()
+        if not agent:
+            fail(
+                path,
+                field(mapping.agent_field),
+                f"missing: neither '{mapping.agent_field}' nor '{mapping.role_field}' names "
+                "the speaker (set agent_field / role_field)",
+            )
+        separate_name = bool(named) and mapping.agent_field != mapping.role_field
+        kind = _kind(role_value, separate_name)
+        tool_calls = tool_calls_from(
+            message.get("tool_calls"), path=path, where=field("tool_calls")
+        )
+        used = {
+            _top_key(mapping.role_field),
+            _top_key(mapping.agent_field),
+            _top_key(mapping.content_field),
+            "tool_calls",
+        }
+        metadata = without_credentials({k: v for k, v in message.items() if k not in used})
+        return Step(
+            index=index,
+            agent=agent,
+            role=role_value,
+            kind=kind,
+            content=content_text(_get(message, mapping.content_field)),
+            tool_calls=tool_calls,
+            source_id=str(index),
+            metadata=metadata,
+        )
+
+    @staticmethod
+    def _label(
+        wrapper: dict[str, Any], mapping: GenericMapping, path: str | Path, n_steps: int
+    ) -> GoldLabel | None:
+        agent, step_value = wrapper.get("mistake_agent"), wrapper.get("mistake_step")
+        if agent is None and step_value is None:
+            return None
+        step = parse_label_step(
+            step_value, path=path, field="mistake_step", n_steps=n_steps, base=mapping.step_base
+        )
+        return GoldLabel(
+            agent=_optional_text(agent),
+            step=step,
+            reason=_optional_text(wrapper.get("mistake_reason")),
+        )
+
+
+def _kind(role: str | None, separate_name: bool) -> StepKind:
+    lowered = (role or "").lower()
+    if lowered == "system":
+        return "system"
+    if lowered in _TOOL_ROLES:
+        return "tool"
+    if lowered == "human" or (lowered == "user" and not separate_name):
+        return "human"
+    return "llm"
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else text_of(value)

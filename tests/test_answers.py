@@ -1,0 +1,74 @@
+import pytest
+
+from faultfinder.llm.client import ParseError
+from faultfinder.methods.answers import (
+    agent_step_grammar,
+    extract_json,
+    match_agent,
+    parse_agent_step_reason,
+    parse_step_number,
+    parse_yes_no,
+)
+
+AGENTS = ["Orchestrator", "WebSurfer", "Excel_Expert"]
+
+
+def test_match_agent_normalises_and_finds_contained_names() -> None:
+    assert match_agent("excel expert", AGENTS) == "Excel_Expert"
+    assert match_agent("**WebSurfer**", AGENTS) == "WebSurfer"
+    assert match_agent("The Orchestrator agent", AGENTS) == "Orchestrator"
+    with pytest.raises(ParseError, match="not one of"):
+        match_agent("FileSurfer", AGENTS)
+
+
+def test_parse_agent_step_reason_reads_paper_format() -> None:
+    reply = "Agent Name: WebSurfer\nStep Number: 12\nReason for Mistake: clicked the wrong link"
+    answer = parse_agent_step_reason(reply, AGENTS, 20)
+    assert (answer.agent, answer.step) == ("WebSurfer", 12)
+    assert answer.reason == "clicked the wrong link"
+
+
+def test_parse_agent_step_reason_tolerates_markdown() -> None:
+    reply = "**Agent Name:** Excel_Expert\n**Step Number:** Step 3\n**Reason for Mistake:** bad sum"
+    answer = parse_agent_step_reason(reply, AGENTS, 5)
+    assert (answer.agent, answer.step) == ("Excel_Expert", 3)
+
+
+@pytest.mark.parametrize(
+    ("reply", "message"),
+    [
+        ("Step Number: 2", "Agent Name"),
+        ("Agent Name: WebSurfer", "Step Number"),
+        ("Agent Name: WebSurfer\nStep Number: 40", "outside the trace"),
+        ("Agent Name: WebSurfer\nStep Number: none", "no step number"),
+    ],
+)
+def test_parse_agent_step_reason_rejects_incomplete(reply: str, message: str) -> None:
+    with pytest.raises(ParseError, match=message):
+        parse_agent_step_reason(reply, AGENTS, 10)
+
+
+def test_step_number_is_integer_not_substring() -> None:
+    assert parse_step_number("12", 20) == 12
+    assert parse_step_number("Step 1", 20) == 1
+
+
+def test_yes_no() -> None:
+    assert parse_yes_no("1. Yes. 2. The agent misread the table.") is True
+    assert parse_yes_no("1. No. 2. Fine.") is False
+    with pytest.raises(ParseError):
+        parse_yes_no("Maybe.")
+
+
+def test_extract_json_handles_fences_prose_and_trailing_commas() -> None:
+    assert extract_json('Sure!\n```json\n{"a": [1, 2,],}\n```') == {"a": [1, 2]}
+    assert extract_json('The result is {"x": "a } in a string"} ok') == {"x": "a } in a string"}
+    with pytest.raises(ParseError):
+        extract_json("no json here")
+
+
+def test_agent_step_grammar_lists_agents_and_steps() -> None:
+    grammar = agent_step_grammar(['Say "hi"', "B"], range(3)).gbnf
+    assert grammar is not None
+    assert '"Say \\"hi\\""' in grammar
+    assert 'step ::= "0" | "1" | "2"' in grammar

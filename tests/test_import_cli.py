@@ -1,0 +1,154 @@
+"""`faultfinder import`, round trips through canonical files, and `attribute` on raw formats."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from faultfinder.cli import main
+from faultfinder.cli.import_cmd import trace_file_name
+from faultfinder.traces.importers import get_importer
+from faultfinder.traces.io import write_trace
+from faultfinder.traces.loader import load_trace, load_traces
+
+FIXTURES = Path(__file__).parent / "fixtures" / "importers"
+WW = FIXTURES / "whoandwhen"
+TE = FIXTURES / "traceelephant"
+HC_FILE = WW / "Hand-Crafted" / "1.json"
+TE_DIR = TE / "captain-runs-gaia" / "task_7"
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize(
+    ("path", "fmt", "options"),
+    [
+        (WW, "who-and-when", {}),
+        (TE, "traceelephant", {}),
+        (FIXTURES / "generic" / "chat.jsonl", "generic", {}),
+        (
+            FIXTURES / "generic" / "wrapped.json",
+            "generic",
+            {"messages_key": "turns", "agent_field": "speaker", "content_field": "text"},
+        ),
+    ],
+)
+def test_round_trip_import_write_load(
+    tmp_path: Path, path: Path, fmt: str, options: dict[str, str]
+) -> None:
+    imported = get_importer(fmt).load(path, **options)
+    assert imported
+    for n, trace in enumerate(imported):
+        target = tmp_path / f"{n}.json"
+        write_trace(trace, target)
+        assert load_trace(target) == trace
+
+
+def test_import_single_file_auto_detected(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    code, output = run("import", str(HC_FILE), "--out", str(out))
+    assert code == 0, output
+    assert "wrote 1 trace(s)" in output
+    assert load_trace(out) == load_trace(HC_FILE)
+    assert json.loads(out.read_text("utf-8"))["schema_version"] == "1"
+
+
+def test_import_many_to_directory(tmp_path: Path) -> None:
+    code, output = run("import", str(WW), "--format", "who-and-when", "--out-dir", str(tmp_path))
+    assert code == 0, output
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [
+        "Algorithm-Generated__1.json",
+        "Algorithm-Generated__10.json",
+        "Algorithm-Generated__2.json",
+        "Hand-Crafted__1.json",
+    ]
+    originals = {t.id: t for t in load_traces(WW)}
+    for file in tmp_path.iterdir():
+        trace = load_trace(file)
+        assert trace == originals[trace.id]
+
+
+def test_import_many_to_jsonl(tmp_path: Path) -> None:
+    out = tmp_path / "all.jsonl"
+    code, output = run("import", str(TE), "--out", str(out))
+    assert code == 0, output
+    assert load_traces(out) == load_traces(TE)
+    assert len(out.read_text("utf-8").splitlines()) == 3
+
+
+def test_many_traces_refuse_a_json_file(tmp_path: Path) -> None:
+    code, output = run("import", str(TE), "--out", str(tmp_path / "x.json"))
+    assert code == 1
+    assert "holds 3 traces" in output
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_map_options_reach_the_importer(tmp_path: Path) -> None:
+    out = tmp_path / "w.json"
+    args = ["import", str(FIXTURES / "generic" / "wrapped.json"), "--format", "generic"]
+    args += ["--map", "messages_key=turns", "--map", "agent_field=speaker"]
+    args += ["--map", "content_field=text", "--map", "step_base=1", "--out", str(out)]
+    code, output = run(*args)
+    assert code == 0, output
+    trace = load_trace(out)
+    assert trace.label is not None and trace.label.step == 3
+    code, output = run("import", str(HC_FILE), "--map", "oops")
+    assert code == 2 and "expected KEY=VALUE" in output
+
+
+def test_without_output_prints_a_summary() -> None:
+    code, output = run("import", str(TE_DIR))
+    assert code == 0, output
+    assert "captain-runs-gaia/task_7: 3 steps, 2 agents, inputs; label Searcher @ step 1" in output
+    assert "nothing written" in output
+
+
+def test_errors_are_one_line_messages(tmp_path: Path) -> None:
+    code, output = run("import", str(HC_FILE), "--format", "nope")
+    assert code == 1
+    assert "Unknown trace format 'nope'" in output and "who-and-when" in output
+    broken = tmp_path / "Hand-Crafted" / "9.json"
+    broken.parent.mkdir()
+    data = json.loads(HC_FILE.read_text("utf-8"))
+    data["mistake_step"] = "99"
+    broken.write_text(json.dumps(data), "utf-8")
+    code, output = run("import", str(broken), "--format", "who-and-when")
+    assert code == 1
+    assert f"{broken}: field 'mistake_step'" in output
+    assert "Traceback" not in output
+
+
+def test_out_and_out_dir_are_exclusive(tmp_path: Path) -> None:
+    code, output = run(
+        "import", str(HC_FILE), "--out", str(tmp_path / "a.json"), "--out-dir", str(tmp_path)
+    )
+    assert code == 2 and "either --out or --out-dir" in output
+
+
+def test_trace_file_names_stay_inside_the_directory() -> None:
+    assert trace_file_name("Hand-Crafted/3") == "Hand-Crafted__3.json"
+    assert trace_file_name("../../etc/passwd") == "etc__passwd.json"
+    assert trace_file_name("a b\\c") == "a_b__c.json"
+    assert trace_file_name("..") == "trace.json"
+
+
+@pytest.mark.parametrize("path", [HC_FILE, TE_DIR])
+def test_attribute_reads_raw_formats(tmp_path: Path, path: Path) -> None:
+    replies = tmp_path / "replies.json"
+    replies.write_text("[]", "utf-8")
+    code, output = run(
+        "attribute", str(path), "--method", "random", "--model", f"scripted:{replies}",
+        "--cache", "none", "--json",
+    )
+    assert code == 0, output
+    result = json.loads(output)
+    trace = load_trace(path)
+    assert result["agent"] in trace.agent_names()
+    assert 0 <= result["step"] < len(trace.steps)

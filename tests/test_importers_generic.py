@@ -1,0 +1,152 @@
+"""The generic chat-message importer and its field mapping."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from faultfinder.errors import ConfigError, TraceFormatError
+from faultfinder.traces.importers.generic import GenericImporter
+from faultfinder.traces.loader import load_trace
+
+FIXTURES = Path(__file__).parent / "fixtures" / "importers" / "generic"
+CHAT = FIXTURES / "chat.jsonl"
+WRAPPED = FIXTURES / "wrapped.json"
+WRAPPED_MAPPING = {
+    "messages_key": "turns",
+    "agent_field": "speaker",
+    "role_field": "speaker",
+    "content_field": "text",
+    "step_base": "1",
+}
+
+
+def write_json(path: Path, data: Any) -> Path:
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_openai_style_jsonl_with_default_mapping() -> None:
+    trace = load_trace(CHAT)  # detected as generic
+    assert trace.source.format == "generic"
+    assert trace.id == "chat"
+    assert trace.task == "Plan a picnic for four people on Saturday."
+    assert [(s.agent, s.role, s.kind) for s in trace.steps] == [
+        ("user", "user", "human"),
+        ("Planner", "assistant", "llm"),
+        ("Weather", "assistant", "llm"),
+        ("forecast", "tool", "tool"),
+        ("Weather", "assistant", "llm"),
+        ("Planner", "assistant", "llm"),
+    ]
+    assert [(c.id, c.name, c.arguments) for c in trace.steps[2].tool_calls] == [
+        ("call_w1", "forecast", '{"day": "Saturday"}')
+    ]
+    assert trace.steps[2].content == ""
+    assert trace.steps[3].metadata == {"tool_call_id": "call_w1"}
+    assert trace.steps[5].content == "Picnic is on.\nBring sandwiches."
+    assert [a.name for a in trace.agents] == ["Planner", "Weather"]
+    assert trace.label is None
+
+
+def test_wrapper_with_custom_mapping_and_one_based_label() -> None:
+    trace = GenericImporter().load(WRAPPED, **WRAPPED_MAPPING)[0]
+    assert trace.id == "picnic-7"
+    assert trace.task == "Plan a picnic for four people on Saturday."
+    assert trace.ground_truth == "Move the picnic indoors."
+    assert [(s.agent, s.kind) for s in trace.steps] == [
+        ("user", "human"),
+        ("Planner", "llm"),
+        ("Weather", "llm"),
+        ("Weather", "llm"),
+    ]
+    assert trace.label is not None
+    assert (trace.label.agent, trace.label.step) == ("Weather", 3)
+    assert trace.metadata == {"source_run": "demo-run"}
+
+
+def test_task_and_id_options_override(tmp_path: Path) -> None:
+    path = write_json(
+        tmp_path / "conv.json",
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+    )
+    default = GenericImporter().load(path)[0]
+    assert (default.id, default.task) == ("conv", "hi")
+    assert [s.agent for s in default.steps] == ["user", "assistant"]
+    custom = GenericImporter().load(path, task="Greet the user", id="run-1")[0]
+    assert (custom.id, custom.task) == ("run-1", "Greet the user")
+
+
+def test_dotted_fields_reach_nested_values(tmp_path: Path) -> None:
+    path = write_json(
+        tmp_path / "nested.json",
+        [{"meta": {"who": "Solver"}, "role": "assistant", "body": {"text": "42"}}],
+    )
+    trace = GenericImporter().load(path, agent_field="meta.who", content_field="body.text")[0]
+    assert (trace.steps[0].agent, trace.steps[0].content) == ("Solver", "42")
+
+
+def test_jsonl_of_wrappers_gives_one_trace_per_line(tmp_path: Path) -> None:
+    path = tmp_path / "runs.jsonl"
+    lines = [
+        {"messages": [{"role": "user", "content": "a"}]},
+        {"id": "named", "messages": [{"role": "user", "content": "b"}]},
+    ]
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    traces = GenericImporter().load(path)
+    assert [t.id for t in traces] == ["runs/0", "named"]
+
+
+def test_detect() -> None:
+    importer = GenericImporter()
+    assert importer.detect(CHAT)
+    assert not importer.detect(WRAPPED)  # its messages sit under 'turns': needs a mapping
+    assert not importer.detect(FIXTURES.parent / "whoandwhen" / "Hand-Crafted" / "1.json")
+    assert not importer.detect(FIXTURES.parent / "traceelephant")
+
+
+def test_missing_speaker_names_field(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "bad.json", [{"role": "user", "content": "x"}, {"content": "y"}])
+    with pytest.raises(TraceFormatError) as err:
+        GenericImporter().load(path)
+    assert err.value.path == str(path)
+    assert err.value.field == "[1].name"
+    assert "set agent_field / role_field" in err.value.reason
+
+
+def test_jsonl_errors_name_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"role": "user", "content": "x"}\n{"role": 3, "content": "y"}\n', "utf-8")
+    with pytest.raises(TraceFormatError) as err:
+        GenericImporter().load(path)
+    assert (err.value.path, err.value.field) == (f"{path}:2", "role")
+    path.write_text('{"role": "user", "content": "x"}\n{oops\n', "utf-8")
+    with pytest.raises(TraceFormatError) as err:
+        GenericImporter().load(path)
+    assert (err.value.path, err.value.field) == (f"{path}:2", "(json)")
+
+
+def test_label_outside_trace(tmp_path: Path) -> None:
+    path = write_json(
+        tmp_path / "w.json",
+        {"messages": [{"role": "user", "content": "x"}], "mistake_agent": "a", "mistake_step": 1},
+    )
+    with pytest.raises(TraceFormatError) as err:
+        GenericImporter().load(path)
+    assert err.value.field == "mistake_step"
+
+
+def test_bad_options() -> None:
+    with pytest.raises(ConfigError, match="has no option 'speaker'"):
+        GenericImporter().load(CHAT, speaker="x")
+    with pytest.raises(TraceFormatError) as err:
+        GenericImporter().load(CHAT, step_base="2")
+    assert err.value.field == "(options)"
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    with pytest.raises(TraceFormatError, match="no messages"):
+        GenericImporter().load(write_json(tmp_path / "e.json", []))
