@@ -9,8 +9,8 @@ import pytest
 from faultfinder.eval.metrics import (
     TOLERANCES,
     ScoredRow,
-    aggregate,
     agent_correct,
+    aggregate,
     joint_correct,
     mean_std,
     normalise_agent,
@@ -42,7 +42,7 @@ def test_step_is_integer_equality_not_substring() -> None:
     assert not step_correct(21, gold(step=1))
     assert step_correct(1, gold(step=1))
     assert not step_correct(None, gold(step=1))
-    assert not step_correct(True, gold(step=1))  # type: ignore[arg-type]
+    assert not step_correct(True, gold(step=1))
 
 
 def test_acceptable_steps_and_tolerance() -> None:

@@ -41,7 +41,7 @@ def make_row(
         observability="outputs",
         agent=agent,
         step=step,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         usage=Usage(prompt_tokens=90, completion_tokens=10, calls=1),
         wall_time_s=0.25,
         key=f"{trace}|{method}|{config_id}|function:test|run{run}",
@@ -137,8 +137,9 @@ def test_cli_eval_resume_and_report(tmp_path: Path) -> None:
 def test_cli_subset_limit_and_unknown_method(tmp_path: Path) -> None:
     out = tmp_path / "r.jsonl"
     args = ["eval", FIXTURE, "--model", "function:json:dumps", "--cache", "none", "--out", out]
-    result = invoke(*args, "--method", "random", "--subset", "Beta", "--limit", "1",
-                    "--no-progress")
+    result = invoke(
+        *args, "--method", "random", "--subset", "Beta", "--limit", "1", "--no-progress"
+    )
     assert result.exit_code == 0, result.output
     assert [r.trace_id for r in read_rows(out)] == ["beta/1"]
     unknown = invoke(*args, "--method", "nope", "--force")

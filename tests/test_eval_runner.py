@@ -18,7 +18,6 @@ from faultfinder.eval.runner import EvalOptions, MethodPlan, plan_methods, run_e
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend
 from faultfinder.llm.cache import ResponseCache
 from faultfinder.methods.base import MethodConfig, Verdict
-from faultfinder.methods.registry import register
 from faultfinder.traces.schema import Trace
 from faultfinder.usage import Budget
 
@@ -32,7 +31,6 @@ class JudgeConfig(MethodConfig):
     """Make two calls per case."""
 
 
-@register
 class JudgeMethod:
     """Asks the model for the decisive step; the agent is the step's speaker."""
 
@@ -59,7 +57,6 @@ class ExplodingConfig(MethodConfig):
     """Seed; the harness adds the repeat index."""
 
 
-@register
 class ExplodingMethod:
     """Raises a plain bug on traces whose id ends in '2'."""
 
@@ -78,22 +75,29 @@ class ExplodingMethod:
         return Verdict(agent=trace.steps[0].agent, step=0)
 
 
-def gold_answers(traces: list[Trace], wrong: set[str] = frozenset()) -> tuple[Any, list[str]]:
+def judge(label: str = "judge", **config: Any) -> MethodPlan:
+    """A plan for the judge double (test methods stay out of the global registry)."""
+    return MethodPlan(label=label, cls=JudgeMethod, config=JudgeConfig(**config))
+
+
+def exploding(**config: Any) -> MethodPlan:
+    return MethodPlan(label="exploding", cls=ExplodingMethod, config=ExplodingConfig(**config))
+
+
+def gold_answers(traces: list[Trace], wrong: frozenset[str] = frozenset()) -> Any:
     """A reply function that answers each trace's gold step (or garbage for ``wrong``)."""
     by_id = {t.id: t for t in traces}
-    seen: list[str] = []
 
     def reply(request: ChatRequest) -> str:
         text = request.messages[-1]["content"]
         match = re.search(r"trace=(\S+)", text)
         assert match
-        seen.append(match.group(1))
         trace = by_id[match.group(1)]
         if trace.id in wrong or trace.label is None or trace.label.step is None:
             return "no idea"
         return str(trace.label.step)
 
-    return reply, seen
+    return reply
 
 
 @pytest.fixture
@@ -127,21 +131,19 @@ def test_random_rows_are_self_describing(traces: list[Trace], tmp_path: Path) ->
 
 
 def test_seed_field_gets_seed_plus_run() -> None:
-    (plan,) = plan_methods(["eval-test-exploding"], {"seed": 7})
-    assert plan.build(0).config.seed == 7  # type: ignore[attr-defined]
-    assert plan.build(3).config.seed == 10  # type: ignore[attr-defined]
+    plan = exploding(seed=7)
+    assert plan.build(0).config.seed == 7
+    assert plan.build(3).config.seed == 10
 
 
-def test_judge_with_function_backend_scores_and_counts(
-    traces: list[Trace], tmp_path: Path
-) -> None:
-    reply, seen = gold_answers(traces, wrong={"alpha/2"})
+def test_judge_with_function_backend_scores_and_counts(traces: list[Trace], tmp_path: Path) -> None:
+    reply = gold_answers(traces, wrong=frozenset({"alpha/2"}))
     backend = FunctionBackend(reply)
     out = tmp_path / "r.jsonl"
     outcome = run(
         run_eval(
             traces,
-            plan_methods(["eval-test-judge", "eval-test-judge:twice"]),
+            [judge(), judge("judge:twice", ask_twice=True)],
             LLM(backend),
             out,
             EvalOptions(runs=2, progress=False),
@@ -153,7 +155,7 @@ def test_judge_with_function_backend_scores_and_counts(
     unparsed = [r for r in outcome.rows if r.status == "unparsed"]
     assert {r.trace_id for r in unparsed} == {"alpha/2"} and len(unparsed) == 4
     # 'no idea' is re-asked twice by the LLM layer: 3 calls per ask.
-    assert all(r.usage.calls == 3 for r in unparsed if r.method == "eval-test-judge")
+    assert all(r.usage.calls == 3 for r in unparsed if r.method == "judge")
     ok = [r for r in outcome.rows if r.status == "ok"]
     assert all(r.gold is not None and r.step == r.gold.step for r in ok)
     assert len(backend.requests) == 4 * 1 * 2 + 4 * 2 * 2 + 3 * 2 + 3 * 2 * 2
@@ -175,7 +177,7 @@ def test_case_concurrency_is_bounded(traces: list[Trace], tmp_path: Path) -> Non
     run(
         run_eval(
             traces,
-            plan_methods(["eval-test-judge"]),
+            [judge()],
             llm,
             tmp_path / "r.jsonl",
             EvalOptions(runs=4, concurrency=3, progress=False),
@@ -188,7 +190,7 @@ def test_method_bug_becomes_error_row(traces: list[Trace], tmp_path: Path) -> No
     outcome = run(
         run_eval(
             traces,
-            plan_methods(["eval-test-exploding"]),
+            [exploding()],
             LLM(FunctionBackend(lambda r: "")),
             tmp_path / "r.jsonl",
             EvalOptions(progress=False),
@@ -202,10 +204,10 @@ def test_method_bug_becomes_error_row(traces: list[Trace], tmp_path: Path) -> No
 
 def test_budget_stops_the_run_and_resume_finishes(traces: list[Trace], tmp_path: Path) -> None:
     out = tmp_path / "r.jsonl"
-    reply, _ = gold_answers(traces)
+    reply = gold_answers(traces)
     backend = FunctionBackend(reply)
     llm = LLM(backend, budget=Budget(max_calls=2))
-    plans = plan_methods(["eval-test-judge"])
+    plans = [judge()]
     outcome = run(run_eval(traces, plans, llm, out, EvalOptions(concurrency=1, progress=False)))
     assert outcome.stopped is not None
     assert "Call budget of 2" in outcome.stopped and "--resume" in outcome.stopped
@@ -230,8 +232,8 @@ def test_budget_stops_the_run_and_resume_finishes(traces: list[Trace], tmp_path:
 
 
 def test_resume_after_kill_runs_only_missing_rows(traces: list[Trace], tmp_path: Path) -> None:
-    reply, _ = gold_answers(traces)
-    plans = plan_methods(["eval-test-judge"])
+    reply = gold_answers(traces)
+    plans = [judge()]
     full = tmp_path / "full.jsonl"
     first = FunctionBackend(reply)
     run(run_eval(traces, plans, LLM(first), full, EvalOptions(runs=2, progress=False)))
@@ -243,8 +245,9 @@ def test_resume_after_kill_runs_only_missing_rows(traces: list[Trace], tmp_path:
     assert len(read_rows(partial)) == 4
     second = FunctionBackend(reply)
     outcome = run(
-        run_eval(traces, plans, LLM(second), partial, EvalOptions(runs=2, resume=True,
-                                                                   progress=False))
+        run_eval(
+            traces, plans, LLM(second), partial, EvalOptions(runs=2, resume=True, progress=False)
+        )
     )
     assert len(second.requests) == 6
     assert outcome.skipped == 4 and outcome.ran == 6
@@ -276,7 +279,7 @@ def test_refuses_to_overwrite_and_force_overwrites(traces: list[Trace], tmp_path
     out.write_text("something\n")
     plans = plan_methods(["random"])
     llm = LLM(FunctionBackend(lambda r: ""))
-    with pytest.raises(ResultsFileError, match="--resume.*--force"):
+    with pytest.raises(ResultsFileError, match=r"--resume.*--force"):
         run(run_eval(traces, plans, llm, out, EvalOptions(progress=False)))
     assert out.read_text() == "something\n"
     with pytest.raises(ConfigError):
@@ -287,7 +290,7 @@ def test_refuses_to_overwrite_and_force_overwrites(traces: list[Trace], tmp_path
 
 def test_retry_errors_switch(traces: list[Trace], tmp_path: Path) -> None:
     out = tmp_path / "r.jsonl"
-    plans = plan_methods(["eval-test-exploding"])
+    plans = [exploding()]
     llm = LLM(FunctionBackend(lambda r: ""))
     run(run_eval(traces, plans, llm, out, EvalOptions(progress=False)))
     kept = run(
@@ -309,7 +312,7 @@ def test_retry_errors_switch(traces: list[Trace], tmp_path: Path) -> None:
 def test_repeats_are_distinct_cache_entries(traces: list[Trace], tmp_path: Path) -> None:
     backend = FunctionBackend(lambda r: "1")
     cache = ResponseCache(tmp_path / "cache.sqlite")
-    plans = plan_methods(["eval-test-judge"])
+    plans = [judge()]
     opts = EvalOptions(runs=2, progress=False)
     run(run_eval(traces, plans, LLM(backend, cache=cache), tmp_path / "a.jsonl", opts))
     assert len(backend.requests) == 10  # run 1 does not reuse run 0's replies
@@ -344,3 +347,20 @@ def test_plan_dedupes_and_sweeps_observability() -> None:
     assert isinstance(plans[0], MethodPlan)
     with pytest.raises(FaultfinderError):
         plan_methods(["no-such-method"])
+
+
+def test_repair_keeps_a_complete_last_row_without_newline(
+    tmp_path: Path, traces: list[Trace]
+) -> None:
+    out = tmp_path / "r.jsonl"
+    llm = LLM(FunctionBackend(lambda r: ""))
+    run(run_eval(traces, plan_methods(["random"]), llm, out, EvalOptions(progress=False)))
+    out.write_bytes(out.read_bytes().rstrip(b"\n"))
+    assert len(read_rows(out, repair=True)) == 5
+    assert out.read_bytes().endswith(b"}\n")
+    resumed = run(
+        run_eval(
+            traces, plan_methods(["random"]), llm, out, EvalOptions(resume=True, progress=False)
+        )
+    )
+    assert resumed.ran == 0 and len(read_rows(out)) == 5

@@ -230,7 +230,7 @@ def test_loopback_only_and_stops_cleanly() -> None:
 
 
 def test_many_concurrent_requests_share_the_latency() -> None:
-    latency, n = 0.3, 32
+    latency, n = 0.5, 32
 
     async def go(server: FakeOpenAIServer) -> float:
         async with openai.AsyncOpenAI(api_key="k", base_url=server.base_url, max_retries=0) as c:
@@ -246,8 +246,8 @@ def test_many_concurrent_requests_share_the_latency() -> None:
             return time.perf_counter() - start
 
     with FakeOpenAIServer(reply="ok", latency=latency) as server:
-        wall = asyncio.rungo(server)
+        wall = asyncio.run(go(server))
         in_flight = server.max_in_flight
     assert in_flight == n
-    # Serving them one after another would take n * latency = 9.6 s.
-    assert wall < 3 * latency
+    # Serially that is 16 s; even 8 at a time would take 4 * latency. Allow for a busy CPU.
+    assert wall < 3.5 * latency

@@ -35,7 +35,12 @@ def run(*args: str) -> tuple[int, str]:
         (
             FIXTURES / "generic" / "wrapped.json",
             "generic",
-            {"messages_key": "turns", "agent_field": "speaker", "content_field": "text"},
+            {
+                "messages_key": "turns",
+                "agent_field": "speaker",
+                "content_field": "text",
+                "step_base": "1",
+            },
         ),
     ],
 )
@@ -144,8 +149,15 @@ def test_attribute_reads_raw_formats(tmp_path: Path, path: Path) -> None:
     replies = tmp_path / "replies.json"
     replies.write_text("[]", "utf-8")
     code, output = run(
-        "attribute", str(path), "--method", "random", "--model", f"scripted:{replies}",
-        "--cache", "none", "--json",
+        "attribute",
+        str(path),
+        "--method",
+        "random",
+        "--model",
+        f"scripted:{replies}",
+        "--cache",
+        "none",
+        "--json",
     )
     assert code == 0, output
     result = json.loads(output)

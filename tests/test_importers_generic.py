@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from faultfinder.errors import ConfigError, TraceFormatError
-from faultfinder.traces.importers.generic import GenericImporter
+from faultfinder.traces.importers.generic import _OPTIONS, GenericImporter, GenericMapping
 from faultfinder.traces.loader import load_trace
 
 FIXTURES = Path(__file__).parent / "fixtures" / "importers" / "generic"
@@ -150,3 +150,7 @@ def test_bad_options() -> None:
 def test_empty_file(tmp_path: Path) -> None:
     with pytest.raises(TraceFormatError, match="no messages"):
         GenericImporter().load(write_json(tmp_path / "e.json", []))
+
+
+def test_every_option_is_documented_in_errors() -> None:
+    assert set(_OPTIONS) == set(GenericMapping.model_fields)

@@ -59,7 +59,10 @@ def test_inputs_requests_and_credentials() -> None:
     first = trace.steps[0]
     assert first.input_messages == [
         {"role": "system", "content": "You plan the work."},
-        {"role": "user", "content": "Find the population of the fictional city Examplopolis in 2020."},
+        {
+            "role": "user",
+            "content": "Find the population of the fictional city Examplopolis in 2020.",
+        },
     ]
     assert first.request == {
         "model": "gpt-4o",
@@ -163,7 +166,10 @@ def test_detect() -> None:
 
 def test_unparseable_repr_names_file_field_and_position(tmp_path: Path) -> None:
     trace_dir = copy_trace(CAPTAIN, tmp_path)
-    bad = "ChatCompletion(id='x', choices=[Choice(message=ChatCompletionMessage(content='hi' role='a'))])"
+    bad = (
+        "ChatCompletion(id='x', choices=[Choice(message=ChatCompletionMessage("
+        "content='hi' role='a'))])"
+    )
 
     def corrupt(records: list[dict[str, Any]]) -> None:
         records[2]["output"] = bad
@@ -302,7 +308,7 @@ def test_code_in_a_repr_is_never_run() -> None:
 
 
 def test_real_openai_repr_round_trips() -> None:
-    content = "Line 1\nIt's \"quoted\" — 🐘"
+    content = 'Line 1\nIt\'s "quoted" — 🐘'
     completion = ChatCompletion.model_validate(
         {
             "id": "chatcmpl-1",

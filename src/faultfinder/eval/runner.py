@@ -87,7 +87,7 @@ def plan_methods(
     return list(plans.values())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Case:
     """One (trace, method plan, repeat) to run."""
 
@@ -95,6 +95,9 @@ class Case:
     plan: MethodPlan
     run: int
     key: str
+
+    def __repr__(self) -> str:
+        return f"Case({self.key!r})"
 
 
 def plan_cases(
@@ -126,7 +129,7 @@ class EvalOptions(BaseModel):
     """Show a progress bar on stderr."""
 
 
-@dataclass
+@dataclass(repr=False)
 class EvalOutcome:
     """What an evaluation did."""
 
@@ -144,6 +147,14 @@ class EvalOutcome:
     @property
     def missing(self) -> int:
         return self.planned - len(self.rows)
+
+    def __repr__(self) -> str:
+        # Short on purpose: asyncio.run formats the finished task's result when it
+        # restores the SIGINT handler, and the rows' full repr costs tens of milliseconds.
+        return (
+            f"EvalOutcome(planned={self.planned}, skipped={self.skipped}, ran={self.ran}, "
+            f"rows={len(self.rows)}, stopped={self.stopped!r})"
+        )
 
 
 def prepare_output(path: Path, options: EvalOptions) -> dict[str, EvalRow]:

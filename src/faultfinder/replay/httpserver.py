@@ -58,7 +58,9 @@ class Response:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def json_response(status: int, payload: Any, headers: list[tuple[str, str]] | None = None) -> Response:
+def json_response(
+    status: int, payload: Any, headers: list[tuple[str, str]] | None = None
+) -> Response:
     """A JSON response."""
     data = json.dumps(payload).encode("utf-8")
     return Response(status, [("content-type", "application/json"), *(headers or [])], data)
@@ -118,7 +120,7 @@ class HttpServer:
                     break
                 try:
                     response = await self.handler(request)
-                except Exception as exc:  # noqa: BLE001 - a handler bug must not kill the server
+                except Exception as exc:
                     response = error_response(500, f"internal error: {type(exc).__name__}: {exc}")
                 await self._send(conn, writer, response)
                 if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
@@ -154,7 +156,9 @@ class HttpServer:
                 request = Request(
                     method=event.method.decode("ascii"),
                     target=event.target.decode("latin-1"),
-                    headers=[(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in event.headers],
+                    headers=[
+                        (k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in event.headers
+                    ],
                 )
             elif isinstance(event, h11.Data):
                 size += len(event.data)
@@ -234,7 +238,7 @@ class ServerThread:
         asyncio.set_event_loop(loop)
         try:
             self.server = loop.run_until_complete(self.factory())
-        except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
+        except BaseException as exc:
             self._error = exc
             self._ready.set()
             loop.close()

@@ -307,7 +307,10 @@ class RecordingProxy:
         client_wants_usage = bool((asked.get("stream_options") or {}).get("include_usage"))
         forwarded = dict(sent)
         if self.config.stream_usage and not client_wants_usage:
-            forwarded["stream_options"] = {**(sent.get("stream_options") or {}), "include_usage": True}
+            forwarded["stream_options"] = {
+                **(sent.get("stream_options") or {}),
+                "include_usage": True,
+            }
         upstream_request = self._client.build_request(
             "POST",
             self._upstream_url(path, request.query),

@@ -116,6 +116,8 @@ class RunMeta(BaseModel):
     """The task, when given (else the trace takes the first user message)."""
     ground_truth: str | None = None
     """Reference answer, when given."""
+    reference_steps: list[str] = Field(default_factory=list)
+    """A reference solution, step by step, when given (DoVer's milestones come from it)."""
     final_answer: str | None = None
     """The program's answer: its last 'FINAL ANSWER:' output line, when it printed one."""
     system: str | None = None
@@ -196,7 +198,9 @@ def read_meta(directory: str | Path) -> RunMeta:
     try:
         return RunMeta.model_validate_json(path.read_text(encoding="utf-8"))
     except ValueError as exc:
-        raise TraceFormatError(str(path), "(json)", f"not a faultfinder run description: {exc}") from None
+        raise TraceFormatError(
+            str(path), "(json)", f"not a faultfinder run description: {exc}"
+        ) from None
 
 
 def load_calls(directory: str | Path, *, include_failed: bool = False) -> list[RecordedCall]:
@@ -204,7 +208,9 @@ def load_calls(directory: str | Path, *, include_failed: bool = False) -> list[R
     path = Path(directory) / STEPS_FILE
     if not path.exists():
         raise TraceFormatError(
-            str(path), "(file)", "no such file: is this a run directory written by 'faultfinder record'?"
+            str(path),
+            "(file)",
+            "no such file: is this a run directory written by 'faultfinder record'?",
         )
     calls: list[RecordedCall] = []
     lines = path.read_text(encoding="utf-8").splitlines()
@@ -317,7 +323,8 @@ def build_trace(directory: str | Path, meta: RunMeta | None = None) -> Trace:
     """The canonical trace of a run directory, from its ``steps.jsonl`` and ``meta.json``."""
     directory = Path(directory)
     meta = meta or read_meta(directory)
-    all_calls = load_calls(directory, include_failed=True)
+    has_steps = (directory / STEPS_FILE).exists()
+    all_calls = load_calls(directory, include_failed=True) if has_steps else []
     calls = [c for c in all_calls if c.ok]
     steps = [call_to_step(i, c) for i, c in enumerate(calls)]
     _attach_tool_results(steps)
@@ -349,13 +356,17 @@ def build_trace(directory: str | Path, meta: RunMeta | None = None) -> Trace:
         "failed_calls": len(all_calls) - len(calls),
         "final_answer_source": "output" if meta.final_answer is not None else "last-step",
     }
+    if meta.reference_steps:
+        metadata["reference_steps"] = meta.reference_steps
     if meta.parent:
         metadata["parent"] = meta.parent
     if meta.replay:
         metadata["replay"] = meta.replay
     if meta.ground_truth is not None and final is not None:
         metadata["outcome"] = "success" if answers_match(final, meta.ground_truth) else "failure"
-    trace_id = meta.run_id if meta.kind == "recording" else f"{Path(meta.parent or '').name}/{meta.run_id}"
+    trace_id = (
+        meta.run_id if meta.kind == "recording" else f"{Path(meta.parent or '').name}/{meta.run_id}"
+    )
     return Trace(
         id=trace_id,
         task=task or "",

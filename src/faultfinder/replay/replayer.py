@@ -215,7 +215,9 @@ class ReplayPlan:
         self._served.add(step)
         self.report.served_steps.append(step)
         self.report.reproduced += 1
-        return Decision("serve", "cached", recorded, step, response=copy.deepcopy(recorded.response))
+        return Decision(
+            "serve", "cached", recorded, step, response=copy.deepcopy(recorded.response)
+        )
 
     def _diverged(
         self,
@@ -296,7 +298,7 @@ class ReplayPlan:
                 recorded,
                 step,
                 status=503,
-                message="faultfinder replay: the live window is used up; the program is being stopped",
+                message="faultfinder replay: the live window is used up; the program is stopped",
             )
         self._live_started += 1
         self.report.live_calls += 1
@@ -351,7 +353,9 @@ def apply_input_edit(body: dict[str, Any], text: str, mode: str) -> dict[str, An
 
 def edited_response(recorded: dict[str, Any], edit: Edit) -> dict[str, Any]:
     """The recorded completion with its message replaced by the edit."""
-    response = copy.deepcopy(recorded) if recorded else {"object": "chat.completion"}
+    response: dict[str, Any] = (
+        copy.deepcopy(recorded) if recorded else {"object": "chat.completion"}
+    )
     choices = response.get("choices") or [{"index": 0}]
     first = dict(choices[0])
     message: dict[str, Any] = {"role": "assistant", "content": edit.output or ""}

@@ -101,7 +101,9 @@ class ReplayOutcome(BaseModel):
     child: ChildResult
 
 
-def child_env(base_url: str, proxy_url: str, run_dir: Path, extra: dict[str, str]) -> dict[str, str]:
+def child_env(
+    base_url: str, proxy_url: str, run_dir: Path, extra: dict[str, str]
+) -> dict[str, str]:
     """The program's environment: the OpenAI SDK variables point at the proxy."""
     env = dict(os.environ)
     env.update(extra)
@@ -114,7 +116,9 @@ def child_env(base_url: str, proxy_url: str, run_dir: Path, extra: dict[str, str
     return env
 
 
-async def _tee(stream: asyncio.StreamReader | None, sink: IO[bytes], echo: IO[bytes] | None) -> bytes:
+async def _tee(
+    stream: asyncio.StreamReader | None, sink: IO[bytes], echo: IO[bytes] | None
+) -> bytes:
     if stream is None:
         return b""
     parts: list[bytes] = []
@@ -149,7 +153,9 @@ async def run_child(
             cwd=options.cwd,
         )
     except (FileNotFoundError, PermissionError) as exc:
-        raise ConfigError(f"Cannot run {command[0]!r}: {exc}. Check the command after '--'.") from None
+        raise ConfigError(
+            f"Cannot run {command[0]!r}: {exc}. Check the command after '--'."
+        ) from None
     echo_out = sys.stdout.buffer if options.echo else None
     echo_err = sys.stderr.buffer if options.echo else None
     with (out_dir / "stdout.txt").open("wb") as out, (out_dir / "stderr.txt").open("wb") as err:
@@ -206,6 +212,7 @@ async def record_run(
     run_id: str | None = None,
     task: str | None = None,
     ground_truth: str | None = None,
+    reference_steps: list[str] | None = None,
     system: str | None = None,
     options: SessionOptions | None = None,
 ) -> RunOutcome:
@@ -228,6 +235,7 @@ async def record_run(
         started_at=utcnow(),
         task=task,
         ground_truth=ground_truth,
+        reference_steps=list(reference_steps or []),
         system=system,
     )
     store.write_meta(meta)
@@ -299,6 +307,7 @@ async def replay_run(
         started_at=utcnow(),
         task=parent.task,
         ground_truth=parent.ground_truth,
+        reference_steps=parent.reference_steps,
         system=parent.system,
         parent=str(run_dir),
         replay=replay.model_dump(mode="json", exclude_none=True),

@@ -38,8 +38,7 @@ class SSEParser:
 def event_data(event: bytes) -> str | None:
     """The joined ``data:`` lines of one event, or None when it has none (a comment)."""
     lines = [
-        line[5:].lstrip(b" ") if line.startswith(b"data:") else None
-        for line in event.split(b"\n")
+        line[5:].lstrip(b" ") if line.startswith(b"data:") else None for line in event.split(b"\n")
     ]
     data = [line for line in lines if line is not None]
     if not data:
@@ -112,7 +111,9 @@ class CompletionBuilder:
             message = dict(state["message"])
             message.setdefault("content", None)
             if state["tool_calls"]:
-                message["tool_calls"] = [state["tool_calls"][i] for i in sorted(state["tool_calls"])]
+                message["tool_calls"] = [
+                    state["tool_calls"][i] for i in sorted(state["tool_calls"])
+                ]
                 for call in message["tool_calls"]:
                     call["function"].setdefault("arguments", "")
             choice: dict[str, Any] = {
@@ -129,7 +130,9 @@ class CompletionBuilder:
         return out
 
 
-def completion_chunks(completion: dict[str, Any], *, include_usage: bool) -> Iterator[dict[str, Any]]:
+def completion_chunks(
+    completion: dict[str, Any], *, include_usage: bool
+) -> Iterator[dict[str, Any]]:
     """The chunks of a stream that adds up to ``completion`` (role, content, tools, finish)."""
     base = {
         "id": completion.get("id", "chatcmpl-faultfinder"),
@@ -143,7 +146,9 @@ def completion_chunks(completion: dict[str, Any], *, include_usage: bool) -> Ite
         index = choice.get("index", 0)
         message = choice.get("message") or {}
 
-        def chunk(delta: dict[str, Any], finish: str | None = None, i: int = index) -> dict[str, Any]:
+        def chunk(
+            delta: dict[str, Any], finish: str | None = None, i: int = index
+        ) -> dict[str, Any]:
             return {**base, "choices": [{"index": i, "delta": delta, "finish_reason": finish}]}
 
         first: dict[str, Any] = {"role": message.get("role", "assistant"), "content": ""}

@@ -62,12 +62,15 @@ class RecordedRequest:
     """One request the server received."""
 
     method: str
+    """HTTP method."""
     path: str
+    """Request path without the query string, e.g. '/v1/chat/completions'."""
     headers: dict[str, str]
     """Header names lower-cased."""
     body: dict[str, Any] | None = None
-    """The parsed JSON body (None for GET)."""
+    """The parsed JSON body (None for GET or an unparseable body)."""
     received_at: float = field(default_factory=time.perf_counter)
+    """time.perf_counter() when the request was read."""
 
 
 def _approx_tokens(text: str) -> int:
@@ -303,7 +306,7 @@ class FakeOpenAIServer:
         result = self.reply(body)
         if inspect.isawaitable(result):
             result = await result
-        return result  # type: ignore[return-value]
+        return result
 
     def _models(self) -> dict[str, Any]:
         return {

@@ -116,7 +116,7 @@ def action_grammar(
         f"agent ::= {' | '.join(_json_literal(a) for a in agents)}",
         f"step ::= {steps}",
         "num ::= [0-9]{1,4}",
-        'str ::= "\\"" [^"\\\\\\n]{1,400} "\\""',
+        'str ::= "\\"" [^"\\\\\\n]{1,200} "\\""',
         'conf ::= "0." [0-9] | "1.0"',
     ]
     return OutputConstraint(gbnf="\n".join(rules))

@@ -156,9 +156,11 @@ class Navigator:
                 forced_by = "context"
                 break
             if cfg.token_budget is not None:
-                # Keep room for the forced final call too, so the budget holds with it.
+                # Room for the next turn and for the forced final call, each with its parse
+                # retries in the text format, so the budget holds whatever happens next.
+                attempts = 1 if self.mode == "tools" else self.llm.parse_retries + 1
                 next_call = self._prompt_tokens(self.messages) + cfg.max_reply_tokens
-                if self.result.tokens + 2 * next_call > cfg.token_budget:
+                if self.result.tokens + 2 * attempts * next_call > cfg.token_budget:
                     forced_by = "tokens"
                     break
             self.result.turns += 1

@@ -102,12 +102,13 @@ SPECS: dict[str, ToolSpec] = {
     for s in [
         ToolSpec(
             "list_steps",
-            "List steps with their agent and a short preview of each output "
-            "(optionally only steps start..end).",
+            "List steps with their agent and a short preview of each output (optionally "
+            'only steps start..end; "full": true shows the whole outputs).',
             _schema(
                 {
                     "start": {"type": "integer", "description": "First step to list."},
                     "end": {"type": "integer", "description": "Last step to list."},
+                    "full": {"type": "boolean", "description": "Whole outputs, not previews."},
                 },
                 [],
             ),
@@ -280,22 +281,36 @@ class TraceTools:
         n = len(self.trace.steps)
         start = max(_int(args, "start", 0), 0)
         end = min(_int(args, "end", n - 1), n - 1)
+        full = _bool(args, "full")
         if start > end:
             return ToolOutcome(f"Error: no steps in {start}..{end} (steps are 0..{n - 1}).", False)
         lines: list[str] = []
         budget = self.max_result_chars
         used = 0
         for step in self.trace.steps[start : end + 1]:
-            line = self.preview(step.index)
+            line = self._full_entry(step.index, budget) if full else self.preview(step.index)
             if used + len(line) > budget and lines:
+                following: dict[str, Any] = {"start": step.index, "end": end}
+                if full:
+                    following["full"] = True
                 lines.append(
                     f"[... steps {step.index}..{end} not listed to keep this result short: "
-                    f'call list_steps {{"start": {step.index}}} for them ...]'
+                    f"call list_steps {json.dumps(following)} for them ...]"
                 )
                 break
             lines.append(line)
             used += len(line) + 1
         return ToolOutcome("\n".join(lines))
+
+    def _full_entry(self, index: int, budget: int) -> str:
+        step = self.trace.steps[index]
+        output = step_output_text(step) or "(empty)"
+        if len(output) > budget:
+            output = (
+                f"{output[:budget]}\n[... {len(output) - budget} more characters: call "
+                f'read_step_output {{"step": {index}, "offset": {budget}}} to read on ...]'
+            )
+        return f"Step {index} - {step.agent}:\n{output}"
 
     def preview(self, index: int) -> str:
         """One list line: 'Step i - agent: preview (N chars)'."""
@@ -339,7 +354,8 @@ class TraceTools:
 
     def read_metadata(self, args: dict[str, Any]) -> ToolOutcome:
         t = self.trace
-        speakers = ", ".join(f"{a} ({len(t.steps_of(a))} steps)" for a in t.agent_names())
+        counts = {a: len(t.steps_of(a)) for a in t.agent_names()}
+        speakers = ", ".join(f"{a} ({n} step{'' if n == 1 else 's'})" for a, n in counts.items())
         lines = [f"Task: {t.task}"]
         reference = reference_answer(t) if self.with_ground_truth else None
         if reference:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from faultfinder.methods.chief.graph import DataType, StepEdge
+from faultfinder.methods.render import message_text, new_input_messages
 from faultfinder.traces.schema import Step, Trace
 
 _URL = re.compile(r"https?://[^\s<>\"'()\[\]{}]+")
@@ -22,7 +23,7 @@ _FILE = re.compile(
     re.IGNORECASE,
 )
 _QUOTED = re.compile(r"\"([^\"\n]{4,80})\"|“([^”\n]{4,80})”|(?<!\w)'([^'\n]{4,80})'(?!\w)")
-_NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?![\w])")
+_NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:-\d+)*(?![\w])")
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,13 @@ def extract_values(text: str) -> list[Value]:
         add(m.group(0), "file")
     for m in _QUOTED.finditer(rest):
         quoted = next(g for g in m.groups() if g is not None).strip()
-        if len(quoted.split()) >= 1 and re.search(r"[A-Za-z0-9]", quoted):
-            add(quoted, "text")
+        # A quoted word followed by ':' is a JSON key or label, not data; a single short
+        # word ("answer", an agent name in a ledger) is a label far more often than data.
+        if re.match(r"\s*:", rest[m.end() :]) or not re.search(r"[A-Za-z0-9]", quoted):
+            continue
+        if len(quoted.split()) < 2 and len(quoted) < 12:
+            continue
+        add(quoted, "text")
     for m in _NUMBER.finditer(rest):
         number = _norm_number(m.group(0))
         if number is not None:
@@ -83,7 +89,19 @@ def extract_values(text: str) -> list[Value]:
 def _contains(haystack: str, haystack_numbers: set[str], value: Value) -> bool:
     if value.kind == "numeric":
         return value.text in haystack_numbers
-    return value.text.lower() in haystack
+    needle = value.text.lower()
+    if value.kind == "url":
+        return needle in haystack
+    # Whole words only: 'code' must not match inside 'coder'.
+    start = haystack.find(needle)
+    while start >= 0:
+        end = start + len(needle)
+        before = haystack[start - 1] if start else " "
+        after = haystack[end] if end < len(haystack) else " "
+        if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
+            return True
+        start = haystack.find(needle, start + 1)
+    return False
 
 
 @dataclass
@@ -103,37 +121,44 @@ def _index(text: str) -> _Indexed:
 def link_values(
     trace: Trace,
     *,
+    include_inputs: bool = False,
     max_edges: int = 400,
     max_values_per_pair: int = 3,
 ) -> list[StepEdge]:
     """Step edges from each value's earliest producing step to every later step using it.
 
-    Returns at most ``max_edges`` edges (earliest consumers first); one edge per
-    (producer, consumer, value), at most ``max_values_per_pair`` values per step pair.
+    The producer is the earliest step whose *output* contains the value. A consumer is a
+    later step whose output contains it, or, with ``include_inputs``, whose new input
+    messages do (recorded inputs show exactly what data reached a step). One edge per
+    (producer, consumer, value), at most ``max_values_per_pair`` values per step pair, at
+    most ``max_edges`` edges (earliest consumers first).
     """
     task_index = _index(trace.task)
-    indexed = [_index(step_output_text(s)) for s in trace.steps]
-    values_at = [
-        [
-            v
-            for v in extract_values(step_output_text(step))
-            if not _contains(task_index.text, task_index.numbers, v)
+    outputs = [_index(step_output_text(s)) for s in trace.steps]
+    consumers = outputs
+    if include_inputs:
+        consumers = [
+            _index(step_output_text(s) + "\n" + _new_input_text(trace, s)) for s in trace.steps
         ]
-        for step in trace.steps
-    ]
-    distinct: list[tuple[int, Value]] = []
-    seen_values: set[tuple[str, str]] = set()
-    for index, values in enumerate(values_at):
-        for v in values:
+    distinct: dict[tuple[str, str], tuple[int, Value]] = {}
+    for step in trace.steps:
+        for v in extract_values(step_output_text(step)):
             key = (v.kind, v.text.lower())
-            if key not in seen_values:
-                seen_values.add(key)
-                distinct.append((index, v))
+            if key not in distinct and not _contains(task_index.text, task_index.numbers, v):
+                distinct[key] = (step.index, v)
+    produced: list[tuple[int, Value]] = []
+    for found_at, v in distinct.values():
+        first = next(
+            (i for i, out in enumerate(outputs[:found_at]) if _contains(out.text, out.numbers, v)),
+            found_at,
+        )
+        produced.append((first, v))
+    produced.sort(key=lambda item: item[0])
     edges: list[StepEdge] = []
     per_pair: dict[tuple[int, int], int] = {}
     for consumer in trace.steps[1:]:
-        used = indexed[consumer.index]
-        for producer, value in distinct:
+        used = consumers[consumer.index]
+        for producer, value in produced:
             if producer >= consumer.index:
                 break
             if not _contains(used.text, used.numbers, value):
@@ -156,6 +181,13 @@ def link_values(
             if len(edges) >= max_edges:
                 return edges
     return edges
+
+
+def _new_input_text(trace: Trace, step: Step) -> str:
+    if not step.input_messages:
+        return ""
+    new, _ = new_input_messages(trace, step)
+    return "\n".join(message_text(m) for m in new)
 
 
 def merge_step_edges(

@@ -8,6 +8,7 @@ repaired deterministically, and every repair is recorded.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from pydantic import BaseModel
@@ -94,7 +95,7 @@ def check_plan(plan: list[PlanItem], n_steps: int) -> list[str]:
         return problems
     if plan[0].start != 0:
         problems.append(f"steps 0-{plan[0].start - 1} are not covered by any subtask")
-    for prev, nxt in zip(plan, plan[1:], strict=False):
+    for prev, nxt in itertools.pairwise(plan):
         if nxt.start <= prev.end:
             if nxt.start < prev.start:
                 problems.append(f"{nxt.id} starts before {prev.id}: subtasks are out of order")

@@ -10,6 +10,7 @@ origin='default'.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from typing import Any
@@ -143,13 +144,11 @@ def parse_edges(data: Any, subtasks: list[Subtask]) -> EdgeParse:
     return out
 
 
-def default_subtask_edges(
-    subtasks: list[Subtask], given: list[SubtaskEdge]
-) -> list[SubtaskEdge]:
+def default_subtask_edges(subtasks: list[Subtask], given: list[SubtaskEdge]) -> list[SubtaskEdge]:
     """``given`` plus a default edge for every consecutive pair it does not cover."""
     have = {(e.source, e.target) for e in given}
     out = list(given)
-    for prev, nxt in zip(subtasks, subtasks[1:], strict=False):
+    for prev, nxt in itertools.pairwise(subtasks):
         if (prev.id, nxt.id) not in have:
             out.append(SubtaskEdge(source=prev.id, target=nxt.id, origin="default"))
     order = {s.id: n for n, s in enumerate(subtasks)}
@@ -175,9 +174,7 @@ async def build_edges(
     ctx: StageContext, subtasks: list[Subtask], nodes: list[AgentNode]
 ) -> tuple[list[SubtaskEdge], list[AgentEdge], StageRecord]:
     """Subtask and agent edges (one call). On an unparsed reply only default edges remain."""
-    prompt = ctx.render(
-        "edges", prompts.EDGES, {"subtasks": subtasks_agents_text(subtasks, nodes)}
-    )
+    prompt = ctx.render("edges", prompts.EDGES, {"subtasks": subtasks_agents_text(subtasks, nodes)})
     reply = await ctx.ask_json(
         prompt, lambda data: parse_edges(data, subtasks), purpose="chief edges"
     )

@@ -386,6 +386,7 @@ def render_dot(graph: CausalGraph) -> str:
     lines = [
         f"digraph {_dot_id('chief:' + graph.trace_id)} {{",
         "  rankdir=TB;",
+        "  compound=true;",
         '  node [shape=box, style="rounded", fontname="Helvetica", fontsize=10];',
         '  edge [fontname="Helvetica", fontsize=9];',
         f"  label={_dot_label('CHIEF causal graph: ' + _short(graph.task, 80))};",
@@ -394,49 +395,47 @@ def render_dot(graph: CausalGraph) -> str:
     for sub in graph.subtasks:
         style = "bold" if sub.id in candidate_subtasks else "solid"
         lines.append(f"  subgraph {_dot_id('cluster_' + sub.id)} {{")
-        lines.append(
-            f"    label={_dot_label(f'{sub.id}: {_short(sub.name, 40)} (steps {sub.start}-{sub.end})')};"
-        )
+        title = f"{sub.id}: {_short(sub.name, 40)} (steps {sub.start}-{sub.end})"
+        lines.append(f"    label={_dot_label(title)};")
         lines.append(f"    style={style};")
-        lines.append(f"    {_dot_id(sub.id)} [shape=point, style=invis];")
-        for node in (a for a in graph.agents if a.subtask == sub.id):
-            steps = _ranges(node.steps)
-            fill = ', style="rounded,filled", fillcolor="#f4cccc"' if node.id in candidate_nodes else ""
-            lines.append(
-                f"    {_dot_id(node.id)} [label={_dot_label(f'{node.agent}' + chr(10) + f'steps {steps}')}{fill}];"
+        for agent_node in (a for a in graph.agents if a.subtask == sub.id):
+            label = f"{agent_node.agent}\nsteps {_ranges(agent_node.steps)}"
+            fill = (
+                ', style="rounded,filled", fillcolor="#f4cccc"'
+                if agent_node.id in candidate_nodes
+                else ""
             )
+            lines.append(f"    {_dot_id(agent_node.id)} [label={_dot_label(label)}{fill}];")
         lines.append("  }")
-    for e in graph.subtask_edges:
-        src = _first_node(graph, e.source)
-        dst = _first_node(graph, e.target)
+    for se in graph.subtask_edges:
+        first = _first_node(graph, se.source)
+        second = _first_node(graph, se.target)
         lines.append(
-            f"  {_dot_id(src)} -> {_dot_id(dst)} [label={_dot_label(e.type)}, penwidth=2, "
-            f"ltail={_dot_id('cluster_' + e.source)}, lhead={_dot_id('cluster_' + e.target)}];"
+            f"  {_dot_id(first)} -> {_dot_id(second)} [label={_dot_label(se.type)}, penwidth=2, "
+            f"ltail={_dot_id('cluster_' + se.source)}, lhead={_dot_id('cluster_' + se.target)}];"
         )
-    for e in graph.agent_edges:
+    for ae in graph.agent_edges:
         lines.append(
-            f"  {_dot_id(f'{e.subtask}:{e.source}')} -> {_dot_id(f'{e.subtask}:{e.target}')} "
-            f"[label={_dot_label(e.type)}, style=dashed];"
+            f"  {_dot_id(f'{ae.subtask}:{ae.source}')} -> {_dot_id(f'{ae.subtask}:{ae.target}')} "
+            f"[label={_dot_label(ae.type)}, style=dashed];"
         )
-    for e in graph.step_edges:
-        src = _node_of_step(graph, e.producer)
-        dst = _node_of_step(graph, e.consumer)
-        if src is None or dst is None or src == dst:
-            continue
-        label = f"{e.producer}→{e.consumer}: {_short(e.data, 24)}"
+    for (src, dst), bundle in _step_edge_bundles(graph).items():
+        color = "gray40" if all(e.origin == "deterministic" for e in bundle) else "blue"
         lines.append(
-            f"  {_dot_id(src)} -> {_dot_id(dst)} [label={_dot_label(label)}, style=dotted, "
-            f"color={'gray40' if e.origin == 'deterministic' else 'blue'}];"
+            f"  {_dot_id(src)} -> {_dot_id(dst)} [label={_dot_label(_bundle_label(bundle))}, "
+            f"style=dotted, color={color}];"
         )
     for loop in graph.loops:
-        node = _node_of_step(graph, loop.start)
-        if node is None:
+        anchor = _node_of_step(graph, loop.start)
+        if anchor is None:
             continue
-        lines.append(
-            f"  {_dot_id(loop.id)} [shape=ellipse, color=orange, label="
-            f"{_dot_label(f'{loop.id}: {loop.agent} repeats x{len(loop.repeats)}' + chr(10) + f'steps {loop.start}-{loop.end}')}];"
+        label = (
+            f"{loop.id}: {loop.agent} repeats x{len(loop.repeats)}\nsteps {loop.start}-{loop.end}"
         )
-        lines.append(f"  {_dot_id(loop.id)} -> {_dot_id(node)} [color=orange, style=dashed];")
+        lines.append(
+            f"  {_dot_id(loop.id)} [shape=ellipse, color=orange, label={_dot_label(label)}];"
+        )
+        lines.append(f"  {_dot_id(loop.id)} -> {_dot_id(anchor)} [color=orange, style=dashed];")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -456,36 +455,54 @@ def render_mermaid(graph: CausalGraph) -> str:
     for sub in graph.subtasks:
         title = _mm_text(f"{sub.id}: {_short(sub.name, 40)} (steps {sub.start}-{sub.end})")
         lines.append(f'  subgraph {_mm_id(sub.id)}["{title}"]')
-        for node in (a for a in graph.agents if a.subtask == sub.id):
-            label = _mm_text(f"{node.agent}\nsteps {_ranges(node.steps)}")
-            lines.append(f'    {_mm_id(node.id)}["{label}"]')
+        for agent_node in (a for a in graph.agents if a.subtask == sub.id):
+            label = _mm_text(f"{agent_node.agent}\nsteps {_ranges(agent_node.steps)}")
+            lines.append(f'    {_mm_id(agent_node.id)}["{label}"]')
         lines.append("  end")
-    for e in graph.subtask_edges:
-        lines.append(f"  {_mm_id(e.source)} ==>|{_mm_text(e.type)}| {_mm_id(e.target)}")
-    for e in graph.agent_edges:
+    for se in graph.subtask_edges:
+        lines.append(f"  {_mm_id(se.source)} ==>|{_mm_text(se.type)}| {_mm_id(se.target)}")
+    for ae in graph.agent_edges:
         lines.append(
-            f"  {_mm_id(f'{e.subtask}:{e.source}')} -.->|{_mm_text(e.type)}| "
-            f"{_mm_id(f'{e.subtask}:{e.target}')}"
+            f"  {_mm_id(f'{ae.subtask}:{ae.source}')} -.->|{_mm_text(ae.type)}| "
+            f"{_mm_id(f'{ae.subtask}:{ae.target}')}"
         )
-    seen: set[tuple[str, str]] = set()
-    for e in graph.step_edges:
-        src = _node_of_step(graph, e.producer)
-        dst = _node_of_step(graph, e.consumer)
-        if src is None or dst is None or src == dst or (src, dst) in seen:
-            continue
-        seen.add((src, dst))
-        label = _mm_text(f"{e.producer}→{e.consumer}: {_short(e.data, 24)}")
+    for (src, dst), bundle in _step_edge_bundles(graph).items():
+        label = _mm_text(_bundle_label(bundle))
         lines.append(f'  {_mm_id(src)} -->|"{label}"| {_mm_id(dst)}')
     for loop in graph.loops:
         node = _node_of_step(graph, loop.start)
         if node is None:
             continue
-        label = _mm_text(f"{loop.id}: {loop.agent} repeats x{len(loop.repeats)}, steps {loop.start}-{loop.end}")
+        label = _mm_text(
+            f"{loop.id}: {loop.agent} repeats x{len(loop.repeats)}, steps {loop.start}-{loop.end}"
+        )
         lines.append(f'  {_mm_id(loop.id)}(["{label}"]) -.-> {_mm_id(node)}')
     if candidate_nodes:
         lines.append("  classDef candidate fill:#f4cccc,stroke:#990000")
-        lines.append("  class " + ",".join(_mm_id(n) for n in sorted(candidate_nodes)) + " candidate")
+        lines.append(
+            "  class " + ",".join(_mm_id(n) for n in sorted(candidate_nodes)) + " candidate"
+        )
     return "\n".join(lines) + "\n"
+
+
+def _step_edge_bundles(graph: CausalGraph) -> dict[tuple[str, str], list[StepEdge]]:
+    """Step edges grouped by the pair of agent nodes they connect (one drawn edge each)."""
+    bundles: dict[tuple[str, str], list[StepEdge]] = {}
+    for e in graph.step_edges:
+        src = _node_of_step(graph, e.producer)
+        dst = _node_of_step(graph, e.consumer)
+        if src is None or dst is None or src == dst:
+            continue
+        bundles.setdefault((src, dst), []).append(e)
+    return bundles
+
+
+def _bundle_label(bundle: list[StepEdge]) -> str:
+    """'7→9: 555-0199' for one edge; '3 data items, e.g. 7→9: 555-0199' for several."""
+    # Model edges first: they carry a description, not just a literal.
+    first = sorted(bundle, key=lambda e: (e.origin == "deterministic", e.consumer))[0]
+    text = f"{first.producer}→{first.consumer}: {_short(first.data, 24)}"
+    return text if len(bundle) == 1 else f"{len(bundle)} data items, e.g. {text}"
 
 
 def _first_node(graph: CausalGraph, subtask_id: str) -> str:

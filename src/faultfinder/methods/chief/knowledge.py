@@ -143,12 +143,13 @@ def excluded_entries(kb: KnowledgeBase, trace: Trace) -> list[str]:
 
 # --- BM25 ---------------------------------------------------------------------
 
-_STOPWORDS = frozenset(
+_STOPWORD_TEXT = (
     "a an the of to in on at for and or but is are was were be been being by with from as "
     "that this these those it its into than then there their they them what which who whom "
     "how when where why do does did can could should would will shall may might must i you "
-    "he she we me my your our his her not no yes if so such all any each".split()
+    "he she we me my your our his her not no yes if so such all any each"
 )
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 def tokenize(text: str) -> list[str]:

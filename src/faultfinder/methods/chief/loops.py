@@ -4,20 +4,21 @@ Messages are compared within the same agent *and* raw role (so Magentic-One's le
 thoughts are compared with ledgers, instructions with instructions). JSON blocks are
 reduced to their string values first, so a ledger's fixed keys do not make every ledger
 look alike. Near-identical repeats (token Jaccard ≥ threshold, at most ``max_gap`` steps
-apart) are chained into a group; the group runs from the first issue (entry) to the last
-step before the repeating agent speaks again after its last repeat (exit).
+apart) are chained into a group; the group runs from the first issue (entry) to the first
+step of another agent after the last repeat, i.e. the response to it (exit).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from faultfinder.methods.chief.graph import LoopGroup, LoopMember
+from faultfinder.methods.chief.graph import LoopGroup, LoopMember, LoopRole
 from faultfinder.methods.chief.knowledge import tokenize
 from faultfinder.traces.schema import Trace
 
@@ -65,6 +66,16 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b)
 
 
+def _finder(parent: dict[int, int]) -> Callable[[int], int]:
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    return find
+
+
 def detect_loops(trace: Trace, config: LoopConfig | None = None) -> list[LoopGroup]:
     """Loop groups of ``trace``, ordered by entry step and numbered L1, L2, ..."""
     cfg = config or LoopConfig()
@@ -76,12 +87,7 @@ def detect_loops(trace: Trace, config: LoopConfig | None = None) -> list[LoopGro
     for (agent, _role), indices in by_key.items():
         usable = [i for i in indices if len(tokens[i]) >= cfg.min_tokens]
         parent = {i: i for i in usable}
-
-        def find(i: int) -> int:
-            while parent[i] != i:
-                parent[i] = parent[parent[i]]
-                i = parent[i]
-            return i
+        find = _finder(parent)
 
         sims: dict[tuple[int, int], float] = {}
         for pos, i in enumerate(usable):
@@ -101,10 +107,10 @@ def detect_loops(trace: Trace, config: LoopConfig | None = None) -> list[LoopGro
             members.sort()
             pair_sims = [
                 sims.get((a, b), jaccard(tokens[a], tokens[b]))
-                for a, b in zip(members, members[1:], strict=False)
+                for a, b in itertools.pairwise(members)
             ]
             raw_groups.append((agent, members, sum(pair_sims) / len(pair_sims)))
-    merged = _merge_same_agent(raw_groups, trace, cfg)
+    merged = _merge_same_agent(raw_groups, trace)
     merged.sort(key=lambda g: (g[1][0], g[0]))
     return [
         _build(trace, f"L{n}", agent, repeats, sim, end)
@@ -112,27 +118,29 @@ def detect_loops(trace: Trace, config: LoopConfig | None = None) -> list[LoopGro
     ]
 
 
-def _span_end(trace: Trace, agent: str, repeats: list[int], cfg: LoopConfig) -> int:
+def _span_end(trace: Trace, repeats: list[int]) -> int:
+    """The first step by another agent after the last repeat (the response to it), looked
+    for at most one cycle ahead; the last repeat itself when nobody answers in time."""
     last = repeats[-1]
-    gaps = [b - a for a, b in zip(repeats, repeats[1:], strict=False)]
+    agent = trace.steps[last].agent
+    gaps = [b - a for a, b in itertools.pairwise(repeats)]
     limit = min(last + max(gaps), len(trace.steps) - 1)
-    later = next(
-        (s.index for s in trace.steps[last + 1 : limit + 1] if s.agent == agent),
-        None,
+    return next(
+        (s.index for s in trace.steps[last + 1 : limit + 1] if s.agent != agent),
+        last,
     )
-    return later - 1 if later is not None else limit
 
 
 def _merge_same_agent(
-    groups: list[tuple[str, list[int], float]], trace: Trace, cfg: LoopConfig
+    groups: list[tuple[str, list[int], float]], trace: Trace
 ) -> list[tuple[str, list[int], float, int]]:
     """Overlapping groups of one agent (e.g. ledger and instruction repeats) become one."""
-    spans = [(agent, reps, sim, _span_end(trace, agent, reps, cfg)) for agent, reps, sim in groups]
+    spans = [(agent, reps, sim, _span_end(trace, reps)) for agent, reps, sim in groups]
     spans.sort(key=lambda g: (g[0], g[1][0]))
     out: list[tuple[str, list[int], float, int]] = []
     for agent, reps, sim, end in spans:
         if out and out[-1][0] == agent and reps[0] <= out[-1][3]:
-            prev_agent, prev_reps, prev_sim, prev_end = out[-1]
+            _, prev_reps, prev_sim, prev_end = out[-1]
             out[-1] = (
                 agent,
                 sorted(set(prev_reps) | set(reps)),
@@ -152,7 +160,7 @@ def _build(
     repeat_set = set(repeats)
     members: list[LoopMember] = []
     for index in range(start, end + 1):
-        role = "entry" if index == start else "exit" if index == end else "internal"
+        role: LoopRole = "entry" if index == start else "exit" if index == end else "internal"
         members.append(
             LoopMember(
                 step=index,

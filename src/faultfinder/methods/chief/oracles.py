@@ -8,6 +8,7 @@ already synthesised and the trajectory from that subtask on.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -67,6 +68,10 @@ def parse_one_oracle(data: Any, subtask: Subtask) -> Oracle:
     return oracle
 
 
+def _parse_one(data: Any, subtask: Subtask) -> Oracle:
+    return parse_one_oracle(data, subtask)
+
+
 async def synthesize_oracles(
     ctx: StageContext, subtasks: list[Subtask], rag: str
 ) -> tuple[list[Oracle], StageRecord]:
@@ -86,7 +91,9 @@ async def synthesize_oracles(
         attempts = reply.attempts
         failures: list[str] = []
     else:
-        oracles, attempts, failures = [], 0, []
+        oracles = []
+        attempts = 0
+        failures = []
         for sub in subtasks:
             previous = json.dumps([o.model_dump() for o in oracles], ensure_ascii=False)
             prompt = ctx.render(
@@ -101,20 +108,16 @@ async def synthesize_oracles(
                 steps=ctx.trace.steps[sub.start :],
                 partial_from=sub.start,
             )
-            reply = await ctx.ask_json(
-                prompt,
-                lambda data, sub=sub: parse_one_oracle(data, sub),  # type: ignore[misc]
-                purpose=f"chief oracle {sub.id}",
+            one = await ctx.ask_json(
+                prompt, functools.partial(_parse_one, subtask=sub), purpose=f"chief oracle {sub.id}"
             )
-            attempts += reply.attempts
-            if reply.parsed is None:
-                failures.append(f"{sub.id}: {reply.parse_error}")
+            attempts += one.attempts
+            if one.parsed is None:
+                failures.append(f"{sub.id}: {one.parse_error}")
                 continue
-            oracles.append(reply.parsed)
+            oracles.append(one.parsed)
         if not oracles:
-            return [], StageRecord(
-                status="unparsed", note="; ".join(failures), attempts=attempts
-            )
+            return [], StageRecord(status="unparsed", note="; ".join(failures), attempts=attempts)
     missing = [s.id for s in subtasks if s.id not in {o.subtask for o in oracles}]
     notes = [f"no oracle for {', '.join(missing)}"] if missing else []
     notes.extend(failures)

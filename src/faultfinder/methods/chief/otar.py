@@ -26,7 +26,9 @@ def agent_nodes(ctx: StageContext, subtasks: list[Subtask]) -> list[AgentNode]:
     for sub in subtasks:
         for agent in sub.agents:
             steps = [i for i in sub.steps() if ctx.trace.steps[i].agent == agent]
-            nodes.append(AgentNode(id=f"{sub.id}:{agent}", subtask=sub.id, agent=agent, steps=steps))
+            nodes.append(
+                AgentNode(id=f"{sub.id}:{agent}", subtask=sub.id, agent=agent, steps=steps)
+            )
     return nodes
 
 

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (prompt text keeps its natural lines)
 """CHIEF's prompts (paper Appendices A–F), with JSON answer formats.
 
 The task descriptions follow the paper's figures; the answer formats are JSON (read with

@@ -17,7 +17,8 @@ The fixed-window ablation (I1) keeps only distance ≤ 1.
 Compression is pattern-based by default: for each level there are patterns for four
 context types (handoff, decision quality, error propagation, general); the first sentence
 matching the first pattern that matches anywhere is kept. Fallbacks: the general patterns,
-then the first sentence, then the first words; empty content says so. An LLM extractor is
+then the first substantive sentence (three words or more, not a heading such as 'Plan:'),
+then the first words; empty content says so. An LLM extractor is
 the alternative (one call per non-empty step, all three levels at once).
 """
 
@@ -43,6 +44,8 @@ ContextTypeMode = Literal["paper", "auto"]
 Level = Literal["full", "key_decision", "summary", "milestone"]
 Compression = Literal["key_decision", "summary", "milestone"]
 
+# Tokens kept free for message framing when a prompt is fitted to the context budget.
+_SLACK = 64
 KEY_DECISION_WORDS = 50
 SUMMARY_WORDS = 20
 MILESTONE_WORDS = 15
@@ -73,7 +76,7 @@ _PATTERNS: dict[Compression, dict[ContextType, tuple[re.Pattern[str], ...]]] = {
             r"\bI\s+(?:conclude|determine|decide|decided|believe|think)\b",
             r"^(?:therefore|thus|so|hence|consequently)\b",
             r"\bthe\s+(?:final\s+)?(?:answer|solution|result)\s+(?:is|appears|seems|should be)\b",
-            r"^(?:based on|given)\b",
+            r"^(?:based on|given)\b.*,",
         ),
         "error_propagation": _compile(
             r"\b(?:error|exception|traceback|mistake|wrong|incorrect|failed|failure)\b",
@@ -179,6 +182,11 @@ def classify(text: str, kind: str = "llm") -> ContextType:
     return "general"
 
 
+def _substantive(sentence: str) -> bool:
+    """A sentence worth showing on its own: three words or more, not a heading ('Plan:')."""
+    return len(re.findall(r"[^\W\d_]{2,}", sentence)) >= 3 and not sentence.endswith(":")
+
+
 def compress(text: str, level: Compression, context_type: ContextType | None = None) -> str:
     """One step's content at a compressed level, by patterns, with graceful fallbacks."""
     if not text.strip():
@@ -193,7 +201,8 @@ def compress(text: str, level: Compression, context_type: ContextType | None = N
         for sentence in units:
             if pattern.search(sentence):
                 return clip_words(sentence, limit)
-    first = clip_words(units[0], limit) if units else ""
+    lead = next((s for s in units if _substantive(s)), units[0] if units else "")
+    first = clip_words(lead, limit)
     if first:
         return first
     return clip_words(text, limit) or (NO_MILESTONES if level == "milestone" else NO_CONTENT)
@@ -279,8 +288,9 @@ class LLMExtractor:
     the LLM layer's retries falls back to the patterns for that step, marked as such."""
 
     mode: ContextTypeMode = "paper"
-    max_step_chars: int | None = 12000
+    max_step_chars: int = 12000
     max_tokens: int = 512
+    context_budget: int | None = None
     name: str = "llm"
 
     async def compress_trace(self, trace: Trace, llm: LLM) -> dict[int, Compressed]:
@@ -288,8 +298,18 @@ class LLMExtractor:
             text = step_output_text(step)
             if not text.strip():
                 return compress_with_patterns(step, self.mode)
+
+            def build(cap: int | None) -> str:
+                return truncate(text, min(cap or self.max_step_chars, self.max_step_chars))
+
+            available = None
+            if self.context_budget is not None:
+                frame = prompts.extractor_messages(step, "")
+                used = sum(llm.count_tokens(m["content"]) for m in frame)
+                available = self.context_budget - used - _SLACK
+            shown, _ = prompts.fit(build, available, llm.count_tokens)
             reply = await llm.chat(
-                prompts.extractor_messages(step, truncate(text, self.max_step_chars)),
+                prompts.extractor_messages(step, shown),
                 parse=parse_compressed,
                 purpose=f"echo context extraction: step {step.index}",
                 temperature=0.0,
@@ -311,9 +331,11 @@ class LLMExtractor:
         return {s.index: c for s, c in zip(trace.steps, results, strict=True)}
 
 
-def make_extractor(name: str, mode: ContextTypeMode) -> Extractor:
+def make_extractor(
+    name: str, mode: ContextTypeMode, context_budget: int | None = None
+) -> Extractor:
     if name == "llm":
-        return LLMExtractor(mode=mode)
+        return LLMExtractor(mode=mode, context_budget=context_budget)
     return PatternExtractor(mode=mode)
 
 

@@ -226,7 +226,7 @@ class EchoMethod:
             return Verdict(status="no-error-found", reason="the trace has no steps")
         compressed: dict[int, Compressed] = {}
         if cfg.context == "hierarchical":
-            extractor = make_extractor(cfg.extractor, cfg.context_types)
+            extractor = make_extractor(cfg.extractor, cfg.context_types, cfg.context_budget)
             compressed = await extractor.compress_trace(trace, llm)
         common: dict[str, Any] = {
             "variant": _variant(cfg),

@@ -248,13 +248,14 @@ def top_alternatives(alternatives: Iterable[Ballot], limit: int) -> list[Ballot]
     return sorted(alternatives, key=lambda b: b.confidence, reverse=True)[:limit]
 
 
-def _synthesize(support: Sequence[Ballot], mean_confidence: float) -> str:
-    if not support:
+def _synthesize(backing: Sequence[Ballot], support: Sequence[Ballot], mean: float) -> str:
+    if not backing:
         return "No clear consensus reached."
-    strongest = max(support, key=lambda b: b.confidence)
+    strongest = max(backing, key=lambda b: b.confidence)
     text = (
-        f"Consensus of {len(support)} analyst(s) (mean confidence {mean_confidence:.2f}); "
-        f"strongest ({strongest.analyst}, {strongest.confidence:.2f}): "
+        f"Backed by {len(backing)} of {len(support)} analyst(s) whose conclusion type won "
+        f"(their mean confidence {mean:.2f}); strongest ({strongest.analyst}, "
+        f"{strongest.confidence:.2f}): "
     )
     return text + (strongest.reasoning.strip() or "(no reasoning given)")
 
@@ -291,7 +292,7 @@ def consensus(
         agents=agents,
         step=step,
         confidence=round(mean_confidence, 6),
-        reasoning=_synthesize(backing, mean_confidence),
+        reasoning=_synthesize(backing, support, mean_confidence),
         type_scores=type_scores,
         agent_scores=agent_scores,
         step_scores=step_scores,

@@ -140,8 +140,7 @@ def _from_value(value: Any, *, path: str | Path, where: str) -> CompletionParts:
     if name == "ChatCompletionMessage" or (
         isinstance(value, dict) and ("content" in value or "tool_calls" in value)
     ):
-        parts = _from_message(value, path=path, where=where)
-        return parts
+        return _from_message(value, path=path, where=where)
     if isinstance(value, Call):
         fail(path, where, f"a {value.name} repr is not a chat completion")
     return CompletionParts(content=text_of(plain(value)))

@@ -64,6 +64,8 @@ _NUMBER = re.compile(
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _STRING_PREFIX = re.compile(r"(?i)(?:rb|br|r|b|u)?(?='|\")")
 _PUNCT = set("()[]{},=:.")
+_SPECIAL = {q: re.compile(f"[\\\\\n{q}]") for q in ("'", '"')}
+"""Characters that end a run of ordinary string content, per opening quote."""
 _SIMPLE_ESCAPES = {
     "\\": "\\",
     "'": "'",
@@ -133,7 +135,13 @@ def _read_string(text: str, pos: int, raw: bool) -> tuple[str, int]:
     delimiter = quote * 3 if text.startswith(quote * 3, pos) else quote
     pos += len(delimiter)
     out: list[str] = []
+    special = _SPECIAL[quote]
     while True:
+        # Copy the run of ordinary characters in one slice; long outputs are mostly that.
+        match = special.search(text, pos)
+        stop = match.start() if match else len(text)
+        out.append(text[pos:stop])
+        pos = stop
         if pos >= len(text):
             raise ReprSyntaxError("unterminated string", start)
         if text.startswith(delimiter, pos):

@@ -86,8 +86,13 @@ class GenericMapping(BaseModel):
 
 
 _OPTIONS = {
-    name: (field.description or "").strip().rstrip(".")
-    for name, field in GenericMapping.model_fields.items()
+    "agent_field": "speaker field (default 'name', falls back to role_field)",
+    "role_field": "chat role field (default 'role')",
+    "content_field": "text field (default 'content')",
+    "messages_key": "message list key in a wrapper object (default 'messages')",
+    "task": "task text (default: wrapper task/question, else the first human message)",
+    "id": "trace id (default: wrapper id, else the file stem)",
+    "step_base": "numbering of a wrapper's mistake_step, 0 or 1 (default 0)",
 }
 
 

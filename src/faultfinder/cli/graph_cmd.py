@@ -1,0 +1,133 @@
+"""`faultfinder graph`: build CHIEF's hierarchical causal graph of a trace and write it as
+JSON, Graphviz DOT and Mermaid."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import click
+
+from faultfinder.cli.common import (
+    build_llm,
+    method_options,
+    method_overrides,
+    model_options,
+    pass_errors,
+)
+from faultfinder.llm.client import track_usage
+from faultfinder.methods import create_method
+from faultfinder.methods.chief import CausalGraph, ChiefConfig, build_graph, write_graph
+from faultfinder.traces.loader import load_trace
+
+
+def format_graph(graph: CausalGraph) -> str:
+    """The summary `graph` prints."""
+    lines = [f"trace:     {graph.trace_id}  ({graph.n_steps} steps, model {graph.model})"]
+    mode = (
+        "zero-shot"
+        if graph.decomposition.zero_shot
+        else "exemplars " + ", ".join(e.id for e in graph.decomposition.exemplars)
+    )
+    lines.append(f"decompose: {mode}; reflection rounds {graph.decomposition.reflection_rounds}")
+    if graph.decomposition.repaired:
+        lines.append("           repaired: " + "; ".join(graph.decomposition.repaired))
+    for sub in graph.subtasks:
+        lines.append(
+            f"  {sub.id:<4} steps {sub.start:>3}-{sub.end:<3} {sub.name}  [{', '.join(sub.agents)}]"
+        )
+    origins: dict[str, int] = {}
+    for e in graph.step_edges:
+        origins[e.origin] = origins.get(e.origin, 0) + 1
+    lines.append(
+        f"edges:     {len(graph.subtask_edges)} subtask, {len(graph.agent_edges)} agent, "
+        f"{len(graph.step_edges)} step ("
+        + ", ".join(f"{k} {v}" for k, v in sorted(origins.items()))
+        + ")"
+    )
+    for loop in graph.loops:
+        lines.append(
+            f"loop {loop.id}:   {loop.agent} repeats at steps {loop.repeats} "
+            f"(group {loop.start}-{loop.end})"
+        )
+    if graph.oracles:
+        lines.append(f"oracles:   {len(graph.oracles)}")
+    if graph.candidates is not None:
+        c = graph.candidates
+        lines.append(f"candidates: subtasks {c.subtasks}, agents {c.agents}, steps {c.steps}")
+    for name, record in graph.stages.items():
+        note = f"  ({record.note})" if record.note else ""
+        lines.append(f"stage {name:<10} {record.status}{note}")
+    return "\n".join(lines)
+
+
+@click.command("graph")
+@click.argument("trace_path", type=click.Path(exists=True))
+@click.option("--out", "out_path", default=None, help="Write the graph as JSON to this file.")
+@click.option("--dot", "dot_path", default=None, help="Write a Graphviz DOT rendering here.")
+@click.option("--mermaid", "mermaid_path", default=None, help="Write a Mermaid rendering here.")
+@click.option(
+    "--oracles",
+    "with_oracles",
+    is_flag=True,
+    help="Also synthesise the virtual oracles and run backtracking (CHIEF's M2).",
+)
+@click.option("--format", "trace_format", default=None, help="Input format (default: detect).")
+@click.option(
+    "--stage-cache",
+    "stage_cache",
+    default=None,
+    help="CHIEF stage cache directory (default .faultfinder/chief-stages; 'none' disables).",
+)
+@method_options
+@model_options
+@pass_errors
+def graph(
+    trace_path: str,
+    out_path: str | None,
+    dot_path: str | None,
+    mermaid_path: str | None,
+    with_oracles: bool,
+    trace_format: str | None,
+    stage_cache: str | None,
+    with_ground_truth: bool,
+    observability: str | None,
+    settings: tuple[str, ...],
+    **llm_options: Any,
+) -> None:
+    """Build CHIEF's hierarchical causal graph of a trace.
+
+    Options given with --set are CHIEF's (e.g. --set knowledge_base=builtin). The graph is
+    kept in the stage cache, so `attribute --method chief` on the same trace with the same
+    model and options reuses it. Without --out/--dot/--mermaid the JSON goes to stdout.
+    """
+    trace = load_trace(trace_path, format=trace_format)
+    overrides = method_overrides(with_ground_truth, observability, settings)
+    if stage_cache is not None:
+        overrides["stage_cache"] = stage_cache
+    config = create_method("chief", **overrides).config
+    assert isinstance(config, ChiefConfig)
+    llm = build_llm(**llm_options)
+    with track_usage() as scope:
+        result = asyncio.run(build_graph(trace, llm, config, with_oracles=with_oracles))
+    written: list[str] = []
+    if out_path:
+        write_graph(result, out_path)
+        written.append(out_path)
+    if dot_path:
+        Path(dot_path).write_text(result.to_dot(), encoding="utf-8")
+        written.append(dot_path)
+    if mermaid_path:
+        Path(mermaid_path).write_text(result.to_mermaid(), encoding="utf-8")
+        written.append(mermaid_path)
+    if not written:
+        click.echo(result.model_dump_json(indent=2))
+        return
+    click.echo(format_graph(result))
+    u = scope.usage
+    click.echo(
+        f"cost:      {u.calls} calls ({u.cached_calls} cached), {u.prompt_tokens} prompt + "
+        f"{u.completion_tokens} completion tokens" + (" (estimated)" if u.estimated else "")
+    )
+    click.echo("wrote:     " + ", ".join(written))

@@ -1,0 +1,57 @@
+"""Helpers shared by DoVer's stages: JSON answers, log rendering."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from faultfinder.llm.base import OutputConstraint
+from faultfinder.llm.client import ParseError
+from faultfinder.methods.answers import extract_json
+from faultfinder.methods.render import RenderOptions, fit_steps
+from faultfinder.traces.schema import Step, Trace
+
+M = TypeVar("M", bound=BaseModel)
+
+MAX_STEP_CHARS = 2000
+"""Per-step cap when a stage renders steps (long tool outputs are cut with a marker)."""
+
+
+def json_parser(model: type[M], check: Callable[[M], None] | None = None) -> Callable[[str], M]:
+    """A parser for ``llm.chat(parse=...)``: the answer's JSON object as ``model``."""
+
+    def parse(text: str) -> M:
+        data = extract_json(text)
+        try:
+            value = model.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "(root)"
+            raise ParseError(f"{where}: {first['msg']}") from None
+        if check is not None:
+            check(value)
+        return value
+
+    return parse
+
+
+def schema_constraint(schema: dict[str, Any]) -> OutputConstraint:
+    return OutputConstraint(json_schema=schema)
+
+
+def render_log(
+    trace: Trace,
+    steps: Sequence[Step],
+    *,
+    budget: int | None,
+    count_tokens: Callable[[str], int],
+    reserved: int = 0,
+) -> str:
+    """Steps as 'Step N - agent: output' lines within a token budget."""
+    options = RenderOptions(
+        observability="outputs", step_indices=True, max_step_chars=MAX_STEP_CHARS
+    )
+    text, _truncated = fit_steps(trace, steps, options, budget, count_tokens, reserved)
+    return text or "(no steps)"

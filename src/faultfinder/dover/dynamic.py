@@ -1,0 +1,365 @@
+"""TraceElephant's dynamic agentic check (Appendix A.6.3): verify candidate attributions by
+re-running the system from each candidate step with the step corrected.
+
+For up to N candidate (agent, step, reason, expected output) hypotheses, derived from a
+static method's attribution plus a candidate-proposal call, the program is replayed up to
+the candidate step; there, the step's request is edited through the proxy (a reviewer's
+note appended, naming the mistake and the expected output) and the next k = 5 steps run
+live at temperature 0.3, then the program is stopped. A judge reads those steps: do they
+satisfy the expected output, does the observed failure recur, does the agent leave the
+task? Candidates are re-ranked by what the replays showed.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from faultfinder.dover.common import json_parser, render_log, schema_constraint
+from faultfinder.errors import FaultfinderError
+from faultfinder.llm.client import LLM, ParseError, track_usage
+from faultfinder.methods.base import Method, run_method
+from faultfinder.replay.recorder import build_trace, new_run_id
+from faultfinder.replay.replayer import Edit, ReplayOptions
+from faultfinder.replay.session import SessionOptions, replay_run
+from faultfinder.traces.schema import Trace
+from faultfinder.usage import Usage
+
+PROMPT_VERSION = "dynamic-check-v1"
+
+CANDIDATES = """You are analysing the execution log of a failed multi-agent run to find the
+decisive error: the step whose mistake, if corrected, would have let the run succeed.
+
+Task: {task}
+{reference}
+Execution log (Step N - agent: message):
+{log}
+
+A static attribution method suggested: agent {agent}, step {step}, reason: {reason}
+
+Propose up to {n} candidate decisive errors, most likely first (the suggestion above may be
+one of them). For each, give the agent, the step, the mistake, and the expected output of
+that step had the mistake not been made.
+Answer with JSON only:
+{{"candidates": [
+  {{"agent": "<agent>", "step": <step index>, "reason": "<the mistake>",
+    "expected_output": "<what the step should have produced>"}}
+]}}"""
+
+NOTE = (
+    "Note from a reviewer of this run: a previous attempt at this step went wrong: {reason} "
+    "Avoid that mistake. Expected output of this step: {expected}"
+)
+"""The reviewer's note appended to the candidate step's request (the intervention)."""
+
+JUDGE = """A multi-agent run failed. To test a candidate explanation, the run was replayed up to
+step {step} and that step's request was corrected with a note; the {k} steps that followed
+are shown below.
+
+Task: {task}
+{reference}
+Candidate: agent {agent}, step {step}, mistake: {reason}
+Expected output of step {step}: {expected}
+
+Original steps from step {step} on:
+{before}
+
+Replayed steps from step {step} on (after the correction):
+{after}
+
+Answer three questions: do the replayed steps satisfy the expected output
+(satisfies_expected)? Does the failure observed in the original steps recur in them
+(failure_recurs)? Do they deviate from the task objective (deviates)?
+Answer with JSON only:
+{{"satisfies_expected": true or false, "failure_recurs": true or false,
+ "deviates": true or false, "evidence": "<short>"}}"""
+
+_CANDIDATES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "candidates": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "agent": {"type": "string"},
+                    "step": {"type": "integer"},
+                    "reason": {"type": "string"},
+                    "expected_output": {"type": "string"},
+                },
+                "required": ["agent", "step", "reason", "expected_output"],
+            },
+        }
+    },
+    "required": ["candidates"],
+}
+_JUDGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "satisfies_expected": {"type": "boolean"},
+        "failure_recurs": {"type": "boolean"},
+        "deviates": {"type": "boolean"},
+        "evidence": {"type": "string"},
+    },
+    "required": ["satisfies_expected", "failure_recurs", "deviates", "evidence"],
+}
+
+
+class Candidate(BaseModel):
+    """A candidate attribution with its expected oracle."""
+
+    agent: str
+    step: int
+    reason: str = ""
+    expected_output: str = ""
+    """What the step should have produced (inferred by the model, not from labels)."""
+
+
+class Observation(BaseModel):
+    """The judge's reading of the replayed window."""
+
+    satisfies_expected: bool
+    failure_recurs: bool
+    deviates: bool
+    evidence: str = ""
+
+
+class CheckedCandidate(Candidate):
+    """A candidate after its replay."""
+
+    rank: int
+    """Position before the check (0 = the static method's first choice)."""
+    branch: str | None = None
+    observation: Observation | None = None
+    """None when the replay failed or the judge's answer was unreadable."""
+    score: int = 0
+    """2: expected output and no recurrence; 1: one of the two; 0: neither (or unjudged)."""
+    error: str | None = None
+
+
+class CheckResult(BaseModel):
+    """A self-describing row: the re-ranked candidates of one recording."""
+
+    kind: Literal["dynamic-check"] = "dynamic-check"
+    run_dir: str
+    trace_id: str
+    method: str
+    static: dict[str, Any]
+    """The static method's attribution (agent, step, reason, status)."""
+    candidates: list[CheckedCandidate] = Field(default_factory=list)
+    """Candidates in their new order (best first)."""
+    agent: str | None = None
+    """Top candidate after re-ranking."""
+    step: int | None = None
+    window: int = 5
+    live_temperature: float = 0.3
+    model: str = ""
+    prompt_version: str = PROMPT_VERSION
+    usage: Usage = Field(default_factory=Usage)
+    wall_time_s: float = 0.0
+
+
+class _CandidateList(BaseModel):
+    candidates: list[Candidate] = Field(default_factory=list)
+
+
+def score(observation: Observation | None) -> int:
+    if observation is None:
+        return 0
+    good = int(observation.satisfies_expected and not observation.deviates)
+    return good + int(not observation.failure_recurs)
+
+
+async def propose_candidates(
+    trace: Trace,
+    llm: LLM,
+    static: dict[str, Any],
+    n: int,
+    *,
+    with_ground_truth: bool = True,
+    budget: int | None = None,
+) -> list[Candidate]:
+    """Up to ``n`` candidates, the static attribution's step first when it names one."""
+    agents = set(trace.agent_names())
+
+    def check(answer: _CandidateList) -> None:
+        for c in answer.candidates:
+            if not 0 <= c.step < len(trace.steps):
+                raise ParseError(f"candidate step {c.step} is outside the log")
+            if c.agent not in agents:
+                raise ParseError(f"candidate agent {c.agent!r} is not in the log")
+
+    reference = (
+        f"Reference answer: {trace.ground_truth}\n"
+        if with_ground_truth and trace.ground_truth
+        else ""
+    )
+    fields = {
+        "task": trace.task,
+        "reference": reference,
+        "agent": static.get("agent") or "(none)",
+        "step": static.get("step") if static.get("step") is not None else "(none)",
+        "reason": static.get("reason") or "(none)",
+        "n": n,
+    }
+    overhead = llm.count_tokens(CANDIDATES.format(**fields, log=""))
+    log = render_log(
+        trace, trace.steps, budget=budget, count_tokens=llm.count_tokens, reserved=overhead + 800
+    )
+    reply = await llm.chat(
+        CANDIDATES.format(**fields, log=log),
+        parse=json_parser(_CandidateList, check),
+        purpose="dynamic check: candidates",
+        constraint=schema_constraint(_CANDIDATES_SCHEMA),
+    )
+    found = list(reply.parsed.candidates) if reply.parsed else []
+    if static.get("step") is not None and all(c.step != static["step"] for c in found):
+        found.insert(
+            0,
+            Candidate(
+                agent=str(static.get("agent") or trace.steps[static["step"]].agent),
+                step=static["step"],
+                reason=str(static.get("reason") or ""),
+            ),
+        )
+    seen: set[int] = set()
+    unique = []
+    for candidate in found:
+        if candidate.step not in seen:
+            seen.add(candidate.step)
+            unique.append(candidate)
+    return unique[:n]
+
+
+async def dynamic_check(
+    run_dir: str | Path,
+    llm: LLM,
+    method: Method,
+    *,
+    method_label: str,
+    command: list[str] | None = None,
+    upstream: str | None = None,
+    candidates: int = 3,
+    window: int = 5,
+    live_temperature: float = 0.3,
+    with_ground_truth: bool = True,
+    budget: int | None = None,
+    options: SessionOptions | None = None,
+) -> CheckResult:
+    """Check and re-rank candidate attributions of a recording by replay."""
+    run_dir = Path(run_dir)
+    trace = build_trace(run_dir)
+    session = new_run_id("check-")
+    started = time.perf_counter()
+    with track_usage() as scope:
+        attribution = await run_method(method, trace, llm, label=method_label)
+        static = {
+            "agent": attribution.agent,
+            "step": attribution.step,
+            "reason": attribution.reason,
+            "status": attribution.status,
+        }
+        proposed = await propose_candidates(
+            trace, llm, static, candidates, with_ground_truth=with_ground_truth, budget=budget
+        )
+        checked: list[CheckedCandidate] = []
+        for rank, candidate in enumerate(proposed):
+            item = CheckedCandidate(**candidate.model_dump(), rank=rank)
+            note = NOTE.format(
+                reason=(candidate.reason or "(unspecified)").rstrip(". ") + ".",
+                expected=candidate.expected_output or "(unspecified)",
+            )
+            replay = ReplayOptions(
+                at=candidate.step,
+                edit=Edit(input=note, input_mode="append-user"),
+                stop_after_live=window,
+                live_overrides={"temperature": live_temperature},
+            )
+            try:
+                outcome = await replay_run(
+                    run_dir,
+                    command,
+                    replay,
+                    upstream=upstream,
+                    branch_id=f"{session}-c{rank}",
+                    options=options or SessionOptions(echo=False),
+                )
+            except FaultfinderError as exc:
+                item.error = str(exc)
+                checked.append(item)
+                continue
+            item.branch = str(outcome.branch_dir)
+            if not outcome.report.edit_applied:
+                item.error = "the replay never reached the candidate step"
+                checked.append(item)
+                continue
+            item.observation = await _judge(
+                trace, outcome.trace, candidate, llm, window, with_ground_truth, budget
+            )
+            item.score = score(item.observation)
+            checked.append(item)
+    checked.sort(key=lambda c: (-c.score, c.rank))
+    top = checked[0] if checked else None
+    return CheckResult(
+        run_dir=str(run_dir),
+        trace_id=trace.id,
+        method=method_label,
+        static=static,
+        candidates=checked,
+        agent=top.agent if top else attribution.agent,
+        step=top.step if top else attribution.step,
+        window=window,
+        live_temperature=live_temperature,
+        model=llm.name,
+        usage=scope.usage,
+        wall_time_s=round(time.perf_counter() - started, 3),
+    )
+
+
+async def _judge(
+    original: Trace,
+    replayed: Trace,
+    candidate: Candidate,
+    llm: LLM,
+    window: int,
+    with_ground_truth: bool,
+    budget: int | None,
+) -> Observation | None:
+    k = candidate.step
+    before = render_log(
+        original,
+        original.steps[k : k + window],
+        budget=None if budget is None else budget // 3,
+        count_tokens=llm.count_tokens,
+    )
+    after = render_log(
+        replayed,
+        replayed.steps[k : k + window],
+        budget=None if budget is None else budget // 3,
+        count_tokens=llm.count_tokens,
+    )
+    reference = (
+        f"Reference answer: {original.ground_truth}\n"
+        if with_ground_truth and original.ground_truth
+        else ""
+    )
+    reply = await llm.chat(
+        JUDGE.format(
+            step=k,
+            k=window,
+            task=original.task,
+            reference=reference,
+            agent=candidate.agent,
+            reason=candidate.reason or "(unspecified)",
+            expected=candidate.expected_output or "(unspecified)",
+            before=before,
+            after=after,
+        ),
+        parse=json_parser(Observation),
+        purpose=f"dynamic check: judge step {k}",
+        constraint=schema_constraint(_JUDGE_SCHEMA),
+    )
+    return reply.parsed

@@ -1,0 +1,234 @@
+"""DoVer's data: trials, hypotheses, interventions, judgements and the result row."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from faultfinder.usage import Usage
+
+ROW_VERSION = "1"
+
+VerdictName = Literal["validated", "partially_validated", "refuted", "inconclusive"]
+InterventionCategory = Literal["modified_instruction", "plan_update"]
+MilestoneState = Literal["achieved", "partial", "missed"]
+FulfilmentOutcome = Literal[
+    "success_after_intervention", "instruction_not_executed", "applied_but_insufficient"
+]
+
+
+class PlanningStep(BaseModel):
+    """A step where a plan is made or updated (a trial boundary)."""
+
+    step: int
+    """Canonical step index."""
+    type: Literal["initial", "update"] = "update"
+    """The first plan, or a later plan update."""
+    criterion: str = ""
+    """Why the segmenter took it for a planning step."""
+
+
+class Trial(BaseModel):
+    """A contiguous span of steps: a planning step and the steps executing its plan."""
+
+    index: int
+    """0-based trial number."""
+    start: int
+    """First step (inclusive)."""
+    end: int
+    """Last step (inclusive)."""
+    planning_step: int | None = None
+    """The planning step that opens it (None when the log has no recognised plan)."""
+    kind: Literal["initial", "update", "whole-log"] = "whole-log"
+    """How it was opened."""
+    criterion: str = ""
+    """The segmenter's criterion for its planning step."""
+
+
+class Segmentation(BaseModel):
+    """How a log was cut into trials."""
+
+    method: str
+    """'llm', 'pattern:<regex>' or 'none'."""
+    status: Literal["ok", "unparsed", "no-planning-steps"] = "ok"
+    """'unparsed': the model's answer could not be read, so the log is one trial."""
+    planning_steps: list[PlanningStep] = Field(default_factory=list)
+    """Planning steps found, in order."""
+    trials: list[Trial] = Field(default_factory=list)
+    """The resulting trials."""
+    detail: str | None = None
+    """Parse error or other remark."""
+
+
+class Hypothesis(BaseModel):
+    """A failure hypothesis for one trial: (agent, step, rationale)."""
+
+    trial: int
+    """Trial it belongs to."""
+    agent: str | None = None
+    """Suspected agent."""
+    step: int | None = None
+    """Suspected failure step (canonical index in the whole log)."""
+    reason: str | None = None
+    """Rationale."""
+    method: str
+    """Attribution method that proposed it."""
+    status: str = "ok"
+    """The method's verdict status (ok, unparsed, no-error-found, error...)."""
+    details: dict[str, Any] = Field(default_factory=dict)
+    """The method's evidence."""
+
+
+class InterventionProposal(BaseModel):
+    """What the intervention recommender returns: a concrete, applicable edit."""
+
+    category: InterventionCategory
+    """DoVer's intervention category."""
+    replacement: str = Field(min_length=1)
+    """The full new text of the intervened message."""
+    rationale: str = ""
+    """Why this change should fix the hypothesised failure."""
+
+
+class Intervention(InterventionProposal):
+    """A proposal bound to the step it replaces."""
+
+    step: int
+    """Step whose output is replaced (canonical index)."""
+    agent: str
+    """The agent that step belongs to."""
+    original: str
+    """The step's original text."""
+    leaks_answer: bool = False
+    """The replacement contains the reference answer (flagged, not filtered)."""
+
+
+class Milestone(BaseModel):
+    """One checkpoint of the reference solution."""
+
+    order: int
+    title: str
+    action: str = ""
+    result: str = ""
+
+
+class MilestoneStatus(BaseModel):
+    order: int
+    status: MilestoneState
+    evidence: str = ""
+
+
+class NewPath(BaseModel):
+    explored: bool = False
+    feasible: bool = False
+    contribution: str = ""
+
+
+class MilestoneEvaluation(BaseModel):
+    """How far a trace got along the milestones."""
+
+    milestones: list[MilestoneStatus]
+    new_path: NewPath = Field(default_factory=NewPath)
+
+    def achieved(self, total: int) -> float:
+        """Milestone count: achieved = 1, partial = 0.5 (orders outside 1..total ignored)."""
+        seen: dict[int, float] = {}
+        for item in self.milestones:
+            if 1 <= item.order <= total:
+                seen[item.order] = {"achieved": 1.0, "partial": 0.5, "missed": 0.0}[item.status]
+        return sum(seen.values())
+
+
+class Fulfilment(BaseModel):
+    """The 'intervention fulfilled' judgement of one replay."""
+
+    is_intervention_fulfilled: bool
+    outcome: FulfilmentOutcome
+    evidence: str = ""
+
+
+class RepeatResult(BaseModel):
+    """One replay of an intervention and its judgements."""
+
+    repeat: int
+    """Repeat number (0-based)."""
+    branch: str
+    """Branch directory of the replay."""
+    final_answer: str | None = None
+    """The replayed program's answer."""
+    success: bool | None = None
+    """Answer matches the reference (None: no reference, or the replay failed)."""
+    fulfilled: bool | None = None
+    """The intervention was carried out (None: judgement unreadable or not made)."""
+    fulfilment: Fulfilment | None = None
+    """The full judgement."""
+    judge_status: Literal["ok", "unparsed", "skipped"] = "ok"
+    """'unparsed' when the judge's answer could not be read."""
+    milestones: MilestoneEvaluation | None = None
+    """Milestones reached by the replay."""
+    progress: float | None = None
+    """(milestones of replay - milestones of original) / number of milestones."""
+    edit_applied: bool = False
+    """The replay reached the intervened step and served the edit."""
+    divergences: int = 0
+    """Calls before the edit that differed from the recording."""
+    exit_code: int | None = None
+    """The replayed program's exit status."""
+    steps: int = 0
+    """Steps in the replay's trace."""
+    error: str | None = None
+    """Why the replay could not be used."""
+
+
+class DoverRow(BaseModel):
+    """One trial's hypothesis, intervention, replays and verdict: a self-describing row."""
+
+    row_version: str = ROW_VERSION
+    kind: Literal["dover"] = "dover"
+    run_dir: str
+    """The recording debugged."""
+    trace_id: str
+    task: str
+    ground_truth: str | None = None
+    original_answer: str | None = None
+    original_success: bool | None = None
+    n_steps: int = 0
+    """Steps in the recording."""
+    trial: Trial
+    n_trials: int = 1
+    segmentation: str = "llm"
+    """Segmentation method."""
+    segmentation_status: str = "ok"
+    hypothesis: Hypothesis
+    intervention: Intervention | None = None
+    repeats: list[RepeatResult] = Field(default_factory=list)
+    successes: int = 0
+    """Repeats whose answer matched the reference."""
+    fulfilled: int = 0
+    """Repeats judged to have carried out the intervention."""
+    trial_success_rate: float | None = None
+    """successes / repeats (None without a reference answer)."""
+    milestones_total: int = 0
+    """Number of milestones (0: no reference steps)."""
+    original_milestones: float | None = None
+    """Milestone count of the original run."""
+    progress_made: float | None = None
+    """Mean progress over repeats (None without milestones)."""
+    verdict: VerdictName | None = None
+    """DoVer's verdict (None when no intervention was made)."""
+    verdict_reason: str = ""
+    status: Literal["ok", "no-hypothesis", "no-intervention", "error"] = "ok"
+    error: str | None = None
+    model: str = ""
+    """Model behind DoVer's own calls."""
+    prompt_version: str = ""
+    config: dict[str, Any] = Field(default_factory=dict)
+    usage: Usage = Field(default_factory=Usage)
+    """Tokens of this trial's calls (hypothesis, intervention, judgements)."""
+    shared_usage: Usage = Field(default_factory=Usage)
+    """Tokens of the run-level calls (segmentation, milestones), repeated on every row of
+    the run: count them once per run."""
+    wall_time_s: float = 0.0
+    created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())

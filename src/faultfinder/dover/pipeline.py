@@ -1,0 +1,373 @@
+"""DoVer end to end: trials -> hypotheses -> interventions -> replays -> verdicts.
+
+``run_dover`` works on a recording made with ``faultfinder record``; interventions are
+executed by replaying the program with the edited message (:class:`ReplayExecutor`), and
+each trial becomes one :class:`~faultfinder.dover.models.DoverRow`, appended to a JSONL
+file as soon as it is complete.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from faultfinder.dover import prompts
+from faultfinder.dover.hypothesis import hypothesise
+from faultfinder.dover.intervene import orchestrator_of, propose, target_step
+from faultfinder.dover.judge import (
+    evaluate_milestones,
+    extract_milestones,
+    judge_fulfilment,
+    success,
+)
+from faultfinder.dover.models import (
+    DoverRow,
+    Hypothesis,
+    Intervention,
+    Milestone,
+    RepeatResult,
+    Trial,
+)
+from faultfinder.dover.segment import segment
+from faultfinder.dover.verdict import classify
+from faultfinder.errors import FaultfinderError
+from faultfinder.llm.client import LLM, track_usage
+from faultfinder.methods.base import Method
+from faultfinder.replay.recorder import build_trace, new_run_id
+from faultfinder.replay.replayer import Edit, ReplayOptions
+from faultfinder.replay.session import ReplayOutcome, SessionOptions, replay_run
+from faultfinder.traces.schema import Trace
+from faultfinder.usage import Usage
+
+
+class DoverConfig(BaseModel):
+    """DoVer's options; defaults follow the paper."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    method: str = "all-at-once:dover"
+    """Attribution method (name or name:preset) proposing one hypothesis per trial."""
+    segment: str = "llm"
+    """Trial segmentation: 'llm' (the paper), 'magentic-one', 'pattern:REGEX' (planning
+    steps are those whose output matches) or 'none' (the whole log is one trial)."""
+    repeats: int = Field(default=3, ge=1)
+    """Replays per intervention (the paper runs three)."""
+    orchestrator: str | None = None
+    """The planning agent whose messages are rewritten (default: the agent of each
+    trial's planning step)."""
+    scope: Literal["orchestrator", "hypothesis"] = "orchestrator"
+    """Rewrite the orchestrator's message at or before the failure step (the paper), or
+    the hypothesised step itself whoever made it."""
+    with_ground_truth: bool = True
+    """Show the reference answer to the hypothesis method, the intervention recommender
+    and the fulfilment judge (the paper's recommender uses it)."""
+    max_trials: int | None = Field(default=None, ge=1)
+    """Intervene on at most this many trials (the first ones)."""
+    judge_window: int = Field(default=10, ge=1)
+    """Steps after the intervention shown to the fulfilment judge."""
+    milestones: bool = True
+    """Measure milestone progress when the run has reference steps."""
+    context_budget: int | None = Field(default=None, ge=256)
+    """Max prompt tokens for DoVer's own prompts (logs truncated per step to fit)."""
+    temperature: float = 0.0
+    """Sampling temperature of DoVer's own calls."""
+    live_temperature: float | None = None
+    """Temperature forced on the replayed program's live calls (None: the program's own)."""
+    on_divergence: Literal["fail", "live"] = "fail"
+    """What a replay does when the program diverges before the edit."""
+
+
+class Executor(Protocol):
+    """Runs the program with an intervention applied."""
+
+    async def run(self, intervention: Intervention, branch_id: str) -> ReplayOutcome:
+        """Replay with ``intervention`` and return the branch."""
+        ...
+
+
+class ReplayExecutor:
+    """Executes interventions by replaying the recorded program through the proxy."""
+
+    def __init__(
+        self,
+        run_dir: str | Path,
+        command: list[str] | None = None,
+        *,
+        upstream: str | None = None,
+        options: SessionOptions | None = None,
+        on_divergence: Literal["fail", "live"] = "fail",
+        live_temperature: float | None = None,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.command = command
+        self.upstream = upstream
+        self.options = options or SessionOptions(echo=False)
+        self.on_divergence = on_divergence
+        self.live_temperature = live_temperature
+
+    async def run(self, intervention: Intervention, branch_id: str) -> ReplayOutcome:
+        overrides: dict[str, Any] = {}
+        if self.live_temperature is not None:
+            overrides["temperature"] = self.live_temperature
+        replay = ReplayOptions(
+            at=intervention.step,
+            edit=Edit(output=intervention.replacement),
+            on_divergence=self.on_divergence,
+            live_overrides=overrides,
+        )
+        return await replay_run(
+            self.run_dir,
+            self.command,
+            replay,
+            upstream=self.upstream,
+            branch_id=branch_id,
+            options=self.options,
+        )
+
+
+class _RunContext(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    trace: Trace
+    milestones: list[Milestone] | None
+    original_milestones: float | None
+    shared_usage: Usage
+    segmentation: str
+    segmentation_status: str
+    n_trials: int
+
+
+async def run_dover(
+    run_dir: str | Path,
+    llm: LLM,
+    method: Method,
+    executor: Executor,
+    config: DoverConfig | None = None,
+    *,
+    out: str | Path | None = None,
+    session: str | None = None,
+) -> list[DoverRow]:
+    """Debug one recorded failure; rows are also appended to ``out`` when given."""
+    config = config or DoverConfig()
+    run_dir = Path(run_dir)
+    trace = build_trace(run_dir)
+    if not trace.steps:
+        raise FaultfinderError(f"{run_dir}: the recording has no steps to debug.")
+    session = session or new_run_id("dover-")
+    with track_usage() as shared:
+        segmentation = await segment(
+            trace, llm, config.segment, budget=config.context_budget, temperature=config.temperature
+        )
+        milestones = None
+        original_score = None
+        reference_steps = list(trace.metadata.get("reference_steps") or [])
+        if config.milestones and reference_steps:
+            milestones = await extract_milestones(
+                trace, reference_steps, llm, temperature=config.temperature
+            )
+            if milestones:
+                evaluation = await evaluate_milestones(
+                    trace,
+                    milestones,
+                    llm,
+                    budget=config.context_budget,
+                    temperature=config.temperature,
+                )
+                original_score = evaluation.achieved(len(milestones)) if evaluation else None
+    context = _RunContext(
+        trace=trace,
+        milestones=milestones,
+        original_milestones=original_score,
+        shared_usage=shared.usage,
+        segmentation=segmentation.method,
+        segmentation_status=segmentation.status,
+        n_trials=len(segmentation.trials),
+    )
+    rows: list[DoverRow] = []
+    for trial in segmentation.trials[: config.max_trials]:
+        row = await debug_trial(context, trial, llm, method, executor, config, session, run_dir)
+        rows.append(row)
+        if out is not None:
+            append_row(out, row)
+    return rows
+
+
+def append_row(path: str | Path, row: DoverRow) -> None:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("a", encoding="utf-8") as handle:
+        handle.write(row.model_dump_json(exclude_none=False) + "\n")
+
+
+async def debug_trial(
+    context: _RunContext,
+    trial: Trial,
+    llm: LLM,
+    method: Method,
+    executor: Executor,
+    config: DoverConfig,
+    session: str,
+    run_dir: Path,
+) -> DoverRow:
+    """Hypothesis, intervention, replays and verdict for one trial."""
+    trace = context.trace
+    started = time.perf_counter()
+    base: dict[str, Any] = {
+        "run_dir": str(run_dir),
+        "trace_id": trace.id,
+        "task": trace.task,
+        "ground_truth": trace.ground_truth,
+        "original_answer": trace.final_answer,
+        "original_success": success(trace.final_answer, trace.ground_truth),
+        "n_steps": len(trace.steps),
+        "trial": trial,
+        "n_trials": context.n_trials,
+        "segmentation": context.segmentation,
+        "segmentation_status": context.segmentation_status,
+        "milestones_total": len(context.milestones or []),
+        "original_milestones": context.original_milestones,
+        "model": llm.name,
+        "prompt_version": prompts.PROMPT_VERSION,
+        "config": config.model_dump(mode="json"),
+        "shared_usage": context.shared_usage,
+    }
+    with track_usage() as scope:
+        try:
+            row = await _debug_trial(context, trial, llm, method, executor, config, session, base)
+        except FaultfinderError as exc:
+            row = DoverRow(
+                **base,
+                hypothesis=Hypothesis(trial=trial.index, method=config.method, status="error"),
+                status="error",
+                error=str(exc),
+            )
+    row.usage = scope.usage
+    row.wall_time_s = round(time.perf_counter() - started, 3)
+    return row
+
+
+async def _debug_trial(
+    context: _RunContext,
+    trial: Trial,
+    llm: LLM,
+    method: Method,
+    executor: Executor,
+    config: DoverConfig,
+    session: str,
+    base: dict[str, Any],
+) -> DoverRow:
+    trace = context.trace
+    hypothesis = await hypothesise(trace, trial, method, llm, config.method)
+    if hypothesis.step is None:
+        return DoverRow(
+            **base,
+            hypothesis=hypothesis,
+            status="no-hypothesis",
+            verdict_reason=f"the method proposed no failure step ({hypothesis.status})",
+        )
+    orchestrator = orchestrator_of(trace, trial, config.orchestrator)
+    target = target_step(trace, hypothesis, orchestrator, config.scope)
+    intervention, reply = await propose(
+        trace,
+        trial,
+        hypothesis,
+        llm,
+        orchestrator=trace.steps[target].agent,
+        target=target,
+        with_ground_truth=config.with_ground_truth,
+        temperature=config.temperature,
+    )
+    if intervention is None:
+        return DoverRow(
+            **base,
+            hypothesis=hypothesis,
+            status="no-intervention",
+            verdict_reason=f"unreadable intervention ({reply.parse_error})",
+        )
+    repeats = []
+    for number in range(config.repeats):
+        branch_id = f"{session}-t{trial.index}-r{number}"
+        repeats.append(
+            await _execute(context, intervention, executor, branch_id, number, llm, config)
+        )
+    verdict, reason = classify(repeats)
+    judged = [r for r in repeats if r.success is not None]
+    progress = [r.progress for r in repeats if r.progress is not None]
+    return DoverRow(
+        **base,
+        hypothesis=hypothesis,
+        intervention=intervention,
+        repeats=repeats,
+        successes=sum(1 for r in repeats if r.success),
+        fulfilled=sum(1 for r in repeats if r.fulfilled),
+        trial_success_rate=(sum(1 for r in judged if r.success) / len(repeats)) if judged else None,
+        progress_made=(sum(progress) / len(progress)) if progress else None,
+        verdict=verdict,
+        verdict_reason=reason,
+    )
+
+
+async def _execute(
+    context: _RunContext,
+    intervention: Intervention,
+    executor: Executor,
+    branch_id: str,
+    number: int,
+    llm: LLM,
+    config: DoverConfig,
+) -> RepeatResult:
+    trace = context.trace
+    try:
+        outcome = await executor.run(intervention, branch_id)
+    except FaultfinderError as exc:
+        return RepeatResult(repeat=number, branch=branch_id, judge_status="skipped", error=str(exc))
+    replayed = outcome.trace
+    report = outcome.report
+    result = RepeatResult(
+        repeat=number,
+        branch=str(outcome.branch_dir),
+        final_answer=replayed.final_answer,
+        edit_applied=report.edit_applied,
+        divergences=len(report.divergences),
+        exit_code=outcome.child.exit_code,
+        steps=len(replayed.steps),
+    )
+    if not report.edit_applied:
+        # The program never reached the intervened step with the recorded history: this
+        # replay tests nothing about the hypothesis.
+        result.error = (
+            f"the edit was not applied ({len(report.divergences)} divergences before step "
+            f"{intervention.step})"
+        )
+        result.judge_status = "skipped"
+        return result
+    result.success = success(replayed.final_answer, trace.ground_truth)
+    fulfilment = await judge_fulfilment(
+        trace,
+        replayed,
+        intervention,
+        llm,
+        window=config.judge_window,
+        with_ground_truth=config.with_ground_truth,
+        budget=config.context_budget,
+        temperature=config.temperature,
+    )
+    result.fulfilment = fulfilment
+    result.fulfilled = None if fulfilment is None else fulfilment.is_intervention_fulfilled
+    result.judge_status = "ok" if fulfilment is not None else "unparsed"
+    if context.milestones and context.original_milestones is not None:
+        evaluation = await evaluate_milestones(
+            replayed,
+            context.milestones,
+            llm,
+            budget=config.context_budget,
+            temperature=config.temperature,
+        )
+        result.milestones = evaluation
+        if evaluation is not None:
+            total = len(context.milestones)
+            result.progress = (evaluation.achieved(total) - context.original_milestones) / total
+    return result

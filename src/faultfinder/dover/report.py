@@ -1,0 +1,136 @@
+"""Aggregating DoVer rows: trial success rate, progress made, verdict distribution
+(DoVer Tables 2 and 3), and how many failed runs were recovered."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+from faultfinder.dover.models import DoverRow
+from faultfinder.errors import FaultfinderError
+from faultfinder.usage import Usage
+
+VERDICTS = ("validated", "partially_validated", "refuted", "inconclusive")
+
+
+class DoverSummary(BaseModel):
+    """Figures over a set of DoVer rows."""
+
+    runs: int = 0
+    """Distinct recordings debugged."""
+    trials: int = 0
+    """Trials (rows)."""
+    intervened_trials: int = 0
+    """Trials that got an intervention."""
+    replays: int = 0
+    """Replays run (intervened trials x repeats)."""
+    trial_success_rate: float | None = None
+    """Successful replays / replays judged against a reference (DoVer Table 2)."""
+    progress_made: float | None = None
+    """Mean milestone progress over intervened trials with milestones (Table 2)."""
+    verdicts: dict[str, int] = Field(default_factory=dict)
+    """Verdict counts over intervened trials (Table 3)."""
+    runs_recovered: int = 0
+    """Recordings with at least one successful replay."""
+    originally_failed_runs: int = 0
+    """Recordings whose original answer did not match the reference."""
+    no_hypothesis: int = 0
+    no_intervention: int = 0
+    errors: int = 0
+    leaked_answers: int = 0
+    """Interventions whose text contains the reference answer."""
+    usage: Usage = Field(default_factory=Usage)
+    """DoVer's own tokens (shared run-level calls counted once per run)."""
+
+
+def read_rows(paths: Iterable[str | Path]) -> list[DoverRow]:
+    rows: list[DoverRow] = []
+    for path in paths:
+        for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+                if data.get("kind") == "dover":
+                    rows.append(DoverRow.model_validate(data))
+            except (json.JSONDecodeError, ValidationError) as exc:
+                raise FaultfinderError(f"{path}:{number}: not a DoVer row: {exc}") from None
+    return rows
+
+
+def aggregate(rows: Sequence[DoverRow]) -> DoverSummary:
+    summary = DoverSummary(trials=len(rows))
+    runs = {r.run_dir for r in rows}
+    summary.runs = len(runs)
+    judged = successes = 0
+    progress: list[float] = []
+    verdicts: Counter[str] = Counter()
+    recovered: set[str] = set()
+    failed: set[str] = set()
+    usage = Usage()
+    shared_seen: set[str] = set()
+    for row in rows:
+        usage = usage + row.usage
+        if row.run_dir not in shared_seen:
+            usage = usage + row.shared_usage
+            shared_seen.add(row.run_dir)
+        if row.original_success is False:
+            failed.add(row.run_dir)
+        summary.no_hypothesis += row.status == "no-hypothesis"
+        summary.no_intervention += row.status == "no-intervention"
+        summary.errors += row.status == "error"
+        if row.intervention is None:
+            continue
+        summary.intervened_trials += 1
+        summary.leaked_answers += row.intervention.leaks_answer
+        summary.replays += len(row.repeats)
+        for repeat in row.repeats:
+            if repeat.success is not None:
+                judged += 1
+                successes += repeat.success
+                if repeat.success:
+                    recovered.add(row.run_dir)
+        if row.progress_made is not None:
+            progress.append(row.progress_made)
+        if row.verdict:
+            verdicts[row.verdict] += 1
+    summary.trial_success_rate = successes / judged if judged else None
+    summary.progress_made = sum(progress) / len(progress) if progress else None
+    summary.verdicts = {name: verdicts.get(name, 0) for name in VERDICTS}
+    summary.runs_recovered = len(recovered & failed) if failed else len(recovered)
+    summary.originally_failed_runs = len(failed)
+    summary.usage = usage
+    return summary
+
+
+def format_summary(summary: DoverSummary) -> str:
+    def pct(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1%}"
+
+    total = summary.intervened_trials or 1
+    progress = "-" if summary.progress_made is None else f"{summary.progress_made:+.1%}"
+    lines = [
+        f"runs debugged:       {summary.runs} ({summary.originally_failed_runs} failed originally, "
+        f"{summary.runs_recovered} recovered by an intervention)",
+        f"trials:              {summary.trials} ({summary.intervened_trials} intervened, "
+        f"{summary.no_hypothesis} without hypothesis, {summary.no_intervention} without "
+        f"intervention, {summary.errors} errors)",
+        f"replays:             {summary.replays}",
+        f"trial success rate:  {pct(summary.trial_success_rate)}",
+        f"progress made:       {progress}",
+        "verdicts:            "
+        + ", ".join(
+            f"{name} {count} ({count / total:.0%})" for name, count in summary.verdicts.items()
+        ),
+        f"DoVer model usage:   {summary.usage.calls} calls, {summary.usage.total_tokens} tokens",
+    ]
+    if summary.leaked_answers:
+        lines.append(
+            f"warning:             {summary.leaked_answers} interventions contain "
+            "the reference answer"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,57 @@
+"""CHIEF (Wang et al., 2026): hierarchical causal graph, oracle-guided backtracking and
+counterfactual attribution. See docs/methods/chief.md."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from faultfinder.llm.client import LLM
+from faultfinder.methods.base import MethodConfig, Verdict
+from faultfinder.methods.chief.config import ChiefConfig
+from faultfinder.methods.chief.graph import CausalGraph
+from faultfinder.methods.chief.pipeline import Chief, write_graph
+from faultfinder.methods.chief.prompts import PROMPT_VERSION
+from faultfinder.methods.registry import register
+from faultfinder.traces.schema import Trace
+
+__all__ = ["CausalGraph", "Chief", "ChiefConfig", "ChiefMethod", "build_graph", "write_graph"]
+
+
+@register
+class ChiefMethod:
+    """Graph (M1) → oracles and backtracking (M2) → counterfactual attribution (M3)."""
+
+    name: ClassVar[str] = "chief"
+    summary: ClassVar[str] = (
+        "CHIEF: hierarchical causal graph, oracle-guided backtracking, counterfactual screening"
+    )
+    prompt_version: ClassVar[str] = PROMPT_VERSION
+    Config: ClassVar[type[MethodConfig]] = ChiefConfig
+    presets: ClassVar[dict[str, dict[str, Any]]] = {
+        "M1": {"modules": "M1"},
+        "M1+M2": {"modules": "M1+M2"},
+        "M1+M3": {"modules": "M1+M3"},
+        "full": {"modules": "full"},
+    }
+
+    def __init__(self, config: ChiefConfig) -> None:
+        self.config = config
+
+    async def attribute(self, trace: Trace, llm: LLM) -> Verdict:
+        cfg = self.config
+        assert isinstance(cfg, ChiefConfig)
+        if not trace.steps:
+            return Verdict(status="no-error-found", reason="empty trace")
+        return await Chief(trace, llm, cfg).attribute()
+
+
+async def build_graph(
+    trace: Trace, llm: LLM, config: ChiefConfig, *, with_oracles: bool = False
+) -> CausalGraph:
+    """The causal graph of ``trace`` (M1), plus oracles and backtracking candidates (M2)
+    when ``with_oracles``. Uses and fills the stage cache like the method does."""
+    run = Chief(trace, llm, config)
+    graph = await run.graph()
+    if with_oracles:
+        await run.oracles_and_candidates(graph)
+    return graph

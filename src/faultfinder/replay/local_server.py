@@ -1,0 +1,198 @@
+"""Serve any faultfinder model (the embedded one, a scripted or function double, or another
+endpoint) as an OpenAI-compatible chat-completions endpoint on loopback.
+
+This is how an unmodified agent program runs offline: ``faultfinder serve-local`` and
+``OPENAI_BASE_URL=http://127.0.0.1:8080/v1``. Requests go through the LLM layer, so the
+global ALLOW_MODEL_REQUESTS switch, budgets and token accounting apply.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from faultfinder.errors import FaultfinderError
+from faultfinder.llm.client import LLM, Reply
+from faultfinder.replay.httpserver import (
+    LOOPBACK,
+    HttpServer,
+    Request,
+    Response,
+    error_response,
+    json_response,
+)
+from faultfinder.replay.matching import split_agent_path
+from faultfinder.replay.sse import stream_bytes
+
+DEFAULT_MAX_TOKENS = 512
+"""Reply length when the request names none (small models ramble)."""
+
+
+class LocalModelServer:
+    """An OpenAI-compatible endpoint answering with ``llm``."""
+
+    def __init__(
+        self, llm: LLM, *, host: str = LOOPBACK, port: int = 0, model_name: str | None = None
+    ) -> None:
+        self.llm = llm
+        self.model_name = model_name or llm.model or llm.name
+        self._server = HttpServer(self.handle, host, port)
+        self._ids = itertools.count(1)
+        self.requests = 0
+
+    async def start(self) -> LocalModelServer:
+        await self._server.start()
+        return self
+
+    async def close(self) -> None:
+        await self._server.close()
+
+    async def __aenter__(self) -> LocalModelServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def url(self) -> str:
+        return self._server.url
+
+    @property
+    def base_url(self) -> str:
+        return self._server.url + "/v1"
+
+    async def handle(self, request: Request) -> Response:
+        _agent, path = split_agent_path(request.path)
+        path = path.rstrip("/")
+        if request.method == "GET" and path.endswith("/models"):
+            return json_response(
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {
+                            "id": self.model_name,
+                            "object": "model",
+                            "created": 0,
+                            "owned_by": "faultfinder",
+                        }
+                    ],
+                },
+            )
+        if request.method != "POST" or not path.endswith("/chat/completions"):
+            return error_response(404, f"no route {request.method} {request.path}", "not_found")
+        try:
+            body = json.loads(request.body or b"{}")
+        except json.JSONDecodeError as exc:
+            return error_response(400, f"request body is not JSON: {exc}", "invalid_request_error")
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return error_response(
+                400, "expected a JSON object with 'messages'", "invalid_request_error"
+            )
+        self.requests += 1
+        try:
+            completion = await self._complete(body)
+        except FaultfinderError as exc:
+            return error_response(502, str(exc), "model_error")
+        if body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            events = stream_bytes(completion, include_usage=include_usage)
+
+            async def chunks() -> AsyncIterator[bytes]:
+                for event in events:
+                    yield event
+
+            return Response(200, [("content-type", "text/event-stream")], chunks())
+        return json_response(200, completion)
+
+    async def _complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        stop = body.get("stop")
+        messages, tools = body["messages"], body.get("tools")
+        if tools and not self.llm.supports_tools:
+            messages, tools = tools_as_text(messages, tools), None
+        reply: Reply[Any] = await self.llm.chat(
+            messages,
+            purpose="serve-local",
+            temperature=float(body.get("temperature") or 0.0),
+            max_tokens=body.get("max_tokens")
+            or body.get("max_completion_tokens")
+            or DEFAULT_MAX_TOKENS,
+            seed=body.get("seed"),
+            stop=[stop] if isinstance(stop, str) else stop,
+            tools=tools,
+            tool_choice=body.get("tool_choice") if tools else None,
+        )
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+        if reply.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.id or f"call_{i}",
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for i, call in enumerate(reply.tool_calls)
+            ]
+        elif message["content"] is None:
+            message["content"] = ""
+        usage = reply.usage
+        return {
+            "id": f"chatcmpl-local-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model_name,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+            },
+        }
+
+
+TOOLS_NOTE = (
+    "You can use these tools. To call one, write a line '<tool name>: <argument>' and "
+    "nothing else; its result will be given to you.\n{tools}"
+)
+
+
+def tools_as_text(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The conversation rewritten for a model without function calling: tools described
+    in the system prompt, earlier tool calls and results as plain text."""
+    described = []
+    for tool in tools:
+        function = tool.get("function") or {}
+        params = ", ".join((function.get("parameters") or {}).get("properties") or {})
+        described.append(f"- {function.get('name')}({params}): {function.get('description', '')}")
+    note = TOOLS_NOTE.format(tools="\n".join(described))
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            out.append({"role": "user", "content": f"Tool result: {message.get('content', '')}"})
+        elif role == "assistant" and message.get("tool_calls"):
+            functions = [c.get("function") or {} for c in message["tool_calls"]]
+            calls = [f"{f.get('name')}: {f.get('arguments')}" for f in functions]
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": "\n".join(filter(None, [message.get("content"), *calls])),
+                }
+            )
+        else:
+            out.append(dict(message))
+    if out and out[0].get("role") == "system":
+        out[0] = {**out[0], "content": f"{out[0].get('content') or ''}\n\n{note}"}
+    else:
+        out.insert(0, {"role": "system", "content": note})
+    return out

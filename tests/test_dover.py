@@ -1,0 +1,441 @@
+"""DoVer: segmentation, hypotheses, interventions, judgements, verdicts, and the pipeline
+end to end on the demo team (scripted team model, scripted debugging model, real replays)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from faultfinder.demo_team import Team, TeamConfig, mock_debugger, mock_model
+from faultfinder.demo_team.tasks import find_task
+from faultfinder.dover.hypothesis import hypothesise, trial_trace
+from faultfinder.dover.intervene import leaks, target_step
+from faultfinder.dover.models import (
+    DoverRow,
+    Hypothesis,
+    Intervention,
+    MilestoneEvaluation,
+    MilestoneStatus,
+    RepeatResult,
+    Trial,
+)
+from faultfinder.dover.pipeline import DoverConfig, ReplayExecutor, run_dover
+from faultfinder.dover.report import aggregate, format_summary, read_rows
+from faultfinder.dover.segment import segment, segment_by_pattern, trials_from
+from faultfinder.dover.verdict import classify, threshold
+from faultfinder.llm.client import LLM
+from faultfinder.llm.doubles import FunctionBackend, ScriptedBackend
+from faultfinder.methods import create_method
+from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
+from faultfinder.replay.recorder import (
+    RunMeta,
+    RunStore,
+    load_calls,
+    read_meta,
+    rebuild_trace,
+    write_meta,
+)
+from faultfinder.replay.replayer import Edit, ReplayOptions, ReplayPlan, ReplayReport
+from faultfinder.replay.session import ChildResult, ReplayOutcome, SessionOptions, record_run
+from faultfinder.testing import FakeOpenAIServer
+from faultfinder.traces.schema import Step, Trace
+
+
+def make_trace(outputs: list[tuple[str, str]], **extra: Any) -> Trace:
+    steps = [Step(index=i, agent=agent, content=text) for i, (agent, text) in enumerate(outputs)]
+    return Trace(id="t", task="the task", steps=steps, **extra)
+
+
+LOG = make_trace(
+    [
+        ("Orchestrator", "PLAN: look it up"),
+        ("Orchestrator", "NEXT: Researcher | look"),
+        ("Researcher", "NOT FOUND"),
+        ("Orchestrator", "PLAN: try again"),
+        ("Orchestrator", "NEXT: Researcher | look harder"),
+        ("Researcher", "found 7"),
+        ("Orchestrator", "FINAL: 7"),
+    ],
+    ground_truth="8",
+)
+
+
+def repeat(
+    success: bool | None, fulfilled: bool | None, progress: float | None = None
+) -> RepeatResult:
+    return RepeatResult(
+        repeat=0, branch="b", success=success, fulfilled=fulfilled, progress=progress
+    )
+
+
+# --- verdicts ---------------------------------------------------------------------------
+
+
+def test_verdicts_follow_the_papers_rules() -> None:
+    assert threshold(3) == 2 and threshold(1) == 1 and threshold(5) == 4
+    assert (
+        classify([repeat(True, True), repeat(True, False), repeat(False, True)])[0] == "validated"
+    )
+    partial = [repeat(False, True, 0.2), repeat(False, True, 0.4), repeat(True, True, 1.0)]
+    assert classify(partial)[0] == "partially_validated"
+    refuted = [repeat(False, True, 0.0), repeat(False, True, None), repeat(False, False, 0.5)]
+    assert classify(refuted)[0] == "refuted"
+    # Mostly not carried out: the hypothesis is untested.
+    assert (
+        classify([repeat(False, False), repeat(False, False), repeat(False, True)])[0]
+        == "inconclusive"
+    )
+    # Unjudged runs cannot count for anything.
+    verdict, reason = classify([repeat(False, None), repeat(False, None), repeat(False, True)])
+    assert verdict == "inconclusive" and "2 unjudged" in reason
+    # One progressing and one stalled run out of three: neither reaches two.
+    assert (
+        classify([repeat(False, True, 0.2), repeat(False, True, 0.0), repeat(False, False)])[0]
+        == "inconclusive"
+    )
+
+
+def test_milestone_count_gives_partial_half_a_milestone() -> None:
+    evaluation = MilestoneEvaluation(
+        milestones=[
+            MilestoneStatus(order=1, status="achieved"),
+            MilestoneStatus(order=2, status="partial"),
+            MilestoneStatus(order=3, status="missed"),
+            MilestoneStatus(order=9, status="achieved"),
+        ]
+    )
+    assert evaluation.achieved(3) == 1.5
+
+
+# --- segmentation -----------------------------------------------------------------------
+
+
+def test_pattern_segmentation_and_trial_spans() -> None:
+    seg = segment_by_pattern(LOG, r"^PLAN")
+    assert [(t.start, t.end, t.planning_step, t.kind) for t in seg.trials] == [
+        (0, 2, 0, "initial"),
+        (3, 6, 3, "update"),
+    ]
+    # Steps before the first plan belong to the first trial; no plan: one trial.
+    assert [(t.start, t.end) for t in trials_from([], 4)] == [(0, 3)]
+    assert segment_by_pattern(LOG, "nothing like this").status == "no-planning-steps"
+
+
+def test_llm_segmentation_reads_json_and_records_unreadable_answers() -> None:
+    answer = json.dumps(
+        {
+            "planning_steps": [
+                {"step": 3, "type": "update", "criterion": "re-plan"},
+                {"step": 0, "type": "initial", "criterion": "plan"},
+            ]
+        }
+    )
+    seg = asyncio.run(segment(LOG, LLM(ScriptedBackend([answer])), "llm"))
+    assert seg.status == "ok" and [t.start for t in seg.trials] == [0, 3]
+    bad = asyncio.run(
+        segment(
+            LOG,
+            LLM(
+                ScriptedBackend(
+                    [
+                        '{"planning_steps": [{"step": 99, "type": "initial", "criterion": "x"}]}',
+                        "no json",
+                        "still none",
+                    ]
+                )
+            ),
+            "llm",
+        )
+    )
+    assert bad.status == "unparsed" and len(bad.trials) == 1
+    assert "no valid JSON" in (bad.detail or "")
+    magentic = asyncio.run(
+        segment(
+            make_trace(
+                [("O", "We are working to address the following user request: x"), ("W", "ok")]
+            ),
+            LLM(ScriptedBackend([])),
+            "magentic-one",
+        )
+    )
+    assert [t.planning_step for t in magentic.trials] == [0]
+
+
+# --- hypotheses and interventions -----------------------------------------------------
+
+
+def test_hypothesis_is_made_on_the_trial_alone_and_mapped_back() -> None:
+    trial = Trial(index=1, start=3, end=6, planning_step=3, kind="update")
+    sub = trial_trace(LOG, trial)
+    assert [s.index for s in sub.steps] == [0, 1, 2, 3] and sub.steps[
+        0
+    ].content == "PLAN: try again"
+    seen: list[str] = []
+
+    def judge(request: Any) -> str:
+        seen.append(request.messages[-1]["content"])
+        return "Agent Name: Researcher\nStep Number: 2\nReason for Mistake: wrong number"
+
+    hypothesis = asyncio.run(
+        hypothesise(
+            LOG,
+            trial,
+            create_method("all-at-once:dover"),
+            LLM(FunctionBackend(judge)),
+            "all-at-once:dover",
+        )
+    )
+    assert (hypothesis.agent, hypothesis.step, hypothesis.status) == ("Researcher", 5, "ok")
+    assert "NOT FOUND" not in seen[0], "the method must see only its trial"
+
+
+def test_orchestrator_level_target_and_answer_leaks() -> None:
+    blame_worker = Hypothesis(trial=1, agent="Researcher", step=5, method="m")
+    assert target_step(LOG, blame_worker, "Orchestrator", "orchestrator") == 4
+    assert target_step(LOG, blame_worker, "Orchestrator", "hypothesis") == 5
+    blame_orchestrator = Hypothesis(trial=1, agent="Orchestrator", step=4, method="m")
+    assert target_step(LOG, blame_orchestrator, "Orchestrator", "orchestrator") == 4
+    assert leaks("NEXT: Calculator | Compute 8", "8") and not leaks("Compute 18", "8")
+
+
+# --- the pipeline -----------------------------------------------------------------------
+
+
+class StubExecutor:
+    """Returns a replay in which the program never reached the edited step."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.calls: list[Intervention] = []
+
+    async def run(self, intervention: Intervention, branch_id: str) -> ReplayOutcome:
+        self.calls.append(intervention)
+        return ReplayOutcome(
+            branch_dir=Path(branch_id),
+            meta=RunMeta(run_id=branch_id),
+            report=ReplayReport(recorded_steps=7, at=intervention.step, edit_applied=False),
+            trace=self.trace,
+            child=ChildResult(exit_code=3),
+        )
+
+
+def write_run(tmp_path: Path, trace: Trace) -> Path:
+    """A minimal run directory whose steps.jsonl reproduces ``trace``'s outputs."""
+    from datetime import UTC, datetime
+
+    from faultfinder.replay.recorder import RecordedCall, RunStore, write_meta
+
+    run = tmp_path / "run"
+    store = RunStore(run)
+    now = datetime.now(UTC)
+    for step in trace.steps:
+        store.append(
+            RecordedCall(
+                call=step.index,
+                agent=step.agent,
+                agent_source="header",
+                request={"messages": [{"role": "user", "content": f"call {step.index}"}]},
+                request_hash="x",
+                response={
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": step.content}}
+                    ]
+                },
+                started_at=now,
+                ended_at=now,
+            )
+        )
+    write_meta(
+        run,
+        RunMeta(run_id="run", task=trace.task, ground_truth=trace.ground_truth, final_answer="7"),
+    )
+    return run
+
+
+def test_unapplied_edits_and_unreadable_interventions_are_recorded_not_guessed(
+    tmp_path: Path,
+) -> None:
+    run = write_run(tmp_path, LOG)
+    executor = StubExecutor(LOG)
+
+    def scripted(request: Any) -> str:
+        prompt = request.messages[-1]["content"]
+        if "Agent Name: (Your prediction)" in prompt:
+            return "Agent Name: Orchestrator\nStep Number: 1\nReason for Mistake: vague"
+        if "Intervention categories:" in prompt:
+            return (
+                json.dumps(
+                    {
+                        "category": "modified_instruction",
+                        "replacement": "NEXT: Researcher | look for 8",
+                        "rationale": "r",
+                    }
+                )
+                if "step 4" in prompt
+                else "I would not change anything."
+            )
+        raise AssertionError(f"unexpected prompt: {prompt[:80]}")
+
+    config = DoverConfig(segment=r"pattern:^PLAN", repeats=2)
+    rows = asyncio.run(
+        run_dover(
+            run,
+            LLM(FunctionBackend(scripted)),
+            create_method("all-at-once:dover"),
+            executor,
+            config,
+            out=tmp_path / "rows.jsonl",
+        )
+    )
+    first, second = rows
+    assert first.status == "no-intervention" and first.intervention is None and not first.repeats
+    assert "unreadable intervention" in first.verdict_reason
+    assert second.intervention is not None and second.intervention.step == 4
+    assert second.intervention.leaks_answer  # '8' is the reference answer
+    assert [r.error is not None and r.judge_status == "skipped" for r in second.repeats] == [
+        True,
+        True,
+    ]
+    assert second.verdict == "inconclusive" and second.trial_success_rate is None
+    assert [c.step for c in executor.calls] == [4, 4]
+    assert [r.status for r in read_rows([tmp_path / "rows.jsonl"])] == ["no-intervention", "ok"]
+
+
+AVALON = find_task("avalon-2020")
+CAMELOT = find_task("camelot")
+assert AVALON is not None and CAMELOT is not None
+
+
+def demo(task_id: str) -> list[str]:
+    return [sys.executable, "-m", "faultfinder.demo_team", "--quiet", "--task-id", task_id]
+
+
+async def team_through_proxy(
+    run_dir: Path, upstream: str, task: str, plan: ReplayPlan | None, meta: RunMeta
+) -> Trace:
+    """Run the demo team in-process through a (recording or replaying) proxy."""
+    async with RecordingProxy(ProxyConfig(upstream=upstream), RunStore(run_dir), plan) as proxy:
+        os.environ["OPENAI_BASE_URL"] = proxy.base_url
+        outcome = await asyncio.to_thread(Team(TeamConfig(verbose=False)).run, task)
+    meta.final_answer = outcome.answer or "unknown"
+    write_meta(run_dir, meta)
+    return rebuild_trace(run_dir)
+
+
+class InProcessExecutor:
+    """Replays the demo team in-process (the Executor protocol; saves a process start)."""
+
+    def __init__(self, run_dir: Path, upstream: str, task: str) -> None:
+        self.run_dir, self.upstream, self.task = run_dir, upstream, task
+
+    async def run(self, intervention: Intervention, branch_id: str) -> ReplayOutcome:
+        options = ReplayOptions(at=intervention.step, edit=Edit(output=intervention.replacement))
+        plan = ReplayPlan(load_calls(self.run_dir), options)
+        branch = self.run_dir / "branches" / branch_id
+        parent = read_meta(self.run_dir)
+        meta = RunMeta(
+            run_id=branch_id,
+            kind="branch",
+            parent=str(self.run_dir),
+            ground_truth=parent.ground_truth,
+        )
+        trace = await team_through_proxy(branch, self.upstream, self.task, plan, meta)
+        return ReplayOutcome(
+            branch_dir=branch,
+            meta=meta,
+            report=plan.finish(),
+            trace=trace,
+            child=ChildResult(exit_code=0),
+        )
+
+
+def test_dover_end_to_end_on_the_demo_team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    debugger = LLM(FunctionBackend(mock_debugger.respond, model="mock-debugger"))
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    with FakeOpenAIServer(reply=mock_model.reply) as upstream:
+        # The real thing: recorded and replayed as separate processes.
+        recorded = asyncio.run(
+            record_run(
+                demo("avalon-2020"),
+                upstream.base_url,
+                tmp_path,
+                run_id="avalon",
+                ground_truth=AVALON.answer,
+                reference_steps=AVALON.reference_steps,
+                options=SessionOptions(echo=False),
+            )
+        )
+        executor = ReplayExecutor(recorded.run_dir, options=SessionOptions(echo=False))
+        rows = asyncio.run(
+            run_dover(
+                recorded.run_dir,
+                debugger,
+                create_method("all-at-once:dover"),
+                executor,
+                DoverConfig(repeats=2),
+                out=tmp_path / "rows.jsonl",
+            )
+        )
+        [row] = rows
+        assert row.segmentation == "llm" and row.n_trials == 1
+        assert (row.hypothesis.agent, row.hypothesis.step) == ("Orchestrator", 1)
+        assert row.intervention is not None and row.intervention.category == "modified_instruction"
+        assert (
+            row.intervention.replacement
+            == "NEXT: Researcher | Look up the population of Avalon in 2020"
+        )
+        assert len(row.repeats) == 2 and all(
+            r.success and r.fulfilled and r.edit_applied for r in row.repeats
+        )
+        assert row.verdict == "validated" and row.trial_success_rate == 1.0
+        assert (
+            row.milestones_total == 2
+            and row.original_milestones == 0.0
+            and row.progress_made == 1.0
+        )
+        assert all(Path(r.branch).is_dir() for r in row.repeats)
+
+        # A task no intervention can fix, replayed in-process to keep the test quick.
+        camelot_dir = tmp_path / "camelot"
+        asyncio.run(
+            team_through_proxy(
+                camelot_dir,
+                upstream.base_url,
+                CAMELOT.text,
+                None,
+                RunMeta(run_id="camelot", ground_truth=CAMELOT.answer),
+            )
+        )
+        rows += asyncio.run(
+            run_dover(
+                camelot_dir,
+                debugger,
+                create_method("all-at-once:dover"),
+                InProcessExecutor(camelot_dir, upstream.base_url, CAMELOT.text),
+                DoverConfig(repeats=1, segment="pattern:^PLAN"),
+                out=tmp_path / "rows.jsonl",
+            )
+        )
+    first, second = rows[1:]
+    assert first.n_trials == 2 and first.segmentation == "pattern:^PLAN"
+    assert [first.trial.start, second.trial.start] == [0, 4]
+    assert first.verdict == second.verdict == "refuted" and first.repeats[0].success is False
+    assert first.progress_made is None  # no reference steps for this run
+    summary = aggregate(read_rows([tmp_path / "rows.jsonl"]))
+    assert summary.runs == 2 and summary.intervened_trials == 3 and summary.replays == 4
+    assert summary.trial_success_rate == 0.5 and summary.runs_recovered == 1
+    assert summary.verdicts == {
+        "validated": 1,
+        "partially_validated": 0,
+        "refuted": 2,
+        "inconclusive": 0,
+    }
+    assert "trial success rate:  50.0%" in format_summary(summary)
+    assert isinstance(rows[0], DoverRow)

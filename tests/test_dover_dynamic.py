@@ -1,0 +1,89 @@
+"""TraceElephant's dynamic agentic check: candidates replayed with a corrected request for
+k steps, then re-ranked."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any, ClassVar
+
+from faultfinder.demo_team import mock_debugger, mock_model
+from faultfinder.dover.dynamic import Observation, dynamic_check, score
+from faultfinder.llm.client import LLM
+from faultfinder.llm.doubles import FunctionBackend
+from faultfinder.methods.base import MethodConfig, Verdict
+from faultfinder.replay.recorder import load_calls
+from faultfinder.replay.session import SessionOptions, record_run
+from faultfinder.testing import FakeOpenAIServer
+from faultfinder.traces.schema import Trace
+
+
+class BlameStep:
+    """A static 'method' that always blames one step (unregistered; tests only)."""
+
+    name: ClassVar[str] = "blame-step"
+    summary: ClassVar[str] = "test double"
+    prompt_version: ClassVar[str] = "none"
+    Config: ClassVar[type[MethodConfig]] = MethodConfig
+    presets: ClassVar[dict[str, dict[str, Any]]] = {}
+
+    def __init__(self, step: int) -> None:
+        self.config = MethodConfig()
+        self.step = step
+
+    async def attribute(self, trace: Trace, llm: LLM) -> Verdict:
+        return Verdict(agent=trace.steps[self.step].agent, step=self.step, reason="looks wrong")
+
+
+def test_score_prefers_expected_output_without_recurrence() -> None:
+    assert score(Observation(satisfies_expected=True, failure_recurs=False, deviates=False)) == 2
+    assert score(Observation(satisfies_expected=True, failure_recurs=True, deviates=False)) == 1
+    assert score(Observation(satisfies_expected=True, failure_recurs=False, deviates=True)) == 1
+    assert score(Observation(satisfies_expected=False, failure_recurs=True, deviates=False)) == 0
+    assert score(None) == 0
+
+
+def test_dynamic_check_reranks_candidates_by_their_replays(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "faultfinder.demo_team", "--quiet", "--task-id", "avalon-2020"]
+    with FakeOpenAIServer(reply=mock_model.reply) as upstream:
+        recorded = asyncio.run(
+            record_run(
+                command,
+                upstream.base_url,
+                tmp_path,
+                run_id="avalon",
+                ground_truth="144630",
+                options=SessionOptions(echo=False),
+            )
+        )
+        before = len(upstream.chat_requests)
+        result = asyncio.run(
+            dynamic_check(
+                recorded.run_dir,
+                LLM(FunctionBackend(mock_debugger.respond)),
+                BlameStep(3),  # the Researcher's report: a symptom, not the cause
+                method_label="blame-step",
+                candidates=3,
+                window=5,
+            )
+        )
+        live = upstream.chat_requests[before:]
+    assert result.static == {
+        "agent": "Researcher",
+        "step": 3,
+        "reason": "looks wrong",
+        "status": "ok",
+    }
+    ranked = [(c.step, c.rank, c.score) for c in result.candidates]
+    # Correcting the plan (step 0) or the instruction (step 1) fixes the run, so both
+    # move above the static method's pick, whose correction changes nothing.
+    assert ranked == [(0, 1, 2), (1, 2, 2), (3, 0, 1)]
+    assert (result.agent, result.step) == ("Orchestrator", 0)
+    # Replays stop after the window: k live calls each, at temperature 0.3.
+    for candidate in result.candidates:
+        assert candidate.branch is not None
+        branch_calls = load_calls(candidate.branch)
+        assert sum(c.origin != "cached" for c in branch_calls) == 5
+    assert live and all(r.body is not None and r.body["temperature"] == 0.3 for r in live)
+    assert any("Note from a reviewer" in str(r.body) for r in live)

