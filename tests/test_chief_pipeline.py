@@ -296,3 +296,32 @@ def test_a_small_context_budget_truncates_visibly() -> None:
 def test_unknown_options_are_rejected() -> None:
     with pytest.raises(Exception, match="modules"):
         create_method("chief", modules="M2")
+
+
+def test_scripted_models_never_write_the_stage_cache(tmp_path: Path) -> None:
+    from faultfinder.llm import ScriptedBackend
+
+    order = ["decompose", "otar", "edges", "step-edges", "direct"]
+    replies = [r if isinstance(r := REPLIES[s], str) else json.dumps(r) for s in order]
+    method = create_method("chief:M1", stage_cache=str(tmp_path / "stages"))
+    trace = load_trace(FIXTURES / "loop_trace.json")
+    result = asyncio.run(run_method(method, trace, LLM(ScriptedBackend(replies))))
+    assert (result.agent, result.step) == ("Assistant", 9)
+    assert not (tmp_path / "stages").exists()
+
+
+def test_replies_of_the_wrong_shape_are_unparsed_not_crashes() -> None:
+    weird: dict[str, Any] = {
+        "decompose": {"subtasks": 5},
+        "otar": [1, 2],
+        "edges": {"subtask_edges": 3, "agent_edges": "x"},
+        "step-edges": {"step_edges": [{"upstream_step": {"step_id": "a"}}]},
+        "oracles": {"oracles": [[]]},
+        "backtrack": {"subtasks": [{"id": "S1", "discrepancy": 1}], "agents": 7, "steps": 1},
+        "attribution": {"assessments": 3, "agent_name": 4, "step_number": [1]},
+    }
+    result, _ = run(router=Router(weird))
+    assert result.status == "unparsed"
+    stages = result.details["stages"]
+    assert stages["backtrack"]["status"] in ("ok", "unparsed")
+    assert stages["attribution"]["status"] == "unparsed"

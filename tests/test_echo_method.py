@@ -172,6 +172,17 @@ def test_skeptical_low_confidence_still_votes_above_threshold() -> None:
     assert result.confidence == pytest.approx(((0.4 + 0.9) / 2 + 0.8) / 2)
 
 
+def test_window_context_with_the_panel_shows_only_neighbours() -> None:
+    trace = load_trace(ROOMS)
+    model = PanelModel()
+    result, _ = run("echo", trace, model, context="window")
+    assert (result.agent, result.step) == ("Coder", 3)
+    view = model.prompts["step"][0]
+    assert "[full] Step 3 - Coder" in view and "[full] Step 9 - Planner" in view
+    assert "Step 6 - Planner" not in view and "[key decision]" not in view
+    assert result.details["extractor"] is None
+
+
 def test_panel_draw_is_seeded_and_covers_roles() -> None:
     a = sample_panel("t1", size=3, seed=1)
     assert a == sample_panel("t1", size=3, seed=1)
@@ -449,6 +460,16 @@ def test_parse_analysis_repairs_and_maps_names() -> None:
 def test_parse_analysis_rejects(bad: str) -> None:
     with pytest.raises(ParseError):
         parse_analysis(bad, AGENTS)
+
+
+def test_reply_cut_off_at_the_token_limit_is_named_as_such() -> None:
+    # The outer object never closes; the complete inner evaluation must not be parsed instead.
+    cut = (
+        '{"analysis_summary": "s", "agent_evaluations": [{"agent_name": "Coder", '
+        '"error_likelihood": 0.5}], "primary_conclusion": {"type": "single_agent", "reas'
+    )
+    with pytest.raises(ParseError, match="cut off"):
+        parse_analysis(cut, AGENTS)
 
 
 def test_judge_and_section_parsers() -> None:

@@ -22,6 +22,103 @@ from faultfinder.testing import FakeOpenAIServer
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
+# --- whole programs -------------------------------------------------------------------
+
+AVALON = find_task("avalon-2020")
+assert AVALON is not None
+
+
+def demo_command(task_id: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "faultfinder.demo_team", "--quiet", "--task-id", task_id, *extra]
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Any:
+    with FakeOpenAIServer(reply=mock_model.reply) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def recorded(upstream: FakeOpenAIServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("runs")
+    outcome = asyncio.run(
+        record_run(
+            demo_command("avalon-2020"),
+            upstream.base_url,
+            out,
+            run_id="avalon",
+            ground_truth=AVALON.answer,
+            options=SessionOptions(echo=False),
+        )
+    )
+    assert outcome.child.exit_code == 0
+    assert outcome.trace.final_answer == "154131" and outcome.trace.metadata["outcome"] == "failure"
+    return outcome.run_dir
+
+
+def test_replay_without_edit_reproduces_the_recording_step_for_step(
+    recorded: Path, upstream: FakeOpenAIServer
+) -> None:
+    before = len(upstream.chat_requests)
+    outcome = asyncio.run(
+        replay_run(recorded, None, ReplayOptions(), options=SessionOptions(echo=False))
+    )
+    assert len(upstream.chat_requests) == before, "a faithful replay never calls the upstream"
+    original = load_calls(recorded)
+    replayed = load_calls(outcome.branch_dir)
+    assert len(replayed) == len(original) == 8
+    for old, new in zip(original, replayed, strict=True):
+        assert (new.agent, new.agent_call, new.request_hash) == (
+            old.agent,
+            old.agent_call,
+            old.request_hash,
+        )
+        assert new.response == old.response and new.origin == "cached"
+    report = outcome.report
+    assert report.fidelity == 1.0 and report.faithful and report.live_calls == 0
+    assert outcome.trace.final_answer == "154131"
+    assert (outcome.branch_dir / "report.json").exists()
+
+
+def test_editing_the_orchestrators_instruction_fixes_the_run(recorded: Path) -> None:
+    fixed = "NEXT: Researcher | Look up the population of Avalon in 2020"
+    outcome = asyncio.run(
+        replay_run(
+            recorded,
+            None,
+            ReplayOptions(at=1, edit=Edit(output=fixed)),
+            options=SessionOptions(echo=False),
+        )
+    )
+    steps = outcome.trace.steps
+    assert [s.metadata["origin"] for s in steps[:3]] == ["cached", "edited", "live"]
+    assert steps[1].content == fixed
+    assert outcome.trace.final_answer == "144630"
+    assert outcome.trace.metadata["outcome"] == "success"
+    assert outcome.report.edit_applied and outcome.report.reproduced == 1
+    assert outcome.meta.parent == str(recorded) and outcome.meta.replay is not None
+
+
+def test_a_program_that_diverges_on_its_own_is_reported(recorded: Path) -> None:
+    # Same recording, different task: the very first request differs.
+    outcome = asyncio.run(
+        replay_run(
+            recorded,
+            demo_command("round-trip"),
+            ReplayOptions(),
+            options=SessionOptions(echo=False),
+        )
+    )
+    [divergence] = outcome.report.divergences
+    assert divergence.step == 0 and divergence.action == "refused"
+    assert "messages[1].content" in (divergence.difference or "")
+    assert outcome.child.exit_code != 0
+    assert not outcome.trace.steps
+
+
+# --- the replay plan, call by call ------------------------------------------------
+
+
 def call(index: int, agent: str, text: str, answer: str, agent_call: int) -> RecordedCall:
     request = {"model": "m", "messages": [{"role": "user", "content": text}]}
     return RecordedCall(
@@ -196,97 +293,3 @@ def test_calls_beyond_the_recording_go_live() -> None:
     plan.decide("A", body("q0"))
     assert plan.decide("A", body("q9")).action == "live"
     assert plan.finish().extra_calls == 1
-
-
-# --- whole programs -------------------------------------------------------------------
-
-AVALON = find_task("avalon-2020")
-assert AVALON is not None
-
-
-def demo_command(task_id: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "faultfinder.demo_team", "--quiet", "--task-id", task_id, *extra]
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Any:
-    with FakeOpenAIServer(reply=mock_model.reply) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def recorded(upstream: FakeOpenAIServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("runs")
-    outcome = asyncio.run(
-        record_run(
-            demo_command("avalon-2020"),
-            upstream.base_url,
-            out,
-            run_id="avalon",
-            ground_truth=AVALON.answer,
-            options=SessionOptions(echo=False),
-        )
-    )
-    assert outcome.child.exit_code == 0
-    assert outcome.trace.final_answer == "154131" and outcome.trace.metadata["outcome"] == "failure"
-    return outcome.run_dir
-
-
-def test_replay_without_edit_reproduces_the_recording_step_for_step(
-    recorded: Path, upstream: FakeOpenAIServer
-) -> None:
-    before = len(upstream.chat_requests)
-    outcome = asyncio.run(
-        replay_run(recorded, None, ReplayOptions(), options=SessionOptions(echo=False))
-    )
-    assert len(upstream.chat_requests) == before, "a faithful replay never calls the upstream"
-    original = load_calls(recorded)
-    replayed = load_calls(outcome.branch_dir)
-    assert len(replayed) == len(original) == 8
-    for old, new in zip(original, replayed, strict=True):
-        assert (new.agent, new.agent_call, new.request_hash) == (
-            old.agent,
-            old.agent_call,
-            old.request_hash,
-        )
-        assert new.response == old.response and new.origin == "cached"
-    report = outcome.report
-    assert report.fidelity == 1.0 and report.faithful and report.live_calls == 0
-    assert outcome.trace.final_answer == "154131"
-    assert (outcome.branch_dir / "report.json").exists()
-
-
-def test_editing_the_orchestrators_instruction_fixes_the_run(recorded: Path) -> None:
-    fixed = "NEXT: Researcher | Look up the population of Avalon in 2020"
-    outcome = asyncio.run(
-        replay_run(
-            recorded,
-            None,
-            ReplayOptions(at=1, edit=Edit(output=fixed)),
-            options=SessionOptions(echo=False),
-        )
-    )
-    steps = outcome.trace.steps
-    assert [s.metadata["origin"] for s in steps[:3]] == ["cached", "edited", "live"]
-    assert steps[1].content == fixed
-    assert outcome.trace.final_answer == "144630"
-    assert outcome.trace.metadata["outcome"] == "success"
-    assert outcome.report.edit_applied and outcome.report.reproduced == 1
-    assert outcome.meta.parent == str(recorded) and outcome.meta.replay is not None
-
-
-def test_a_program_that_diverges_on_its_own_is_reported(recorded: Path) -> None:
-    # Same recording, different task: the very first request differs.
-    outcome = asyncio.run(
-        replay_run(
-            recorded,
-            demo_command("round-trip"),
-            ReplayOptions(),
-            options=SessionOptions(echo=False),
-        )
-    )
-    [divergence] = outcome.report.divergences
-    assert divergence.step == 0 and divergence.action == "refused"
-    assert "messages[1].content" in (divergence.difference or "")
-    assert outcome.child.exit_code != 0
-    assert not outcome.trace.steps

@@ -676,7 +676,7 @@ def check(
     watch the next --window steps, and re-rank the candidates.
 
     \b
-    faultfinder check runs/RUN --model openai:gpt-4o --method all-at-once -- python my_team.py "task"
+    faultfinder check runs/RUN --model openai:gpt-4o -- python my_team.py "task"
     """
     from faultfinder.dover.dynamic import dynamic_check
     from faultfinder.methods import create_method
@@ -709,15 +709,18 @@ def check(
         return
     static = result.static
     click.echo(f"static ({result.method}): {static.get('agent')} @ step {static.get('step')}")
+
+    def yes(flag: bool) -> str:
+        return "yes" if flag else "no"
+
     for position, item in enumerate(result.candidates):
         seen = item.observation
         state = (
             item.error
             if seen is None
-            else f"expected={'yes' if seen.satisfies_expected else 'no'} "
-            f"recurs={'yes' if seen.failure_recurs else 'no'} deviates={'yes' if seen.deviates else 'no'}"
+            else f"expected={yes(seen.satisfies_expected)} recurs={yes(seen.failure_recurs)} "
+            f"deviates={yes(seen.deviates)}"
         )
-        click.echo(
-            f"{position + 1}. {item.agent} @ step {item.step} (was #{item.rank + 1}, score {item.score}): {state}"
-        )
+        head = f"{position + 1}. {item.agent} @ step {item.step}"
+        click.echo(f"{head} (was #{item.rank + 1}, score {item.score}): {state}")
     click.echo(f"verdict: {result.agent} @ step {result.step}")

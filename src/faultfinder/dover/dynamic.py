@@ -82,13 +82,14 @@ _CANDIDATES_SCHEMA: dict[str, Any] = {
     "properties": {
         "candidates": {
             "type": "array",
+            "maxItems": 10,
             "items": {
                 "type": "object",
                 "properties": {
                     "agent": {"type": "string"},
                     "step": {"type": "integer"},
-                    "reason": {"type": "string"},
-                    "expected_output": {"type": "string"},
+                    "reason": {"type": "string", "maxLength": 200},
+                    "expected_output": {"type": "string", "maxLength": 400},
                 },
                 "required": ["agent", "step", "reason", "expected_output"],
             },
@@ -102,7 +103,7 @@ _JUDGE_SCHEMA: dict[str, Any] = {
         "satisfies_expected": {"type": "boolean"},
         "failure_recurs": {"type": "boolean"},
         "deviates": {"type": "boolean"},
-        "evidence": {"type": "string"},
+        "evidence": {"type": "string", "maxLength": 200},
     },
     "required": ["satisfies_expected", "failure_recurs", "deviates", "evidence"],
 }
@@ -214,6 +215,7 @@ async def propose_candidates(
         parse=json_parser(_CandidateList, check),
         purpose="dynamic check: candidates",
         constraint=schema_constraint(_CANDIDATES_SCHEMA),
+        max_tokens=768,
     )
     found = list(reply.parsed.candidates) if reply.parsed else []
     if static.get("step") is not None and all(c.step != static["step"] for c in found):
@@ -361,5 +363,6 @@ async def _judge(
         parse=json_parser(Observation),
         purpose=f"dynamic check: judge step {k}",
         constraint=schema_constraint(_JUDGE_SCHEMA),
+        max_tokens=384,
     )
     return reply.parsed

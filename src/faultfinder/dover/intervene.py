@@ -83,7 +83,7 @@ async def propose(
         purpose=f"dover: intervention for trial {trial.index}",
         temperature=temperature,
         constraint=schema_constraint(prompts.SCHEMAS["intervene"]),
-        max_tokens=1024,
+        max_tokens=prompts.MAX_TOKENS["intervene"],
     )
     if reply.parsed is None:
         return None, reply

@@ -49,6 +49,7 @@ async def extract_milestones(
         purpose="dover: milestone extraction",
         temperature=temperature,
         constraint=schema_constraint(prompts.SCHEMAS["milestones"]),
+        max_tokens=prompts.MAX_TOKENS["milestones"],
     )
     if reply.parsed is None:
         return None
@@ -78,6 +79,7 @@ async def evaluate_milestones(
         purpose="dover: milestone evaluation",
         temperature=temperature,
         constraint=schema_constraint(prompts.SCHEMAS["evaluate"]),
+        max_tokens=prompts.MAX_TOKENS["evaluate"],
     )
     return reply.parsed
 
@@ -119,5 +121,6 @@ async def judge_fulfilment(
         purpose=f"dover: intervention fulfilled? (step {k})",
         temperature=temperature,
         constraint=schema_constraint(prompts.SCHEMAS["fulfilment"]),
+        max_tokens=prompts.MAX_TOKENS["fulfilment"],
     )
     return reply.parsed

@@ -136,6 +136,19 @@ Answer with JSON only:
  "evidence": "<short>"}}"""
 
 
+MAX_REPLACEMENT = 800
+"""Longest replacement message the constrained (embedded) model may write, in characters."""
+
+MAX_TOKENS = {
+    "segment": 512,
+    "intervene": 768,
+    "milestones": 512,
+    "evaluate": 512,
+    "fulfilment": 384,
+}
+"""Reply length per stage: JSON answers are short; a small model left unbounded rambles."""
+
+
 def reference_line(answer: str | None) -> str:
     return f"Reference answer: {answer}\n" if answer is not None else ""
 
@@ -146,12 +159,13 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "properties": {
             "planning_steps": {
                 "type": "array",
+                "maxItems": 20,
                 "items": {
                     "type": "object",
                     "properties": {
                         "step": {"type": "integer"},
                         "type": {"type": "string", "enum": ["initial", "update"]},
-                        "criterion": {"type": "string"},
+                        "criterion": {"type": "string", "maxLength": 200},
                     },
                     "required": ["step", "type", "criterion"],
                 },
@@ -163,8 +177,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "type": "object",
         "properties": {
             "category": {"type": "string", "enum": ["modified_instruction", "plan_update"]},
-            "replacement": {"type": "string"},
-            "rationale": {"type": "string"},
+            "replacement": {"type": "string", "minLength": 1, "maxLength": MAX_REPLACEMENT},
+            "rationale": {"type": "string", "maxLength": 300},
         },
         "required": ["category", "replacement", "rationale"],
     },
@@ -173,13 +187,14 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "properties": {
             "milestones": {
                 "type": "array",
+                "maxItems": 5,
                 "items": {
                     "type": "object",
                     "properties": {
                         "order": {"type": "integer"},
-                        "title": {"type": "string"},
-                        "action": {"type": "string"},
-                        "result": {"type": "string"},
+                        "title": {"type": "string", "maxLength": 100},
+                        "action": {"type": "string", "maxLength": 200},
+                        "result": {"type": "string", "maxLength": 120},
                     },
                     "required": ["order", "title", "action", "result"],
                 },
@@ -192,12 +207,13 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "properties": {
             "milestones": {
                 "type": "array",
+                "maxItems": 5,
                 "items": {
                     "type": "object",
                     "properties": {
                         "order": {"type": "integer"},
                         "status": {"type": "string", "enum": ["achieved", "partial", "missed"]},
-                        "evidence": {"type": "string"},
+                        "evidence": {"type": "string", "maxLength": 200},
                     },
                     "required": ["order", "status", "evidence"],
                 },
@@ -207,7 +223,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                 "properties": {
                     "explored": {"type": "boolean"},
                     "feasible": {"type": "boolean"},
-                    "contribution": {"type": "string"},
+                    "contribution": {"type": "string", "maxLength": 200},
                 },
                 "required": ["explored", "feasible", "contribution"],
             },
@@ -226,7 +242,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                     "applied_but_insufficient",
                 ],
             },
-            "evidence": {"type": "string"},
+            "evidence": {"type": "string", "maxLength": 200},
         },
         "required": ["is_intervention_fulfilled", "outcome", "evidence"],
     },

@@ -91,6 +91,7 @@ async def segment_by_llm(
         purpose="dover: trial segmentation",
         temperature=temperature,
         constraint=schema_constraint(prompts.SCHEMAS["segment"]),
+        max_tokens=prompts.MAX_TOKENS["segment"],
     )
     if reply.parsed is None:
         return Segmentation(

@@ -236,11 +236,9 @@ def render(
         parts.append(table(MAIN_HEADERS, [main_cells(g) for g in groups]))
         if tolerances:
             parts.append("")
-            parts.append(
-                "Step accuracy within ±k steps:"
-                if fmt == "text"
-                else "Step accuracy within ±k steps:\n"
-            )
+            # Markdown needs a blank line between a paragraph and a table.
+            caption = "Step accuracy within ±k steps:"
+            parts.append(caption if fmt == "text" else caption + "\n")
             parts.append(table(TOLERANCE_HEADERS, [tolerance_cells(g) for g in groups]))
         parts.append("")
     notes = footnotes(summaries)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,8 @@ class LocalBackend:
             path = find_weights()
         self.model_path = path
         self.n_ctx = n_ctx
-        self.n_threads = n_threads
+        # llama.cpp defaults to half the cores; on small CPU machines that halves speed.
+        self.n_threads = n_threads or os.cpu_count() or 1
         self.seed = seed
         self._llama: Any = None
         self._load_lock = threading.Lock()

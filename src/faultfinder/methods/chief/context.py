@@ -104,7 +104,12 @@ class StageContext:
         """Ask for a JSON answer; ``parse`` receives the decoded JSON value."""
 
         def read(text: str) -> T:
-            return parse(extract_json(text))
+            data = extract_json(text)
+            try:
+                return parse(data)
+            except (TypeError, KeyError, AttributeError, IndexError) as exc:
+                # A reply of an unexpected shape is unparsed, like any other bad reply.
+                raise ParseError(f"unexpected answer structure: {exc}") from None
 
         return await self.llm.chat(
             messages,

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from faultfinder.errors import ConfigError
 from faultfinder.llm.client import LLM
+from faultfinder.llm.doubles import ScriptedBackend
 from faultfinder.methods.base import Verdict
 from faultfinder.methods.chief import cache as stage_cache
 from faultfinder.methods.chief.attribution import counterfactual, direct, screen
@@ -82,8 +83,13 @@ class Chief:
         )
         self.retrieved: Retrieved | None = None
         directory = config.stage_cache
+        # Scripted replies depend on call order, not on the request: caching them would
+        # only leave entries that can never be hit again.
+        scripted = isinstance(llm.backend, ScriptedBackend)
         self.cache = (
-            stage_cache.StageCache(directory) if directory and directory.lower() != "none" else None
+            stage_cache.StageCache(directory)
+            if directory and directory.lower() != "none" and not scripted
+            else None
         )
         self.cache_use: dict[str, str] = {}
         self.trace_hash = stage_cache.trace_hash(trace)
@@ -300,6 +306,7 @@ class Chief:
                 verdict = self._earliest_candidate(graph)
             else:
                 verdict = await self._counterfactual(graph, pruned)
+        self._note_truncation(graph)
         details.update(verdict.details)
         details["graph"] = graph.summary()
         details["stages"] = {name: rec.model_dump() for name, rec in graph.stages.items()}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -204,6 +204,3 @@ def evaluations(results: Sequence[AnalystResult]) -> list[AgentEvaluation]:
         if r.analysis is not None
         for e in r.analysis.agent_evaluations
     ]
-
-
-PanelBuilder = Callable[[], list[Analyst]]

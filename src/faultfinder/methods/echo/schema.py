@@ -123,7 +123,35 @@ def _validation_message(exc: ValidationError) -> str:
     return f"field '{where}': {first['msg']}{more}"
 
 
+def _unclosed(text: str) -> bool:
+    """True when the JSON that starts at the first '{' never closes (a reply cut off at the
+    token limit): then any inner object found would be a misleading parse."""
+    start = text.find("{")
+    if start < 0:
+        return False
+    depth, in_string, escaped = 0, False, False
+    for char in text[start:]:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+            if depth == 0:
+                return False
+    return True
+
+
 def _object(text: str) -> dict[str, Any]:
+    if _unclosed(text):
+        raise ParseError("the JSON object is cut off before its end (reply too long?)")
     data = extract_json(text)
     if not isinstance(data, dict):
         raise ParseError("expected a JSON object, got a list")
