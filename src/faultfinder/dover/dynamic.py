@@ -82,14 +82,13 @@ _CANDIDATES_SCHEMA: dict[str, Any] = {
     "properties": {
         "candidates": {
             "type": "array",
-            "maxItems": 10,
             "items": {
                 "type": "object",
                 "properties": {
                     "agent": {"type": "string"},
                     "step": {"type": "integer"},
-                    "reason": {"type": "string", "maxLength": 200},
-                    "expected_output": {"type": "string", "maxLength": 400},
+                    "reason": {"type": "string"},
+                    "expected_output": {"type": "string"},
                 },
                 "required": ["agent", "step", "reason", "expected_output"],
             },
@@ -103,7 +102,7 @@ _JUDGE_SCHEMA: dict[str, Any] = {
         "satisfies_expected": {"type": "boolean"},
         "failure_recurs": {"type": "boolean"},
         "deviates": {"type": "boolean"},
-        "evidence": {"type": "string", "maxLength": 200},
+        "evidence": {"type": "string"},
     },
     "required": ["satisfies_expected", "failure_recurs", "deviates", "evidence"],
 }

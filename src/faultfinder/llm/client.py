@@ -5,10 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import hashlib
-import json
 import random
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
@@ -41,7 +38,7 @@ class CallRecord(BaseModel):
     purpose: str = ""
     """What the method asked this call for (e.g. 'step 4 judgement')."""
     request_hash: str = ""
-    """Short hash of the request (messages and parameters)."""
+    """Short hash of the request (backend, messages, parameters, run): its cache key's head."""
     prompt: str | None = None
     """The last user message, when the LLM is set to keep prompts."""
     reply: str = ""
@@ -208,7 +205,7 @@ class LLM:
                 # A parse retry must be a new draw, not the same cached reply.
                 sample=sample + 1000 * attempt,
             )
-            completion, cached = await self._complete(request)
+            completion, cached, key = await self._complete(request)
             last = completion
             call_usage = completion.usage.model_copy(
                 update={"calls": 0 if cached else 1, "cached_calls": 1 if cached else 0}
@@ -216,7 +213,7 @@ class LLM:
             total = total + call_usage
             record = CallRecord(
                 purpose=purpose,
-                request_hash=_short_hash(request),
+                request_hash=key[:16],
                 prompt=_last_user_text(messages) if self.keep_prompts else None,
                 reply=completion.text,
                 tool_calls=completion.tool_calls,
@@ -268,12 +265,12 @@ class LLM:
         for scope in _scopes.get():
             scope.add(record)
 
-    async def _complete(self, request: ChatRequest) -> tuple[Completion, bool]:
+    async def _complete(self, request: ChatRequest) -> tuple[Completion, bool, str]:
         key = cache_key(self.backend.identity(), request, _run_index.get())
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:
-                return hit, True
+                return hit, True, key
         if self.backend.is_real and not base.ALLOW_MODEL_REQUESTS:
             raise errors.ModelRequestsForbiddenError(self.backend.name)
         prompt_estimate = self.backend.count_tokens(messages_text(request.messages))
@@ -290,7 +287,7 @@ class LLM:
             self._spent_tokens += completion.usage.total_tokens
         if self.cache is not None:
             self.cache.put(key, request, completion)
-        return completion, False
+        return completion, False, key
 
     def _reserve(self, tokens: int) -> None:
         # Reservations make concurrent calls count against the budget before they finish.
@@ -347,18 +344,8 @@ class LLM:
         return float(min(self.backoff_max, exp * (0.5 + random.random() / 2)))
 
 
-def _short_hash(request: ChatRequest) -> str:
-    blob = json.dumps(request.model_dump(mode="json"), sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
 def _last_user_text(messages: list[dict[str, Any]]) -> str | None:
     for m in reversed(messages):
         if m.get("role") == "user" and isinstance(m.get("content"), str):
             return str(m["content"])
     return None
-
-
-def now() -> float:
-    """Monotonic clock, for wall-time measurements."""
-    return time.perf_counter()

@@ -22,7 +22,7 @@ from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import LLM, ParseError
 from faultfinder.methods.answers import choice_grammar, gbnf_choice, parse_yes_no
 from faultfinder.methods.base import MethodConfig, Observability
-from faultfinder.methods.render import RenderOptions, fit_steps, render_metadata
+from faultfinder.methods.render import RenderOptions, context_budget, fit_steps, render_metadata
 from faultfinder.traces.schema import Step, Trace
 
 PROMPT_FAMILY = "whowhen-v1"
@@ -104,7 +104,7 @@ def fill_log(
     llm: LLM,
     template: Callable[[str], str],
 ) -> tuple[str, bool]:
-    """``template(log)`` with ``steps`` rendered into it, within ``config.context_budget``.
+    """``template(log)`` with ``steps`` rendered into it, within the context budget.
 
     The template's own tokens are reserved first, so only the log is cut (per step, with
     visible markers). Returns (prompt, truncated?).
@@ -112,7 +112,7 @@ def fill_log(
     options = RenderOptions.from_config(config, step_indices=config.step_indices)
     reserved = llm.count_tokens(template(""))
     log, truncated = fit_steps(
-        trace, steps, options, config.context_budget, llm.count_tokens, reserved
+        trace, steps, options, context_budget(config, llm), llm.count_tokens, reserved
     )
     return template(log), truncated
 

@@ -92,7 +92,7 @@ class StageContext:
         return build(history)
 
     def constraint(self) -> OutputConstraint | None:
-        return OutputConstraint(gbnf=JSON_GBNF) if self.config.grammar else None
+        return OutputConstraint(gbnf=JSON_GBNF) if self.config.json_grammar else None
 
     async def ask_json(
         self,

@@ -65,6 +65,7 @@ _GRAPH_OPTIONS = (
     "temperature",
     "max_reply_tokens",
     "grammar",
+    "json_grammar",
 )
 _M2_OPTIONS = ("oracle_mode", "prompt_step_edges")
 _OK = ("ok", "cached", "loaded")

@@ -17,7 +17,13 @@ from faultfinder.methods.echo import prompts
 from faultfinder.methods.echo.config import EchoConfig
 from faultfinder.methods.echo.context import Compressed, render_step_context
 from faultfinder.methods.echo.schema import judge_json_schema, parse_judge, parse_sections
-from faultfinder.methods.render import RenderOptions, render_metadata, render_step, truncate
+from faultfinder.methods.render import (
+    RenderOptions,
+    context_budget,
+    render_metadata,
+    render_step,
+    truncate,
+)
 from faultfinder.traces.schema import Trace
 
 # Tokens kept free for the reply's framing when a prompt is fitted to the budget.
@@ -52,6 +58,7 @@ async def run_context_aware(
     metadata = render_metadata(trace, cfg.observability)
     system = prompts.step_agent_system_prompt(cfg.with_ground_truth)
     count = llm.count_tokens
+    budget = context_budget(cfg, llm, cfg.max_tokens)
 
     def context_of(index: int, cap: int | None) -> str:
         capped = options.model_copy(update={"max_step_chars": cap})
@@ -62,11 +69,7 @@ async def run_context_aware(
     async def argue(index: int) -> dict[str, Any]:
         step = trace.steps[index]
         skeleton = prompts.step_agent_user_prompt(head, metadata, step, "", cfg.context)
-        available = (
-            None
-            if cfg.context_budget is None
-            else cfg.context_budget - count(system) - count(skeleton) - _SLACK
-        )
+        available = None if budget is None else budget - count(system) - count(skeleton) - _SLACK
         context, cut = prompts.fit(lambda cap: context_of(index, cap), available, count)
         reply = await llm.chat(
             [
@@ -122,11 +125,7 @@ async def run_context_aware(
         ]
         return prompts.judge_user_prompt(head, payload)
 
-    available = (
-        None
-        if cfg.context_budget is None
-        else cfg.context_budget - count(prompts.JUDGE_SYSTEM_PROMPT) - _SLACK
-    )
+    available = None if budget is None else budget - count(prompts.JUDGE_SYSTEM_PROMPT) - _SLACK
     user, cut = prompts.fit(judge_prompt, available, count)
     n_steps = len(trace.steps)
     reply = await llm.chat(

@@ -37,7 +37,7 @@ from faultfinder.methods.echo.panel import (
 from faultfinder.methods.echo.schema import analysis_json_schema
 from faultfinder.methods.echo.voting import CompareOn, Consensus, consensus
 from faultfinder.methods.registry import register
-from faultfinder.methods.render import RenderOptions, fit_steps, render_metadata
+from faultfinder.methods.render import RenderOptions, context_budget, fit_steps, render_metadata
 from faultfinder.traces.schema import Trace
 
 # Tokens kept free for message framing when a prompt is fitted to the context budget.
@@ -78,12 +78,13 @@ class _PanelRun:
         self.truncated: dict[str, bool] = {}
 
     def _available(self, kind: prompts.PassKind, skeleton: str) -> int | None:
-        if self.cfg.context_budget is None:
+        budget = context_budget(self.cfg, self.llm, self.cfg.max_tokens)
+        if budget is None:
             return None
         system = max(
             self.llm.count_tokens(prompts.analyst_system_prompt(a.role, kind)) for a in self.panel
         )
-        return self.cfg.context_budget - system - self.llm.count_tokens(skeleton) - _SLACK
+        return budget - system - self.llm.count_tokens(skeleton) - _SLACK
 
     def _sample(self) -> str:
         limit = self.cfg.context_sample_chars
@@ -226,7 +227,7 @@ class EchoMethod:
             return Verdict(status="no-error-found", reason="the trace has no steps")
         compressed: dict[int, Compressed] = {}
         if cfg.context == "hierarchical":
-            extractor = make_extractor(cfg.extractor, cfg.context_types, cfg.context_budget)
+            extractor = make_extractor(cfg.extractor, cfg.context_types, context_budget(cfg, llm))
             compressed = await extractor.compress_trace(trace, llm)
         common: dict[str, Any] = {
             "variant": _variant(cfg),
