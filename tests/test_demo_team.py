@@ -136,3 +136,30 @@ def test_recorded_through_the_proxy_with_path_identity(
     assert trace.steps[2].tool_results[0].content == "population of Avalon in 2023: 51377"
     assert trace.metadata["outcome"] == "failure"
     assert {a.name for a in trace.agents} == {"Orchestrator", "Researcher", "Calculator"}
+
+
+class NoToolsBackend(FunctionBackend):
+    supports_tools = False
+
+
+def test_serve_local_describes_tools_in_text_for_models_without_function_calling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[Any] = []
+
+    def answer(request: Any) -> Any:
+        seen.append(request)
+        return mock_model.reply({"messages": request.messages, "tools": request.tools})
+
+    async def factory() -> LocalModelServer:
+        return await LocalModelServer(LLM(NoToolsBackend(answer))).start()
+
+    with ServerThread(factory) as plain:
+        outcome = run_team(plain.url + "/v1", monkeypatch, TASKS[1].text)
+    assert outcome.answer == "684"
+    worker_calls = [r for r in seen if "You are the Researcher" in str(r.messages[0]["content"])]
+    assert worker_calls and all(r.tools is None for r in seen)
+    system = worker_calls[0].messages[0]["content"]
+    assert "You can use these tools" in system and "- lookup(query)" in system
+    # The written call's result came back as a plain user message.
+    assert any(m["content"].startswith("lookup result:") for m in worker_calls[-1].messages)

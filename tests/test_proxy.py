@@ -354,3 +354,35 @@ def test_recording_survives_the_program_crashing(tmp_path: Path) -> None:
     assert meta.upstream == url and meta.started_at and meta.ended_at
     assert saved["metadata"]["outcome"] == "success"
     assert (run_dir / "stdout.txt").read_text().strip() == "FINAL ANSWER: 42"
+
+
+def test_a_stream_cut_short_is_not_recorded_as_a_step(tmp_path: Path) -> None:
+    from faultfinder.replay.httpserver import HttpServer, Request, Response
+
+    async def truncated(request: Request) -> Response:
+        async def body() -> Any:
+            delta = {"role": "assistant", "content": "hal"}
+            choice = {"index": 0, "delta": delta, "finish_reason": None}
+            chunk = {
+                "id": "c",
+                "object": "chat.completion.chunk",
+                "model": "m",
+                "choices": [choice],
+            }
+            yield f"data: {json.dumps(chunk)}\n\n".encode()
+
+        return Response(200, [("content-type", "text/event-stream")], body())
+
+    async def scenario() -> None:
+        async with HttpServer(truncated) as upstream:
+            config = ProxyConfig(upstream=upstream.url + "/v1")
+            async with RecordingProxy(config, RunStore(tmp_path)) as proxy:
+                client = openai.AsyncOpenAI(base_url=proxy.base_url, api_key="x", max_retries=0)
+                stream = await client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+                )
+                assert [c.choices[0].delta.content async for c in stream] == ["hal"]
+
+    asyncio.run(scenario())
+    [call] = load_calls(tmp_path, include_failed=True)
+    assert not call.ok and call.error == "stream ended before the reply was complete"

@@ -348,11 +348,15 @@ class RecordingProxy:
                         yield event
             finally:
                 await upstream.aclose()
-                if builder.chunks and (finished or builder.choices):
+                complete = builder.choices and all(
+                    c["finish_reason"] is not None for c in builder.choices.values()
+                )
+                # A stream cut short (client gone, upstream died) is not a reply.
+                if builder.chunks and (finished or complete):
                     record(builder.completion(), sent=sent)
                     self._live_done()
                 else:
-                    record(None, 502, "stream ended without a reply", sent)
+                    record(None, 502, "stream ended before the reply was complete", sent)
 
         return Response(200, _SSE_HEADERS, relay())
 
