@@ -10,6 +10,10 @@ other load on the machine. For reference the same run is timed once without HTTP
 in-process backend sleeping the same latency). Peak RSS of the whole process is
 reported too (target < 500 MB).
 
+The fake server runs in a process of its own, as a real endpoint runs on another
+machine: in the same process its CPU would share the interpreter with the harness
+being measured (`--same-process` shows that setting).
+
     /work/venv/bin/python bench/overhead.py [--data PATH] [--concurrency 32] [--latency 0.5]
 """
 
@@ -19,6 +23,7 @@ import argparse
 import asyncio
 import functools
 import math
+import multiprocessing
 import os
 import re
 import resource
@@ -43,8 +48,7 @@ FIRST_STEP = re.compile(r"^Step 0 - ([^:\n]+):", re.MULTILINE)
 def all_at_once_answer(body: dict[str, Any]) -> str:
     """A well-formed answer naming step 0 and its speaker, read from the prompt's log.
 
-    Only the first step header is searched for, so the fake server spends little CPU
-    (it shares the process, and so the interpreter, with the harness being measured).
+    Only the first step header is searched for, so the fake server spends little CPU.
     """
     for message in reversed(body.get("messages") or []):
         content = message.get("content")
@@ -81,12 +85,62 @@ def timed_run(traces: list[Trace], llm: LLM, concurrency: int) -> tuple[float, f
     return wall, cpu, Counter(row.status for row in outcome.rows)
 
 
+def _serve(latency: float, urls: Any, stop: Any) -> None:
+    with FakeOpenAIServer(all_at_once_answer, latency=latency) as server:
+        urls.put(server.base_url)
+        stop.wait()
+        urls.put((len(server.chat_requests), server.max_in_flight))
+
+
+class _InProcess:
+    """The fake server in this process (for comparison)."""
+
+    def __init__(self, latency: float) -> None:
+        self._server = FakeOpenAIServer(all_at_once_answer, latency=latency)
+        self.base_url = ""
+        self.stats: tuple[int, int] = (0, 0)
+
+    def __enter__(self) -> _InProcess:
+        self._server.__enter__()
+        self.base_url = self._server.base_url
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stats = (len(self._server.chat_requests), self._server.max_in_flight)
+        self._server.__exit__(None, None, None)
+
+
+class _ServerProcess:
+    """The fake server in a child process; ``.base_url`` while running."""
+
+    def __init__(self, latency: float) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._urls = ctx.Queue()
+        self._stop = ctx.Event()
+        self._process = ctx.Process(target=_serve, args=(latency, self._urls, self._stop))
+        self.base_url = ""
+        self.stats: tuple[int, int] = (0, 0)
+
+    def __enter__(self) -> _ServerProcess:
+        self._process.start()
+        self.base_url = self._urls.get(timeout=60)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self.stats = self._urls.get(timeout=60)
+        self._process.join(timeout=60)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--latency", type=float, default=0.5)
     parser.add_argument("--repeats", type=int, default=3, help="timed runs (best and median)")
+    parser.add_argument(
+        "--same-process", action="store_true", help="run the fake server in this process"
+    )
     args = parser.parse_args()
 
     loading = time.perf_counter()
@@ -102,7 +156,9 @@ def main() -> int:
 
     walls: list[float] = []
     all_ok = True
-    with FakeOpenAIServer(all_at_once_answer, latency=args.latency) as server:
+    server_cm = _InProcess(args.latency) if args.same_process else _ServerProcess(args.latency)
+    where = "in-process" if args.same_process else "separate-process"
+    with server_cm as server:
         backend = make_backend("openai:fake", base_url=server.base_url, api_key="not-needed")
         llm = LLM(backend, cache=None, concurrency=args.concurrency)
         for i in range(args.repeats):
@@ -111,13 +167,11 @@ def main() -> int:
             all_ok = all_ok and statuses.get("ok", 0) == n
             print(
                 f"  run {i + 1}: {wall:.2f} s  ratio {wall / ideal:.3f}  "
-                f"CPU {1000 * cpu / n:.1f} ms/case (client + in-process server)  "
+                f"CPU {1000 * cpu / n:.1f} ms/case (this process)  "
                 f"statuses {dict(statuses)}"
             )
-        print(
-            f"fake server: {len(server.chat_requests)} requests, "
-            f"peak in flight {server.max_in_flight}"
-        )
+    requests, in_flight = server.stats
+    print(f"fake server ({where}): {requests} requests, peak in flight {in_flight}")
 
     # The same run without HTTP: the harness, method and LLM layer alone.
     direct = LLM(

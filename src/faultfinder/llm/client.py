@@ -111,6 +111,11 @@ def run_index(run: int) -> Iterator[None]:
         _run_index.reset(token)
 
 
+def current_run() -> int:
+    """The repeat-run index of the current context (0 outside ``run_index``)."""
+    return _run_index.get()
+
+
 class LLM:
     """A backend with retries, a concurrency limit, a cache, a budget and token accounting."""
 

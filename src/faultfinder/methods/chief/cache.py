@@ -33,7 +33,7 @@ def model_identity(llm: LLM) -> dict[str, Any]:
     return {
         "name": llm.name,
         "identity": llm.backend.identity(),
-        "run": llm_client._run_index.get(),
+        "run": llm_client.current_run(),
     }
 
 

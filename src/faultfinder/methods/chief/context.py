@@ -13,7 +13,7 @@ from faultfinder.llm.client import LLM, ParseError, Reply
 from faultfinder.methods.answers import extract_json
 from faultfinder.methods.chief import prompts
 from faultfinder.methods.chief.config import ChiefConfig
-from faultfinder.methods.render import RenderOptions, fit_steps, render_metadata
+from faultfinder.methods.render import RenderOptions, context_budget, fit_steps, render_metadata
 from faultfinder.traces.schema import Step, Trace
 
 T = TypeVar("T")
@@ -85,7 +85,12 @@ class StageContext:
         reserved = self.llm.count_tokens(build(""))
         options = RenderOptions.from_config(cfg)
         history, cut = fit_steps(
-            self.trace, shown, options, cfg.context_budget, self.llm.count_tokens, reserved
+            self.trace,
+            shown,
+            options,
+            context_budget(cfg, self.llm, cfg.max_reply_tokens),
+            self.llm.count_tokens,
+            reserved,
         )
         if cut:
             self.truncated.add(stage)
