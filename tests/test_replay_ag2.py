@@ -1,4 +1,4 @@
-"""An unmodified AG2 program, recorded and replayed through the proxy (the [replay-test]
+"""An unmodified AG2 program, recorded and replayed through the proxy (the [dev]
 extra installs AG2; without it this file is skipped).
 
 The AG2 team (tests/fixtures/replay/ag2_team.py) knows nothing of faultfinder: only

@@ -105,7 +105,7 @@ def extract_json(text: str) -> Any:
         for start, char in enumerate(candidate):
             if char not in "{[":
                 continue
-            end = _matching_bracket(candidate, start)
+            end = closing_bracket(candidate, start)
             if end is None:
                 continue
             blob = candidate[start : end + 1]
@@ -118,7 +118,8 @@ def extract_json(text: str) -> Any:
     raise ParseError("no valid JSON object in the answer")
 
 
-def _matching_bracket(text: str, start: int) -> int | None:
+def closing_bracket(text: str, start: int) -> int | None:
+    """Index of the bracket closing the one at ``start`` (strings skipped), or None."""
     depth, in_string, escaped = 0, False, False
     for i in range(start, len(text)):
         c = text[i]

@@ -16,7 +16,12 @@ from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_valid
 
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import ParseError
-from faultfinder.methods.answers import extract_json, match_agent, parse_step_number
+from faultfinder.methods.answers import (
+    closing_bracket,
+    extract_json,
+    match_agent,
+    parse_step_number,
+)
 from faultfinder.methods.echo.voting import ConclusionType
 
 _NO_STEP = {"", "none", "null", "n/a", "na", "unknown", "-"}
@@ -127,26 +132,7 @@ def _unclosed(text: str) -> bool:
     """True when the JSON that starts at the first '{' never closes (a reply cut off at the
     token limit): then any inner object found would be a misleading parse."""
     start = text.find("{")
-    if start < 0:
-        return False
-    depth, in_string, escaped = 0, False, False
-    for char in text[start:]:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-            if depth == 0:
-                return False
-    return True
+    return start >= 0 and closing_bracket(text, start) is None
 
 
 def _object(text: str) -> dict[str, Any]:
