@@ -190,6 +190,22 @@ def test_stream_is_relayed_and_rebuilt_with_tool_calls_and_usage(
     assert trace.steps[1].usage is not None and trace.steps[1].usage.prompt_tokens == 11
 
 
+def test_streamed_step_is_written_before_the_client_sees_the_end(
+    make_rig: Callable[..., Rig],
+) -> None:
+    # The upstream keeps the body open for a while after '[DONE]'; a program that exits
+    # as soon as it has read its last reply must still leave that step in the recording.
+    rig = make_rig(reply="last words", stream_linger=1.5)
+    chunks = list(
+        rig.client().chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "last words"
+    [call] = rig.calls()
+    assert call.response is not None and call.status == 200
+
+
 def test_stream_keeps_usage_chunk_when_client_asks(make_rig: Callable[..., Rig]) -> None:
     rig = make_rig(reply="ok")
     chunks = list(

@@ -333,30 +333,43 @@ class RecordingProxy:
         async def relay() -> AsyncIterator[bytes]:
             parser = SSEParser()
             builder = CompletionBuilder()
-            finished = False
+            recorded = False
+
+            def record_reply() -> None:
+                nonlocal recorded
+                record(builder.completion(), sent=sent)
+                self._live_done()
+                recorded = True
+
+            def forward(events: list[bytes]) -> list[bytes]:
+                out: list[bytes] = []
+                for event in events:
+                    keep, done = _inspect_event(event, builder, client_wants_usage)
+                    if done and builder.chunks and not recorded:
+                        # Write the step before the client sees the end of the stream: a
+                        # program may exit as soon as it has its last reply.
+                        record_reply()
+                    if keep:
+                        out.append(event)
+                return out
+
             try:
                 async for data in upstream.aiter_bytes():
-                    for event in parser.feed(data):
-                        keep, done = _inspect_event(event, builder, client_wants_usage)
-                        finished = finished or done
-                        if keep:
-                            yield event
-                for event in parser.flush():
-                    keep, done = _inspect_event(event, builder, client_wants_usage)
-                    finished = finished or done
-                    if keep:
+                    for event in forward(parser.feed(data)):
                         yield event
+                for event in forward(parser.flush()):
+                    yield event
             finally:
                 await upstream.aclose()
-                complete = builder.choices and all(
-                    c["finish_reason"] is not None for c in builder.choices.values()
-                )
-                # A stream cut short (client gone, upstream died) is not a reply.
-                if builder.chunks and (finished or complete):
-                    record(builder.completion(), sent=sent)
-                    self._live_done()
-                else:
-                    record(None, 502, "stream ended before the reply was complete", sent)
+                if not recorded:
+                    complete = builder.choices and all(
+                        c["finish_reason"] is not None for c in builder.choices.values()
+                    )
+                    # A stream cut short (client gone, upstream died) is not a reply.
+                    if builder.chunks and complete:
+                        record_reply()
+                    else:
+                        record(None, 502, "stream ended before the reply was complete", sent)
 
         return Response(200, _SSE_HEADERS, relay())
 

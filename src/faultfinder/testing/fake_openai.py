@@ -100,6 +100,7 @@ class FakeOpenAIServer:
         fail_status: int = 429,
         retry_after: float | str | None = None,
         stream_support: bool = True,
+        stream_linger: float = 0.0,
         model: str = "fake-model",
         port: int = 0,
     ) -> None:
@@ -109,6 +110,8 @@ class FakeOpenAIServer:
         self.fail_status = fail_status
         self.retry_after = retry_after
         self.stream_support = stream_support
+        # Seconds between '[DONE]' and the end of a streamed body, as some upstreams take.
+        self.stream_linger = stream_linger
         self.model = model
         self.requests: list[RecordedRequest] = []
         self.port: int | None = None
@@ -410,7 +413,11 @@ class FakeOpenAIServer:
             event = f"data: {json.dumps(chunk)}\n\n".encode()
             writer.write(b"%x\r\n%s\r\n" % (len(event), event))
         done = b"data: [DONE]\n\n"
-        writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
+        writer.write(b"%x\r\n%s\r\n" % (len(done), done))
+        if self.stream_linger:
+            await writer.drain()
+            await asyncio.sleep(self.stream_linger)
+        writer.write(b"0\r\n\r\n")
         await writer.drain()
 
     def _chunks(self, body: dict[str, Any], completion: dict[str, Any]) -> list[dict[str, Any]]:
