@@ -64,3 +64,15 @@ def test_has_inputs_reflects_recorded_messages() -> None:
     assert not trace.has_inputs
     trace.steps[0].input_messages = [{"role": "user", "content": "q"}]
     assert trace.has_inputs
+
+
+def test_a_directory_of_canonical_traces_loads_in_natural_order(tmp_path: Path) -> None:
+    from faultfinder.traces.loader import load_traces
+
+    base = load_trace(FIXTURE)
+    for n in (10, 2):
+        write_trace(base.model_copy(update={"id": f"t{n}"}), tmp_path / f"{n}.json")
+    assert [t.id for t in load_traces(tmp_path)] == ["t2", "t10"]
+    (tmp_path / "10.json").write_text('{"schema_version": "1", "id": "x", "task": "t"}')
+    with pytest.raises(TraceFormatError, match=r"10\.json"):
+        load_traces(tmp_path)

@@ -7,13 +7,13 @@ files. Traces are grouped by ``Trace.source.subset`` for filtering and reporting
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from faultfinder.errors import ConfigError, TraceFormatError
+from faultfinder.traces.io import natural_key
 from faultfinder.traces.loader import load_traces
 from faultfinder.traces.schema import Trace
 
@@ -39,11 +39,6 @@ def subset_of(trace: Trace) -> str:
     return trace.source.subset or NO_SUBSET
 
 
-def natural_key(text: str) -> list[int | str]:
-    """Sort key that orders 'Hand-Crafted/2' before 'Hand-Crafted/10'."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
-
-
 def load_dataset(path: str | Path, options: DatasetOptions | None = None) -> list[Trace]:
     """The traces at ``path`` after the subset filter, label filter and per-subset limit.
 
@@ -51,7 +46,7 @@ def load_dataset(path: str | Path, options: DatasetOptions | None = None) -> lis
     ``--limit`` always picks the same traces.
     """
     opts = options or DatasetOptions()
-    traces = _load_all(Path(path), opts.format)
+    traces = load_traces(Path(path), format=opts.format)
     ids: set[str] = set()
     for trace in traces:
         if trace.id in ids:
@@ -82,23 +77,3 @@ def subsets(traces: Sequence[Trace]) -> dict[str, int]:
     for trace in traces:
         counts[subset_of(trace)] = counts.get(subset_of(trace), 0) + 1
     return dict(sorted(counts.items()))
-
-
-def _load_all(path: Path, format: str | None) -> list[Trace]:
-    try:
-        return load_traces(path, format=format)
-    except TraceFormatError:
-        # A plain directory of canonical trace files is a dataset too; the loader only
-        # knows single files and importer formats.
-        if not path.is_dir() or format not in (None, "faultfinder"):
-            raise
-        files = sorted(
-            (p for p in path.iterdir() if p.suffix in (".json", ".jsonl") and p.is_file()),
-            key=lambda p: natural_key(p.name),
-        )
-        if not files:
-            raise
-        out: list[Trace] = []
-        for file in files:
-            out.extend(load_traces(file, format="faultfinder"))
-        return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,15 @@ from pydantic import ValidationError
 
 from faultfinder.errors import TraceFormatError
 from faultfinder.traces.schema import Trace
+
+
+def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key that orders '2' before '10' (numbers compare as numbers)."""
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part.lower())
+        for part in re.split(r"(\d+)", text)
+        if part
+    )
 
 
 def field_path(loc: tuple[int | str, ...]) -> str:

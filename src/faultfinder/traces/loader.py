@@ -8,12 +8,13 @@ from typing import Any
 
 from faultfinder.errors import TraceFormatError
 from faultfinder.traces.importers import get_importer, importers
-from faultfinder.traces.io import is_canonical, read_json, trace_from_dict
+from faultfinder.traces.io import is_canonical, natural_key, read_json, trace_from_dict
 from faultfinder.traces.schema import Trace
 
 
 def load_traces(path: str | Path, *, format: str | None = None, **options: Any) -> list[Trace]:
-    """Every trace at ``path`` (a file, a trace directory, or a dataset directory)."""
+    """Every trace at ``path``: a canonical file (.json / .jsonl), a directory of them, or
+    anything an importer recognises."""
     p = Path(path)
     if not p.exists():
         raise TraceFormatError(str(p), "(file)", "no such file or directory")
@@ -34,10 +35,18 @@ def load_traces(path: str | Path, *, format: str | None = None, **options: Any) 
             return [trace_from_dict(data, p)]
         if format == "faultfinder":
             raise TraceFormatError(str(p), "schema_version", "missing: not a faultfinder trace")
-    for _name, cls in importers().items():
-        importer = cls()
-        if importer.detect(p):
-            return list(importer.load(p, **options))
+    if format is None:
+        for cls in importers().values():
+            importer = cls()
+            if importer.detect(p):
+                return list(importer.load(p, **options))
+    if p.is_dir():
+        files = sorted(
+            (f for f in p.iterdir() if f.is_file() and f.suffix in (".json", ".jsonl")),
+            key=lambda f: natural_key(f.name),
+        )
+        if files:
+            return [t for f in files for t in load_traces(f, format="faultfinder")]
     raise TraceFormatError(
         str(p),
         "(format)",

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import LLM
 from faultfinder.methods.echo.prompts import ROLES, AnalystRole, PassKind, analyst_system_prompt
-from faultfinder.methods.echo.schema import Analysis, parse_analysis
+from faultfinder.methods.echo.schema import Analysis, Conclusion, parse_analysis
 from faultfinder.methods.echo.voting import AgentEvaluation, Ballot
 
 
@@ -156,23 +156,24 @@ async def run_pass(
     return list(await asyncio.gather(*(ask(a) for a in panel)))
 
 
+def _ballot(analyst: str, c: Conclusion) -> Ballot:
+    return Ballot(
+        analyst=analyst,
+        type=c.type,
+        attribution=c.attribution or [],
+        mistake_step=c.mistake_step,
+        confidence=c.confidence,
+        reasoning=c.reasoning,
+    )
+
+
 def ballots(results: Sequence[AnalystResult]) -> list[Ballot]:
     """The primary conclusions of the parsed analyses."""
     out: list[Ballot] = []
     for result in results:
         if result.analysis is None:
             continue
-        c = result.analysis.primary_conclusion
-        out.append(
-            Ballot(
-                analyst=result.analyst,
-                type=c.type,
-                attribution=c.attribution or [],
-                mistake_step=c.mistake_step,
-                confidence=c.confidence,
-                reasoning=c.reasoning,
-            )
-        )
+        out.append(_ballot(result.analyst, result.analysis.primary_conclusion))
     return out
 
 
@@ -182,17 +183,7 @@ def alternatives(results: Sequence[AnalystResult]) -> list[Ballot]:
     for result in results:
         if result.analysis is None:
             continue
-        for c in result.analysis.alternative_hypotheses:
-            out.append(
-                Ballot(
-                    analyst=result.analyst,
-                    type=c.type,
-                    attribution=c.attribution or [],
-                    mistake_step=c.mistake_step,
-                    confidence=c.confidence,
-                    reasoning=c.reasoning,
-                )
-            )
+        out.extend(_ballot(result.analyst, c) for c in result.analysis.alternative_hypotheses)
     return out
 
 

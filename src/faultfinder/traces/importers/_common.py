@@ -20,15 +20,6 @@ def fail(path: str | Path, field: str, reason: str) -> NoReturn:
     raise TraceFormatError(str(path), field, reason)
 
 
-def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
-    """Sort key that orders '2' before '10' (numbers compare as numbers)."""
-    return tuple(
-        (0, int(part)) if part.isdigit() else (1, part.lower())
-        for part in re.split(r"(\d+)", text)
-        if part
-    )
-
-
 def text_of(value: Any) -> str:
     """``value`` as text: strings unchanged, None as '', anything else as compact JSON."""
     if value is None:

@@ -25,7 +25,6 @@ from faultfinder.traces.importers._common import (
     check_options,
     fail,
     make_trace,
-    natural_key,
     parse_label_step,
     text_of,
     without_credentials,
@@ -36,7 +35,7 @@ from faultfinder.traces.importers._openai import (
     read_tool_logs,
     split_request,
 )
-from faultfinder.traces.io import read_json
+from faultfinder.traces.io import natural_key, read_json
 from faultfinder.traces.schema import Agent, GoldLabel, SourceInfo, Step, Trace
 
 NEW_LAYOUT = ("trace_metadata.json", "step_records.json")

@@ -29,11 +29,10 @@ from faultfinder.traces.importers._common import (
     check_options,
     fail,
     make_trace,
-    natural_key,
     parse_label_step,
     text_of,
 )
-from faultfinder.traces.io import read_json
+from faultfinder.traces.io import natural_key, read_json
 from faultfinder.traces.schema import Agent, GoldLabel, SourceInfo, Step, StepKind, Trace
 
 ALGORITHM_GENERATED = "Algorithm-Generated"
