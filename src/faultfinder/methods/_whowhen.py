@@ -286,13 +286,16 @@ def binary_search_prompt(
     )
 
 
+_PLAIN_QUOTES = str.maketrans({"’": "'", "‘": "'", "“": '"', "”": '"'})
 _HALF = re.compile(r"\b(upper|lower)[\s_\-]*half\b", re.I)
 _HALF_ECHO = re.compile(
     r"(?:either\s+)?['\"`]?(upper|lower)(?:[\s_\-]*half)?['\"`]?\s*(?:or|/)\s*(?:the\s+)?"
     r"['\"`]?(upper|lower)[\s_\-]*half['\"`]?",
     re.I,
 )
-_HALF_NEGATED = re.compile(r"\b(not|n't|neither|nor|rather than|instead of)\b[^.\n]{0,20}$", re.I)
+_HALF_NEGATED = re.compile(
+    r"(\bnot|n't|\bneither|\bnor|\brather than|\binstead of)\b[^.\n]{0,20}$", re.I
+)
 
 
 def parse_half(text: str) -> Half:
@@ -303,7 +306,7 @@ def parse_half(text: str) -> Half:
     starts with a label is read as that label; otherwise it must name exactly one of the
     two, and not in a negation ("not in the upper half").
     """
-    body = _HALF_ECHO.sub(" ", text)
+    body = _HALF_ECHO.sub(" ", text.translate(_PLAIN_QUOTES))
     cleaned = re.sub(r"^[\s'\"`*_#>.:-]*(?:(?:final\s+)?answer\s*[:：]\s*)?[\s'\"`*_]*", "", body, flags=re.I)
     start = _HALF.match(cleaned)
     if start:

@@ -240,7 +240,11 @@ def json_answer(text: str) -> dict[str, Any] | None:
 
 # --- step numbers ------------------------------------------------------------------
 
-_RANGE = re.compile(r"-?\d+\s*(?:or|and|to|/|,|&|–|—|-|~)\s*(?:step\s*)?-?\d+", re.I)
+_LEAD = r"^(?:step\s*(?:number|no\.?|index|#)?\s*)?#?\s*"
+_RANGE = re.compile(
+    _LEAD + r"-?\d+\s*(?:or|and|to|/|,|&|–|—|-|~|或|和|至|到|、)\s*(?:step\s*)?#?-?\d+(?![\w.])",
+    re.I,
+)
 
 
 def parse_step_number(value: str | int, n_steps: int | None = None) -> int:
@@ -258,7 +262,7 @@ def parse_step_number(value: str | int, n_steps: int | None = None) -> int:
         text = clean_value(str(value))
         if _RANGE.search(text):
             raise ParseError(f"several candidate steps in '{text[:80]}'; give one")
-        lead = re.match(r"^(?:step\s*(?:number|no\.?|index|#)?\s*)?#?\s*(-?\d+)\b", text, re.I)
+        lead = re.match(_LEAD + r"(-?\d+)(?![\d])", text, re.I)
         if lead:
             step = int(lead.group(1))
         else:
