@@ -140,12 +140,19 @@ def test_context_budget_truncates_long_steps_visibly() -> None:
     assert result.step == 1
 
 
-def test_missing_ground_truth_is_an_error_not_a_silent_omission() -> None:
+def test_missing_ground_truth_runs_without_it_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
     trace = five()
     trace.ground_truth = None
-    result = run("all-at-once", trace, ScriptedBackend([AAO_WEBSEARCHER]), with_ground_truth=True)
-    assert result.status == "error"
-    assert result.error is not None and "ground_truth" in result.error
+    backend = ScriptedBackend([AAO_WEBSEARCHER])
+    with caplog.at_level("WARNING", logger="faultfinder"):
+        result = run("all-at-once", trace, backend, with_ground_truth=True)
+    assert result.status == "ok" and result.ground_truth == "unavailable"
+    assert result.with_ground_truth is True
+    assert "The Answer for the problem is" not in prompts(backend)[0]
+    assert "no reference answer" in caplog.text and trace.id in caplog.text
+    shown = run("all-at-once", five(), ScriptedBackend([AAO_WEBSEARCHER]), with_ground_truth=True)
+    assert shown.ground_truth == "shown"
+    assert run("all-at-once", five(), ScriptedBackend([AAO_WEBSEARCHER])).ground_truth == "off"
 
 
 # --- all-at-once -------------------------------------------------------------------
