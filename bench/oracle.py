@@ -54,12 +54,17 @@ def table(rows: list[OracleRow], consistent: bool | None) -> list[str]:
     for (sub, method), rs in sorted(groups.items()):
         agent = sum(r.agent_correct for r in rs)
         step = sum(r.step_correct for r in rs)
-        lines.append(f"| {sub} | {method} | {len(rs)} | {pct(agent, len(rs))} | {pct(step, len(rs))} |")
+        lines.append(
+            f"| {sub} | {method} | {len(rs)} | {pct(agent, len(rs))} | {pct(step, len(rs))} |"
+        )
     return lines
 
 
 def odd_table(rows: list[OracleRow], traces: dict[str, Trace]) -> list[str]:
-    odd = sorted({r.trace_id for r in rows if not r.consistent}, key=lambda t: (subset(t), int(t.split("/")[1])))
+    odd = sorted(
+        {r.trace_id for r in rows if not r.consistent},
+        key=lambda t: (subset(t), int(t.split("/")[1])),
+    )
     head = "| case | gold (agent @ step; speaker there) | " + " | ".join(ORACLE_METHODS) + " |"
     lines = [head, "|---|---|" + "---|" * len(ORACLE_METHODS)]
     for trace_id in odd:
@@ -69,10 +74,14 @@ def odd_table(rows: list[OracleRow], traces: dict[str, Trace]) -> list[str]:
         cells = []
         for method in ORACLE_METHODS:
             r = next(x for x in rows if x.trace_id == trace_id and x.method == method)
-            got = [name for name, ok in (("agent", r.agent_correct), ("step", r.step_correct)) if ok]
+            got = [
+                name for name, ok in (("agent", r.agent_correct), ("step", r.step_correct)) if ok
+            ]
             cells.append(" + ".join(got) or "neither")
         speaker = trace.steps[label.step].agent
-        lines.append(f"| {trace_id} | {label.agent} @ {label.step}; {speaker} | " + " | ".join(cells) + " |")
+        lines.append(
+            f"| {trace_id} | {label.agent} @ {label.step}; {speaker} | " + " | ".join(cells) + " |"
+        )
     return lines
 
 
@@ -113,7 +122,8 @@ def main() -> int:
         "",
         f"Wrong judge rows scoring anything: {len(wrong_hits)}"
         + (
-            f" (all on single-speaker traces {', '.join(sorted({r.trace_id for r in wrong_hits}))}, "
+            f" (all on single-speaker traces {', '.join(sorted({r.trace_id for r in wrong_hits}))},"
+            " "
             "whose only speaker is the labelled agent, so no other agent exists to name)"
             if wrong_hits and not unexplained
             else ""
@@ -132,7 +142,10 @@ def main() -> int:
         else:
             print(f"\n{README.name} has no {BEGIN} section; not written", file=sys.stderr)
     if misses or unexplained:
-        print(f"FAIL: {len(misses)} perfect-judge misses, {len(unexplained)} wrong-judge hits", file=sys.stderr)
+        print(
+            f"FAIL: {len(misses)} perfect-judge misses, {len(unexplained)} wrong-judge hits",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

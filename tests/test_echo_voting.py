@@ -98,9 +98,10 @@ def test_steps_outside_the_trace_are_left_out_of_the_step_vote() -> None:
 def test_ties_go_to_the_first_candidate_in_analyst_order() -> None:
     tied = [ballot("a", ["Verifier"], 5, 0.5), ballot("b", ["Coder"], 3, 0.5)]
     assert vote_agents(tied, "single_agent", 0.3)[0] == ["Verifier"]
-    assert vote_step([ballot("a", ["Coder"], 3, 0.5), ballot("b", ["Coder"], 1, 0.5)], SPEAKERS)[
-        0
-    ] == 3
+    assert (
+        vote_step([ballot("a", ["Coder"], 3, 0.5), ballot("b", ["Coder"], 1, 0.5)], SPEAKERS)[0]
+        == 3
+    )
     types = [ballot("a", ["Coder"], 1, 0.5, kind="multi"), ballot("b", ["Coder"], 1, 0.5)]
     assert vote_type(types)[0] == "multi_agent"
 
@@ -143,7 +144,9 @@ def test_a_ballot_whose_step_another_agent_took_votes_for_its_agent_only() -> No
     result = consensus(ballots, SPEAKERS)
     assert result.agents == ["Coder"] and result.step is None
     assert result.rejected_steps == [5]
-    agreeing = consensus([ballot("a", ["Coder"], 5, 0.9), ballot("b", ["Verifier"], 5, 0.5)], SPEAKERS)
+    agreeing = consensus(
+        [ballot("a", ["Coder"], 5, 0.9), ballot("b", ["Verifier"], 5, 0.5)], SPEAKERS
+    )
     assert agreeing.agents == ["Coder"] and agreeing.step == 5
     assert agreeing.step_scores == {5: 0.5}
     assert agreeing.disagreement.step_agent_consistent is False

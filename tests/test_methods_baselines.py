@@ -176,10 +176,14 @@ def test_unparseable_answer_is_unparsed_with_raw_replies_kept() -> None:
     assert not any(c.parsed for c in result.calls)
 
 
-def test_out_of_range_step_is_not_accepted() -> None:
+def test_out_of_range_step_is_not_accepted_but_the_agent_is_kept() -> None:
     replies = ["Agent Name: Coder\nStep Number: 9\nReason for Mistake: r"] * 3
     result = run("all-at-once", five(), ScriptedBackend(replies))
     assert result.status == "unparsed" and result.step is None
+    assert result.agent == "Coder" and result.details["out_of_range_step"] == 9
+    assert result.details["step_unparsed"] == "step 9 is outside the trace (0..4)"
+    hybrid = run("hybrid", five(), ScriptedBackend([replies[0], "1. No. 2. ok", "1. Yes. 2. r"]))
+    assert (hybrid.agent, hybrid.step, hybrid.status) == ("Coder", 4, "ok")
 
 
 # --- step-by-step ------------------------------------------------------------------

@@ -71,7 +71,9 @@ def test_perfect_judge_on_odd_labels_recovers_what_the_rule_allows(
         assert (row.agent_correct, row.step_correct) == RECOVERS_ON_ODD_LABELS[method], row
     if RECOVERS_ON_ODD_LABELS[method] == (True, False) and method != "hybrid":
         # The step the judge gave was taken by another agent: marked, not silently kept.
-        assert all(r.status == "unparsed" and "was taken by" in (r.step_unparsed or "") for r in rows)
+        assert all(
+            r.status == "unparsed" and "was taken by" in (r.step_unparsed or "") for r in rows
+        )
 
 
 def test_wrong_judge_scores_zero(traces: list[Trace]) -> None:

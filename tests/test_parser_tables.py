@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from parser_tables import agent_step, agents, halves, yes_no
 
 from faultfinder.llm.client import ParseError
 from faultfinder.methods._whowhen import parse_half, parse_judgement
@@ -13,6 +12,7 @@ from faultfinder.methods.answers import (
     parse_agent_step_reason,
     parse_yes_no,
 )
+from parser_tables import agent_step, agents, halves, yes_no
 
 ROSTER = Roster(agents.NAMES, agents.ALIASES)
 

@@ -34,21 +34,37 @@ ROWS: list[tuple[str, str | None, str]] = [
     # followed by a reason
     ("upper half. The mistake is the wrong search at step 3.", "upper", "reason after"),
     ("lower half - step 8 uses the wrong unit.", "lower", "reason after"),
-    ("Upper half. The lower half only repeats the error.", "upper", "starts with one, mentions the other"),
+    (
+        "Upper half. The lower half only repeats the error.",
+        "upper",
+        "starts with one, mentions the other",
+    ),
     ("lower half\n\nReasoning: steps 5-9 contain the bad calculation.", "lower", "reasoning after"),
     # chatty prose naming one label
     ("The error is more likely in the lower half.", "lower", "sentence"),
-    ("Based on my analysis, the critical mistake is located in the upper half of the segment.", "upper", "sentence"),
+    (
+        "Based on my analysis, the critical mistake is located in the upper half of the segment.",
+        "upper",
+        "sentence",
+    ),
     ("I think it's the lower half, since step 7 misreads the table.", "lower", "sentence"),
     ("After reviewing, I'd say: upper half", "upper", "sentence then label"),
-    ("The most critical mistake appears in the lower half (steps 6 to 10).", "lower", "with the range"),
+    (
+        "The most critical mistake appears in the lower half (steps 6 to 10).",
+        "lower",
+        "with the range",
+    ),
     ('{"answer": "lower half"}', "lower", "JSON"),
-    ('```\nupper half\n```', "upper", "fenced"),
+    ("```\nupper half\n```", "upper", "fenced"),
     # echoes of the question
     ("upper half or lower half? lower half", "lower", "question echoed, then the answer"),
     ("Either 'upper half' or 'lower half': upper half", "upper", "instruction echoed"),
     ("’upper half’ or ’lower half’ -> lower half", "lower", "typographic echo"),
-    ("You asked for 'upper half' or 'lower half'. My answer: lower half.", "lower", "echo in prose"),
+    (
+        "You asked for 'upper half' or 'lower half'. My answer: lower half.",
+        "lower",
+        "echo in prose",
+    ),
     ("upper half or lower half", None, "only the echo"),
     ("'upper half' or 'lower half'", None, "only the quoted echo"),
     # labels not asked for

@@ -19,8 +19,8 @@ from pydantic import BaseModel
 
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import LLM, ParseError
-from faultfinder.methods.answers import choice_grammar, gbnf_choice, parse_yes_no
 from faultfinder.methods import reference
+from faultfinder.methods.answers import choice_grammar, gbnf_choice, parse_yes_no
 from faultfinder.methods.base import MethodConfig
 from faultfinder.methods.render import RenderOptions, context_budget, fit_steps, render_metadata
 from faultfinder.traces.schema import Step, Trace
@@ -307,7 +307,9 @@ def parse_half(text: str) -> Half:
     two, and not in a negation ("not in the upper half").
     """
     body = _HALF_ECHO.sub(" ", text.translate(_PLAIN_QUOTES))
-    cleaned = re.sub(r"^[\s'\"`*_#>.:-]*(?:(?:final\s+)?answer\s*[:：]\s*)?[\s'\"`*_]*", "", body, flags=re.I)
+    cleaned = re.sub(
+        r"^[\s'\"`*_#>.:-]*(?:(?:final\s+)?answer\s*[:：]\s*)?[\s'\"`*_]*", "", body, flags=re.I
+    )
     start = _HALF.match(cleaned)
     if start:
         return "upper" if start.group(1).lower() == "upper" else "lower"

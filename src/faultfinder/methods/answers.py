@@ -119,7 +119,9 @@ def agents_mentioned(text: str, agents: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(agent for _, agent in sorted(found)))
 
 
-_PLACEHOLDER = re.compile(r"^\(?\s*(your\s+(prediction|reason|answer)|agent name|n/?a)\s*\)?$", re.I)
+_PLACEHOLDER = re.compile(
+    r"^\(?\s*(your\s+(prediction|reason|answer)|agent name|n/?a)\s*\)?$", re.I
+)
 
 
 def match_agent(answer: str, agents: Sequence[str]) -> str:
@@ -209,7 +211,9 @@ def find_field(text: str, *labels: str) -> str | None:
         values = field_values(text, label)
         distinct = list(dict.fromkeys(_norm(v) for v in values))
         if len(distinct) > 1:
-            raise ParseError(f"'{label}' is answered twice, differently: {values[0]!r} / {values[1]!r}")
+            raise ParseError(
+                f"'{label}' is answered twice, differently: {values[0]!r} / {values[1]!r}"
+            )
         if values:
             return values[0]
     return None
@@ -321,8 +325,17 @@ _HEDGES = re.compile(
     re.I,
 )
 _BOTH = re.compile(r"\b(yes|no)\b\s*(and|or|/|&)\s*\b(yes|no)\b", re.I)
-_ANSWER_LABELS = ("Yes/No", "Yes or No", "Answer", "Final Answer", "Judgment", "Judgement",
-                  "Decision", "Verdict", "Error")
+_ANSWER_LABELS = (
+    "Yes/No",
+    "Yes or No",
+    "Answer",
+    "Final Answer",
+    "Judgment",
+    "Judgement",
+    "Decision",
+    "Verdict",
+    "Error",
+)
 _WORDS = {"yes": True, "no": False, "是": True, "否": False, "不是": False}
 
 

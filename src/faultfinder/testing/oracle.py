@@ -72,7 +72,9 @@ _HALVES = re.compile(
 def question_of(request: ChatRequest, trace: Trace) -> Question:
     """Classify ``request`` (raises FaultfinderError for a question no oracle knows)."""
     texts = [_text(m.get("content")) for m in request.messages]
-    system = next((t for m, t in zip(request.messages, texts, strict=True) if m.get("role") == "system"), "")
+    system = next(
+        (t for m, t in zip(request.messages, texts, strict=True) if m.get("role") == "system"), ""
+    )
     last = texts[-1] if texts else ""
     if "expert debugger of LLM-based multi-agent systems" in system:
         answered = any(m.get("role") == "tool" for m in request.messages) or any(
@@ -114,10 +116,10 @@ def oracle_target(trace: Trace, *, wrong: bool = False) -> tuple[str, int]:
         return gold.agent, gold.step  # type: ignore[return-value]
     bad = [s for s in trace.steps if s.index not in gold.acceptable_steps]
     others = [s for s in bad if s.agent != gold.agent]
-    pick = (others or bad or [None])[0]
-    if pick is None:
+    candidates = others or bad
+    if not candidates:
         raise FaultfinderError(f"oracle judge: trace '{trace.id}' has no wrong step to name")
-    return pick.agent, pick.index
+    return candidates[0].agent, candidates[0].index
 
 
 class OracleJudge:
@@ -156,11 +158,17 @@ class OracleJudge:
         return self._agentic(question, tools)
 
     def _agentic(self, question: Question, tools: bool) -> str | dict[str, Any]:
+        args: dict[str, Any]
         if not question.answered_tools:
             name, args = "read_step_output", {"step": self.step}
         else:
             name = "submit"
-            args = {"agent": self.agent, "step": self.step, "reason": self.reason(), "confidence": 0.9}
+            args = {
+                "agent": self.agent,
+                "step": self.step,
+                "reason": self.reason(),
+                "confidence": 0.9,
+            }
         if tools:
             return {"text": "", "tool_calls": [{"name": name, "arguments": args}]}
         return f"THOUGHT: oracle.\nACTION: {name} {json.dumps(args)}"

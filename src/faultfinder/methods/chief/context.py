@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import LLM, ParseError, Reply
 from faultfinder.methods.answers import Roster, extract_json, roster_of
-from faultfinder.methods.reference import ground_truth_for
 from faultfinder.methods.chief import prompts
 from faultfinder.methods.chief.config import ChiefConfig
+from faultfinder.methods.reference import ground_truth_for
 from faultfinder.methods.render import RenderOptions, context_budget, fit_steps, render_metadata
 from faultfinder.traces.schema import Step, Trace
 
