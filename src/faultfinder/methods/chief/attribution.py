@@ -380,7 +380,8 @@ async def direct(
     constraint = agent_step_grammar(roster, range(ctx.n_steps)) if ctx.config.grammar else None
     reply = await ctx.llm.chat(
         prompt,
-        parse=lambda text: parse_agent_step_reason(text, roster, ctx.n_steps),
+        # The step is checked by the agent/step rule (run_method), which keeps the agent.
+        parse=lambda text: parse_agent_step_reason(text, roster),
         purpose="chief direct",
         temperature=ctx.config.temperature,
         max_tokens=ctx.config.max_reply_tokens,
