@@ -10,6 +10,7 @@ each parser is tested on.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -75,6 +76,7 @@ _WORD = r"[^\W_]"
 _SEPARATORS = re.compile(r"[\s_\-.]+")
 
 
+@functools.lru_cache(maxsize=4096)
 def _form_pattern(form: str) -> re.Pattern[str] | None:
     """A pattern finding ``form`` in prose: case and the spelling of separators ('_', ' ',
     '-', none) are free; punctuation inside the form (parentheses, arrows) must be there."""
@@ -321,7 +323,7 @@ def parse_agent_step_reason(
 _HEDGES = re.compile(
     r"\b(maybe|perhaps|possibly|probably|partial(ly)?|unclear|uncertain|unsure|not sure|"
     r"hard to (say|tell)|can(no|')t (be )?(determined?|tell|say)|debatable|ambiguous|"
-    r"either|depends)\b",
+    r"depends)\b",
     re.I,
 )
 _BOTH = re.compile(r"\b(yes|no)\b\s*(and|or|/|&)\s*\b(yes|no)\b", re.I)
