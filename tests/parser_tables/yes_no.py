@@ -59,6 +59,8 @@ ROWS: list[tuple[str, bool | None, str]] = [
     ("No - the orchestrator's plan is sound.", False, "prose with dash"),
     ("Yes! It used data from 2019.", True, "exclamation"),
     ("Yes, there is no source for this claim.", True, "'no' later in the sentence"),
+    ("Here is my judgment:\nNo. The agent's plan is reasonable.", False, "announcing preface"),
+    ("Sure, let me evaluate.\n\nNo, the step is fine.", None, "preface sentence: not the field"),
     # negations and answers that do not start with Yes/No
     ("I would not say yes.", None, "negated yes"),
     ("I would say no.", None, "answer not in the field's first word"),

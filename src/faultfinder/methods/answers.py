@@ -347,7 +347,11 @@ def _yes_no_fields(text: str) -> list[str]:
     fields = [m.group("v") for m in items]
     for label in _ANSWER_LABELS:
         fields += field_values(text, label)
-    fields.append(text.strip().split("\n", 1)[0])
+    # Else the first line, after a preface that announces the answer ('My judgment:').
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    while len(lines) > 1 and lines[0].rstrip().endswith((":", "：")):
+        lines.pop(0)
+    fields.append(lines[0] if lines else "")
     return fields
 
 
