@@ -40,6 +40,7 @@ ROWS: list[tuple[str, bool | None, str]] = [
     ("*No*. The step is fine.", False, "italic first word"),
     # labelled answers
     ("Answer: No. The action is correct.", False, "Answer label"),
+    ("No.\nError: none found in this step.", False, "a later 'Error:' line is not the answer"),
     ("Final Answer: Yes", True, "Final Answer label"),
     ("Judgment: Yes\nThe agent picked the wrong city.", True, "Judgment label"),
     ("Judgement: No", False, "British spelling"),

@@ -328,16 +328,9 @@ _HEDGES = re.compile(
 )
 _BOTH = re.compile(r"\b(yes|no)\b\s*(and|or|/|&)\s*\b(yes|no)\b", re.I)
 _ANSWER_LABELS = (
-    "Yes/No",
-    "Yes or No",
-    "Answer",
-    "Final Answer",
-    "Judgment",
-    "Judgement",
-    "Decision",
+    "Yes/No", "Yes or No", "Answer", "Final Answer", "Judgment", "Judgement", "Decision",
     "Verdict",
-    "Error",
-)
+)  # fmt: skip
 _WORDS = {"yes": True, "no": False, "是": True, "否": False, "不是": False}
 
 
