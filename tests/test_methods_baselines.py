@@ -184,6 +184,7 @@ def test_out_of_range_step_is_not_accepted_but_the_agent_is_kept() -> None:
     assert result.details["step_unparsed"] == "step 9 is outside the trace (0..4)"
     hybrid = run("hybrid", five(), ScriptedBackend([replies[0], "1. No. 2. ok", "1. Yes. 2. r"]))
     assert (hybrid.agent, hybrid.step, hybrid.status) == ("Coder", 4, "ok")
+    assert hybrid.details["all_at_once"]["step_unparsed"] == "step 9 is outside the trace (0..4)"
 
 
 # --- step-by-step ------------------------------------------------------------------

@@ -9,6 +9,7 @@ from faultfinder.llm.client import LLM
 from faultfinder.methods import _whowhen as ww
 from faultfinder.methods.answers import agent_step_grammar, parse_agent_step_reason, roster_of
 from faultfinder.methods.base import MethodConfig, Verdict
+from faultfinder.methods.pairing import check_step
 from faultfinder.methods.registry import register
 from faultfinder.traces.schema import Trace
 
@@ -46,6 +47,11 @@ async def locate_all_at_once(trace: Trace, llm: LLM, config: ww.WhoWhenConfig) -
         return Verdict(status="unparsed", details=details)
     if 0 <= answer.step < n_steps:
         details["step_agent"] = trace.steps[answer.step].agent
+    speakers = [step.agent for step in trace.steps]
+    problem = check_step(speakers, [answer.agent], answer.step)
+    if problem is not None:
+        # run_method applies the same rule to the verdict; hybrid keeps this note.
+        details["step_unparsed"] = problem
     return Verdict(agent=answer.agent, step=answer.step, reason=answer.reason, details=details)
 
 
