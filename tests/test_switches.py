@@ -99,3 +99,15 @@ def test_magentic_qualifiers_survive_rendering_and_resolve_to_the_scored_agent()
 def test_ag2_roles_are_not_shown_as_qualifiers() -> None:
     step = Step(index=0, agent="Excel_Expert", role="assistant", content="x")
     assert step.speaker == "Excel_Expert"
+
+
+def test_chief_reads_qualified_speakers_through_the_trace_roster() -> None:
+    from faultfinder.methods.chief.graph import Subtask
+    from faultfinder.methods.chief.otar import parse_otar
+
+    sub = Subtask(id="S1", name="all", start=0, end=3, agents=["Orchestrator", "WebSurfer"])
+    data = {"subtasks": [{"subtask": "S1", "agents": [{"agent": "Orchestrator (-> WebSurfer)"}]}]}
+    aliases = roster_of(magentic()).aliases
+    assert list(parse_otar(data, [sub], aliases).otar) == ["S1:Orchestrator"]
+    with pytest.raises(Exception, match="no OTAR entry"):
+        parse_otar(data, [sub])  # without the roster: two agents named, dropped
