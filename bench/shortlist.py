@@ -125,7 +125,10 @@ def table_rows(
     name: str, traces: Sequence[Trace], ranked: Sequence[Ranked], ci: bool = True
 ) -> str:
     n = len(traces)
-    cells = [cell(sum(recall_hits(t, r.order, k) for t, r in zip(traces, ranked)), n, ci) for k in KS]
+    cells = [
+        cell(sum(recall_hits(t, r.order, k) for t, r in zip(traces, ranked, strict=True)), n, ci)
+        for k in KS
+    ]
     agent = sum(
         same_agent(r.agent or "", t.label.agent if t.label else None)
         for t, r in zip(traces, ranked, strict=True)
@@ -136,7 +139,9 @@ def table_rows(
 def random_row(traces: Sequence[Trace]) -> str:
     """Exact expectations of a uniform draw (no interval: not a sample)."""
     n = len(traces)
-    cells = [f"{100 * sum(min(k, len(t.steps)) / len(t.steps) for t in traces) / n:.1f}" for k in KS]
+    cells = [
+        f"{100 * sum(min(k, len(t.steps)) / len(t.steps) for t in traces) / n:.1f}" for k in KS
+    ]
     agent = 0.0
     for t in traces:
         names = t.agent_names()
@@ -144,7 +149,9 @@ def random_row(traces: Sequence[Trace]) -> str:
     return "| random (expectation) | " + " | ".join(cells) + f" | {100 * agent / n:.1f} |"
 
 
-HEAD = "| ranking | recall@1 % | recall@3 % | recall@5 % | top-1 agent % |\n|---|---:|---:|---:|---:|"
+HEAD = (
+    "| ranking | recall@1 % | recall@3 % | recall@5 % | top-1 agent % |\n|---|---:|---:|---:|---:|"
+)
 
 
 def main() -> int:
@@ -196,7 +203,9 @@ def main() -> int:
 
     # Ablation by feature group.
     out += ["", "Ablation (cross-validated recall@1/3/5 and top-1 agent, %, AG / HC):", ""]
-    out.append("| features | AG r@1 | AG r@3 | AG r@5 | AG agent | HC r@1 | HC r@3 | HC r@5 | HC agent |")
+    out.append(
+        "| features | AG r@1 | AG r@3 | AG r@5 | AG agent | HC r@1 | HC r@3 | HC r@5 | HC agent |"
+    )
     out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for groups in ABLATIONS:
         out.append(ablation_row(traces, groups, args.folds))
@@ -206,7 +215,9 @@ def main() -> int:
 
     # Conformal sets.
     out += ["", "Split-conformal step sets (thresholds calibrated on the other folds):", ""]
-    out.append("| subset | target coverage | coverage % | mean set size | set size / trace length |")
+    out.append(
+        "| subset | target coverage | coverage % | mean set size | set size / trace length |"
+    )
     out.append("|---|---:|---:|---:|---:|")
     for subset in subsets:
         idx = [i for i, t in enumerate(traces) if subset_of(t) == subset]
@@ -260,24 +271,27 @@ def ablation_row(traces: Sequence[Trace], groups: Sequence[str], folds: int, sur
             hits = sum(recall_hits(traces[i], conformal.ranking(cv.probs[i]), k) for i in idx)
             cells.append(cell(hits, n, ci=False))
         agent = sum(
-            same_agent(traces[i].steps[conformal.ranking(cv.probs[i])[0]].agent, traces[i].label.agent)  # type: ignore[union-attr]
+            same_agent(
+                traces[i].steps[conformal.ranking(cv.probs[i])[0]].agent, traces[i].label.agent
+            )  # type: ignore[union-attr]
             for i in idx
         )
         cells.append(cell(agent, n, ci=False))
     return f"| {' + '.join(groups)} | " + " | ".join(cells) + " |"
 
 
-def surprisal_ablation(
-    traces: Sequence[Trace], folds: int, compute: bool
-) -> tuple[list[str], str]:
+def surprisal_ablation(traces: Sequence[Trace], folds: int, compute: bool) -> tuple[list[str], str]:
     scorer = CachedSurprisal(LlamaSurprisal())
     try:
         have = [t for t in traces if compute or scorer.cpu_seconds(t) is not None]
     except Exception as exc:  # the embedded model is not installed
         return ["", f"Surprisal ablation not run: {exc}"], "surprisal not measured"
     if len(have) < 2 * folds:
-        return ["", f"Surprisal ablation not run: {len(have)} traces have surprisal cached "
-                "(run with --surprisal)."], "surprisal not measured"
+        return [
+            "",
+            f"Surprisal ablation not run: {len(have)} traces have surprisal cached "
+            "(run with --surprisal).",
+        ], "surprisal not measured"
     lines = [
         "",
         f"Surprisal ablation on the {len(have)} traces whose surprisal is computed "

@@ -32,7 +32,9 @@ GROUPS: tuple[str, ...] = ("position", "agent", "errors", "surprisal")
 _PLANNER = re.compile(r"orchestrat|planner|manager|captain|coordinat|lead|supervis", re.I)
 _TOOL_SPEAKER = re.compile(r"terminal|executor|computer|tool|code_?exec|python", re.I)
 _HUMAN = re.compile(r"^(human|user|admin|user_?proxy)$", re.I)
-_TRACEBACK = re.compile(r"traceback \(most recent call last\)|\bexitcode: [1-9]|exit code [1-9]", re.I)
+_TRACEBACK = re.compile(
+    r"traceback \(most recent call last\)|\bexitcode: [1-9]|exit code [1-9]", re.I
+)
 _ERROR_WORD = re.compile(
     r"\b(error|exception|failed|failure|fails|invalid|not found|no such|denied|timed? ?out)\b",
     re.I,
@@ -239,10 +241,7 @@ def _surprisal(values: Sequence[tuple[float, float]]) -> list[list[float]]:
     sd = math.sqrt(sum((x - mu) ** 2 for x in means) / n) or 1.0
     order = sorted(range(n), key=lambda j: -means[j])
     rank = {j: r for r, j in enumerate(order)}
-    return [
-        [m, mx, (m - mu) / sd, rank[i] / max(n - 1, 1)]
-        for i, (m, mx) in enumerate(values)
-    ]
+    return [[m, mx, (m - mu) / sd, rank[i] / max(n - 1, 1)] for i, (m, mx) in enumerate(values)]
 
 
 def trace_features(
