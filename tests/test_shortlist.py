@@ -216,3 +216,28 @@ def test_cross_validation_never_scores_a_trace_with_a_model_that_saw_it() -> Non
         refit = fit(table, groups, held_out)
         assert refit.coef == pytest.approx(model.coef)
         assert not refit.seen(trace)
+
+
+def test_cli_attribute_eval_and_report_with_reliability(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from faultfinder.cli import main
+
+    def invoke(*args: object) -> object:
+        return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+    model = ["--model", "function:json:dumps", "--cache", "none"]
+    one = FIXTURES / "Algorithm-Generated" / "1.json"
+    shown = invoke("attribute", one, "--method", "shortlist", *model, "--json")
+    assert shown.exit_code == 0, shown.output  # type: ignore[attr-defined]
+    data = json.loads(shown.output)  # type: ignore[attr-defined]
+    assert len(data["details"]["scores"]) > 1 and data["usage"]["calls"] == 0
+
+    out = tmp_path / "r.jsonl"
+    ran = invoke("eval", FIXTURES, "--method", "shortlist", *model, "--no-progress", "--out", out)
+    assert ran.exit_code == 0, ran.output  # type: ignore[attr-defined]
+    plot = tmp_path / "rel.png"
+    report = invoke("report", out, "--reliability-plot", plot)
+    assert report.exit_code == 0, report.output  # type: ignore[attr-defined]
+    assert "Reliability of stated confidence: shortlist" in report.output  # type: ignore[attr-defined]
+    assert plot.read_bytes().startswith(b"\x89PNG")

@@ -9,6 +9,7 @@ import click
 
 from faultfinder.cli.common import build_llm, method_overrides, model_options, pass_errors
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
+from faultfinder.eval import reliability
 from faultfinder.eval.report import FORMATS, plot_tolerance, render, summarise
 from faultfinder.eval.rows import read_result_files
 from faultfinder.eval.runner import EvalOptions, plan_methods, run_eval
@@ -211,9 +212,20 @@ def eval_command(
     show_default=True,
     help="Add the ±1..±5 step accuracy table (text and markdown).",
 )
+@click.option(
+    "--reliability-plot",
+    "reliability_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write a reliability diagram (PNG) of the methods that state a confidence.",
+)
 @pass_errors
 def report_command(
-    results: tuple[str, ...], fmt: str, plot_path: str | None, tolerances: bool
+    results: tuple[str, ...],
+    fmt: str,
+    plot_path: str | None,
+    tolerances: bool,
+    reliability_path: str | None = None,
 ) -> None:
     """Accuracy tables (per subset, mean ± std over runs) from eval result files."""
     rows = read_result_files(results)
@@ -224,3 +236,11 @@ def report_command(
     if plot_path:
         written = plot_tolerance(summaries, plot_path)
         click.echo(f"plot written to {written}", err=True)
+    if fmt in ("text", "markdown") and (section := reliability.render_rows(rows)):
+        click.echo("\n" + section)
+    if reliability_path:
+        drawn = reliability.plot_rows(rows, reliability_path)
+        click.echo(
+            f"reliability diagram written to {drawn}" if drawn else "no row states a confidence",
+            err=True,
+        )
