@@ -8,8 +8,8 @@ from typing import Any, get_args
 import click
 
 from faultfinder.cli.common import build_llm, method_overrides, model_options, pass_errors
-from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
 from faultfinder.eval import reliability
+from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
 from faultfinder.eval.report import FORMATS, plot_tolerance, render, summarise
 from faultfinder.eval.rows import read_result_files
 from faultfinder.eval.runner import EvalOptions, plan_methods, run_eval
