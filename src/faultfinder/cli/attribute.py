@@ -34,7 +34,13 @@ def format_attribution(result: Attribution) -> str:
     u = result.usage
     lines.append(
         f"cost:       {u.calls} calls ({u.cached_calls} cached), {u.prompt_tokens} prompt + "
-        f"{u.completion_tokens} completion tokens" + (" (estimated)" if u.estimated else "")
+        f"{u.completion_tokens} completion tokens"
+        + (" (estimated)" if u.estimated else "")
+        + (
+            f"; {u.cached_prompt_tokens} prompt tokens served from the server's cache"
+            if u.cached_prompt_tokens
+            else ""
+        )
     )
     return "\n".join(lines)
 

@@ -221,9 +221,12 @@ class OpenAICompatBackend:
             if isinstance(call, dict) and isinstance(call.get("function"), dict)
         ]
         reported = data.get("usage") or {}
+        details = reported.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
         usage = Usage(
             prompt_tokens=int(reported.get("prompt_tokens") or 0),
             completion_tokens=int(reported.get("completion_tokens") or 0),
+            cached_prompt_tokens=int(cached or 0),
         )
         content = message.get("content")
         return Completion(
