@@ -12,7 +12,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from faultfinder.eval.datasets import subset_of
 from faultfinder.shortlist import conformal
 from faultfinder.shortlist.features import trace_features
 from faultfinder.shortlist.model import ShortlistModel, softmax, trace_hash
@@ -72,6 +71,11 @@ def fit(table: Table, groups: Sequence[str], indices: Sequence[int]) -> Shortlis
         coef=clf.coef_[0].tolist(),
         intercept=float(clf.intercept_[0]),
     )
+
+
+def subset_of(trace: Trace) -> str:
+    """The benchmark subset folds are balanced over (the shortlist sits below eval/)."""
+    return trace.source.subset or "all"
 
 
 def assign_folds(traces: Sequence[Trace], k: int, seed: int = 0) -> list[int]:
