@@ -241,3 +241,23 @@ def test_cli_attribute_eval_and_report_with_reliability(tmp_path: Path) -> None:
     assert report.exit_code == 0, report.output  # type: ignore[attr-defined]
     assert "Reliability of stated confidence: shortlist" in report.output  # type: ignore[attr-defined]
     assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_attribute_runs_without_the_embedded_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from faultfinder import errors
+    from faultfinder.cli import main
+    from faultfinder.llm import local
+
+    def missing() -> None:
+        raise errors.ModelNotAvailableError("llama-cpp-python is not installed")
+
+    monkeypatch.setattr(local, "_require_llama_cpp", missing)
+    one = FIXTURES / "Hand-Crafted" / "1.json"
+    args = ["attribute", str(one), "--method", "shortlist", "--cache", "none"]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "model scripted:no-model" in result.output and "step:" in result.output
+    refused = CliRunner().invoke(main, [*args[:3], "all-at-once", "--cache", "none"])
+    assert refused.exit_code != 0 and "not installed" in refused.output

@@ -14,6 +14,8 @@ from faultfinder.cli.common import (
     model_options,
     pass_errors,
 )
+from faultfinder.errors import ModelNotAvailableError
+from faultfinder.llm import LLM, ScriptedBackend
 from faultfinder.methods import available, create_method, run_method
 from faultfinder.methods.base import Attribution
 from faultfinder.traces.loader import load_trace
@@ -74,7 +76,13 @@ def attribute(
     method = create_method(
         method_spec, **method_overrides(with_ground_truth, observability, settings)
     )
-    llm = build_llm(**llm_options)
+    try:
+        llm = build_llm(**llm_options)
+    except ModelNotAvailableError:
+        if getattr(method, "makes_model_calls", True):
+            raise
+        # An offline method (shortlist) runs without the embedded model installed.
+        llm = LLM(ScriptedBackend([], model="no-model"))
     result = asyncio.run(run_method(method, trace, llm, label=method_spec))
     click.echo(result.model_dump_json(indent=2) if as_json else format_attribution(result))
 

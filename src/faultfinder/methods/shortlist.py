@@ -91,6 +91,8 @@ class ShortlistMethod:
     prompt_version: ClassVar[str] = "none"
     Config: ClassVar[type[MethodConfig]] = ShortlistConfig
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
+    makes_model_calls: ClassVar[bool] = False
+    """`attribute` runs it even when the default embedded model is not installed."""
 
     def __init__(self, config: ShortlistConfig) -> None:
         if str(config.coverage) not in {str(a) for a in LEVELS}:
