@@ -261,3 +261,52 @@ def test_attribute_runs_without_the_embedded_model(monkeypatch: pytest.MonkeyPat
     assert "model scripted:no-model" in result.output and "step:" in result.output
     refused = CliRunner().invoke(main, [*args[:3], "all-at-once", "--cache", "none"])
     assert refused.exit_code != 0 and "not installed" in refused.output
+
+
+class FakeLlama:
+    """Context-free logits (token v has logit v), so each token's surprisal is fixed."""
+
+    vocab = 10
+
+    def __init__(self) -> None:
+        self.chunks: list[list[int]] = []
+        self.scores: object = None
+
+    def reset(self) -> None:
+        self.scores = None
+
+    def eval(self, chunk: list[int]) -> None:
+        import numpy as np
+
+        self.chunks.append(list(chunk))
+        self.scores = np.tile(np.arange(self.vocab, dtype=float), (len(chunk), 1))
+
+
+@pytest.mark.parametrize(("window", "overlap"), [(4, 0), (4, 2), (5, 3), (64, 8)])
+def test_windowed_surprisal_scores_every_token_once(window: int, overlap: int) -> None:
+    import math
+
+    from faultfinder.shortlist.surprisal import LlamaSurprisal
+
+    scorer = LlamaSurprisal(window=window, overlap=overlap)
+    fake = FakeLlama()
+    scorer._llama = fake
+    tokens = [1, 5, 2, 9, 0, 3, 3, 7, 4, 8, 6]
+    lse = math.log(sum(math.exp(v) for v in range(fake.vocab)))
+    got = scorer.token_surprisal(tokens)
+    assert got == pytest.approx([lse - t for t in tokens[1:]])
+    assert all(len(c) <= window for c in fake.chunks)
+    if overlap and len(fake.chunks) > 1:
+        assert fake.chunks[1][:overlap] == fake.chunks[0][-overlap:]
+
+
+@pytest.mark.smoke
+def test_embedded_model_surprisal_per_step() -> None:
+    pytest.importorskip("llama_cpp")
+    from faultfinder.shortlist.surprisal import LlamaSurprisal
+
+    trace = make_trace([("A", "The cat sat on the mat."), ("B", "zq xv 9k!! ~~"), ("A", "ok")])
+    values = LlamaSurprisal(max_step_tokens=16, window=24, overlap=8, n_threads=1).score(trace)
+    assert len(values) == 3
+    assert all(0 < mean <= top for mean, top in values)
+    assert values[1][0] > values[0][0]  # gibberish is more surprising than plain English

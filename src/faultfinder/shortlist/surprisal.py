@@ -52,8 +52,8 @@ class LlamaSurprisal:
     """CPU threads; None lets llama.cpp decide."""
 
     def __post_init__(self) -> None:
-        if not 0 <= self.overlap < self.window:
-            raise ValueError("overlap must be smaller than window")
+        if not 0 <= self.overlap < self.window - 1:
+            raise ValueError("overlap must be at least 0 and smaller than window - 1")
         self._llama: Any = None
         self._path: Path | None = None
 
@@ -104,8 +104,9 @@ class LlamaSurprisal:
         llama = self._model()
         out: list[float] = []
         start = 0  # first token whose surprisal the next window reports
-        while start + 1 < len(tokens):
-            ctx_from = max(0, start - self.overlap) if start else 0
+        while len(tokens) > 1 and start < len(tokens):
+            # At least one preceding token, so the window's first scored token has context.
+            ctx_from = max(0, start - max(self.overlap, 1)) if start else 0
             chunk = list(tokens[ctx_from : ctx_from + self.window])
             llama.reset()
             llama.eval(chunk)
