@@ -7,7 +7,7 @@ import contextlib
 import contextvars
 import json
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field
@@ -167,6 +167,8 @@ class LLM:
         # Largest ratio of reported to locally estimated prompt tokens seen so far (>= 1):
         # reservations scale estimates by it, so an optimistic tokenizer cannot overspend.
         self._prompt_ratio = 1.0
+        self._calibrated = False
+        self._calibration_locks: dict[int, asyncio.Lock] = {}
 
     @property
     def name(self) -> str:
@@ -189,6 +191,25 @@ class LLM:
         if loop_id not in self._semaphores:
             self._semaphores[loop_id] = asyncio.Semaphore(self.concurrency)
         return self._semaphores[loop_id]
+
+    @contextlib.asynccontextmanager
+    async def _calibration(self) -> AsyncIterator[None]:
+        """Under a token budget, the first call runs alone: only once it has finished is it
+        known how the backend's token counts compare with the local estimate."""
+        if self.budget.max_tokens is None or self._calibrated:
+            yield
+            return
+        loop_id = id(asyncio.get_running_loop())
+        lock = self._calibration_locks.setdefault(loop_id, asyncio.Lock())
+        await lock.acquire()
+        if self._calibrated:  # another call finished first: no need to queue
+            lock.release()
+            yield
+            return
+        try:
+            yield
+        finally:
+            lock.release()
 
     async def chat(
         self,
@@ -297,7 +318,7 @@ class LLM:
         if self.backend.is_real and not base.ALLOW_MODEL_REQUESTS:
             raise errors.ModelRequestsForbiddenError(self.backend.name)
         prompt_estimate = self.backend.count_tokens(_request_text(request))
-        async with self._semaphore():
+        async with self._semaphore(), self._calibration():
             # Reserve only once a slot is free: queued calls must not hold budget they may
             # never need, and by then the real spend of finished calls is known.
             need = self._reserve(prompt_estimate, request.max_tokens)
@@ -311,6 +332,7 @@ class LLM:
             if prompt_estimate > 0 and not completion.usage.estimated:
                 ratio = completion.usage.prompt_tokens / prompt_estimate
                 self._prompt_ratio = max(self._prompt_ratio, min(ratio, 16.0))
+            self._calibrated = True
         if self.cache is not None:
             self.cache.put(key, request, completion)
         return completion, False, key
