@@ -119,7 +119,7 @@ def test_the_deadline_covers_retries_and_backoff() -> None:
                 backoff_max=0.3,
             )
             started = time.monotonic()
-            with pytest.raises(errors.LLMCallError, match="deadline|within"):
+            with pytest.raises(errors.LLMCallError, match=r"deadline|within"):
                 await llm.chat("hi")
             return time.monotonic() - started, len(count)
 

@@ -271,8 +271,9 @@ def reported_usage(reported: Any) -> Usage:
 
     def count(key: str) -> int:
         value = reported.get(key)
-        ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**53
-        return int(value) if ok else 0
+        if isinstance(value, bool) or not isinstance(value, int):
+            return 0
+        return value if 0 <= value < 2**53 else 0
 
     return Usage(prompt_tokens=count("prompt_tokens"), completion_tokens=count("completion_tokens"))
 

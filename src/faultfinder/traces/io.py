@@ -127,9 +127,9 @@ def parse_json(text: str, path: str | Path, *, line: int | None = None) -> Any:
         reason = exc.reason if at is None else f"{exc.reason} (line {at})"
         raise TraceFormatError(where, "(json)", reason) from None
     except json.JSONDecodeError as exc:
-        at = "" if line is not None else f"line {exc.lineno} "
+        place = "" if line is not None else f"line {exc.lineno} "
         raise TraceFormatError(
-            where, "(json)", f"invalid JSON at {at}column {exc.colno}: {exc.msg}"
+            where, "(json)", f"invalid JSON at {place}column {exc.colno}: {exc.msg}"
         ) from None
     except RecursionError:
         raise TraceFormatError(
