@@ -2,8 +2,8 @@
 
 Each :class:`FuzzTarget` names a reader (an importer's ``--format``, or ``faultfinder`` for
 canonical files) and a seed input that it reads cleanly. :func:`fuzz` copies the seed,
-damages one of its JSON files in one way (:data:`faultfinder.testing.mutations.MUTATIONS`), reads the copy and judges the
-outcome against what that damage must cause:
+damages one of its JSON files in one way (``faultfinder.testing.mutations.MUTATIONS``),
+reads the copy and judges the outcome against what that damage must cause:
 
 * **crash** — anything but a TraceFormatError escaped (or a trace that cannot be written
   and read back);
