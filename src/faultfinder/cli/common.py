@@ -62,7 +62,7 @@ def model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--timeout",
             "timeout",
-            type=float,
+            type=click.FloatRange(min=0, min_open=True),
             default=DEFAULT_TIMEOUT,
             show_default=True,
             help="Seconds one model call may take in all, retries included; a reply "
