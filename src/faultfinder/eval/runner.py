@@ -193,7 +193,8 @@ async def run_eval(
     opts = options or EvalOptions()
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(lock_path(path))
+    # Not thread-local: a waiting eval acquires it in a worker thread, releases it here.
+    lock = FileLock(lock_path(path), thread_local=False)
     try:
         lock.acquire(timeout=0)
     except Timeout:
