@@ -20,8 +20,11 @@ from faultfinder.usage import Budget
 DEFAULT_CACHE = Path(".faultfinder") / "cache.sqlite"
 
 
-def model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--model and the LLM layer's knobs."""
+def model_options(fn: Callable[..., Any] | None = None, *, timeout_flag: str = "--timeout") -> Any:
+    """--model and the LLM layer's knobs. ``@model_options`` or, for a command whose own
+    ``--timeout`` means something else, ``@model_options(timeout_flag="--call-timeout")``."""
+    if fn is None:
+        return functools.partial(model_options, timeout_flag=timeout_flag)
     options = [
         click.option(
             "--model",
@@ -60,8 +63,8 @@ def model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="Stop before making more than this many model calls.",
         ),
         click.option(
-            "--timeout",
-            "timeout",
+            timeout_flag,
+            "call_timeout",
             type=click.FloatRange(min=0, min_open=True),
             default=DEFAULT_TIMEOUT,
             show_default=True,
@@ -82,7 +85,7 @@ def build_llm(
     concurrency: int,
     budget_tokens: int | None,
     budget_calls: int | None,
-    timeout: float = DEFAULT_TIMEOUT,
+    call_timeout: float = DEFAULT_TIMEOUT,
 ) -> LLM:
     backend = make_backend(model, base_url=base_url, api_key_env=api_key_env)
     cache = None if cache_path.lower() == "none" else ResponseCache(cache_path)
@@ -91,7 +94,7 @@ def build_llm(
         cache=cache,
         concurrency=concurrency,
         budget=Budget(max_tokens=budget_tokens, max_calls=budget_calls),
-        timeout=timeout,
+        timeout=call_timeout,
     )
 
 

@@ -538,7 +538,7 @@ async def _serve_local(llm: Any, host: str, port: int, model_name: str | None) -
     "--timeout", type=float, default=None, help="Stop each replay after this many seconds."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
-@model_options
+@model_options(timeout_flag="--call-timeout")  # --timeout here bounds each replay
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_errors
 def debug(
