@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -34,16 +35,8 @@ from faultfinder.traces.schema import Trace
 KEY_ENV = "FAULTFINDER_BENCH_FAKE_KEY"
 
 
-def timed(traces: list[Trace], spec: LLMSpec, concurrency: int, ray_workers: int | None) -> float:
-    """Wall seconds of one eval run; every case must come back ok."""
-    executor = None
-    if ray_workers is not None:
-        from faultfinder.scale.ray_eval import RayExecutor
-
-        executor = RayExecutor(
-            spec, spec.build().name, concurrency=concurrency, workers=ray_workers
-        )
-        executor.start()
+def timed(traces: list[Trace], spec: LLMSpec, concurrency: int, executor: Any = None) -> float:
+    """Wall seconds of one eval run (local, or on ``executor``); every case must be ok."""
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         outcome = asyncio.run(
@@ -57,12 +50,20 @@ def timed(traces: list[Trace], spec: LLMSpec, concurrency: int, ray_workers: int
             )
         )
         wall = time.perf_counter() - started
-    if executor:
-        executor.close()
     bad = [r.status for r in outcome.rows if r.status != "ok"]
     if bad or len(outcome.rows) != len(traces):
         raise SystemExit(f"not every case ran ok: {len(outcome.rows)} rows, {bad[:5]}")
     return wall
+
+
+def warm_pool(spec: LLMSpec, concurrency: int, workers: int, traces: list[Trace]) -> Any:
+    """A started Ray executor whose workers have imported everything (not timed)."""
+    from faultfinder.scale.ray_eval import RayExecutor
+
+    executor = RayExecutor(spec, spec.build().name, concurrency=concurrency, workers=workers)
+    executor.start()
+    timed(traces[: 2 * concurrency], spec, concurrency, executor)
+    return executor
 
 
 def main() -> int:
@@ -71,26 +72,33 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--latency", type=float, default=0.5)
     parser.add_argument("--workers", type=int, default=2, help="Ray worker actors")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs of each (best kept)")
     parser.add_argument("--sequential", type=int, default=40, help="cases timed one by one")
     args = parser.parse_args()
 
     traces = load_dataset(args.data)
     n, c = len(traces), args.concurrency
     os.environ[KEY_ENV] = "not-a-real-key"
-    require_ray()
+    ray = require_ray()
     connect(None)
-    print(f"{n} cases, concurrency {c}, latency {args.latency} s, {os.cpu_count()} CPUs")
-    results: dict[str, float] = {}
+    print(
+        f"{n} cases, concurrency {c}, latency {args.latency} s, {os.cpu_count()} CPUs, "
+        f"{args.workers} Ray workers, load average {os.getloadavg()[0]:.1f}"
+    )
+    best: dict[str, float] = {}
     with _ServerProcess(args.latency) as server:
         spec = LLMSpec(
             model="openai:fake", base_url=server.base_url, api_key_env=KEY_ENV, concurrency=c
         )
-        timed(traces[:c], spec, c, args.workers)  # warm the workers' imports once
-        for name, workers in (("local", None), ("ray", args.workers)):
-            wall = timed(traces, spec, c, workers)
-            results[name] = wall
-            print(f"  {name:5s}: {wall:6.2f} s  {60 * n / wall:7.1f} cases/min")
-    spread = (results["ray"] - results["local"]) * c / n
+        pool = warm_pool(spec, c, args.workers, traces)
+        for name, executor in (("local", None), ("ray", pool)):
+            walls = [timed(traces, spec, c, executor) for _ in range(args.repeats)]
+            best[name] = min(walls)
+            runs = ", ".join(f"{w:.2f}" for w in walls)
+            rate = 60 * n / best[name]
+            print(f"  {name:5s}: best {best[name]:6.2f} s ({runs})  {rate:7.1f} cases/min")
+        pool.close()
+    spread = (best["ray"] - best["local"]) * c / n
     print(f"Ray adds {1000 * spread:.0f} ms per case at concurrency {c} (wall difference × C / N)")
 
     with _ServerProcess(0.0) as server:
@@ -98,13 +106,15 @@ def main() -> int:
             model="openai:fake", base_url=server.base_url, api_key_env=KEY_ENV, concurrency=1
         )
         few = traces[: args.sequential]
-        local = timed(few, spec, 1, None) / len(few)
-        remote = timed(few, spec, 1, 1) / len(few)
+        pool = warm_pool(spec, 1, 1, few)
+        local = timed(few, spec, 1) / len(few)
+        remote = timed(few, spec, 1, pool) / len(few)
+        pool.close()
     print(
         f"one case at a time, no latency: local {1000 * local:.1f} ms, ray {1000 * remote:.1f} ms "
         f"per case: Ray adds {1000 * (remote - local):.1f} ms"
     )
-    require_ray().shutdown()
+    ray.shutdown()
     return 0
 
 

@@ -35,6 +35,7 @@ from faultfinder.eval.rows import (
 )
 from faultfinder.llm.client import LLM, CallRecord, run_index, track_usage
 from faultfinder.methods.base import Attribution, Method, MethodConfig, Observability, run_method
+from faultfinder.methods.reference import ground_truth_status
 from faultfinder.methods.registry import create_method
 from faultfinder.traces.schema import Trace
 from faultfinder.usage import Usage
@@ -341,6 +342,7 @@ def failed_row(
         model=model,
         prompt_version=str(getattr(case.plan.cls, "prompt_version", "")),
         with_ground_truth=case.plan.config.with_ground_truth,
+        ground_truth=ground_truth_status(case.trace, case.plan.config.with_ground_truth),
         observability=case.plan.config.observability,
         usage=usage or Usage(),
         calls=calls or [],
