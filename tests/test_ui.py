@@ -42,12 +42,15 @@ def key_of(client: TestClient, trace_id: str) -> str:
 def test_catalog_finds_every_kind_of_artefact(art: Artifacts) -> None:
     catalog = build_catalog([art.root])
     ids = {t.trace.id for t in catalog.traces.values()}
-    assert {"demo-riverton-library-loans", "chief-loop-1", "long-1200", XSS_ID, "avalon"} <= ids
+    assert {"demo-riverton-library-loans", "chief-loop-1", "long-1200", "avalon"} <= ids
     assert any(t.kind == "replay" for t in catalog.traces.values())
     assert len(catalog.replays) >= 2 and len(catalog.graphs) == 1
-    assert len(catalog.evals) == 1 and len(catalog.dovers) == 1
+    assert len(catalog.evals) == 2 and len(catalog.dovers) == 1
     methods = {a.attribution.method for a in catalog.attributions}
     assert {"chief", "echo", "random", "all-at-once"} <= methods
+    everything = {"random", "all-at-once", "step-by-step", "binary-search", "hybrid", "echo"}
+    on_case = {a.attribution.method for a in catalog.attributions_for("Hand-Crafted/1")}
+    assert everything | {"chief", "agentic"} <= on_case
     assert not catalog.problems, catalog.problems
 
 
@@ -89,8 +92,11 @@ def test_step_inputs_are_json_and_the_step_page_has_everything(client: TestClien
     assert client.get(f"/trace/{key}/step/999").status_code == 404
 
 
-def test_planted_html_is_escaped_everywhere(client: TestClient) -> None:
-    key = key_of(client, "xss-")
+def test_planted_html_is_escaped_everywhere(art: Artifacts) -> None:
+    catalog = build_catalog([art.xss_dir])
+    assert [t.trace.id for t in catalog.traces.values()] == [XSS_ID]
+    client = TestClient(create_app(catalog), base_url="http://127.0.0.1")
+    key = next(iter(catalog.traces))
     for url in (f"/trace/{key}", f"/trace/{key}/step/1", "/"):
         page = client.get(url).text
         for payload in PAYLOADS:
@@ -172,3 +178,21 @@ def test_run_from_the_page_needs_the_token_and_lands_on_the_trace(
     assert saved[0]["agent"] == "WebSurfer" and saved[0]["step"] == 3
     again = build_catalog([art.root / "traces" / "demo.json"], results_file=results)
     assert [a.origin for a in again.attributions] == ["ui"]
+
+
+def test_an_imported_otlp_trace_gets_a_trace_page(tmp_path: Path) -> None:
+    """OTLP files are read through the importer registry like any other format."""
+    from faultfinder.traces.importers import importers
+
+    if "otlp" not in importers():
+        pytest.skip("no OTLP importer in this tree yet (it is being added on another branch)")
+    helpers = pytest.importorskip("otel_helpers")
+    path = tmp_path / "spans.otlp.json"
+    path.write_text(json.dumps(helpers.genai_current()))
+    catalog = build_catalog([tmp_path])
+    assert not catalog.problems, catalog.problems
+    (entry,) = catalog.traces.values()
+    assert entry.trace.source.format == "otlp" and entry.trace.steps
+    client = TestClient(create_app(catalog), base_url="http://127.0.0.1")
+    page = client.get(f"/trace/{entry.key}").text
+    assert 'id="step-0"' in page and "otlp" in page

@@ -150,9 +150,13 @@ def test_every_page_loads(catalog: Catalog, base: str, page: Page) -> None:
         page.goto(f"{base}/trace/{trace_key(catalog, trace_id)}")
         expect(page.locator("h1")).to_contain_text(trace_id)
         shot(page, f"trace-{trace_id}")
-    whowhen = next(t for t in catalog.traces.values() if t.trace.source.format == "who-and-when")
+    whowhen = catalog.traces_with_id("Hand-Crafted/1")[0]
     page.goto(f"{base}/trace/{whowhen.key}")
-    expect(page.locator("#answer-table")).to_contain_text("random")
+    table = page.locator("#answer-table")
+    for method in ("random", "all-at-once", "step-by-step", "binary-search", "hybrid"):
+        expect(table).to_contain_text(method)
+    for method in ("echo", "chief", "agentic"):
+        expect(table).to_contain_text(method)
     shot(page, "trace-whoandwhen")
     for kind, entries in (
         ("graph", catalog.graphs),
@@ -248,7 +252,7 @@ def test_eval_drill_down_opens_the_method_on_the_trace(
 
 
 def test_planted_script_never_runs(art: Artifacts, page: Page) -> None:
-    catalog = build_catalog([art.xss_trace, art.root / "results" / "xss-attribution.json"])
+    catalog = build_catalog([art.xss_dir])
     dialogs: list[str] = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     with Server(create_app(catalog, config=UIConfig(csp=False))) as url:

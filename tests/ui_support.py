@@ -41,7 +41,8 @@ class Artifacts:
     eval_file: Path
     graph: Path
     long_trace: Path
-    xss_trace: Path
+    xss_dir: Path
+    """The planted trace and an attribution of it (not under ``root``)."""
 
 
 def _ok(args: list[str]) -> str:
@@ -194,9 +195,21 @@ def build(root: Path) -> Artifacts:
             str(eval_file), "--no-progress", *DEBUGGER,
         ]
     )  # fmt: skip
+    # Every other method on one Who&When case, so its page shows all methods side by side.
+    # The scripted debugger only answers all-at-once's prompt: the others come out
+    # 'unparsed', which is what they would record with such a model, and is shown as such.
+    _ok(
+        [
+            "eval", str(whowhen), "--subset", "Hand-Crafted", "--method",
+            "step-by-step,binary-search,hybrid,echo,chief,agentic", "--out",
+            str(results / "all-methods.jsonl"), "--no-progress", *DEBUGGER,
+        ]
+    )  # fmt: skip
     long = traces / "long.json"
     write_trace(long_trace(), long)
-    xss = traces / "xss.json"
+    # The planted trace lives apart, so the other pages (and their screenshots) stay clean.
+    xss_dir = root.parent / "xss"
+    xss = xss_dir / "xss.json"
     write_trace(xss_trace(), xss)
     planted = {
         "trace_id": XSS_ID,
@@ -211,9 +224,9 @@ def build(root: Path) -> Artifacts:
         "status": "ok",
         "reason": PAYLOADS[0] + PAYLOADS[2],
     }
-    (results / "xss-attribution.json").write_text(json.dumps(planted))
+    (xss_dir / "xss-attribution.json").write_text(json.dumps(planted))
     run, dover = record_demo(root)
-    return Artifacts(root, run, dover, eval_file, graph, long, xss)
+    return Artifacts(root, run, dover, eval_file, graph, long, xss_dir)
 
 
 _BUILT: dict[str, Artifacts] = {}

@@ -123,6 +123,7 @@ def create_app(
     def render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
         context.setdefault("run_method", runner.method_spec if runner else None)
         context["token"] = token
+        context["shown"] = catalog.roots.shown
         return HTMLResponse(env.get_template(name).render(**context), status_code=status)
 
     async def index(request: Request) -> Response:

@@ -53,6 +53,17 @@ class Roots:
     def __init__(self, paths: Iterable[str | Path]) -> None:
         self.paths = [Path(p).resolve(strict=True) for p in paths]
 
+    def shown(self, path: str | Path) -> str:
+        """``path`` as the user would name it: relative to the given path it lies under,
+        prefixed with that path's own name (no absolute path of the machine on the page)."""
+        p = Path(path)
+        for root in self.paths:
+            if p == root:
+                return root.name
+            if p.is_relative_to(root):
+                return str(Path(root.name) / p.relative_to(root))
+        return p.name
+
     def contains(self, path: Path) -> Path | None:
         """The resolved path when it is an existing regular file or directory under a root
         (symbolic links resolved first, so a link out of the roots is refused)."""
