@@ -196,3 +196,46 @@ def test_an_imported_otlp_trace_gets_a_trace_page(tmp_path: Path) -> None:
     client = TestClient(create_app(catalog), base_url="http://127.0.0.1")
     page = client.get(f"/trace/{entry.key}").text
     assert 'id="step-0"' in page and "otlp" in page
+
+
+def test_ui_command_serves_on_loopback_and_checks_its_options(art: Artifacts) -> None:
+    import subprocess
+    import sys
+
+    import httpx
+    from click.testing import CliRunner
+
+    from faultfinder.cli import main
+    from faultfinder.cli.ui_cmd import is_loopback
+
+    assert all(is_loopback(h) for h in ("127.0.0.1", "127.0.0.2", "::1", "localhost"))
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "192.168.1.2", "example.org", "::"))
+    runner = CliRunner()
+    no_model = runner.invoke(main, ["ui", str(art.root), "--allow-run", "--method", "random"])
+    assert (
+        no_model.exit_code == 2 and "--allow-run needs both --method and --model" in no_model.output
+    )
+    stray = runner.invoke(main, ["ui", str(art.root), "--method", "random"])
+    assert stray.exit_code == 2
+    child = subprocess.Popen(
+        [sys.executable, "-m", "faultfinder", "ui", str(art.root / "traces"), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        lines = [child.stdout.readline(), child.stdout.readline()]
+        url = lines[1].split()[1]
+        assert url.startswith("http://127.0.0.1:"), lines
+        for _ in range(100):
+            try:
+                response = httpx.get(url, timeout=2)
+                break
+            except httpx.ConnectError:
+                time.sleep(0.05)
+        assert response.status_code == 200 and "long-1200" in response.text
+        assert httpx.post(url + "trace/x/attribute").status_code in (404, 405)
+    finally:
+        child.terminate()
+        child.wait(timeout=10)

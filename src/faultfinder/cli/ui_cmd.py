@@ -4,6 +4,8 @@ evaluations in a local web page (needs the `ui` extra)."""
 from __future__ import annotations
 
 import ipaddress
+import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,15 @@ from faultfinder.cli.common import build_llm, model_options, pass_errors
 
 DEFAULT_RESULTS = Path(".faultfinder") / "ui-results.jsonl"
 LOOPBACK_NAMES = ("localhost",)
+
+
+def free_port(host: str) -> int:
+    """A port nobody listens on right now (for --port 0, so the URL printed is right)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def is_loopback(host: str) -> bool:
@@ -92,6 +103,8 @@ def ui(
     if allow_run:
         assert method_spec is not None
         runner = JobRunner(catalog, method_spec, lambda: build_llm(**llm_options), results)
+    if port == 0:
+        port = free_port(host)
     hosts = ("127.0.0.1", "localhost", "[::1]", "::1") if is_loopback(host) else ("*",)
     app = create_app(catalog, runner=runner, config=UIConfig(allowed_hosts=hosts))
     config = uvicorn.Config(
@@ -119,4 +132,5 @@ def ui(
         click.echo(f"runs enabled: {method_spec} with {llm_options['model']}; results -> {results}")
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"serving http://{shown}:{port}/  (Ctrl-C to stop)")
+    sys.stdout.flush()
     server.run()
