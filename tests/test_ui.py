@@ -239,3 +239,25 @@ def test_ui_command_serves_on_loopback_and_checks_its_options(art: Artifacts) ->
     finally:
         child.terminate()
         child.wait(timeout=10)
+
+
+def test_a_failing_run_is_reported_not_lost(art: Artifacts, tmp_path: Path) -> None:
+    import asyncio
+
+    catalog = build_catalog([art.root / "traces" / "demo.json"])
+
+    def broken() -> LLM:
+        raise RuntimeError("no model here")
+
+    runner = JobRunner(catalog, "all-at-once", broken, tmp_path / "r.jsonl")
+
+    async def go() -> None:
+        job = runner.start(next(iter(catalog.traces)))
+        for _ in range(100):
+            if job.state in ("done", "failed"):
+                break
+            await asyncio.sleep(0.01)
+        assert job.state == "failed" and "no model here" in job.message
+
+    asyncio.run(go())
+    assert not (tmp_path / "r.jsonl").exists()

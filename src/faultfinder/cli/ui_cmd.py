@@ -105,7 +105,7 @@ def ui(
         runner = JobRunner(catalog, method_spec, lambda: build_llm(**llm_options), results)
     if port == 0:
         port = free_port(host)
-    hosts = ("127.0.0.1", "localhost", "[::1]", "::1") if is_loopback(host) else ("*",)
+    hosts = ("127.0.0.1", "localhost", host) if is_loopback(host) else ("*",)
     app = create_app(catalog, runner=runner, config=UIConfig(allowed_hosts=hosts))
     config = uvicorn.Config(
         app,

@@ -256,7 +256,7 @@ def _read_any(path: Path, catalog: Catalog) -> None:
             _read_jsonl(path, catalog, origin="attribution")
         else:
             _read_json(path, catalog)
-    except (FaultfinderError, ValidationError, ValueError, OSError) as exc:
+    except (FaultfinderError, ValidationError, ValueError, OSError, KeyError, TypeError) as exc:
         catalog.problems.append(Problem(path, _one_line(exc)))
 
 

@@ -77,8 +77,11 @@ class JobRunner:
                     result = await run_method(
                         method, entry.trace, self.make_llm(), label=self.method_spec
                     )
-                except (FaultfinderError, OSError, ValueError) as exc:
-                    job.state, job.message = "failed", str(exc).splitlines()[0]
+                except FaultfinderError as exc:
+                    job.state, job.message = "failed", _first_line(exc)
+                    return
+                except Exception as exc:  # a background job must never die silently
+                    job.state, job.message = "failed", f"{type(exc).__name__}: {_first_line(exc)}"
                     return
                 finally:
                     watcher.cancel()
@@ -98,3 +101,8 @@ class JobRunner:
             if usage is not None:
                 job.calls, job.tokens = usage.calls, usage.total_tokens
             await asyncio.sleep(0.2)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
