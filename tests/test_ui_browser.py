@@ -225,6 +225,8 @@ def test_replay_diff_and_dover_verdict(catalog: Catalog, base: str, page: Page) 
     page.goto(f"{base}/dover/{dover}")
     expect(page.locator(".trial").first).to_contain_text("validated")
     expect(page.locator(".trial ins").first).to_be_visible()
+    expect(page.locator(".trial ol.reference")).to_contain_text("Multiply by 3: 144630.")
+    expect(page.locator(".trial .ms-achieved").first).to_be_visible()
 
 
 def test_graph_links_to_trace_steps(catalog: Catalog, base: str, page: Page) -> None:

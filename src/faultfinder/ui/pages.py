@@ -200,9 +200,12 @@ def dover(catalog: Catalog, entry: DoverEntry) -> dict[str, Any]:
             if row.intervention
             else []
         )
+        found = catalog.traces_with_id(row.trace_id)
+        reference = found[0].trace.metadata.get("reference_steps") if found else None
         trials.append(
             {
                 "row": row,
+                "reference_steps": reference if isinstance(reference, list) else [],
                 "trace_key": trace_key_of(catalog, row.trace_id),
                 "diff": diff,
                 "replays": [
