@@ -178,6 +178,9 @@ def test_run_from_the_page_needs_the_token_and_lands_on_the_trace(
     assert saved[0]["agent"] == "WebSurfer" and saved[0]["step"] == 3
     again = build_catalog([art.root / "traces" / "demo.json"], results_file=results)
     assert [a.origin for a in again.attributions] == ["ui"]
+    # Under a given path too, the results file is still read once.
+    inside = build_catalog([tmp_path], results_file=results)
+    assert [a.origin for a in inside.attributions] == ["ui"]
 
 
 def test_an_imported_otlp_trace_gets_a_trace_page(tmp_path: Path) -> None:

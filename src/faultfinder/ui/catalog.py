@@ -186,9 +186,11 @@ class Catalog:
 def build_catalog(paths: Iterable[str | Path], results_file: Path | None = None) -> Catalog:
     """Walk ``paths`` and read every artefact found."""
     catalog = Catalog(Roots(paths))
+    own = results_file.resolve() if results_file is not None else None
     for root in catalog.roots.paths:
         for path in _walk(root, catalog):
-            _read_any(path, catalog)
+            if own is None or path.resolve() != own:  # read once, below
+                _read_any(path, catalog)
     if results_file is not None:
         catalog.results_file = results_file
         if results_file.is_file():

@@ -101,7 +101,7 @@ def case_rows(
     columns: list[str] = []
     cases: dict[str, CaseRow] = {}
     for row in sorted(rows, key=lambda r: (r.subset, r.trace_id, r.method, r.run)):
-        column = row.method + (f" run {row.run}" if row.run else "")
+        column = f"{row.method} (run {row.run})"
         if column not in columns:
             columns.append(column)
         gold = row.gold

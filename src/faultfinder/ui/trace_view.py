@@ -147,7 +147,7 @@ def answer_rows(trace: Trace, entries: Sequence[AttributionEntry]) -> list[Answe
     rows: list[AnswerRow] = []
     for i, entry in enumerate(entries):
         a = entry.attribution
-        method = a.method + (f" run {entry.row.run}" if entry.row and entry.row.run else "")
+        method = a.method + (f" (run {entry.row.run})" if entry.row is not None else "")
         rows.append(
             AnswerRow(
                 index=i,
