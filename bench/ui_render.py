@@ -1,4 +1,4 @@
-"""(f) UI: server-side render time of the trace page for long traces, and of the runs
+"""(g) UI: server-side render time of the trace page for long traces, and of the runs
 index and catalog over all of Who&When.
 
     python bench/ui_render.py                 # --steps 1000,2000,5000 --repeats 7
