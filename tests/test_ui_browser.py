@@ -22,7 +22,8 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM = Path(os.environ.get("FAULTFINDER_CHROMIUM", "/usr/bin/chromium"))
+"""Debian's chromium; FAULTFINDER_CHROMIUM names another Chromium binary."""
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "ui"
 ARGS = [
     "--headless",
@@ -50,7 +51,7 @@ def _require_browser() -> None:
     reason = "browser tests need " + " and ".join(missing)
     if os.environ.get("CI") == "true":
         pytest.fail(reason + " (CI=true: not skipped)")
-    pytest.skip(reason)
+    pytest.skip(reason, allow_module_level=True)
 
 
 _require_browser()
