@@ -64,6 +64,13 @@ async def run_collector(config: CollectorConfig, *, max_traces: int | None) -> C
     help="Seconds a client may take to send a request before it is disconnected.",
 )
 @click.option(
+    "--raw",
+    "raw_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also append every export request to this file as OTLP/JSON lines.",
+)
+@click.option(
     "--max-traces",
     type=int,
     default=None,
@@ -76,6 +83,7 @@ def collect(
     port: int,
     quiet_seconds: float,
     read_timeout: float,
+    raw_file: str | None,
     max_traces: int | None,
 ) -> None:
     """Receive OpenTelemetry spans over OTLP/HTTP (/v1/traces, protobuf or JSON) and write one
@@ -91,5 +99,6 @@ def collect(
         port=port,
         quiet_seconds=quiet_seconds,
         read_timeout=read_timeout,
+        raw_file=Path(raw_file) if raw_file else None,
     )
     asyncio.run(run_collector(config, max_traces=max_traces))

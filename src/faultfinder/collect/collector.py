@@ -63,6 +63,9 @@ class CollectorConfig:
     """Seconds a client may take to send one request (or to start the next one)."""
     max_body: int = MAX_BODY
     """Largest accepted request body, after gzip decompression."""
+    raw_file: Path | None = None
+    """When set, every accepted export request is also appended to this file as one line of
+    OTLP/JSON (what `faultfinder import` reads back), for debugging or sharing."""
 
 
 @dataclass
@@ -151,6 +154,9 @@ class Collector:
         except (FaultfinderError, ValueError) as exc:
             self.rejected += 1
             return json_response(400, {"error": str(exc)})
+        if self.config.raw_file is not None:
+            with self.config.raw_file.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(payload, separators=(",", ":")) + "\n")
         self.add(spans)
         if kind == PROTOBUF:
             return Response(

@@ -18,6 +18,8 @@ import json
 from typing import Any
 
 from faultfinder.traces.importers._common import text_of
+from faultfinder.traces.importers._openai import plain
+from faultfinder.traces.importers._pyrepr import ReprSyntaxError, parse_repr
 from faultfinder.traces.importers._spans import Span, maybe_json
 
 Message = dict[str, Any]
@@ -169,7 +171,12 @@ def _from_parts(role: str, raw: dict[str, Any]) -> Message:
             answered = str(part.get("id")) if part.get("id") else None
             texts.append(_text(part.get("response", part.get("result"))))
         elif isinstance(part.get("content"), str):
-            texts.append(part["content"])
+            embedded = _repr_message(part["content"]) if role == "assistant" else None
+            if embedded is not None:
+                texts.append(embedded.get("content") or "")
+                calls.extend(embedded.get("tool_calls", []))
+            else:
+                texts.append(part["content"])
         else:
             texts.append(f"[{kind or 'part'}]")
     message: Message = {
@@ -185,6 +192,19 @@ def _from_parts(role: str, raw: dict[str, Any]) -> Message:
     if raw.get("finish_reason"):
         message["finish_reason"] = raw["finish_reason"]
     return message
+
+
+def _repr_message(text: str) -> Message | None:
+    """A message written as the Python repr of a dict (``"{'content': None, 'role':
+    'assistant', 'tool_calls': [...]}"``), as one GenAI instrumentation puts in text parts.
+    Read with the safe repr parser (nothing is evaluated); None when it is not one."""
+    if not (text.startswith("{'") and "'role'" in text):
+        return None
+    try:
+        value = plain(parse_repr(text))
+    except ReprSyntaxError:
+        return None
+    return chat_message(value) if isinstance(value, dict) else None
 
 
 def message_list(value: Any) -> list[Message] | None:
@@ -255,7 +275,11 @@ def input_messages(span: Span) -> tuple[list[Message] | None, str]:
         )
         if system:
             parts = system if isinstance(system, list) else [system]
-            current = [{"role": "system", "content": _text(parts)}, *current]
+            instructions = {"role": "system", "content": _text(parts)}
+            if not any(
+                m["role"] == "system" and m["content"] == instructions["content"] for m in current
+            ):
+                current = [instructions, *current]
         return current, "gen_ai.input.messages"
     oi = nested(a, "llm.input_messages")
     if isinstance(oi, list):

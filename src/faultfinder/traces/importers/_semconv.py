@@ -40,7 +40,7 @@ def span_kind(span: Span) -> str | None:
     a = span.attributes
     oi = str(a.get("openinference.span.kind") or "").upper()
     op = str(a.get("gen_ai.operation.name") or "")
-    if span.name.startswith("handoff") or op == "handoff":
+    if span.name.startswith(("handoff", "agent_handoff")) or op in ("handoff", "agent_handoff"):
         return "handoff"
     if oi == "LLM" or op in _LLM_OPS:
         return "llm"
@@ -256,11 +256,15 @@ def _first_user(value: Any) -> str | None:
 def _agent_of(span: Span, ancestors: list[Span], kinds: dict[str, str | None]) -> tuple[str, str]:
     """The agent speaking in ``span`` and how that was inferred."""
     own = named_agent(span, _AGENT_KEYS)
-    if own:
-        return own, "agent attribute on the span"
     for a in ancestors:
         if kinds[a.span_id] == "agent":
-            return agent_span_name(a), f"enclosing agent span '{a.name}'"
+            name = agent_span_name(a)
+            how = f"enclosing agent span '{a.name}'"
+            if own and own != name:
+                how += f" (the span's own agent attribute says '{own}')"
+            return name, how
+    if own:
+        return own, "agent attribute on the span"
     for a in (span, *ancestors):
         named = named_agent(a)
         if named:
@@ -504,6 +508,7 @@ def _attach_tool(
 def _handoff(span: Span, ancestors: list[Span], kinds: dict[str, str | None]) -> dict[str, Any]:
     a = span.attributes
     source = next((agent_span_name(x) for x in ancestors if kinds[x.span_id] == "agent"), None)
+    source = _str(a.get("gen_ai.handoff.from_agent")) or source
     target = _str(a.get("gen_ai.handoff.to_agent")) or _str(a.get("handoff.to_agent"))
     if target is None:
         found = re.search(r"(?:->|to)\s*(.+)$", span.name)

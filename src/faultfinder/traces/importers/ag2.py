@@ -84,6 +84,7 @@ def read_sqlite(path: Path) -> dict[str, Session]:
         fail(path, "(sqlite)", f"query failed: {exc}")
     finally:
         con.close()
+    sessions = {k: v for k, v in sessions.items() if v.completions}
     _distribute(sessions, calls, path)
     if len(sessions) == 1:
         next(iter(sessions.values())).events = int(events)
@@ -181,38 +182,33 @@ def _step(row: dict[str, Any], index: int, path: Path, where: str) -> Step:
     )
 
 
-def _attach(call: dict[str, Any], steps: list[Step], path: Path) -> None:
-    name = str(call.get("function_name") or "")
-    args = maybe_json(call.get("args", call.get("input_args")))
-    result = maybe_json(call.get("returns"))
-    moment = parse_time(call.get("timestamp"), path=path, where="function_calls.timestamp")
+def _attach(record: dict[str, Any], steps: list[Step], path: Path) -> None:
+    """Attach one function execution to the latest earlier step with a call still
+    unanswered (matched by name when the log has it: the file logger does not write it)."""
+    name = str(record.get("function_name") or "")
+    args = maybe_json(record.get("args", record.get("input_args")))
+    result = maybe_json(record.get("returns"))
+    moment = parse_time(record.get("timestamp"), path=path, where="function_calls.timestamp")
     earlier = [s for s in steps if s.started_at is None or moment is None or s.started_at <= moment]
-    answered = {r.call_id for s in steps for r in s.tool_results}
-    target = next(
-        (
-            s
-            for s in reversed(earlier)
-            for c in s.tool_calls
-            if (not name or c.name == name) and c.id not in answered
-        ),
-        None,
-    )
-    call_id = next(
-        (
-            c.id
-            for c in (target.tool_calls if target else [])
-            if (not name or c.name == name) and c.id not in answered
-        ),
-        None,
-    )
+    target: Step | None = None
+    call: ToolCall | None = None
+    for step in reversed(earlier):
+        done = len(step.tool_results)  # the calls of a step are answered in order
+        pending = [c for c in step.tool_calls[done:] if not name or c.name == name]
+        if pending:
+            target, call = step, pending[0]
+            break
     tool_result = ToolResult(
-        call_id=call_id, name=name or None, content=text_of(result), status="success"
+        call_id=call.id if call else None,
+        name=name or (call.name if call else None),
+        content=text_of(result),
+        status="success",
     )
     if target is None:
         steps.append(
             Step(
                 index=len(steps),
-                agent=str(call.get("source_name") or "executor"),
+                agent=str(record.get("source_name") or "executor"),
                 role="tool",
                 kind="tool",
                 content=text_of(result),
@@ -224,7 +220,7 @@ def _attach(call: dict[str, Any], steps: list[Step], path: Path) -> None:
         )
         return
     target.tool_results.append(tool_result)
-    target.metadata.setdefault("executed_by", []).append(call.get("source_name"))
+    target.metadata.setdefault("executed_by", []).append(record.get("source_name"))
 
 
 def _agent(name: str, info: dict[str, Any]) -> Agent:
