@@ -160,7 +160,8 @@ def live_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run | str]:
     def one(name: str) -> Run | str:
         args, upstream, collect, needs = LIVE[name]
         if not _have(*needs):
-            return f"not installed: {', '.join(m for m in needs if not _have(m))} (pip install -e '.[dev]')"
+            missing = ", ".join(m for m in needs if not _have(m))
+            return f"not installed: {missing} (pip install -e '.[dev]')"
         return run_program(args, upstream, base / name, collect=collect)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
