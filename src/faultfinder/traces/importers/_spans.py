@@ -191,11 +191,18 @@ def from_nanos(value: Any, *, path: str | Path, where: str) -> datetime | None:
 
 
 def parse_time(value: Any, *, path: str | Path, where: str) -> datetime | None:
-    """An ISO-8601 time (or Unix nanoseconds) as an aware datetime."""
+    """An ISO-8601 time, or a Unix time as a number, as an aware datetime.
+
+    Numbers are read by magnitude: seconds, milliseconds (pandas' JSON), microseconds or
+    nanoseconds (OTLP)."""
     if value is None or value == "":
         return None
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return from_nanos(int(value), path=path, where=where)
+        magnitude = abs(value)
+        scale = (
+            1e9 if magnitude < 1e11 else 1e6 if magnitude < 1e14 else 1e3 if magnitude < 1e17 else 1
+        )
+        return from_nanos(int(value * scale), path=path, where=where)
     if not isinstance(value, str):
         fail(path, where, f"expected a time, got {type(value).__name__}")
     text = value.strip().replace("Z", "+00:00")
