@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import functools
 import json
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
+from faultfinder.errors import FaultfinderWarning
 from faultfinder.llm.cache import ResponseCache
-from faultfinder.llm.client import LLM
+from faultfinder.llm.client import DEFAULT_TIMEOUT, LLM
 from faultfinder.llm.registry import BACKENDS, make_backend
 from faultfinder.usage import Budget
 
@@ -57,6 +59,15 @@ def model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             default=None,
             help="Stop before making more than this many model calls.",
         ),
+        click.option(
+            "--timeout",
+            "timeout",
+            type=float,
+            default=DEFAULT_TIMEOUT,
+            show_default=True,
+            help="Seconds one model call may take in all, retries included; a reply "
+            "trickling in slower is cut and recorded as an error.",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -71,6 +82,7 @@ def build_llm(
     concurrency: int,
     budget_tokens: int | None,
     budget_calls: int | None,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> LLM:
     backend = make_backend(model, base_url=base_url, api_key_env=api_key_env)
     cache = None if cache_path.lower() == "none" else ResponseCache(cache_path)
@@ -79,6 +91,7 @@ def build_llm(
         cache=cache,
         concurrency=concurrency,
         budget=Budget(max_tokens=budget_tokens, max_calls=budget_calls),
+        timeout=timeout,
     )
 
 
@@ -125,14 +138,41 @@ def method_overrides(
 
 
 def pass_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Show FaultfinderError as a one-line message and exit 1 (no traceback)."""
+    """Show FaultfinderError as a one-line message and exit 1 (no traceback); show each
+    FaultfinderWarning (unknown keys in a trace, a cache set aside) as one 'warning:' line
+    on stderr."""
     from faultfinder.errors import FaultfinderError
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except FaultfinderError as exc:
-            raise click.ClickException(str(exc)) from None
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", FaultfinderWarning)
+            warnings.showwarning = _show_warning
+            try:
+                return fn(*args, **kwargs)
+            except FaultfinderError as exc:
+                raise click.ClickException(str(exc)) from None
 
     return wrapper
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    if issubclass(category, FaultfinderWarning):
+        click.echo(f"warning: {message}", err=True)
+    else:
+        click.echo(warnings.formatwarning(message, category, filename, lineno, line), err=True)
+
+
+strict_option = click.option(
+    "--strict",
+    is_flag=True,
+    help="Treat keys a trace reader does not know as errors, not warnings.",
+)
+"""``--strict`` for commands that read traces (import, attribute, eval)."""

@@ -7,7 +7,13 @@ from typing import Any, get_args
 
 import click
 
-from faultfinder.cli.common import build_llm, method_overrides, model_options, pass_errors
+from faultfinder.cli.common import (
+    build_llm,
+    method_overrides,
+    model_options,
+    pass_errors,
+    strict_option,
+)
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
 from faultfinder.eval.report import FORMATS, plot_tolerance, render, summarise
 from faultfinder.eval.rows import read_result_files
@@ -115,6 +121,7 @@ def parse_observabilities(value: str | None) -> list[Any]:
     metavar="KEY=VALUE",
     help="Method option for every method (JSON values allowed).",
 )
+@strict_option
 @model_options
 @pass_errors
 def eval_command(
@@ -134,6 +141,7 @@ def eval_command(
     with_ground_truth: bool,
     observability: str | None,
     settings: tuple[str, ...],
+    strict: bool,
     **llm_options: Any,
 ) -> None:
     """Run methods over a dataset, write one result row per case, print a summary.
@@ -152,6 +160,7 @@ def eval_command(
             limit=limit,
             labelled_only=not include_unlabelled,
             format=trace_format,
+            strict=strict,
         ),
     )
     if not traces:

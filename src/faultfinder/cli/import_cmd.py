@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from faultfinder.cli.common import pass_errors
+from faultfinder.cli.common import pass_errors, strict_option
 from faultfinder.errors import ConfigError
 from faultfinder.traces.importers import importers
 from faultfinder.traces.io import write_trace
@@ -124,6 +124,7 @@ def _format_help() -> str:
     metavar="URL",
     help="Langfuse host for --from-langfuse, e.g. https://cloud.langfuse.com.",
 )
+@strict_option
 @pass_errors
 def import_traces(
     path: str | None,
@@ -133,6 +134,7 @@ def import_traces(
     mapping: tuple[str, ...],
     langfuse_trace: str | None,
     langfuse_host: str | None,
+    strict: bool,
 ) -> None:
     """Convert PATH (a file or directory in another format) into canonical traces.
 
@@ -151,7 +153,7 @@ def import_traces(
     elif path is None:
         raise click.UsageError("Give a PATH to import (or --from-langfuse TRACE_ID).")
     else:
-        traces = load_traces(path, format=trace_format, **options)
+        traces = load_traces(path, format=trace_format, strict=strict, **options)
     if out:
         target = Path(out)
         if target.suffix == ".jsonl":

@@ -34,6 +34,7 @@ from faultfinder.replay.session import (
     replay_run,
     run_sync,
 )
+from faultfinder.traces.io import split_lines
 
 PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False}
 
@@ -75,7 +76,7 @@ def _read_lines(path: str | None) -> list[str]:
     if not path:
         return []
     return [
-        line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()
+        line.strip() for line in split_lines(Path(path).read_text(encoding="utf-8")) if line.strip()
     ]
 
 

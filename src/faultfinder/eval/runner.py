@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field
 from tqdm import tqdm
 
@@ -185,10 +186,39 @@ async def run_eval(
 
     A method that raises (a bug) gives an 'error' row and the batch goes on. When the
     token or call budget runs out, no new case starts, the cases in flight finish, and
-    ``EvalOutcome.stopped`` says so; rows written so far stay.
+    ``EvalOutcome.stopped`` says so; rows written so far stay. Evals appending to the same
+    file are serialised by a lock file next to it (``<out>.lock``): a second one waits,
+    then continues from the rows the first wrote (with ``resume``).
     """
     opts = options or EvalOptions()
     path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(lock_path(path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        # Another eval appends to this file: wait for it, then resume from what it wrote,
+        # instead of both running (and writing) the same cases.
+        print(f"waiting for another eval writing to {path} to finish...", file=sys.stderr)
+        await asyncio.to_thread(lock.acquire)
+    try:
+        return await _run_locked(traces, plans, llm, path, opts)
+    finally:
+        lock.release()
+
+
+def lock_path(results: Path) -> str:
+    """The lock file that serialises evals appending to ``results``."""
+    return str(results.with_name(results.name + ".lock"))
+
+
+async def _run_locked(
+    traces: Sequence[Trace],
+    plans: Sequence[MethodPlan],
+    llm: LLM,
+    path: Path,
+    opts: EvalOptions,
+) -> EvalOutcome:
     existing = prepare_output(path, opts)
     cases = plan_cases(traces, plans, opts.runs, llm.name)
     if len({c.key for c in cases}) != len(cases):
