@@ -10,7 +10,6 @@ read-only; nothing in it is executed.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,7 +27,8 @@ from faultfinder.traces.importers._common import (
 )
 from faultfinder.traces.importers._openai import read_completion, split_request
 from faultfinder.traces.importers._spans import maybe_json, parse_time
-from faultfinder.traces.importers.otlp import read_bytes, sniff, stem_of
+from faultfinder.traces.importers.otlp import decode_text, read_bytes, sniff, stem_of
+from faultfinder.traces.io import parse_json, split_lines
 from faultfinder.traces.schema import Agent, SourceInfo, Step, ToolCall, ToolResult, Trace
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -112,20 +112,19 @@ def _distribute(sessions: dict[str, Session], calls: list[dict[str, Any]], path:
 
 
 def read_file_log(path: Path) -> dict[str, Session]:
-    text = read_bytes(path).decode("utf-8", errors="replace")
+    text = decode_text(read_bytes(path), path)
     sessions: dict[str, Session] = {}
     current = "session"
-    for number, line in enumerate(text.split("\n"), start=1):
+    for number, line in enumerate(split_lines(text), start=1):
         line = line.strip()
         if not line:
             continue
         if line.startswith("Started new session with Session ID:"):
             current = line.rsplit(":", 1)[1].strip()
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
+        if not line.startswith("{"):
             continue  # the logger also writes its own error lines as plain text
+        record = parse_json(line, path, line=number)
         if not isinstance(record, dict):
             fail(f"{path}:{number}", "(line)", "expected a JSON object")
         sid = str(record.get("session_id") or current)

@@ -14,16 +14,17 @@ AGENT → agent, TOOL → tool), ``input`` / ``output``, ``model``, ``usageDetai
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, ClassVar
 
+from faultfinder.errors import TraceFormatError
 from faultfinder.traces.importers import register_importer
 from faultfinder.traces.importers._common import check_options, fail
 from faultfinder.traces.importers._messages import message_list, output_messages
 from faultfinder.traces.importers._semconv import build_trace
 from faultfinder.traces.importers._spans import Span, flatten, maybe_json, parse_time
-from faultfinder.traces.importers.otlp import read_bytes, sniff, stem_of
+from faultfinder.traces.importers.otlp import decode_text, read_bytes, sniff, stem_of
+from faultfinder.traces.io import parse_json
 from faultfinder.traces.schema import Trace
 
 _KINDS = {"GENERATION": "llm", "AGENT": "agent", "TOOL": "tool"}
@@ -154,19 +155,16 @@ class LangfuseImporter:
         if b'"observations"' not in head and b'"parentObservationId"' not in head:
             return False
         try:
-            data = json.loads(read_bytes(path).decode("utf-8"))
+            data = parse_json(decode_text(read_bytes(path), path), path)
             observations, _, _ = observations_of(data, path)
-        except Exception:
+        except (TraceFormatError, RecursionError):
             return False
         return bool(observations) and all(_is_observation(o) for o in observations)
 
     def load(self, path: Path, **options: Any) -> list[Trace]:
         check_options(self.name, options, {})
         path = Path(path)
-        try:
-            data = json.loads(read_bytes(path).decode("utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            fail(path, "(json)", f"invalid JSON: {exc}")
+        data = parse_json(decode_text(read_bytes(path), path), path)
         return traces_from(data, path, self.name)
 
 

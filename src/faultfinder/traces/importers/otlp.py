@@ -10,16 +10,16 @@ semantic conventions are mapped by ``_semconv``.
 from __future__ import annotations
 
 import gzip
-import json
 import zlib
 from pathlib import Path
 from typing import Any, ClassVar
 
-from faultfinder.errors import ConfigError
+from faultfinder.errors import ConfigError, TraceFormatError
 from faultfinder.traces.importers import register_importer
 from faultfinder.traces.importers._common import check_options, fail
 from faultfinder.traces.importers._semconv import build_traces
 from faultfinder.traces.importers._spans import Span, spans_from_otlp
+from faultfinder.traces.io import parse_json, split_lines
 from faultfinder.traces.schema import Trace
 
 MAX_FILE = 512 * 1024 * 1024
@@ -60,7 +60,16 @@ def sniff(path: Path) -> bytes:
 
 
 def is_json_text(head: bytes) -> bool:
-    return head.lstrip()[:1] in (b"{", b"[")
+    return head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"[")
+
+
+def decode_text(data: bytes, path: Path) -> str:
+    """UTF-8 text (a byte-order mark dropped); other bytes are an error naming the line."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        fail(f"{path}:{line}", "(file)", f"not UTF-8 text: byte 0x{data[exc.start]:02x}")
 
 
 def decode_protobuf(data: bytes, *, path: Path | str) -> dict[str, Any]:
@@ -88,40 +97,38 @@ def _protobuf_spans(data: bytes, path: Path) -> list[Span]:
     return spans_from_otlp(decode_protobuf(data, path=path), path=path)
 
 
-def _json_spans(text: str, path: Path) -> list[Span]:
-    stripped = text.strip()
+def json_lines(text: str, path: Path) -> list[tuple[int, Any]] | None:
+    """(line number, value) of each line when ``text`` is JSON lines (several non-blank
+    lines, the first a JSON value on its own), parsed strictly; None for one JSON document."""
+    lines = [(n, ln) for n, ln in enumerate(split_lines(text), start=1) if ln.strip()]
+    if len(lines) < 2:
+        return None
     try:
-        whole = json.loads(stripped)
-    except json.JSONDecodeError:
-        whole = None
-    if whole is not None:
-        items = whole if isinstance(whole, list) else [whole]
-        return [
-            s
-            for n, item in enumerate(items)
-            for s in spans_from_otlp(item, path=path, where=f"[{n}]." if len(items) > 1 else "")
-        ]
-    spans: list[Span] = []
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            fail(f"{path}:{number}", "(json)", f"invalid JSON at column {exc.colno}: {exc.msg}")
-        spans.extend(spans_from_otlp(item, path=f"{path}:{number}"))
-    return spans
+        parse_json(lines[0][1], path, line=lines[0][0])
+    except TraceFormatError:
+        return None
+    return [(n, parse_json(line, path, line=n)) for n, line in lines]
+
+
+def _json_spans(text: str, path: Path) -> list[Span]:
+    """Spans of JSON lines, or of one JSON document (an export or a list of them)."""
+    records = json_lines(text, path)
+    if records is not None:
+        return [s for n, item in records for s in spans_from_otlp(item, path=f"{path}:{n}")]
+    whole = parse_json(text, path)
+    items = whole if isinstance(whole, list) else [whole]
+    return [
+        s
+        for n, item in enumerate(items)
+        for s in spans_from_otlp(item, path=path, where=f"[{n}]." if len(items) > 1 else "")
+    ]
 
 
 def read_otlp(path: Path) -> list[Span]:
     """Every span in an OTLP file (JSON, JSON lines or protobuf; gzipped or not)."""
     data = read_bytes(path)
-    if is_json_text(data[:64]):
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            fail(path, "(file)", f"not UTF-8 text: {exc}")
-        return _json_spans(text, path)
+    if is_json_text(data[:64].lstrip(b"\xef\xbb\xbf")):
+        return _json_spans(decode_text(data, path), path)
     return _protobuf_spans(data, path)
 
 

@@ -11,16 +11,16 @@ OTLP spans.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, ClassVar
 
-from faultfinder.errors import ConfigError
+from faultfinder.errors import ConfigError, TraceFormatError
 from faultfinder.traces.importers import register_importer
 from faultfinder.traces.importers._common import check_options, fail
 from faultfinder.traces.importers._semconv import build_traces
 from faultfinder.traces.importers._spans import Span, SpanEvent, flatten, maybe_json, parse_time
-from faultfinder.traces.importers.otlp import read_bytes, sniff, stem_of
+from faultfinder.traces.importers.otlp import decode_text, json_lines, read_bytes, sniff, stem_of
+from faultfinder.traces.io import parse_json
 from faultfinder.traces.schema import Trace
 
 _PARQUET_MAGIC = b"PAR1"
@@ -102,24 +102,15 @@ def _records(path: Path) -> list[tuple[Any, str]]:
         except Exception as exc:
             fail(path, "(parquet)", f"cannot read: {exc}")
         return [(_plain(r), f"[{n}]") for n, r in enumerate(rows)]
-    text = read_bytes(path).decode("utf-8", errors="strict")
-    try:
-        whole = json.loads(text)
-    except json.JSONDecodeError:
-        whole = None
-    if whole is not None:
-        items = whole.get("data") if isinstance(whole, dict) else whole
-        if not isinstance(items, list):
-            items = [whole]
-        return [(r, f"[{n}]") for n, r in enumerate(items)]
-    out = []
-    for number, line in enumerate(text.split("\n"), start=1):
-        if line.strip():
-            try:
-                out.append((json.loads(line), f"line {number}"))
-            except json.JSONDecodeError as exc:
-                fail(f"{path}:{number}", "(json)", f"invalid JSON at column {exc.colno}: {exc.msg}")
-    return out
+    text = decode_text(read_bytes(path), path)
+    records = json_lines(text, path)
+    if records is not None:
+        return [(value, f"line {n}") for n, value in records]
+    whole = parse_json(text, path)
+    items = whole.get("data") if isinstance(whole, dict) else whole
+    if not isinstance(items, list):
+        items = [whole]
+    return [(r, f"[{n}]") for n, r in enumerate(items)]
 
 
 def _plain(value: Any) -> Any:
@@ -151,16 +142,13 @@ class PhoenixImporter:
             return False
         try:
             records = _records(path)
-        except Exception:
+        except (TraceFormatError, ConfigError, RecursionError):
             return False
         return bool(records) and is_phoenix_record(records[0][0])
 
     def load(self, path: Path, **options: Any) -> list[Trace]:
         check_options(self.name, options, {})
         path = Path(path)
-        try:
-            records = _records(path)
-        except UnicodeDecodeError as exc:
-            fail(path, "(file)", f"not UTF-8 text: {exc}")
+        records = _records(path)
         spans = [span_of(r, path=path, where=w) for r, w in records]
         return build_traces(spans, path=path, fmt=self.name, id_prefix=stem_of(path))
