@@ -72,6 +72,12 @@ TARGETS: list[FuzzTarget] = [
     ),
     FuzzTarget("traceelephant", f"{_FIX}/importers/traceelephant/captain-runs-gaia/task_7"),
     FuzzTarget("traceelephant", f"{_FIX}/importers/traceelephant/magentic-runs-old/task_3"),
+    FuzzTarget("otlp", f"{_FIX}/importers/otlp/genai.json"),
+    FuzzTarget("otlp", f"{_FIX}/otel/openai-agents-openinference.otlp.jsonl"),
+    FuzzTarget("langfuse", f"{_FIX}/importers/langfuse/observations-page.json"),
+    FuzzTarget("phoenix", f"{_FIX}/importers/phoenix/rest-spans.json"),
+    FuzzTarget("phoenix", f"{_FIX}/importers/phoenix/spans.jsonl"),
+    FuzzTarget("ag2", f"{_FIX}/importers/ag2/runtime.jsonl"),
     FuzzTarget("faultfinder", f"{_FIX}/core/tiny_trace.json"),
     FuzzTarget("faultfinder", f"{_FIX}/eval/traces.jsonl"),
 ]
