@@ -22,12 +22,84 @@ from faultfinder.traces.importers import register_importer
 from faultfinder.traces.importers._common import check_options, fail
 from faultfinder.traces.importers._messages import message_list, output_messages
 from faultfinder.traces.importers._semconv import build_trace
-from faultfinder.traces.importers._spans import Span, flatten, maybe_json, parse_time
+from faultfinder.traces.importers._spans import (
+    Span,
+    check_keys,
+    flatten,
+    maybe_json,
+    parse_time,
+)
 from faultfinder.traces.importers.otlp import decode_text, read_bytes, sniff, stem_of
 from faultfinder.traces.io import parse_json
 from faultfinder.traces.schema import Trace
 
 _KINDS = {"GENERATION": "llm", "AGENT": "agent", "TOOL": "tool"}
+# Fields of an observation in the UI export and the v2 API; other keys are warned about.
+_OBSERVATION_KEYS = frozenset(
+    [
+        "id",
+        "traceId",
+        "projectId",
+        "type",
+        "name",
+        "startTime",
+        "endTime",
+        "completionStartTime",
+        "parentObservationId",
+        "isRootObservation",
+        "level",
+        "statusMessage",
+        "version",
+        "environment",
+        "input",
+        "output",
+        "metadata",
+        "model",
+        "providedModelName",
+        "internalModel",
+        "internalModelId",
+        "modelId",
+        "modelParameters",
+        "usage",
+        "usageDetails",
+        "costDetails",
+        "providedCostDetails",
+        "inputUsage",
+        "outputUsage",
+        "totalUsage",
+        "inputCost",
+        "outputCost",
+        "totalCost",
+        "calculatedInputCost",
+        "calculatedOutputCost",
+        "calculatedTotalCost",
+        "unit",
+        "promptId",
+        "promptName",
+        "promptVersion",
+        "latency",
+        "timeToFirstToken",
+        "createdAt",
+        "updatedAt",
+        "toolCalls",
+        "toolCallNames",
+        "toolDefinitions",
+        "usagePricingTierId",
+        "usagePricingTierName",
+        "bookmarked",
+        "public",
+        "userId",
+        "sessionId",
+        "traceName",
+        "traceTags",
+        "traceTimestamp",
+        "tags",
+    ]
+)
+_TEXT_FIELDS = (
+    "type", "name", "startTime", "endTime", "parentObservationId", "traceId", "level",
+    "statusMessage", "model", "providedModelName",
+)  # fmt: skip
 
 
 def observations_of(data: Any, path: Path) -> tuple[list[Any], dict[str, Any] | None, str]:
@@ -54,6 +126,13 @@ def span_of(obs: Any, *, path: Path, where: str, trace_id: str | None) -> Span:
         fail(path, where, "expected an observation object")
     if not isinstance(obs.get("id"), str) or not obs["id"]:
         fail(path, f"{where}.id", "missing or not a string")
+    check_keys(obs, _OBSERVATION_KEYS, path=path, where=where)
+    for key in _TEXT_FIELDS:
+        if obs.get(key) is not None and not isinstance(obs[key], str):
+            fail(path, f"{where}.{key}", f"expected a string, got {type(obs[key]).__name__}")
+    for key in ("usageDetails", "usage", "modelParameters"):
+        if obs.get(key) is not None and not isinstance(obs[key], dict):
+            fail(path, f"{where}.{key}", f"expected an object, got {type(obs[key]).__name__}")
     meta = maybe_json(obs.get("metadata"))
     meta = meta if isinstance(meta, dict) else {}
     attrs: dict[str, Any] = meta["attributes"] if isinstance(meta.get("attributes"), dict) else {}

@@ -18,12 +18,44 @@ from faultfinder.errors import ConfigError, TraceFormatError
 from faultfinder.traces.importers import register_importer
 from faultfinder.traces.importers._common import check_options, fail
 from faultfinder.traces.importers._semconv import build_traces
-from faultfinder.traces.importers._spans import Span, SpanEvent, flatten, maybe_json, parse_time
+from faultfinder.traces.importers._spans import (
+    Span,
+    SpanEvent,
+    check_keys,
+    flatten,
+    maybe_json,
+    parse_time,
+)
 from faultfinder.traces.importers.otlp import decode_text, json_lines, read_bytes, sniff, stem_of
 from faultfinder.traces.io import parse_json
 from faultfinder.traces.schema import Trace
 
 _PARQUET_MAGIC = b"PAR1"
+# Top-level fields of a span (REST object or dataframe row); others are warned about.
+_TOP_KEYS = frozenset(
+    [
+        "id",
+        "name",
+        "span_kind",
+        "parent_id",
+        "start_time",
+        "end_time",
+        "status_code",
+        "status_message",
+        "events",
+        "context.trace_id",
+        "context.span_id",
+        "conversation",
+        "latency_ms",
+        "cumulative_token_count_total",
+        "cumulative_token_count_prompt",
+        "cumulative_token_count_completion",
+        "span_id",
+        "trace_id",
+        "trace_rowid",
+        "project_name",
+    ]
+)
 
 
 def _record_fields(record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -58,6 +90,10 @@ def span_of(record: Any, *, path: str | Path, where: str) -> Span:
     for key in ("context.trace_id", "context.span_id"):
         if not isinstance(top.get(key), str) or not top[key]:
             fail(path, f"{where}.{key}", "missing or not a string")
+    check_keys(top, _TOP_KEYS, path=path, where=where)
+    for key in ("name", "span_kind", "parent_id", "status_code", "status_message"):
+        if top.get(key) is not None and not isinstance(top[key], str):
+            fail(path, f"{where}.{key}", f"expected a string, got {type(top[key]).__name__}")
     attrs = flatten({k: v for k, v in attrs.items() if v is not None})
     kind = top.get("span_kind")
     if isinstance(kind, str) and "openinference.span.kind" not in attrs:
