@@ -208,3 +208,24 @@ def test_an_unreachable_endpoint_fails_at_once_and_says_so(url: str, why: str) -
 def test_reported_usage_keeps_only_plausible_counts(reported: Any, expected: Any) -> None:
     usage = reported_usage(reported)
     assert (usage.prompt_tokens, usage.completion_tokens) == expected
+
+
+def test_cli_timeout_option_and_fast_failure(tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from faultfinder.cli import main
+
+    trace = tmp_path / "t.json"
+    trace.write_text(
+        Trace(
+            id="t", task="q", steps=[Step(index=0, agent="a"), Step(index=1, agent="b")]
+        ).model_dump_json(),
+        encoding="utf-8",
+    )
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    started = time.monotonic()
+    args = ["attribute", str(trace), "--model", "openai:m", "--base-url", url]
+    result = CliRunner().invoke(main, [*args, "--cache", "none", "--timeout", "30", "--json"])
+    assert time.monotonic() - started < 10
+    assert "connection refused" in result.output
+    assert "Traceback" not in result.output

@@ -320,6 +320,31 @@ def _m_separator(doc: _Doc, raw: bytes, rng: random.Random) -> Mutation | None:
     )
 
 
+def _m_repr(doc: _Doc, raw: bytes, rng: random.Random) -> Mutation | None:
+    """Damage the inside of a ``ChatCompletion(...)`` repr string (read by a parser)."""
+    values, line = _pick_line(doc, rng)
+    reprs = [
+        (p, v)
+        for p, v in _nodes(values[line])
+        if p and isinstance(v, str) and v.lstrip().startswith("ChatCompl")
+    ]
+    if not reprs:
+        return None
+    path, old = rng.choice(reprs)
+    at = rng.randrange(len(old))
+    new = rng.choice(
+        [
+            old[:at] + old[at + 1 :],
+            old[:at] + rng.choice("()[]{},='\"\\=.:") + old[at:],
+            old[:at] + "(" * rng.choice([50, 300, 5000]) + old[at:],
+            old[:at] + "=" + "9" * 5000 + old[at:],
+            old[:at],
+        ]
+    )
+    values[line] = _set(values[line], path, new)
+    return Mutation(f"repr {_where(doc, line, path)}", {doc.name: doc.dump(values)}, "any")
+
+
 def _m_bytes(doc: _Doc, raw: bytes, rng: random.Random) -> Mutation | None:
     at = rng.randrange(len(raw) + 1)
     bad = rng.choice([b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\x80", b"\xf0\x9f"])
@@ -378,6 +403,7 @@ MUTATIONS: dict[str, Callable[[_Doc, bytes, random.Random], Mutation | None]] = 
     "nesting": _m_nesting,
     "duplicate": _m_duplicate,
     "separator": _m_separator,
+    "repr": _m_repr,
     "bytes": _m_bytes,
     "truncate": _m_truncate,
     "damage-line": _m_damage_line,

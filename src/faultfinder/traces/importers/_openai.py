@@ -375,11 +375,9 @@ def read_tool_logs(
             fail(path, f"{at}.tool_name", "expected the tool name as a string")
         name = name_value or None
         call_id_value = _first(log, _TOOL_ID_KEYS, used)
-        if call_id_value is not None and (
-            isinstance(call_id_value, bool) or not isinstance(call_id_value, str | int)
-        ):
-            fail(path, f"{at}.id", "expected a string or integer call id")
-        call_id = str(call_id_value) if call_id_value is not None else None
+        if call_id_value is not None and not isinstance(call_id_value, str):
+            fail(path, f"{at}.id", "expected the call id as a string")
+        call_id = call_id_value
         output = _first(log, _TOOL_OUTPUT_KEYS, used)
         if output is not None and not isinstance(output, str | dict | list):
             fail(path, f"{at}.output", "expected the tool output as text or JSON")
