@@ -207,3 +207,16 @@ def test_ag2_file_log_skips_logger_noise(tmp_path: Path) -> None:
     path.write_text("[file_logger] Failed to log new agent: boom\n" + text)
     (trace,) = load_traces(path)
     assert len(trace.steps) == 4
+
+
+def test_span_readers_never_crash_under_fuzzing() -> None:
+    """OTLP, Langfuse, Phoenix and AG2 readers: every damaged input is read or refused with
+    a TraceFormatError (misreads are measured by bench/fuzz_importers.py, not yet zero)."""
+    from collections import Counter
+
+    from faultfinder.testing.fuzz import SPAN_TARGETS, fuzz
+
+    outcomes = fuzz(SPAN_TARGETS, 300, seed=11, repo=Path(__file__).resolve().parents[1])
+    verdicts = Counter(o.verdict for o in outcomes)
+    assert verdicts["crash"] == 0, [o for o in outcomes if o.verdict == "crash"][:5]
+    assert verdicts["error"] > 0 and verdicts["ok"] > 0

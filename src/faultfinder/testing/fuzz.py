@@ -72,16 +72,23 @@ TARGETS: list[FuzzTarget] = [
     ),
     FuzzTarget("traceelephant", f"{_FIX}/importers/traceelephant/captain-runs-gaia/task_7"),
     FuzzTarget("traceelephant", f"{_FIX}/importers/traceelephant/magentic-runs-old/task_3"),
+    FuzzTarget("faultfinder", f"{_FIX}/core/tiny_trace.json"),
+    FuzzTarget("faultfinder", f"{_FIX}/eval/traces.jsonl"),
+]
+"""Readers under test. New importers add one line here."""
+
+SPAN_TARGETS: list[FuzzTarget] = [
     FuzzTarget("otlp", f"{_FIX}/importers/otlp/genai.json"),
     FuzzTarget("otlp", f"{_FIX}/otel/openai-agents-openinference.otlp.jsonl"),
     FuzzTarget("langfuse", f"{_FIX}/importers/langfuse/observations-page.json"),
     FuzzTarget("phoenix", f"{_FIX}/importers/phoenix/rest-spans.json"),
     FuzzTarget("phoenix", f"{_FIX}/importers/phoenix/spans.jsonl"),
     FuzzTarget("ag2", f"{_FIX}/importers/ag2/runtime.jsonl"),
-    FuzzTarget("faultfinder", f"{_FIX}/core/tiny_trace.json"),
-    FuzzTarget("faultfinder", f"{_FIX}/eval/traces.jsonl"),
 ]
-"""Readers under test. New importers add one line here."""
+"""Readers of tracing formats (OTLP, Langfuse, Phoenix, AG2 logs). They must never crash;
+their misreads are counted but not yet zero: span attributes and payload fields they do not
+map (an attribute key with a typo, a damaged key inside a free-form message) are dropped
+rather than kept verbatim, which the judge counts as a misread."""
 
 Verdict = Literal["ok", "error", "crash", "misread"]
 Expect = Literal["error", "flag", "same", "any"]
