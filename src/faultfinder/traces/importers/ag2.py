@@ -26,7 +26,7 @@ from faultfinder.traces.importers._common import (
     without_credentials,
 )
 from faultfinder.traces.importers._openai import read_completion, split_request
-from faultfinder.traces.importers._spans import maybe_json, parse_time
+from faultfinder.traces.importers._spans import check_keys, maybe_json, parse_time
 from faultfinder.traces.importers.otlp import decode_text, read_bytes, sniff, stem_of
 from faultfinder.traces.io import parse_json, split_lines
 from faultfinder.traces.schema import Agent, SourceInfo, Step, ToolCall, ToolResult, Trace
@@ -85,6 +85,8 @@ def read_sqlite(path: Path) -> dict[str, Session]:
     finally:
         con.close()
     sessions = {k: v for k, v in sessions.items() if v.completions}
+    if not sessions:
+        fail(path, "chat_completions", "no rows: nothing to import")
     _distribute(sessions, calls, path)
     if len(sessions) == 1:
         next(iter(sessions.values())).events = int(events)
@@ -111,6 +113,51 @@ def _distribute(sessions: dict[str, Session], calls: list[dict[str, Any]], path:
         sessions[target].calls.append(call)
 
 
+# The file logger's record kinds: (a key only that kind has, every key it writes).
+_RECORDS: list[tuple[str, str, frozenset[str]]] = [
+    ("completion", "invocation_id", frozenset(
+        ["invocation_id", "client_id", "wrapper_id", "request", "response", "is_cached", "cost", "start_time", "end_time", "thread_id", "source_name", "session_id"])),
+    ("agent", "agent_name", frozenset(
+        ["id", "agent_name", "wrapper_id", "session_id", "current_time", "agent_type", "args", "thread_id"])),
+    ("call", "input_args", frozenset(
+        ["source_id", "source_name", "agent_module", "agent_class", "timestamp", "thread_id", "input_args", "returns"])),
+    ("event", "event_name", frozenset(
+        ["source_id", "source_name", "event_name", "agent_module", "agent_class", "json_state", "timestamp", "thread_id"])),
+    ("client", "client_id", frozenset(
+        ["client_id", "wrapper_id", "session_id", "class", "json_state", "timestamp", "thread_id"])),
+    ("wrapper", "wrapper_id", frozenset(
+        ["wrapper_id", "session_id", "json_state", "timestamp", "thread_id"])),
+]  # fmt: skip
+_TEXT = ("invocation_id", "source_name", "start_time", "end_time", "timestamp", "agent_name",
+         "agent_type", "event_name", "agent_module", "agent_class", "json_state", "session_id",
+         "current_time", "input_args", "returns")  # fmt: skip
+
+
+def _kind(record: dict[str, Any], where: str, path: Path) -> str:
+    """The record's kind; its keys and text fields checked (unknown keys warned about)."""
+    for kind, marker, known in _RECORDS:
+        if marker in record:
+            check_keys(record, known, path=path, where=where)
+            for key in _TEXT:
+                if (
+                    key in known
+                    and record.get(key) is not None
+                    and not isinstance(record[key], str)
+                ):
+                    fail(
+                        path,
+                        f"{where}.{key}",
+                        f"expected a string, got {type(record[key]).__name__}",
+                    )
+            return kind
+    fail(
+        path,
+        where,
+        "not a record the AG2 file logger writes (no invocation_id, agent_name, "
+        "input_args, event_name, client_id or wrapper_id)",
+    )
+
+
 def read_file_log(path: Path) -> dict[str, Session]:
     text = decode_text(read_bytes(path), path)
     sessions: dict[str, Session] = {}
@@ -127,20 +174,24 @@ def read_file_log(path: Path) -> dict[str, Session]:
         record = parse_json(line, path, line=number)
         if not isinstance(record, dict):
             fail(f"{path}:{number}", "(line)", "expected a JSON object")
-        sid = str(record.get("session_id") or current)
-        s = sessions.setdefault(sid if "session_id" in record else current, Session())
-        if "invocation_id" in record:
+        kind = _kind(record, f"line {number}", path)
+        sid = record.get("session_id") if isinstance(record.get("session_id"), str) else current
+        s = sessions.setdefault(sid or current, Session())
+        if kind == "completion":
             s.completions.append(record)
-        elif "agent_name" in record and "agent_type" in record:
+        elif kind == "agent":
             s.agents[str(record["agent_name"])] = {
-                "class": record["agent_type"],
+                "class": record.get("agent_type"),
                 "init_args": record.get("args"),
             }
-        elif "input_args" in record or "returns" in record:
+        elif kind == "call":
             s.calls.append(record)
-        elif "event_name" in record:
+        elif kind == "event":
             s.events += 1
-    return {k: v for k, v in sessions.items() if v.completions or v.calls}
+    found = {k: v for k, v in sessions.items() if v.completions or v.calls}
+    if not found:
+        fail(path, "(file)", "no chat completion or function call records: nothing to import")
+    return found
 
 
 def _step(row: dict[str, Any], index: int, path: Path, where: str) -> Step:
