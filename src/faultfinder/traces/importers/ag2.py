@@ -115,19 +115,95 @@ def _distribute(sessions: dict[str, Session], calls: list[dict[str, Any]], path:
 
 # The file logger's record kinds: (a key only that kind has, every key it writes).
 _RECORDS: list[tuple[str, str, frozenset[str]]] = [
-    ("completion", "invocation_id", frozenset(
-        ["invocation_id", "client_id", "wrapper_id", "request", "response", "is_cached", "cost", "start_time", "end_time", "thread_id", "source_name", "session_id"])),
-    ("agent", "agent_name", frozenset(
-        ["id", "agent_name", "wrapper_id", "session_id", "current_time", "agent_type", "args", "thread_id"])),
-    ("call", "input_args", frozenset(
-        ["source_id", "source_name", "agent_module", "agent_class", "timestamp", "thread_id", "input_args", "returns"])),
-    ("event", "event_name", frozenset(
-        ["source_id", "source_name", "event_name", "agent_module", "agent_class", "json_state", "timestamp", "thread_id"])),
-    ("client", "client_id", frozenset(
-        ["client_id", "wrapper_id", "session_id", "class", "json_state", "timestamp", "thread_id"])),
-    ("wrapper", "wrapper_id", frozenset(
-        ["wrapper_id", "session_id", "json_state", "timestamp", "thread_id"])),
-]  # fmt: skip
+    (
+        "completion",
+        "invocation_id",
+        frozenset(
+            [
+                "invocation_id",
+                "client_id",
+                "wrapper_id",
+                "request",
+                "response",
+                "is_cached",
+                "cost",
+                "start_time",
+                "end_time",
+                "thread_id",
+                "source_name",
+                "session_id",
+            ]
+        ),
+    ),
+    (
+        "agent",
+        "agent_name",
+        frozenset(
+            [
+                "id",
+                "agent_name",
+                "wrapper_id",
+                "session_id",
+                "current_time",
+                "agent_type",
+                "args",
+                "thread_id",
+            ]
+        ),
+    ),
+    (
+        "call",
+        "input_args",
+        frozenset(
+            [
+                "source_id",
+                "source_name",
+                "agent_module",
+                "agent_class",
+                "timestamp",
+                "thread_id",
+                "input_args",
+                "returns",
+            ]
+        ),
+    ),
+    (
+        "event",
+        "event_name",
+        frozenset(
+            [
+                "source_id",
+                "source_name",
+                "event_name",
+                "agent_module",
+                "agent_class",
+                "json_state",
+                "timestamp",
+                "thread_id",
+            ]
+        ),
+    ),
+    (
+        "client",
+        "client_id",
+        frozenset(
+            [
+                "client_id",
+                "wrapper_id",
+                "session_id",
+                "class",
+                "json_state",
+                "timestamp",
+                "thread_id",
+            ]
+        ),
+    ),
+    (
+        "wrapper",
+        "wrapper_id",
+        frozenset(["wrapper_id", "session_id", "json_state", "timestamp", "thread_id"]),
+    ),
+]
 _TEXT = ("invocation_id", "source_name", "start_time", "end_time", "timestamp", "agent_name",
          "agent_type", "event_name", "agent_module", "agent_class", "json_state", "session_id",
          "current_time", "input_args", "returns")  # fmt: skip
