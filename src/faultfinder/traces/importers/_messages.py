@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from faultfinder.traces.importers._common import text_of
+from faultfinder.traces.importers._common import text_of, without_credentials
 from faultfinder.traces.importers._openai import plain
 from faultfinder.traces.importers._pyrepr import ReprSyntaxError, parse_repr
 from faultfinder.traces.importers._spans import Span, maybe_json
+from faultfinder.usage import Usage
 
 Message = dict[str, Any]
 
@@ -356,3 +357,72 @@ def nested_all(attrs: dict[str, Any]) -> dict[str, Any]:
     """All flat attributes rebuilt as one nested object."""
     out = nested({f"_.{k}": v for k, v in attrs.items()}, "_")
     return out if isinstance(out, dict) else {}
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def usage_of(span: Span) -> Usage | None:
+    """Token usage of an LLM span (GenAI, older GenAI, OpenInference, or the source's)."""
+    a = span.attributes
+    hint = span.hints.get("usage") or {}
+    prompt = next(
+        (
+            v
+            for v in (
+                _int(a.get(k))
+                for k in (
+                    "gen_ai.usage.input_tokens",
+                    "gen_ai.usage.prompt_tokens",
+                    "llm.token_count.prompt",
+                )
+            )
+            if v is not None
+        ),
+        _int(hint.get("input")),
+    )
+    completion = next(
+        (
+            v
+            for v in (
+                _int(a.get(k))
+                for k in (
+                    "gen_ai.usage.output_tokens",
+                    "gen_ai.usage.completion_tokens",
+                    "llm.token_count.completion",
+                )
+            )
+            if v is not None
+        ),
+        _int(hint.get("output")),
+    )
+    if prompt is None and completion is None:
+        return None
+    return Usage(prompt_tokens=prompt or 0, completion_tokens=completion or 0, calls=1)
+
+
+def request_of(span: Span) -> dict[str, Any] | None:
+    """Request parameters of an LLM span, credentials removed."""
+    a = span.attributes
+    request: dict[str, Any] = {}
+    params = maybe_json(a.get("llm.invocation_parameters"))
+    if isinstance(params, dict):
+        request.update(params)
+    for key, value in a.items():
+        if key.startswith("gen_ai.request.") and key != "gen_ai.request.model":
+            request[key.removeprefix("gen_ai.request.")] = value
+    hinted = span.hints.get("request")
+    if isinstance(hinted, dict):
+        request = {**hinted, **request}
+    tools = [
+        maybe_json(v)
+        for k, v in sorted(a.items())
+        if k.startswith("llm.tools.") and k.endswith(".tool.json_schema")
+    ]
+    if tools:
+        request["tools"] = tools
+    return without_credentials(request) or None

@@ -13,17 +13,18 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from faultfinder.traces.importers._common import make_trace, text_of, without_credentials
+from faultfinder.traces.importers._common import make_trace, text_of
 from faultfinder.traces.importers._messages import (
     MESSAGE_EVENTS,
     Message,
     input_messages,
     maybe_json,
     output_messages,
+    request_of,
+    usage_of,
 )
 from faultfinder.traces.importers._spans import Span
 from faultfinder.traces.schema import Agent, SourceInfo, Step, ToolCall, ToolResult, Trace
-from faultfinder.usage import Usage
 
 _LLM_OPS = {"chat", "text_completion", "generate_content", "completion", "responses"}
 _AGENT_OPS = {"invoke_agent", "create_agent"}
@@ -322,10 +323,10 @@ def _llm_step(span: Span, ancestors: list[Span], kinds: dict[str, str | None], i
         kind="llm",
         content=content,
         input_messages=[_clean(m) for m in inputs] if inputs else None,
-        request=_request(span),
+        request=request_of(span),
         tool_calls=calls,
         model=model,
-        usage=_usage(span),
+        usage=usage_of(span),
         started_at=span.start,
         ended_at=span.end,
         source_id=span.span_id,
@@ -335,73 +336,6 @@ def _llm_step(span: Span, ancestors: list[Span], kinds: dict[str, str | None], i
 
 def _clean(message: Message) -> Message:
     return {k: v for k, v in message.items() if k != "finish_reason" and v is not None}
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return int(value) if value is not None and not isinstance(value, bool) else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _usage(span: Span) -> Usage | None:
-    a = span.attributes
-    hint = span.hints.get("usage") or {}
-    prompt = next(
-        (
-            v
-            for v in (
-                _int(a.get(k))
-                for k in (
-                    "gen_ai.usage.input_tokens",
-                    "gen_ai.usage.prompt_tokens",
-                    "llm.token_count.prompt",
-                )
-            )
-            if v is not None
-        ),
-        _int(hint.get("input")),
-    )
-    completion = next(
-        (
-            v
-            for v in (
-                _int(a.get(k))
-                for k in (
-                    "gen_ai.usage.output_tokens",
-                    "gen_ai.usage.completion_tokens",
-                    "llm.token_count.completion",
-                )
-            )
-            if v is not None
-        ),
-        _int(hint.get("output")),
-    )
-    if prompt is None and completion is None:
-        return None
-    return Usage(prompt_tokens=prompt or 0, completion_tokens=completion or 0, calls=1)
-
-
-def _request(span: Span) -> dict[str, Any] | None:
-    a = span.attributes
-    request: dict[str, Any] = {}
-    params = maybe_json(a.get("llm.invocation_parameters"))
-    if isinstance(params, dict):
-        request.update(params)
-    for key, value in a.items():
-        if key.startswith("gen_ai.request.") and key != "gen_ai.request.model":
-            request[key.removeprefix("gen_ai.request.")] = value
-    hinted = span.hints.get("request")
-    if isinstance(hinted, dict):
-        request = {**hinted, **request}
-    tools = [
-        maybe_json(v)
-        for k, v in sorted(a.items())
-        if k.startswith("llm.tools.") and k.endswith(".tool.json_schema")
-    ]
-    if tools:
-        request["tools"] = tools
-    return without_credentials(request) or None
 
 
 def tool_fields(span: Span) -> dict[str, Any]:
