@@ -201,3 +201,39 @@ def test_ag2_groupchat_live(live_runs: dict[str, Run | str], kind: str, log: str
     (trace,) = load_traces(run.raw.parent / log)
     check_ag2(trace)
     assert len(trace.steps) == run.llm_requests
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "importers/langfuse/observations-page.json",
+        "importers/phoenix/rest-spans.json",
+        "importers/phoenix/spans.jsonl",
+        "importers/otlp/genai.json",
+    ],
+)
+def test_attribute_runs_on_every_span_source(tmp_path: Path, source: str) -> None:
+    """`faultfinder attribute` reads each format directly (detected) and runs a method."""
+    (trace,) = load_traces(Path(__file__).parent / "fixtures" / source)
+    agent, step = trace.steps[-1].agent, len(trace.steps) - 1
+    replies = tmp_path / "replies.json"
+    replies.write_text(
+        json.dumps([f"Agent Name: {agent}\nStep Number: {step}\nReason for Mistake: x"])
+    )
+    result = CliRunner().invoke(
+        main,
+        [
+            "attribute",
+            str(Path(__file__).parent / "fixtures" / source),
+            "--method",
+            "all-at-once",
+            "--model",
+            f"scripted:{replies}",
+            "--cache",
+            "none",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    verdict = json.loads(result.output[result.output.index("{") :])
+    assert (verdict["agent"], verdict["step"]) == (agent, step)

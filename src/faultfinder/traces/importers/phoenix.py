@@ -141,7 +141,7 @@ def _records(path: Path) -> list[tuple[Any, str]]:
     text = decode_text(read_bytes(path), path)
     records = json_lines(text, path)
     if records is not None:
-        return [(value, f"line {n}") for n, value in records]
+        return [(value, f"(line {n})") for n, value in records]
     whole = parse_json(text, path)
     items = whole.get("data") if isinstance(whole, dict) else whole
     if not isinstance(items, list):
