@@ -136,6 +136,17 @@ def test_bad_requests_are_refused(tmp_path: Path) -> None:
         assert server.server.config.host == "127.0.0.1"
 
 
+def test_gzip_bomb_is_refused(tmp_path: Path) -> None:
+    with collector(tmp_path, max_body=10_000) as server:
+        bomb = gzip.compress(b"{" + b" " * 1_000_000 + b"}")
+        response = httpx.post(
+            server.url + "/v1/traces",
+            content=bomb,
+            headers={"content-type": "application/json", "content-encoding": "gzip"},
+        )
+        assert response.status_code == 400 and "10000 bytes" in response.json()["error"]
+
+
 def test_idle_client_is_disconnected(tmp_path: Path) -> None:
     with collector(tmp_path, read_timeout=0.3) as server:
         port = int(server.url.rsplit(":", 1)[1])
