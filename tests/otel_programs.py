@@ -90,6 +90,23 @@ def ag2_upstream(body: dict[str, Any]) -> Any:
     }
 
 
+def crewai_upstream(body: dict[str, Any]) -> Any:
+    """The Researcher calls add with a wrong operand (native tool calls when tools are
+    offered, else CrewAI's ReAct text), then answers; the Writer states the result."""
+    messages = body["messages"]
+    system = next((str(m.get("content")) for m in messages if m["role"] == "system"), "")
+    text = " ".join(str(m.get("content") or "") for m in messages)
+    if "Researcher" in system:
+        done = any(m.get("role") == "tool" for m in messages) or "Observation:" in text
+        if done:
+            return "Thought: I now know the final answer\nFinal Answer: 6"
+        if body.get("tools"):
+            args = json.dumps({"a": 2, "b": 4})
+            return {"tool_calls": [{"id": "call_c1", "name": "add", "arguments": args}]}
+        return 'Thought: I must add.\nAction: add\nAction Input: {"a": 2, "b": 4}'
+    return "Thought: I now can give a great answer\nFinal Answer: The answer is 6."
+
+
 @dataclass
 class Run:
     """What one program run produced."""
@@ -110,6 +127,7 @@ def run_program(
     *,
     collect: bool = True,
     timeout: float = 240,
+    python: str = sys.executable,
 ) -> Run:
     """Run ``python PROGRAMS/args...`` against a scripted upstream and a collector."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -129,7 +147,7 @@ def run_program(
             "OTEL_BSP_SCHEDULE_DELAY": "100",
         }
         proc = subprocess.run(
-            [sys.executable, str(PROGRAMS / args[0]), *args[1:]],
+            [python, str(PROGRAMS / args[0]), *args[1:]],
             env=env,
             cwd=out_dir,
             capture_output=True,
@@ -180,6 +198,21 @@ def regenerate() -> None:
             print(f"{FIXTURES / name}: {run.llm_requests} LLM calls")
 
 
+def regenerate_crewai(python: str) -> None:
+    """CrewAI pins conflict with the dev environment: run it with its own interpreter."""
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run = run_program(["crewai_crew.py", QUESTION], crewai_upstream, Path(tmp), python=python)
+        target = FIXTURES / "crewai-openinference.otlp.jsonl"
+        shutil.copy(run.raw, target)
+        print(f"{target}: {len(run.traces)} trace(s), {run.llm_requests} LLM calls")
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(HERE.parent / "src"))
-    regenerate()
+    if len(sys.argv) == 3 and sys.argv[1] == "--crewai-python":
+        regenerate_crewai(sys.argv[2])
+    else:
+        regenerate()
