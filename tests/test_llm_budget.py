@@ -11,6 +11,7 @@ import pytest
 from faultfinder import errors
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend
 from faultfinder.llm.base import Completion, approx_token_count, messages_text
+from faultfinder.llm.client import UNCAPPED_OUTPUT
 from faultfinder.usage import Budget, Usage
 
 PROMPT = "x" * 400  # 100 tokens by the local estimate
@@ -71,13 +72,13 @@ def test_call_budget_holds_under_concurrency() -> None:
     assert answered == 5 and len(backend.requests) == 5 and refused == 25
 
 
-def test_a_call_without_an_output_cap_reserves_what_is_left() -> None:
-    # No max_tokens: the reply may take the rest of the budget, so no other call may start.
+def test_a_call_without_an_output_cap_reserves_a_default_output() -> None:
+    # No max_tokens: UNCAPPED_OUTPUT tokens are reserved for the reply, not zero.
     backend = reply_with_usage(100, 50)
-    llm = LLM(backend, concurrency=8, budget=Budget(max_tokens=1000))
-    answered, _ = asyncio.run(_many(llm, 30, max_tokens=None))
-    assert llm.usage.total_tokens <= 1000
-    assert answered >= 1
+    llm = LLM(backend, concurrency=8, budget=Budget(max_tokens=UNCAPPED_OUTPUT + 150))
+    answered, refused = asyncio.run(_many(llm, 8, max_tokens=None))
+    assert llm.usage.total_tokens <= UNCAPPED_OUTPUT + 150
+    assert answered == 1 and refused == 7
 
 
 def test_tool_definitions_count_as_prompt() -> None:

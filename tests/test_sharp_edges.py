@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from filelock import FileLock
 
 from faultfinder.cli import main
 from faultfinder.errors import FaultfinderWarning, TraceFormatError
 from faultfinder.eval.datasets import load_dataset
 from faultfinder.eval.report import plot_tolerance, summarise
 from faultfinder.eval.rows import read_rows
-from faultfinder.eval.runner import EvalOptions, run_eval
+from faultfinder.eval.runner import EvalOptions, lock_path, run_eval
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend
 from faultfinder.llm.base import Completion
 from faultfinder.llm.cache import ResponseCache, cache_key
@@ -50,6 +51,10 @@ def test_two_evals_appending_to_one_file_do_not_duplicate_rows(tmp_path: Path) -
     keys = [row.key for row in read_rows(out)]
     assert len(keys) == len(traces)
     assert len(set(keys)) == len(keys)
+    # Both released the lock (also the one that waited for it in a worker thread).
+    lock = FileLock(lock_path(out))
+    lock.acquire(timeout=1)
+    lock.release()
 
 
 def _fill_cache(path: Path) -> None:

@@ -12,16 +12,19 @@ from typing import Any
 import click
 
 from faultfinder.errors import FaultfinderWarning
-from faultfinder.llm.cache import ResponseCache
 from faultfinder.llm.client import DEFAULT_TIMEOUT, LLM
-from faultfinder.llm.registry import BACKENDS, make_backend
+from faultfinder.llm.registry import BACKENDS
+from faultfinder.llm.spec import LLMSpec
 from faultfinder.usage import Budget
 
 DEFAULT_CACHE = Path(".faultfinder") / "cache.sqlite"
 
 
-def model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--model and the LLM layer's knobs."""
+def model_options(fn: Callable[..., Any] | None = None, *, timeout_flag: str = "--timeout") -> Any:
+    """--model and the LLM layer's knobs. ``@model_options`` or, for a command whose own
+    ``--timeout`` means something else, ``@model_options(timeout_flag="--call-timeout")``."""
+    if fn is None:
+        return functools.partial(model_options, timeout_flag=timeout_flag)
     options = [
         click.option(
             "--model",
@@ -60,9 +63,16 @@ def model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="Stop before making more than this many model calls.",
         ),
         click.option(
-            "--timeout",
-            "timeout",
-            type=float,
+            "--rate-limit",
+            type=click.FloatRange(min=0, min_open=True),
+            default=None,
+            help="At most this many requests per second to the endpoint (shared by every "
+            "worker with --executor ray).",
+        ),
+        click.option(
+            timeout_flag,
+            "call_timeout",
+            type=click.FloatRange(min=0, min_open=True),
             default=DEFAULT_TIMEOUT,
             show_default=True,
             help="Seconds one model call may take in all, retries included; a reply "
@@ -74,7 +84,7 @@ def model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def build_llm(
+def llm_spec(
     model: str,
     base_url: str | None,
     api_key_env: str,
@@ -82,17 +92,47 @@ def build_llm(
     concurrency: int,
     budget_tokens: int | None,
     budget_calls: int | None,
-    timeout: float = DEFAULT_TIMEOUT,
-) -> LLM:
-    backend = make_backend(model, base_url=base_url, api_key_env=api_key_env)
-    cache = None if cache_path.lower() == "none" else ResponseCache(cache_path)
-    return LLM(
-        backend,
-        cache=cache,
+    rate_limit: float | None = None,
+    call_timeout: float = DEFAULT_TIMEOUT,
+) -> LLMSpec:
+    """The LLM the model options describe, as data (no key in it)."""
+    return LLMSpec(
+        model=model,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        cache_path=None if cache_path.lower() == "none" else cache_path,
         concurrency=concurrency,
         budget=Budget(max_tokens=budget_tokens, max_calls=budget_calls),
-        timeout=timeout,
+        rate_limit=rate_limit,
+        timeout=call_timeout,
     )
+
+
+def build_llm(**options: Any) -> LLM:
+    """The LLM the model options describe."""
+    return llm_spec(**options).build()
+
+
+def executor_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--executor and --ray-address (docs/scale.md)."""
+    options = [
+        click.option(
+            "--executor",
+            type=click.Choice(["local", "ray"]),
+            default="local",
+            show_default=True,
+            help="Where the work runs: this process, or a Ray cluster (extra [ray]).",
+        ),
+        click.option(
+            "--ray-address",
+            default=None,
+            help="With --executor ray: the cluster to join ('auto', ray://HOST:10001, "
+            "HOST:PORT); default: start a local one.",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
 
 
 def method_options(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -23,6 +23,7 @@ from faultfinder.llm.base import (
     messages_text,
 )
 from faultfinder.llm.cache import ResponseCache, cache_key
+from faultfinder.llm.limits import Ledger, LocalLedger, LocalRateLimiter, RateLimiter
 from faultfinder.traces.schema import ToolCall
 from faultfinder.usage import Budget, Usage
 
@@ -119,6 +120,8 @@ def current_run() -> int:
 
 DEFAULT_TIMEOUT = 600.0
 """Seconds one model call may take, retries and backoff included (``--timeout``)."""
+UNCAPPED_OUTPUT = 4096
+"""Output tokens reserved under a token budget for a request without ``max_tokens``."""
 
 
 class LLM:
@@ -145,6 +148,9 @@ class LLM:
         keep_prompts: bool = False,
         timeout: float | None = DEFAULT_TIMEOUT,
         sleep: Callable[[float], Any] = asyncio.sleep,
+        ledger: Ledger | None = None,
+        limiter: RateLimiter | None = None,
+        rate_limit: float | None = None,
     ) -> None:
         self.backend = backend
         self.cache = cache
@@ -159,11 +165,12 @@ class LLM:
         self._sleep = sleep
         self._semaphores: dict[int, asyncio.Semaphore] = {}
         self.timeout = timeout
-        self._reserved_tokens = 0
-        self._reserved_calls = 0
-        # Tokens and calls actually made; cache hits cost nothing, so they do not count.
-        self._spent_tokens = 0
-        self._spent_calls = 0
+        # The budget is held by a ledger: this process's own, or one shared by many
+        # processes (a Ray actor). Cache hits cost nothing, so they never reach it.
+        self.ledger: Ledger = ledger or LocalLedger(self.budget)
+        self.limiter: RateLimiter | None = limiter or (
+            LocalRateLimiter(rate_limit) if rate_limit else None
+        )
         # Largest ratio of reported to locally estimated prompt tokens seen so far (>= 1):
         # reservations scale estimates by it, so an optimistic tokenizer cannot overspend.
         self._prompt_ratio = 1.0
@@ -321,14 +328,15 @@ class LLM:
         async with self._semaphore(), self._calibration():
             # Reserve only once a slot is free: queued calls must not hold budget they may
             # never need, and by then the real spend of finished calls is known.
-            need = self._reserve(prompt_estimate, request.max_tokens)
+            need = self._need(prompt_estimate, request.max_tokens)
+            await self.ledger.reserve(need)
             try:
                 completion = await self._with_deadline(request)
-            finally:
-                self._release(need)
+            except BaseException:
+                await self.ledger.settle(need, 0, called=False)
+                raise
             completion = self._fill_usage(completion, prompt_estimate)
-            self._spent_tokens += completion.usage.total_tokens
-            self._spent_calls += 1
+            await self.ledger.settle(need, completion.usage.total_tokens, called=True)
             if prompt_estimate > 0 and not completion.usage.estimated:
                 ratio = completion.usage.prompt_tokens / prompt_estimate
                 self._prompt_ratio = max(self._prompt_ratio, min(ratio, 16.0))
@@ -337,34 +345,12 @@ class LLM:
             self.cache.put(key, request, completion)
         return completion, False, key
 
-    def _reserve(self, prompt_estimate: int, max_tokens: int | None) -> int:
-        """Reserve a call and its worst-case tokens, or raise BudgetExceededError."""
-        # Reservations make concurrent calls count against the budget before they finish.
-        b = self.budget
-        if b.max_calls is not None and self._spent_calls + self._reserved_calls + 1 > b.max_calls:
-            raise errors.BudgetExceededError(
-                f"Call budget of {b.max_calls} reached ({self._spent_calls} calls made). "
-                "Raise --max-calls or narrow the run."
-            )
-        tokens = 0
-        if b.max_tokens is not None:
-            committed = self._spent_tokens + self._reserved_tokens
-            prompt = int(prompt_estimate * self._prompt_ratio + 0.999)
-            # Without an output cap the reply may take whatever is left.
-            tokens = prompt + max_tokens if max_tokens is not None else b.max_tokens - committed
-            if committed + max(tokens, prompt) > b.max_tokens:
-                raise errors.BudgetExceededError(
-                    f"Token budget of {b.max_tokens} would be exceeded: "
-                    f"{self._spent_tokens} spent, next call may need up to {max(tokens, prompt)}. "
-                    "Raise --max-tokens or narrow the run."
-                )
-        self._reserved_calls += 1
-        self._reserved_tokens += tokens
-        return tokens
-
-    def _release(self, tokens: int) -> None:
-        self._reserved_calls -= 1
-        self._reserved_tokens -= tokens
+    def _need(self, prompt_estimate: int, max_tokens: int | None) -> int:
+        """Tokens to reserve for a call: its prompt, scaled by how far the backend's counts
+        have exceeded the local estimate, plus its output cap (``UNCAPPED_OUTPUT`` when
+        the request has none)."""
+        prompt = int(prompt_estimate * self._prompt_ratio + 0.999)
+        return prompt + (max_tokens if max_tokens is not None else UNCAPPED_OUTPUT)
 
     def _fill_usage(self, c: Completion, prompt_estimate: int) -> Completion:
         """Usage to charge: reported counts where plausible, local estimates elsewhere.
@@ -406,6 +392,8 @@ class LLM:
         self, request: ChatRequest, deadline: float | None = None
     ) -> Completion:
         for attempt in range(self.max_retries + 1):
+            if self.limiter is not None:
+                await self.limiter.acquire()
             try:
                 return await self.backend.complete(request)
             except TransientLLMError as exc:

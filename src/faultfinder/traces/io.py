@@ -247,26 +247,35 @@ class UnknownKeys:
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
-        self._seen: dict[str, tuple[str, int, str]] = {}
+        self._seen: dict[str, tuple[str, str, int, str]] = {}
 
-    def check(self, data: dict[str, Any], known: Collection[str], where: str = "") -> None:
+    def check(
+        self,
+        data: dict[str, Any],
+        known: Collection[str],
+        where: str = "",
+        path: str | Path | None = None,
+    ) -> None:
+        """Note keys of ``data`` not in ``known``; ``where`` is the place of ``data`` in the
+        file, ``path`` the file (with a JSONL line) when it differs from the reporter's."""
         for key in data:
             if key in known:
                 continue
             close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.75)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             place = f"{where}.{key}" if where else key
+            file = str(path) if path is not None else self.path
             if is_strict():
-                raise TraceFormatError(self.path, place, f"unknown key{hint} (--strict)")
-            first, count, known_hint = self._seen.get(key, (place, 0, hint))
-            self._seen[key] = (first, count + 1, known_hint)
+                raise TraceFormatError(file, place, f"unknown key{hint} (--strict)")
+            first_file, first, count, known_hint = self._seen.get(key, (file, place, 0, hint))
+            self._seen[key] = (first_file, first, count + 1, known_hint)
 
     def report(self) -> None:
-        for first, count, hint in self._seen.values():
+        for file, first, count, hint in self._seen.values():
             more = f" (and {count - 1} more places)" if count > 1 else ""
             warnings.warn(
                 TraceFormatWarning(
-                    f"{self.path}: field '{first}': unknown key{more}, kept in metadata{hint}"
+                    f"{file}: field '{first}': unknown key{more}, kept in metadata{hint}"
                 ),
                 stacklevel=2,
             )

@@ -350,7 +350,7 @@ class GenericImporter:
             _top_key(mapping.content_field),
             "tool_calls",
         }
-        unknown.check(message, used | _MESSAGE_KEYS, where)
+        unknown.check(message, used | _MESSAGE_KEYS, where, path=path)
         metadata = without_credentials({k: v for k, v in message.items() if k not in used})
         return Step(
             index=index,
