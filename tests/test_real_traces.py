@@ -95,6 +95,30 @@ def test_ag2_fixture(name: str) -> None:
     attribute_all_at_once(trace, "Solver", 1)
 
 
+def check_crewai(trace: Trace) -> None:
+    """Researcher calls add (wrongly) and answers; the Writer reports: 3 LLM calls."""
+    assert [s.agent for s in trace.steps] == ["Researcher", "Researcher", "Writer"]
+    assert all(s.kind == "llm" for s in trace.steps)
+    assert [a.name for a in trace.agents] == ["Researcher", "Writer"]
+    call = trace.steps[0]
+    assert [(c.name, json.loads(c.arguments)) for c in call.tool_calls] == [
+        ("add", {"a": 2, "b": 4})
+    ]
+    assert [(r.name, r.content) for r in call.tool_results] == [("add", "6")]
+    assert "The answer is 6." in trace.steps[2].content
+    assert QUESTION in trace.task
+
+
+def test_crewai_fixture() -> None:
+    """A CrewAI crew traced by OpenInference (crewai 1.15.30, its instrumentation 1.1.21 and
+    openinference-instrumentation-openai 0.1.66), generated with
+    `python tests/otel_programs.py --crewai-python PATH` (CrewAI's pins conflict with the
+    dev environment, so it is not re-run by the suite)."""
+    (trace,) = load_traces(FIXTURES / "crewai-openinference.otlp.jsonl")
+    check_crewai(trace)
+    attribute_all_at_once(trace, "Researcher", 0)
+
+
 def test_cli_import_and_attribute_on_a_real_trace(tmp_path: Path) -> None:
     source = FIXTURES / "openai-agents-openinference.otlp.jsonl"
     out = tmp_path / "t.json"
