@@ -147,7 +147,18 @@ def looks_like_protobuf(path: Path) -> bool:
 
 def stem_of(path: Path) -> str:
     name = path.name
-    for suffix in (".gz", ".jsonl", ".json", ".pb", ".binpb", ".protobuf", ".bin"):
+    for suffix in (
+        ".gz",
+        ".jsonl",
+        ".json",
+        ".pb",
+        ".binpb",
+        ".protobuf",
+        ".bin",
+        ".db",
+        ".sqlite",
+        ".log",
+    ):
         name = name.removesuffix(suffix)
     return name or path.name
 
