@@ -258,7 +258,7 @@ async def run_case(case: Case, llm: LLM) -> EvalRow:
                 method=case.plan.label,
                 config=case.plan.config.model_dump(mode="json"),
                 model=llm.name,
-                prompt_version=str(getattr(case.plan.cls, "prompt_version", "")),
+                prompt_version=case.plan.config.prompt_version(),
                 with_ground_truth=case.plan.config.with_ground_truth,
                 observability=case.plan.config.observability,
                 usage=scope.usage,

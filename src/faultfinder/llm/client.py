@@ -178,7 +178,8 @@ class LLM:
         *,
         parse: Callable[[str], T] | None = None,
         purpose: str = "",
-        temperature: float = 0.0,
+        temperature: float | None = 0.0,
+        top_p: float | None = None,
         max_tokens: int | None = 1024,
         seed: int | None = None,
         stop: list[str] | None = None,
@@ -201,6 +202,7 @@ class LLM:
             request = ChatRequest(
                 messages=messages,
                 temperature=temperature,
+                top_p=top_p,
                 max_tokens=max_tokens,
                 seed=seed,
                 stop=stop,

@@ -38,6 +38,7 @@ from faultfinder.methods.chief.context import (
     as_int,
     as_text,
     get_field,
+    reply_bound,
 )
 from faultfinder.methods.chief.graph import CausalGraph, StageRecord
 
@@ -354,6 +355,7 @@ async def counterfactual(
         prompt,
         lambda data: parse_attribution(data, roster, ctx.n_steps),
         purpose="chief attribution",
+        items=1,
     )
     if reply.parsed is None:
         return None, StageRecord(
@@ -381,9 +383,8 @@ async def direct(
         prompt,
         parse=lambda text: parse_agent_step_reason(text, roster, ctx.n_steps),
         purpose="chief direct",
-        temperature=ctx.config.temperature,
-        max_tokens=ctx.config.max_reply_tokens,
         constraint=constraint,
+        **ctx.config.chat_options(reply_bound(1)),
     )
     if reply.parsed is None:
         return None, StageRecord(

@@ -159,7 +159,10 @@ async def backtrack(ctx: StageContext, graph: CausalGraph) -> tuple[Candidates |
         },
     )
     reply = await ctx.ask_json(
-        prompt, lambda data: parse_decisions(data, graph), purpose="chief backtrack"
+        prompt,
+        lambda data: parse_decisions(data, graph),
+        purpose="chief backtrack",
+        items=len(order),
     )
     if reply.parsed is None:
         return None, StageRecord(
