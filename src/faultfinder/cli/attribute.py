@@ -13,6 +13,7 @@ from faultfinder.cli.common import (
     method_overrides,
     model_options,
     pass_errors,
+    pop_sampling,
 )
 from faultfinder.methods import available, create_method, run_method
 from faultfinder.methods.base import Attribution
@@ -65,9 +66,9 @@ def attribute(
 ) -> None:
     """Find the responsible agent and decisive step of a failed trace."""
     trace = load_trace(trace_path, format=trace_format)
-    method = create_method(
-        method_spec, **method_overrides(with_ground_truth, observability, settings)
-    )
+    overrides = method_overrides(with_ground_truth, observability, settings)
+    overrides.update(pop_sampling(llm_options))
+    method = create_method(method_spec, **overrides)
     llm = build_llm(**llm_options)
     result = asyncio.run(run_method(method, trace, llm, label=method_spec))
     click.echo(result.model_dump_json(indent=2) if as_json else format_attribution(result))

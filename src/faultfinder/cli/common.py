@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import click
 
 from faultfinder.llm.cache import ResponseCache
-from faultfinder.llm.client import LLM
+from faultfinder.llm.client import LLM, CallRecord
 from faultfinder.llm.registry import BACKENDS, make_backend
 from faultfinder.usage import Budget
 
@@ -51,6 +53,13 @@ def model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="Stop before spending more than this many tokens.",
         ),
         click.option(
+            "--progress/--no-progress",
+            "progress",
+            default=None,
+            help="Report each model call on stderr as it finishes (default: when stderr is a "
+            "terminal). eval shows a progress bar instead.",
+        ),
+        click.option(
             "--max-calls",
             "budget_calls",
             type=int,
@@ -71,19 +80,93 @@ def build_llm(
     concurrency: int,
     budget_tokens: int | None,
     budget_calls: int | None,
+    progress: bool | None = None,
 ) -> LLM:
+    """The LLM the options describe; ``progress`` (None: when stderr is a terminal) prints a
+    line per finished call on stderr."""
     backend = make_backend(model, base_url=base_url, api_key_env=api_key_env)
     cache = None if cache_path.lower() == "none" else ResponseCache(cache_path)
-    return LLM(
+    llm = LLM(
         backend,
         cache=cache,
         concurrency=concurrency,
         budget=Budget(max_tokens=budget_tokens, max_calls=budget_calls),
     )
+    if progress if progress is not None else sys.stderr.isatty():
+        llm.on_call = CallProgress()
+    return llm
+
+
+class CallProgress:
+    """Prints one line per finished model call on stderr: count, elapsed time, purpose,
+    reply tokens, so a long run on a slow model is never silent."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream
+        self.calls = 0
+        self.started = time.perf_counter()
+
+    def __call__(self, record: CallRecord) -> None:
+        self.calls += 1
+        elapsed = time.perf_counter() - self.started
+        how = "cached" if record.cached else f"{record.usage.completion_tokens} reply tokens"
+        unread = "" if record.parsed is not False else ", unreadable: re-asking"
+        click.echo(
+            f"[call {self.calls}, {elapsed:.1f} s] {record.purpose or 'model call'} "
+            f"({how}{unread})",
+            file=self.stream or sys.stderr,
+        )
+
+
+SAMPLING_OPTIONS = ("temperature", "top_p", "seed", "max_output_tokens")
+"""Method options that have their own command-line flags (also settable with --set)."""
+
+
+def sampling_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--temperature, --top-p, --seed and --max-output-tokens (each method's own default
+    when not given; see docs/methods/)."""
+    options = [
+        click.option(
+            "--temperature",
+            type=click.FloatRange(0.0, 2.0),
+            default=None,
+            help="Sampling temperature of every call (default: the method's own).",
+        ),
+        click.option(
+            "--top-p",
+            "top_p",
+            type=click.FloatRange(0.0, 1.0, min_open=True),
+            default=None,
+            help="Nucleus-sampling mass of every call (default: the method's own).",
+        ),
+        click.option(
+            "--seed",
+            type=int,
+            default=None,
+            help="Sampling seed sent with every call (backends that take one).",
+        ),
+        click.option(
+            "--max-output-tokens",
+            "max_output_tokens",
+            type=click.IntRange(min=16),
+            default=None,
+            help="Upper bound on every reply (default: each question's own bound).",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def pop_sampling(options: dict[str, Any]) -> dict[str, Any]:
+    """Remove the sampling flags from a command's keyword arguments; return those given."""
+    given = {key: options.pop(key, None) for key in SAMPLING_OPTIONS}
+    return {key: value for key, value in given.items() if value is not None}
 
 
 def method_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Options every method honours, plus free-form --set key=value."""
+    """Options every method honours (sampling included), plus free-form --set key=value."""
+    fn = sampling_options(fn)
     options = [
         click.option("--with-ground-truth", is_flag=True, help="Show the reference answer."),
         click.option(

@@ -7,11 +7,18 @@ from typing import Any, get_args
 
 import click
 
-from faultfinder.cli.common import build_llm, method_overrides, model_options, pass_errors
+from faultfinder.cli.common import (
+    build_llm,
+    method_overrides,
+    model_options,
+    pass_errors,
+    pop_sampling,
+    sampling_options,
+)
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
 from faultfinder.eval.report import FORMATS, plot_tolerance, render, summarise
 from faultfinder.eval.rows import read_result_files
-from faultfinder.eval.runner import EvalOptions, plan_methods, run_eval
+from faultfinder.eval.runner import EvalOptions, plan_methods, repeat_warnings, run_eval
 from faultfinder.methods.base import Observability
 
 OBSERVABILITIES: tuple[str, ...] = get_args(Observability)
@@ -98,7 +105,6 @@ def parse_observabilities(value: str | None) -> list[Any]:
     default=None,
     help="Cases in progress at once (default: the --concurrency value).",
 )
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--with-ground-truth", is_flag=True, help="Show the reference answer.")
 @click.option(
     "--observability",
@@ -115,6 +121,7 @@ def parse_observabilities(value: str | None) -> list[Any]:
     metavar="KEY=VALUE",
     help="Method option for every method (JSON values allowed).",
 )
+@sampling_options
 @model_options
 @pass_errors
 def eval_command(
@@ -130,7 +137,6 @@ def eval_command(
     include_unlabelled: bool,
     trace_format: str | None,
     parallel_cases: int | None,
-    no_progress: bool,
     with_ground_truth: bool,
     observability: str | None,
     settings: tuple[str, ...],
@@ -144,7 +150,10 @@ def eval_command(
           --model local --runs 3 --out results.jsonl
     """
     overrides = method_overrides(with_ground_truth, None, settings)
+    overrides.update(pop_sampling(llm_options))
     plans = plan_methods(split_list(method_specs), overrides, parse_observabilities(observability))
+    for warning in repeat_warnings(plans, runs):
+        click.echo(f"warning: {warning}", err=True)
     traces = load_dataset(
         dataset,
         DatasetOptions(
@@ -156,14 +165,16 @@ def eval_command(
     )
     if not traces:
         raise click.ClickException(f"No traces to evaluate in {dataset} with these filters.")
-    llm = build_llm(**llm_options)
+    # A progress bar over cases instead of a line per call.
+    progress = llm_options.pop("progress")
+    llm = build_llm(**llm_options, progress=False)
     options = EvalOptions(
         runs=runs,
         concurrency=parallel_cases or llm_options["concurrency"],
         resume=resume,
         force=force,
         retry_errors=retry_errors,
-        progress=not no_progress,
+        progress=progress is not False,
     )
     per_subset = ", ".join(f"{name} {n}" for name, n in subsets(traces).items())
     click.echo(

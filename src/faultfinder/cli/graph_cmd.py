@@ -15,6 +15,7 @@ from faultfinder.cli.common import (
     method_overrides,
     model_options,
     pass_errors,
+    pop_sampling,
 )
 from faultfinder.llm.client import track_usage
 from faultfinder.methods import create_method
@@ -104,6 +105,7 @@ def graph(
     """
     trace = load_trace(trace_path, format=trace_format)
     overrides = method_overrides(with_ground_truth, observability, settings)
+    overrides.update(pop_sampling(llm_options))
     if stage_cache is not None:
         overrides["stage_cache"] = stage_cache
     config = create_method("chief", **overrides).config

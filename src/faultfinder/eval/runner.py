@@ -87,6 +87,22 @@ def plan_methods(
     return list(plans.values())
 
 
+def repeat_warnings(plans: Sequence[MethodPlan], runs: int) -> list[str]:
+    """Why some repeats would not be independent runs: at temperature 0 a model decodes
+    greedily, so each repeat gives the same answer (repeats then measure only the backend's
+    nondeterminism), whatever seed each repeat gets."""
+    if runs < 2:
+        return []
+    greedy = [p.label for p in plans if p.config.temperature == 0]
+    if not greedy:
+        return []
+    return [
+        f"--runs {runs} at temperature 0: the repeats of {', '.join(greedy)} are not "
+        "independent runs (greedy decoding repeats the same answer). Sample with "
+        "--temperature T (each repeat gets its own seed), or run once."
+    ]
+
+
 @dataclass(frozen=True, repr=False)
 class Case:
     """One (trace, method plan, repeat) to run."""

@@ -143,6 +143,8 @@ class LLM:
         self.parse_retries = parse_retries
         self.keep_prompts = keep_prompts
         self.usage = Usage()
+        self.on_call: Callable[[CallRecord], None] | None = None
+        """Called after every call (cached ones too), e.g. to show progress."""
         self._sleep = sleep
         self._semaphores: dict[int, asyncio.Semaphore] = {}
         self._reserved_tokens = 0
@@ -271,6 +273,8 @@ class LLM:
         self.usage = self.usage + record.usage
         for scope in _scopes.get():
             scope.add(record)
+        if self.on_call is not None:
+            self.on_call(record)
 
     async def _complete(self, request: ChatRequest) -> tuple[Completion, bool, str]:
         key = cache_key(self.backend.identity(), request, _run_index.get())
