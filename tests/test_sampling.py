@@ -124,7 +124,9 @@ def test_chief_replies_are_bounded_by_what_each_stage_lists() -> None:
     backend = FunctionBackend(junk)
     run("chief", backend)
     assert backend.requests
-    assert all(r.max_tokens is not None and r.max_tokens < REPLY_CAP_TOKENS for r in backend.requests)
+    assert all(
+        r.max_tokens is not None and r.max_tokens < REPLY_CAP_TOKENS for r in backend.requests
+    )
 
 
 def test_repeats_at_temperature_zero_are_flagged() -> None:

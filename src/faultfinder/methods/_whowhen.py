@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from faultfinder.errors import ConfigError
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import LLM, ParseError
-from faultfinder.methods.answers import choice_grammar, gbnf_choice, parse_yes_no
+from faultfinder.methods.answers import REASON_GBNF, choice_grammar, gbnf_choice, parse_yes_no
 from faultfinder.methods.base import MethodConfig, Observability
 from faultfinder.methods.render import RenderOptions, context_budget, fit_steps, render_metadata
 from faultfinder.traces.schema import Step, Trace
@@ -273,7 +273,8 @@ def parse_judgement(text: str) -> Judgement:
 
 def judgement_grammar() -> OutputConstraint:
     """'1. Yes. 2. <one-line reason>' or the same with 'No'."""
-    return OutputConstraint(gbnf=f'root ::= "1. " ({gbnf_choice(["Yes", "No"])}) ". 2. " [^\\n]+')
+    yes_no = gbnf_choice(["Yes", "No"])
+    return OutputConstraint(gbnf=f'root ::= "1. " ({yes_no}) ". 2. " {REASON_GBNF}')
 
 
 # --- Appendix G.2: binary search -----------------------------------------------------
@@ -388,4 +389,4 @@ def parse_reason(text: str) -> str:
 
 
 def reason_grammar() -> OutputConstraint:
-    return OutputConstraint(gbnf='root ::= "Reason for Mistake: " [^\\n]+')
+    return OutputConstraint(gbnf=f'root ::= "Reason for Mistake: " {REASON_GBNF}')

@@ -473,8 +473,9 @@ def render_metadata(
 #   2. 'other' pieces are left out, farthest from the judged steps first (no judged
 #      steps: from the middle of the log outwards), each run of left-out steps replaced
 #      by one marker line naming the steps and their speakers;
-#   3. 'context' pieces (the judged steps' immediate neighbours) are cut to a shared cap.
-# 'judged' pieces are never cut. When even step 3 does not fit, ContextBudgetError:
+#   3. 'context' pieces (the judged steps' immediate neighbours) are cut to a shared cap;
+#   4. then left out, later ones first.
+# 'judged' pieces are never cut. When even step 4 does not fit, ContextBudgetError:
 # a prompt over the budget is never returned.
 
 PieceRole = Literal["judged", "context", "other"]
@@ -489,7 +490,7 @@ class Piece:
     agent: str
     """Speaker of that step (markers name it)."""
     role: PieceRole
-    """'judged' (never cut), 'context' (cut last) or 'other'."""
+    """'judged' (never cut), 'context' (cut and left out last) or 'other'."""
     render: Callable[[int | None], str]
     """The piece's text with its long parts cut to this many characters (None: whole)."""
     size: int
@@ -497,7 +498,7 @@ class Piece:
     group: str | None = None
     """Heading printed before the first piece of each group (None: no heading)."""
     omittable: bool = True
-    """Whether step 2 may leave it out (an 'other' piece only)."""
+    """Whether it may be left out (never a 'judged' piece)."""
 
 
 def min_cap(a: int | None, b: int | None) -> int | None:
@@ -511,12 +512,10 @@ def omission_marker(left_out: Sequence[Piece]) -> str:
     """One line standing for a run of left-out steps."""
     first, last = left_out[0].step, left_out[-1].step
     where = f"Step {first}" if first == last else f"Steps {first}-{last}"
-    agents = list(dict.fromkeys(p.agent for p in left_out))
-    who = ", ".join(agents[:5]) + (f" and {len(agents) - 5} more" if len(agents) > 5 else "")
-    return (
-        f"[{where} ({len(left_out)} steps, by {who}) left out by faultfinder "
-        "to fit the context budget]"
-    )
+    agents = list(dict.fromkeys(p.agent for p in left_out if p.agent))
+    who = ", ".join(agents[:3]) + (f" +{len(agents) - 3} more" if len(agents) > 3 else "")
+    by = f" by {who}" if who else ""
+    return f"[{where}{by}: left out by faultfinder to fit the context budget]"
 
 
 def _compose(pieces: Sequence[Piece], caps: dict[PieceRole, int | None], left_out: set[int]) -> str:
@@ -624,11 +623,18 @@ def fit_pieces(
         )
         if found is not None:
             return found, True
+        # Last, the neighbours themselves, later ones first.
+        near = [i for i in reversed(range(len(pieces))) if pieces[i].role == "context"]
+        near = [i for i in near if pieces[i].omittable]
+        both: dict[PieceRole, int | None] = {**at_min, "context": MIN_STEP_CHARS}
+        for k in range(1, len(near) + 1):
+            candidate = _compose(pieces, both, set(order) | set(near[:k]))
+            if fits(candidate):
+                return candidate, True
     limit = f"a context budget of {budget} tokens" if budget is not None else "the context budget"
     raise ContextBudgetError(
         f"{what} do not fit {limit} ({available_tokens} tokens available) even with every "
-        "step outside the judged ones left out and their neighbours cut to "
-        f"{MIN_STEP_CHARS} characters; the judged steps are never cut. Raise "
+        "step but the judged ones left out; the judged steps are never cut. Raise "
         "--set context_budget=N (with a model whose context is larger), or lower "
         "--max-output-tokens."
     )
