@@ -11,6 +11,7 @@ from faultfinder.llm.base import approx_token_count
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import ScriptedBackend
 from faultfinder.methods.base import MethodConfig
+from faultfinder.methods.reference import reference_answer
 from faultfinder.methods.render import (
     ContextBudgetError,
     RenderOptions,
@@ -19,7 +20,6 @@ from faultfinder.methods.render import (
     context_budget,
     fit_steps,
     new_input_messages,
-    reference_answer,
     render_metadata,
     render_step,
     render_steps,

@@ -21,9 +21,9 @@ from faultfinder.methods.echo.config import ANALYSIS_REPLY_TOKENS, PAPER_REPLY_T
 from faultfinder.traces.loader import load_trace
 
 FIVE = Path(__file__).parent / "fixtures" / "baselines" / "five_steps.json"
-CALLING = [name for name in available() if name != "random"]
-"""Registered methods that call a model (test doubles registered by other test modules
-included, which is fine: every method must honour the options)."""
+CALLING = ["all-at-once", "step-by-step", "binary-search", "hybrid", "echo", "chief", "agentic"]
+"""The methods that call a model."""
+BUILTIN = [name for name, cls in available().items() if cls.__module__.startswith("faultfinder.")]
 SAMPLING = {"temperature": 0.7, "top_p": 0.8, "seed": 5, "max_output_tokens": 200}
 
 
@@ -47,6 +47,12 @@ def test_every_method_sends_its_sampling_settings_and_records_them(spec: str) ->
         assert request.seed is not None and request.seed >= 5
     for key, value in SAMPLING.items():
         assert result.config[key] == value
+
+
+@pytest.mark.parametrize("spec", BUILTIN)
+def test_every_method_takes_the_sampling_options(spec: str) -> None:
+    config = create_method(spec, **SAMPLING).config.model_dump()
+    assert {key: config[key] for key in SAMPLING} == SAMPLING
 
 
 @pytest.mark.parametrize("spec", CALLING)

@@ -14,6 +14,7 @@ from faultfinder.cli.common import (
     model_options,
     pass_errors,
     pop_sampling,
+    with_progress,
 )
 from faultfinder.methods import available, create_method, run_method
 from faultfinder.methods.base import Attribution
@@ -69,7 +70,8 @@ def attribute(
     overrides = method_overrides(with_ground_truth, observability, settings)
     overrides.update(pop_sampling(llm_options))
     method = create_method(method_spec, **overrides)
-    llm = build_llm(**llm_options)
+    progress = llm_options.pop("progress")
+    llm = with_progress(build_llm(**llm_options), progress)
     result = asyncio.run(run_method(method, trace, llm, label=method_spec))
     click.echo(result.model_dump_json(indent=2) if as_json else format_attribution(result))
 

@@ -12,9 +12,9 @@ from typing import Any, TextIO
 
 import click
 
-from faultfinder.llm.cache import ResponseCache
 from faultfinder.llm.client import LLM, CallRecord
-from faultfinder.llm.registry import BACKENDS, make_backend
+from faultfinder.llm.registry import BACKENDS
+from faultfinder.llm.spec import LLMSpec
 from faultfinder.usage import Budget
 
 DEFAULT_CACHE = Path(".faultfinder") / "cache.sqlite"
@@ -53,18 +53,18 @@ def model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="Stop before spending more than this many tokens.",
         ),
         click.option(
-            "--progress/--no-progress",
-            "progress",
-            default=None,
-            help="Report each model call on stderr as it finishes (default: when stderr is a "
-            "terminal). eval shows a progress bar instead.",
-        ),
-        click.option(
             "--max-calls",
             "budget_calls",
             type=int,
             default=None,
             help="Stop before making more than this many model calls.",
+        ),
+        click.option(
+            "--rate-limit",
+            type=click.FloatRange(min=0, min_open=True),
+            default=None,
+            help="At most this many requests per second to the endpoint (shared by every "
+            "worker with --executor ray).",
         ),
     ]
     for option in reversed(options):
@@ -72,7 +72,7 @@ def model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def build_llm(
+def llm_spec(
     model: str,
     base_url: str | None,
     api_key_env: str,
@@ -80,18 +80,28 @@ def build_llm(
     concurrency: int,
     budget_tokens: int | None,
     budget_calls: int | None,
-    progress: bool | None = None,
-) -> LLM:
-    """The LLM the options describe; ``progress`` (None: when stderr is a terminal) prints a
-    line per finished call on stderr."""
-    backend = make_backend(model, base_url=base_url, api_key_env=api_key_env)
-    cache = None if cache_path.lower() == "none" else ResponseCache(cache_path)
-    llm = LLM(
-        backend,
-        cache=cache,
+    rate_limit: float | None = None,
+) -> LLMSpec:
+    """The LLM the model options describe, as data (no key in it)."""
+    return LLMSpec(
+        model=model,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        cache_path=None if cache_path.lower() == "none" else cache_path,
         concurrency=concurrency,
         budget=Budget(max_tokens=budget_tokens, max_calls=budget_calls),
+        rate_limit=rate_limit,
     )
+
+
+def build_llm(**options: Any) -> LLM:
+    """The LLM the model options describe."""
+    return llm_spec(**options).build()
+
+
+def with_progress(llm: LLM, progress: bool | None) -> LLM:
+    """``llm`` printing a line per finished call on stderr when ``progress`` (None: when
+    stderr is a terminal)."""
     if progress if progress is not None else sys.stderr.isatty():
         llm.on_call = CallProgress()
     return llm
@@ -164,16 +174,45 @@ def pop_sampling(options: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in given.items() if value is not None}
 
 
+def executor_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--executor and --ray-address (docs/scale.md)."""
+    options = [
+        click.option(
+            "--executor",
+            type=click.Choice(["local", "ray"]),
+            default="local",
+            show_default=True,
+            help="Where the work runs: this process, or a Ray cluster (extra [ray]).",
+        ),
+        click.option(
+            "--ray-address",
+            default=None,
+            help="With --executor ray: the cluster to join ('auto', ray://HOST:10001, "
+            "HOST:PORT); default: start a local one.",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
 def method_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Options every method honours (sampling included), plus free-form --set key=value."""
     fn = sampling_options(fn)
     options = [
+        click.option(
+            "--progress/--no-progress",
+            "progress",
+            default=None,
+            help="Report each model call on stderr as it finishes (default: when stderr is a "
+            "terminal).",
+        ),
         click.option("--with-ground-truth", is_flag=True, help="Show the reference answer."),
         click.option(
             "--observability",
             type=click.Choice(["full", "no-metadata", "no-inputs", "outputs"]),
             default=None,
-            help="What of the trace methods may see (default: the method's own default).",
+            help="What of the trace methods may see (default: outputs, for every method).",
         ),
         click.option(
             "--set",

@@ -17,6 +17,7 @@ from faultfinder.cli.common import (
     model_options,
     pass_errors,
     pop_sampling,
+    with_progress,
 )
 from faultfinder.methods import create_method, run_method
 from faultfinder.methods.base import Attribution
@@ -93,7 +94,8 @@ def demo(
     overrides = method_overrides(with_ground_truth, observability, settings)
     overrides.update(pop_sampling(llm_options))
     method = create_method(method_spec, **overrides)
-    llm = build_llm(**llm_options)
+    progress = llm_options.pop("progress")
+    llm = with_progress(build_llm(**llm_options), progress)
     result = asyncio.run(run_method(method, trace, llm, label=method_spec))
     click.echo(format_attribution(result))
     click.echo("")

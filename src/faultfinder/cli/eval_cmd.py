@@ -9,6 +9,8 @@ import click
 
 from faultfinder.cli.common import (
     build_llm,
+    executor_options,
+    llm_spec,
     method_overrides,
     model_options,
     pass_errors,
@@ -105,6 +107,15 @@ def parse_observabilities(value: str | None) -> list[Any]:
     default=None,
     help="Cases in progress at once (default: the --concurrency value).",
 )
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@executor_options
+@click.option(
+    "--ray-workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With --executor ray: worker actors (default: the cluster's CPUs, at most "
+    "--parallel-cases).",
+)
 @click.option("--with-ground-truth", is_flag=True, help="Show the reference answer.")
 @click.option(
     "--observability",
@@ -112,7 +123,7 @@ def parse_observabilities(value: str | None) -> list[Any]:
     default=None,
     help="What of the trace methods may see: "
     f"{', '.join(OBSERVABILITIES)}; comma-separated values sweep "
-    "(default: each method's own default).",
+    "(default: outputs, for every method).",
 )
 @click.option(
     "--set",
@@ -137,6 +148,10 @@ def eval_command(
     include_unlabelled: bool,
     trace_format: str | None,
     parallel_cases: int | None,
+    no_progress: bool,
+    executor: str,
+    ray_address: str | None,
+    ray_workers: int | None,
     with_ground_truth: bool,
     observability: str | None,
     settings: tuple[str, ...],
@@ -165,16 +180,16 @@ def eval_command(
     )
     if not traces:
         raise click.ClickException(f"No traces to evaluate in {dataset} with these filters.")
-    # A progress bar over cases instead of a line per call.
-    progress = llm_options.pop("progress")
-    llm = build_llm(**llm_options, progress=False)
+    if executor == "local" and (ray_address or ray_workers):
+        raise click.UsageError("--ray-address and --ray-workers go with --executor ray.")
+    llm = build_llm(**llm_options)
     options = EvalOptions(
         runs=runs,
         concurrency=parallel_cases or llm_options["concurrency"],
         resume=resume,
         force=force,
         retry_errors=retry_errors,
-        progress=progress is not False,
+        progress=not no_progress,
     )
     per_subset = ", ".join(f"{name} {n}" for name, n in subsets(traces).items())
     click.echo(
@@ -183,7 +198,12 @@ def eval_command(
         err=True,
     )
     try:
-        outcome = asyncio.run(run_eval(traces, plans, llm, out, options))
+        if executor == "ray":
+            outcome = run_on_ray(
+                traces, plans, llm, out, options, llm_options, ray_address, ray_workers
+            )
+        else:
+            outcome = asyncio.run(run_eval(traces, plans, llm, out, options))
     except KeyboardInterrupt:
         raise click.ClickException(
             f"Interrupted. Finished cases are saved in {out}; rerun with --resume to continue."
@@ -197,6 +217,31 @@ def eval_command(
         click.echo(render(summarise(outcome.rows), "text", tolerances=False))
     if outcome.stopped:
         raise click.ClickException(outcome.stopped)
+
+
+def run_on_ray(
+    traces: Any,
+    plans: Any,
+    llm: Any,
+    out: str,
+    options: EvalOptions,
+    llm_options: dict[str, Any],
+    address: str | None,
+    workers: int | None,
+) -> Any:
+    """``run_eval`` with the cases on a Ray cluster; this process still writes ``out``."""
+    from faultfinder.scale.cluster import ray_session
+
+    with ray_session(address):
+        from faultfinder.scale.ray_eval import RayExecutor
+
+        executor = RayExecutor(
+            llm_spec(**llm_options), llm.name, concurrency=options.concurrency, workers=workers
+        )
+        try:
+            return asyncio.run(run_eval(traces, plans, None, out, options, executor=executor))
+        finally:
+            executor.close()
 
 
 @click.command("report")

@@ -16,6 +16,7 @@ from faultfinder.cli.common import (
     model_options,
     pass_errors,
     pop_sampling,
+    with_progress,
 )
 from faultfinder.llm.client import track_usage
 from faultfinder.methods import create_method
@@ -110,7 +111,8 @@ def graph(
         overrides["stage_cache"] = stage_cache
     config = create_method("chief", **overrides).config
     assert isinstance(config, ChiefConfig)
-    llm = build_llm(**llm_options)
+    progress = llm_options.pop("progress")
+    llm = with_progress(build_llm(**llm_options), progress)
     with track_usage() as scope:
         result = asyncio.run(build_graph(trace, llm, config, with_oracles=with_oracles))
     written: list[str] = []
