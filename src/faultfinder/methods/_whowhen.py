@@ -54,9 +54,9 @@ class WhoWhenConfig(MethodConfig):
 
 
 PAPER_SAMPLING: dict[str, object] = {"temperature": 1.0, "top_p": 1.0, "max_output_tokens": 1024}
-"""What the paper's runs sent: Who&When states no sampling settings, and the public code of
-its baselines (``Automated_FA/Lib/utils.py``) passes only ``max_tokens`` (1024, the
-``inference.py`` default), so the OpenAI defaults applied: temperature 1, top_p 1."""
+"""What the paper's runs sent: Who&When states no sampling settings (Section 4.2), and the
+public ``Automated_FA`` code of its baselines (``Lib/utils.py``) passes only ``max_tokens``
+(1024, the ``inference.py`` default), so the OpenAI defaults applied: temperature 1, top_p 1."""
 
 PRESETS: dict[str, dict[str, object]] = {
     "paper": {"step_indices": False, "guidance_reminder": False, **PAPER_SAMPLING},
