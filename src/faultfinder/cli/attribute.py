@@ -14,6 +14,7 @@ from faultfinder.cli.common import (
     model_options,
     pass_errors,
     pop_sampling,
+    strict_option,
     with_progress,
 )
 from faultfinder.methods import available, create_method, run_method
@@ -52,6 +53,7 @@ def format_attribution(result: Attribution) -> str:
 )
 @click.option("--format", "trace_format", default=None, help="Input format (default: detect).")
 @click.option("--json", "as_json", is_flag=True, help="Print the full result object as JSON.")
+@strict_option
 @method_options
 @model_options
 @pass_errors
@@ -60,13 +62,14 @@ def attribute(
     method_spec: str,
     trace_format: str | None,
     as_json: bool,
+    strict: bool,
     with_ground_truth: bool,
     observability: str | None,
     settings: tuple[str, ...],
     **llm_options: Any,
 ) -> None:
     """Find the responsible agent and decisive step of a failed trace."""
-    trace = load_trace(trace_path, format=trace_format)
+    trace = load_trace(trace_path, format=trace_format, strict=strict)
     overrides = method_overrides(with_ground_truth, observability, settings)
     overrides.update(pop_sampling(llm_options))
     method = create_method(method_spec, **overrides)

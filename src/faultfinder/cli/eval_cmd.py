@@ -16,6 +16,7 @@ from faultfinder.cli.common import (
     pass_errors,
     pop_sampling,
     sampling_options,
+    strict_option,
 )
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
 from faultfinder.eval.report import FORMATS, plot_tolerance, render, summarise
@@ -133,6 +134,7 @@ def parse_observabilities(value: str | None) -> list[Any]:
     help="Method option for every method (JSON values allowed).",
 )
 @sampling_options
+@strict_option
 @model_options
 @pass_errors
 def eval_command(
@@ -155,6 +157,7 @@ def eval_command(
     with_ground_truth: bool,
     observability: str | None,
     settings: tuple[str, ...],
+    strict: bool,
     **llm_options: Any,
 ) -> None:
     """Run methods over a dataset, write one result row per case, print a summary.
@@ -176,6 +179,7 @@ def eval_command(
             limit=limit,
             labelled_only=not include_unlabelled,
             format=trace_format,
+            strict=strict,
         ),
     )
     if not traces:
