@@ -2,7 +2,7 @@
 
 The demo team runs on the scripted team model (loopback fake upstream), whose plans carry
 the demo's deliberate mistakes; every task it fails is recorded (with reference answer
-and reference steps) and debugged with DoVer: segmentation, an all-at-once:dover
+and reference steps) and debugged with DoVer: segmentation, an all-at-once:refined
 hypothesis per trial, an intervention, --repeats replays, judgements and verdicts. The
 debugging model is the embedded one (``--debugger local``, the default; needs the
 [local] extra) or the scripted debugger (``--debugger scripted``: a rule-based double
@@ -66,7 +66,7 @@ async def main(kind: str, repeats: int, budget: int | None, out: Path | None) ->
                 print(f"{task.id}: succeeded as recorded; not debugged")
                 continue
             method = create_method(
-                "all-at-once:dover", with_ground_truth=True, context_budget=budget
+                "all-at-once:refined", with_ground_truth=True, context_budget=budget
             )
             executor = ReplayExecutor(recorded.run_dir, options=quiet)
             task_started = time.perf_counter()

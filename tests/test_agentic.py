@@ -386,7 +386,7 @@ def test_token_budget_forces_the_verdict_and_holds() -> None:
         return call("read_step_input", step=5, full=True)
 
     backend = FunctionBackend(answer)
-    result = run("agentic", zentar(), backend, token_budget=12_000, max_reply_tokens=200)
+    result = run("agentic", zentar(), backend, token_budget=12_000, max_output_tokens=200)
     assert result.details["forced_by"] == "tokens"
     assert result.agent == "WebSurfer"
     assert 2 <= result.details["turns"] < 30
@@ -402,7 +402,7 @@ def test_token_budget_holds_in_the_text_format_with_parse_retries() -> None:
 
     backend = FunctionBackend(answer)
     backend.supports_tools = False  # type: ignore[misc]
-    result = run("agentic", zentar(), backend, token_budget=20_000, max_reply_tokens=100)
+    result = run("agentic", zentar(), backend, token_budget=20_000, max_output_tokens=100)
     assert result.details["forced_by"] == "tokens" and result.agent == "WebSurfer"
     assert result.details["turns"] >= 2
     assert result.usage.total_tokens <= 20_000

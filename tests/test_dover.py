@@ -186,9 +186,9 @@ def test_hypothesis_is_made_on_the_trial_alone_and_mapped_back() -> None:
         hypothesise(
             LOG,
             trial,
-            create_method("all-at-once:dover"),
+            create_method("all-at-once:refined"),
             LLM(FunctionBackend(judge)),
-            "all-at-once:dover",
+            "all-at-once:refined",
         )
     )
     assert (hypothesis.agent, hypothesis.step, hypothesis.status) == ("Researcher", 5, "ok")
@@ -287,7 +287,7 @@ def test_unapplied_edits_and_unreadable_interventions_are_recorded_not_guessed(
         run_dover(
             run,
             LLM(FunctionBackend(scripted)),
-            create_method("all-at-once:dover"),
+            create_method("all-at-once:refined"),
             executor,
             config,
             out=tmp_path / "rows.jsonl",
@@ -377,7 +377,7 @@ def test_dover_end_to_end_on_the_demo_team(tmp_path: Path, monkeypatch: pytest.M
             run_dover(
                 recorded.run_dir,
                 debugger,
-                create_method("all-at-once:dover"),
+                create_method("all-at-once:refined"),
                 executor,
                 DoverConfig(repeats=2),
                 out=tmp_path / "rows.jsonl",
@@ -417,7 +417,7 @@ def test_dover_end_to_end_on_the_demo_team(tmp_path: Path, monkeypatch: pytest.M
             run_dover(
                 camelot_dir,
                 debugger,
-                create_method("all-at-once:dover"),
+                create_method("all-at-once:refined"),
                 InProcessExecutor(camelot_dir, upstream.base_url, CAMELOT.text),
                 DoverConfig(repeats=1, segment="pattern:^PLAN"),
                 out=tmp_path / "rows.jsonl",

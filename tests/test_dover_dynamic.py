@@ -24,7 +24,6 @@ class BlameStep:
 
     name: ClassVar[str] = "blame-step"
     summary: ClassVar[str] = "test double"
-    prompt_version: ClassVar[str] = "none"
     Config: ClassVar[type[MethodConfig]] = MethodConfig
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
 

@@ -25,6 +25,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "eval" / "traces.jsonl"
 
 
 class JudgeConfig(MethodConfig):
+    PROMPT_VERSION: ClassVar[str] = "test-1"
     run: int = Field(default=0, ge=0)
     """Repeat index, set by the harness."""
     ask_twice: bool = False
@@ -36,7 +37,6 @@ class JudgeMethod:
 
     name: ClassVar[str] = "eval-test-judge"
     summary: ClassVar[str] = "test double for the eval runner"
-    prompt_version: ClassVar[str] = "test-1"
     Config: ClassVar[type[MethodConfig]] = JudgeConfig
     presets: ClassVar[dict[str, dict[str, Any]]] = {"twice": {"ask_twice": True}}
 
@@ -53,6 +53,7 @@ class JudgeMethod:
 
 
 class ExplodingConfig(MethodConfig):
+    PROMPT_VERSION: ClassVar[str] = "test-1"
     seed: int = 0
     """Seed; the harness adds the repeat index."""
 
@@ -62,7 +63,6 @@ class ExplodingMethod:
 
     name: ClassVar[str] = "eval-test-exploding"
     summary: ClassVar[str] = "test double that crashes"
-    prompt_version: ClassVar[str] = "test-1"
     Config: ClassVar[type[MethodConfig]] = ExplodingConfig
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
 

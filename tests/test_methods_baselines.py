@@ -348,7 +348,7 @@ def test_presets_and_options(spec: str) -> None:
     method = create_method(f"{spec}:step-index")
     assert method.config.model_dump()["guidance_reminder"] is False
     assert method.config.observability == "outputs"
-    assert method.prompt_version == "whowhen-v1+idx"
+    assert method.config.prompt_version() == "whowhen-v1+idx"
 
 
 @pytest.mark.parametrize("spec", BASELINES)

@@ -42,6 +42,7 @@ def test_random_is_reproducible_and_varies_with_seed_and_run() -> None:
 
 
 class _Cfg(MethodConfig):
+    PROMPT_VERSION: ClassVar[str] = "t1"
     answer_step: int = 0
     """Step the fake method answers."""
 
@@ -50,7 +51,6 @@ class _Cfg(MethodConfig):
 class _FakeMethod:
     name: ClassVar[str] = "test-fake"
     summary: ClassVar[str] = "test double"
-    prompt_version: ClassVar[str] = "t1"
     Config: ClassVar[type[MethodConfig]] = _Cfg
     presets: ClassVar[dict[str, dict[str, Any]]] = {"late": {"answer_step": 99}}
 

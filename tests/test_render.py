@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from faultfinder.llm.base import approx_token_count
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import ScriptedBackend
 from faultfinder.methods.base import MethodConfig
@@ -207,10 +208,14 @@ def test_fit_steps_prefers_output_over_input() -> None:
     assert step2.count("INPUT") < 500
 
 
-def test_fit_steps_raises_when_even_stubs_do_not_fit() -> None:
+def test_fit_steps_raises_when_the_judged_steps_do_not_fit() -> None:
     trace = long_trace(60)
+    # Far steps may be left out, so 60 steps fit 300 tokens...
+    text, cut = fit_steps(trace, trace.steps, RenderOptions(), 300)
+    assert cut and "left out by faultfinder" in text and approx_token_count(text) <= 300
+    # ...but a judged step is never cut: when it alone is too long, that is an error.
     with pytest.raises(ContextBudgetError, match="context_budget"):
-        fit_steps(trace, trace.steps, RenderOptions(), 300)
+        fit_steps(trace, trace.steps, RenderOptions(), 120, judged=[5])
     with pytest.raises(ContextBudgetError):
         fit_steps(trace, trace.steps[:2], RenderOptions(), 500, reserved_tokens=600)
 

@@ -13,7 +13,9 @@ from faultfinder.cli.common import (
     method_overrides,
     model_options,
     pass_errors,
+    pop_sampling,
     strict_option,
+    with_progress,
 )
 from faultfinder.errors import ModelNotAvailableError
 from faultfinder.llm import LLM, ScriptedBackend
@@ -76,9 +78,10 @@ def attribute(
 ) -> None:
     """Find the responsible agent and decisive step of a failed trace."""
     trace = load_trace(trace_path, format=trace_format, strict=strict)
-    method = create_method(
-        method_spec, **method_overrides(with_ground_truth, observability, settings)
-    )
+    overrides = method_overrides(with_ground_truth, observability, settings)
+    overrides.update(pop_sampling(llm_options))
+    method = create_method(method_spec, **overrides)
+    progress = llm_options.pop("progress")
     try:
         llm = build_llm(**llm_options)
     except ModelNotAvailableError:
@@ -86,6 +89,7 @@ def attribute(
             raise
         # An offline method (shortlist) runs without the embedded model installed.
         llm = LLM(ScriptedBackend([], model="no-model"))
+    llm = with_progress(llm, progress)
     result = asyncio.run(run_method(method, trace, llm, label=method_spec))
     click.echo(result.model_dump_json(indent=2) if as_json else format_attribution(result))
 

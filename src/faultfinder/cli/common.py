@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import click
 
 from faultfinder.errors import FaultfinderWarning
-from faultfinder.llm.client import DEFAULT_TIMEOUT, LLM
+from faultfinder.llm.client import DEFAULT_TIMEOUT, LLM, CallRecord
 from faultfinder.llm.registry import BACKENDS
 from faultfinder.llm.spec import LLMSpec
 from faultfinder.usage import Budget
@@ -113,6 +115,81 @@ def build_llm(**options: Any) -> LLM:
     return llm_spec(**options).build()
 
 
+def with_progress(llm: LLM, progress: bool | None) -> LLM:
+    """``llm`` printing a line per finished call on stderr when ``progress`` (None: when
+    stderr is a terminal)."""
+    if progress if progress is not None else sys.stderr.isatty():
+        llm.on_call = CallProgress()
+    return llm
+
+
+class CallProgress:
+    """Prints one line per finished model call on stderr: count, elapsed time, purpose,
+    reply tokens, so a long run on a slow model is never silent."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream
+        self.calls = 0
+        self.started = time.perf_counter()
+
+    def __call__(self, record: CallRecord) -> None:
+        self.calls += 1
+        elapsed = time.perf_counter() - self.started
+        how = "cached" if record.cached else f"{record.usage.completion_tokens} reply tokens"
+        unread = "" if record.parsed is not False else ", unreadable: re-asking"
+        click.echo(
+            f"[call {self.calls}, {elapsed:.1f} s] {record.purpose or 'model call'} "
+            f"({how}{unread})",
+            file=self.stream or sys.stderr,
+        )
+
+
+SAMPLING_OPTIONS = ("temperature", "top_p", "seed", "max_output_tokens")
+"""Method options that have their own command-line flags (also settable with --set)."""
+
+
+def sampling_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--temperature, --top-p, --seed and --max-output-tokens (each method's own default
+    when not given; see docs/methods/)."""
+    options = [
+        click.option(
+            "--temperature",
+            type=click.FloatRange(0.0, 2.0),
+            default=None,
+            help="Sampling temperature of every call (default: the method's own).",
+        ),
+        click.option(
+            "--top-p",
+            "top_p",
+            type=click.FloatRange(0.0, 1.0, min_open=True),
+            default=None,
+            help="Nucleus-sampling mass of every call (default: the method's own).",
+        ),
+        click.option(
+            "--seed",
+            type=int,
+            default=None,
+            help="Sampling seed sent with every call (backends that take one).",
+        ),
+        click.option(
+            "--max-output-tokens",
+            "max_output_tokens",
+            type=click.IntRange(min=16),
+            default=None,
+            help="Upper bound on every reply (default: each question's own bound).",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def pop_sampling(options: dict[str, Any]) -> dict[str, Any]:
+    """Remove the sampling flags from a command's keyword arguments; return those given."""
+    given = {key: options.pop(key, None) for key in SAMPLING_OPTIONS}
+    return {key: value for key, value in given.items() if value is not None}
+
+
 def executor_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """--executor and --ray-address (docs/scale.md)."""
     options = [
@@ -136,8 +213,16 @@ def executor_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def method_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Options every method honours, plus free-form --set key=value."""
+    """Options every method honours (sampling included), plus free-form --set key=value."""
+    fn = sampling_options(fn)
     options = [
+        click.option(
+            "--progress/--no-progress",
+            "progress",
+            default=None,
+            help="Report each model call on stderr as it finishes (default: when stderr is a "
+            "terminal).",
+        ),
         click.option("--with-ground-truth", is_flag=True, help="Show the reference answer."),
         click.option(
             "--observability",

@@ -16,6 +16,8 @@ from faultfinder.cli.common import (
     method_overrides,
     model_options,
     pass_errors,
+    pop_sampling,
+    with_progress,
 )
 from faultfinder.methods import create_method, run_method
 from faultfinder.methods.base import Attribution
@@ -89,10 +91,11 @@ def demo(
     trace = load_demo_trace()
     click.echo(describe_trace(trace))
     click.echo("")
-    method = create_method(
-        method_spec, **method_overrides(with_ground_truth, observability, settings)
-    )
-    llm = build_llm(**llm_options)
+    overrides = method_overrides(with_ground_truth, observability, settings)
+    overrides.update(pop_sampling(llm_options))
+    method = create_method(method_spec, **overrides)
+    progress = llm_options.pop("progress")
+    llm = with_progress(build_llm(**llm_options), progress)
     result = asyncio.run(run_method(method, trace, llm, label=method_spec))
     click.echo(format_attribution(result))
     click.echo("")

@@ -14,13 +14,15 @@ from faultfinder.cli.common import (
     method_overrides,
     model_options,
     pass_errors,
+    pop_sampling,
+    sampling_options,
     strict_option,
 )
 from faultfinder.eval import reliability
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
 from faultfinder.eval.report import FORMATS, plot_tolerance, render, summarise
 from faultfinder.eval.rows import read_result_files
-from faultfinder.eval.runner import EvalOptions, plan_methods, run_eval
+from faultfinder.eval.runner import EvalOptions, plan_methods, repeat_warnings, run_eval
 from faultfinder.methods.base import Observability
 
 OBSERVABILITIES: tuple[str, ...] = get_args(Observability)
@@ -132,6 +134,7 @@ def parse_observabilities(value: str | None) -> list[Any]:
     metavar="KEY=VALUE",
     help="Method option for every method (JSON values allowed).",
 )
+@sampling_options
 @strict_option
 @model_options
 @pass_errors
@@ -166,7 +169,10 @@ def eval_command(
           --model local --runs 3 --out results.jsonl
     """
     overrides = method_overrides(with_ground_truth, None, settings)
+    overrides.update(pop_sampling(llm_options))
     plans = plan_methods(split_list(method_specs), overrides, parse_observabilities(observability))
+    for warning in repeat_warnings(plans, runs):
+        click.echo(f"warning: {warning}", err=True)
     traces = load_dataset(
         dataset,
         DatasetOptions(

@@ -15,6 +15,8 @@ from faultfinder.cli.common import (
     method_overrides,
     model_options,
     pass_errors,
+    pop_sampling,
+    with_progress,
 )
 from faultfinder.llm.client import track_usage
 from faultfinder.methods import create_method
@@ -104,11 +106,13 @@ def graph(
     """
     trace = load_trace(trace_path, format=trace_format)
     overrides = method_overrides(with_ground_truth, observability, settings)
+    overrides.update(pop_sampling(llm_options))
     if stage_cache is not None:
         overrides["stage_cache"] = stage_cache
     config = create_method("chief", **overrides).config
     assert isinstance(config, ChiefConfig)
-    llm = build_llm(**llm_options)
+    progress = llm_options.pop("progress")
+    llm = with_progress(build_llm(**llm_options), progress)
     with track_usage() as scope:
         result = asyncio.run(build_graph(trace, llm, config, with_oracles=with_oracles))
     written: list[str] = []

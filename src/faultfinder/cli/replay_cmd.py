@@ -491,7 +491,7 @@ async def _serve_local(llm: Any, host: str, port: int, model_name: str | None) -
 @click.option(
     "--method",
     "method_spec",
-    default="all-at-once:dover",
+    default="all-at-once:refined",
     show_default=True,
     help="Attribution method proposing one hypothesis per trial (name or name:preset).",
 )

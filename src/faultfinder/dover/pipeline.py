@@ -49,7 +49,7 @@ class DoverConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    method: str = "all-at-once:dover"
+    method: str = "all-at-once:refined"
     """Attribution method (name or name:preset) proposing one hypothesis per trial."""
     segment: str = "llm"
     """Trial segmentation: 'llm' (the paper), 'magentic-one', 'pattern:REGEX' (planning

@@ -93,6 +93,22 @@ def plan_methods(
     return list(plans.values())
 
 
+def repeat_warnings(plans: Sequence[MethodPlan], runs: int) -> list[str]:
+    """Why some repeats would not be independent runs: at temperature 0 a model decodes
+    greedily, so each repeat gives the same answer (repeats then measure only the backend's
+    nondeterminism), whatever seed each repeat gets."""
+    if runs < 2:
+        return []
+    greedy = [p.label for p in plans if p.config.temperature == 0]
+    if not greedy:
+        return []
+    return [
+        f"--runs {runs} at temperature 0: the repeats of {', '.join(greedy)} are not "
+        "independent runs (greedy decoding repeats the same answer). Sample with "
+        "--temperature T (each repeat gets its own seed), or run once."
+    ]
+
+
 @dataclass(frozen=True, repr=False)
 class Case:
     """One (trace, method plan, repeat) to run."""
@@ -371,7 +387,7 @@ def failed_row(
         method=case.plan.label,
         config=case.plan.config.model_dump(mode="json"),
         model=model,
-        prompt_version=str(getattr(case.plan.cls, "prompt_version", "")),
+        prompt_version=case.plan.config.prompt_version(),
         with_ground_truth=case.plan.config.with_ground_truth,
         ground_truth=ground_truth_status(case.trace, case.plan.config.with_ground_truth),
         observability=case.plan.config.observability,

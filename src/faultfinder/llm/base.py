@@ -31,8 +31,10 @@ class ChatRequest(BaseModel):
 
     messages: list[dict[str, Any]]
     """OpenAI-format messages."""
-    temperature: float = 0.0
-    """Sampling temperature."""
+    temperature: float | None = 0.0
+    """Sampling temperature; None sends none (the backend's default)."""
+    top_p: float | None = None
+    """Nucleus-sampling mass; None sends none (the backend's default)."""
     max_tokens: int | None = 1024
     """Upper bound on the reply length."""
     seed: int | None = None

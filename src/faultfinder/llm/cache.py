@@ -26,7 +26,10 @@ def cache_key(identity: dict[str, Any], request: ChatRequest, run: int = 0) -> s
     """Stable hash of backend identity, request and run index."""
     payload = {
         "backend": identity,
-        "request": request.model_dump(mode="json"),
+        # top_p joined the request later: left out when unset, so older keys stay valid.
+        "request": request.model_dump(
+            mode="json", exclude={"top_p"} if request.top_p is None else None
+        ),
         "run": run,
     }
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))

@@ -162,6 +162,8 @@ class LLM:
         self.parse_retries = parse_retries
         self.keep_prompts = keep_prompts
         self.usage = Usage()
+        self.on_call: Callable[[CallRecord], None] | None = None
+        """Called after every call (cached ones too), e.g. to show progress."""
         self._sleep = sleep
         self._semaphores: dict[int, asyncio.Semaphore] = {}
         self.timeout = timeout
@@ -224,7 +226,8 @@ class LLM:
         *,
         parse: Callable[[str], T] | None = None,
         purpose: str = "",
-        temperature: float = 0.0,
+        temperature: float | None = 0.0,
+        top_p: float | None = None,
         max_tokens: int | None = 1024,
         seed: int | None = None,
         stop: list[str] | None = None,
@@ -247,6 +250,7 @@ class LLM:
             request = ChatRequest(
                 messages=messages,
                 temperature=temperature,
+                top_p=top_p,
                 max_tokens=max_tokens,
                 seed=seed,
                 stop=stop,
@@ -315,6 +319,8 @@ class LLM:
         self.usage = self.usage + record.usage
         for scope in _scopes.get():
             scope.add(record)
+        if self.on_call is not None:
+            self.on_call(record)
 
     async def _complete(self, request: ChatRequest) -> tuple[Completion, bool, str]:
         key = cache_key(self.backend.identity(), request, _run_index.get())

@@ -176,13 +176,18 @@ class LocalBackend:
         llama = self._model()
         self._check_fits(request)
         seed = (self.seed if request.seed is None else request.seed) + request.sample
+        sampling: dict[str, float] = {}
+        if request.temperature is not None:
+            sampling["temperature"] = request.temperature
+        if request.top_p is not None:
+            sampling["top_p"] = request.top_p
         with self._run_lock:
             grammar = self._grammar(request.constraint)
             try:
                 result = llama.create_chat_completion(
                     messages=request.messages,
-                    temperature=request.temperature,
                     max_tokens=request.max_tokens,
+                    **sampling,
                     seed=seed,
                     stop=request.stop or [],
                     grammar=grammar,

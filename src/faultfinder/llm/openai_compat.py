@@ -133,8 +133,11 @@ class OpenAICompatBackend:
         params: dict[str, Any] = {
             "model": self.model,
             "messages": request.messages,
-            "temperature": request.temperature,
         }
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        if request.top_p is not None:
+            params["top_p"] = request.top_p
         if request.max_tokens is not None:
             params["max_tokens"] = request.max_tokens
         if request.seed is not None:

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel
 
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import LLM, ParseError
 from faultfinder.methods import reference
-from faultfinder.methods.answers import choice_grammar, gbnf_choice, parse_yes_no
+from faultfinder.methods.answers import REASON_GBNF, choice_grammar, gbnf_choice, parse_yes_no
 from faultfinder.methods.base import MethodConfig
 from faultfinder.methods.render import RenderOptions, context_budget, fit_steps, render_metadata
 from faultfinder.traces.schema import Step, Trace
@@ -32,6 +32,8 @@ PROMPT_FAMILY = "whowhen-v1"
 class WhoWhenConfig(MethodConfig):
     """Options shared by the four Who&When baselines."""
 
+    PROMPT_VERSION: ClassVar[str] = PROMPT_FAMILY
+
     step_indices: bool = True
     """DoVer refinement 1: prefix every step with 'Step N -' (0-based) in the log.
     Off: the paper's 'name: content' lines."""
@@ -39,25 +41,48 @@ class WhoWhenConfig(MethodConfig):
     """DoVer refinement 2: add a short reminder of the annotation guidance (what a
     decisive error is) to every prompt. Off: the paper's prompts unchanged."""
 
+    def prompt_version(self) -> str:
+        """'whowhen-v1', plus '+idx', '+guide' or '+dover' (both of DoVer's refinements:
+        the prompts did not change when the preset was renamed 'refined')."""
+        if self.step_indices and self.guidance_reminder:
+            return f"{PROMPT_FAMILY}+dover"
+        if self.step_indices:
+            return f"{PROMPT_FAMILY}+idx"
+        if self.guidance_reminder:
+            return f"{PROMPT_FAMILY}+guide"
+        return PROMPT_FAMILY
+
+
+PAPER_SAMPLING: dict[str, object] = {"temperature": 1.0, "top_p": 1.0, "max_output_tokens": 1024}
+"""What the paper's runs sent: Who&When states no sampling settings (Section 4.2), and the
+public ``Automated_FA`` code of its baselines (``Lib/utils.py``) passes only ``max_tokens``
+(1024, the ``inference.py`` default), so the OpenAI defaults applied: temperature 1, top_p 1."""
 
 PRESETS: dict[str, dict[str, object]] = {
-    "paper": {"step_indices": False, "guidance_reminder": False},
+    "paper": {"step_indices": False, "guidance_reminder": False, **PAPER_SAMPLING},
     "step-index": {"step_indices": True, "guidance_reminder": False},
-    "dover": {"step_indices": True, "guidance_reminder": True},
+    "refined": {"step_indices": True, "guidance_reminder": True},
 }
-"""Ablations shared by all four baselines: the paper's prompts, DoVer's '+Step Index'
-row, and both refinements (the default)."""
+"""Presets shared by all four baselines: ``paper`` (Appendix G prompts, the paper's
+sampling), ``step-index`` (DoVer's '+Step Index' row) and ``refined`` (the default: both
+DoVer refinements, temperature 0, replies bounded per answer field)."""
 
 
-def prompt_version(config: WhoWhenConfig) -> str:
-    """'whowhen-v1', plus '+idx', '+guide' or '+dover' for the refinements in use."""
-    if config.step_indices and config.guidance_reminder:
-        return f"{PROMPT_FAMILY}+dover"
-    if config.step_indices:
-        return f"{PROMPT_FAMILY}+idx"
-    if config.guidance_reminder:
-        return f"{PROMPT_FAMILY}+guide"
-    return PROMPT_FAMILY
+# Reply bounds: each question's max output tokens is the sum of what its answer fields
+# need (``MethodConfig.max_output_tokens`` overrides them all). A reason is a few sentences;
+# under a grammar it is also held to ``answers.REASON_MAX_CHARS`` characters.
+AGENT_FIELD_TOKENS = 32
+"""'Agent Name: ' and a roster name."""
+STEP_FIELD_TOKENS = 16
+"""'Step Number: ' and an index."""
+REASON_FIELD_TOKENS = 256
+"""'Reason for Mistake: ' and a few sentences."""
+CHOICE_FIELD_TOKENS = 16
+"""A one-word or two-word choice: '1. Yes.' or 'upper half'."""
+ALL_AT_ONCE_REPLY_TOKENS = AGENT_FIELD_TOKENS + STEP_FIELD_TOKENS + REASON_FIELD_TOKENS
+JUDGEMENT_REPLY_TOKENS = CHOICE_FIELD_TOKENS + REASON_FIELD_TOKENS
+HALF_REPLY_TOKENS = 2 * CHOICE_FIELD_TOKENS
+EXPLAIN_REPLY_TOKENS = REASON_FIELD_TOKENS
 
 
 # DoVer's Figure 3 (the exact reminder) and Who&When's Figure 10 (the guideline) are
@@ -92,16 +117,26 @@ def fill_log(
     config: WhoWhenConfig,
     llm: LLM,
     template: Callable[[str], str],
+    *,
+    reply_tokens: int,
+    judged: Sequence[int] = (),
 ) -> tuple[str, bool]:
-    """``template(log)`` with ``steps`` rendered into it, within the context budget.
+    """``template(log)`` with ``steps`` rendered into it, within the context budget
+    (less ``reply_tokens`` kept for the answer).
 
-    The template's own tokens are reserved first, so only the log is cut (per step, with
-    visible markers). Returns (prompt, truncated?).
+    The template's own tokens are reserved first, so only the log is cut (with visible
+    markers, never the ``judged`` steps or their neighbours). Returns (prompt, truncated?).
     """
     options = RenderOptions.from_config(config, step_indices=config.step_indices)
     reserved = llm.count_tokens(template(""))
     log, truncated = fit_steps(
-        trace, steps, options, context_budget(config, llm), llm.count_tokens, reserved
+        trace,
+        steps,
+        options,
+        context_budget(config, llm, config.reply_tokens(reply_tokens)),
+        llm.count_tokens,
+        reserved,
+        judged=judged,
     )
     return template(log), truncated
 
@@ -230,7 +265,8 @@ def parse_judgement(text: str) -> Judgement:
 
 def judgement_grammar() -> OutputConstraint:
     """'1. Yes. 2. <one-line reason>' or the same with 'No'."""
-    return OutputConstraint(gbnf=f'root ::= "1. " ({gbnf_choice(["Yes", "No"])}) ". 2. " [^\\n]+')
+    yes_no = gbnf_choice(["Yes", "No"])
+    return OutputConstraint(gbnf=f'root ::= "1. " ({yes_no}) ". 2. " {REASON_GBNF}')
 
 
 # --- Appendix G.2: binary search -----------------------------------------------------
@@ -365,4 +401,4 @@ def parse_reason(text: str) -> str:
 
 
 def reason_grammar() -> OutputConstraint:
-    return OutputConstraint(gbnf='root ::= "Reason for Mistake: " [^\\n]+')
+    return OutputConstraint(gbnf=f'root ::= "Reason for Mistake: " {REASON_GBNF}')

@@ -31,7 +31,9 @@ async def locate_all_at_once(trace: Trace, llm: LLM, config: ww.WhoWhenConfig) -
         reminder=config.guidance_reminder,
         metadata=ww.metadata_for(trace, config),
     )
-    prompt, truncated = ww.fill_log(trace, trace.steps, config, llm, template)
+    prompt, truncated = ww.fill_log(
+        trace, trace.steps, config, llm, template, reply_tokens=ww.ALL_AT_ONCE_REPLY_TOKENS
+    )
     reply = await llm.chat(
         prompt,
         # The step is range-checked by the agent/step rule (run_method), so a readable
@@ -39,6 +41,7 @@ async def locate_all_at_once(trace: Trace, llm: LLM, config: ww.WhoWhenConfig) -
         parse=functools.partial(parse_agent_step_reason, agents=agents),
         purpose="all-at-once: agent, step, reason",
         constraint=agent_step_grammar(list(agents), range(n_steps)),
+        **config.chat_options(ww.ALL_AT_ONCE_REPLY_TOKENS),
     )
     details: dict[str, Any] = {"truncated": truncated}
     answer = reply.parsed
@@ -61,15 +64,11 @@ class AllAtOnceMethod:
 
     name: ClassVar[str] = "all-at-once"
     summary: ClassVar[str] = "Who&When: whole log in one prompt -> agent, step, reason"
-    prompt_version: ClassVar[str] = ww.prompt_version(ww.WhoWhenConfig())
     Config: ClassVar[type[MethodConfig]] = AllAtOnceConfig
     presets: ClassVar[dict[str, dict[str, Any]]] = dict(ww.PRESETS)
 
     def __init__(self, config: AllAtOnceConfig) -> None:
         self.config = config
-        # The protocol declares a class-level version, but these prompts depend on the
-        # config; the instance value is the one run_method records.
-        setattr(self, "prompt_version", ww.prompt_version(config))  # noqa: B010
 
     async def attribute(self, trace: Trace, llm: LLM) -> Verdict:
         assert isinstance(self.config, AllAtOnceConfig)

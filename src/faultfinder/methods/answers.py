@@ -434,6 +434,14 @@ def closing_bracket(text: str, start: int) -> int | None:
 # --- grammars -----------------------------------------------------------------
 
 
+REASON_MAX_CHARS = 400
+"""Longest reason a grammar allows (about 100 tokens): a few sentences."""
+REASON_GBNF = f"[A-Za-z] [^\\n]{{0,{REASON_MAX_CHARS - 1}}}"
+"""A one-line reason: starts with a letter (a small model otherwise tends to emit endless
+digits) and ends within ``REASON_MAX_CHARS`` characters, so a reply's length is bounded by
+what the question needs, not by the reply limit."""
+
+
 def gbnf_literal(text: str) -> str:
     """A GBNF string literal for ``text``."""
     escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
@@ -452,7 +460,7 @@ def agent_step_grammar(agents: Sequence[str], steps: Iterable[int]) -> OutputCon
             '"\\nReason for Mistake: " reason',
             f"agent ::= {gbnf_choice(agents)}",
             f"step ::= {gbnf_choice(str(s) for s in steps)}",
-            "reason ::= [^\\n]+",
+            f"reason ::= {REASON_GBNF}",
         ]
     )
     return OutputConstraint(gbnf=grammar)
@@ -460,5 +468,5 @@ def agent_step_grammar(agents: Sequence[str], steps: Iterable[int]) -> OutputCon
 
 def choice_grammar(options: Sequence[str], *, then_reason: bool = False) -> OutputConstraint:
     """Grammar for one of ``options`` (optionally followed by a one-line reason)."""
-    tail = ' ". " [^\\n]+' if then_reason else ""
+    tail = f' ". " {REASON_GBNF}' if then_reason else ""
     return OutputConstraint(gbnf=f"root ::= ({gbnf_choice(options)}){tail}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, TypedDict, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,10 +31,22 @@ logger = logging.getLogger("faultfinder")
 VerdictStatus = Literal["ok", "unparsed", "no-error-found", "error", "budget-exceeded"]
 
 
+class ChatOptions(TypedDict):
+    """The per-call settings a method passes to ``LLM.chat``."""
+
+    temperature: float | None
+    top_p: float | None
+    seed: int | None
+    max_tokens: int
+
+
 class MethodConfig(BaseModel):
     """Options every method honours. Method configs subclass this."""
 
     model_config = ConfigDict(extra="forbid")
+
+    PROMPT_VERSION: ClassVar[str] = "none"
+    """Version of the method's prompts; bumped whenever they change ('none': no prompts)."""
 
     with_ground_truth: bool = False
     """Show the task's reference answer to the judge (the paper's 'with ground truth'),
@@ -47,7 +59,42 @@ class MethodConfig(BaseModel):
     compare equal information. 'full' adds recorded inputs and agent configurations
     (TraceElephant's setting); see docs/eval.md."""
     context_budget: int | None = Field(default=None, ge=256)
-    """Max prompt tokens per call; long logs are truncated per step with visible markers."""
+    """Max prompt tokens per call (counted with the model's tokenizer where the backend has
+    one). Logs over it are cut by ``methods.render.fit_steps``: never the steps under
+    judgement, always with visible markers, never a prompt over the budget."""
+    temperature: float | None = Field(default=0.0, ge=0.0, le=2.0)
+    """Sampling temperature of every call; None sends none (the backend's default). The
+    default 0 is a choice, not the papers' (which sample): repeats at 0 are not
+    independent runs. Each method documents its default in docs/methods/."""
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    """Nucleus-sampling mass; None sends none (the backend's default, 1.0 for OpenAI)."""
+    seed: int | None = None
+    """Sampling seed sent with every call (backends that take one); a parse retry adds
+    its attempt number. None: the backend's own (the embedded model's is 0)."""
+    max_output_tokens: int | None = Field(default=None, ge=16)
+    """Upper bound on every reply. None: each question's own bound, sized to what its
+    answer fields need (documented per method in docs/methods/)."""
+
+    def reply_tokens(self, needed: int) -> int:
+        """The reply bound of a question whose answer needs ``needed`` tokens:
+        ``max_output_tokens`` when set, else ``needed``."""
+        return self.max_output_tokens if self.max_output_tokens is not None else needed
+
+    def chat_options(self, needed: int) -> ChatOptions:
+        """Sampling settings and the reply bound of one question (``needed``: the tokens
+        its answer fields need), as keyword arguments of ``LLM.chat``."""
+        return ChatOptions(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            seed=self.seed,
+            max_tokens=self.reply_tokens(needed),
+        )
+
+    def prompt_version(self) -> str:
+        """The version of the prompts this configuration sends (recorded in every result).
+        Methods whose prompts depend on options override it; the default is the method
+        class's ``PROMPT_VERSION``."""
+        return self.PROMPT_VERSION
 
 
 class Verdict(BaseModel):
@@ -97,8 +144,6 @@ class Method(Protocol):
     """Registry name, e.g. 'all-at-once'."""
     summary: ClassVar[str]
     """One line for ``faultfinder methods``."""
-    prompt_version: ClassVar[str]
-    """Bumped whenever the method's prompts change."""
     Config: ClassVar[type[MethodConfig]]
     """The method's configuration class."""
     presets: ClassVar[dict[str, dict[str, Any]]]
@@ -142,7 +187,7 @@ async def run_method(method: Method, trace: Trace, llm: LLM, *, label: str = "")
         method=label or method.name,
         config=cfg.model_dump(mode="json"),
         model=llm.name,
-        prompt_version=method.prompt_version,
+        prompt_version=cfg.prompt_version(),
         with_ground_truth=cfg.with_ground_truth,
         ground_truth=gt_status,
         observability=cfg.observability,

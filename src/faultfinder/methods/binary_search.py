@@ -48,7 +48,15 @@ async def bisect(trace: Trace, llm: LLM, config: BinarySearchConfig) -> Verdict:
             reminder=config.guidance_reminder,
             metadata=metadata,
         )
-        prompt, cut = ww.fill_log(trace, trace.steps[low : high + 1], config, llm, template)
+        prompt, cut = ww.fill_log(
+            trace,
+            trace.steps[low : high + 1],
+            config,
+            llm,
+            template,
+            reply_tokens=ww.HALF_REPLY_TOKENS,
+            judged=[upper[1], lower[0]],
+        )
         truncated = truncated or cut
         details["truncated"] = truncated
         reply = await llm.chat(
@@ -56,6 +64,7 @@ async def bisect(trace: Trace, llm: LLM, config: BinarySearchConfig) -> Verdict:
             parse=ww.parse_half,
             purpose=f"binary search: steps {low}-{high}, upper or lower half?",
             constraint=grammar,
+            **config.chat_options(ww.HALF_REPLY_TOKENS),
         )
         entry: dict[str, Any] = {"range": [low, high], "upper": list(upper), "lower": list(lower)}
         path.append(entry)
@@ -77,13 +86,22 @@ async def bisect(trace: Trace, llm: LLM, config: BinarySearchConfig) -> Verdict:
             ground_truth=ground_truth,
             metadata=metadata,
         )
-        prompt, cut = ww.fill_log(trace, trace.steps, config, llm, explain)
+        prompt, cut = ww.fill_log(
+            trace,
+            trace.steps,
+            config,
+            llm,
+            explain,
+            reply_tokens=ww.EXPLAIN_REPLY_TOKENS,
+            judged=[low],
+        )
         details["truncated"] = truncated or cut
         reply_reason = await llm.chat(
             prompt,
             parse=ww.parse_reason,
             purpose=f"binary search: why is step {low} the mistake?",
             constraint=ww.reason_grammar(),
+            **config.chat_options(ww.EXPLAIN_REPLY_TOKENS),
         )
         if reply_reason.parsed is not None:
             reason = reply_reason.parsed
@@ -99,14 +117,11 @@ class BinarySearchMethod:
 
     name: ClassVar[str] = "binary-search"
     summary: ClassVar[str] = "Who&When Alg. 2: halve the log by upper/lower-half answers"
-    prompt_version: ClassVar[str] = ww.prompt_version(ww.WhoWhenConfig())
     Config: ClassVar[type[MethodConfig]] = BinarySearchConfig
     presets: ClassVar[dict[str, dict[str, Any]]] = dict(ww.PRESETS)
 
     def __init__(self, config: BinarySearchConfig) -> None:
         self.config = config
-        # The prompts depend on the config; the instance value is what run_method records.
-        setattr(self, "prompt_version", ww.prompt_version(config))  # noqa: B010
 
     async def attribute(self, trace: Trace, llm: LLM) -> Verdict:
         assert isinstance(self.config, BinarySearchConfig)

@@ -47,6 +47,10 @@ class ComposeConfig(ww.WhoWhenConfig):
     coverage: float = 0.9
     """Conformal coverage level of ``details['step_set']`` (0.8, 0.9 or 0.95)."""
 
+    def prompt_version(self) -> str:
+        """'compose-v1/' plus the Who&When prompt version of the judge's options."""
+        return f"compose-v1/{super().prompt_version()}"
+
 
 def compressed_log(trace: Trace, shown: set[int], options: RenderOptions, keep_chars: int) -> str:
     """The log with ``shown`` steps in full and every other step cut to ``keep_chars``."""
@@ -103,7 +107,6 @@ class ComposeMethod:
     summary: ClassVar[str] = (
         "Offline shortlist, then an all-at-once judge over its top-k steps (rest abbreviated)"
     )
-    prompt_version: ClassVar[str] = "compose-v1"
     Config: ClassVar[type[MethodConfig]] = ComposeConfig
     presets: ClassVar[dict[str, dict[str, Any]]] = {"k1": {"top_k": 1}, "k5": {"top_k": 5}}
 
@@ -114,7 +117,6 @@ class ComposeMethod:
         self.config = config
         self.model = load_configured_model(config.model_path)
         self.scorer = surprisal_scorer(self.model)
-        setattr(self, "prompt_version", f"compose-v1/{ww.prompt_version(config)}")  # noqa: B010
 
     async def attribute(self, trace: Trace, llm: LLM) -> Verdict:
         cfg = self.config
@@ -138,6 +140,7 @@ class ComposeMethod:
             parse=functools.partial(parse_agent_step_reason, agents=agents),
             purpose=f"compose: judge over {len(candidates)} shortlisted steps",
             constraint=agent_step_grammar(list(agents), sorted(candidates)),
+            **cfg.chat_options(ww.ALL_AT_ONCE_REPLY_TOKENS),
         )
         answer = reply.parsed
         if answer is None:

@@ -56,14 +56,11 @@ class HybridMethod:
 
     name: ClassVar[str] = "hybrid"
     summary: ClassVar[str] = "Who&When: all-at-once picks the agent, step-by-step its step"
-    prompt_version: ClassVar[str] = ww.prompt_version(ww.WhoWhenConfig())
     Config: ClassVar[type[MethodConfig]] = HybridConfig
     presets: ClassVar[dict[str, dict[str, Any]]] = dict(ww.PRESETS)
 
     def __init__(self, config: HybridConfig) -> None:
         self.config = config
-        # The prompts depend on the config; the instance value is what run_method records.
-        setattr(self, "prompt_version", ww.prompt_version(config))  # noqa: B010
 
     async def attribute(self, trace: Trace, llm: LLM) -> Verdict:
         assert isinstance(self.config, HybridConfig)

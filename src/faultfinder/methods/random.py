@@ -27,7 +27,6 @@ class RandomMethod:
 
     name: ClassVar[str] = "random"
     summary: ClassVar[str] = "Chance floor: uniform over the log's distinct agents and its steps"
-    prompt_version: ClassVar[str] = "none"
     Config: ClassVar[type[MethodConfig]] = RandomConfig
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
     pairs_agent_and_step: ClassVar[bool] = False

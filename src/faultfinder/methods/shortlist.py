@@ -88,7 +88,6 @@ class ShortlistMethod:
 
     name: ClassVar[str] = "shortlist"
     summary: ClassVar[str] = "Offline ranker over per-step evidence: every step scored, no API call"
-    prompt_version: ClassVar[str] = "none"
     Config: ClassVar[type[MethodConfig]] = ShortlistConfig
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
     makes_model_calls: ClassVar[bool] = False

@@ -49,13 +49,22 @@ async def judge_steps(
     details: dict[str, Any] = {"judged": judged, "candidates": list(candidates)}
     for i in candidates:
         step = trace.steps[i]
-        prompt, cut = ww.fill_log(trace, trace.steps[: i + 1], config, llm, template)
+        prompt, cut = ww.fill_log(
+            trace,
+            trace.steps[: i + 1],
+            config,
+            llm,
+            template,
+            reply_tokens=ww.JUDGEMENT_REPLY_TOKENS,
+            judged=[i],
+        )
         truncated = truncated or cut
         reply = await llm.chat(
             prompt,
             parse=ww.parse_judgement,
             purpose=f"step-by-step: is step {i} an error?",
             constraint=grammar,
+            **config.chat_options(ww.JUDGEMENT_REPLY_TOKENS),
         )
         details["truncated"] = truncated
         judgement = reply.parsed
@@ -96,14 +105,11 @@ class StepByStepMethod:
 
     name: ClassVar[str] = "step-by-step"
     summary: ClassVar[str] = "Who&When Alg. 1: judge each step in order, first Yes wins"
-    prompt_version: ClassVar[str] = ww.prompt_version(ww.WhoWhenConfig())
     Config: ClassVar[type[MethodConfig]] = StepByStepConfig
     presets: ClassVar[dict[str, dict[str, Any]]] = dict(ww.PRESETS)
 
     def __init__(self, config: StepByStepConfig) -> None:
         self.config = config
-        # The prompts depend on the config; the instance value is what run_method records.
-        setattr(self, "prompt_version", ww.prompt_version(config))  # noqa: B010
 
     async def attribute(self, trace: Trace, llm: LLM) -> Verdict:
         assert isinstance(self.config, StepByStepConfig)

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from faultfinder.methods.agentic.prompts import PROMPT_VERSION
 from faultfinder.methods.base import MethodConfig
+
+REPLY_TOKENS = 1024
+"""Reply bound of every navigator call: a short thought and one action (a tool name and
+its JSON arguments, or the verdict). ``max_output_tokens`` overrides it."""
 
 
 class AgenticConfig(MethodConfig):
     """Options of the trace navigator (plus those every method honours)."""
+
+    PROMPT_VERSION: ClassVar[str] = PROMPT_VERSION
 
     action_format: Literal["auto", "tools", "text"] = "auto"
     """'tools': OpenAI-style tool calling; 'text': 'ACTION: tool {json}' lines (with a GBNF
@@ -23,8 +30,6 @@ class AgenticConfig(MethodConfig):
     max_tool_result_tokens: int = Field(default=2000, ge=100)
     """Longest tool result; longer ones are paged with a marker saying how to read on.
     Lowered to a quarter of the context budget when that is smaller."""
-    max_reply_tokens: int = Field(default=1024, ge=64)
-    """Upper bound on each reply's length."""
     preview_chars: int = Field(default=100, ge=20)
     """Characters of each step's output shown by list_steps."""
     search_max_hits: int = Field(default=20, ge=1)
@@ -34,7 +39,5 @@ class AgenticConfig(MethodConfig):
     grammar: bool = True
     """In the text format, constrain replies with a GBNF grammar (backends that cannot
     apply one ignore it)."""
-    temperature: float = Field(default=0.0, ge=0.0)
-    """Sampling temperature of every navigator call."""
     warn_turns_left: int = Field(default=3, ge=0)
     """Tell the model how many turns are left once this few remain."""

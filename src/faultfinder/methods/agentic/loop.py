@@ -25,7 +25,7 @@ from faultfinder.methods.agentic.actions import (
     parse_action,
     parse_submission_text,
 )
-from faultfinder.methods.agentic.config import AgenticConfig
+from faultfinder.methods.agentic.config import REPLY_TOKENS, AgenticConfig
 from faultfinder.methods.agentic.tools import Submission, ToolOutcome, TraceTools
 from faultfinder.methods.reference import ground_truth_for
 from faultfinder.methods.render import context_budget
@@ -90,7 +90,7 @@ class Navigator:
         self.llm = llm
         self.config = config
         self.mode = choose_mode(config, llm)
-        self.budget = context_budget(config, llm, reply_tokens=config.max_reply_tokens)
+        self.budget = context_budget(config, llm, reply_tokens=config.reply_tokens(REPLY_TOKENS))
         result_tokens = config.max_tool_result_tokens
         if self.budget is not None:
             result_tokens = min(result_tokens, max(self.budget // 4, 100))
@@ -160,7 +160,7 @@ class Navigator:
                 # Room for the next turn and for the forced final call, each with its parse
                 # retries in the text format, so the budget holds whatever happens next.
                 attempts = 1 if self.mode == "tools" else self.llm.parse_retries + 1
-                next_call = self._prompt_tokens(self.messages) + cfg.max_reply_tokens
+                next_call = self._prompt_tokens(self.messages) + cfg.reply_tokens(REPLY_TOKENS)
                 if self.result.tokens + 2 * attempts * next_call > cfg.token_budget:
                     forced_by = "tokens"
                     break
@@ -179,8 +179,7 @@ class Navigator:
         reply: Reply[Any] = await self.llm.chat(
             self.messages,
             purpose=f"navigator turn {n}",
-            temperature=self.config.temperature,
-            max_tokens=self.config.max_reply_tokens,
+            **self.config.chat_options(REPLY_TOKENS),
             tools=self.tools.openai_tools(),
         )
         self.result.tokens += reply.usage.total_tokens
@@ -234,8 +233,7 @@ class Navigator:
             self.messages,
             parse=lambda text: parse_action(text, names),
             purpose=f"navigator turn {n}",
-            temperature=self.config.temperature,
-            max_tokens=self.config.max_reply_tokens,
+            **self.config.chat_options(REPLY_TOKENS),
             stop=["\nOBSERVATION"],
             constraint=grammar,
         )
@@ -277,8 +275,7 @@ class Navigator:
             reply: Reply[Any] = await self.llm.chat(
                 self.messages,
                 purpose=purpose,
-                temperature=self.config.temperature,
-                max_tokens=self.config.max_reply_tokens,
+                **self.config.chat_options(REPLY_TOKENS),
                 tools=self.tools.openai_tools(only=["submit"]),
                 tool_choice={"type": "function", "function": {"name": "submit"}},
             )
@@ -306,8 +303,7 @@ class Navigator:
             self.messages,
             parse=parse,
             purpose=purpose,
-            temperature=self.config.temperature,
-            max_tokens=self.config.max_reply_tokens,
+            **self.config.chat_options(REPLY_TOKENS),
             constraint=grammar,
         )
         self.result.tokens += text_reply.usage.total_tokens

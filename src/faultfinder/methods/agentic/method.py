@@ -8,7 +8,6 @@ from typing import Any, ClassVar
 from faultfinder.llm.client import LLM
 from faultfinder.methods.agentic.config import AgenticConfig
 from faultfinder.methods.agentic.loop import Navigator
-from faultfinder.methods.agentic.prompts import PROMPT_VERSION
 from faultfinder.methods.base import MethodConfig, Verdict
 from faultfinder.methods.registry import register
 from faultfinder.traces.schema import Trace
@@ -22,7 +21,6 @@ class AgenticMethod:
     summary: ClassVar[str] = (
         "LLM agent that navigates the trace with tools and submits a verdict (Static Agentic)"
     )
-    prompt_version: ClassVar[str] = PROMPT_VERSION
     Config: ClassVar[type[MethodConfig]] = AgenticConfig
     presets: ClassVar[dict[str, dict[str, Any]]] = {
         "tools": {"action_format": "tools"},

@@ -10,7 +10,6 @@ from faultfinder.methods.base import MethodConfig, Verdict
 from faultfinder.methods.chief.config import ChiefConfig
 from faultfinder.methods.chief.graph import CausalGraph
 from faultfinder.methods.chief.pipeline import Chief, write_graph
-from faultfinder.methods.chief.prompts import PROMPT_VERSION
 from faultfinder.methods.registry import register
 from faultfinder.traces.schema import Trace
 
@@ -25,7 +24,6 @@ class ChiefMethod:
     summary: ClassVar[str] = (
         "CHIEF: hierarchical causal graph, oracle-guided backtracking, counterfactual screening"
     )
-    prompt_version: ClassVar[str] = PROMPT_VERSION
     Config: ClassVar[type[MethodConfig]] = ChiefConfig
     presets: ClassVar[dict[str, dict[str, Any]]] = {
         "M1": {"modules": "M1"},

@@ -39,6 +39,7 @@ from faultfinder.methods.chief.context import (
     as_int,
     as_text,
     get_field,
+    reply_bound,
 )
 from faultfinder.methods.chief.graph import CausalGraph, StageRecord
 
@@ -355,6 +356,7 @@ async def counterfactual(
         prompt,
         lambda data: parse_attribution(data, roster, ctx.n_steps),
         purpose="chief attribution",
+        items=1,
     )
     if reply.parsed is None:
         return None, StageRecord(
@@ -383,9 +385,8 @@ async def direct(
         # The step is checked by the agent/step rule (run_method), which keeps the agent.
         parse=lambda text: parse_agent_step_reason(text, roster),
         purpose="chief direct",
-        temperature=ctx.config.temperature,
-        max_tokens=ctx.config.max_reply_tokens,
         constraint=constraint,
+        **ctx.config.chat_options(reply_bound(1)),
     )
     if reply.parsed is None:
         return None, StageRecord(

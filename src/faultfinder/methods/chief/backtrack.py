@@ -165,6 +165,7 @@ async def backtrack(ctx: StageContext, graph: CausalGraph) -> tuple[Candidates |
         prompt,
         lambda data: parse_decisions(data, graph, ctx.roster.aliases),
         purpose="chief backtrack",
+        items=len(order),
     )
     if reply.parsed is None:
         return None, StageRecord(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
 from faultfinder.methods.base import MethodConfig
+from faultfinder.methods.chief.prompts import PROMPT_VERSION
 
 Modules = Literal["M1", "M1+M2", "M1+M3", "full"]
 
@@ -15,6 +16,8 @@ DEFAULT_STAGE_CACHE = ".faultfinder/chief-stages"
 
 class ChiefConfig(MethodConfig):
     """Options of the CHIEF method (paper defaults unless noted in docs/methods/chief.md)."""
+
+    PROMPT_VERSION: ClassVar[str] = PROMPT_VERSION
 
     modules: Modules = "full"
     """Which modules run: 'M1' graph + direct answer; 'M1+M2' graph, oracles and
@@ -65,10 +68,6 @@ class ChiefConfig(MethodConfig):
     """Start from this graph JSON (from `faultfinder graph`) instead of building one."""
     graph_out: str | None = None
     """Write the graph JSON (with oracles and candidates when computed) to this path."""
-    temperature: float = Field(default=0.0, ge=0.0)
-    """Sampling temperature of every call."""
-    max_reply_tokens: int = Field(default=4096, ge=64)
-    """Upper bound on each reply's length."""
     grammar: bool = True
     """Constrain the M1-only direct answer with the agent/step GBNF grammar (only the
     embedded llama.cpp model applies grammars)."""

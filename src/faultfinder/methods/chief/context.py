@@ -87,7 +87,7 @@ class StageContext:
             self.trace,
             shown,
             options,
-            context_budget(cfg, self.llm, cfg.max_reply_tokens),
+            context_budget(cfg, self.llm, cfg.reply_tokens(REPLY_CAP_TOKENS)),
             self.llm.count_tokens,
             reserved,
         )
@@ -104,8 +104,12 @@ class StageContext:
         parse: Callable[[Any], T],
         *,
         purpose: str,
+        items: int,
     ) -> Reply[T]:
-        """Ask for a JSON answer; ``parse`` receives the decoded JSON value."""
+        """Ask for a JSON answer; ``parse`` receives the decoded JSON value. ``items``: how
+        many entries the answer lists (subtasks, nodes, steps...), which bounds its length:
+        ``REPLY_BASE_TOKENS + REPLY_TOKENS_PER_ITEM * items``, at most ``REPLY_CAP_TOKENS``
+        (``max_output_tokens`` overrides)."""
 
         def read(text: str) -> T:
             data = extract_json(text)
@@ -119,10 +123,22 @@ class StageContext:
             messages,
             parse=read,
             purpose=purpose,
-            temperature=self.config.temperature,
-            max_tokens=self.config.max_reply_tokens,
             constraint=self.constraint(),
+            **self.config.chat_options(reply_bound(items)),
         )
+
+
+REPLY_BASE_TOKENS = 192
+"""Tokens of a JSON answer's frame and its free-text fields (reasoning, notes)."""
+REPLY_TOKENS_PER_ITEM = 96
+"""Tokens per listed entry (an id, a few short fields, a sentence)."""
+REPLY_CAP_TOKENS = 4096
+"""The longest reply any stage may need (and what the context budget keeps free)."""
+
+
+def reply_bound(items: int) -> int:
+    """Max output tokens of a stage whose answer lists ``items`` entries."""
+    return min(REPLY_BASE_TOKENS + REPLY_TOKENS_PER_ITEM * max(items, 1), REPLY_CAP_TOKENS)
 
 
 def as_list(data: Any, key: str) -> list[Any]:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from faultfinder.methods.chief.graph import DataType, StepEdge
-from faultfinder.methods.render import message_text, new_input_messages
+from faultfinder.methods.render import message_text, new_input_messages, step_output_text
 from faultfinder.traces.schema import Step, Trace
 
 _URL = re.compile(r"https?://[^\s<>\"'()\[\]{}]+")
@@ -34,14 +34,6 @@ class Value:
     """Normalised value (what is matched)."""
     kind: DataType
     """Kind of value."""
-
-
-def step_output_text(step: Step) -> str:
-    """What a step produced: its content, tool calls and tool results."""
-    parts = [step.content]
-    parts.extend(f"{c.name}({c.arguments})" for c in step.tool_calls)
-    parts.extend(r.content for r in step.tool_results)
-    return "\n".join(p for p in parts if p)
 
 
 def _norm_number(raw: str) -> str | None:

@@ -211,7 +211,9 @@ async def decompose(
     plan: list[PlanItem] | None = None
     note = ""
     for round_ in range(cfg.reflection_rounds + 1):
-        reply = await ctx.ask_json(messages, parse_plan, purpose=f"chief decompose {round_}")
+        reply = await ctx.ask_json(
+            messages, parse_plan, purpose=f"chief decompose {round_}", items=ctx.n_steps
+        )
         attempts += reply.attempts
         if reply.parsed is None:
             note = f"reply unparsed: {reply.parse_error}"

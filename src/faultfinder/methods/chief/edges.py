@@ -180,7 +180,10 @@ async def build_edges(
     """Subtask and agent edges (one call). On an unparsed reply only default edges remain."""
     prompt = ctx.render("edges", prompts.EDGES, {"subtasks": subtasks_agents_text(subtasks, nodes)})
     reply = await ctx.ask_json(
-        prompt, lambda data: parse_edges(data, subtasks, ctx.roster.aliases), purpose="chief edges"
+        prompt,
+        lambda data: parse_edges(data, subtasks, ctx.roster.aliases),
+        purpose="chief edges",
+        items=len(subtasks) + len(nodes),
     )
     if reply.parsed is None:
         return (
@@ -243,7 +246,10 @@ async def build_step_edges(
 
     prompt = ctx.render("step-edges", prompts.STEP_EDGES, {"subtasks": subtasks_text(subtasks)})
     reply = await ctx.ask_json(
-        prompt, lambda data: parse_step_edges(data, ctx), purpose="chief step edges"
+        prompt,
+        lambda data: parse_step_edges(data, ctx),
+        purpose="chief step edges",
+        items=ctx.n_steps,
     )
     if reply.parsed is None:
         return [], StageRecord(

@@ -81,7 +81,10 @@ async def synthesize_oracles(
             "oracles", prompts.ORACLES, {"rag": rag, "subtasks": subtasks_text(subtasks)}
         )
         reply = await ctx.ask_json(
-            prompt, lambda data: parse_oracles(data, subtasks), purpose="chief oracles"
+            prompt,
+            lambda data: parse_oracles(data, subtasks),
+            purpose="chief oracles",
+            items=len(subtasks),
         )
         if reply.parsed is None:
             return [], StageRecord(
@@ -109,7 +112,10 @@ async def synthesize_oracles(
                 partial_from=sub.start,
             )
             one = await ctx.ask_json(
-                prompt, functools.partial(_parse_one, subtask=sub), purpose=f"chief oracle {sub.id}"
+                prompt,
+                functools.partial(_parse_one, subtask=sub),
+                purpose=f"chief oracle {sub.id}",
+                items=1,
             )
             attempts += one.attempts
             if one.parsed is None:

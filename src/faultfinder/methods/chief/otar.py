@@ -111,7 +111,10 @@ async def parse_otar_stage(
     """Fill ``nodes[*].otar`` from one OTAR call (paper Fig. 7)."""
     prompt = ctx.render("otar", prompts.OTAR, {"subtasks": subtasks_text(subtasks)})
     reply = await ctx.ask_json(
-        prompt, lambda data: parse_otar(data, subtasks, ctx.roster.aliases), purpose="chief otar"
+        prompt,
+        lambda data: parse_otar(data, subtasks, ctx.roster.aliases),
+        purpose="chief otar",
+        items=len(nodes),
     )
     if reply.parsed is None:
         return StageRecord(status="unparsed", note=str(reply.parse_error), attempts=reply.attempts)

@@ -63,7 +63,9 @@ _GRAPH_OPTIONS = (
     "loop_max_gap",
     "loop_min_tokens",
     "temperature",
-    "max_reply_tokens",
+    "top_p",
+    "seed",
+    "max_output_tokens",
     "grammar",
     "json_grammar",
 )

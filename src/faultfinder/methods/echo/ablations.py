@@ -8,6 +8,7 @@ weighs all arguments and names the agent and step. Costs n + 1 calls for n steps
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,36 +16,70 @@ from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import LLM
 from faultfinder.methods.base import Verdict
 from faultfinder.methods.echo import prompts
-from faultfinder.methods.echo.config import EchoConfig
-from faultfinder.methods.echo.context import Compressed, render_step_context
+from faultfinder.methods.echo.config import ARGUMENT_REPLY_TOKENS, JUDGE_REPLY_TOKENS, EchoConfig
+from faultfinder.methods.echo.context import Compressed, step_context_pieces
 from faultfinder.methods.echo.schema import judge_json_schema, parse_judge, parse_sections
 from faultfinder.methods.reference import ground_truth_for
 from faultfinder.methods.render import (
+    Piece,
     RenderOptions,
     context_budget,
+    fit_pieces,
+    fit_text,
+    min_cap,
     render_metadata,
     render_step,
     truncate,
 )
-from faultfinder.traces.schema import Trace
+from faultfinder.traces.schema import Step, Trace
 
 # Tokens kept free for the reply's framing when a prompt is fitted to the budget.
 _SLACK = 64
 
 
-def window_context(trace: Trace, index: int, options: RenderOptions) -> str:
-    """Previous, current and next step in full (the paper's fixed window, A.2)."""
+def window_pieces(trace: Trace, index: int, options: RenderOptions) -> list[Piece]:
+    """Previous, current and next step in full (the paper's fixed window, A.2); the
+    current step is the judged piece, its neighbours the context."""
     steps = trace.steps
-    previous = render_step(trace, steps[index - 1], options) if index > 0 else None
-    following = render_step(trace, steps[index + 1], options) if index + 1 < len(steps) else None
-    return "\n\n".join(
-        [
-            "Previous agent:\n" + (previous or "(none: this is the first step)"),
-            "Current agent (the one you argue caused the error):\n"
-            + render_step(trace, steps[index], options),
-            "Next agent:\n" + (following or "(none: this is the last step)"),
-        ]
-    )
+    pieces: list[Piece] = []
+    for group, at, role, missing in (
+        ("Previous agent:", index - 1, "context", "(none: this is the first step)"),
+        ("Current agent (the one you argue caused the error):", index, "judged", ""),
+        ("Next agent:", index + 1, "context", "(none: this is the last step)"),
+    ):
+        if 0 <= at < len(steps):
+            step = steps[at]
+            pieces.append(
+                Piece(
+                    step=at,
+                    agent=step.agent,
+                    role="judged" if role == "judged" else "context",
+                    render=functools.partial(_capped_step, trace, step, options),
+                    size=len(render_step(trace, step, options)),
+                    group=group,
+                )
+            )
+        else:
+            pieces.append(
+                Piece(
+                    step=at,
+                    agent="",
+                    role="judged",
+                    render=functools.partial(_fixed, missing),
+                    size=len(missing),
+                    group=group,
+                )
+            )
+    return pieces
+
+
+def _capped_step(trace: Trace, step: Step, options: RenderOptions, cap: int | None) -> str:
+    limit = min_cap(cap, options.max_step_chars)
+    return render_step(trace, step, options.model_copy(update={"max_step_chars": limit}))
+
+
+def _fixed(text: str, cap: int | None) -> str:
+    return text
 
 
 async def run_context_aware(
@@ -62,19 +97,23 @@ async def run_context_aware(
         ground_truth_for(trace, cfg.with_ground_truth) is not None
     )
     count = llm.count_tokens
-    budget = context_budget(cfg, llm, cfg.max_tokens)
+    budget = context_budget(cfg, llm, cfg.reply_tokens(ARGUMENT_REPLY_TOKENS))
 
-    def context_of(index: int, cap: int | None) -> str:
-        capped = options.model_copy(update={"max_step_chars": cap})
+    def context_of(index: int) -> list[Piece]:
         if cfg.context == "window":
-            return window_context(trace, index, capped)
-        return render_step_context(trace, index, compressed, "hierarchical", capped)
+            return window_pieces(trace, index, options)
+        return step_context_pieces(trace, index, compressed, "hierarchical", options)
 
     async def argue(index: int) -> dict[str, Any]:
         step = trace.steps[index]
         skeleton = prompts.step_agent_user_prompt(head, metadata, step, "", cfg.context)
         available = None if budget is None else budget - count(system) - count(skeleton) - _SLACK
-        context, cut = prompts.fit(lambda cap: context_of(index, cap), available, count)
+        context, cut = fit_pieces(
+            context_of(index),
+            available,
+            count,
+            what=f"Trace '{trace.id}': the context of step {index}",
+        )
         reply = await llm.chat(
             [
                 {"role": "system", "content": system},
@@ -87,8 +126,9 @@ async def run_context_aware(
             ],
             parse=parse_sections,
             purpose=f"echo {cfg.context} argument: step {index}",
-            temperature=cfg.argue_temperature,
-            max_tokens=cfg.max_tokens,
+            temperature=cfg.argue_temperature if cfg.temperature is None else cfg.temperature,
+            top_p=cfg.top_p,
+            max_tokens=cfg.reply_tokens(ARGUMENT_REPLY_TOKENS),
             seed=cfg.seed,
         )
         return {
@@ -130,7 +170,13 @@ async def run_context_aware(
         return prompts.judge_user_prompt(head, payload)
 
     available = None if budget is None else budget - count(prompts.JUDGE_SYSTEM_PROMPT) - _SLACK
-    user, cut = prompts.fit(judge_prompt, available, count)
+    user, cut = fit_text(
+        judge_prompt,
+        available,
+        count,
+        size=max((len(a["text"]) for a in usable), default=0),
+        what=f"Trace '{trace.id}': {len(usable)} arguments for the judge",
+    )
     n_steps = len(trace.steps)
     reply = await llm.chat(
         [
@@ -139,8 +185,9 @@ async def run_context_aware(
         ],
         parse=lambda text: parse_judge(text, agents, n_steps),
         purpose="echo judge",
-        temperature=cfg.judge_temperature,
-        max_tokens=cfg.max_tokens,
+        temperature=cfg.judge_temperature if cfg.temperature is None else cfg.temperature,
+        top_p=cfg.top_p,
+        max_tokens=cfg.reply_tokens(JUDGE_REPLY_TOKENS),
         seed=cfg.seed,
         constraint=OutputConstraint(json_schema=judge_json_schema(agents, n_steps)),
     )

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from faultfinder.methods.base import MethodConfig
 from faultfinder.methods.echo.context import ContextKind, ContextTypeMode
-from faultfinder.methods.echo.prompts import AnalystRole
+from faultfinder.methods.echo.prompts import PROMPT_VERSION, AnalystRole
 
 Pipeline = Literal["context-aware", "unified", "decoupled"]
 
@@ -16,6 +16,8 @@ Pipeline = Literal["context-aware", "unified", "decoupled"]
 class EchoConfig(MethodConfig):
     """Defaults are the paper's final ECHO (I4): hierarchical context, 3 of 6 analysts at
     temperatures 0.3–0.9, decoupled agent- then step-level passes, δ = 0.3."""
+
+    PROMPT_VERSION: ClassVar[str] = PROMPT_VERSION
 
     pipeline: Pipeline = "decoupled"
     """'decoupled' (I4: agent-level pass, then a step-level pass focused on its agents),
@@ -56,8 +58,18 @@ class EchoConfig(MethodConfig):
     """Temperature of the context-aware step agents (I1/I2)."""
     judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     """Temperature of the final judge (I1/I2)."""
-    max_tokens: int = Field(default=4096, ge=64)
-    """Reply length limit of analysts, step agents and the judge."""
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    """None: the paper's temperatures per call (analysts spread over
+    ``temperature_min..temperature_max``, step agents ``argue_temperature``, the judge
+    ``judge_temperature``). A number: every call at that temperature."""
+    top_p: float | None = Field(default=0.9, gt=0.0, le=1.0)
+    """Nucleus-sampling mass of every call: 0.9 in the paper's code (A.5, A.6)."""
+
+    def analyst_temperatures(self) -> tuple[float, float]:
+        """The range analysts' temperatures are spread over."""
+        if self.temperature is not None:
+            return self.temperature, self.temperature
+        return self.temperature_min, self.temperature_max
 
     @model_validator(mode="after")
     def _check(self) -> EchoConfig:
@@ -68,7 +80,18 @@ class EchoConfig(MethodConfig):
         return self
 
 
+ANALYSIS_REPLY_TOKENS = 1024
+"""Reply bound of an analyst: the JSON analysis (a conclusion with agent, step, confidence
+and reasoning, alternatives, a summary). The paper's code allows 4096."""
+ARGUMENT_REPLY_TOKENS = 1024
+"""Reply bound of a context-aware step agent's argument (I1/I2)."""
+JUDGE_REPLY_TOKENS = 512
+"""Reply bound of the I1/I2 judge's JSON verdict."""
+PAPER_REPLY_TOKENS = 4096
+"""``max_tokens`` of every call in the paper's code (A.5–A.7)."""
+
 PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {"max_output_tokens": PAPER_REPLY_TOKENS},
     "I1": {"pipeline": "context-aware", "context": "window"},
     "I2": {"pipeline": "context-aware", "context": "hierarchical"},
     "I3": {"pipeline": "unified"},
@@ -76,5 +99,6 @@ PRESETS: dict[str, dict[str, Any]] = {
     "panel6": {"panel_size": 6},
     "llm-context": {"extractor": "llm"},
 }
-"""Named configurations: the paper's ablations I1–I4 (I4 is the default) and the extra
-ablations of its Table 3 (six analysts; LLM-based context extraction)."""
+"""Named configurations: ``paper`` (I4 with the paper code's 4096-token replies), the
+paper's ablations I1–I4 (I4 is the default) and the extra ablations of its Table 3 (six
+analysts; LLM-based context extraction)."""

@@ -32,10 +32,21 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel
 
+from faultfinder.llm.base import approx_token_count
 from faultfinder.llm.client import LLM
 from faultfinder.methods.echo import prompts
 from faultfinder.methods.echo.schema import compressed_json_schema, constraint, parse_compressed
-from faultfinder.methods.render import RenderOptions, render_step, truncate
+from faultfinder.methods.render import (
+    Piece,
+    PieceRole,
+    RenderOptions,
+    fit_pieces,
+    fit_text,
+    min_cap,
+    render_step,
+    step_output_text,
+    truncate,
+)
 from faultfinder.traces.schema import Step, Trace
 
 ContextType = Literal["handoff", "decision_quality", "error_propagation", "general"]
@@ -223,14 +234,6 @@ def extract_milestone(text: str, context_type: ContextType = "general") -> str:
     return compress(text, "milestone", context_type)
 
 
-def step_output_text(step: Step) -> str:
-    """What a step produced: its content, tool calls and tool results (never its inputs)."""
-    parts = [step.content]
-    parts += [f"[tool call] {c.name}({c.arguments})" for c in step.tool_calls]
-    parts += [f"[tool result] {r.content}" for r in step.tool_results]
-    return "\n".join(p for p in parts if p)
-
-
 class Compressed(BaseModel):
     """A step's three compressed forms."""
 
@@ -307,7 +310,13 @@ class LLMExtractor:
                 frame = prompts.extractor_messages(step, "")
                 used = sum(llm.count_tokens(m["content"]) for m in frame)
                 available = self.context_budget - used - _SLACK
-            shown, _ = prompts.fit(build, available, llm.count_tokens)
+            shown, _ = fit_text(
+                build,
+                available,
+                llm.count_tokens,
+                size=len(text),
+                what=f"Trace '{trace.id}': step {step.index} for context extraction",
+            )
             reply = await llm.chat(
                 prompts.extractor_messages(step, shown),
                 parse=parse_compressed,
@@ -403,6 +412,58 @@ def _entry_text(
     return f"Step {step.index} - {step.speaker}: {compressed[step.index].at(entry.level)}"
 
 
+def _role(distance: int) -> PieceRole:
+    # The step under judgement is never cut; its neighbours are cut last.
+    return "judged" if distance == 0 else "context" if distance == 1 else "other"
+
+
+def entry_piece(
+    trace: Trace,
+    entry: Entry,
+    compressed: dict[int, Compressed],
+    options: RenderOptions,
+    *,
+    tagged: bool = False,
+    group: str | None = None,
+) -> Piece:
+    """One context entry as a piece for :func:`faultfinder.methods.render.fit_pieces`."""
+
+    def render(cap: int | None) -> str:
+        limit = min_cap(cap, options.max_step_chars)
+        capped = options.model_copy(update={"max_step_chars": limit})
+        text = _entry_text(trace, entry, compressed, capped)
+        return f"[{_TAGS[entry.level]}] {text}" if tagged else text
+
+    return Piece(
+        step=entry.index,
+        agent=trace.steps[entry.index].agent,
+        role=_role(entry.distance),
+        render=render,
+        size=len(_entry_text(trace, entry, compressed, options)),
+        group=group,
+    )
+
+
+def step_context_pieces(
+    trace: Trace,
+    target: int,
+    compressed: dict[int, Compressed],
+    kind: ContextKind,
+    options: RenderOptions,
+) -> list[Piece]:
+    """The paper's per-step context C_i as pieces: grouped by level, trace order within a
+    level; the target step is the judged piece."""
+    entries = plan_context(len(trace.steps), [target], kind)
+    pieces: list[Piece] = []
+    for title, belongs in _GROUPS:
+        pieces += [
+            entry_piece(trace, e, compressed, options, group=f"{title}:")
+            for e in entries
+            if belongs(e)
+        ]
+    return pieces
+
+
 def render_step_context(
     trace: Trace,
     target: int,
@@ -410,15 +471,24 @@ def render_step_context(
     kind: ContextKind,
     options: RenderOptions,
 ) -> str:
-    """The paper's per-step context C_i: grouped by level, trace order within a level."""
-    entries = plan_context(len(trace.steps), [target], kind)
-    blocks: list[str] = []
-    for title, belongs in _GROUPS:
-        chosen = [e for e in entries if belongs(e)]
-        if chosen:
-            lines = [_entry_text(trace, e, compressed, options) for e in chosen]
-            blocks.append(f"{title}:\n" + "\n".join(lines))
-    return "\n\n".join(blocks)
+    """C_i uncut (see :func:`step_context_pieces`)."""
+    pieces = step_context_pieces(trace, target, compressed, kind, options)
+    return fit_pieces(pieces, None, approx_token_count, what="")[0]
+
+
+def focused_pieces(
+    trace: Trace,
+    focus: Sequence[int],
+    compressed: dict[int, Compressed],
+    kind: ContextKind,
+    options: RenderOptions,
+) -> list[Piece]:
+    """The whole trace in order, detail set by distance to the nearest focus step; each
+    step tagged with its level (the step-level pass). Focus steps are the judged pieces."""
+    return [
+        entry_piece(trace, e, compressed, options, tagged=True)
+        for e in plan_context(len(trace.steps), focus, kind)
+    ]
 
 
 def render_focused_view(
@@ -428,10 +498,6 @@ def render_focused_view(
     kind: ContextKind,
     options: RenderOptions,
 ) -> str:
-    """The whole trace in order, detail set by distance to the nearest focus step; each
-    step tagged with its level (used by the step-level pass)."""
-    lines: list[str] = []
-    for entry in plan_context(len(trace.steps), focus, kind):
-        text = _entry_text(trace, entry, compressed, options)
-        lines.append(f"[{_TAGS[entry.level]}] {text}")
-    return "\n".join(lines)
+    """The focused view uncut (see :func:`focused_pieces`)."""
+    pieces = focused_pieces(trace, focus, compressed, kind, options)
+    return fit_pieces(pieces, None, approx_token_count, what="")[0]

@@ -19,11 +19,11 @@ from faultfinder.methods.answers import roster_of
 from faultfinder.methods.base import MethodConfig, Verdict
 from faultfinder.methods.echo import prompts
 from faultfinder.methods.echo.ablations import run_context_aware
-from faultfinder.methods.echo.config import PRESETS, EchoConfig
+from faultfinder.methods.echo.config import ANALYSIS_REPLY_TOKENS, PRESETS, EchoConfig
 from faultfinder.methods.echo.context import (
     Compressed,
+    focused_pieces,
     make_extractor,
-    render_focused_view,
     render_step_context,
 )
 from faultfinder.methods.echo.panel import (
@@ -38,7 +38,13 @@ from faultfinder.methods.echo.panel import (
 from faultfinder.methods.echo.schema import analysis_json_schema
 from faultfinder.methods.echo.voting import CompareOn, Consensus, consensus
 from faultfinder.methods.registry import register
-from faultfinder.methods.render import RenderOptions, context_budget, fit_steps, render_metadata
+from faultfinder.methods.render import (
+    RenderOptions,
+    context_budget,
+    fit_pieces,
+    fit_steps,
+    render_metadata,
+)
 from faultfinder.traces.schema import Trace
 
 # Tokens kept free for message framing when a prompt is fitted to the context budget.
@@ -71,15 +77,15 @@ class _PanelRun:
             trace.id,
             size=cfg.panel_size,
             roles=cfg.roles,
-            temperature_min=cfg.temperature_min,
-            temperature_max=cfg.temperature_max,
+            temperature_min=cfg.analyst_temperatures()[0],
+            temperature_max=cfg.analyst_temperatures()[1],
             seed=cfg.seed,
             run=cfg.run,
         )
         self.truncated: dict[str, bool] = {}
 
     def _available(self, kind: prompts.PassKind, skeleton: str) -> int | None:
-        budget = context_budget(self.cfg, self.llm, self.cfg.max_tokens)
+        budget = context_budget(self.cfg, self.llm, self.cfg.reply_tokens(ANALYSIS_REPLY_TOKENS))
         if budget is None:
             return None
         system = max(
@@ -108,17 +114,13 @@ class _PanelRun:
                 context_sample=sample,
             )
 
-        available = self._available(kind, build(""))
-        if available is None:
-            conversation, cut = fit_steps(self.trace, self.trace.steps, self.options, None)
-        else:
-            conversation, cut = fit_steps(
-                self.trace,
-                self.trace.steps,
-                self.options,
-                max(available, 0),
-                count_tokens=self.llm.count_tokens,
-            )
+        conversation, cut = fit_steps(
+            self.trace,
+            self.trace.steps,
+            self.options,
+            self._available(kind, build("")),
+            count_tokens=self.llm.count_tokens,
+        )
         self.truncated[kind] = cut
         return build(conversation)
 
@@ -136,11 +138,13 @@ class _PanelRun:
                 focus=finding,
             )
 
-        def view(cap: int | None) -> str:
-            capped = self.options.model_copy(update={"max_step_chars": cap})
-            return render_focused_view(self.trace, focus, self.compressed, self.cfg.context, capped)
-
-        text, cut = prompts.fit(view, self._available("step", build("")), self.llm.count_tokens)
+        pieces = focused_pieces(self.trace, focus, self.compressed, self.cfg.context, self.options)
+        text, cut = fit_pieces(
+            pieces,
+            self._available("step", build("")),
+            self.llm.count_tokens,
+            what=f"Trace '{self.trace.id}': the step-level view of {len(focus)} focus steps",
+        )
         self.truncated["step"] = cut
         return build(text)
 
@@ -152,8 +156,9 @@ class _PanelRun:
             user,
             self.agents,
             json_schema=self.schema,
-            max_tokens=self.cfg.max_tokens,
+            max_tokens=self.cfg.reply_tokens(ANALYSIS_REPLY_TOKENS),
             seed=self.cfg.seed,
+            top_p=self.cfg.top_p,
         )
 
     def vote(self, results: list[AnalystResult], compare: CompareOn) -> Consensus:
@@ -214,7 +219,6 @@ class EchoMethod:
         "ECHO: hierarchical context, panel of objective analysts, confidence-weighted "
         "consensus (agent-level then step-level)"
     )
-    prompt_version: ClassVar[str] = prompts.PROMPT_VERSION
     Config: ClassVar[type[MethodConfig]] = EchoConfig
     presets: ClassVar[dict[str, dict[str, Any]]] = PRESETS
 

@@ -118,6 +118,7 @@ async def run_pass(
     json_schema: dict[str, Any],
     max_tokens: int,
     seed: int,
+    top_p: float | None = None,
 ) -> list[AnalystResult]:
     """Ask every analyst (concurrently) and collect their analyses."""
 
@@ -133,6 +134,7 @@ async def run_pass(
             parse=parser,
             purpose=f"echo {kind} analysis: {analyst.label}",
             temperature=analyst.temperature,
+            top_p=top_p,
             max_tokens=max_tokens,
             seed=seed,
             constraint=OutputConstraint(json_schema=json_schema),

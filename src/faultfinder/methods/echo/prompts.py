@@ -9,7 +9,7 @@ Bump ``PROMPT_VERSION`` whenever a prompt here changes.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from faultfinder.methods.reference import ground_truth_for
@@ -371,27 +371,3 @@ def extractor_messages(step: Step, text: str) -> list[dict[str, Any]]:
         {"role": "system", "content": EXTRACTOR_SYSTEM_PROMPT},
         {"role": "user", "content": user},
     ]
-
-
-# --- fitting a prompt into a context budget ------------------------------------------
-
-
-def fit(
-    build: Callable[[int | None], str], available_tokens: int | None, count: Callable[[str], int]
-) -> tuple[str, bool]:
-    """``build(cap)`` renders a prompt part with full-detail steps cut to ``cap`` characters
-    (None: uncut). Returns the least-cut rendering that fits ``available_tokens``, and
-    whether anything was cut."""
-    text = build(None)
-    if available_tokens is None or count(text) <= available_tokens:
-        return text, False
-    low, high = 40, max(len(text), 41)
-    best = build(low)
-    while low < high:
-        mid = (low + high + 1) // 2
-        candidate = build(mid)
-        if count(candidate) <= available_tokens:
-            best, low = candidate, mid
-        else:
-            high = mid - 1
-    return best, True
