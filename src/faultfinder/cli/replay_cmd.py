@@ -14,6 +14,7 @@ import click
 
 from faultfinder.cli.common import build_llm, model_options, pass_errors
 from faultfinder.errors import ConfigError
+from faultfinder.replay.edits import read_edit_file
 from faultfinder.replay.httpserver import LOOPBACK
 from faultfinder.replay.outcome import answers_match
 from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
@@ -259,18 +260,23 @@ def _replay_options(
     window: int | None,
     live_temperature: float | None,
 ) -> ReplayOptions:
+    change: Edit | None = None
     if edit_file:
-        if edit is not None:
-            raise click.UsageError("give --edit or --edit-file, not both")
-        edit = Path(edit_file).read_text(encoding="utf-8")
+        if edit is not None or edit_input is not None:
+            raise click.UsageError("give one of --edit, --edit-input, --edit-file")
+        if edit_file.endswith(".json"):
+            change = read_edit_file(edit_file)
+        else:
+            edit = Path(edit_file).read_text(encoding="utf-8")
     if edit is not None and edit_input is not None:
         raise click.UsageError(
             "give --edit (the step's output) or --edit-input (its instruction), not both"
         )
-    if (edit is not None or edit_input is not None) and at is None:
+    if (edit is not None or edit_input is not None or change is not None) and at is None:
         raise click.UsageError("an edit needs --at STEP")
-    change: Edit | None = None
-    if edit is not None:
+    if change is not None:
+        pass
+    elif edit is not None:
         change = Edit(output=edit)
     elif edit_input is not None:
         change = Edit(input=edit_input, input_mode=edit_input_mode)  # type: ignore[arg-type]
@@ -340,7 +346,8 @@ def format_report(outcome: ReplayOutcome) -> str:
     "--edit-file",
     type=click.Path(exists=True, dir_okay=False),
     default=None,
-    help="Read --edit from a file.",
+    help="The edit from a file: a .json file is an edit object (any kind of step: message, "
+    "reply, tool_call, tool_result, input; see docs/replay.md), any other file is --edit's text.",
 )
 @click.option(
     "--edit-input", default=None, help="Replacement instruction in step --at's request (sent live)."
@@ -522,7 +529,27 @@ async def _serve_local(llm: Any, host: str, port: int, model_name: str | None) -
     "--context-budget", type=int, default=None, help="Max prompt tokens of DoVer's prompts."
 )
 @click.option(
-    "--live-temperature", type=float, default=None, help="Temperature forced on live replay calls."
+    "--live-temperature",
+    default="0.7",
+    show_default=True,
+    help="Temperature forced on live replay calls, so repeats are independent samples; "
+    "'program' keeps the program's own.",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Repeat r sends seed+r with its live calls (distinct seeds, recorded in the rows).",
+)
+@click.option(
+    "--check",
+    "check_command",
+    default=None,
+    metavar="COMMAND",
+    help="Success checker: COMMAND gets {final_answer, reference, task, run_dir} as JSON on "
+    "stdin and answers pass/fail on stdout or by exit status 0/1 (default: exact match "
+    "after normalisation; see docs/methods/dover.md).",
 )
 @click.option(
     "--upstream", default=None, help="Endpoint for live calls (default: the recorded one)."
@@ -551,7 +578,9 @@ def debug(
     no_ground_truth: bool,
     no_milestones: bool,
     context_budget: int | None,
-    live_temperature: float | None,
+    live_temperature: str,
+    seed: int,
+    check_command: str | None,
     upstream: str | None,
     out_path: str | None,
     timeout: float | None,
@@ -561,12 +590,24 @@ def debug(
 ) -> None:
     """DoVer: segment the recorded run into trials, hypothesise a failure per trial,
     generate an intervention, replay it (--repeats times) and give each hypothesis a
-    verdict: validated, partially validated, refuted or inconclusive.
+    verdict: validated, partially validated, refuted, inconclusive, not_applied or
+    unverifiable (docs/methods/dover.md states the rules).
 
     \b
     faultfinder debug runs/RUN --model openai:gpt-4o -- python my_team.py "task"
     """
+    from faultfinder.dover.checker import make_checker
     from faultfinder.dover.pipeline import DoverConfig, ReplayExecutor, run_dover
+
+    temperature: float | None = None
+    if live_temperature != "program":
+        try:
+            temperature = float(live_temperature)
+        except ValueError:
+            raise click.BadParameter(
+                f"{live_temperature!r} is neither a number nor 'program'",
+                param_hint="--live-temperature",
+            ) from None
     from faultfinder.dover.report import aggregate, format_summary
     from faultfinder.methods import create_method
 
@@ -580,7 +621,8 @@ def debug(
         max_trials=max_trials,
         milestones=not no_milestones,
         context_budget=context_budget,
-        live_temperature=live_temperature,
+        live_temperature=temperature,
+        seed=seed,
     )
     overrides: dict[str, Any] = {"with_ground_truth": config.with_ground_truth}
     if context_budget is not None:
@@ -594,9 +636,11 @@ def debug(
         list(command) or None,
         upstream=upstream,
         options=SessionOptions(echo=False, timeout=timeout),
-        live_temperature=live_temperature,
     )
-    rows = run_sync(run_dover(run_dir, llm, method, executor, config, out=out, session=session))
+    checker = make_checker(check_command)
+    rows = run_sync(
+        run_dover(run_dir, llm, method, executor, config, out=out, session=session, checker=checker)
+    )
     if as_json:
         for row in rows:
             click.echo(row.model_dump_json())
@@ -608,10 +652,14 @@ def debug(
         if row.intervention is None:
             click.echo(f"{head}: {row.status} - {row.verdict_reason or row.error}")
             continue
+        flips = ""
+        if row.flip_rate is not None and row.flip_rate_ci is not None:
+            low, high = row.flip_rate_ci
+            flips = f"; flip rate {row.flip_rate:.0%} (95% CI {low:.0%}-{high:.0%})"
         iv = row.intervention
         click.echo(
             f"{head}: hypothesis {hyp.agent} @ step {hyp.step}; {iv.category} at step {iv.step} "
-            f"-> {row.verdict} ({row.verdict_reason})"
+            f"-> {row.verdict} ({row.verdict_reason}){flips}"
         )
         click.echo(f"    replacement: {iv.replacement[:160]!r}")
     click.echo(format_summary(aggregate(rows)))

@@ -17,43 +17,21 @@ The plan is plain state, called from the proxy's event loop only.
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from faultfinder.replay.edits import (
+    Edit,
+    reply_message,
+    rewrite_tool_result,
+    tool_result_target,
+)
 from faultfinder.replay.matching import first_difference, normalise_request, request_hash
 from faultfinder.replay.recorder import Origin, RecordedCall
 
 DivergencePolicy = Literal["fail", "live"]
-
-
-class Edit(BaseModel):
-    """A change applied at the replayed step."""
-
-    output: str | None = None
-    """Replacement text of the step's reply (the assistant message's content)."""
-    tool_calls: list[dict[str, Any]] | None = None
-    """Tool calls of the replacement reply (OpenAI format); none by default."""
-    input: str | None = None
-    """Replacement instruction in the step's request; the upstream then answers it live."""
-    input_mode: Literal["replace-last-user", "append-user"] = "replace-last-user"
-    """How ``input`` changes the request: replace the last user message's text, or add a
-    new user message after the existing ones."""
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> Edit:
-        if self.input is not None and (self.output is not None or self.tool_calls):
-            raise ValueError("an edit changes either the step's output or its input, not both")
-        return self
-
-    @property
-    def kind(self) -> Literal["output", "input"]:
-        return "input" if self.input is not None else "output"
-
-    def describe(self) -> dict[str, Any]:
-        return self.model_dump(exclude_none=True)
 
 
 class ReplayOptions(BaseModel):
@@ -184,6 +162,8 @@ class ReplayPlan:
         self._served: set[int] = set()
         self._live_started = 0
         self._live_done = 0
+        self._tool_result: tuple[str, str] | None = None
+        """(tool call id, new content) once a tool-result edit is active."""
 
     # --- decisions -------------------------------------------------------------------
 
@@ -269,16 +249,42 @@ class ReplayPlan:
 
     def _at_step(self, recorded: RecordedCall, step: int, body: dict[str, Any]) -> Decision:
         edit = self.options.edit
-        self.report.edit_applied = edit is not None
+        self.report.edit_applied = edit is not None and edit.kind != "tool_result"
         if edit is None:
             return self._live(body, "live", recorded, step, "re-run live from this step")
         if edit.kind == "input":
             assert edit.input is not None
             changed = apply_input_edit(body, edit.input, edit.input_mode)
             return self._live(changed, "edited-input", recorded, step, "edited request")
+        if edit.kind == "tool_result":
+            return self._tool_result_at_step(recorded, step, body)
         response = edited_response(recorded.response or {}, edit)
         self._count_live_done()
         return Decision("serve", "edited", recorded, step, response=response, note="edited reply")
+
+    def _tool_result_at_step(
+        self, recorded: RecordedCall, step: int, body: dict[str, Any]
+    ) -> Decision:
+        # From this step on, every request carrying the result gets the edited one. If the
+        # step's own request carries it, the step goes live; if the step's reply makes the
+        # call, that reply is served and the edit lands on the request sending the result.
+        edit = self.options.edit
+        assert edit is not None and edit.tool_result is not None
+        self._tool_result = (
+            tool_result_target(edit.tool_result, recorded.response),
+            edit.tool_result.content,
+        )
+        if rewrite_tool_result(body, *self._tool_result) is not None:
+            return self._live(body, "edited-input", recorded, step, "edited tool result")
+        self._count_live_done()
+        return Decision(
+            "serve",
+            "cached",
+            recorded,
+            step,
+            response=copy.deepcopy(recorded.response),
+            note="recorded reply; its tool result is edited in later requests",
+        )
 
     def _live(
         self,
@@ -302,6 +308,12 @@ class ReplayPlan:
             )
         self._live_started += 1
         self.report.live_calls += 1
+        if self._tool_result is not None:
+            rewritten = rewrite_tool_result(body, *self._tool_result)
+            if rewritten is not None:
+                body, origin = rewritten, "edited-input"
+                note = note or "edited tool result"
+                self.report.edit_applied = True
         sent = {**body, **self.options.live_overrides} if self.options.live_overrides else body
         return Decision("live", origin, recorded, step, body=sent, note=note)
 
@@ -352,31 +364,15 @@ def apply_input_edit(body: dict[str, Any], text: str, mode: str) -> dict[str, An
 
 
 def edited_response(recorded: dict[str, Any], edit: Edit) -> dict[str, Any]:
-    """The recorded completion with its message replaced by the edit."""
+    """The recorded completion with its message replaced as the edit says."""
     response: dict[str, Any] = (
         copy.deepcopy(recorded) if recorded else {"object": "chat.completion"}
     )
     choices = response.get("choices") or [{"index": 0}]
     first = dict(choices[0])
-    message: dict[str, Any] = {"role": "assistant", "content": edit.output or ""}
-    if edit.tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": call.get("id") or f"call_edit_{i}",
-                "type": "function",
-                "function": {
-                    "name": (call.get("function") or call).get("name", ""),
-                    "arguments": _arguments((call.get("function") or call).get("arguments", "")),
-                },
-            }
-            for i, call in enumerate(edit.tool_calls)
-        ]
+    message = reply_message(recorded, edit.output, edit.tool_calls, edit.tool_call_changes)
     first["message"] = message
-    first["finish_reason"] = "tool_calls" if edit.tool_calls else "stop"
+    first["finish_reason"] = "tool_calls" if message.get("tool_calls") else "stop"
     response["choices"] = [first]
     response["id"] = str(response.get("id") or "chatcmpl-faultfinder") + "-edited"
     return response
-
-
-def _arguments(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
