@@ -123,8 +123,31 @@ def normalise_request(body: dict[str, Any], masks: Sequence[str] = ()) -> dict[s
     """The parts of a request that determine the model's answer, in canonical form."""
     compiled = [re.compile(m) for m in masks]
     out = {k: _drop_none(v) for k, v in body.items() if k not in IGNORED_KEYS and v is not None}
-    out["messages"] = [_normalise_message(m, compiled) for m in body.get("messages") or []]
+    out["messages"] = _renumber_tool_call_ids(
+        [_normalise_message(m, compiled) for m in body.get("messages") or []]
+    )
     return out
+
+
+def _renumber_tool_call_ids(messages: list[Any]) -> list[Any]:
+    """Tool call ids replaced by their order of appearance, consistently in the calls and
+    in the results answering them. Programs mint ids of their own (LangGraph's handoff
+    messages carry fresh UUIDs each run); which result answers which call is what
+    matters, not the id's text. Works on the already-copied normalised messages."""
+    ids: dict[str, str] = {}
+
+    def number(value: Any) -> Any:
+        return ids.setdefault(value, f"call-{len(ids)}") if isinstance(value, str) else value
+
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        for call in message.get("tool_calls") or []:
+            if isinstance(call, dict) and "id" in call:
+                call["id"] = number(call["id"])
+        if "tool_call_id" in message:
+            message["tool_call_id"] = number(message["tool_call_id"])
+    return messages
 
 
 def request_hash(body: dict[str, Any], masks: Sequence[str] = ()) -> str:
