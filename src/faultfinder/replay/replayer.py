@@ -14,9 +14,9 @@ faithfully.
   reached, goes to the upstream live;
 - a call matching nothing before that is a divergence: reported with a diff against the
   nearest recorded call, and by default refused with an error no client retries (HTTP
-  422, ``x-should-retry: false``); the replay then stops the program. It never gets a
-  recorded reply to a different request, and nothing goes live unless the policy is
-  'live'.
+  422, ``x-should-retry: false``), so the program fails on its own and shows where. It
+  never gets a recorded reply to a different request, and nothing goes live unless the
+  policy is 'live'.
 
 The plan is plain state, called from the proxy's event loop only.
 """
@@ -84,7 +84,7 @@ class ReplayOptions(BaseModel):
     """The change applied at step ``at``."""
     on_divergence: DivergencePolicy = "fail"
     """A call matching no recorded call before step ``at`` is reached: 'fail' refuses it
-    (HTTP 422 with ``x-should-retry: false``) and stops the program; 'live' sends it to
+    (HTTP 422 with ``x-should-retry: false``: clients raise instead of retrying); 'live' sends it to
     the upstream and carries on live for that agent. Either way it is reported."""
     masks: list[str] = Field(default_factory=list)
     """Regular expressions whose matches in request text are ignored when matching calls
@@ -132,7 +132,7 @@ class Decision:
     message: str = ""
     note: str | None = None
     stop: bool = False
-    """Stop the program after answering (a refused divergence)."""
+    """Stop the program after answering (the live window is used up)."""
 
 
 class Divergence(BaseModel):
@@ -349,7 +349,6 @@ class ReplayPlan:
                     "--on-divergence live."
                 ),
                 note=note,
-                stop=True,
             )
         self.live_agents.add(agent)
         return self._live(body, "live", recorded, step, note)
