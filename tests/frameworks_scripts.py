@@ -125,28 +125,16 @@ def ag2_groupchat(body: dict[str, Any]) -> Any:
 
 
 def crewai(body: dict[str, Any]) -> Any:
-    """A researcher with a lookup tool (2019: the mistake) and a writer stating the number,
-    in CrewAI's ReAct text format or with native tool calls, whichever the request uses."""
+    """The Researcher looks up 2019 (the mistake) with a native tool call and reports what
+    it found; the Writer states the number in CrewAI's 'Final Answer:' format."""
     system, messages = _system(body), body["messages"]
-    text = "\n".join(str(m.get("content") or "") for m in messages)
     last = messages[-1]
     if "Researcher" in system:
         if last.get("role") == "tool":
             return f"Final Answer: {last.get('content')}"
-        if "Observation:" in str(last.get("content") or ""):
-            observed = str(last["content"]).split("Observation:")[-1].strip()
-            return f"Thought: I now know the final answer\nFinal Answer: {observed}"
-        if body.get("tools"):
-            return {
-                "tool_calls": [
-                    _call("lookup", {"query": "population of Avalon in 2019"}, _call_id(body))
-                ]
-            }
-        return (
-            "Thought: I should look it up\nAction: lookup\n"
-            'Action Input: {"query": "population of Avalon in 2019"}'
-        )
+        query = {"query": "population of Avalon in 2019"}
+        return {"tool_calls": [_call("lookup", query, _call_id(body))]}
+    text = "\n".join(str(m.get("content") or "") for m in messages)
     found = re.findall(r"(\d[\d,]*) inhabitants", text)
-    return (
-        f"Thought: I now know the final answer\nFinal Answer: {found[-1] if found else 'unknown'}"
-    )
+    answer = found[-1] if found else "unknown"
+    return f"Thought: I now know the final answer\nFinal Answer: {answer}"

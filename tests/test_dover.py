@@ -460,7 +460,12 @@ def test_dover_end_to_end_on_the_demo_team(tmp_path: Path, monkeypatch: pytest.M
                 options=SessionOptions(echo=False),
             )
         )
-        executor = ReplayExecutor(recorded.run_dir, options=SessionOptions(echo=False))
+        executor = ReplayExecutor(
+            recorded.run_dir,
+            demo("avalon-2020"),
+            upstream=upstream.base_url,
+            options=SessionOptions(echo=False),
+        )
         rows = asyncio.run(
             run_dover(
                 recorded.run_dir,

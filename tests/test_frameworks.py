@@ -175,7 +175,15 @@ def test_framework_is_recorded_and_replayed_unmodified(
 
         # No edit: every step from the recording, no upstream call, same answer.
         asked = len(upstream.chat_requests)
-        same = asyncio.run(replay_run(recorded.run_dir, None, ReplayOptions(), options=options))
+        same = asyncio.run(
+            replay_run(
+                recorded.run_dir,
+                command,
+                ReplayOptions(),
+                upstream=upstream.base_url,
+                options=options,
+            )
+        )
         report = same.report
         assert report.faithful and report.fidelity == 1.0
         assert report.reproduced == len(case.agents) and report.live_calls == 0
@@ -186,8 +194,9 @@ def test_framework_is_recorded_and_replayed_unmodified(
         edited = asyncio.run(
             replay_run(
                 recorded.run_dir,
-                None,
+                command,
                 ReplayOptions(at=case.at, edit=case.edit),
+                upstream=upstream.base_url,
                 options=options,
             )
         )

@@ -269,6 +269,12 @@ def test_cli_replay_with_an_edit_file(
             str(edit),
             "--quiet",
             "--json",
+            "--upstream",
+            upstream.base_url,
+            "--",
+            sys.executable,
+            str(TEAM),
+            TASK,
         ],
     )
     assert result.exit_code == 0, result.output

@@ -30,9 +30,9 @@ from faultfinder.replay.httpserver import (
     error_response,
     json_response,
 )
-from faultfinder.replay.matching import AGENT_HEADER, request_hash, resolve_agent, split_agent_path
+from faultfinder.replay.matching import AGENT_HEADER, Matcher, split_agent_path
 from faultfinder.replay.recorder import Origin, RecordedCall, RunStore, utcnow
-from faultfinder.replay.redact import Redactor, bearer_token
+from faultfinder.replay.redact import KEY_HEADERS
 from faultfinder.replay.replayer import Decision, ReplayPlan
 from faultfinder.replay.sse import (
     DONE,
@@ -56,7 +56,6 @@ _HOP_BY_HOP = {
     "proxy-connection",
     "accept-encoding",
 }
-_KEY_HEADERS = {"authorization", "api-key", "x-api-key"}
 
 
 class ProxyConfig(BaseModel):
@@ -87,7 +86,8 @@ class RecordingProxy:
         self.config = config
         self.store = store
         self.plan = plan
-        self.redactor = Redactor()
+        self.matcher = plan.matcher if plan is not None else Matcher()
+        self.redactor = store.redactor
         self.upstream_key: str | None = None
         if config.api_key_env:
             self.upstream_key = os.environ.get(config.api_key_env)
@@ -134,11 +134,8 @@ class RecordingProxy:
 
     async def handle(self, request: Request) -> Response:
         path_agent, path = split_agent_path(request.path)
-        for header in _KEY_HEADERS:
-            if header == "authorization":
-                self.redactor.add(bearer_token(request.header(header)))
-            else:
-                self.redactor.add(request.header(header))
+        self.redactor.learn_headers(request.headers)
+        self.redactor.learn_query(request.query)
         if request.method == "POST" and path.rstrip("/").endswith("/chat/completions"):
             self.in_flight += 1
             try:
@@ -159,7 +156,7 @@ class RecordingProxy:
             if k not in _HOP_BY_HOP and not k.startswith("x-faultfinder-")
         }
         if self.upstream_key:
-            for key in _KEY_HEADERS:
+            for key in KEY_HEADERS:
                 headers.pop(key, None)
             headers["authorization"] = f"Bearer {self.upstream_key}"
         headers["accept-encoding"] = "identity"
@@ -190,7 +187,7 @@ class RecordingProxy:
             return error_response(400, f"faultfinder proxy: request body is not JSON: {exc}")
         if not isinstance(body, dict):
             return error_response(400, "faultfinder proxy: request body must be a JSON object")
-        agent, source = resolve_agent(request.header(AGENT_HEADER), path_agent, body)
+        agent, source = self.matcher.agent(request.header(AGENT_HEADER), path_agent, body)
         call = self.store.next_call_index()
         stream = bool(body.get("stream"))
         decision = (
@@ -214,10 +211,10 @@ class RecordingProxy:
                     agent_source=source,
                     path=request.path,
                     request=clean,
-                    request_hash=request_hash(clean),
+                    request_hash=self.matcher.hash(clean),
                     response=self.redactor.data(response) if response is not None else None,
                     status=status,
-                    error=error,
+                    error=self.redactor.text(error) if error else None,
                     stream=stream,
                     origin=decision.origin,
                     replay_of=decision.step,
@@ -230,8 +227,14 @@ class RecordingProxy:
 
         if decision.action == "reject":
             record(None, decision.status, decision.message)
-            self._check_stop()
-            return error_response(decision.status, decision.message, "faultfinder_replay")
+            if decision.stop:
+                self.stop_requested.set()
+            return error_response(
+                decision.status,
+                decision.message,
+                "faultfinder_replay",
+                headers=[("x-should-retry", "false")],
+            )
         if decision.action == "serve":
             assert decision.response is not None
             record(decision.response)
