@@ -66,7 +66,12 @@ async def replay(run_dir: Path, command: list[str], upstream: str) -> tuple[Repl
 
 
 def direct_run(command: list[str], upstream: str) -> float:
-    env = {**os.environ, "OPENAI_BASE_URL": upstream, "OPENAI_API_BASE": upstream}
+    env = {
+        **os.environ,
+        "OPENAI_BASE_URL": upstream,
+        "OPENAI_API_BASE": upstream,
+        "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "placeholder-key"),
+    }
     started = time.perf_counter()
     subprocess.run(command, env=env, capture_output=True, check=True, timeout=300)
     return time.perf_counter() - started

@@ -185,7 +185,9 @@ def test_framework_is_recorded_and_replayed_unmodified(
             )
         )
         report = same.report
-        assert report.faithful and report.fidelity == 1.0
+        assert report.faithful and report.fidelity == 1.0, [
+            d.difference for d in report.divergences
+        ]
         assert report.reproduced == len(case.agents) and report.live_calls == 0
         assert len(upstream.chat_requests) == asked
         assert same.trace.final_answer == case.wrong and same.child.exit_code == 0
@@ -200,6 +202,7 @@ def test_framework_is_recorded_and_replayed_unmodified(
                 options=options,
             )
         )
-        assert edited.report.edit_applied and not edited.report.divergences
+        diverged = [d.difference for d in edited.report.divergences]
+        assert edited.report.edit_applied and not diverged, (diverged, edited.child.stderr)
         assert edited.report.reproduced == case.at
         assert edited.trace.final_answer == case.right

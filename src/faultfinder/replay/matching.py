@@ -227,6 +227,9 @@ class Matcher:
         out["messages"] = _renumber_tool_call_ids(
             [_canonical_message(m) for m in body.get("messages") or []]
         )
+        for key in UNORDERED_KEYS:
+            if isinstance(out.get(key), list):
+                out[key] = sorted(out[key], key=lambda item: json.dumps(item, sort_keys=True))
         return dict(self._strings(out, "", fields))
 
     def hash(self, body: dict[str, Any]) -> str:
@@ -244,6 +247,12 @@ def hash_normalised(normalised: dict[str, Any]) -> str:
     """Short stable hash of an already normalised request."""
     blob = json.dumps(normalised, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+UNORDERED_KEYS = ("tools", "functions")
+"""Request lists compared as sets: programs build their tool lists from dicts and sets
+whose order can change from run to run (langgraph-supervisor's handoff tools follow the
+interpreter's string hashing), and the tools offered, not their order, are the request."""
 
 
 def _renumber_tool_call_ids(messages: list[Any]) -> list[Any]:
