@@ -224,3 +224,22 @@ def test_record_says_one_agent_not_one_agents(tmp_path: Path) -> None:
         )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "recorded 1 step from 1 agent " in result.output
+
+
+def test_the_recorded_upstream_is_used_only_after_confirmation(
+    tmp_path: Path, attacker: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from faultfinder.cli import proxy_options
+
+    run, _ = plant_run(tmp_path, attacker)
+    monkeypatch.setattr(proxy_options.sys.stdin, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(proxy_options.sys.stderr, "isatty", lambda: True, raising=False)
+    answers = iter([False, True])
+    monkeypatch.setattr(proxy_options.click, "confirm", lambda *a, **k: next(answers))
+    assert proxy_options.choose_upstream(str(run), None, False) == (None, False)
+    assert proxy_options.choose_upstream(str(run), None, False) == (None, True)
+    # An upstream named on the command line is used without asking.
+    assert proxy_options.choose_upstream(str(run), "http://mine/v1", False) == (
+        "http://mine/v1",
+        False,
+    )
