@@ -90,7 +90,7 @@ def method_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             "--observability",
             type=click.Choice(["full", "no-metadata", "no-inputs", "outputs"]),
             default=None,
-            help="What of the trace methods may see (default: the method's own default).",
+            help="What of the trace methods may see (default: outputs, for every method).",
         ),
         click.option(
             "--set",

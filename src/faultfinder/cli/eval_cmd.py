@@ -106,7 +106,7 @@ def parse_observabilities(value: str | None) -> list[Any]:
     default=None,
     help="What of the trace methods may see: "
     f"{', '.join(OBSERVABILITIES)}; comma-separated values sweep "
-    "(default: each method's own default).",
+    "(default: outputs, for every method).",
 )
 @click.option(
     "--set",

@@ -32,6 +32,7 @@ from faultfinder.eval.rows import (
 )
 from faultfinder.llm.client import LLM, run_index, track_usage
 from faultfinder.methods.base import Attribution, Method, MethodConfig, Observability, run_method
+from faultfinder.methods.reference import ground_truth_status
 from faultfinder.methods.registry import create_method
 from faultfinder.traces.schema import Trace
 
@@ -260,6 +261,7 @@ async def run_case(case: Case, llm: LLM) -> EvalRow:
                 model=llm.name,
                 prompt_version=str(getattr(case.plan.cls, "prompt_version", "")),
                 with_ground_truth=case.plan.config.with_ground_truth,
+                ground_truth=ground_truth_status(trace, case.plan.config.with_ground_truth),
                 observability=case.plan.config.observability,
                 usage=scope.usage,
                 calls=scope.calls,
