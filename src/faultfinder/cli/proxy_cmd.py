@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from faultfinder.replay.recorder import (
     utcnow,
 )
 from faultfinder.replay.replayer import ReplayPlan
-from faultfinder.replay.session import replay_upstream, run_sync
+from faultfinder.replay.session import replay_upstream, run_redactor, run_sync
 
 
 @click.command()
@@ -121,7 +122,7 @@ def _stop_on_signals(stop: asyncio.Event) -> None:
 async def _serve_proxy(
     config: ProxyConfig, run_dir: Path, meta: RunMeta, plan: ReplayPlan | None
 ) -> None:
-    store = RunStore(run_dir)
+    store = RunStore(run_dir, run_redactor([]))
     meta.started_at = utcnow()
     stop = asyncio.Event()
     _stop_on_signals(stop)
@@ -137,8 +138,9 @@ async def _serve_proxy(
         meta.ended_at = utcnow()
         store.write_meta(meta)
         if plan is not None:
+            report = store.redactor.data(plan.finish().model_dump(mode="json"))
             (run_dir / "report.json").write_text(
-                plan.finish().model_dump_json(indent=2), encoding="utf-8"
+                json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8"
             )
         if store.steps_path.exists():
             trace = rebuild_trace(run_dir)
