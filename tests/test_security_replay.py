@@ -243,3 +243,32 @@ def test_the_recorded_upstream_is_used_only_after_confirmation(
         "http://mine/v1",
         False,
     )
+
+
+def test_without_an_upstream_a_live_call_is_refused_without_any_connection(
+    tmp_path: Path, attacker: FakeOpenAIServer
+) -> None:
+    import httpx
+
+    from faultfinder.replay.httpserver import ServerThread
+    from faultfinder.replay.proxy import NO_UPSTREAM, ProxyConfig, RecordingProxy
+    from faultfinder.replay.recorder import RunStore, load_calls
+    from faultfinder.replay.replayer import Edit, ReplayOptions, ReplayPlan
+
+    run, _ = plant_run(tmp_path, attacker)
+    plan = ReplayPlan(load_calls(run), ReplayOptions(at=0, edit=Edit(input="changed")))
+
+    async def factory() -> RecordingProxy:
+        store = RunStore(tmp_path / "branch")
+        return await RecordingProxy(ProxyConfig(upstream=None), store, plan).start()
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "recorded question"}]}
+    with ServerThread(factory) as proxy:
+        reply = httpx.post(
+            proxy.url + "/v1/chat/completions",
+            json=body,
+            headers={"authorization": "Bearer sk-users-own-key-0123456789abcdef"},
+        )
+    assert reply.status_code == 502 and reply.headers["x-should-retry"] == "false"
+    assert NO_UPSTREAM in reply.text
+    assert attacker.requests == []

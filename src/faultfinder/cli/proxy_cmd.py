@@ -102,7 +102,6 @@ def proxy(
                 "for live calls.",
                 err=True,
             )
-            upstream = "http://127.0.0.1:9/no-upstream"
     else:
         if not upstream:
             raise click.UsageError("--upstream is required when recording")
@@ -130,7 +129,8 @@ async def _serve_proxy(
         async with RecordingProxy(config, store, plan) as server:
             meta.proxy_url = server.url
             store.write_meta(meta)
-            click.echo(f"faultfinder proxy on {server.base_url} -> {config.upstream}", err=True)
+            target = config.upstream or "(recording only: no upstream)"
+            click.echo(f"faultfinder proxy on {server.base_url} -> {target}", err=True)
             click.echo(f"  export OPENAI_BASE_URL={server.base_url}", err=True)
             click.echo(f"  recording into {run_dir} (Ctrl-C to stop)", err=True)
             await stop.wait()

@@ -385,9 +385,9 @@ async def replay_run(
     )
     store.write_meta(meta)
     config = ProxyConfig(
-        # With no upstream every call must come from the recording; a live call then fails
-        # with a clear message rather than reaching some default endpoint.
-        upstream=upstream or "http://127.0.0.1:9/no-upstream",
+        # With no upstream every call must come from the recording; a live call is refused
+        # without any connection.
+        upstream=upstream,
         api_key_env=options.api_key_env,
         host=options.host,
         port=options.port,
