@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from faultfinder.cli import main
 from faultfinder.llm import base
-from faultfinder.testing import FakeOpenAIServer
+from faultfinder.testing import FakeOpenAIServer, ReplyError
 
 PROBES = Path(__file__).parent / "fixtures" / "replay"
 DEBUGGER = ["--model", "function:faultfinder.demo_team.mock_debugger:respond", "--cache", "none"]
@@ -181,6 +181,20 @@ def test_no_secret_is_written_anywhere(tmp_path: Path, monkeypatch: pytest.Monke
              "--no-progress", *model],
         )  # fmt: skip
         assert evaluated.exit_code == 0, evaluated.output
+
+        # An endpoint that quotes the key back in its error: the error row must not.
+        def echo_key(body: dict[str, Any]) -> str:
+            raise ReplyError(401, f"Incorrect API key provided: {SECRETS['FF_MODEL_KEY']}")
+
+        with FakeOpenAIServer(reply=echo_key) as quoting:
+            failing = [*model[:2], "--base-url", quoting.base_url, *model[4:]]
+            errored = runner.invoke(
+                main,
+                ["eval", str(dataset), "--out", "errors.jsonl", "--include-unlabelled",
+                 "--no-progress", "--cache", "none", *failing],
+            )  # fmt: skip
+            assert "Incorrect API key provided" in (work / "errors.jsonl").read_text()
+            assert SECRETS["FF_MODEL_KEY"] not in errored.output
         # The fakes did see the secrets: they were really sent.
         seen = json.dumps([r.headers for r in upstream.requests])
         assert SECRETS["LEAK_GOOG"] in seen and SECRETS["FF_MODEL_KEY"] in seen

@@ -22,6 +22,7 @@ import httpx
 from pydantic import BaseModel, Field
 
 from faultfinder.errors import ConfigError
+from faultfinder.redact import KEY_HEADERS
 from faultfinder.replay.httpserver import (
     LOOPBACK,
     HttpServer,
@@ -32,7 +33,6 @@ from faultfinder.replay.httpserver import (
 )
 from faultfinder.replay.matching import AGENT_HEADER, Matcher, split_agent_path
 from faultfinder.replay.recorder import Origin, RecordedCall, RunStore, utcnow
-from faultfinder.replay.redact import KEY_HEADERS
 from faultfinder.replay.replayer import Decision, ReplayPlan
 from faultfinder.replay.sse import (
     DONE,

@@ -15,6 +15,7 @@ from typing import IO, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from faultfinder.errors import ConfigError, FaultfinderError
+from faultfinder.redact import Redactor
 from faultfinder.replay.httpserver import LOOPBACK
 from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
 from faultfinder.replay.recorder import (
@@ -30,7 +31,6 @@ from faultfinder.replay.recorder import (
     safe_child,
     utcnow,
 )
-from faultfinder.replay.redact import Redactor
 from faultfinder.replay.replayer import ReplayOptions, ReplayPlan, ReplayReport
 from faultfinder.traces.schema import Trace
 
