@@ -146,7 +146,8 @@ async def _tee(
         data = await stream.read(65536)
         if data:
             pending += data
-            cut = pending.rfind(b"\n") + 1
+            # Whole lines only (a secret is never split), '\r' too (progress bars).
+            cut = max(pending.rfind(b"\n"), pending.rfind(b"\r")) + 1
             if not cut and len(pending) < 1 << 20:
                 continue
             ready, pending = (pending[:cut], pending[cut:]) if cut else (pending, b"")
