@@ -97,7 +97,7 @@ def debug(
     verdict: validated, partially validated, refuted or inconclusive.
 
     \b
-    faultfinder debug runs/RUN --model openai:gpt-4o -- python my_team.py "task"
+    faultfinder debug runs/RUN --model openai:gpt-4o --upstream URL -- python my_team.py "task"
     """
     from faultfinder.dover.pipeline import DoverConfig, ReplayExecutor, run_dover
     from faultfinder.dover.report import aggregate, format_summary
@@ -211,7 +211,7 @@ def check(
     watch the next --window steps, and re-rank the candidates.
 
     \b
-    faultfinder check runs/RUN --model openai:gpt-4o -- python my_team.py "task"
+    faultfinder check runs/RUN --model openai:gpt-4o --upstream URL -- python my_team.py "task"
     """
     from faultfinder.dover.dynamic import dynamic_check
     from faultfinder.methods import create_method
