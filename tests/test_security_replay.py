@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from faultfinder.cli import main
 from faultfinder.llm import base
-from faultfinder.testing import FakeOpenAIServer
+from faultfinder.testing import FakeOpenAIServer, ReplyError
 
 PROBES = Path(__file__).parent / "fixtures" / "replay"
 DEBUGGER = ["--model", "function:faultfinder.demo_team.mock_debugger:respond", "--cache", "none"]
@@ -181,6 +181,20 @@ def test_no_secret_is_written_anywhere(tmp_path: Path, monkeypatch: pytest.Monke
              "--no-progress", *model],
         )  # fmt: skip
         assert evaluated.exit_code == 0, evaluated.output
+
+        # An endpoint that quotes the key back in its error: the error row must not.
+        def echo_key(body: dict[str, Any]) -> str:
+            raise ReplyError(401, f"Incorrect API key provided: {SECRETS['FF_MODEL_KEY']}")
+
+        with FakeOpenAIServer(reply=echo_key) as quoting:
+            failing = [*model[:2], "--base-url", quoting.base_url, *model[4:]]
+            errored = runner.invoke(
+                main,
+                ["eval", str(dataset), "--out", "errors.jsonl", "--include-unlabelled",
+                 "--no-progress", "--cache", "none", *failing],
+            )  # fmt: skip
+            assert "Incorrect API key provided" in (work / "errors.jsonl").read_text()
+            assert SECRETS["FF_MODEL_KEY"] not in errored.output
         # The fakes did see the secrets: they were really sent.
         seen = json.dumps([r.headers for r in upstream.requests])
         assert SECRETS["LEAK_GOOG"] in seen and SECRETS["FF_MODEL_KEY"] in seen
@@ -224,3 +238,51 @@ def test_record_says_one_agent_not_one_agents(tmp_path: Path) -> None:
         )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "recorded 1 step from 1 agent " in result.output
+
+
+def test_the_recorded_upstream_is_used_only_after_confirmation(
+    tmp_path: Path, attacker: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from faultfinder.cli import proxy_options
+
+    run, _ = plant_run(tmp_path, attacker)
+    monkeypatch.setattr(proxy_options.sys.stdin, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(proxy_options.sys.stderr, "isatty", lambda: True, raising=False)
+    answers = iter([False, True])
+    monkeypatch.setattr(proxy_options.click, "confirm", lambda *a, **k: next(answers))
+    assert proxy_options.choose_upstream(str(run), None, False) == (None, False)
+    assert proxy_options.choose_upstream(str(run), None, False) == (None, True)
+    # An upstream named on the command line is used without asking.
+    assert proxy_options.choose_upstream(str(run), "http://mine/v1", False) == (
+        "http://mine/v1",
+        False,
+    )
+
+
+def test_without_an_upstream_a_live_call_is_refused_without_any_connection(
+    tmp_path: Path, attacker: FakeOpenAIServer
+) -> None:
+    import httpx
+
+    from faultfinder.replay.httpserver import ServerThread
+    from faultfinder.replay.proxy import NO_UPSTREAM, ProxyConfig, RecordingProxy
+    from faultfinder.replay.recorder import RunStore, load_calls
+    from faultfinder.replay.replayer import Edit, ReplayOptions, ReplayPlan
+
+    run, _ = plant_run(tmp_path, attacker)
+    plan = ReplayPlan(load_calls(run), ReplayOptions(at=0, edit=Edit(input="changed")))
+
+    async def factory() -> RecordingProxy:
+        store = RunStore(tmp_path / "branch")
+        return await RecordingProxy(ProxyConfig(upstream=None), store, plan).start()
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "recorded question"}]}
+    with ServerThread(factory) as proxy:
+        reply = httpx.post(
+            proxy.url + "/v1/chat/completions",
+            json=body,
+            headers={"authorization": "Bearer sk-users-own-key-0123456789abcdef"},
+        )
+    assert reply.status_code == 502 and reply.headers["x-should-retry"] == "false"
+    assert NO_UPSTREAM in reply.text
+    assert attacker.requests == []

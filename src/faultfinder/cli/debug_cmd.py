@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from faultfinder.cli.common import build_llm, model_options, pass_errors
+from faultfinder.cli.common import build_llm, executor_options, model_options, pass_errors
 from faultfinder.cli.proxy_options import choose_upstream, require_command, trust_options
 from faultfinder.replay.recorder import new_run_id, read_meta
 from faultfinder.replay.session import SessionOptions, replay_upstream, run_sync
@@ -89,6 +89,7 @@ def _live_upstream(run_dir: str, upstream: str | None, trust_run: bool) -> str |
     "--timeout", type=float, default=None, help="Stop each replay after this many seconds."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
+@executor_options
 @model_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_errors
@@ -111,6 +112,8 @@ def debug(
     out_path: str | None,
     timeout: float | None,
     as_json: bool,
+    executor: str,
+    ray_address: str | None,
     command: tuple[str, ...],
     **llm_options: Any,
 ) -> None:
@@ -120,7 +123,7 @@ def debug(
     unverifiable (docs/methods/dover.md states the rules).
 
     \b
-    faultfinder debug runs/RUN --model openai:gpt-4o -- python my_team.py "task"
+    faultfinder debug runs/RUN --model openai:gpt-4o --upstream URL -- python my_team.py "task"
     """
     from faultfinder.dover.checker import make_checker
     from faultfinder.dover.pipeline import DoverConfig, ReplayExecutor, run_dover
@@ -162,15 +165,32 @@ def debug(
     llm = build_llm(**llm_options)
     session = new_run_id("dover-")
     out = Path(out_path) if out_path else Path(run_dir) / "dover" / f"{session}.jsonl"
-    executor = ReplayExecutor(
+    replays = ReplayExecutor(
         run_dir,
         program,
         upstream=live,
         options=SessionOptions(echo=False, timeout=timeout),
     )
-    rows = run_sync(
-        run_dover(run_dir, llm, method, executor, config, out=out, session=session, checker=checker)
-    )
+    if executor == "ray":
+        from faultfinder.scale.cluster import ray_session
+
+        with ray_session(ray_address):
+            from faultfinder.scale.ray_debug import RayReplayExecutor
+
+            on_ray = RayReplayExecutor(replays)
+            rows = run_sync(
+                run_dover(
+                    run_dir, llm, method, on_ray, config, out=out, session=session, checker=checker
+                )
+            )
+    else:
+        if ray_address:
+            raise click.UsageError("--ray-address goes with --executor ray.")
+        rows = run_sync(
+            run_dover(
+                run_dir, llm, method, replays, config, out=out, session=session, checker=checker
+            )
+        )
     if as_json:
         for row in rows:
             click.echo(row.model_dump_json())
@@ -253,7 +273,7 @@ def check(
     watch the next --window steps, and re-rank the candidates.
 
     \b
-    faultfinder check runs/RUN --model openai:gpt-4o -- python my_team.py "task"
+    faultfinder check runs/RUN --model openai:gpt-4o --upstream URL -- python my_team.py "task"
     """
     from faultfinder.dover.dynamic import dynamic_check
     from faultfinder.methods import create_method

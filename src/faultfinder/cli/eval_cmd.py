@@ -7,7 +7,14 @@ from typing import Any, get_args
 
 import click
 
-from faultfinder.cli.common import build_llm, method_overrides, model_options, pass_errors
+from faultfinder.cli.common import (
+    build_llm,
+    executor_options,
+    llm_spec,
+    method_overrides,
+    model_options,
+    pass_errors,
+)
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
 from faultfinder.eval.report import FORMATS, plot_tolerance, render, summarise
 from faultfinder.eval.rows import read_result_files
@@ -99,6 +106,14 @@ def parse_observabilities(value: str | None) -> list[Any]:
     help="Cases in progress at once (default: the --concurrency value).",
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
+@executor_options
+@click.option(
+    "--ray-workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With --executor ray: worker actors (default: the cluster's CPUs, at most "
+    "--parallel-cases).",
+)
 @click.option("--with-ground-truth", is_flag=True, help="Show the reference answer.")
 @click.option(
     "--observability",
@@ -106,7 +121,7 @@ def parse_observabilities(value: str | None) -> list[Any]:
     default=None,
     help="What of the trace methods may see: "
     f"{', '.join(OBSERVABILITIES)}; comma-separated values sweep "
-    "(default: each method's own default).",
+    "(default: outputs, for every method).",
 )
 @click.option(
     "--set",
@@ -131,6 +146,9 @@ def eval_command(
     trace_format: str | None,
     parallel_cases: int | None,
     no_progress: bool,
+    executor: str,
+    ray_address: str | None,
+    ray_workers: int | None,
     with_ground_truth: bool,
     observability: str | None,
     settings: tuple[str, ...],
@@ -156,6 +174,8 @@ def eval_command(
     )
     if not traces:
         raise click.ClickException(f"No traces to evaluate in {dataset} with these filters.")
+    if executor == "local" and (ray_address or ray_workers):
+        raise click.UsageError("--ray-address and --ray-workers go with --executor ray.")
     llm = build_llm(**llm_options)
     options = EvalOptions(
         runs=runs,
@@ -172,7 +192,12 @@ def eval_command(
         err=True,
     )
     try:
-        outcome = asyncio.run(run_eval(traces, plans, llm, out, options))
+        if executor == "ray":
+            outcome = run_on_ray(
+                traces, plans, llm, out, options, llm_options, ray_address, ray_workers
+            )
+        else:
+            outcome = asyncio.run(run_eval(traces, plans, llm, out, options))
     except KeyboardInterrupt:
         raise click.ClickException(
             f"Interrupted. Finished cases are saved in {out}; rerun with --resume to continue."
@@ -186,6 +211,31 @@ def eval_command(
         click.echo(render(summarise(outcome.rows), "text", tolerances=False))
     if outcome.stopped:
         raise click.ClickException(outcome.stopped)
+
+
+def run_on_ray(
+    traces: Any,
+    plans: Any,
+    llm: Any,
+    out: str,
+    options: EvalOptions,
+    llm_options: dict[str, Any],
+    address: str | None,
+    workers: int | None,
+) -> Any:
+    """``run_eval`` with the cases on a Ray cluster; this process still writes ``out``."""
+    from faultfinder.scale.cluster import ray_session
+
+    with ray_session(address):
+        from faultfinder.scale.ray_eval import RayExecutor
+
+        executor = RayExecutor(
+            llm_spec(**llm_options), llm.name, concurrency=options.concurrency, workers=workers
+        )
+        try:
+            return asyncio.run(run_eval(traces, plans, None, out, options, executor=executor))
+        finally:
+            executor.close()
 
 
 @click.command("report")

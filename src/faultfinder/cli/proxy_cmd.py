@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from faultfinder.replay.recorder import (
     utcnow,
 )
 from faultfinder.replay.replayer import ReplayPlan
-from faultfinder.replay.session import replay_upstream, run_sync
+from faultfinder.replay.session import replay_upstream, run_redactor, run_sync
 
 
 @click.command()
@@ -101,7 +102,6 @@ def proxy(
                 "for live calls.",
                 err=True,
             )
-            upstream = "http://127.0.0.1:9/no-upstream"
     else:
         if not upstream:
             raise click.UsageError("--upstream is required when recording")
@@ -121,7 +121,7 @@ def _stop_on_signals(stop: asyncio.Event) -> None:
 async def _serve_proxy(
     config: ProxyConfig, run_dir: Path, meta: RunMeta, plan: ReplayPlan | None
 ) -> None:
-    store = RunStore(run_dir)
+    store = RunStore(run_dir, run_redactor([]))
     meta.started_at = utcnow()
     stop = asyncio.Event()
     _stop_on_signals(stop)
@@ -129,7 +129,8 @@ async def _serve_proxy(
         async with RecordingProxy(config, store, plan) as server:
             meta.proxy_url = server.url
             store.write_meta(meta)
-            click.echo(f"faultfinder proxy on {server.base_url} -> {config.upstream}", err=True)
+            target = config.upstream or "(recording only: no upstream)"
+            click.echo(f"faultfinder proxy on {server.base_url} -> {target}", err=True)
             click.echo(f"  export OPENAI_BASE_URL={server.base_url}", err=True)
             click.echo(f"  recording into {run_dir} (Ctrl-C to stop)", err=True)
             await stop.wait()
@@ -137,8 +138,9 @@ async def _serve_proxy(
         meta.ended_at = utcnow()
         store.write_meta(meta)
         if plan is not None:
+            report = store.redactor.data(plan.finish().model_dump(mode="json"))
             (run_dir / "report.json").write_text(
-                plan.finish().model_dump_json(indent=2), encoding="utf-8"
+                json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8"
             )
         if store.steps_path.exists():
             trace = rebuild_trace(run_dir)

@@ -8,6 +8,7 @@ file as soon as it is complete.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -85,7 +86,11 @@ class DoverConfig(BaseModel):
 
 
 class Executor(Protocol):
-    """Runs the program with an intervention applied."""
+    """Runs the program with an intervention applied.
+
+    An executor may have a ``parallel`` attribute: how many replays it runs at once
+    (default 1, one after another; the Ray executor runs one per worker CPU).
+    """
 
     async def run(
         self, intervention: Intervention, branch_id: str, overrides: dict[str, Any]
@@ -207,13 +212,30 @@ async def run_dover(
         n_trials=len(segmentation.trials),
         checker=checker,
     )
-    rows: list[DoverRow] = []
-    for trial in segmentation.trials[: config.max_trials]:
+    trials = segmentation.trials[: config.max_trials]
+    if parallelism(executor) == 1:
+        rows: list[DoverRow] = []
+        for trial in trials:
+            row = await debug_trial(context, trial, llm, method, executor, config, session, run_dir)
+            rows.append(row)
+            if out is not None:
+                append_row(out, row)
+        return rows
+
+    # Replays run elsewhere, several at once: work on every trial together and write
+    # each row as its trial finishes.
+    async def one(trial: Trial) -> DoverRow:
         row = await debug_trial(context, trial, llm, method, executor, config, session, run_dir)
-        rows.append(row)
         if out is not None:
             append_row(out, row)
-    return rows
+        return row
+
+    return list(await asyncio.gather(*(one(trial) for trial in trials)))
+
+
+def parallelism(executor: Executor) -> int:
+    """How many replays ``executor`` runs at once (1 unless it says otherwise)."""
+    return max(1, int(getattr(executor, "parallel", 1)))
 
 
 def _already_succeeded(
@@ -337,12 +359,17 @@ async def _debug_trial(
             verdict_reason=f"unreadable intervention ({reply.parse_error})",
         )
     changed = _plain(intervention.replacement) != _plain(intervention.original)
-    repeats = []
-    for number in range(config.repeats if changed else 0):
+    count = config.repeats if changed else 0
+
+    async def repeat(number: int) -> RepeatResult:
         branch_id = f"{session}-t{trial.index}-r{number}"
-        repeats.append(
-            await _execute(context, intervention, executor, branch_id, number, llm, config)
-        )
+        return await _execute(context, intervention, executor, branch_id, number, llm, config)
+
+    if parallelism(executor) == 1:
+        repeats = [await repeat(number) for number in range(count)]
+    else:
+        # The executor queues what it cannot run at once (Ray: one replay per worker CPU).
+        repeats = list(await asyncio.gather(*(repeat(n) for n in range(count))))
     verdict, reason = classify(repeats, changed=changed)
     judged = [r for r in repeats if r.success is not None and r.edit_applied]
     flips = sum(1 for r in judged if r.success)

@@ -232,7 +232,8 @@ class HttpServer:
                     assert deadline is not None
                     timeout = max(deadline - loop.time(), 0.0)
                 try:
-                    data = await asyncio.wait_for(reader.read(65536), timeout)
+                    async with asyncio.timeout(timeout):
+                        data = await reader.read(65536)
                 except TimeoutError:
                     if phase == "idle":
                         return None

@@ -160,6 +160,9 @@ NORMALISERS: dict[str, Normaliser] = {
 }
 """Built-in normalisers, applied in this order (paths first: they may hold ids and dates)."""
 
+TEXT_CACHE_SIZE = 20_000
+"""Normalised strings a :class:`Matcher` remembers (then it starts over)."""
+
 DEFAULT_NORMALISERS: tuple[str, ...] = tuple(NORMALISERS)
 """All built-in normalisers are on unless switched off (``--no-normalise NAME``)."""
 
@@ -183,6 +186,9 @@ class Matcher:
     _rules: tuple[tuple[str, re.Pattern[str], str], ...] = field(
         init=False, repr=False, compare=False
     )
+    _seen: dict[str, tuple[str, frozenset[str]]] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         names = check_normalisers(self.normalisers)
@@ -197,11 +203,22 @@ class Matcher:
     def text(self, value: str, applied: set[str] | None = None) -> str:
         """``value`` with volatile text replaced; names of the rules that fired go to
         ``applied``."""
-        for name, pattern, replacement in self._rules:
-            value, count = pattern.subn(replacement, value)
-            if count and applied is not None:
-                applied.add(name)
-        return value
+        # Each request repeats the conversation so far: without this cache the same
+        # messages are normalised again on every call (quadratic in the conversation).
+        seen = self._seen
+        cached = seen.get(value)
+        if cached is None:
+            out, fired = value, set()
+            for name, pattern, replacement in self._rules:
+                out, count = pattern.subn(replacement, out)
+                if count:
+                    fired.add(name)
+            if len(seen) >= TEXT_CACHE_SIZE:
+                seen.clear()
+            cached = seen[value] = (out, frozenset(fired))
+        if applied is not None:
+            applied.update(cached[1])
+        return cached[0]
 
     def _strings(self, value: Any, path: str, fields: dict[str, set[str]] | None) -> Any:
         if isinstance(value, str):

@@ -22,6 +22,7 @@ import httpx
 from pydantic import BaseModel, Field
 
 from faultfinder.errors import ConfigError
+from faultfinder.redact import KEY_HEADERS
 from faultfinder.replay.httpserver import (
     LOOPBACK,
     HttpServer,
@@ -32,7 +33,6 @@ from faultfinder.replay.httpserver import (
 )
 from faultfinder.replay.matching import AGENT_HEADER, Matcher, split_agent_path
 from faultfinder.replay.recorder import Origin, RecordedCall, RunStore, utcnow
-from faultfinder.replay.redact import KEY_HEADERS
 from faultfinder.replay.replayer import Decision, ReplayPlan
 from faultfinder.replay.sse import (
     DONE,
@@ -58,11 +58,19 @@ _HOP_BY_HOP = {
 }
 
 
+NO_UPSTREAM = (
+    "faultfinder replay: this call would go live, but no upstream was named; pass "
+    "--upstream URL (or --trust-run to use the one recorded in the run directory)"
+)
+
+
 class ProxyConfig(BaseModel):
     """Where the proxy listens and where it forwards."""
 
-    upstream: str
-    """Base URL of the model endpoint, usually ending in /v1 (e.g. http://127.0.0.1:8080/v1)."""
+    upstream: str | None
+    """Base URL of the model endpoint, usually ending in /v1 (e.g. http://127.0.0.1:8080/v1).
+    None (a replay with no upstream named): every live call is refused without any
+    connection, so no request, and no key, leaves the proxy."""
     api_key_env: str | None = None
     """Environment variable holding the upstream's key; when unset, the client's own
     Authorization header is forwarded. Keys are never written to the recording."""
@@ -145,6 +153,7 @@ class RecordingProxy:
         return await self._passthrough(request, path)
 
     def _upstream_url(self, path: str, query: str) -> str:
+        assert self.config.upstream is not None
         base = self.config.upstream.rstrip("/")
         rest = path[3:] if path.startswith("/v1/") or path == "/v1" else path
         return base + rest + (f"?{query}" if query else "")
@@ -164,6 +173,8 @@ class RecordingProxy:
 
     async def _passthrough(self, request: Request, path: str) -> Response:
         assert self._client is not None
+        if self.config.upstream is None:
+            return error_response(502, NO_UPSTREAM, headers=[("x-should-retry", "false")])
         try:
             upstream = await self._client.request(
                 request.method,
@@ -241,6 +252,9 @@ class RecordingProxy:
             self._check_stop()
             return self._serve(decision.response, body, stream)
         sent = decision.body if decision.body is not None else body
+        if self.config.upstream is None:
+            record(None, 502, NO_UPSTREAM, sent)
+            return error_response(502, NO_UPSTREAM, headers=[("x-should-retry", "false")])
         if stream:
             return await self._live_stream(request, path, sent, body, record, decision.origin)
         return await self._live(request, path, sent, record)

@@ -29,9 +29,9 @@ from pydantic import BaseModel, Field
 
 from faultfinder import __version__
 from faultfinder.errors import TraceFormatError
+from faultfinder.redact import Redactor, redact_argv
 from faultfinder.replay.matching import content_text, system_prompt
 from faultfinder.replay.outcome import answers_match, final_answer_from_output
-from faultfinder.replay.redact import Redactor, redact_argv
 from faultfinder.traces.io import write_trace
 from faultfinder.traces.schema import Agent, SourceInfo, Step, ToolCall, ToolResult, Trace
 from faultfinder.usage import Usage

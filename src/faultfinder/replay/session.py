@@ -15,6 +15,7 @@ from typing import IO, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from faultfinder.errors import ConfigError, FaultfinderError
+from faultfinder.redact import Redactor
 from faultfinder.replay.httpserver import LOOPBACK
 from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
 from faultfinder.replay.recorder import (
@@ -30,7 +31,6 @@ from faultfinder.replay.recorder import (
     safe_child,
     utcnow,
 )
-from faultfinder.replay.redact import Redactor
 from faultfinder.replay.replayer import ReplayOptions, ReplayPlan, ReplayReport
 from faultfinder.traces.schema import Trace
 
@@ -146,7 +146,8 @@ async def _tee(
         data = await stream.read(65536)
         if data:
             pending += data
-            cut = pending.rfind(b"\n") + 1
+            # Whole lines only (a secret is never split), '\r' too (progress bars).
+            cut = max(pending.rfind(b"\n"), pending.rfind(b"\r")) + 1
             if not cut and len(pending) < 1 << 20:
                 continue
             ready, pending = (pending[:cut], pending[cut:]) if cut else (pending, b"")
@@ -385,9 +386,9 @@ async def replay_run(
     )
     store.write_meta(meta)
     config = ProxyConfig(
-        # With no upstream every call must come from the recording; a live call then fails
-        # with a clear message rather than reaching some default endpoint.
-        upstream=upstream or "http://127.0.0.1:9/no-upstream",
+        # With no upstream every call must come from the recording; a live call is refused
+        # without any connection.
+        upstream=upstream,
         api_key_env=options.api_key_env,
         host=options.host,
         port=options.port,
