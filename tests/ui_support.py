@@ -69,11 +69,16 @@ def record_demo(root: Path) -> tuple[Path, Path]:
         )  # fmt: skip
         run = runs / "avalon"
         fix = "NEXT: Researcher | Look up the population of Avalon in 2020"
-        _ok(["replay", str(run), "--at", "1", "--edit", fix, "--branch-id", "fix", "--quiet"])
+        _ok(
+            [
+                "replay", str(run), "--at", "1", "--edit", fix, "--branch-id", "fix", "--quiet",
+                "--upstream", upstream.base_url, "--", *team,
+            ]
+        )  # fmt: skip
         _ok(
             [
                 "debug", str(run), "--repeats", "1", "--segment", "pattern:^PLAN",
-                "--out", str(dover), *DEBUGGER,
+                "--out", str(dover), *DEBUGGER, "--upstream", upstream.base_url, "--", *team,
             ]
         )  # fmt: skip
     attributed = _ok(
