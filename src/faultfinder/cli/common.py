@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import functools
 import json
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from faultfinder.llm.client import LLM
+from faultfinder.errors import FaultfinderWarning
+from faultfinder.llm.client import DEFAULT_TIMEOUT, LLM
 from faultfinder.llm.registry import BACKENDS
 from faultfinder.llm.spec import LLMSpec
 from faultfinder.usage import Budget
@@ -18,8 +20,11 @@ from faultfinder.usage import Budget
 DEFAULT_CACHE = Path(".faultfinder") / "cache.sqlite"
 
 
-def model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--model and the LLM layer's knobs."""
+def model_options(fn: Callable[..., Any] | None = None, *, timeout_flag: str = "--timeout") -> Any:
+    """--model and the LLM layer's knobs. ``@model_options`` or, for a command whose own
+    ``--timeout`` means something else, ``@model_options(timeout_flag="--call-timeout")``."""
+    if fn is None:
+        return functools.partial(model_options, timeout_flag=timeout_flag)
     options = [
         click.option(
             "--model",
@@ -64,6 +69,15 @@ def model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="At most this many requests per second to the endpoint (shared by every "
             "worker with --executor ray).",
         ),
+        click.option(
+            timeout_flag,
+            "call_timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            default=DEFAULT_TIMEOUT,
+            show_default=True,
+            help="Seconds one model call may take in all, retries included; a reply "
+            "trickling in slower is cut and recorded as an error.",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -79,6 +93,7 @@ def llm_spec(
     budget_tokens: int | None,
     budget_calls: int | None,
     rate_limit: float | None = None,
+    call_timeout: float = DEFAULT_TIMEOUT,
 ) -> LLMSpec:
     """The LLM the model options describe, as data (no key in it)."""
     return LLMSpec(
@@ -89,6 +104,7 @@ def llm_spec(
         concurrency=concurrency,
         budget=Budget(max_tokens=budget_tokens, max_calls=budget_calls),
         rate_limit=rate_limit,
+        timeout=call_timeout,
     )
 
 
@@ -162,14 +178,41 @@ def method_overrides(
 
 
 def pass_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Show FaultfinderError as a one-line message and exit 1 (no traceback)."""
+    """Show FaultfinderError as a one-line message and exit 1 (no traceback); show each
+    FaultfinderWarning (unknown keys in a trace, a cache set aside) as one 'warning:' line
+    on stderr."""
     from faultfinder.errors import FaultfinderError
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except FaultfinderError as exc:
-            raise click.ClickException(str(exc)) from None
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", FaultfinderWarning)
+            warnings.showwarning = _show_warning
+            try:
+                return fn(*args, **kwargs)
+            except FaultfinderError as exc:
+                raise click.ClickException(str(exc)) from None
 
     return wrapper
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    if issubclass(category, FaultfinderWarning):
+        click.echo(f"warning: {message}", err=True)
+    else:
+        click.echo(warnings.formatwarning(message, category, filename, lineno, line), err=True)
+
+
+strict_option = click.option(
+    "--strict",
+    is_flag=True,
+    help="Treat keys a trace reader does not know as errors, not warnings.",
+)
+"""``--strict`` for commands that read traces (import, attribute, eval)."""

@@ -90,7 +90,7 @@ def _live_upstream(run_dir: str, upstream: str | None, trust_run: bool) -> str |
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
 @executor_options
-@model_options
+@model_options(timeout_flag="--call-timeout")  # --timeout here bounds each replay
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_errors
 def debug(

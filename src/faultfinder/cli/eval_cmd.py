@@ -14,6 +14,7 @@ from faultfinder.cli.common import (
     method_overrides,
     model_options,
     pass_errors,
+    strict_option,
 )
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
 from faultfinder.eval.report import FORMATS, plot_tolerance, render, summarise
@@ -130,6 +131,7 @@ def parse_observabilities(value: str | None) -> list[Any]:
     metavar="KEY=VALUE",
     help="Method option for every method (JSON values allowed).",
 )
+@strict_option
 @model_options
 @pass_errors
 def eval_command(
@@ -152,6 +154,7 @@ def eval_command(
     with_ground_truth: bool,
     observability: str | None,
     settings: tuple[str, ...],
+    strict: bool,
     **llm_options: Any,
 ) -> None:
     """Run methods over a dataset, write one result row per case, print a summary.
@@ -170,6 +173,7 @@ def eval_command(
             limit=limit,
             labelled_only=not include_unlabelled,
             format=trace_format,
+            strict=strict,
         ),
     )
     if not traces:

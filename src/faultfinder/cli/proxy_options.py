@@ -12,6 +12,7 @@ import click
 from faultfinder.replay.httpserver import LOOPBACK
 from faultfinder.replay.recorder import read_meta, safe_child
 from faultfinder.replay.session import SessionOptions, stored_command_note
+from faultfinder.traces.io import split_lines
 
 PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False}
 """Everything after the command's own options (and '--') is the program's argv."""
@@ -126,7 +127,7 @@ def read_lines(path: str | None) -> list[str]:
     if not path:
         return []
     text = Path(path).read_text(encoding="utf-8")
-    return [line.strip() for line in text.split("\n") if line.strip()]
+    return [line.strip() for line in split_lines(text) if line.strip()]
 
 
 def run_dir_in(out: str, run_id: str | None, default: str) -> Path:
