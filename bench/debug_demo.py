@@ -68,7 +68,9 @@ async def main(kind: str, repeats: int, budget: int | None, out: Path | None) ->
             method = create_method(
                 "all-at-once:refined", with_ground_truth=True, context_budget=budget
             )
-            executor = ReplayExecutor(recorded.run_dir, options=quiet)
+            executor = ReplayExecutor(
+                recorded.run_dir, command, upstream=upstream.base_url, options=quiet
+            )
             task_started = time.perf_counter()
             found = await run_dover(recorded.run_dir, llm, method, executor, config, out=out)
             rows.extend(found)

@@ -34,16 +34,22 @@ def main() -> int:
     elapsed = time.perf_counter() - started
 
     verdicts = Counter(o.verdict for o in outcomes)
-    print(f"inputs: {len(outcomes)}  readers: {len(targets)}  seed: {args.seed}  "
-          f"time: {elapsed:.1f} s")
-    print(f"crashes: {verdicts['crash']}  misreads: {verdicts['misread']}  "
-          f"refused: {verdicts['error']}  read: {verdicts['ok']}")
+    print(
+        f"inputs: {len(outcomes)}  readers: {len(targets)}  seed: {args.seed}  "
+        f"time: {elapsed:.1f} s"
+    )
+    print(
+        f"crashes: {verdicts['crash']}  misreads: {verdicts['misread']}  "
+        f"refused: {verdicts['error']}  read: {verdicts['ok']}"
+    )
     print()
     print(f"{'reader':42} {'inputs':>7} {'read':>6} {'refused':>8} {'crash':>6} {'misread':>8}")
     for label in dict.fromkeys(o.target for o in outcomes):
         mine = Counter(o.verdict for o in outcomes if o.target == label)
-        print(f"{label:42} {sum(mine.values()):7} {mine['ok']:6} {mine['error']:8} "
-              f"{mine['crash']:6} {mine['misread']:8}")
+        print(
+            f"{label:42} {sum(mine.values()):7} {mine['ok']:6} {mine['error']:8} "
+            f"{mine['crash']:6} {mine['misread']:8}"
+        )
     print()
     kinds = Counter(o.mutation.split(" ")[0] for o in outcomes)
     print("damage kinds: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))

@@ -52,7 +52,9 @@ async def main() -> int:
                     command, upstream.base_url, Path(tmp), run_id=run_id, options=quiet
                 )
                 before = len(upstream.chat_requests)
-                replayed = await replay_run(recorded.run_dir, None, ReplayOptions(), options=quiet)
+                replayed = await replay_run(
+                    recorded.run_dir, command, ReplayOptions(), options=quiet
+                )
                 upstream_calls = len(upstream.chat_requests) - before
                 old, new = load_calls(recorded.run_dir), load_calls(replayed.branch_dir)
                 same = sum(

@@ -83,7 +83,7 @@ async def measure(repeats: int) -> dict[str, list[float]]:
             )
             assert len(recorded.trace.steps) == STEPS, recorded.child.stderr
             times["record"].append(loop_seconds(recorded.child.stdout))
-            replayed = await replay_run(recorded.run_dir, None, ReplayOptions(), options=quiet)
+            replayed = await replay_run(recorded.run_dir, command, ReplayOptions(), options=quiet)
             assert replayed.report.reproduced == STEPS and replayed.report.faithful
             times["replay"].append(loop_seconds(replayed.child.stdout))
         calls = load_calls(Path(tmp) / "rec0")

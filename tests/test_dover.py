@@ -14,6 +14,7 @@ import pytest
 
 from faultfinder.demo_team import Team, TeamConfig, mock_debugger, mock_model
 from faultfinder.demo_team.tasks import find_task
+from faultfinder.dover.checker import ExactChecker, make_checker
 from faultfinder.dover.hypothesis import hypothesise, trial_trace
 from faultfinder.dover.intervene import leaks, target_step
 from faultfinder.dover.models import (
@@ -28,7 +29,7 @@ from faultfinder.dover.models import (
 from faultfinder.dover.pipeline import DoverConfig, ReplayExecutor, run_dover
 from faultfinder.dover.report import aggregate, format_summary, read_rows
 from faultfinder.dover.segment import segment, segment_by_pattern, trials_from
-from faultfinder.dover.verdict import classify, threshold
+from faultfinder.dover.verdict import classify, threshold, wilson_interval
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import FunctionBackend, ScriptedBackend
 from faultfinder.methods import create_method
@@ -67,10 +68,18 @@ LOG = make_trace(
 
 
 def repeat(
-    success: bool | None, fulfilled: bool | None, progress: float | None = None
+    success: bool | None,
+    fulfilled: bool | None,
+    progress: float | None = None,
+    applied: bool = True,
 ) -> RepeatResult:
     return RepeatResult(
-        repeat=0, branch="b", success=success, fulfilled=fulfilled, progress=progress
+        repeat=0,
+        branch="b",
+        success=success,
+        fulfilled=fulfilled,
+        progress=progress,
+        edit_applied=applied,
     )
 
 
@@ -99,6 +108,74 @@ def test_verdicts_follow_the_papers_rules() -> None:
         classify([repeat(False, True, 0.2), repeat(False, True, 0.0), repeat(False, False)])[0]
         == "inconclusive"
     )
+
+
+def test_verdicts_for_the_cases_the_paper_does_not_meet() -> None:
+    # An intervention identical to the original message changes nothing: never refuted.
+    assert classify([], changed=False)[0] == "not_applied"
+    assert classify([repeat(False, True)] * 3, changed=False)[0] == "not_applied"
+    # The edit reached the program in fewer than 2 of 3 replays.
+    verdict, reason = classify(
+        [repeat(None, None, applied=False), repeat(None, None, applied=False), repeat(True, True)]
+    )
+    assert verdict == "not_applied" and "1/3" in reason
+    # No reference and no checker: success unknown, so neither validated nor refuted.
+    verdict, reason = classify([repeat(None, True), repeat(None, True), repeat(None, True)])
+    assert verdict == "unverifiable" and "0/3" in reason
+    # Runs whose success is unknown cannot make the failure look fixed either way...
+    assert classify([repeat(True, True), repeat(None, True), repeat(None, True)])[0] == (
+        "unverifiable"
+    )
+    # ...but two known successes of three still validate.
+    assert classify([repeat(True, True), repeat(True, True), repeat(None, True)])[0] == (
+        "validated"
+    )
+
+
+def test_wilson_interval() -> None:
+    assert wilson_interval(0, 0) is None
+    low, high = wilson_interval(2, 3) or (0, 0)
+    assert round(low, 3) == 0.208 and round(high, 3) == 0.939
+    low, high = wilson_interval(0, 3) or (1, 1)
+    assert low == 0.0 and round(high, 3) == 0.561
+    low, high = wilson_interval(10, 10) or (0, 0)
+    assert round(low, 3) == 0.722 and high == 1.0
+
+
+def test_exact_checker_matches_after_normalisation_only() -> None:
+    checker = ExactChecker()
+    assert checker.check("144,630", "144630").passed is True
+    assert checker.check("$144,630", "144630").passed is True
+    assert checker.check("The Eiffel Tower.", "eiffel tower").passed is True
+    # The old rule took the answer's last number: an answer merely ending with it fails now.
+    assert checker.check("It was 3, so 144630", "144630").passed is False
+    assert checker.check("144631", "144630").passed is False
+    assert checker.check(None, "144630").passed is False
+    assert checker.check("144630", None).passed is None
+
+
+def test_command_checker_protocol(tmp_path: Path) -> None:
+    judge = tmp_path / "judge.py"
+    judge.write_text(
+        "import json, sys\n"
+        "data = json.load(sys.stdin)\n"
+        "if data['final_answer'] == 'boom':\n"
+        "    sys.exit(7)\n"
+        "if data['final_answer'] == 'exit':\n"
+        "    sys.exit(0 if data['reference'] is None else 1)\n"
+        "print('PASS looks right' if 'fixed' in data['final_answer'] else 'fail: not fixed')\n",
+        encoding="utf-8",
+    )
+    checker = make_checker(f"{sys.executable} {judge}")
+    assert checker.name.startswith("command:")
+    assert checker.check("fixed it", None).passed is True
+    result = checker.check("broken", "x")
+    assert result.passed is False and result.detail == "fail: not fixed"
+    assert checker.check("exit", None).passed is True  # exit status 0, nothing on stdout
+    assert checker.check("exit", "ref").passed is False  # exit status 1
+    unknown = checker.check("boom", "x")
+    assert unknown.passed is None and "exited 7" in unknown.detail
+    assert isinstance(make_checker(None), ExactChecker)
 
 
 def test_milestone_count_gives_partial_half_a_milestone() -> None:
@@ -214,7 +291,9 @@ class StubExecutor:
         self.trace = trace
         self.calls: list[Intervention] = []
 
-    async def run(self, intervention: Intervention, branch_id: str) -> ReplayOutcome:
+    async def run(
+        self, intervention: Intervention, branch_id: str, overrides: dict[str, Any]
+    ) -> ReplayOutcome:
         self.calls.append(intervention)
         return ReplayOutcome(
             branch_dir=Path(branch_id),
@@ -302,7 +381,8 @@ def test_unapplied_edits_and_unreadable_interventions_are_recorded_not_guessed(
         True,
         True,
     ]
-    assert second.verdict == "inconclusive" and second.trial_success_rate is None
+    # The edit never reached the program: the intervention was not applied, not refuted.
+    assert second.verdict == "not_applied" and second.trial_success_rate is None
     assert [c.step for c in executor.calls] == [4, 4]
     assert [r.status for r in read_rows([tmp_path / "rows.jsonl"])] == ["no-intervention", "ok"]
 
@@ -333,9 +413,17 @@ class InProcessExecutor:
 
     def __init__(self, run_dir: Path, upstream: str, task: str) -> None:
         self.run_dir, self.upstream, self.task = run_dir, upstream, task
+        self.overrides: list[dict[str, Any]] = []
 
-    async def run(self, intervention: Intervention, branch_id: str) -> ReplayOutcome:
-        options = ReplayOptions(at=intervention.step, edit=Edit(output=intervention.replacement))
+    async def run(
+        self, intervention: Intervention, branch_id: str, overrides: dict[str, Any]
+    ) -> ReplayOutcome:
+        self.overrides.append(overrides)
+        options = ReplayOptions(
+            at=intervention.step,
+            edit=Edit(output=intervention.replacement),
+            live_overrides=overrides,
+        )
         plan = ReplayPlan(load_calls(self.run_dir), options)
         branch = self.run_dir / "branches" / branch_id
         parent = read_meta(self.run_dir)
@@ -372,7 +460,12 @@ def test_dover_end_to_end_on_the_demo_team(tmp_path: Path, monkeypatch: pytest.M
                 options=SessionOptions(echo=False),
             )
         )
-        executor = ReplayExecutor(recorded.run_dir, options=SessionOptions(echo=False))
+        executor = ReplayExecutor(
+            recorded.run_dir,
+            demo("avalon-2020"),
+            upstream=upstream.base_url,
+            options=SessionOptions(echo=False),
+        )
         rows = asyncio.run(
             run_dover(
                 recorded.run_dir,
@@ -395,6 +488,11 @@ def test_dover_end_to_end_on_the_demo_team(tmp_path: Path, monkeypatch: pytest.M
             r.success and r.fulfilled and r.edit_applied for r in row.repeats
         )
         assert row.verdict == "validated" and row.trial_success_rate == 1.0
+        assert row.flip_rate == 1.0 and row.flip_rate_ci is not None
+        assert round(row.flip_rate_ci[0], 3) == 0.342 and row.flip_rate_ci[1] == 1.0
+        # Repeats are independent samples: forced temperature, distinct seeds, recorded.
+        assert [r.seed for r in row.repeats] == [0, 1] and row.independent_repeats is True
+        assert all(r.temperatures and set(r.temperatures) == {0.7} for r in row.repeats)
         assert (
             row.milestones_total == 2
             and row.original_milestones == 0.0
@@ -426,16 +524,89 @@ def test_dover_end_to_end_on_the_demo_team(tmp_path: Path, monkeypatch: pytest.M
     first, second = rows[1:]
     assert first.n_trials == 2 and first.segmentation == "pattern:^PLAN"
     assert [first.trial.start, second.trial.start] == [0, 4]
-    assert first.verdict == second.verdict == "refuted" and first.repeats[0].success is False
-    assert first.progress_made is None  # no reference steps for this run
+    # The debugger finds nothing to change in Camelot's messages: its "intervention" is
+    # the original message, which tests nothing (it used to be counted as refuted).
+    assert first.intervention is not None
+    assert first.intervention.replacement == first.intervention.original
+    assert first.verdict == second.verdict == "not_applied" and first.repeats == []
+    assert first.progress_made is None and first.flip_rate is None
     summary = aggregate(read_rows([tmp_path / "rows.jsonl"]))
-    assert summary.runs == 2 and summary.intervened_trials == 3 and summary.replays == 4
-    assert summary.trial_success_rate == 0.5 and summary.runs_recovered == 1
+    assert summary.runs == 2 and summary.intervened_trials == 3 and summary.replays == 2
+    assert summary.trial_success_rate == 1.0 and summary.runs_recovered == 1
     assert summary.verdicts == {
         "validated": 1,
         "partially_validated": 0,
-        "refuted": 2,
+        "refuted": 0,
         "inconclusive": 0,
+        "not_applied": 2,
+        "unverifiable": 0,
     }
-    assert "trial success rate:  50.0%" in format_summary(summary)
+    assert "trial success rate:  100.0% (95% CI 34.2%-100.0%)" in format_summary(summary)
     assert isinstance(rows[0], DoverRow)
+
+
+def test_dover_skips_a_run_that_already_succeeded_and_cannot_verify_without_reference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    debugger = LLM(FunctionBackend(mock_debugger.respond, model="mock-debugger"))
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    round_trip = find_task("round-trip")
+    assert round_trip is not None and AVALON is not None
+    with FakeOpenAIServer(reply=mock_model.reply) as upstream:
+        done = tmp_path / "done"
+        meta = RunMeta(run_id="done", ground_truth=round_trip.answer)
+        asyncio.run(team_through_proxy(done, upstream.base_url, round_trip.text, None, meta))
+        executor = InProcessExecutor(done, upstream.base_url, round_trip.text)
+        [row] = asyncio.run(
+            run_dover(
+                done,
+                debugger,
+                create_method("all-at-once:dover"),
+                executor,
+                DoverConfig(segment="pattern:^PLAN"),
+            )
+        )
+        assert row.status == "already-succeeded" and row.verdict is None
+        assert row.original_success is True and executor.overrides == []
+
+        # The same fixable failure as above, but recorded without a reference answer and
+        # judged by nobody: the fix cannot be seen, so the verdict is unverifiable.
+        blind = tmp_path / "blind"
+        meta = RunMeta(run_id="blind")
+        asyncio.run(team_through_proxy(blind, upstream.base_url, AVALON.text, None, meta))
+        executor = InProcessExecutor(blind, upstream.base_url, AVALON.text)
+        [row] = asyncio.run(
+            run_dover(
+                blind,
+                debugger,
+                create_method("all-at-once:dover"),
+                executor,
+                DoverConfig(segment="none", repeats=3, live_temperature=None, seed=None),
+            )
+        )
+        assert row.verdict == "unverifiable" and row.trial_success_rate is None
+        assert all(r.edit_applied and r.success is None for r in row.repeats)
+        assert executor.overrides == [{}, {}, {}]
+        # Program temperature 0 and no seeds: the row says the repeats were not independent.
+        assert row.independent_repeats is False and "not independent" in row.verdict_reason
+
+        # A user-given checker judges the same replays without a reference.
+        judge = tmp_path / "judge.py"
+        judge.write_text(
+            "import json, sys\n"
+            "answer = json.load(sys.stdin)['final_answer'] or ''\n"
+            "sys.exit(0 if answer.replace(',', '') == '144630' else 1)\n",
+            encoding="utf-8",
+        )
+        [row] = asyncio.run(
+            run_dover(
+                blind,
+                debugger,
+                create_method("all-at-once:dover"),
+                executor,
+                DoverConfig(segment="none", repeats=3),
+                checker=make_checker(f"{sys.executable} {judge}"),
+            )
+        )
+        assert row.verdict == "validated" and row.original_success is False
+        assert row.checker.startswith("command:") and row.flip_rate == 1.0

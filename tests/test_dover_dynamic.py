@@ -63,6 +63,8 @@ def test_dynamic_check_reranks_candidates_by_their_replays(tmp_path: Path) -> No
                 LLM(FunctionBackend(mock_debugger.respond)),
                 BlameStep(3),  # the Researcher's report: a symptom, not the cause
                 method_label="blame-step",
+                command=command,
+                upstream=upstream.base_url,
                 candidates=3,
                 window=5,
             )

@@ -219,9 +219,7 @@ def test_loopback_only_and_stops_cleanly() -> None:
     with server:
         port = server.port
         assert server.base_url == f"http://127.0.0.1:{port}/v1"
-        assert server._server is not None
-        addresses = {s.getsockname()[0] for s in server._server.sockets}
-        assert addresses == {"127.0.0.1"}
+        assert server.addresses == {"127.0.0.1"}
     assert port is not None
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()

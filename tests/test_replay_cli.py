@@ -46,7 +46,11 @@ def test_record_attribute_replay_debug_from_the_cli(tmp_path: Path) -> None:
         )
 
         fix = "NEXT: Researcher | Look up the population of Avalon in 2020"
-        replayed = runner.invoke(main, ["replay", str(run), "--at", "1", "--edit", fix, "--quiet"])
+        replayed = runner.invoke(
+            main,
+            ["replay", str(run), "--at", "1", "--edit", fix, "--upstream", upstream.base_url,
+             "--quiet", "--", *team],
+        )  # fmt: skip
         assert replayed.exit_code == 0, replayed.output
         assert "edit:        applied at step 1" in replayed.output
         assert "'144630' (matches the reference)" in replayed.output
@@ -63,7 +67,11 @@ def test_record_attribute_replay_debug_from_the_cli(tmp_path: Path) -> None:
                 "pattern:^PLAN",
                 "--out",
                 str(out),
+                "--upstream",
+                upstream.base_url,
                 *DEBUGGER,
+                "--",
+                *team,
             ],
         )
         assert debugged.exit_code == 0, debugged.output

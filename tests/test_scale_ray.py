@@ -261,7 +261,7 @@ def test_debug_runs_each_replay_on_a_ray_worker(ray_cluster: Any, tmp_path: Path
             replacement=fix,
             category="modified_instruction",
         )
-        outcome = asyncio.run(on_ray.run(intervention, "api-branch"))
+        outcome = asyncio.run(on_ray.run(intervention, "api-branch", {}))
         assert outcome.report.edit_applied and outcome.trace.final_answer == "144630"
         assert on_ray.worker_pids and os.getpid() not in on_ray.worker_pids
     [row] = [json.loads(line) for line in out.read_text().split("\n") if line]

@@ -69,11 +69,15 @@ def record_demo(root: Path) -> tuple[Path, Path]:
         )  # fmt: skip
         run = runs / "avalon"
         fix = "NEXT: Researcher | Look up the population of Avalon in 2020"
-        _ok(["replay", str(run), "--at", "1", "--edit", fix, "--branch-id", "fix", "--quiet"])
+        live = ["--upstream", upstream.base_url]
+        _ok(
+            ["replay", str(run), "--at", "1", "--edit", fix, "--branch-id", "fix", "--quiet",
+             *live, "--", *team]
+        )  # fmt: skip
         _ok(
             [
                 "debug", str(run), "--repeats", "1", "--segment", "pattern:^PLAN",
-                "--out", str(dover), *DEBUGGER,
+                "--out", str(dover), *live, *DEBUGGER, "--", *team,
             ]
         )  # fmt: skip
     attributed = _ok(

@@ -10,18 +10,10 @@ from faultfinder.dover import prompts
 from faultfinder.dover.common import json_parser, render_log, schema_constraint
 from faultfinder.dover.models import Fulfilment, Intervention, Milestone, MilestoneEvaluation
 from faultfinder.llm.client import LLM, ParseError
-from faultfinder.replay.outcome import answers_match
 from faultfinder.traces.schema import Trace
 
 MAX_MILESTONES = 5
 """DoVer extracts at most five milestones per task."""
-
-
-def success(answer: str | None, reference: str | None) -> bool | None:
-    """Success against the reference (None without one)."""
-    if reference is None:
-        return None
-    return answers_match(answer, reference)
 
 
 class _Milestones(BaseModel):

@@ -11,7 +11,9 @@ from faultfinder.usage import Usage
 
 ROW_VERSION = "1"
 
-VerdictName = Literal["validated", "partially_validated", "refuted", "inconclusive"]
+VerdictName = Literal[
+    "validated", "partially_validated", "refuted", "inconclusive", "not_applied", "unverifiable"
+]
 InterventionCategory = Literal["modified_instruction", "plan_update"]
 MilestoneState = Literal["achieved", "partial", "missed"]
 FulfilmentOutcome = Literal[
@@ -159,7 +161,13 @@ class RepeatResult(BaseModel):
     final_answer: str | None = None
     """The replayed program's answer."""
     success: bool | None = None
-    """Answer matches the reference (None: no reference, or the replay failed)."""
+    """The checker's verdict on the answer (None: it cannot tell, e.g. no reference)."""
+    check_detail: str = ""
+    """The checker's reason or output."""
+    seed: int | None = None
+    """Seed sent with the replay's live calls (distinct per repeat)."""
+    temperatures: list[float | None] = Field(default_factory=list)
+    """Temperature of each live call of the replay as sent (None: the API default)."""
     fulfilled: bool | None = None
     """The intervention was carried out (None: judgement unreadable or not made)."""
     fulfilment: Fulfilment | None = None
@@ -210,6 +218,15 @@ class DoverRow(BaseModel):
     """Repeats judged to have carried out the intervention."""
     trial_success_rate: float | None = None
     """successes / repeats (None without a reference answer)."""
+    flip_rate: float | None = None
+    """Replays that succeeded / replays the checker could judge (the failure flipped)."""
+    flip_rate_ci: tuple[float, float] | None = None
+    """95% Wilson score interval of the flip rate."""
+    independent_repeats: bool | None = None
+    """Every live call of every replay sampled (temperature > 0 or the API default) with a
+    distinct seed per repeat; False: repeats may be one run counted several times."""
+    checker: str = "exact"
+    """Success checker ('exact', or 'command:...')."""
     milestones_total: int = 0
     """Number of milestones (0: no reference steps)."""
     original_milestones: float | None = None
@@ -219,7 +236,8 @@ class DoverRow(BaseModel):
     verdict: VerdictName | None = None
     """DoVer's verdict (None when no intervention was made)."""
     verdict_reason: str = ""
-    status: Literal["ok", "no-hypothesis", "no-intervention", "error"] = "ok"
+    status: Literal["ok", "no-hypothesis", "no-intervention", "already-succeeded", "error"] = "ok"
+    """'already-succeeded': the recorded run passed the checker, so nothing was debugged."""
     error: str | None = None
     model: str = ""
     """Model behind DoVer's own calls."""

@@ -16,13 +16,13 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from faultfinder.dover import prompts
+from faultfinder.dover.checker import Checker, ExactChecker
 from faultfinder.dover.hypothesis import hypothesise
 from faultfinder.dover.intervene import orchestrator_of, propose, target_step
 from faultfinder.dover.judge import (
     evaluate_milestones,
     extract_milestones,
     judge_fulfilment,
-    success,
 )
 from faultfinder.dover.models import (
     DoverRow,
@@ -33,7 +33,7 @@ from faultfinder.dover.models import (
     Trial,
 )
 from faultfinder.dover.segment import segment
-from faultfinder.dover.verdict import classify
+from faultfinder.dover.verdict import classify, wilson_interval
 from faultfinder.errors import FaultfinderError
 from faultfinder.llm.client import LLM, track_usage
 from faultfinder.methods.base import Method
@@ -75,8 +75,12 @@ class DoverConfig(BaseModel):
     """Max prompt tokens for DoVer's own prompts (logs truncated per step to fit)."""
     temperature: float = 0.0
     """Sampling temperature of DoVer's own calls."""
-    live_temperature: float | None = None
-    """Temperature forced on the replayed program's live calls (None: the program's own)."""
+    live_temperature: float | None = 0.7
+    """Temperature forced on the replayed program's live calls, so that repeats are
+    independent samples (None: the program's own; at 0 the repeats are one run counted
+    several times, which the row records as ``independent_repeats = False``)."""
+    seed: int | None = 0
+    """Repeat r sends ``seed + r`` with its live calls (distinct seeds; None: no seed)."""
     on_divergence: Literal["fail", "live"] = "fail"
     """What a replay does when the program diverges before the edit."""
 
@@ -88,8 +92,11 @@ class Executor(Protocol):
     (default 1, one after another; the Ray executor runs one per worker CPU).
     """
 
-    async def run(self, intervention: Intervention, branch_id: str) -> ReplayOutcome:
-        """Replay with ``intervention`` and return the branch."""
+    async def run(
+        self, intervention: Intervention, branch_id: str, overrides: dict[str, Any]
+    ) -> ReplayOutcome:
+        """Replay with ``intervention`` and return the branch; ``overrides`` are request
+        parameters forced on live calls (temperature, seed)."""
         ...
 
 
@@ -104,19 +111,16 @@ class ReplayExecutor:
         upstream: str | None = None,
         options: SessionOptions | None = None,
         on_divergence: Literal["fail", "live"] = "fail",
-        live_temperature: float | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.command = command
         self.upstream = upstream
         self.options = options or SessionOptions(echo=False)
         self.on_divergence = on_divergence
-        self.live_temperature = live_temperature
 
-    async def run(self, intervention: Intervention, branch_id: str) -> ReplayOutcome:
-        overrides: dict[str, Any] = {}
-        if self.live_temperature is not None:
-            overrides["temperature"] = self.live_temperature
+    async def run(
+        self, intervention: Intervention, branch_id: str, overrides: dict[str, Any]
+    ) -> ReplayOutcome:
         replay = ReplayOptions(
             at=intervention.step,
             edit=Edit(output=intervention.replacement),
@@ -143,6 +147,7 @@ class _RunContext(BaseModel):
     segmentation: str
     segmentation_status: str
     n_trials: int
+    checker: Any
 
 
 async def run_dover(
@@ -154,14 +159,29 @@ async def run_dover(
     *,
     out: str | Path | None = None,
     session: str | None = None,
+    checker: Checker | None = None,
 ) -> list[DoverRow]:
-    """Debug one recorded failure; rows are also appended to ``out`` when given."""
+    """Debug one recorded failure; rows are also appended to ``out`` when given.
+
+    ``checker`` judges success (default: exact match after normalisation). A recording
+    that already passes it is reported (one row, status ``already-succeeded``) and not
+    debugged.
+    """
     config = config or DoverConfig()
+    checker = checker or ExactChecker()
     run_dir = Path(run_dir)
     trace = build_trace(run_dir)
     if not trace.steps:
         raise FaultfinderError(f"{run_dir}: the recording has no steps to debug.")
     session = session or new_run_id("dover-")
+    original = checker.check(
+        trace.final_answer, trace.ground_truth, task=trace.task, run_dir=str(run_dir)
+    )
+    if original.passed:
+        row = _already_succeeded(trace, run_dir, llm, config, checker, original.detail)
+        if out is not None:
+            append_row(out, row)
+        return [row]
     with track_usage() as shared:
         segmentation = await segment(
             trace, llm, config.segment, budget=config.context_budget, temperature=config.temperature
@@ -190,6 +210,7 @@ async def run_dover(
         segmentation=segmentation.method,
         segmentation_status=segmentation.status,
         n_trials=len(segmentation.trials),
+        checker=checker,
     )
     trials = segmentation.trials[: config.max_trials]
     if parallelism(executor) == 1:
@@ -215,6 +236,31 @@ async def run_dover(
 def parallelism(executor: Executor) -> int:
     """How many replays ``executor`` runs at once (1 unless it says otherwise)."""
     return max(1, int(getattr(executor, "parallel", 1)))
+
+
+def _already_succeeded(
+    trace: Trace, run_dir: Path, llm: LLM, config: DoverConfig, checker: Checker, detail: str
+) -> DoverRow:
+    last = len(trace.steps) - 1
+    return DoverRow(
+        run_dir=str(run_dir),
+        trace_id=trace.id,
+        task=trace.task,
+        ground_truth=trace.ground_truth,
+        original_answer=trace.final_answer,
+        original_success=True,
+        n_steps=len(trace.steps),
+        trial=Trial(index=0, start=0, end=last),
+        segmentation="none",
+        hypothesis=Hypothesis(trial=0, method=config.method, status="skipped"),
+        status="already-succeeded",
+        verdict_reason="the recorded run already passes the success check: nothing to debug"
+        + (f" ({detail})" if detail else ""),
+        model=llm.name,
+        prompt_version=prompts.PROMPT_VERSION,
+        config=config.model_dump(mode="json"),
+        checker=checker.name,
+    )
 
 
 def append_row(path: str | Path, row: DoverRow) -> None:
@@ -243,7 +289,10 @@ async def debug_trial(
         "task": trace.task,
         "ground_truth": trace.ground_truth,
         "original_answer": trace.final_answer,
-        "original_success": success(trace.final_answer, trace.ground_truth),
+        "original_success": context.checker.check(
+            trace.final_answer, trace.ground_truth, task=trace.task, run_dir=str(run_dir)
+        ).passed,
+        "checker": context.checker.name,
         "n_steps": len(trace.steps),
         "trial": trial,
         "n_trials": context.n_trials,
@@ -309,19 +358,30 @@ async def _debug_trial(
             status="no-intervention",
             verdict_reason=f"unreadable intervention ({reply.parse_error})",
         )
+    changed = _plain(intervention.replacement) != _plain(intervention.original)
+    count = config.repeats if changed else 0
 
     async def repeat(number: int) -> RepeatResult:
         branch_id = f"{session}-t{trial.index}-r{number}"
         return await _execute(context, intervention, executor, branch_id, number, llm, config)
 
     if parallelism(executor) == 1:
-        repeats = [await repeat(number) for number in range(config.repeats)]
+        repeats = [await repeat(number) for number in range(count)]
     else:
         # The executor queues what it cannot run at once (Ray: one replay per worker CPU).
-        repeats = list(await asyncio.gather(*(repeat(n) for n in range(config.repeats))))
-    verdict, reason = classify(repeats)
-    judged = [r for r in repeats if r.success is not None]
+        repeats = list(await asyncio.gather(*(repeat(n) for n in range(count))))
+    verdict, reason = classify(repeats, changed=changed)
+    judged = [r for r in repeats if r.success is not None and r.edit_applied]
+    flips = sum(1 for r in judged if r.success)
     progress = [r.progress for r in repeats if r.progress is not None]
+    independent = (
+        all(t is None or t > 0 for r in repeats for t in r.temperatures)
+        and len({r.seed for r in repeats}) == len(repeats)
+        if repeats
+        else None
+    )
+    if independent is False:
+        reason += "; repeats were not independent samples (temperature 0 or equal seeds)"
     return DoverRow(
         **base,
         hypothesis=hypothesis,
@@ -330,10 +390,17 @@ async def _debug_trial(
         successes=sum(1 for r in repeats if r.success),
         fulfilled=sum(1 for r in repeats if r.fulfilled),
         trial_success_rate=(sum(1 for r in judged if r.success) / len(repeats)) if judged else None,
+        flip_rate=flips / len(judged) if judged else None,
+        flip_rate_ci=wilson_interval(flips, len(judged)),
+        independent_repeats=independent,
         progress_made=(sum(progress) / len(progress)) if progress else None,
         verdict=verdict,
         verdict_reason=reason,
     )
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.split())
 
 
 async def _execute(
@@ -346,10 +413,18 @@ async def _execute(
     config: DoverConfig,
 ) -> RepeatResult:
     trace = context.trace
+    overrides: dict[str, Any] = {}
+    if config.live_temperature is not None:
+        overrides["temperature"] = config.live_temperature
+    seed = None if config.seed is None else config.seed + number
+    if seed is not None:
+        overrides["seed"] = seed
     try:
-        outcome = await executor.run(intervention, branch_id)
+        outcome = await executor.run(intervention, branch_id, overrides)
     except FaultfinderError as exc:
-        return RepeatResult(repeat=number, branch=branch_id, judge_status="skipped", error=str(exc))
+        return RepeatResult(
+            repeat=number, branch=branch_id, judge_status="skipped", error=str(exc), seed=seed
+        )
     replayed = outcome.trace
     report = outcome.report
     result = RepeatResult(
@@ -360,6 +435,12 @@ async def _execute(
         divergences=len(report.divergences),
         exit_code=outcome.child.exit_code,
         steps=len(replayed.steps),
+        seed=seed,
+        temperatures=[
+            (s.request or {}).get("temperature")
+            for s in replayed.steps
+            if s.metadata.get("origin") in ("live", "edited-input")
+        ],
     )
     if not report.edit_applied:
         # The program never reached the intervened step with the recorded history: this
@@ -370,7 +451,10 @@ async def _execute(
         )
         result.judge_status = "skipped"
         return result
-    result.success = success(replayed.final_answer, trace.ground_truth)
+    check = context.checker.check(
+        replayed.final_answer, trace.ground_truth, task=trace.task, run_dir=result.branch
+    )
+    result.success, result.check_detail = check.passed, check.detail
     fulfilment = await judge_fulfilment(
         trace,
         replayed,

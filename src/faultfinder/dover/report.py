@@ -11,11 +11,19 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from faultfinder.dover.models import DoverRow
+from faultfinder.dover.verdict import wilson_interval
 from faultfinder.errors import FaultfinderError
 from faultfinder.traces.io import split_lines
 from faultfinder.usage import Usage
 
-VERDICTS = ("validated", "partially_validated", "refuted", "inconclusive")
+VERDICTS = (
+    "validated",
+    "partially_validated",
+    "refuted",
+    "inconclusive",
+    "not_applied",
+    "unverifiable",
+)
 
 
 class DoverSummary(BaseModel):
@@ -30,7 +38,12 @@ class DoverSummary(BaseModel):
     replays: int = 0
     """Replays run (intervened trials x repeats)."""
     trial_success_rate: float | None = None
-    """Successful replays / replays judged against a reference (DoVer Table 2)."""
+    """Successful replays / replays judged against a reference (DoVer Table 2): the
+    flip rate, since only failed runs are debugged."""
+    trial_success_rate_ci: tuple[float, float] | None = None
+    """95% Wilson score interval of the trial success rate."""
+    already_succeeded: int = 0
+    """Recordings that already passed the success check (reported, not debugged)."""
     progress_made: float | None = None
     """Mean milestone progress over intervened trials with milestones (Table 2)."""
     verdicts: dict[str, int] = Field(default_factory=dict)
@@ -85,13 +98,14 @@ def aggregate(rows: Sequence[DoverRow]) -> DoverSummary:
         summary.no_hypothesis += row.status == "no-hypothesis"
         summary.no_intervention += row.status == "no-intervention"
         summary.errors += row.status == "error"
+        summary.already_succeeded += row.status == "already-succeeded"
         if row.intervention is None:
             continue
         summary.intervened_trials += 1
         summary.leaked_answers += row.intervention.leaks_answer
         summary.replays += len(row.repeats)
         for repeat in row.repeats:
-            if repeat.success is not None:
+            if repeat.success is not None and repeat.edit_applied:
                 judged += 1
                 successes += repeat.success
                 if repeat.success:
@@ -101,6 +115,7 @@ def aggregate(rows: Sequence[DoverRow]) -> DoverSummary:
         if row.verdict:
             verdicts[row.verdict] += 1
     summary.trial_success_rate = successes / judged if judged else None
+    summary.trial_success_rate_ci = wilson_interval(successes, judged)
     summary.progress_made = sum(progress) / len(progress) if progress else None
     summary.verdicts = {name: verdicts.get(name, 0) for name in VERDICTS}
     summary.runs_recovered = len(recovered & failed) if failed else len(recovered)
@@ -122,7 +137,14 @@ def format_summary(summary: DoverSummary) -> str:
         f"{summary.no_hypothesis} without hypothesis, {summary.no_intervention} without "
         f"intervention, {summary.errors} errors)",
         f"replays:             {summary.replays}",
-        f"trial success rate:  {pct(summary.trial_success_rate)}",
+        f"already succeeded:   {summary.already_succeeded} runs (not debugged)",
+        f"trial success rate:  {pct(summary.trial_success_rate)}"
+        + (
+            f" (95% CI {pct(summary.trial_success_rate_ci[0])}-"
+            f"{pct(summary.trial_success_rate_ci[1])})"
+            if summary.trial_success_rate_ci
+            else ""
+        ),
         f"progress made:       {progress}",
         "verdicts:            "
         + ", ".join(

@@ -23,6 +23,7 @@ import openai
 
 from faultfinder import errors
 from faultfinder.llm.base import ChatRequest, Completion, TransientLLMError, approx_token_count
+from faultfinder.redact import Redactor
 from faultfinder.traces.schema import ToolCall
 from faultfinder.usage import Usage
 
@@ -94,6 +95,9 @@ class OpenAICompatBackend:
         self.structured_output = structured_output
         self.extra_body = dict(extra_body or {})
         self._api_key = api_key
+        # Error texts can echo the key (some endpoints quote it back); they end up in
+        # result rows, so they are scrubbed.
+        self._redactor = Redactor([api_key])
         self._client: openai.AsyncOpenAI | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
 
@@ -178,7 +182,7 @@ class OpenAICompatBackend:
                     f"{self.name}: cannot connect to {self.base_url}: {unreachable}. Check "
                     "--base-url and that the server is running."
                 ) from exc
-            raise TransientLLMError(f"{self.name} at {self.base_url}: {exc}") from exc
+            raise TransientLLMError(self._scrub(f"{self.name} at {self.base_url}: {exc}")) from exc
         except (openai.APIResponseValidationError, ValueError) as exc:
             # A 200 reply whose body is not JSON: retried, then reported.
             raise TransientLLMError(
@@ -186,8 +190,10 @@ class OpenAICompatBackend:
             ) from exc
         except openai.OpenAIError as exc:
             raise errors.LLMCallError(
-                f"{self.name} at {self.base_url}: unexpected reply ({exc}). Check that "
-                "--base-url points at an OpenAI-compatible /v1 endpoint."
+                self._scrub(
+                    f"{self.name} at {self.base_url}: unexpected reply ({exc}). Check that "
+                    "--base-url points at an OpenAI-compatible /v1 endpoint."
+                )
             ) from exc
         if not isinstance(data, dict):
             raise TransientLLMError(
@@ -201,7 +207,9 @@ class OpenAICompatBackend:
         where = f"{self.name} at {self.base_url}"
         if status in _TRANSIENT_STATUSES or status >= 500:
             retry_after = parse_retry_after(dict(exc.response.headers))
-            return TransientLLMError(f"{where}: HTTP {status}: {exc.message}", retry_after)
+            return TransientLLMError(
+                self._scrub(f"{where}: HTTP {status}: {exc.message}"), retry_after
+            )
         hint = {
             401: "Check the API key (OPENAI_API_KEY, or the variable named by --api-key-env).",
             403: "The key lacks access to this model or project; check its permissions.",
@@ -216,7 +224,10 @@ class OpenAICompatBackend:
                 "parameters used (tools, seed, max_tokens, response_format) and that the "
                 "prompt fits its context window."
             )
-        return errors.LLMCallError(f"{where}: HTTP {status}: {exc.message}. {hint}")
+        return errors.LLMCallError(self._scrub(f"{where}: HTTP {status}: {exc.message}. {hint}"))
+
+    def _scrub(self, message: str) -> str:
+        return self._redactor.text(message)
 
     def _to_completion(self, data: dict[str, Any]) -> Completion:
         """A reply as a Completion; a reply of the wrong shape is a TransientLLMError

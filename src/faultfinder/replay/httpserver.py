@@ -1,8 +1,12 @@
-"""A small asyncio HTTP/1.1 server (h11), enough for an OpenAI-compatible endpoint.
+"""The one HTTP/1.1 server of faultfinder (asyncio + h11), behind the recording proxy,
+``serve-local`` and the test fake upstream (:mod:`faultfinder.testing.fake_openai`).
 
 It keeps connections alive, reads whole request bodies, and sends either a complete
 body or a stream of chunks (chunked transfer encoding, as SSE needs). It binds to
-loopback unless told otherwise.
+loopback unless told otherwise, and bounds what a client can hold (:class:`HttpLimits`):
+a connection idle between requests is closed, a request head or body that does not
+arrive in time gets 408 and a closed connection, an oversized body gets 413, an
+oversized or malformed head gets 431/400.
 """
 
 from __future__ import annotations
@@ -20,6 +24,31 @@ import h11
 LOOPBACK = "127.0.0.1"
 MAX_BODY = 64 * 1024 * 1024
 """Requests larger than this are refused (413); long agent histories stay far below it."""
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """What one client connection may take from the server."""
+
+    idle_timeout: float = 60.0
+    """Seconds a kept-alive connection may wait for its next request before it is closed."""
+    header_timeout: float = 10.0
+    """Seconds from a request's first byte to the end of its head (408 after that)."""
+    body_timeout: float = 60.0
+    """Seconds from the end of the head to the end of the body (408 after that)."""
+    max_body: int = MAX_BODY
+    """Largest request body in bytes (413 above it)."""
+    max_head: int = 64 * 1024
+    """Largest request head (request line and headers) in bytes (431 above it)."""
+
+
+class _Refused(Exception):
+    """A request refused before it reached the handler: answer ``status`` and close."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
 
 
 @dataclass
@@ -66,25 +95,49 @@ def json_response(
     return Response(status, [("content-type", "application/json"), *(headers or [])], data)
 
 
-def error_response(status: int, message: str, kind: str = "faultfinder_proxy_error") -> Response:
+def error_response(
+    status: int,
+    message: str,
+    kind: str = "faultfinder_proxy_error",
+    headers: list[tuple[str, str]] | None = None,
+) -> Response:
     """An error in the OpenAI error format, so SDKs show ``message`` to the user."""
-    return json_response(status, {"error": {"message": message, "type": kind, "code": status}})
+    payload = {"error": {"message": message, "type": kind, "code": status}}
+    return json_response(status, payload, headers)
 
 
 class HttpServer:
     """Serves ``handler`` on ``host:port`` (port 0 picks a free one) until closed."""
 
-    def __init__(self, handler: Handler, host: str = LOOPBACK, port: int = 0) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        host: str = LOOPBACK,
+        port: int = 0,
+        limits: HttpLimits | None = None,
+        backlog: int = 128,
+    ) -> None:
         self.handler = handler
         self.host = host
         self.port = port
+        self.limits = limits or HttpLimits()
+        self.backlog = backlog
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
     async def start(self) -> HttpServer:
-        self._server = await asyncio.start_server(self._connection, self.host, self.port)
+        self._server = await asyncio.start_server(
+            self._connection, self.host, self.port, backlog=self.backlog
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         return self
+
+    @property
+    def addresses(self) -> set[str]:
+        """The interface addresses the server is bound to (empty when not running)."""
+        if self._server is None:
+            return set()
+        return {str(sock.getsockname()[0]) for sock in self._server.sockets}
 
     @property
     def url(self) -> str:
@@ -112,10 +165,14 @@ class HttpServer:
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
-        conn = h11.Connection(h11.SERVER)
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_head)
         try:
             while True:
-                request = await self._read_request(conn, reader)
+                try:
+                    request = await self._read_request(conn, reader)
+                except _Refused as refused:
+                    await self._refuse(conn, writer, refused.status, refused.message)
+                    break
                 if request is None:
                     break
                 try:
@@ -129,7 +186,7 @@ class HttpServer:
                     conn.start_next_cycle()
                 except h11.LocalProtocolError:
                     break
-        except (ConnectionError, asyncio.CancelledError, h11.RemoteProtocolError):
+        except (ConnectionError, asyncio.CancelledError, h11.ProtocolError):
             pass
         finally:
             if task is not None:
@@ -138,16 +195,51 @@ class HttpServer:
             with contextlib.suppress(ConnectionError, asyncio.CancelledError, RuntimeError):
                 await writer.wait_closed()
 
+    async def _refuse(
+        self, conn: h11.Connection, writer: asyncio.StreamWriter, status: int, message: str
+    ) -> None:
+        """Answer a refused request (when the protocol state still allows) and close."""
+        if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+            return
+        response = error_response(status, f"faultfinder: {message}")
+        response.headers.append(("connection", "close"))
+        with contextlib.suppress(h11.ProtocolError, ConnectionError):
+            await self._send(conn, writer, response)
+
     async def _read_request(
         self, conn: h11.Connection, reader: asyncio.StreamReader
     ) -> Request | None:
+        """The next request, or None when the client closed (or idled out) between
+        requests. Raises :class:`_Refused` for a request that breaks the limits."""
+        limits = self.limits
+        loop = asyncio.get_running_loop()
         request: Request | None = None
         chunks: list[bytes] = []
         size = 0
+        deadline: float | None = None
+        phase = "idle"
         while True:
-            event = conn.next_event()
+            try:
+                event = conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                status = exc.error_status_hint
+                message = "request head too large" if status == 431 else f"bad request: {exc}"
+                raise _Refused(status, message) from None
             if event is h11.NEED_DATA:
-                data = await reader.read(65536)
+                if phase == "idle":
+                    timeout: float | None = limits.idle_timeout
+                else:
+                    assert deadline is not None
+                    timeout = max(deadline - loop.time(), 0.0)
+                try:
+                    async with asyncio.timeout(timeout):
+                        data = await reader.read(65536)
+                except TimeoutError:
+                    if phase == "idle":
+                        return None
+                    raise _Refused(408, f"request {phase} not received in time") from None
+                if phase == "idle" and data:
+                    phase, deadline = "head", loop.time() + limits.header_timeout
                 conn.receive_data(data)
                 if not data and conn.their_state is not h11.DONE:
                     return None
@@ -160,10 +252,14 @@ class HttpServer:
                         (k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in event.headers
                     ],
                 )
+                declared = request.header("content-length")
+                if declared and declared.isdigit() and int(declared) > limits.max_body:
+                    raise _Refused(413, f"request body over {limits.max_body} bytes")
+                phase, deadline = "body", loop.time() + limits.body_timeout
             elif isinstance(event, h11.Data):
                 size += len(event.data)
-                if size > MAX_BODY:
-                    raise h11.RemoteProtocolError("request body too large")
+                if size > limits.max_body:
+                    raise _Refused(413, f"request body over {limits.max_body} bytes")
                 chunks.append(bytes(event.data))
             elif isinstance(event, h11.EndOfMessage):
                 if request is None:

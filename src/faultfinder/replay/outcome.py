@@ -1,8 +1,8 @@
 """A run's final answer and whether it matches the reference.
 
 A program states its answer by printing a line ``FINAL ANSWER: ...`` (the last such line
-counts). Matching is GAIA-style quasi-exact: numbers compare as numbers (thousands
-separators, units and surrounding words ignored), other answers compare after
+counts). Matching is exact after normalisation: numbers compare as numbers (thousands
+separators, a currency sign or one unit word ignored), other answers compare after
 lower-casing and removing punctuation, articles and extra spaces.
 """
 
@@ -45,18 +45,13 @@ def normalise_text(text: str) -> str:
 
 
 def answers_match(answer: str | None, reference: str) -> bool:
-    """Quasi-exact match of an answer with the reference."""
+    """Exact match after normalisation: two numbers compare as numbers (thousands
+    separators, a currency sign or one unit word ignored), anything else as normalised
+    text. An answer that merely contains the reference (or ends with its number) does
+    not match."""
     if answer is None:
         return False
-    expected = parse_number(reference)
-    if expected is not None:
-        numbers = _NUMBER.findall(answer)
-        if not numbers:
-            return False
-        try:
-            # The answer's last number: 'The total is 3, so 144,630' answers 144630.
-            got = float(numbers[-1].replace(",", ""))
-        except ValueError:
-            return False
+    expected, got = parse_number(reference), parse_number(answer)
+    if expected is not None and got is not None:
         return abs(got - expected) <= 1e-6 * max(1.0, abs(expected))
     return normalise_text(answer) == normalise_text(reference)

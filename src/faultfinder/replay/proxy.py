@@ -22,6 +22,7 @@ import httpx
 from pydantic import BaseModel, Field
 
 from faultfinder.errors import ConfigError
+from faultfinder.redact import KEY_HEADERS
 from faultfinder.replay.httpserver import (
     LOOPBACK,
     HttpServer,
@@ -30,9 +31,8 @@ from faultfinder.replay.httpserver import (
     error_response,
     json_response,
 )
-from faultfinder.replay.matching import AGENT_HEADER, request_hash, resolve_agent, split_agent_path
+from faultfinder.replay.matching import AGENT_HEADER, Matcher, split_agent_path
 from faultfinder.replay.recorder import Origin, RecordedCall, RunStore, utcnow
-from faultfinder.replay.redact import Redactor, bearer_token
 from faultfinder.replay.replayer import Decision, ReplayPlan
 from faultfinder.replay.sse import (
     DONE,
@@ -56,14 +56,21 @@ _HOP_BY_HOP = {
     "proxy-connection",
     "accept-encoding",
 }
-_KEY_HEADERS = {"authorization", "api-key", "x-api-key"}
+
+
+NO_UPSTREAM = (
+    "faultfinder replay: this call would go live, but no upstream was named; pass "
+    "--upstream URL (or --trust-run to use the one recorded in the run directory)"
+)
 
 
 class ProxyConfig(BaseModel):
     """Where the proxy listens and where it forwards."""
 
-    upstream: str
-    """Base URL of the model endpoint, usually ending in /v1 (e.g. http://127.0.0.1:8080/v1)."""
+    upstream: str | None
+    """Base URL of the model endpoint, usually ending in /v1 (e.g. http://127.0.0.1:8080/v1).
+    None (a replay with no upstream named): every live call is refused without any
+    connection, so no request, and no key, leaves the proxy."""
     api_key_env: str | None = None
     """Environment variable holding the upstream's key; when unset, the client's own
     Authorization header is forwarded. Keys are never written to the recording."""
@@ -87,7 +94,8 @@ class RecordingProxy:
         self.config = config
         self.store = store
         self.plan = plan
-        self.redactor = Redactor()
+        self.matcher = plan.matcher if plan is not None else Matcher()
+        self.redactor = store.redactor
         self.upstream_key: str | None = None
         if config.api_key_env:
             self.upstream_key = os.environ.get(config.api_key_env)
@@ -134,11 +142,8 @@ class RecordingProxy:
 
     async def handle(self, request: Request) -> Response:
         path_agent, path = split_agent_path(request.path)
-        for header in _KEY_HEADERS:
-            if header == "authorization":
-                self.redactor.add(bearer_token(request.header(header)))
-            else:
-                self.redactor.add(request.header(header))
+        self.redactor.learn_headers(request.headers)
+        self.redactor.learn_query(request.query)
         if request.method == "POST" and path.rstrip("/").endswith("/chat/completions"):
             self.in_flight += 1
             try:
@@ -148,6 +153,7 @@ class RecordingProxy:
         return await self._passthrough(request, path)
 
     def _upstream_url(self, path: str, query: str) -> str:
+        assert self.config.upstream is not None
         base = self.config.upstream.rstrip("/")
         rest = path[3:] if path.startswith("/v1/") or path == "/v1" else path
         return base + rest + (f"?{query}" if query else "")
@@ -159,7 +165,7 @@ class RecordingProxy:
             if k not in _HOP_BY_HOP and not k.startswith("x-faultfinder-")
         }
         if self.upstream_key:
-            for key in _KEY_HEADERS:
+            for key in KEY_HEADERS:
                 headers.pop(key, None)
             headers["authorization"] = f"Bearer {self.upstream_key}"
         headers["accept-encoding"] = "identity"
@@ -167,6 +173,8 @@ class RecordingProxy:
 
     async def _passthrough(self, request: Request, path: str) -> Response:
         assert self._client is not None
+        if self.config.upstream is None:
+            return error_response(502, NO_UPSTREAM, headers=[("x-should-retry", "false")])
         try:
             upstream = await self._client.request(
                 request.method,
@@ -190,7 +198,7 @@ class RecordingProxy:
             return error_response(400, f"faultfinder proxy: request body is not JSON: {exc}")
         if not isinstance(body, dict):
             return error_response(400, "faultfinder proxy: request body must be a JSON object")
-        agent, source = resolve_agent(request.header(AGENT_HEADER), path_agent, body)
+        agent, source = self.matcher.agent(request.header(AGENT_HEADER), path_agent, body)
         call = self.store.next_call_index()
         stream = bool(body.get("stream"))
         decision = (
@@ -214,10 +222,10 @@ class RecordingProxy:
                     agent_source=source,
                     path=request.path,
                     request=clean,
-                    request_hash=request_hash(clean),
+                    request_hash=self.matcher.hash(clean),
                     response=self.redactor.data(response) if response is not None else None,
                     status=status,
-                    error=error,
+                    error=self.redactor.text(error) if error else None,
                     stream=stream,
                     origin=decision.origin,
                     replay_of=decision.step,
@@ -230,14 +238,23 @@ class RecordingProxy:
 
         if decision.action == "reject":
             record(None, decision.status, decision.message)
-            self._check_stop()
-            return error_response(decision.status, decision.message, "faultfinder_replay")
+            if decision.stop:
+                self.stop_requested.set()
+            return error_response(
+                decision.status,
+                decision.message,
+                "faultfinder_replay",
+                headers=[("x-should-retry", "false")],
+            )
         if decision.action == "serve":
             assert decision.response is not None
             record(decision.response)
             self._check_stop()
             return self._serve(decision.response, body, stream)
         sent = decision.body if decision.body is not None else body
+        if self.config.upstream is None:
+            record(None, 502, NO_UPSTREAM, sent)
+            return error_response(502, NO_UPSTREAM, headers=[("x-should-retry", "false")])
         if stream:
             return await self._live_stream(request, path, sent, body, record, decision.origin)
         return await self._live(request, path, sent, record)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import threading
 from datetime import UTC, datetime
@@ -28,6 +29,7 @@ from pydantic import BaseModel, Field
 
 from faultfinder import __version__
 from faultfinder.errors import TraceFormatError
+from faultfinder.redact import Redactor, redact_argv
 from faultfinder.replay.matching import content_text, system_prompt
 from faultfinder.replay.outcome import answers_match, final_answer_from_output
 from faultfinder.traces.io import split_lines, write_trace
@@ -136,16 +138,37 @@ def new_run_id(prefix: str = "") -> str:
     return f"{prefix}{stamp}-{secrets.token_hex(2)}"
 
 
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,127}$")
+
+
+def safe_child(parent: Path, name: str) -> Path:
+    """``parent/name`` for a run or branch id; refuses ids that would leave ``parent``
+    (separators, '..', absolute paths, hidden names)."""
+    if not _RUN_ID.match(name) or name in (".", ".."):
+        raise ValueError(
+            f"{name!r} is not a run id: use letters, digits, '.', '_' and '-' "
+            "(no path separators; it names a directory inside the output directory)"
+        )
+    child = parent / name
+    if child.resolve().parent != parent.resolve():
+        raise ValueError(f"{name!r} names a path outside {parent}")
+    return child
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
 class RunStore:
-    """Appends calls to a run directory's ``steps.jsonl`` durably, in completion order."""
+    """Appends calls to a run directory's ``steps.jsonl`` durably, in completion order.
 
-    def __init__(self, directory: str | Path) -> None:
+    Everything it writes passes its :class:`Redactor` first.
+    """
+
+    def __init__(self, directory: str | Path, redactor: Redactor | None = None) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
+        self.redactor = redactor or Redactor()
         self._lock = threading.Lock()
         self._agent_calls: dict[str, int] = {}
         self._next_call = 0
@@ -173,7 +196,8 @@ class RunStore:
             else:
                 record.agent_call = -1
                 self.failed += 1
-            line = record.model_dump_json(exclude_none=True) + "\n"
+            clean = self.redactor.data(record.model_dump(mode="json", exclude_none=True))
+            line = json.dumps(clean, ensure_ascii=False) + "\n"
             with self.steps_path.open("a", encoding="utf-8") as handle:
                 handle.write(line)
                 handle.flush()
@@ -181,13 +205,25 @@ class RunStore:
         return record
 
     def write_meta(self, meta: RunMeta) -> None:
-        write_meta(self.dir, meta)
+        write_meta(self.dir, meta, self.redactor)
 
 
-def write_meta(directory: Path, meta: RunMeta) -> None:
+def redact_meta(meta: RunMeta, redactor: Redactor) -> dict[str, Any]:
+    """``meta`` as JSON data fit to write: secret arguments of the command, credentials
+    in the upstream URL and every known secret removed."""
+    data = meta.model_dump(mode="json", exclude_none=True)
+    data["command"] = redact_argv(meta.command, redactor)
+    for key in ("upstream", "proxy_url"):
+        if data.get(key):
+            data[key] = redactor.url(data[key])
+    return dict(redactor.data(data))
+
+
+def write_meta(directory: Path, meta: RunMeta, redactor: Redactor | None = None) -> None:
     path = directory / META_FILE
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(meta.model_dump_json(indent=2, exclude_none=True), encoding="utf-8")
+    data = redact_meta(meta, redactor or Redactor())
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
     tmp.replace(path)
 
 

@@ -1,15 +1,22 @@
 """Replay decisions: which recorded answer (or edit, or live call) each incoming call gets.
 
 A replay re-runs the same program through the proxy. Each incoming call is matched to a
-recorded step by (agent, that agent's call number), then checked against the recorded
-request's normalised hash:
+recorded call by its content: the agent, the hash of its normalised request, and its
+ordinal among identical requests (see :mod:`faultfinder.replay.matching`). Arrival order
+does not matter, so concurrent fan-outs and agents interleaved across threads replay
+faithfully.
 
-- before step ``at`` (or everywhere, without ``at``): a matching request is answered from
-  the recording; a mismatch means the program diverged on its own. It is reported, and by
-  default refused (HTTP 409), never answered with a recorded reply to a different request;
+- a matched call before step ``at`` (or anywhere, without ``at``) is answered from the
+  recording;
 - at step ``at``: the edited output is served (``Edit.output``), or the edited request
   is sent to the upstream (``Edit.input``), or, with no edit, the step is re-run live;
-- after step ``at``, and for calls beyond the recording: the upstream answers live.
+- a call matching a recorded step after ``at``, or matching nothing once step ``at`` was
+  reached, goes to the upstream live;
+- a call matching nothing before that is a divergence: reported with a diff against the
+  nearest recorded call, and by default refused with an error no client retries (HTTP
+  422, ``x-should-retry: false``), so the program fails on its own and shows where. It
+  never gets a recorded reply to a different request, and nothing goes live unless the
+  policy is 'live'.
 
 The plan is plain state, called from the proxy's event loop only.
 """
@@ -17,43 +24,32 @@ The plan is plain state, called from the proxy's event loop only.
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
-from faultfinder.replay.matching import first_difference, normalise_request, request_hash
+from faultfinder.replay.edits import (
+    Edit,
+    reply_message,
+    rewrite_tool_result,
+    tool_result_target,
+)
+from faultfinder.replay.matching import (
+    DEFAULT_NORMALISERS,
+    Matcher,
+    check_normalisers,
+    first_difference,
+    hash_normalised,
+    request_diff,
+)
 from faultfinder.replay.recorder import Origin, RecordedCall
 
+REFUSAL_STATUS = 422
+"""Status of a refused replay call. OpenAI's SDK (and SDK-based frameworks) retry 408,
+409, 429 and 5xx; 422 is not retried, and ``x-should-retry: false`` says so explicitly."""
+
 DivergencePolicy = Literal["fail", "live"]
-
-
-class Edit(BaseModel):
-    """A change applied at the replayed step."""
-
-    output: str | None = None
-    """Replacement text of the step's reply (the assistant message's content)."""
-    tool_calls: list[dict[str, Any]] | None = None
-    """Tool calls of the replacement reply (OpenAI format); none by default."""
-    input: str | None = None
-    """Replacement instruction in the step's request; the upstream then answers it live."""
-    input_mode: Literal["replace-last-user", "append-user"] = "replace-last-user"
-    """How ``input`` changes the request: replace the last user message's text, or add a
-    new user message after the existing ones."""
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> Edit:
-        if self.input is not None and (self.output is not None or self.tool_calls):
-            raise ValueError("an edit changes either the step's output or its input, not both")
-        return self
-
-    @property
-    def kind(self) -> Literal["output", "input"]:
-        return "input" if self.input is not None else "output"
-
-    def describe(self) -> dict[str, Any]:
-        return self.model_dump(exclude_none=True)
 
 
 class ReplayOptions(BaseModel):
@@ -65,17 +61,29 @@ class ReplayOptions(BaseModel):
     edit: Edit | None = None
     """The change applied at step ``at``."""
     on_divergence: DivergencePolicy = "fail"
-    """A request that differs from the recorded one before ``at``: 'fail' refuses it
-    (HTTP 409, the program sees an error), 'live' sends it to the upstream and carries on
-    live for that agent. Either way it is reported."""
+    """A call matching no recorded call before step ``at`` is reached: 'fail' refuses it
+    (HTTP 422 with ``x-should-retry: false``: clients raise instead of retrying); 'live' sends it to
+    the upstream and carries on live for that agent. Either way it is reported."""
     masks: list[str] = Field(default_factory=list)
-    """Regular expressions whose matches in message text are ignored when comparing
-    requests (timestamps, random ids the program puts in prompts)."""
+    """Regular expressions whose matches in request text are ignored when matching calls
+    and naming agents (volatile text the built-in normalisers miss)."""
+    normalisers: list[str] = Field(default_factory=lambda: list(DEFAULT_NORMALISERS))
+    """Built-in normalisers of volatile text (timestamps, uuids, temp-paths, pids) applied
+    when matching calls and naming agents; see faultfinder.replay.matching.NORMALISERS."""
     stop_after_live: int | None = Field(default=None, ge=1)
     """Stop the program once this many steps from ``at`` on (the edited step included)
     have completed: an observation window, as in TraceElephant's dynamic check."""
     live_overrides: dict[str, Any] = Field(default_factory=dict)
     """Request parameters forced on live calls (e.g. {"temperature": 0.3})."""
+
+    @field_validator("normalisers")
+    @classmethod
+    def _known_normalisers(cls, value: list[str]) -> list[str]:
+        return list(check_normalisers(value))
+
+    def matcher(self) -> Matcher:
+        """The request normalisation these options ask for."""
+        return Matcher(tuple(self.normalisers), tuple(self.masks))
 
     @model_validator(mode="after")
     def _edit_needs_step(self) -> ReplayOptions:
@@ -101,19 +109,28 @@ class Decision:
     status: int = 200
     message: str = ""
     note: str | None = None
+    stop: bool = False
+    """Stop the program after answering (the live window is used up)."""
 
 
 class Divergence(BaseModel):
-    """A replayed request that differs from the recorded one."""
+    """A replayed call that matches no recorded call."""
 
-    step: int
-    """Recorded step the call was matched to."""
+    step: int | None
+    """The nearest recorded step (the agent's first not yet matched), shown in the diff;
+    None when nothing recorded was left to compare with."""
     agent: str
+    """The calling agent."""
     agent_call: int
-    expected_hash: str
+    """The call's ordinal among the agent's calls in this replay (0-based)."""
+    expected_hash: str | None = None
+    """Normalised-request hash of the nearest recorded step."""
     got_hash: str
+    """Normalised-request hash of the replayed call."""
     difference: str | None = None
-    """Where the normalised requests first differ."""
+    """Where the normalised requests first differ (one line)."""
+    diff: str | None = None
+    """Unified diff of the normalised recorded request against the replayed one."""
     action: str
     """'refused' or 'went live'."""
 
@@ -147,6 +164,11 @@ class ReplayReport(BaseModel):
     """Calls refused (divergence under policy 'fail', or beyond the live window)."""
     window_reached: bool = False
     """The live window (stop_after_live) was used up and the program stopped."""
+    normalisers: list[str] = Field(default_factory=list)
+    """Built-in normalisers in force, and 'mask' when --mask was given."""
+    normalised_fields: dict[str, list[str]] = Field(default_factory=dict)
+    """Request fields (e.g. 'messages[0].content') whose volatile text was normalised,
+    in the recording or the replay, with the rules that changed them."""
 
     @property
     def fidelity(self) -> float:
@@ -163,16 +185,22 @@ class ReplayPlan:
     """Decides each incoming call of a replay against a recording."""
 
     def __init__(self, recorded: list[RecordedCall], options: ReplayOptions) -> None:
-        self.recorded = [c for c in recorded if c.ok]
+        self.recorded = sorted((c for c in recorded if c.ok), key=lambda c: c.call)
         self.options = options
         if options.at is not None and options.at >= len(self.recorded):
             raise ValueError(
                 f"step {options.at} is outside the recording (steps 0..{len(self.recorded) - 1})"
             )
-        self.by_key: dict[tuple[str, int], int] = {
-            (c.agent, c.agent_call): i for i, c in enumerate(self.recorded)
-        }
-        self.counters: dict[str, int] = {}
+        self.matcher = options.matcher()
+        self._fields: dict[str, set[str]] = {}
+        self.agents = [self._recorded_agent(c) for c in self.recorded]
+        self.normalised = [self.matcher.normalise(c.request, self._fields) for c in self.recorded]
+        self.hashes = [hash_normalised(n) for n in self.normalised]
+        self.by_content: dict[tuple[str, str], list[int]] = {}
+        for step, key in enumerate(zip(self.agents, self.hashes, strict=True)):
+            self.by_content.setdefault(key, []).append(step)
+        self._ordinals: dict[tuple[str, str], int] = {}
+        self._agent_calls: dict[str, int] = {}
         self.live_agents: set[str] = set()
         prefix = len(self.recorded) if options.at is None else options.at
         self.report = ReplayReport(
@@ -180,36 +208,59 @@ class ReplayPlan:
             at=options.at,
             prefix_steps=prefix,
             edit=options.edit.describe() if options.edit else None,
+            normalisers=[*options.normalisers, *(["mask"] if options.masks else [])],
         )
+        self._claimed: set[int] = set()
         self._served: set[int] = set()
+        self._at_reached = False
         self._live_started = 0
         self._live_done = 0
+        self._tool_result: tuple[str, str] | None = None
+        """(tool call id, new content) once a tool-result edit is active."""
+
+    def _recorded_agent(self, call: RecordedCall) -> str:
+        # An agent known by its system prompt is named again with this replay's
+        # normalisers and masks, as incoming calls are.
+        if call.agent_source == "system-prompt":
+            return self.matcher.agent(None, None, call.request)[0]
+        return call.agent
+
+    def agent(
+        self, header: str | None, path_agent: str | None, body: dict[str, Any]
+    ) -> tuple[str, str]:
+        """The calling agent of an incoming call, named as the recording's agents are."""
+        return self.matcher.agent(header, path_agent, body)
 
     # --- decisions -------------------------------------------------------------------
 
     def decide(
         self, agent: str, body: dict[str, Any], compare: dict[str, Any] | None = None
     ) -> Decision:
-        """The decision for the next call of ``agent`` asking ``body``.
+        """The decision for a call of ``agent`` asking ``body``.
 
         ``compare`` is the request as it would be recorded (credentials scrubbed), used
-        for the comparison with the recording; ``body`` is what would be sent upstream.
+        for matching; ``body`` is what would be sent upstream.
         """
         compare = body if compare is None else compare
-        number = self.counters.get(agent, 0)
-        self.counters[agent] = number + 1
-        step = self.by_key.get((agent, number))
-        if step is None:
-            self.report.extra_calls += 1
-            return self._live(body, "live", None, None, "no recorded call matches")
+        normalised = self.matcher.normalise(compare, self._fields)
+        got = hash_normalised(normalised)
+        number = self._agent_calls.get(agent, 0)
+        self._agent_calls[agent] = number + 1
+        key = (agent, got)
+        ordinal = self._ordinals.get(key, 0)
+        self._ordinals[key] = ordinal + 1
+        candidates = self.by_content.get(key, [])
+        if ordinal >= len(candidates):
+            if self._at_reached:
+                self.report.extra_calls += 1
+                return self._live(body, "live", None, None, "no recorded call matches")
+            return self._diverged(agent, number, normalised, got, body)
+        step = candidates[ordinal]
+        self._claimed.add(step)
         recorded = self.recorded[step]
         at = self.options.at
         if agent in self.live_agents or (at is not None and step > at):
             return self._live(body, "live", recorded, step)
-        got = request_hash(compare, self.options.masks)
-        expected = request_hash(recorded.request, self.options.masks)
-        if got != expected:
-            return self._diverged(agent, number, step, recorded, body, compare, expected, got)
         if at is not None and step == at:
             return self._at_step(recorded, step, body)
         self._served.add(step)
@@ -219,34 +270,49 @@ class ReplayPlan:
             "serve", "cached", recorded, step, response=copy.deepcopy(recorded.response)
         )
 
+    def _nearest(self, agent: str) -> int | None:
+        """The recorded step a diverged call is compared with: the agent's first step not
+        yet matched, else the first unmatched step of any agent."""
+        open_steps = [i for i in range(len(self.recorded)) if i not in self._claimed]
+        mine = [i for i in open_steps if self.agents[i] == agent]
+        candidates = mine or open_steps
+        return candidates[0] if candidates else None
+
     def _diverged(
         self,
         agent: str,
         number: int,
-        step: int,
-        recorded: RecordedCall,
-        body: dict[str, Any],
-        compare: dict[str, Any],
-        expected: str,
+        normalised: dict[str, Any],
         got: str,
+        body: dict[str, Any],
     ) -> Decision:
-        difference = first_difference(
-            normalise_request(recorded.request, self.options.masks),
-            normalise_request(compare, self.options.masks),
-        )
+        step = self._nearest(agent)
+        if step is None:
+            difference = "a call beyond the recording (every recorded call was already matched)"
+            diff = None
+        else:
+            difference = first_difference(self.normalised[step], normalised) or (
+                f"same request as recorded step {step} (agent {self.agents[step]!r})"
+                if self.agents[step] != agent
+                else f"an extra repeat of recorded step {step}"
+            )
+            diff = request_diff(self.normalised[step], normalised)
         refuse = self.options.on_divergence == "fail"
         self.report.divergences.append(
             Divergence(
                 step=step,
                 agent=agent,
                 agent_call=number,
-                expected_hash=expected,
+                expected_hash=None if step is None else self.hashes[step],
                 got_hash=got,
                 difference=difference,
+                diff=diff,
                 action="refused" if refuse else "went live",
             )
         )
-        note = f"diverged from recorded step {step}: {difference}"
+        where = "" if step is None else f" nearest recorded step {step}:"
+        note = f"matches no recorded call;{where} {difference}"
+        recorded = None if step is None else self.recorded[step]
         if refuse:
             self.report.refused_calls += 1
             return Decision(
@@ -254,11 +320,11 @@ class ReplayPlan:
                 "live",
                 recorded,
                 step,
-                status=409,
+                status=REFUSAL_STATUS,
                 message=(
                     f"faultfinder replay: this call by agent '{agent}' (its call {number}) "
-                    f"differs from recorded step {step} ({difference}). The program diverged "
-                    "from the recording on its own; pin its sources of nondeterminism (see "
+                    f"matches no recorded call ({note}). The program diverged from the "
+                    "recording on its own; pin its sources of nondeterminism (see "
                     "docs/replay.md), mask volatile text with --mask, or replay with "
                     "--on-divergence live."
                 ),
@@ -268,17 +334,44 @@ class ReplayPlan:
         return self._live(body, "live", recorded, step, note)
 
     def _at_step(self, recorded: RecordedCall, step: int, body: dict[str, Any]) -> Decision:
+        self._at_reached = True
         edit = self.options.edit
-        self.report.edit_applied = edit is not None
+        self.report.edit_applied = edit is not None and edit.kind != "tool_result"
         if edit is None:
             return self._live(body, "live", recorded, step, "re-run live from this step")
         if edit.kind == "input":
             assert edit.input is not None
             changed = apply_input_edit(body, edit.input, edit.input_mode)
             return self._live(changed, "edited-input", recorded, step, "edited request")
+        if edit.kind == "tool_result":
+            return self._tool_result_at_step(recorded, step, body)
         response = edited_response(recorded.response or {}, edit)
         self._count_live_done()
         return Decision("serve", "edited", recorded, step, response=response, note="edited reply")
+
+    def _tool_result_at_step(
+        self, recorded: RecordedCall, step: int, body: dict[str, Any]
+    ) -> Decision:
+        # From this step on, every request carrying the result gets the edited one. If the
+        # step's own request carries it, the step goes live; if the step's reply makes the
+        # call, that reply is served and the edit lands on the request sending the result.
+        edit = self.options.edit
+        assert edit is not None and edit.tool_result is not None
+        self._tool_result = (
+            tool_result_target(edit.tool_result, recorded.response),
+            edit.tool_result.content,
+        )
+        if rewrite_tool_result(body, *self._tool_result) is not None:
+            return self._live(body, "edited-input", recorded, step, "edited tool result")
+        self._count_live_done()
+        return Decision(
+            "serve",
+            "cached",
+            recorded,
+            step,
+            response=copy.deepcopy(recorded.response),
+            note="recorded reply; its tool result is edited in later requests",
+        )
 
     def _live(
         self,
@@ -297,11 +390,18 @@ class ReplayPlan:
                 origin,
                 recorded,
                 step,
-                status=503,
+                status=REFUSAL_STATUS,
                 message="faultfinder replay: the live window is used up; the program is stopped",
+                stop=True,
             )
         self._live_started += 1
         self.report.live_calls += 1
+        if self._tool_result is not None:
+            rewritten = rewrite_tool_result(body, *self._tool_result)
+            if rewritten is not None:
+                body, origin = rewritten, "edited-input"
+                note = note or "edited tool result"
+                self.report.edit_applied = True
         sent = {**body, **self.options.live_overrides} if self.options.live_overrides else body
         return Decision("live", origin, recorded, step, body=sent, note=note)
 
@@ -328,6 +428,7 @@ class ReplayPlan:
         """The final report (missing prefix steps filled in)."""
         prefix = self.report.prefix_steps
         self.report.missing_steps = [i for i in range(prefix) if i not in self._served]
+        self.report.normalised_fields = {k: sorted(v) for k, v in sorted(self._fields.items())}
         return self.report
 
 
@@ -352,31 +453,15 @@ def apply_input_edit(body: dict[str, Any], text: str, mode: str) -> dict[str, An
 
 
 def edited_response(recorded: dict[str, Any], edit: Edit) -> dict[str, Any]:
-    """The recorded completion with its message replaced by the edit."""
+    """The recorded completion with its message replaced as the edit says."""
     response: dict[str, Any] = (
         copy.deepcopy(recorded) if recorded else {"object": "chat.completion"}
     )
     choices = response.get("choices") or [{"index": 0}]
     first = dict(choices[0])
-    message: dict[str, Any] = {"role": "assistant", "content": edit.output or ""}
-    if edit.tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": call.get("id") or f"call_edit_{i}",
-                "type": "function",
-                "function": {
-                    "name": (call.get("function") or call).get("name", ""),
-                    "arguments": _arguments((call.get("function") or call).get("arguments", "")),
-                },
-            }
-            for i, call in enumerate(edit.tool_calls)
-        ]
+    message = reply_message(recorded, edit.output, edit.tool_calls, edit.tool_call_changes)
     first["message"] = message
-    first["finish_reason"] = "tool_calls" if edit.tool_calls else "stop"
+    first["finish_reason"] = "tool_calls" if message.get("tool_calls") else "stop"
     response["choices"] = [first]
     response["id"] = str(response.get("id") or "chatcmpl-faultfinder") + "-edited"
     return response
-
-
-def _arguments(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -13,6 +15,7 @@ from typing import IO, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from faultfinder.errors import ConfigError, FaultfinderError
+from faultfinder.redact import Redactor
 from faultfinder.replay.httpserver import LOOPBACK
 from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
 from faultfinder.replay.recorder import (
@@ -25,6 +28,7 @@ from faultfinder.replay.recorder import (
     new_run_id,
     read_meta,
     rebuild_trace,
+    safe_child,
     utcnow,
 )
 from faultfinder.replay.replayer import ReplayOptions, ReplayPlan, ReplayReport
@@ -116,22 +120,49 @@ def child_env(
     return env
 
 
+def run_redactor(command: list[str], extra_env: dict[str, str] | None = None) -> Redactor:
+    """A redactor that knows this run's secrets before anything is written: the values
+    of secret-named environment variables (ours and the program's) and of secret-named
+    arguments in the command line."""
+    redactor = Redactor()
+    redactor.learn_env(os.environ)
+    redactor.learn_env(extra_env or {})
+    redactor.learn_argv(command)
+    return redactor
+
+
 async def _tee(
-    stream: asyncio.StreamReader | None, sink: IO[bytes], echo: IO[bytes] | None
+    stream: asyncio.StreamReader | None,
+    sink: IO[bytes],
+    echo: IO[bytes] | None,
+    redactor: Redactor,
 ) -> bytes:
+    """Copy a stream to ``sink`` (and ``echo``) line by line, secrets scrubbed."""
     if stream is None:
         return b""
     parts: list[bytes] = []
+    pending = b""
     while True:
         data = await stream.read(65536)
+        if data:
+            pending += data
+            # Whole lines only (a secret is never split), '\r' too (progress bars).
+            cut = max(pending.rfind(b"\n"), pending.rfind(b"\r")) + 1
+            if not cut and len(pending) < 1 << 20:
+                continue
+            ready, pending = (pending[:cut], pending[cut:]) if cut else (pending, b"")
+        else:
+            ready, pending = pending, b""
+        if ready:
+            clean = redactor.text(ready.decode("utf-8", errors="replace")).encode("utf-8")
+            parts.append(clean)
+            sink.write(clean)
+            sink.flush()
+            if echo is not None:
+                echo.write(clean)
+                echo.flush()
         if not data:
             break
-        parts.append(data)
-        sink.write(data)
-        sink.flush()
-        if echo is not None:
-            echo.write(data)
-            echo.flush()
     return b"".join(parts)
 
 
@@ -141,8 +172,11 @@ async def run_child(
     out_dir: Path,
     options: SessionOptions,
     stop: asyncio.Event | None = None,
+    redactor: Redactor | None = None,
 ) -> ChildResult:
-    """Run ``command``, teeing its output into ``out_dir``; stop it when ``stop`` is set."""
+    """Run ``command``, teeing its output (secrets scrubbed) into ``out_dir``; stop it
+    when ``stop`` is set."""
+    redactor = redactor or run_redactor(command, env)
     started = time.perf_counter()
     try:
         process = await asyncio.create_subprocess_exec(
@@ -160,7 +194,8 @@ async def run_child(
     echo_err = sys.stderr.buffer if options.echo else None
     with (out_dir / "stdout.txt").open("wb") as out, (out_dir / "stderr.txt").open("wb") as err:
         readers = asyncio.gather(
-            _tee(process.stdout, out, echo_out), _tee(process.stderr, err, echo_err)
+            _tee(process.stdout, out, echo_out, redactor),
+            _tee(process.stderr, err, echo_err, redactor),
         )
         waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(process.wait())]
         if stop is not None:
@@ -223,10 +258,14 @@ async def record_run(
     if not command:
         raise ConfigError("Give the program to record after '--', e.g. -- python my_team.py")
     options = options or SessionOptions()
-    run_dir = Path(out) / (run_id or new_run_id())
+    try:
+        run_dir = safe_child(Path(out), run_id or new_run_id())
+    except ValueError as exc:
+        raise ConfigError(f"--run-id: {exc}") from None
     if (run_dir / "steps.jsonl").exists():
         raise ConfigError(f"{run_dir} already holds a recording; choose another --run-id.")
-    store = RunStore(run_dir)
+    redactor = run_redactor(list(command), options.env)
+    store = RunStore(run_dir, redactor)
     meta = RunMeta(
         run_id=run_dir.name,
         command=list(command),
@@ -252,7 +291,7 @@ async def record_run(
             meta.proxy_url = proxy.url
             store.write_meta(meta)
             env = child_env(proxy.base_url, proxy.url, run_dir, options.env)
-            child = await run_child(command, env, run_dir, options)
+            child = await run_child(command, env, run_dir, options, redactor=redactor)
     finally:
         meta.ended_at = utcnow()
         meta.exit_code = child.exit_code
@@ -263,41 +302,74 @@ async def record_run(
     return RunOutcome(run_dir=run_dir, meta=meta, trace=trace, child=child)
 
 
+def stored_command_note(meta: RunMeta) -> str:
+    """The recorded command, quoted for reference only (it is never run)."""
+    if not meta.command:
+        return "the recording names no command"
+    return "the recording's command, shown for reference and never run: " + shlex.join(meta.command)
+
+
+def replay_upstream(parent: RunMeta, upstream: str | None, trust_run: bool) -> str | None:
+    """The upstream a replay may send live calls (and the user's key) to.
+
+    Only an upstream the user named, or the recorded one when the user trusts the run;
+    None when neither (then any live call fails without leaving the machine).
+    """
+    if upstream:
+        return upstream
+    if trust_run:
+        return parent.upstream
+    return None
+
+
 async def replay_run(
     run_dir: str | Path,
     command: list[str] | None,
     replay: ReplayOptions,
     *,
     upstream: str | None = None,
+    trust_run: bool = False,
     branch_id: str | None = None,
     options: SessionOptions | None = None,
 ) -> ReplayOutcome:
-    """Re-run the recorded program (or ``command``) against the recording of ``run_dir``.
+    """Re-run ``command`` against the recording of ``run_dir``.
 
-    The branch is written to ``run_dir/branches/<branch-id>/`` with its own steps, trace,
-    meta and ``report.json``.
+    Nothing read from the run directory is executed or contacted: ``command`` must be
+    given (the recorded one is shown in the error for reference), the program runs in
+    ``options.cwd`` or the current directory, and live calls go to ``upstream`` only
+    (the recorded upstream only with ``trust_run``). The branch is written to
+    ``run_dir/branches/<branch-id>/`` with its own steps, trace, meta and ``report.json``.
     """
     run_dir = Path(run_dir)
     parent = read_meta(run_dir)
     calls = load_calls(run_dir)
-    upstream = upstream or parent.upstream
-    command = list(command or parent.command)
     if not command:
-        raise ConfigError(f"{run_dir}: no recorded command; give the program after '--'.")
+        raise ConfigError(
+            f"{run_dir}: give the program to replay after '--' ({stored_command_note(parent)})."
+        )
+    command = list(command)
+    upstream = replay_upstream(parent, upstream, trust_run)
     options = options or SessionOptions()
-    if options.cwd is None and parent.cwd:
-        options = options.model_copy(update={"cwd": parent.cwd})
     try:
         plan = ReplayPlan(calls, replay)
     except ValueError as exc:
         raise ConfigError(f"{run_dir}: {exc}") from None
-    needs_upstream = replay.at is not None and not (replay.edit and replay.edit.kind == "output")
+    # From step ``at`` on the program runs live, and policy 'live' may go live anywhere.
+    needs_upstream = replay.on_divergence == "live" or replay.at is not None
     if not upstream and needs_upstream:
-        raise ConfigError("No upstream recorded for this run; pass --upstream URL.")
-    branch_dir = run_dir / BRANCHES_DIR / (branch_id or new_run_id("b"))
+        named = f" (the recording names {parent.upstream!r})" if parent.upstream else ""
+        raise ConfigError(
+            f"This replay makes live calls: pass --upstream URL{named}; faultfinder does not "
+            "send your key to an endpoint read from a run directory unless you pass --trust-run."
+        )
+    try:
+        branch_dir = safe_child(run_dir / BRANCHES_DIR, branch_id or new_run_id("b"))
+    except ValueError as exc:
+        raise ConfigError(f"--branch-id: {exc}") from None
     if (branch_dir / "steps.jsonl").exists():
         raise ConfigError(f"{branch_dir} already exists; choose another --branch-id.")
-    store = RunStore(branch_dir)
+    redactor = run_redactor(command, options.env)
+    store = RunStore(branch_dir, redactor)
     meta = RunMeta(
         run_id=branch_dir.name,
         kind="branch",
@@ -314,9 +386,9 @@ async def replay_run(
     )
     store.write_meta(meta)
     config = ProxyConfig(
-        # With no upstream every call must come from the recording; a live call then fails
-        # with a clear message rather than reaching some default endpoint.
-        upstream=upstream or "http://127.0.0.1:9/no-upstream",
+        # With no upstream every call must come from the recording; a live call is refused
+        # without any connection.
+        upstream=upstream,
         api_key_env=options.api_key_env,
         host=options.host,
         port=options.port,
@@ -327,11 +399,14 @@ async def replay_run(
         async with RecordingProxy(config, store, plan) as proxy:
             meta.proxy_url = proxy.url
             env = child_env(proxy.base_url, proxy.url, branch_dir, options.env)
-            child = await run_child(command, env, branch_dir, options, proxy.stop_requested)
+            child = await run_child(
+                command, env, branch_dir, options, proxy.stop_requested, redactor
+            )
     finally:
         report = plan.finish()
+        clean = redactor.data(report.model_dump(mode="json"))
         (branch_dir / REPORT_FILE).write_text(
-            report.model_dump_json(indent=2) + "\n", encoding="utf-8"
+            json.dumps(clean, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )
         meta.ended_at = utcnow()
         meta.exit_code = child.exit_code

@@ -59,13 +59,14 @@ def replay_on_worker(
     executor: ReplayExecutor,
     intervention: Intervention,
     branch_id: str,
+    overrides: dict[str, Any],
 ) -> tuple[dict[str, Any], Files]:
     """Replay in a scratch copy of the recording; return the outcome and the branch files."""
     with tempfile.TemporaryDirectory(prefix="faultfinder-replay-") as scratch:
         run_dir = Path(scratch) / "run"
         write_files(run_dir, files)
         executor.run_dir = run_dir
-        outcome = asyncio.run(executor.run(intervention, branch_id))
+        outcome = asyncio.run(executor.run(intervention, branch_id, overrides))
         branch = outcome.branch_dir
         out = {
             p.relative_to(branch).as_posix(): p.read_bytes()
@@ -90,9 +91,13 @@ class RayReplayExecutor:
         self.worker_pids: list[int] = []
         """The process of each replay run so far (they are not this one)."""
 
-    async def run(self, intervention: Intervention, branch_id: str) -> ReplayOutcome:
+    async def run(
+        self, intervention: Intervention, branch_id: str, overrides: dict[str, Any]
+    ) -> ReplayOutcome:
         run_dir = self.local.run_dir
-        ref = replay_on_worker.remote(recording_files(run_dir), self.local, intervention, branch_id)
+        ref = replay_on_worker.remote(
+            recording_files(run_dir), self.local, intervention, branch_id, overrides
+        )
         result, files = await asyncio.wrap_future(ref.future())
         self.worker_pids.append(result["pid"])
         data = result["outcome"]

@@ -1,8 +1,9 @@
 """A loopback fake of the OpenAI chat-completions API, for tests and benchmarks.
 
-It is a small asyncio HTTP/1.1 server (keep-alive, chunked SSE) running in a background
-thread, so hundreds of concurrent requests with a fixed latency cost one coroutine each.
-It binds to 127.0.0.1 only.
+It runs faultfinder's own HTTP server (:mod:`faultfinder.replay.httpserver`, the one
+behind the proxy) on its own event loop in a background thread, so hundreds of
+concurrent requests with a fixed latency cost one coroutine each. It binds to 127.0.0.1
+only.
 
     with FakeOpenAIServer(reply="Agent Name: A\\nStep Number: 1", latency=0.5) as server:
         backend = OpenAICompatBackend("fake", base_url=server.base_url)
@@ -22,27 +23,21 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from faultfinder.replay.httpserver import (
+    LOOPBACK,
+    HttpServer,
+    Request,
+    Response,
+    ServerThread,
+    json_response,
+)
+
 ReplyValue = str | dict[str, Any]
 ReplyCallable = Callable[[dict[str, Any]], "ReplyValue | Awaitable[ReplyValue]"]
-
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    408: "Request Timeout",
-    413: "Payload Too Large",
-    422: "Unprocessable Entity",
-    429: "Too Many Requests",
-    500: "Internal Server Error",
-    502: "Bad Gateway",
-    503: "Service Unavailable",
-}
 
 
 class ReplyError(Exception):
@@ -120,12 +115,7 @@ class FakeOpenAIServer:
         self._in_flight = 0
         self._failures_sent = 0
         self._ids = itertools.count(1)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: asyncio.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._startup_error: BaseException | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._thread: ServerThread | None = None
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -136,27 +126,31 @@ class FakeOpenAIServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     @property
+    def addresses(self) -> set[str]:
+        """The interface addresses the server is bound to."""
+        return set() if self._thread is None else set(self._thread.server.addresses)
+
+    @property
     def chat_requests(self) -> list[RecordedRequest]:
         """Received POST /chat/completions requests (including failed ones)."""
         return [r for r in self.requests if r.path.endswith("/chat/completions")]
 
     def start(self) -> FakeOpenAIServer:
-        self._thread = threading.Thread(target=self._run, name="fake-openai", daemon=True)
-        self._thread.start()
-        self._ready.wait(10)
-        if self._startup_error is not None:
-            raise RuntimeError(f"fake server failed to start: {self._startup_error}")
+        async def serve() -> HttpServer:
+            server = HttpServer(self._handle, LOOPBACK, self._requested_port, backlog=1024)
+            return await server.start()
+
+        try:
+            self._thread = ServerThread(serve).start()
+        except RuntimeError as exc:
+            raise RuntimeError(f"fake server failed to start: {exc}") from None
+        self.port = self._thread.server.port
         return self
 
     def stop(self) -> None:
-        loop = self._loop
-        if loop is None or self._thread is None:
-            return
-        if loop.is_running():
-            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(10)
-            loop.call_soon_threadsafe(loop.stop)
-        self._thread.join(10)
-        self._loop = None
+        if self._thread is not None:
+            self._thread.stop()
+            self._thread = None
         self.port = None
 
     def __enter__(self) -> FakeOpenAIServer:
@@ -165,143 +159,60 @@ class FakeOpenAIServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _run(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        asyncio.set_event_loop(loop)
-        try:
-            self._server = loop.run_until_complete(
-                asyncio.start_server(self._handle, "127.0.0.1", self._requested_port, backlog=1024)
-            )
-            self.port = self._server.sockets[0].getsockname()[1]
-        except BaseException as exc:
-            self._startup_error = exc
-            self._ready.set()
-            loop.close()
-            return
-        self._ready.set()
-        try:
-            loop.run_forever()
-        finally:
-            loop.close()
-
-    async def _shutdown(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
-
     # --- HTTP ----------------------------------------------------------------------
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        try:
-            while True:
-                keep_alive = await self._serve_one(reader, writer)
-                if not keep_alive:
-                    break
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
-            pass
-        except asyncio.CancelledError:
-            # Shutdown cancels idle keep-alive connections; that is the normal end.
-            pass
-        finally:
-            self._connections.discard(task)
-            writer.close()
-            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
-                await writer.wait_closed()
-
-    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-        head = await reader.readuntil(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        method, path, version = ([*lines[0].split(" "), "", "", ""])[:3]
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            if ":" in line:
-                name, _, value = line.partition(":")
-                headers[name.strip().lower()] = value.strip()
-        raw = await self._read_body(reader, headers)
-        keep_alive = headers.get("connection", "").lower() != "close" and version == "HTTP/1.1"
-        path = path.split("?", 1)[0]
-
+    async def _handle(self, request: Request) -> Response:
+        method, path = request.method, request.path
+        headers = dict(request.headers)
         if method == "GET" and path.rstrip("/").endswith("/models"):
             self.requests.append(RecordedRequest(method, path, headers))
-            await self._send_json(writer, 200, self._models(), keep_alive=keep_alive)
-            return keep_alive
+            return json_response(200, self._models())
         if not path.rstrip("/").endswith("/chat/completions"):
             self.requests.append(RecordedRequest(method, path, headers))
-            await self._send_error(writer, 404, f"no route {method} {path}", keep_alive)
-            return keep_alive
+            return _error(404, f"no route {method} {path}")
         if method != "POST":
             self.requests.append(RecordedRequest(method, path, headers))
-            await self._send_error(writer, 405, "use POST", keep_alive)
-            return keep_alive
+            return _error(405, "use POST")
         try:
-            body = json.loads(raw or b"{}")
+            body = json.loads(request.body or b"{}")
         except json.JSONDecodeError as exc:
             self.requests.append(RecordedRequest(method, path, headers))
-            await self._send_error(writer, 400, f"invalid JSON: {exc}", keep_alive)
-            return keep_alive
+            return _error(400, f"invalid JSON: {exc}")
         self.requests.append(RecordedRequest(method, path, headers, body))
-
         self._in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self._in_flight)
         try:
             if self.latency > 0:
                 await asyncio.sleep(self.latency)
-            await self._chat(writer, body, keep_alive)
+            return await self._chat(body)
         finally:
             self._in_flight -= 1
-        return keep_alive
 
-    async def _read_body(self, reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            chunks: list[bytes] = []
-            while True:
-                size_line = await reader.readuntil(b"\r\n")
-                size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
-                if size == 0:
-                    # Trailers (normally none) end with an empty line.
-                    while (await reader.readuntil(b"\r\n")) != b"\r\n":
-                        pass
-                    return b"".join(chunks)
-                chunks.append(await reader.readexactly(size))
-                await reader.readexactly(2)
-        length = int(headers.get("content-length", "0") or 0)
-        return await reader.readexactly(length) if length else b""
-
-    async def _chat(
-        self, writer: asyncio.StreamWriter, body: dict[str, Any], keep_alive: bool
-    ) -> None:
+    async def _chat(self, body: dict[str, Any]) -> Response:
         if self._failures_sent < self.fail_first:
             self._failures_sent += 1
             extra = {} if self.retry_after is None else {"Retry-After": str(self.retry_after)}
-            await self._send_error(
-                writer, self.fail_status, "fake failure", keep_alive, extra_headers=extra
-            )
-            return
+            return _error(self.fail_status, "fake failure", extra)
         stream = bool(body.get("stream"))
         if stream and not self.stream_support:
-            await self._send_error(writer, 400, "streaming is not supported here", keep_alive)
-            return
+            return _error(400, "streaming is not supported here")
         try:
             value = await self._reply_value(body)
         except ReplyError as exc:
-            await self._send_error(
-                writer, exc.status, exc.message, keep_alive, extra_headers=exc.headers
-            )
-            return
+            return _error(exc.status, exc.message, exc.headers)
         completion = self._completion(body, value)
         if stream:
-            await self._send_stream(writer, body, completion, keep_alive)
-        else:
-            await self._send_json(writer, 200, completion, keep_alive=keep_alive)
+            return Response(200, _SSE_HEADERS, self._stream(body, completion))
+        return json_response(200, completion)
+
+    async def _stream(
+        self, body: dict[str, Any], completion: dict[str, Any]
+    ) -> AsyncIterator[bytes]:
+        events = [f"data: {json.dumps(c)}\n\n".encode() for c in self._chunks(body, completion)]
+        # One write for the whole reply, as a fast server's single TCP segment would be.
+        yield b"".join(events) + b"data: [DONE]\n\n"
+        if self.stream_linger:
+            await asyncio.sleep(self.stream_linger)
 
     async def _reply_value(self, body: dict[str, Any]) -> ReplyValue:
         if isinstance(self.reply, str):
@@ -361,65 +272,6 @@ class FakeOpenAIServer:
             completion["usage"] = usage
         return completion
 
-    async def _send_json(
-        self,
-        writer: asyncio.StreamWriter,
-        status: int,
-        payload: dict[str, Any],
-        *,
-        keep_alive: bool,
-        extra_headers: dict[str, str] | None = None,
-    ) -> None:
-        data = json.dumps(payload).encode("utf-8")
-        headers = {
-            "Content-Type": "application/json",
-            "Content-Length": str(len(data)),
-            "Connection": "keep-alive" if keep_alive else "close",
-            **(extra_headers or {}),
-        }
-        writer.write(self._head(status, headers) + data)
-        await writer.drain()
-
-    async def _send_error(
-        self,
-        writer: asyncio.StreamWriter,
-        status: int,
-        message: str,
-        keep_alive: bool,
-        extra_headers: dict[str, str] | None = None,
-    ) -> None:
-        payload = {
-            "error": {"message": message, "type": "fake_error", "param": None, "code": status}
-        }
-        await self._send_json(
-            writer, status, payload, keep_alive=keep_alive, extra_headers=extra_headers
-        )
-
-    async def _send_stream(
-        self,
-        writer: asyncio.StreamWriter,
-        body: dict[str, Any],
-        completion: dict[str, Any],
-        keep_alive: bool,
-    ) -> None:
-        headers = {
-            "Content-Type": "text/event-stream",
-            "Cache-Control": "no-cache",
-            "Transfer-Encoding": "chunked",
-            "Connection": "keep-alive" if keep_alive else "close",
-        }
-        writer.write(self._head(200, headers))
-        for chunk in self._chunks(body, completion):
-            event = f"data: {json.dumps(chunk)}\n\n".encode()
-            writer.write(b"%x\r\n%s\r\n" % (len(event), event))
-        done = b"data: [DONE]\n\n"
-        writer.write(b"%x\r\n%s\r\n" % (len(done), done))
-        if self.stream_linger:
-            await writer.drain()
-            await asyncio.sleep(self.stream_linger)
-        writer.write(b"0\r\n\r\n")
-        await writer.drain()
-
     def _chunks(self, body: dict[str, Any], completion: dict[str, Any]) -> list[dict[str, Any]]:
         choice = completion["choices"][0]
         message = choice.get("message") or {}
@@ -465,11 +317,13 @@ class FakeOpenAIServer:
             chunks.append({**base, "choices": [], "usage": completion["usage"]})
         return chunks
 
-    @staticmethod
-    def _head(status: int, headers: dict[str, str]) -> bytes:
-        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}"]
-        lines.extend(f"{name}: {value}" for name, value in headers.items())
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+_SSE_HEADERS = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    payload = {"error": {"message": message, "type": "fake_error", "param": None, "code": status}}
+    return json_response(status, payload, list((headers or {}).items()))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,326 @@
+"""`faultfinder debug`, `debug-report` and `check`: verify failure hypotheses by replaying
+interventions (DoVer; TraceElephant's dynamic check). See docs/dover.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from faultfinder.cli.common import build_llm, executor_options, model_options, pass_errors
+from faultfinder.cli.proxy_options import choose_upstream, require_command, trust_options
+from faultfinder.replay.recorder import new_run_id, read_meta
+from faultfinder.replay.session import SessionOptions, replay_upstream, run_sync
+
+
+def _live_upstream(run_dir: str, upstream: str | None, trust_run: bool) -> str | None:
+    given, trusted = choose_upstream(run_dir, upstream, trust_run)
+    return replay_upstream(read_meta(run_dir), given, trusted)
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--method",
+    "method_spec",
+    default="all-at-once:dover",
+    show_default=True,
+    help="Attribution method proposing one hypothesis per trial (name or name:preset).",
+)
+@click.option(
+    "--segment",
+    default="llm",
+    show_default=True,
+    help="Trial segmentation: llm, magentic-one, pattern:REGEX (planning steps' output), none.",
+)
+@click.option("--repeats", default=3, show_default=True, help="Replays per intervention.")
+@click.option(
+    "--orchestrator",
+    default=None,
+    help="Agent whose messages are rewritten (default: each trial's planner).",
+)
+@click.option(
+    "--scope",
+    type=click.Choice(["orchestrator", "hypothesis"]),
+    default="orchestrator",
+    show_default=True,
+    help="Rewrite the orchestrator's message at/before the failure step, or that step itself.",
+)
+@click.option("--max-trials", type=int, default=None, help="Intervene on at most this many trials.")
+@click.option(
+    "--no-ground-truth", is_flag=True, help="Hide the reference answer from DoVer's prompts."
+)
+@click.option("--no-milestones", is_flag=True, help="Skip milestone progress.")
+@click.option(
+    "--context-budget", type=int, default=None, help="Max prompt tokens of DoVer's prompts."
+)
+@click.option(
+    "--live-temperature",
+    default="0.7",
+    show_default=True,
+    help="Temperature forced on live replay calls, so repeats are independent samples; "
+    "'program' keeps the program's own.",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Repeat r sends seed+r with its live calls (distinct seeds, recorded in the rows).",
+)
+@click.option(
+    "--check",
+    "check_command",
+    default=None,
+    metavar="COMMAND",
+    help="Success checker: COMMAND gets {final_answer, reference, task, run_dir} as JSON on "
+    "stdin and answers pass/fail on stdout or by exit status 0/1 (default: exact match "
+    "after normalisation; see docs/methods/dover.md).",
+)
+@trust_options
+@click.option(
+    "--out",
+    "out_path",
+    default=None,
+    help="JSONL file for result rows (default: RUN_DIR/dover/<session>.jsonl).",
+)
+@click.option(
+    "--timeout", type=float, default=None, help="Stop each replay after this many seconds."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
+@executor_options
+@model_options(timeout_flag="--call-timeout")  # --timeout here bounds each replay
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@pass_errors
+def debug(
+    run_dir: str,
+    method_spec: str,
+    segment: str,
+    repeats: int,
+    orchestrator: str | None,
+    scope: str,
+    max_trials: int | None,
+    no_ground_truth: bool,
+    no_milestones: bool,
+    context_budget: int | None,
+    live_temperature: str,
+    seed: int,
+    check_command: str | None,
+    upstream: str | None,
+    trust_run: bool,
+    out_path: str | None,
+    timeout: float | None,
+    as_json: bool,
+    executor: str,
+    ray_address: str | None,
+    command: tuple[str, ...],
+    **llm_options: Any,
+) -> None:
+    """DoVer: segment the recorded run into trials, hypothesise a failure per trial,
+    generate an intervention, replay it (--repeats times) and give each hypothesis a
+    verdict: validated, partially validated, refuted, inconclusive, not_applied or
+    unverifiable (docs/methods/dover.md states the rules).
+
+    \b
+    faultfinder debug runs/RUN --model openai:gpt-4o --upstream URL -- python my_team.py "task"
+    """
+    from faultfinder.dover.checker import make_checker
+    from faultfinder.dover.pipeline import DoverConfig, ReplayExecutor, run_dover
+    from faultfinder.dover.report import aggregate, format_summary
+    from faultfinder.methods import create_method
+
+    temperature: float | None = None
+    if live_temperature != "program":
+        try:
+            temperature = float(live_temperature)
+        except ValueError:
+            raise click.BadParameter(
+                f"{live_temperature!r} is neither a number nor 'program'",
+                param_hint="--live-temperature",
+            ) from None
+    # The checker is a command the user typed here, so running it is what they asked for.
+    checker = make_checker(check_command)
+
+    program = require_command(run_dir, command)
+    live = _live_upstream(run_dir, upstream, trust_run)
+
+    config = DoverConfig(
+        method=method_spec,
+        segment=segment,
+        repeats=repeats,
+        orchestrator=orchestrator,
+        scope=scope,  # type: ignore[arg-type]
+        with_ground_truth=not no_ground_truth,
+        max_trials=max_trials,
+        milestones=not no_milestones,
+        context_budget=context_budget,
+        live_temperature=temperature,
+        seed=seed,
+    )
+    overrides: dict[str, Any] = {"with_ground_truth": config.with_ground_truth}
+    if context_budget is not None:
+        overrides["context_budget"] = context_budget
+    method = create_method(method_spec, **overrides)
+    llm = build_llm(**llm_options)
+    session = new_run_id("dover-")
+    out = Path(out_path) if out_path else Path(run_dir) / "dover" / f"{session}.jsonl"
+    replays = ReplayExecutor(
+        run_dir,
+        program,
+        upstream=live,
+        options=SessionOptions(echo=False, timeout=timeout),
+    )
+    if executor == "ray":
+        from faultfinder.scale.cluster import ray_session
+
+        with ray_session(ray_address):
+            from faultfinder.scale.ray_debug import RayReplayExecutor
+
+            on_ray = RayReplayExecutor(replays)
+            rows = run_sync(
+                run_dover(
+                    run_dir, llm, method, on_ray, config, out=out, session=session, checker=checker
+                )
+            )
+    else:
+        if ray_address:
+            raise click.UsageError("--ray-address goes with --executor ray.")
+        rows = run_sync(
+            run_dover(
+                run_dir, llm, method, replays, config, out=out, session=session, checker=checker
+            )
+        )
+    if as_json:
+        for row in rows:
+            click.echo(row.model_dump_json())
+        return
+    for row in rows:
+        trial = row.trial
+        head = f"trial {trial.index} (steps {trial.start}-{trial.end})"
+        hyp = row.hypothesis
+        if row.intervention is None:
+            click.echo(f"{head}: {row.status} - {row.verdict_reason or row.error}")
+            continue
+        flips = ""
+        if row.flip_rate is not None and row.flip_rate_ci is not None:
+            low, high = row.flip_rate_ci
+            flips = f"; flip rate {row.flip_rate:.0%} (95% CI {low:.0%}-{high:.0%})"
+        iv = row.intervention
+        click.echo(
+            f"{head}: hypothesis {hyp.agent} @ step {hyp.step}; {iv.category} at step {iv.step} "
+            f"-> {row.verdict} ({row.verdict_reason}){flips}"
+        )
+        click.echo(f"    replacement: {iv.replacement[:160]!r}")
+    click.echo(format_summary(aggregate(rows)))
+    click.echo(f"rows: {out}")
+
+
+@click.command("debug-report")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@pass_errors
+def debug_report(paths: tuple[str, ...], as_json: bool) -> None:
+    """Aggregate DoVer result rows: trial success rate, progress made, verdicts."""
+    from faultfinder.dover.report import aggregate, format_summary, read_rows
+
+    summary = aggregate(read_rows(paths))
+    click.echo(summary.model_dump_json(indent=2) if as_json else format_summary(summary))
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--method",
+    "method_spec",
+    default="agentic",
+    show_default=True,
+    help="Static method whose attribution seeds the candidates (TraceElephant: Static Agentic).",
+)
+@click.option(
+    "--candidates", "n_candidates", default=3, show_default=True, help="Candidates to check."
+)
+@click.option(
+    "--window", default=5, show_default=True, help="Steps observed after the correction (k)."
+)
+@click.option(
+    "--live-temperature", default=0.3, show_default=True, help="Temperature of the replayed steps."
+)
+@click.option("--no-ground-truth", is_flag=True, help="Hide the reference answer from the prompts.")
+@click.option("--context-budget", type=int, default=None, help="Max prompt tokens.")
+@trust_options
+@click.option("--out", "out_path", default=None, help="Append the result row to this JSONL file.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@model_options
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@pass_errors
+def check(
+    run_dir: str,
+    method_spec: str,
+    n_candidates: int,
+    window: int,
+    live_temperature: float,
+    no_ground_truth: bool,
+    context_budget: int | None,
+    upstream: str | None,
+    trust_run: bool,
+    out_path: str | None,
+    as_json: bool,
+    command: tuple[str, ...],
+    **llm_options: Any,
+) -> None:
+    """TraceElephant's dynamic agentic check: replay each candidate step with a correction,
+    watch the next --window steps, and re-rank the candidates.
+
+    \b
+    faultfinder check runs/RUN --model openai:gpt-4o --upstream URL -- python my_team.py "task"
+    """
+    from faultfinder.dover.dynamic import dynamic_check
+    from faultfinder.methods import create_method
+
+    program = require_command(run_dir, command)
+    live = _live_upstream(run_dir, upstream, trust_run)
+
+    overrides: dict[str, Any] = {"with_ground_truth": not no_ground_truth}
+    if context_budget is not None:
+        overrides["context_budget"] = context_budget
+    method = create_method(method_spec, **overrides)
+    llm = build_llm(**llm_options)
+    result = run_sync(
+        dynamic_check(
+            run_dir,
+            llm,
+            method,
+            method_label=method_spec,
+            command=program,
+            upstream=live,
+            candidates=n_candidates,
+            window=window,
+            live_temperature=live_temperature,
+            with_ground_truth=not no_ground_truth,
+            budget=context_budget,
+        )
+    )
+    if out_path:
+        with Path(out_path).open("a", encoding="utf-8") as handle:
+            handle.write(result.model_dump_json() + "\n")
+    if as_json:
+        click.echo(result.model_dump_json(indent=2))
+        return
+    static = result.static
+    click.echo(f"static ({result.method}): {static.get('agent')} @ step {static.get('step')}")
+
+    def yes(flag: bool) -> str:
+        return "yes" if flag else "no"
+
+    for position, item in enumerate(result.candidates):
+        seen = item.observation
+        state = (
+            item.error
+            if seen is None
+            else f"expected={yes(seen.satisfies_expected)} recurs={yes(seen.failure_recurs)} "
+            f"deviates={yes(seen.deviates)}"
+        )
+        head = f"{position + 1}. {item.agent} @ step {item.step}"
+        click.echo(f"{head} (was #{item.rank + 1}, score {item.score}): {state}")
+    click.echo(f"verdict: {result.agent} @ step {result.step}")

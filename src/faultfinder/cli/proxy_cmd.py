@@ -1,0 +1,191 @@
+"""`faultfinder proxy` and `faultfinder serve-local`: long-running servers on loopback
+(see docs/replay.md and docs/security.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import click
+
+from faultfinder.cli.common import build_llm, model_options, pass_errors
+from faultfinder.cli.proxy_options import (
+    choose_upstream,
+    proxy_options,
+    run_dir_in,
+    warn_if_exposed,
+)
+from faultfinder.cli.replay_cmd import replay_options
+from faultfinder.errors import ConfigError
+from faultfinder.replay.httpserver import LOOPBACK
+from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
+from faultfinder.replay.recorder import (
+    BRANCHES_DIR,
+    RunMeta,
+    RunStore,
+    load_calls,
+    new_run_id,
+    read_meta,
+    rebuild_trace,
+    utcnow,
+)
+from faultfinder.replay.replayer import ReplayPlan
+from faultfinder.replay.session import replay_upstream, run_redactor, run_sync
+
+
+@click.command()
+@click.option(
+    "--upstream", default=None, help="Model endpoint to forward to (recording mode: required)."
+)
+@click.option("--out", default="runs", show_default=True, help="Directory for runs/<run-id>/.")
+@click.option("--run-id", default=None, help="Name of the run directory inside --out.")
+@click.option(
+    "--replay",
+    "replay_dir",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="Serve a replay of this run instead of recording a new one.",
+)
+@click.option(
+    "--trust-run",
+    is_flag=True,
+    help="Replay: send live calls (and your key) to the upstream named in the run directory.",
+)
+@click.option("--at", type=int, default=None, help="Replay: step from which to go live.")
+@click.option("--edit", default=None, help="Replay: replacement output of step --at.")
+@click.option("--edit-input", default=None, help="Replay: replacement instruction for step --at.")
+@proxy_options
+@pass_errors
+def proxy(
+    upstream: str | None,
+    out: str,
+    run_id: str | None,
+    replay_dir: str | None,
+    trust_run: bool,
+    at: int | None,
+    edit: str | None,
+    edit_input: str | None,
+    api_key_env: str | None,
+    host: str,
+    port: int,
+) -> None:
+    """Run the recording proxy until interrupted; point OPENAI_BASE_URL at it.
+
+    Agents are told apart by the X-Faultfinder-Agent header, an /agent/<name>/v1 base
+    URL, or their system prompt. On Ctrl-C the run's trace.json is written.
+    """
+    warn_if_exposed(host)
+    plan: ReplayPlan | None = None
+    if replay_dir:
+        parent = read_meta(replay_dir)
+        given, trusted = choose_upstream(replay_dir, upstream, trust_run)
+        upstream = replay_upstream(parent, given, trusted)
+        replay = replay_options(at, edit, None, edit_input, "replace-last-user", "fail")
+        plan = ReplayPlan(load_calls(replay_dir), replay)
+        run_dir = run_dir_in(str(Path(replay_dir) / BRANCHES_DIR), run_id, new_run_id("b"))
+        meta = RunMeta(
+            run_id=run_dir.name,
+            kind="branch",
+            parent=str(replay_dir),
+            upstream=upstream,
+            task=parent.task,
+            ground_truth=parent.ground_truth,
+            replay=replay.model_dump(mode="json", exclude_none=True),
+        )
+        if not upstream:
+            click.echo(
+                "no upstream: every call is answered from the recording; pass --upstream "
+                "for live calls.",
+                err=True,
+            )
+    else:
+        if not upstream:
+            raise click.UsageError("--upstream is required when recording")
+        run_dir = run_dir_in(out, run_id, new_run_id())
+        meta = RunMeta(run_id=run_dir.name, upstream=upstream)
+    config = ProxyConfig(upstream=upstream, api_key_env=api_key_env, host=host, port=port)
+    run_sync(_serve_proxy(config, run_dir, meta, plan))
+
+
+def _stop_on_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+
+
+async def _serve_proxy(
+    config: ProxyConfig, run_dir: Path, meta: RunMeta, plan: ReplayPlan | None
+) -> None:
+    store = RunStore(run_dir, run_redactor([]))
+    meta.started_at = utcnow()
+    stop = asyncio.Event()
+    _stop_on_signals(stop)
+    try:
+        async with RecordingProxy(config, store, plan) as server:
+            meta.proxy_url = server.url
+            store.write_meta(meta)
+            target = config.upstream or "(recording only: no upstream)"
+            click.echo(f"faultfinder proxy on {server.base_url} -> {target}", err=True)
+            click.echo(f"  export OPENAI_BASE_URL={server.base_url}", err=True)
+            click.echo(f"  recording into {run_dir} (Ctrl-C to stop)", err=True)
+            await stop.wait()
+    finally:
+        meta.ended_at = utcnow()
+        store.write_meta(meta)
+        if plan is not None:
+            report = store.redactor.data(plan.finish().model_dump(mode="json"))
+            (run_dir / "report.json").write_text(
+                json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8"
+            )
+        if store.steps_path.exists():
+            trace = rebuild_trace(run_dir)
+            click.echo(f"wrote {run_dir / 'trace.json'} ({len(trace.steps)} steps)", err=True)
+
+
+@click.command("serve-local")
+@click.option(
+    "--host",
+    default=LOOPBACK,
+    show_default=True,
+    help="Interface to bind (anything but loopback prints a warning).",
+)
+@click.option("--port", default=8080, show_default=True, help="Port (0: any free port).")
+@click.option("--model-name", default=None, help="Model id reported to clients.")
+@model_options
+@pass_errors
+def serve_local(host: str, port: int, model_name: str | None, **llm_options: Any) -> None:
+    """Serve a faultfinder model (default: the embedded one) as an OpenAI-compatible
+    endpoint, so unmodified agent programs run offline.
+
+    \b
+    faultfinder serve-local --port 8080 &
+    OPENAI_BASE_URL=http://127.0.0.1:8080/v1 python -m faultfinder.demo_team "task"
+    """
+    warn_if_exposed(host)
+    # A server answers like a model: a response cache would hide sampling differences.
+    llm_options["cache_path"] = "none"
+    llm = build_llm(**llm_options)
+    run_sync(_serve_local(llm, host, port, model_name))
+
+
+async def _serve_local(llm: Any, host: str, port: int, model_name: str | None) -> None:
+    from faultfinder.replay.local_server import LocalModelServer
+
+    stop = asyncio.Event()
+    _stop_on_signals(stop)
+    try:
+        server = await LocalModelServer(llm, host=host, port=port, model_name=model_name).start()
+    except OSError as exc:
+        raise ConfigError(
+            f"Cannot listen on {host}:{port}: {exc}. Choose another --port."
+        ) from None
+    click.echo(f"serving {llm.name} on {server.base_url} (Ctrl-C to stop)", err=True)
+    try:
+        await stop.wait()
+    finally:
+        await server.close()

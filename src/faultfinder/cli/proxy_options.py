@@ -1,0 +1,138 @@
+"""Options and helpers shared by the commands that run a program through the proxy
+(`record`, `proxy`, `replay`, `debug`, `check`, `serve-local`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from faultfinder.replay.httpserver import LOOPBACK
+from faultfinder.replay.recorder import read_meta, safe_child
+from faultfinder.replay.session import SessionOptions, stored_command_note
+from faultfinder.traces.io import split_lines
+
+PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False}
+"""Everything after the command's own options (and '--') is the program's argv."""
+
+
+def plural(count: int, word: str) -> str:
+    """'1 agent', '3 agents', '1 step', '0 steps'."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def warn_if_exposed(host: str) -> None:
+    """Say so when a server binds anything but loopback."""
+    if host not in (LOOPBACK, "localhost", "::1"):
+        click.echo(
+            f"warning: binding {host}: anyone who can reach it can use your upstream (and key).",
+            err=True,
+        )
+
+
+def session_options(
+    api_key_env: str | None,
+    host: str,
+    port: int,
+    quiet: bool,
+    timeout: float | None,
+    cwd: str | None = None,
+) -> SessionOptions:
+    warn_if_exposed(host)
+    return SessionOptions(
+        api_key_env=api_key_env, host=host, port=port, echo=not quiet, timeout=timeout, cwd=cwd
+    )
+
+
+def proxy_options(fn: Any) -> Any:
+    """--api-key-env, --host and --port."""
+    options = [
+        click.option(
+            "--api-key-env",
+            default=None,
+            help="Environment variable with the upstream's key (default: forward the "
+            "program's own Authorization). Keys are never recorded.",
+        ),
+        click.option(
+            "--host",
+            default=LOOPBACK,
+            show_default=True,
+            help="Interface to bind (anything but loopback prints a warning).",
+        ),
+        click.option("--port", default=0, show_default=True, help="Port (0: any free port)."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def trust_options(fn: Any) -> Any:
+    """--upstream and --trust-run for commands that replay a run directory."""
+    options = [
+        click.option(
+            "--upstream",
+            default=None,
+            help="Endpoint for live calls. Without it, the run's recorded upstream is used "
+            "only with --trust-run or after you confirm it.",
+        ),
+        click.option(
+            "--trust-run",
+            is_flag=True,
+            help="Send live calls (and your key) to the upstream named in the run directory.",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def choose_upstream(run_dir: str, upstream: str | None, trust_run: bool) -> tuple[str | None, bool]:
+    """(upstream, trusted) for a replay of ``run_dir``.
+
+    An upstream given on the command line wins. Otherwise the recorded one is used with
+    --trust-run, or when the user confirms it at a terminal; else none (a replay that
+    needs live calls then stops with an error naming --upstream).
+    """
+    if upstream or trust_run:
+        return upstream, trust_run
+    recorded = read_meta(run_dir).upstream
+    if recorded and sys.stdin.isatty() and sys.stderr.isatty():
+        trusted = click.confirm(
+            f"{run_dir} names the upstream {recorded!r}. Send live calls (and your key) there?",
+            default=False,
+            err=True,
+        )
+        return None, trusted
+    return None, False
+
+
+def show_recorded_command(run_dir: str) -> None:
+    """Print the recorded command for reference (it is never run)."""
+    click.echo(stored_command_note(read_meta(run_dir)), err=True)
+
+
+def require_command(run_dir: str, command: tuple[str, ...]) -> list[str]:
+    """The program to run, given after '--'; never the one stored in the run directory."""
+    if not command:
+        raise click.UsageError(
+            f"give the program to run after '--' ({stored_command_note(read_meta(run_dir))})"
+        )
+    return list(command)
+
+
+def read_lines(path: str | None) -> list[str]:
+    """Non-empty stripped lines of a text file (none for no file)."""
+    if not path:
+        return []
+    text = Path(path).read_text(encoding="utf-8")
+    return [line.strip() for line in split_lines(text) if line.strip()]
+
+
+def run_dir_in(out: str, run_id: str | None, default: str) -> Path:
+    """``out/<run-id>``, refusing a run id that names a path outside ``out``."""
+    try:
+        return safe_child(Path(out), run_id or default)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--run-id") from None

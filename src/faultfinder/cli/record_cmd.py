@@ -1,0 +1,95 @@
+"""`faultfinder record`: run a program with its model calls recorded (see docs/replay.md)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from faultfinder.cli.common import pass_errors
+from faultfinder.cli.proxy_options import (
+    PASSTHROUGH,
+    plural,
+    proxy_options,
+    read_lines,
+    session_options,
+)
+from faultfinder.replay.session import record_run, run_sync
+
+
+@click.command(context_settings=PASSTHROUGH)
+@click.option(
+    "--upstream", required=True, help="Model endpoint to forward to, e.g. http://127.0.0.1:8080/v1."
+)
+@click.option(
+    "--out", default="runs", show_default=True, help="Directory that receives runs/<run-id>/."
+)
+@click.option(
+    "--run-id",
+    default=None,
+    help="Name of the run directory inside --out (default: timestamp); no path separators.",
+)
+@click.option("--task", default=None, help="The task, if the first user message is not it.")
+@click.option("--ground-truth", default=None, help="Reference answer (enables success checks).")
+@click.option(
+    "--reference-steps",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Text file with a reference solution, one step per line (DoVer milestones).",
+)
+@click.option("--system", "system_name", default=None, help="Name of the multi-agent system.")
+@click.option(
+    "--timeout", type=float, default=None, help="Stop the program after this many seconds."
+)
+@click.option("--quiet", is_flag=True, help="Do not echo the program's output.")
+@proxy_options
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+@pass_errors
+def record(
+    upstream: str,
+    out: str,
+    run_id: str | None,
+    task: str | None,
+    ground_truth: str | None,
+    reference_steps: str | None,
+    system_name: str | None,
+    timeout: float | None,
+    quiet: bool,
+    api_key_env: str | None,
+    host: str,
+    port: int,
+    command: tuple[str, ...],
+) -> None:
+    """Run COMMAND with its model calls recorded through a proxy into OUT/<run-id>/.
+
+    \b
+    faultfinder record --upstream http://127.0.0.1:8080/v1 -- python my_team.py "task"
+
+    The program gets OPENAI_BASE_URL (and OPENAI_API_BASE) pointing at the proxy. The
+    run's trace.json is written even when the program fails; the exit status is the
+    program's.
+    """
+    outcome = run_sync(
+        record_run(
+            list(command),
+            upstream,
+            out,
+            run_id=run_id,
+            task=task,
+            ground_truth=ground_truth,
+            reference_steps=read_lines(reference_steps),
+            system=system_name,
+            options=session_options(api_key_env, host, port, quiet, timeout),
+        )
+    )
+    trace = outcome.trace
+    click.echo(
+        f"recorded {plural(len(trace.steps), 'step')} from {plural(len(trace.agents), 'agent')} "
+        f"(program exit status {outcome.child.exit_code}) -> {outcome.run_dir}",
+        err=True,
+    )
+    if trace.metadata.get("outcome"):
+        click.echo(f"final answer {trace.final_answer!r}: {trace.metadata['outcome']}", err=True)
+    code = outcome.child.exit_code
+    if code:
+        sys.exit(code if code > 0 else 1)

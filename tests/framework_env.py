@@ -1,0 +1,64 @@
+"""A private virtual environment for a framework whose pins conflict with the project's.
+
+``framework_python("crewai", ["crewai==X"])`` builds ``<cache>/crewai-<key>/`` once (key:
+Python version and requirements), with pip from the package registry, and returns its
+interpreter; later calls (and later test runs) reuse it. The cache is
+``$FAULTFINDER_ENV_CACHE``, else ``~/.cache/faultfinder/envs``. A file lock keeps two
+test processes from building the same environment at once. The framework program then
+runs in that interpreter as a subprocess, recorded and replayed by the project's proxy.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+INSTALL_TIMEOUT_S = 1200
+
+
+def cache_root() -> Path:
+    configured = os.environ.get("FAULTFINDER_ENV_CACHE")
+    return Path(configured) if configured else Path.home() / ".cache" / "faultfinder" / "envs"
+
+
+def framework_python(name: str, requirements: list[str]) -> Path:
+    """The interpreter of the environment with ``requirements`` (built on first use)."""
+    key_data = json.dumps([list(sys.version_info[:2]), sorted(requirements)])
+    key = hashlib.sha256(key_data.encode()).hexdigest()[:12]
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    env = root / f"{name}-{key}"
+    python = env / "bin" / "python"
+    done = env / ".complete"
+    if done.exists():
+        return python
+    with (root / f"{name}-{key}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():
+            return python
+        venv.EnvBuilder(with_pip=True, clear=True).create(env)
+        result = subprocess.run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "-q",
+                *requirements,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=INSTALL_TIMEOUT_S,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"building the {name} environment failed:\n{result.stderr[-2000:]}")
+        done.write_text(key_data, encoding="utf-8")
+    return python

@@ -1,0 +1,140 @@
+"""Scripted upstream models for the framework programs in tests/fixtures/frameworks/.
+
+Each plays every agent of one program by rule, reading only the request (system prompt,
+last message, tools offered), and makes one deliberate mistake that an edit fixes: the
+research looks up the wrong year (2019 instead of 2020). Shared by the framework tests
+and bench/replay_frameworks.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+TASK = "What was the population of Avalon in 2020?"
+ANSWER = "144,630"
+WRONG = "140,210"
+TWO_CITIES = "What was the combined population of Avalon and Brigadoon in 2020?"
+
+
+def _system(body: dict[str, Any]) -> str:
+    return "\n".join(
+        str(m.get("content") or "") for m in body["messages"] if m.get("role") == "system"
+    )
+
+
+def _tools(body: dict[str, Any]) -> list[str]:
+    return [t["function"]["name"] for t in body.get("tools") or []]
+
+
+def _first_number(text: str) -> str:
+    found = re.findall(r"\d[\d,]*", text)
+    return found[0] if found else "unknown"
+
+
+def _call(name: str, arguments: dict[str, Any], call_id: str) -> dict[str, Any]:
+    return {"id": call_id, "name": name, "arguments": json.dumps(arguments)}
+
+
+def _call_id(body: dict[str, Any], suffix: str = "") -> str:
+    # Unique per request, as the API's ids are, and a function of the request only.
+    return f"call_{len(body['messages'])}_{len(_system(body))}{suffix}"
+
+
+def _last_call(body: dict[str, Any]) -> str:
+    """The name of the tool the last assistant message called ('' if none)."""
+    for message in reversed(body["messages"]):
+        if message.get("role") == "assistant":
+            calls = message.get("tool_calls") or [{}]
+            return str((calls[-1].get("function") or {}).get("name", ""))
+    return ""
+
+
+def agents_sdk(body: dict[str, Any]) -> Any:
+    """Triage hands off; the Researcher looks up 2019 (the mistake) and reports the number."""
+    system, last = _system(body), body["messages"][-1]
+    if "Triage" in system:
+        handoff = next(n for n in _tools(body) if n.startswith("transfer_to"))
+        return {"tool_calls": [_call(handoff, {}, _call_id(body))]}
+    if last.get("role") == "tool" and _last_call(body) == "lookup":
+        return _first_number(str(last.get("content")))
+    return {
+        "tool_calls": [_call("lookup", {"query": "population of Avalon in 2019"}, _call_id(body))]
+    }
+
+
+def langgraph(body: dict[str, Any]) -> Any:
+    """The Supervisor delegates research, then the sum, then answers; the Researcher looks
+    both cities up in parallel (Brigadoon in 2019: the mistake); the Calculator adds."""
+    system, messages = _system(body), body["messages"]
+    last = messages[-1]
+    text = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") != "system")
+    if "Supervisor" in system:
+        tools = _tools(body)
+        if "Sum:" in text:
+            return _first_number(text.split("Sum:")[-1])
+        if "inhabitants" in text:
+            handoff = next(n for n in tools if "calculator" in n)
+        else:
+            handoff = next(n for n in tools if "researcher" in n)
+        return {"tool_calls": [_call(handoff, {}, _call_id(body))]}
+    if "Researcher" in system:
+        if last.get("role") == "tool" and _last_call(body) == "lookup":
+            results = [
+                str(m["content"]) for m in messages[-2:] if "inhabitants" in str(m["content"])
+            ]
+            return " ".join(results)
+        return {
+            "tool_calls": [
+                _call("lookup", {"query": "population of Avalon in 2020"}, _call_id(body, "a")),
+                _call("lookup", {"query": "population of Brigadoon in 2019"}, _call_id(body, "b")),
+            ]
+        }
+    # Calculator
+    if last.get("role") == "tool" and _last_call(body) == "add":
+        return f"Sum: {last.get('content')}"
+    numbers = [float(n.replace(",", "")) for n in re.findall(r"(\d[\d,]*) inhabitants", text)]
+    return {"tool_calls": [_call("add", {"numbers": numbers}, _call_id(body))]}
+
+
+def ag2_groupchat(body: dict[str, Any]) -> Any:
+    """Speaker selection: Planner, then Researcher, then Writer. The Planner asks for 2019
+    (the mistake); the Researcher looks up what was planned; the Writer states it."""
+    system, messages = _system(body), body["messages"]
+    text = "\n".join(str(m.get("content") or "") for m in messages)
+    last = messages[-1]
+    if "select the next role" in text.lower() or "role play" in system.lower():
+        said = "\n".join(str(m.get("content") or "") for m in messages[1:])
+        if "Look up:" not in said:
+            return "Planner"
+        if "inhabitants" not in said:
+            return "Researcher"
+        return "Writer"
+    if "Planner" in system:
+        return "Look up: population of Avalon in 2019"
+    if "Researcher" in system:
+        if last.get("role") == "tool":
+            return f"Result: {last.get('content')}"
+        query = text.split("Look up:")[-1].strip().splitlines()[0]
+        return {"tool_calls": [_call("lookup", {"query": query}, _call_id(body))]}
+    if "Writer" in system:
+        found = re.findall(r"(\d[\d,]*) inhabitants", text)
+        return f"{found[-1] if found else 'unknown'} TERMINATE"
+    return "TERMINATE"
+
+
+def crewai(body: dict[str, Any]) -> Any:
+    """The Researcher looks up 2019 (the mistake) with a native tool call and reports what
+    it found; the Writer states the number in CrewAI's 'Final Answer:' format."""
+    system, messages = _system(body), body["messages"]
+    last = messages[-1]
+    if "Researcher" in system:
+        if last.get("role") == "tool":
+            return f"Final Answer: {last.get('content')}"
+        query = {"query": "population of Avalon in 2019"}
+        return {"tool_calls": [_call("lookup", query, _call_id(body))]}
+    text = "\n".join(str(m.get("content") or "") for m in messages)
+    found = re.findall(r"(\d[\d,]*) inhabitants", text)
+    answer = found[-1] if found else "unknown"
+    return f"Thought: I now know the final answer\nFinal Answer: {answer}"

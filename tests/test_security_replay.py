@@ -1,0 +1,288 @@
+"""Safety of record/replay/debug against hostile run directories and leaky programs:
+no stored command is run, no key goes to an endpoint read from a file, no secret is
+written anywhere, run ids stay inside --out."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from faultfinder.cli import main
+from faultfinder.llm import base
+from faultfinder.testing import FakeOpenAIServer, ReplyError
+
+PROBES = Path(__file__).parent / "fixtures" / "replay"
+DEBUGGER = ["--model", "function:faultfinder.demo_team.mock_debugger:respond", "--cache", "none"]
+
+BENIGN = """\
+import openai
+reply = openai.OpenAI().chat.completions.create(
+    model="m", messages=[{"role": "user", "content": "What is 2 + 2?"}]
+)
+print("FINAL ANSWER:", reply.choices[0].message.content)
+"""
+
+
+@pytest.fixture
+def attacker() -> Iterator[FakeOpenAIServer]:
+    """An endpoint named by a planted run directory: it records every hit."""
+    with FakeOpenAIServer(reply="attacker reply") as server:
+        yield server
+
+
+def plant_run(root: Path, attacker: FakeOpenAIServer) -> tuple[Path, Path]:
+    """A run directory whose meta.json names a command writing a marker file, a working
+    directory holding a malicious team.py, and the attacker's endpoint."""
+    marker = root / "MARKER"
+    evil_dir = root / "evil"
+    evil_dir.mkdir()
+    (evil_dir / "team.py").write_text(f"open({str(marker)!r}, 'w').write('pwned')\n")
+    run = root / "runs" / "planted"
+    run.mkdir(parents=True)
+    meta = {
+        "run_id": "planted",
+        "command": [sys.executable, "-c", f"open({str(marker)!r}, 'w').write('pwned')"],
+        "cwd": str(evil_dir),
+        "upstream": attacker.base_url,
+    }
+    (run / "meta.json").write_text(json.dumps(meta))
+    step = {
+        "call": 0,
+        "agent": "assistant",
+        "agent_call": 0,
+        "request": {"model": "m", "messages": [{"role": "user", "content": "recorded question"}]},
+        "request_hash": "x",
+        "response": {
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "4"},
+                    "finish_reason": "stop",
+                }
+            ]
+        },
+        "started_at": "2026-01-01T00:00:00Z",
+        "ended_at": "2026-01-01T00:00:01Z",
+    }
+    (run / "steps.jsonl").write_text(json.dumps(step) + "\n")
+    return run, marker
+
+
+def test_a_planted_run_directory_runs_nothing_and_contacts_nothing(
+    tmp_path: Path, attacker: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run, marker = plant_run(tmp_path, attacker)
+    good = tmp_path / "good"
+    good.mkdir()
+    (good / "team.py").write_text(BENIGN)
+    monkeypatch.chdir(good)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-users-own-key-0123456789abcdef")
+    runner = CliRunner()
+    team = [sys.executable, "team.py"]
+
+    no_command = runner.invoke(main, ["replay", str(run)])
+    assert no_command.exit_code == 2
+    assert "shown for reference and never run" in no_command.output
+
+    # Live calls wanted, no --upstream, no --trust-run (and no terminal to ask at).
+    live = runner.invoke(main, ["replay", str(run), "--at", "0", "--quiet", "--", *team])
+    assert live.exit_code == 1 and "--upstream" in live.output and "--trust-run" in live.output
+
+    # A pure replay of a program that diverges: refused, nothing goes anywhere live.
+    diverged = runner.invoke(
+        main, ["replay", str(run), "--on-divergence", "fail", "--quiet", "--", *team]
+    )
+    assert diverged.exit_code == 3, diverged.output
+
+    for command in (["debug", str(run), *DEBUGGER], ["check", str(run), *DEBUGGER]):
+        refused = runner.invoke(main, command)
+        assert refused.exit_code == 2 and "never run" in refused.output
+    debugged = runner.invoke(main, ["debug", str(run), *DEBUGGER, "--", *team])
+    assert (attacker.requests == [] and debugged.exception is None) or debugged.exit_code != 0
+
+    assert not marker.exists(), "a command or program from the run directory was run"
+    assert attacker.requests == [], "a request reached the endpoint named by the run directory"
+
+    # Control: trusting the run does send live calls there (the test can see a hit).
+    trusted = runner.invoke(
+        main,
+        ["replay", str(run), "--trust-run", "--on-divergence", "live", "--quiet", "--", *team],
+    )
+    assert trusted.exit_code == 0, trusted.output
+    assert len(attacker.chat_requests) == 1
+    assert not marker.exists()
+
+
+SECRETS = {
+    "OPENAI_API_KEY": "sk-bearer-SECRET-a1b2c3d4e5f6g7h8",
+    "LEAK_BASIC": "basic-SECRET-pw-77aa",
+    "LEAK_APIKEY": "apikey-SECRET-88bb",
+    "LEAK_XAPIKEY": "xapikey-SECRET-99cc",
+    "LEAK_GOOG": "goog-SECRET-00dd",
+    "LEAK_COOKIE": "cookie-SECRET-11ee",
+    "LEAK_QUERY": "query-SECRET-22ff",
+    "LEAK_NESTED": "nested-SECRET-33gg",
+    "LEAK_PW": "password-SECRET-44hh",
+    "LEAK_TOOL_TOKEN": "tooltoken-SECRET-55ii",
+    "FF_MODEL_KEY": "modelkey-SECRET-66jj",
+}
+ARGV_SECRET = "argv-SECRET-77kk"
+
+ANSWER = "Agent Name: assistant\nStep Number: 0\nReason: it answered wrongly."
+
+
+def test_no_secret_is_written_anywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(base, "ALLOW_MODEL_REQUESTS", True)  # loopback fakes only
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)  # the default response cache (.faultfinder/) lands here
+    runner = CliRunner()
+    program = [sys.executable, str(PROBES / "leaky_client.py"), "--api-key", ARGV_SECRET]
+
+    def reply(body: dict[str, Any]) -> str:
+        return ANSWER if "Agent Name" in json.dumps(body) else "hello"
+
+    with FakeOpenAIServer(reply=reply) as upstream:
+        recorded = runner.invoke(
+            main,
+            ["record", "--upstream", upstream.base_url, "--out", "runs", "--run-id", "leaky",
+             "--ground-truth", "goodbye", "--quiet", "--", *program],
+        )  # fmt: skip
+        assert recorded.exit_code == 0, recorded.output
+        run = work / "runs" / "leaky"
+        replayed = runner.invoke(main, ["replay", str(run), "--quiet", "--", *program])
+        assert replayed.exit_code == 0, replayed.output
+        assert "fidelity 100%" in replayed.output
+        debugged = runner.invoke(
+            main,
+            ["debug", str(run), "--repeats", "1", "--upstream", upstream.base_url,
+             "--out", "dover.jsonl", *DEBUGGER, "--", *program],
+        )  # fmt: skip
+        assert debugged.exception is None or isinstance(debugged.exception, SystemExit)
+        model = ["--model", "openai:m", "--base-url", upstream.base_url,
+                 "--api-key-env", "FF_MODEL_KEY"]  # fmt: skip
+        attributed = runner.invoke(main, ["attribute", str(run / "trace.json"), *model])
+        assert attributed.exit_code == 0, attributed.output
+        dataset = work / "dataset"
+        dataset.mkdir()
+        shutil.copy(run / "trace.json", dataset / "leaky.json")
+        evaluated = runner.invoke(
+            main,
+            ["eval", str(dataset), "--out", "results.jsonl", "--include-unlabelled",
+             "--no-progress", *model],
+        )  # fmt: skip
+        assert evaluated.exit_code == 0, evaluated.output
+
+        # An endpoint that quotes the key back in its error: the error row must not.
+        def echo_key(body: dict[str, Any]) -> str:
+            raise ReplyError(401, f"Incorrect API key provided: {SECRETS['FF_MODEL_KEY']}")
+
+        with FakeOpenAIServer(reply=echo_key) as quoting:
+            failing = [*model[:2], "--base-url", quoting.base_url, *model[4:]]
+            errored = runner.invoke(
+                main,
+                ["eval", str(dataset), "--out", "errors.jsonl", "--include-unlabelled",
+                 "--no-progress", "--cache", "none", *failing],
+            )  # fmt: skip
+            assert "Incorrect API key provided" in (work / "errors.jsonl").read_text()
+            assert SECRETS["FF_MODEL_KEY"] not in errored.output
+        # The fakes did see the secrets: they were really sent.
+        seen = json.dumps([r.headers for r in upstream.requests])
+        assert SECRETS["LEAK_GOOG"] in seen and SECRETS["FF_MODEL_KEY"] in seen
+
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name == "cache.sqlite" for p in written)
+    assert any(p.name == "results.jsonl" for p in written)
+    hits = []
+    for path in written:
+        data = path.read_bytes()
+        for secret in [*SECRETS.values(), ARGV_SECRET]:
+            if secret.encode() in data:
+                hits.append(f"{path.relative_to(tmp_path)}: {secret}")
+    assert hits == []
+
+
+def test_run_id_cannot_leave_out(tmp_path: Path) -> None:
+    runner = CliRunner()
+    for bad in ("../escape", "/tmp/abs", "a/b", "..", ".hidden"):
+        result = runner.invoke(
+            main,
+            ["record", "--upstream", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "runs"),
+             "--run-id", bad, "--quiet", "--", sys.executable, "-c", "pass"],
+        )  # fmt: skip
+        assert result.exit_code != 0 and "run id" in result.output, (bad, result.output)
+    assert not (tmp_path / "escape").exists()
+    assert not any((tmp_path / "runs").rglob("*")) if (tmp_path / "runs").exists() else True
+
+
+def test_record_says_one_agent_not_one_agents(tmp_path: Path) -> None:
+    program = (
+        "import openai\n"
+        "openai.OpenAI().chat.completions.create(model='m', "
+        "messages=[{'role': 'user', 'content': 'hi'}])\n"
+    )
+    with FakeOpenAIServer(reply="hello") as upstream:
+        result = CliRunner().invoke(
+            main,
+            ["record", "--upstream", upstream.base_url, "--out", str(tmp_path), "--quiet",
+             "--", sys.executable, "-c", program],
+        )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "recorded 1 step from 1 agent " in result.output
+
+
+def test_the_recorded_upstream_is_used_only_after_confirmation(
+    tmp_path: Path, attacker: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from faultfinder.cli import proxy_options
+
+    run, _ = plant_run(tmp_path, attacker)
+    monkeypatch.setattr(proxy_options.sys.stdin, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(proxy_options.sys.stderr, "isatty", lambda: True, raising=False)
+    answers = iter([False, True])
+    monkeypatch.setattr(proxy_options.click, "confirm", lambda *a, **k: next(answers))
+    assert proxy_options.choose_upstream(str(run), None, False) == (None, False)
+    assert proxy_options.choose_upstream(str(run), None, False) == (None, True)
+    # An upstream named on the command line is used without asking.
+    assert proxy_options.choose_upstream(str(run), "http://mine/v1", False) == (
+        "http://mine/v1",
+        False,
+    )
+
+
+def test_without_an_upstream_a_live_call_is_refused_without_any_connection(
+    tmp_path: Path, attacker: FakeOpenAIServer
+) -> None:
+    import httpx
+
+    from faultfinder.replay.httpserver import ServerThread
+    from faultfinder.replay.proxy import NO_UPSTREAM, ProxyConfig, RecordingProxy
+    from faultfinder.replay.recorder import RunStore, load_calls
+    from faultfinder.replay.replayer import Edit, ReplayOptions, ReplayPlan
+
+    run, _ = plant_run(tmp_path, attacker)
+    plan = ReplayPlan(load_calls(run), ReplayOptions(at=0, edit=Edit(input="changed")))
+
+    async def factory() -> RecordingProxy:
+        store = RunStore(tmp_path / "branch")
+        return await RecordingProxy(ProxyConfig(upstream=None), store, plan).start()
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "recorded question"}]}
+    with ServerThread(factory) as proxy:
+        reply = httpx.post(
+            proxy.url + "/v1/chat/completions",
+            json=body,
+            headers={"authorization": "Bearer sk-users-own-key-0123456789abcdef"},
+        )
+    assert reply.status_code == 502 and reply.headers["x-should-retry"] == "false"
+    assert NO_UPSTREAM in reply.text
+    assert attacker.requests == []
