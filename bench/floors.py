@@ -2,11 +2,11 @@
 
 Runs the ``random`` method (uniform over a log's distinct agents and over its steps) for
 20 repeats over every labelled trace and compares the accuracies with the reference
-floors of /work/shared/data/README.md and with the exact expectation of a uniform draw
+floors of ../shared/data/README.md and with the exact expectation of a uniform draw
 on the traces as imported. A mismatch points at the importer (agents, steps, labels) or
 the metrics.
 
-    /work/venv/bin/python bench/floors.py [--data PATH] [--runs 20]
+    python bench/floors.py [--data PATH] [--runs 20]
 
 Exit status 1 when a measured figure is more than 3 standard errors from the reference.
 """
@@ -28,7 +28,8 @@ from faultfinder.eval.runner import EvalOptions, plan_methods, run_eval
 from faultfinder.llm import LLM, ScriptedBackend
 from faultfinder.traces.schema import Trace
 
-DEFAULT_DATA = Path("/work/shared/data/who-and-when")
+# ../shared/data/who-and-when, seen from the repository root
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "who-and-when"
 
 EXPECTED = {
     # (subset, metric): percent, from the data README's reference floors.
