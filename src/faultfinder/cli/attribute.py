@@ -14,7 +14,7 @@ from faultfinder.cli.common import (
     model_options,
     pass_errors,
 )
-from faultfinder.methods import available, create_method, run_method
+from faultfinder.methods import available, create_method, needs_model, run_method
 from faultfinder.methods.base import Attribution
 from faultfinder.traces.loader import load_trace
 
@@ -68,7 +68,7 @@ def attribute(
     method = create_method(
         method_spec, **method_overrides(with_ground_truth, observability, settings)
     )
-    llm = build_llm(**llm_options)
+    llm = build_llm(**llm_options, needs_model=needs_model(method))
     result = asyncio.run(run_method(method, trace, llm, label=method_spec))
     click.echo(result.model_dump_json(indent=2) if as_json else format_attribution(result))
 

@@ -9,13 +9,29 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from faultfinder.llm.cache import ResponseCache
 from faultfinder.llm.client import LLM
+from faultfinder.llm.doubles import NoModelBackend
 from faultfinder.llm.registry import BACKENDS, make_backend
 from faultfinder.usage import Budget
 
 DEFAULT_CACHE = Path(".faultfinder") / "cache.sqlite"
+
+# Types of numeric options: an out-of-range value is a one-line usage error (exit 2).
+COUNT = click.IntRange(min=1)
+"""A positive count (concurrency, repeats, budgets, candidates)."""
+STEP = click.IntRange(min=0)
+"""A 0-based step index."""
+PORT = click.IntRange(min=0, max=65535)
+"""A TCP port; 0 picks a free one."""
+SECONDS = click.FloatRange(min=0, min_open=True)
+"""A positive duration in seconds."""
+TEMPERATURE = click.FloatRange(min=0, max=2)
+"""A sampling temperature (the OpenAI API accepts 0..2)."""
+CONTEXT_BUDGET = click.IntRange(min=256)
+"""Max prompt tokens per call (the smallest budget a prompt can be fitted into)."""
 
 
 def model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -42,18 +58,24 @@ def model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             show_default=True,
             help="Response cache file; 'none' disables caching.",
         ),
-        click.option("--concurrency", default=8, show_default=True, help="Parallel model calls."),
+        click.option(
+            "--concurrency",
+            type=COUNT,
+            default=8,
+            show_default=True,
+            help="Parallel model calls.",
+        ),
         click.option(
             "--max-tokens",
             "budget_tokens",
-            type=int,
+            type=COUNT,
             default=None,
             help="Stop before spending more than this many tokens.",
         ),
         click.option(
             "--max-calls",
             "budget_calls",
-            type=int,
+            type=COUNT,
             default=None,
             help="Stop before making more than this many model calls.",
         ),
@@ -71,7 +93,15 @@ def build_llm(
     concurrency: int,
     budget_tokens: int | None,
     budget_calls: int | None,
+    needs_model: bool = True,
 ) -> LLM:
+    """The LLM the options describe; with ``needs_model=False`` (every method to run calls
+    no model) a stand-in that refuses requests, so no model has to be installed or named."""
+    if not needs_model:
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None and ctx.get_parameter_source("model") == ParameterSource.COMMANDLINE:
+            click.echo(f"note: no model is called, so --model {model} is not used", err=True)
+        return LLM(NoModelBackend(), concurrency=concurrency)
     backend = make_backend(model, base_url=base_url, api_key_env=api_key_env)
     cache = None if cache_path.lower() == "none" else ResponseCache(cache_path)
     return LLM(

@@ -17,7 +17,7 @@ from faultfinder.cli.common import (
     model_options,
     pass_errors,
 )
-from faultfinder.methods import create_method, run_method
+from faultfinder.methods import create_method, needs_model, run_method
 from faultfinder.methods.base import Attribution
 from faultfinder.traces.io import trace_from_dict
 from faultfinder.traces.schema import Trace
@@ -92,7 +92,7 @@ def demo(
     method = create_method(
         method_spec, **method_overrides(with_ground_truth, observability, settings)
     )
-    llm = build_llm(**llm_options)
+    llm = build_llm(**llm_options, needs_model=needs_model(method))
     result = asyncio.run(run_method(method, trace, llm, label=method_spec))
     click.echo(format_attribution(result))
     click.echo("")

@@ -12,6 +12,7 @@ from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
 from faultfinder.eval.report import FORMATS, plot_tolerance, render, summarise
 from faultfinder.eval.rows import read_result_files
 from faultfinder.eval.runner import EvalOptions, plan_methods, run_eval
+from faultfinder.methods import needs_model
 from faultfinder.methods.base import Observability
 
 OBSERVABILITIES: tuple[str, ...] = get_args(Observability)
@@ -156,7 +157,7 @@ def eval_command(
     )
     if not traces:
         raise click.ClickException(f"No traces to evaluate in {dataset} with these filters.")
-    llm = build_llm(**llm_options)
+    llm = build_llm(**llm_options, needs_model=any(needs_model(p.cls) for p in plans))
     options = EvalOptions(
         runs=runs,
         concurrency=parallel_cases or llm_options["concurrency"],

@@ -12,7 +12,17 @@ from typing import Any
 
 import click
 
-from faultfinder.cli.common import build_llm, model_options, pass_errors
+from faultfinder.cli.common import (
+    CONTEXT_BUDGET,
+    COUNT,
+    PORT,
+    SECONDS,
+    STEP,
+    TEMPERATURE,
+    build_llm,
+    model_options,
+    pass_errors,
+)
 from faultfinder.errors import ConfigError
 from faultfinder.replay.httpserver import LOOPBACK
 from faultfinder.replay.outcome import answers_match
@@ -64,7 +74,9 @@ def _proxy_options(fn: Any) -> Any:
             "program's own Authorization). Keys are never recorded.",
         ),
         click.option("--host", default=LOOPBACK, show_default=True, help="Interface to bind."),
-        click.option("--port", default=0, show_default=True, help="Port (0: any free port)."),
+        click.option(
+            "--port", type=PORT, default=0, show_default=True, help="Port (0: any free port)."
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -97,7 +109,7 @@ def _read_lines(path: str | None) -> list[str]:
 )
 @click.option("--system", "system_name", default=None, help="Name of the multi-agent system.")
 @click.option(
-    "--timeout", type=float, default=None, help="Stop the program after this many seconds."
+    "--timeout", type=SECONDS, default=None, help="Stop the program after this many seconds."
 )
 @click.option("--quiet", is_flag=True, help="Do not echo the program's output.")
 @_proxy_options
@@ -166,7 +178,7 @@ def record(
     default=None,
     help="Serve a replay of this run instead of recording a new one.",
 )
-@click.option("--at", type=int, default=None, help="Replay: step from which to go live.")
+@click.option("--at", type=STEP, default=None, help="Replay: step from which to go live.")
 @click.option("--edit", default=None, help="Replay: replacement output of step --at.")
 @click.option("--edit-input", default=None, help="Replay: replacement instruction for step --at.")
 @_proxy_options
@@ -333,7 +345,7 @@ def format_report(outcome: ReplayOutcome) -> str:
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option(
-    "--at", type=int, default=None, help="Step (0-based, as in trace.json) from which to go live."
+    "--at", type=STEP, default=None, help="Step (0-based, as in trace.json) from which to go live."
 )
 @click.option("--edit", default=None, help="Replacement text for step --at's output.")
 @click.option(
@@ -367,17 +379,20 @@ def format_report(outcome: ReplayOutcome) -> str:
     help="Ignore matches of REGEX when comparing requests.",
 )
 @click.option(
-    "--window", type=int, default=None, help="Stop the program after this many steps from --at."
+    "--window", type=COUNT, default=None, help="Stop the program after this many steps from --at."
 )
 @click.option(
-    "--live-temperature", type=float, default=None, help="Force this temperature on live calls."
+    "--live-temperature",
+    type=TEMPERATURE,
+    default=None,
+    help="Force this temperature on live calls.",
 )
 @click.option(
     "--upstream", default=None, help="Endpoint for live calls (default: the recorded one)."
 )
 @click.option("--branch-id", default=None, help="Name of the branch directory.")
 @click.option(
-    "--timeout", type=float, default=None, help="Stop the program after this many seconds."
+    "--timeout", type=SECONDS, default=None, help="Stop the program after this many seconds."
 )
 @click.option("--quiet", is_flag=True, help="Do not echo the program's output.")
 @click.option("--json", "as_json", is_flag=True, help="Print the replay report as JSON.")
@@ -445,7 +460,7 @@ def replay(
 
 @click.command("serve-local")
 @click.option("--host", default=LOOPBACK, show_default=True, help="Interface to bind.")
-@click.option("--port", default=8080, show_default=True, help="Port (0: any free port).")
+@click.option("--port", type=PORT, default=8080, show_default=True, help="Port (0: any free port).")
 @click.option("--model-name", default=None, help="Model id reported to clients.")
 @model_options
 @pass_errors
@@ -500,7 +515,9 @@ async def _serve_local(llm: Any, host: str, port: int, model_name: str | None) -
     show_default=True,
     help="Trial segmentation: llm, magentic-one, pattern:REGEX (planning steps' output), none.",
 )
-@click.option("--repeats", default=3, show_default=True, help="Replays per intervention.")
+@click.option(
+    "--repeats", type=COUNT, default=3, show_default=True, help="Replays per intervention."
+)
 @click.option(
     "--orchestrator",
     default=None,
@@ -513,16 +530,24 @@ async def _serve_local(llm: Any, host: str, port: int, model_name: str | None) -
     show_default=True,
     help="Rewrite the orchestrator's message at/before the failure step, or that step itself.",
 )
-@click.option("--max-trials", type=int, default=None, help="Intervene on at most this many trials.")
+@click.option(
+    "--max-trials", type=COUNT, default=None, help="Intervene on at most this many trials."
+)
 @click.option(
     "--no-ground-truth", is_flag=True, help="Hide the reference answer from DoVer's prompts."
 )
 @click.option("--no-milestones", is_flag=True, help="Skip milestone progress.")
 @click.option(
-    "--context-budget", type=int, default=None, help="Max prompt tokens of DoVer's prompts."
+    "--context-budget",
+    type=CONTEXT_BUDGET,
+    default=None,
+    help="Max prompt tokens of DoVer's prompts.",
 )
 @click.option(
-    "--live-temperature", type=float, default=None, help="Temperature forced on live replay calls."
+    "--live-temperature",
+    type=TEMPERATURE,
+    default=None,
+    help="Temperature forced on live replay calls.",
 )
 @click.option(
     "--upstream", default=None, help="Endpoint for live calls (default: the recorded one)."
@@ -534,7 +559,7 @@ async def _serve_local(llm: Any, host: str, port: int, model_name: str | None) -
     help="JSONL file for result rows (default: RUN_DIR/dover/<session>.jsonl).",
 )
 @click.option(
-    "--timeout", type=float, default=None, help="Stop each replay after this many seconds."
+    "--timeout", type=SECONDS, default=None, help="Stop each replay after this many seconds."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
 @model_options
@@ -640,16 +665,29 @@ def debug_report(paths: tuple[str, ...], as_json: bool) -> None:
     help="Static method whose attribution seeds the candidates (TraceElephant: Static Agentic).",
 )
 @click.option(
-    "--candidates", "n_candidates", default=3, show_default=True, help="Candidates to check."
+    "--candidates",
+    "n_candidates",
+    type=COUNT,
+    default=3,
+    show_default=True,
+    help="Candidates to check.",
 )
 @click.option(
-    "--window", default=5, show_default=True, help="Steps observed after the correction (k)."
+    "--window",
+    type=COUNT,
+    default=5,
+    show_default=True,
+    help="Steps observed after the correction (k).",
 )
 @click.option(
-    "--live-temperature", default=0.3, show_default=True, help="Temperature of the replayed steps."
+    "--live-temperature",
+    type=TEMPERATURE,
+    default=0.3,
+    show_default=True,
+    help="Temperature of the replayed steps.",
 )
 @click.option("--no-ground-truth", is_flag=True, help="Hide the reference answer from the prompts.")
-@click.option("--context-budget", type=int, default=None, help="Max prompt tokens.")
+@click.option("--context-budget", type=CONTEXT_BUDGET, default=None, help="Max prompt tokens.")
 @click.option(
     "--upstream", default=None, help="Endpoint for live calls (default: the recorded one)."
 )

@@ -28,6 +28,7 @@ class RandomMethod:
     name: ClassVar[str] = "random"
     summary: ClassVar[str] = "Chance floor: uniform over the log's distinct agents and its steps"
     prompt_version: ClassVar[str] = "none"
+    needs_model: ClassVar[bool] = False
     Config: ClassVar[type[MethodConfig]] = RandomConfig
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
 

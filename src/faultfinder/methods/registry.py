@@ -26,6 +26,8 @@ def register(cls: M) -> M:
         raise ValueError(f"Two methods are registered as '{name}'")
     if not hasattr(cls, "presets"):
         cls.presets = {}
+    if not hasattr(cls, "needs_model"):
+        cls.needs_model = True
     _METHODS[name] = cls
     return cls
 
@@ -47,6 +49,12 @@ def available() -> dict[str, type[Any]]:
     """All registered methods by name."""
     _discover()
     return dict(sorted(_METHODS.items()))
+
+
+def needs_model(method: Any) -> bool:
+    """Whether a method class (or instance) calls a model; False for ``random`` and the
+    ``baseline`` floors, which then run without one (no --model needed)."""
+    return bool(getattr(method, "needs_model", True))
 
 
 def get_method_class(name: str) -> type[Any]:
