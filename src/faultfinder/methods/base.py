@@ -27,9 +27,14 @@ VerdictStatus = Literal["ok", "unparsed", "no-error-found", "error", "budget-exc
 
 
 class MethodConfig(BaseModel):
-    """Options every method honours. Method configs subclass this."""
+    """Options every method honours. Method configs subclass this.
 
-    model_config = ConfigDict(extra="forbid")
+    Each field is documented by the docstring under it; pydantic reads those into the
+    field's description (``use_attribute_docstrings``), which ``faultfinder methods NAME``
+    shows.
+    """
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     with_ground_truth: bool = False
     """Show the task's reference answer to the judge (the paper's 'with ground truth')."""

@@ -3,6 +3,7 @@ classes decorated with :func:`register` become available by name."""
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import pkgutil
 from typing import Any, TypeVar
@@ -79,6 +80,14 @@ def create_method(spec: str, **overrides: Any) -> Method:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
+        if first["type"] == "extra_forbidden":
+            valid = list(cls.Config.model_fields)
+            close = difflib.get_close_matches(where, valid, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise ConfigError(
+                f"Method '{spec}' has no option '{where}'.{hint} Options: {', '.join(valid)} "
+                f"(see `faultfinder methods {name}`)."
+            ) from None
         raise ConfigError(f"Method '{spec}': option '{where}': {first['msg']}") from None
     method: Method = cls(config)
     return method
