@@ -50,6 +50,8 @@ def read_json(path: str | Path) -> Any:
         raise TraceFormatError(str(p), "(file)", "no such file") from None
     except UnicodeDecodeError as exc:
         raise TraceFormatError(str(p), "(file)", f"not UTF-8 text: {exc}") from None
+    if not text.strip():
+        raise TraceFormatError(str(p), "(file)", "empty file")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
