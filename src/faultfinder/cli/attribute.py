@@ -11,11 +11,13 @@ import click
 
 from faultfinder.cli.common import (
     build_llm,
+    exit_for,
     method_options,
     method_overrides,
     model_options,
     pass_errors,
 )
+from faultfinder.exitcodes import CaseCounts
 from faultfinder.methods import (
     available,
     create_method,
@@ -79,6 +81,7 @@ def attribute(
     llm = build_llm(**llm_options, needs_model=needs_model(method))
     result = asyncio.run(run_method(method, trace, llm, label=method_spec))
     click.echo(result.model_dump_json(indent=2) if as_json else format_attribution(result))
+    exit_for(CaseCounts.of([result.status]))
 
 
 @click.command("methods")

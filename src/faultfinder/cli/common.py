@@ -11,6 +11,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from faultfinder import exitcodes
 from faultfinder.llm.cache import ResponseCache
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import NoModelBackend
@@ -154,15 +155,39 @@ def method_overrides(
     return overrides
 
 
+class BudgetError(click.ClickException):
+    """One-line error: the token or call budget ran out."""
+
+    exit_code = exitcodes.BUDGET_EXCEEDED
+
+
+class EndpointError(click.ClickException):
+    """One-line error: the model endpoint kept failing."""
+
+    exit_code = exitcodes.ERRORED
+
+
 def pass_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Show FaultfinderError as a one-line message and exit 1 (no traceback)."""
-    from faultfinder.errors import FaultfinderError
+    """Show FaultfinderError as a one-line message (no traceback) and exit with its code:
+    a budget overrun 5, an endpoint that kept failing 4, anything else 1."""
+    from faultfinder.errors import BudgetExceededError, FaultfinderError, LLMCallError
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except BudgetExceededError as exc:
+            raise BudgetError(str(exc)) from None
+        except LLMCallError as exc:
+            raise EndpointError(str(exc)) from None
         except FaultfinderError as exc:
             raise click.ClickException(str(exc)) from None
 
     return wrapper
+
+
+def exit_for(counts: exitcodes.CaseCounts, noun: str = "case") -> None:
+    """End the command with the exit code the counts call for; the counts go to stderr."""
+    if counts.exit_code != exitcodes.OK:
+        click.echo(counts.message(noun), err=True)
+        click.get_current_context().exit(counts.exit_code)

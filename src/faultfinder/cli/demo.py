@@ -12,11 +12,13 @@ import click
 from faultfinder.cli.attribute import format_attribution
 from faultfinder.cli.common import (
     build_llm,
+    exit_for,
     method_options,
     method_overrides,
     model_options,
     pass_errors,
 )
+from faultfinder.exitcodes import CaseCounts
 from faultfinder.methods import create_method, needs_model, run_method
 from faultfinder.methods.base import Attribution
 from faultfinder.traces.io import trace_from_dict
@@ -102,3 +104,4 @@ def demo(
             "\nNote: the embedded SmolLM2-135M model only shows that the pipeline runs end to "
             "end; its attributions are not meaningful. Use --model openai:MODEL for a real judge."
         )
+    exit_for(CaseCounts.of([result.status]))

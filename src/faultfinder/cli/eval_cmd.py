@@ -7,11 +7,18 @@ from typing import Any, get_args
 
 import click
 
-from faultfinder.cli.common import build_llm, method_overrides, model_options, pass_errors
+from faultfinder.cli.common import (
+    build_llm,
+    exit_for,
+    method_overrides,
+    model_options,
+    pass_errors,
+)
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
 from faultfinder.eval.report import FORMATS, plot_tolerance, render, summarise
 from faultfinder.eval.rows import read_result_files
 from faultfinder.eval.runner import EvalOptions, plan_methods, run_eval
+from faultfinder.exitcodes import CaseCounts
 from faultfinder.methods import needs_model
 from faultfinder.methods.base import Observability
 
@@ -186,7 +193,8 @@ def eval_command(
     if outcome.rows:
         click.echo(render(summarise(outcome.rows), "text", tolerances=False))
     if outcome.stopped:
-        raise click.ClickException(outcome.stopped)
+        click.echo(outcome.stopped, err=True)
+    exit_for(CaseCounts.of(row.status for row in outcome.rows))
 
 
 @click.command("report")
