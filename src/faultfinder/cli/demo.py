@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import click
@@ -25,12 +26,25 @@ from faultfinder.traces.io import trace_from_dict
 from faultfinder.traces.schema import Trace
 
 DEMO_TRACE = "data/demo_trace.json"
+SAVED_TRACE = Path(".faultfinder") / "demo-trace.json"
+"""Where `demo` saves the bundled trace by default, for the commands that follow it."""
+
+
+def demo_trace_text() -> str:
+    """The bundled demo trace as stored (a canonical faultfinder trace file)."""
+    return resources.files("faultfinder").joinpath(DEMO_TRACE).read_text(encoding="utf-8")
 
 
 def load_demo_trace() -> Trace:
     """The hand-written demo trace shipped inside the package."""
-    text = resources.files("faultfinder").joinpath(DEMO_TRACE).read_text(encoding="utf-8")
-    return trace_from_dict(json.loads(text), f"faultfinder/{DEMO_TRACE}")
+    return trace_from_dict(json.loads(demo_trace_text()), f"faultfinder/{DEMO_TRACE}")
+
+
+def save_demo_trace(path: Path) -> Path:
+    """Write the demo trace to ``path`` (creating its folder) so other commands can read it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(demo_trace_text(), encoding="utf-8")
+    return path
 
 
 def describe_trace(trace: Trace) -> str:
@@ -77,11 +91,19 @@ def compare_with_gold(trace: Trace, result: Attribution) -> str:
     show_default=True,
     help="Method name or name:preset (see `faultfinder methods`).",
 )
+@click.option(
+    "--save-trace",
+    "save_trace",
+    default=str(SAVED_TRACE),
+    show_default=True,
+    help="Also save the demo trace here, for `attribute`, `eval`, `graph`; 'none' skips it.",
+)
 @method_options
 @model_options
 @pass_errors
 def demo(
     method_spec: str,
+    save_trace: str,
     with_ground_truth: bool,
     observability: str | None,
     settings: tuple[str, ...],
@@ -91,6 +113,11 @@ def demo(
     trace = load_demo_trace()
     click.echo(describe_trace(trace))
     click.echo("")
+    if save_trace.lower() != "none":
+        saved = save_demo_trace(Path(save_trace))
+        click.echo(f"trace saved to {saved}; next, try:")
+        click.echo(f"  faultfinder attribute {saved} --method baseline:first-speaker")
+        click.echo("")
     method = create_method(
         method_spec, **method_overrides(with_ground_truth, observability, settings)
     )

@@ -15,8 +15,9 @@ from faultfinder.cli.common import (
     pass_errors,
 )
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
+from faultfinder.eval.floors import floor_rows
 from faultfinder.eval.report import FORMATS, plot_tolerance, render, summarise
-from faultfinder.eval.rows import read_result_files
+from faultfinder.eval.rows import EvalRow, read_result_files
 from faultfinder.eval.runner import EvalOptions, plan_methods, run_eval
 from faultfinder.exitcodes import CaseCounts
 from faultfinder.methods import needs_model
@@ -197,6 +198,24 @@ def eval_command(
     exit_for(CaseCounts.of(row.status for row in outcome.rows))
 
 
+def floors_for(rows: list[EvalRow], dataset: str) -> list[EvalRow]:
+    """Floor rows on the traces of ``dataset`` that the results cover (floors the results
+    already hold are not recomputed)."""
+    wanted = {row.trace_id for row in rows}
+    traces = [
+        t for t in load_dataset(dataset, DatasetOptions(labelled_only=False)) if t.id in wanted
+    ]
+    if not traces:
+        raise click.ClickException(
+            f"--floors {dataset}: none of its traces is in the results (trace ids differ)."
+        )
+    missing = len(wanted) - len(traces)
+    if missing:
+        click.echo(f"note: {missing} traces of the results are not in {dataset}", err=True)
+    present = {row.method for row in rows}
+    return floor_rows(traces, skip=present)
+
+
 @click.command("report")
 @click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option(
@@ -220,14 +239,29 @@ def eval_command(
     show_default=True,
     help="Add the ±1..±5 step accuracy table (text and markdown).",
 )
+@click.option(
+    "--floors",
+    "floors_from",
+    type=click.Path(exists=True),
+    default=None,
+    help="Dataset the results were run on: compute the floors (random, baseline:*) on the "
+    "same traces and list them under each subset (needs no model).",
+)
 @pass_errors
 def report_command(
-    results: tuple[str, ...], fmt: str, plot_path: str | None, tolerances: bool
+    results: tuple[str, ...],
+    fmt: str,
+    plot_path: str | None,
+    tolerances: bool,
+    floors_from: str | None,
 ) -> None:
-    """Accuracy tables (per subset, mean ± std over runs) from eval result files."""
+    """Accuracy tables (per subset, mean ± std over runs, 95% intervals, floors) from eval
+    result files."""
     rows = read_result_files(results)
     if not rows:
         raise click.ClickException("No result rows in " + ", ".join(results))
+    if floors_from:
+        rows.extend(floors_for(rows, floors_from))
     summaries = summarise(rows)
     click.echo(render(summaries, fmt, tolerances=tolerances))  # type: ignore[arg-type]
     if plot_path:
