@@ -296,7 +296,7 @@ def test_tool_calling_run_end_to_end() -> None:
             SUBMIT,
         ]
     )
-    result = run("agentic", zentar(), backend)
+    result = run("agentic", zentar(), backend, observability="full")
     assert (result.status, result.agent, result.step, result.confidence) == (
         "ok",
         "WebSurfer",
@@ -579,6 +579,8 @@ def test_cli_on_a_traceelephant_directory_with_tool_calls() -> None:
         f"scripted:{FIXTURES / 'replies_tools.json'}",
         "--cache",
         "none",
+        "--observability",
+        "full",
         "--json",
     )
     result = json.loads(output)

@@ -123,7 +123,9 @@ def test_observability_decides_whether_recorded_inputs_are_shown() -> None:
     trace = load_trace(FIXTURES / "inputs_trace.json")
     plan = {"subtasks": [{"id": "S1", "name": "all", "step_range": [0, 4]}]}
     direct = "Agent Name: Coder\nStep Number: 3\nReason for Mistake: misquoted 1234.5"
-    full, r_full = run("chief:M1", Router({"decompose": plan, "direct": direct}), trace)
+    full, r_full = run(
+        "chief:M1", Router({"decompose": plan, "direct": direct}), trace, observability="full"
+    )
     assert (full.agent, full.step) == ("Coder", 3)
     assert "SECRET-INPUT-MARKER" in r_full.prompts["decompose"][0]
     assert "[tool result python] 1234.5" in r_full.prompts["decompose"][0]

@@ -475,8 +475,10 @@ def test_reply_cut_off_at_the_token_limit_is_named_as_such() -> None:
 def test_judge_and_section_parsers() -> None:
     verdict = parse_judge('{"mistake_agent": "Coder", "mistake_step": "3"}', AGENTS, 10)
     assert (verdict.agent, verdict.step) == ("Coder", 3)
+    # A step outside the trace is read as written; the agent/step rule marks it later.
+    assert parse_judge('{"mistake_agent": "Coder", "mistake_step": 10}', AGENTS, 10).step == 10
     with pytest.raises(ParseError):
-        parse_judge('{"mistake_agent": "Coder", "mistake_step": 10}', AGENTS, 10)
+        parse_judge('{"mistake_agent": "Coder, Planner", "mistake_step": 1}', AGENTS, 10)
     sections = parse_sections("**Purpose:** load\n## Errors\nused > 12\n## Evidence:\nit is 2")
     assert sections == {"Purpose": "load", "Errors": "used > 12", "Evidence": "it is 2"}
     with pytest.raises(ParseError):

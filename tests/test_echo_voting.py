@@ -87,18 +87,21 @@ def test_multi_agent_keeps_every_agent_whose_sum_reaches_the_threshold() -> None
 
 def test_steps_outside_the_trace_are_left_out_of_the_step_vote() -> None:
     ballots = [ballot("a", ["Coder"], 12, 0.9), ballot("b", ["Coder"], 3, 0.4)]
-    step, scores, rejected = vote_step(ballots, n_steps=7)
+    step, scores, rejected = vote_step(ballots, SPEAKERS)
     assert step == 3
     assert scores == {3: 0.4}
     assert rejected == [12]
-    step, scores, rejected = vote_step([ballot("a", ["Coder"], -1, 0.9)], n_steps=7)
+    step, scores, rejected = vote_step([ballot("a", ["Coder"], -1, 0.9)], SPEAKERS)
     assert step is None and rejected == [-1]
 
 
 def test_ties_go_to_the_first_candidate_in_analyst_order() -> None:
     tied = [ballot("a", ["Verifier"], 5, 0.5), ballot("b", ["Coder"], 3, 0.5)]
     assert vote_agents(tied, "single_agent", 0.3)[0] == ["Verifier"]
-    assert vote_step(tied, 7)[0] == 5
+    assert (
+        vote_step([ballot("a", ["Coder"], 3, 0.5), ballot("b", ["Coder"], 1, 0.5)], SPEAKERS)[0]
+        == 3
+    )
     types = [ballot("a", ["Coder"], 1, 0.5, kind="multi"), ballot("b", ["Coder"], 1, 0.5)]
     assert vote_type(types)[0] == "multi_agent"
 
@@ -134,11 +137,19 @@ def test_what_counts_as_a_conflict_depends_on_the_pass() -> None:
     assert by_steps.high_confidence_conflict
 
 
-def test_step_agent_consistency_checks_the_speaker_of_the_consensus_step() -> None:
-    ballots = [ballot("a", ["Coder"], 5, 0.9)]  # step 5 was taken by Verifier
+def test_a_ballot_whose_step_another_agent_took_votes_for_its_agent_only() -> None:
+    # The one agent/step rule (methods/pairing.py): step 5 was taken by Verifier, so a
+    # ballot naming Coder at step 5 is not a vote for step 5.
+    ballots = [ballot("a", ["Coder"], 5, 0.9)]
     result = consensus(ballots, SPEAKERS)
-    assert result.agents == ["Coder"] and result.step == 5
-    assert result.disagreement.step_agent_consistent is False
+    assert result.agents == ["Coder"] and result.step is None
+    assert result.rejected_steps == [5]
+    agreeing = consensus(
+        [ballot("a", ["Coder"], 5, 0.9), ballot("b", ["Verifier"], 5, 0.5)], SPEAKERS
+    )
+    assert agreeing.agents == ["Coder"] and agreeing.step == 5
+    assert agreeing.step_scores == {5: 0.5}
+    assert agreeing.disagreement.step_agent_consistent is False
 
 
 def test_evaluations_are_averaged_and_alternatives_ranked() -> None:

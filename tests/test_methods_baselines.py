@@ -140,12 +140,19 @@ def test_context_budget_truncates_long_steps_visibly() -> None:
     assert result.step == 1
 
 
-def test_missing_ground_truth_is_an_error_not_a_silent_omission() -> None:
+def test_missing_ground_truth_runs_without_it_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
     trace = five()
     trace.ground_truth = None
-    result = run("all-at-once", trace, ScriptedBackend([AAO_WEBSEARCHER]), with_ground_truth=True)
-    assert result.status == "error"
-    assert result.error is not None and "ground_truth" in result.error
+    backend = ScriptedBackend([AAO_WEBSEARCHER])
+    with caplog.at_level("WARNING", logger="faultfinder"):
+        result = run("all-at-once", trace, backend, with_ground_truth=True)
+    assert result.status == "ok" and result.ground_truth == "unavailable"
+    assert result.with_ground_truth is True
+    assert "The Answer for the problem is" not in prompts(backend)[0]
+    assert "no reference answer" in caplog.text and trace.id in caplog.text
+    shown = run("all-at-once", five(), ScriptedBackend([AAO_WEBSEARCHER]), with_ground_truth=True)
+    assert shown.ground_truth == "shown"
+    assert run("all-at-once", five(), ScriptedBackend([AAO_WEBSEARCHER])).ground_truth == "off"
 
 
 # --- all-at-once -------------------------------------------------------------------
@@ -169,10 +176,15 @@ def test_unparseable_answer_is_unparsed_with_raw_replies_kept() -> None:
     assert not any(c.parsed for c in result.calls)
 
 
-def test_out_of_range_step_is_not_accepted() -> None:
+def test_out_of_range_step_is_not_accepted_but_the_agent_is_kept() -> None:
     replies = ["Agent Name: Coder\nStep Number: 9\nReason for Mistake: r"] * 3
     result = run("all-at-once", five(), ScriptedBackend(replies))
     assert result.status == "unparsed" and result.step is None
+    assert result.agent == "Coder" and result.details["out_of_range_step"] == 9
+    assert result.details["step_unparsed"] == "step 9 is outside the trace (0..4)"
+    hybrid = run("hybrid", five(), ScriptedBackend([replies[0], "1. No. 2. ok", "1. Yes. 2. r"]))
+    assert (hybrid.agent, hybrid.step, hybrid.status) == ("Coder", 4, "ok")
+    assert hybrid.details["all_at_once"]["step_unparsed"] == "step 9 is outside the trace (0..4)"
 
 
 # --- step-by-step ------------------------------------------------------------------

@@ -60,7 +60,9 @@ class _FakeMethod:
     async def attribute(self, trace: Trace, llm: LLM) -> Verdict:
         reply = await llm.chat("which step?", purpose="ask")
         assert isinstance(self.config, _Cfg)
-        return Verdict(agent=trace.steps[0].agent, step=self.config.answer_step, reason=reply.text)
+        step = self.config.answer_step
+        speaker = trace.steps[step].agent if step < len(trace.steps) else trace.steps[0].agent
+        return Verdict(agent=speaker, step=step, reason=reply.text)
 
 
 def test_run_method_records_provenance_usage_and_raw_replies() -> None:

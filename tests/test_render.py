@@ -10,6 +10,7 @@ import pytest
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import ScriptedBackend
 from faultfinder.methods.base import MethodConfig
+from faultfinder.methods.reference import reference_answer
 from faultfinder.methods.render import (
     ContextBudgetError,
     RenderOptions,
@@ -18,7 +19,6 @@ from faultfinder.methods.render import (
     context_budget,
     fit_steps,
     new_input_messages,
-    reference_answer,
     render_metadata,
     render_step,
     render_steps,

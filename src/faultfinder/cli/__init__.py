@@ -24,6 +24,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("faultfinder.cli.demo", "demo"),
     ("faultfinder.cli.eval_cmd", "eval_command"),
     ("faultfinder.cli.eval_cmd", "report_command"),
+    ("faultfinder.cli.ui_cmd", "ui"),
 ]
 
 

@@ -12,10 +12,9 @@ import click
 from click.core import ParameterSource
 
 from faultfinder import exitcodes
-from faultfinder.llm.cache import ResponseCache
 from faultfinder.llm.client import LLM
-from faultfinder.llm.doubles import NoModelBackend
-from faultfinder.llm.registry import BACKENDS, make_backend
+from faultfinder.llm.registry import BACKENDS, NO_MODEL
+from faultfinder.llm.spec import LLMSpec
 from faultfinder.usage import Budget
 
 DEFAULT_CACHE = Path(".faultfinder") / "cache.sqlite"
@@ -80,13 +79,20 @@ def model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             default=None,
             help="Stop before making more than this many model calls.",
         ),
+        click.option(
+            "--rate-limit",
+            type=click.FloatRange(min=0, min_open=True),
+            default=None,
+            help="At most this many requests per second to the endpoint (shared by every "
+            "worker with --executor ray).",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
     return fn
 
 
-def build_llm(
+def llm_spec(
     model: str,
     base_url: str | None,
     api_key_env: str,
@@ -94,23 +100,53 @@ def build_llm(
     concurrency: int,
     budget_tokens: int | None,
     budget_calls: int | None,
+    rate_limit: float | None = None,
     needs_model: bool = True,
-) -> LLM:
-    """The LLM the options describe; with ``needs_model=False`` (every method to run calls
-    no model) a stand-in that refuses requests, so no model has to be installed or named."""
+) -> LLMSpec:
+    """The LLM the model options describe, as data (no key in it). With
+    ``needs_model=False`` (every method to run calls no model) the model is ``none``, a
+    stand-in that refuses requests, so no model has to be installed or named."""
     if not needs_model:
         ctx = click.get_current_context(silent=True)
         if ctx is not None and ctx.get_parameter_source("model") == ParameterSource.COMMANDLINE:
             click.echo(f"note: no model is called, so --model {model} is not used", err=True)
-        return LLM(NoModelBackend(), concurrency=concurrency)
-    backend = make_backend(model, base_url=base_url, api_key_env=api_key_env)
-    cache = None if cache_path.lower() == "none" else ResponseCache(cache_path)
-    return LLM(
-        backend,
-        cache=cache,
+        model, cache_path = NO_MODEL, "none"
+    return LLMSpec(
+        model=model,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        cache_path=None if cache_path.lower() == "none" else cache_path,
         concurrency=concurrency,
         budget=Budget(max_tokens=budget_tokens, max_calls=budget_calls),
+        rate_limit=rate_limit,
     )
+
+
+def build_llm(**options: Any) -> LLM:
+    """The LLM the model options describe."""
+    return llm_spec(**options).build()
+
+
+def executor_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--executor and --ray-address (docs/scale.md)."""
+    options = [
+        click.option(
+            "--executor",
+            type=click.Choice(["local", "ray"]),
+            default="local",
+            show_default=True,
+            help="Where the work runs: this process, or a Ray cluster (extra [ray]).",
+        ),
+        click.option(
+            "--ray-address",
+            default=None,
+            help="With --executor ray: the cluster to join ('auto', ray://HOST:10001, "
+            "HOST:PORT); default: start a local one.",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
 
 
 def method_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -121,7 +157,7 @@ def method_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             "--observability",
             type=click.Choice(["full", "no-metadata", "no-inputs", "outputs"]),
             default=None,
-            help="What of the trace methods may see (default: the method's own default).",
+            help="What of the trace methods may see (default: outputs, for every method).",
         ),
         click.option(
             "--set",

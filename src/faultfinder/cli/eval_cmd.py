@@ -9,7 +9,9 @@ import click
 
 from faultfinder.cli.common import (
     build_llm,
+    executor_options,
     exit_for,
+    llm_spec,
     method_overrides,
     model_options,
     pass_errors,
@@ -108,6 +110,14 @@ def parse_observabilities(value: str | None) -> list[Any]:
     help="Cases in progress at once (default: the --concurrency value).",
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
+@executor_options
+@click.option(
+    "--ray-workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With --executor ray: worker actors (default: the cluster's CPUs, at most "
+    "--parallel-cases).",
+)
 @click.option("--with-ground-truth", is_flag=True, help="Show the reference answer.")
 @click.option(
     "--observability",
@@ -115,7 +125,7 @@ def parse_observabilities(value: str | None) -> list[Any]:
     default=None,
     help="What of the trace methods may see: "
     f"{', '.join(OBSERVABILITIES)}; comma-separated values sweep "
-    "(default: each method's own default).",
+    "(default: outputs, for every method).",
 )
 @click.option(
     "--set",
@@ -140,6 +150,9 @@ def eval_command(
     trace_format: str | None,
     parallel_cases: int | None,
     no_progress: bool,
+    executor: str,
+    ray_address: str | None,
+    ray_workers: int | None,
     with_ground_truth: bool,
     observability: str | None,
     settings: tuple[str, ...],
@@ -165,7 +178,10 @@ def eval_command(
     )
     if not traces:
         raise click.ClickException(f"No traces to evaluate in {dataset} with these filters.")
-    llm = build_llm(**llm_options, needs_model=any(needs_model(p.cls) for p in plans))
+    if executor == "local" and (ray_address or ray_workers):
+        raise click.UsageError("--ray-address and --ray-workers go with --executor ray.")
+    llm_options["needs_model"] = any(needs_model(p.cls) for p in plans)
+    llm = build_llm(**llm_options)
     options = EvalOptions(
         runs=runs,
         concurrency=parallel_cases or llm_options["concurrency"],
@@ -181,7 +197,12 @@ def eval_command(
         err=True,
     )
     try:
-        outcome = asyncio.run(run_eval(traces, plans, llm, out, options))
+        if executor == "ray":
+            outcome = run_on_ray(
+                traces, plans, llm, out, options, llm_options, ray_address, ray_workers
+            )
+        else:
+            outcome = asyncio.run(run_eval(traces, plans, llm, out, options))
     except KeyboardInterrupt:
         raise click.ClickException(
             f"Interrupted. Finished cases are saved in {out}; rerun with --resume to continue."
@@ -196,6 +217,31 @@ def eval_command(
     if outcome.stopped:
         click.echo(outcome.stopped, err=True)
     exit_for(CaseCounts.of(row.status for row in outcome.rows))
+
+
+def run_on_ray(
+    traces: Any,
+    plans: Any,
+    llm: Any,
+    out: str,
+    options: EvalOptions,
+    llm_options: dict[str, Any],
+    address: str | None,
+    workers: int | None,
+) -> Any:
+    """``run_eval`` with the cases on a Ray cluster; this process still writes ``out``."""
+    from faultfinder.scale.cluster import ray_session
+
+    with ray_session(address):
+        from faultfinder.scale.ray_eval import RayExecutor
+
+        executor = RayExecutor(
+            llm_spec(**llm_options), llm.name, concurrency=options.concurrency, workers=workers
+        )
+        try:
+            return asyncio.run(run_eval(traces, plans, None, out, options, executor=executor))
+        finally:
+            executor.close()
 
 
 def floors_for(rows: list[EvalRow], dataset: str) -> list[EvalRow]:

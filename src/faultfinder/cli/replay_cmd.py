@@ -20,6 +20,7 @@ from faultfinder.cli.common import (
     STEP,
     TEMPERATURE,
     build_llm,
+    executor_options,
     model_options,
     pass_errors,
 )
@@ -562,6 +563,7 @@ async def _serve_local(llm: Any, host: str, port: int, model_name: str | None) -
     "--timeout", type=SECONDS, default=None, help="Stop each replay after this many seconds."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
+@executor_options
 @model_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_errors
@@ -581,6 +583,8 @@ def debug(
     out_path: str | None,
     timeout: float | None,
     as_json: bool,
+    executor: str,
+    ray_address: str | None,
     command: tuple[str, ...],
     **llm_options: Any,
 ) -> None:
@@ -614,14 +618,27 @@ def debug(
     llm = build_llm(**llm_options)
     session = new_run_id("dover-")
     out = Path(out_path) if out_path else Path(run_dir) / "dover" / f"{session}.jsonl"
-    executor = ReplayExecutor(
+    replays = ReplayExecutor(
         run_dir,
         list(command) or None,
         upstream=upstream,
         options=SessionOptions(echo=False, timeout=timeout),
         live_temperature=live_temperature,
     )
-    rows = run_sync(run_dover(run_dir, llm, method, executor, config, out=out, session=session))
+    if executor == "ray":
+        from faultfinder.scale.cluster import ray_session
+
+        with ray_session(ray_address):
+            from faultfinder.scale.ray_debug import RayReplayExecutor
+
+            on_ray = RayReplayExecutor(replays)
+            rows = run_sync(
+                run_dover(run_dir, llm, method, on_ray, config, out=out, session=session)
+            )
+    else:
+        if ray_address:
+            raise click.UsageError("--ray-address goes with --executor ray.")
+        rows = run_sync(run_dover(run_dir, llm, method, replays, config, out=out, session=session))
     if as_json:
         for row in rows:
             click.echo(row.model_dump_json())

@@ -8,6 +8,7 @@ file as soon as it is complete.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -81,7 +82,11 @@ class DoverConfig(BaseModel):
 
 
 class Executor(Protocol):
-    """Runs the program with an intervention applied."""
+    """Runs the program with an intervention applied.
+
+    An executor may have a ``parallel`` attribute: how many replays it runs at once
+    (default 1, one after another; the Ray executor runs one per worker CPU).
+    """
 
     async def run(self, intervention: Intervention, branch_id: str) -> ReplayOutcome:
         """Replay with ``intervention`` and return the branch."""
@@ -186,13 +191,30 @@ async def run_dover(
         segmentation_status=segmentation.status,
         n_trials=len(segmentation.trials),
     )
-    rows: list[DoverRow] = []
-    for trial in segmentation.trials[: config.max_trials]:
+    trials = segmentation.trials[: config.max_trials]
+    if parallelism(executor) == 1:
+        rows: list[DoverRow] = []
+        for trial in trials:
+            row = await debug_trial(context, trial, llm, method, executor, config, session, run_dir)
+            rows.append(row)
+            if out is not None:
+                append_row(out, row)
+        return rows
+
+    # Replays run elsewhere, several at once: work on every trial together and write
+    # each row as its trial finishes.
+    async def one(trial: Trial) -> DoverRow:
         row = await debug_trial(context, trial, llm, method, executor, config, session, run_dir)
-        rows.append(row)
         if out is not None:
             append_row(out, row)
-    return rows
+        return row
+
+    return list(await asyncio.gather(*(one(trial) for trial in trials)))
+
+
+def parallelism(executor: Executor) -> int:
+    """How many replays ``executor`` runs at once (1 unless it says otherwise)."""
+    return max(1, int(getattr(executor, "parallel", 1)))
 
 
 def append_row(path: str | Path, row: DoverRow) -> None:
@@ -287,12 +309,16 @@ async def _debug_trial(
             status="no-intervention",
             verdict_reason=f"unreadable intervention ({reply.parse_error})",
         )
-    repeats = []
-    for number in range(config.repeats):
+
+    async def repeat(number: int) -> RepeatResult:
         branch_id = f"{session}-t{trial.index}-r{number}"
-        repeats.append(
-            await _execute(context, intervention, executor, branch_id, number, llm, config)
-        )
+        return await _execute(context, intervention, executor, branch_id, number, llm, config)
+
+    if parallelism(executor) == 1:
+        repeats = [await repeat(number) for number in range(config.repeats)]
+    else:
+        # The executor queues what it cannot run at once (Ray: one replay per worker CPU).
+        repeats = list(await asyncio.gather(*(repeat(n) for n in range(config.repeats))))
     verdict, reason = classify(repeats)
     judged = [r for r in repeats if r.success is not None]
     progress = [r.progress for r in repeats if r.progress is not None]

@@ -1,8 +1,11 @@
 """Run methods × traces × repeats, writing one durable result row per case.
 
-Cases run concurrently under a semaphore (the LLM layer separately limits concurrent
-model calls). Each finished case is appended, flushed and fsynced at once, so a killed
-run loses only the cases in flight, and ``resume`` runs only the missing ones.
+An executor runs the cases and hands back each finished row: :class:`LocalExecutor` runs
+them as tasks in this process under a semaphore (the LLM layer separately limits
+concurrent model calls); ``faultfinder.scale.ray_eval.RayExecutor`` runs them on a Ray
+cluster. Either way this process alone writes the results file: each finished case is
+appended, flushed and fsynced at once, so a killed run loses only the cases in flight,
+and ``resume`` runs only the missing ones.
 """
 
 from __future__ import annotations
@@ -10,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 from tqdm import tqdm
@@ -30,10 +33,12 @@ from faultfinder.eval.rows import (
     read_rows,
     row_key,
 )
-from faultfinder.llm.client import LLM, run_index, track_usage
+from faultfinder.llm.client import LLM, CallRecord, run_index, track_usage
 from faultfinder.methods.base import Attribution, Method, MethodConfig, Observability, run_method
+from faultfinder.methods.reference import ground_truth_status
 from faultfinder.methods.registry import create_method
 from faultfinder.traces.schema import Trace
+from faultfinder.usage import Usage
 
 
 @dataclass(frozen=True)
@@ -174,23 +179,88 @@ def prepare_output(path: Path, options: EvalOptions) -> dict[str, EvalRow]:
     return latest_by_key(read_rows(path, repair=True))
 
 
+def stops_run(row: EvalRow) -> bool:
+    """Whether this row ends the run: the budget is spent, so no further case may start."""
+    return row.status == "budget-exceeded"
+
+
+class CaseExecutor(Protocol):
+    """Runs cases and yields each one's row as it finishes, in any order.
+
+    An executor sets ``stop`` as soon as a row :func:`stops_run`, before it starts
+    another case, and starts no case once ``stop`` is set.
+    """
+
+    @property
+    def model_name(self) -> str:
+        """The model's name, as result keys and rows carry it."""
+        ...
+
+    def run(self, cases: Sequence[Case], stop: asyncio.Event) -> AsyncIterator[EvalRow]:
+        """Rows of ``cases``; once ``stop`` is set, cases not yet started are dropped."""
+        ...
+
+
+class LocalExecutor:
+    """Cases as tasks of this process's event loop, ``concurrency`` at a time."""
+
+    def __init__(self, llm: LLM, concurrency: int = 8) -> None:
+        if concurrency < 1:
+            raise ConfigError("concurrency must be at least 1")
+        self.llm = llm
+        self.concurrency = concurrency
+
+    @property
+    def model_name(self) -> str:
+        return self.llm.name
+
+    async def run(self, cases: Sequence[Case], stop: asyncio.Event) -> AsyncIterator[EvalRow]:
+        semaphore = asyncio.Semaphore(self.concurrency)
+
+        async def one(case: Case) -> EvalRow | None:
+            async with semaphore:
+                if stop.is_set():
+                    return None
+                row = await run_case(case, self.llm)
+                if stops_run(row):
+                    stop.set()
+                return row
+
+        tasks = [asyncio.ensure_future(one(case)) for case in cases]
+        try:
+            for finished in asyncio.as_completed(tasks):
+                row = await finished
+                if row is not None:
+                    yield row
+        finally:
+            for task in tasks:
+                task.cancel()
+
+
 async def run_eval(
     traces: Sequence[Trace],
     plans: Sequence[MethodPlan],
-    llm: LLM,
+    llm: LLM | None,
     out: str | Path,
     options: EvalOptions | None = None,
+    *,
+    executor: CaseExecutor | None = None,
 ) -> EvalOutcome:
     """Run every case not yet in ``out`` and append its row.
 
-    A method that raises (a bug) gives an 'error' row and the batch goes on. When the
-    token or call budget runs out, no new case starts, the cases in flight finish, and
+    Cases run on ``executor`` (default: a :class:`LocalExecutor` over ``llm``). A method
+    that raises (a bug) gives an 'error' row and the batch goes on. When the token or
+    call budget runs out, no new case starts, the cases in flight finish, and
     ``EvalOutcome.stopped`` says so; rows written so far stay.
     """
     opts = options or EvalOptions()
+    if executor is None:
+        if llm is None:
+            raise ConfigError("run_eval needs an LLM or an executor.")
+        executor = LocalExecutor(llm, opts.concurrency)
     path = Path(out)
     existing = prepare_output(path, opts)
-    cases = plan_cases(traces, plans, opts.runs, llm.name)
+    cases = plan_cases(traces, plans, opts.runs, executor.model_name)
     if len({c.key for c in cases}) != len(cases):
         raise ConfigError("Two cases share a key: trace ids must be unique.")
 
@@ -201,34 +271,26 @@ async def run_eval(
     todo = [c for c in cases if not done(c.key)]
     outcome = EvalOutcome(planned=len(cases), skipped=len(cases) - len(todo))
     latest = {c.key: existing[c.key] for c in cases if c.key in existing}
-    semaphore = asyncio.Semaphore(opts.concurrency)
     stop = asyncio.Event()
     counts = {"error": 0, "unparsed": 0}
     bar = tqdm(
         total=len(todo), file=sys.stderr, unit="case", disable=not opts.progress, leave=False
     )
-
-    async def one(case: Case, writer: RowWriter) -> None:
-        async with semaphore:
-            if stop.is_set():
-                return
-            row = await run_case(case, llm)
-            await writer.awrite(row)
-            latest[case.key] = row
-            outcome.ran += 1
-            if row.status == "budget-exceeded" and not stop.is_set():
-                stop.set()
-                outcome.stopped = row.error or "budget exhausted"
-            if row.status in counts:
-                counts[row.status] += 1
-            elif row.status in FAILED_STATUSES:
-                counts["error"] += 1
-            bar.update(1)
-            bar.set_postfix(counts, refresh=False)
-
     try:
         with RowWriter(path) as writer:
-            await asyncio.gather(*(one(case, writer) for case in todo))
+            async for row in executor.run(todo, stop):
+                await writer.awrite(row)
+                latest[row.key] = row
+                outcome.ran += 1
+                if stops_run(row) and outcome.stopped is None:
+                    stop.set()
+                    outcome.stopped = row.error or "budget exhausted"
+                if row.status in counts:
+                    counts[row.status] += 1
+                elif row.status in FAILED_STATUSES:
+                    counts["error"] += 1
+                bar.update(1)
+                bar.set_postfix(counts, refresh=False)
     finally:
         bar.close()
     outcome.rows = [latest[c.key] for c in cases if c.key in latest]
@@ -243,28 +305,55 @@ async def run_eval(
 
 async def run_case(case: Case, llm: LLM) -> EvalRow:
     """Run one case; a method's unexpected exception becomes an 'error' row."""
-    trace = case.trace
     started = time.perf_counter()
     with run_index(case.run), track_usage() as scope:
         try:
             method = case.plan.build(case.run)
-            attribution = await run_method(method, trace, llm, label=case.plan.label)
+            attribution = await run_method(method, case.trace, llm, label=case.plan.label)
         except Exception as exc:
             # A bug in one method must not sink the whole batch: keep it as a visible row.
-            attribution = Attribution(
-                status="error",
-                error=f"{type(exc).__name__}: {exc}",
-                trace_id=trace.id,
-                method=case.plan.label,
-                config=case.plan.config.model_dump(mode="json"),
-                model=llm.name,
-                prompt_version=str(getattr(case.plan.cls, "prompt_version", "")),
-                with_ground_truth=case.plan.config.with_ground_truth,
-                observability=case.plan.config.observability,
+            return failed_row(
+                case,
+                llm.name,
+                f"{type(exc).__name__}: {exc}",
                 usage=scope.usage,
                 calls=scope.calls,
-                wall_time_s=round(time.perf_counter() - started, 4),
+                wall_time_s=time.perf_counter() - started,
             )
+    return case_row(case, attribution)
+
+
+def failed_row(
+    case: Case,
+    model: str,
+    error: str,
+    *,
+    usage: Usage | None = None,
+    calls: list[CallRecord] | None = None,
+    wall_time_s: float = 0.0,
+) -> EvalRow:
+    """The 'error' row of a case that produced no attribution (a bug, a lost worker)."""
+    attribution = Attribution(
+        status="error",
+        error=error,
+        trace_id=case.trace.id,
+        method=case.plan.label,
+        config=case.plan.config.model_dump(mode="json"),
+        model=model,
+        prompt_version=str(getattr(case.plan.cls, "prompt_version", "")),
+        with_ground_truth=case.plan.config.with_ground_truth,
+        ground_truth=ground_truth_status(case.trace, case.plan.config.with_ground_truth),
+        observability=case.plan.config.observability,
+        usage=usage or Usage(),
+        calls=calls or [],
+        wall_time_s=round(wall_time_s, 4),
+    )
+    return case_row(case, attribution)
+
+
+def case_row(case: Case, attribution: Attribution) -> EvalRow:
+    """The result row of ``case``: its attribution plus the harness's bookkeeping."""
+    trace = case.trace
     return EvalRow(
         **attribution.model_dump(),
         key=case.key,

@@ -22,6 +22,7 @@ from faultfinder.llm.base import (
     messages_text,
 )
 from faultfinder.llm.cache import ResponseCache, cache_key
+from faultfinder.llm.limits import Ledger, LocalLedger, LocalRateLimiter, RateLimiter
 from faultfinder.traces.schema import ToolCall
 from faultfinder.usage import Budget, Usage
 
@@ -132,6 +133,9 @@ class LLM:
         parse_retries: int = 2,
         keep_prompts: bool = False,
         sleep: Callable[[float], Any] = asyncio.sleep,
+        ledger: Ledger | None = None,
+        limiter: RateLimiter | None = None,
+        rate_limit: float | None = None,
     ) -> None:
         self.backend = backend
         self.cache = cache
@@ -145,10 +149,12 @@ class LLM:
         self.usage = Usage()
         self._sleep = sleep
         self._semaphores: dict[int, asyncio.Semaphore] = {}
-        self._reserved_tokens = 0
-        self._reserved_calls = 0
-        # Tokens of calls actually made; cache hits cost nothing, so they do not count.
-        self._spent_tokens = 0
+        # The budget is held by a ledger: this process's own, or one shared by many
+        # processes (a Ray actor). Cache hits cost nothing, so they never reach it.
+        self.ledger: Ledger = ledger or LocalLedger(self.budget)
+        self.limiter: RateLimiter | None = limiter or (
+            LocalRateLimiter(rate_limit) if rate_limit else None
+        )
 
     @property
     def name(self) -> str:
@@ -283,40 +289,17 @@ class LLM:
         async with self._semaphore():
             # Reserve only once a slot is free: queued calls must not hold budget they may
             # never need, and by then the real spend of finished calls is known.
-            self._reserve(need)
+            await self.ledger.reserve(need)
             try:
                 completion = await self._with_retries(request)
-            finally:
-                self._release(need)
+            except BaseException:
+                await self.ledger.settle(need, 0, called=False)
+                raise
             completion = self._fill_usage(request, completion, prompt_estimate)
-            self._spent_tokens += completion.usage.total_tokens
+            await self.ledger.settle(need, completion.usage.total_tokens, called=True)
         if self.cache is not None:
             self.cache.put(key, request, completion)
         return completion, False, key
-
-    def _reserve(self, tokens: int) -> None:
-        # Reservations make concurrent calls count against the budget before they finish.
-        b = self.budget
-        if b.max_calls is not None and self.usage.calls + self._reserved_calls + 1 > b.max_calls:
-            raise errors.BudgetExceededError(
-                f"Call budget of {b.max_calls} reached ({self.usage.calls} calls made). "
-                "Raise --max-calls or narrow the run."
-            )
-        if (
-            b.max_tokens is not None
-            and self._spent_tokens + self._reserved_tokens + tokens > b.max_tokens
-        ):
-            raise errors.BudgetExceededError(
-                f"Token budget of {b.max_tokens} would be exceeded: "
-                f"{self._spent_tokens} spent, next call may need up to {tokens}. "
-                "Raise --max-tokens or narrow the run."
-            )
-        self._reserved_calls += 1
-        self._reserved_tokens += tokens
-
-    def _release(self, tokens: int) -> None:
-        self._reserved_calls -= 1
-        self._reserved_tokens -= tokens
 
     def _fill_usage(self, request: ChatRequest, c: Completion, prompt_estimate: int) -> Completion:
         if c.usage.prompt_tokens or c.usage.completion_tokens:
@@ -331,6 +314,8 @@ class LLM:
 
     async def _with_retries(self, request: ChatRequest) -> Completion:
         for attempt in range(self.max_retries + 1):
+            if self.limiter is not None:
+                await self.limiter.acquire()
             try:
                 return await self.backend.complete(request)
             except TransientLLMError as exc:

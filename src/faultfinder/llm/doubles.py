@@ -110,6 +110,17 @@ ReplyFunction = Callable[
 ]
 
 
+def function_identity(fn: Callable[..., Any]) -> str | int:
+    """A module-level function is known by its import path, the same in every process (so
+    cache keys and request hashes agree across Ray workers); a closure, lambda or bound
+    method only by the object itself."""
+    module = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", "")
+    if module and qualname and "<" not in qualname and not inspect.ismethod(fn):
+        return f"{module}:{qualname}"
+    return id(fn)
+
+
 class FunctionBackend:
     """Answers each request by calling ``fn(request)`` (sync or async)."""
 
@@ -123,7 +134,7 @@ class FunctionBackend:
         self.requests: list[ChatRequest] = []
 
     def identity(self) -> dict[str, Any]:
-        return {"backend": "function", "model": self.model, "fn": id(self.fn)}
+        return {"backend": "function", "model": self.model, "fn": function_identity(self.fn)}
 
     async def complete(self, request: ChatRequest) -> Completion:
         self.requests.append(request)

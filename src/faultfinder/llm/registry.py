@@ -16,7 +16,11 @@ BACKENDS: dict[str, str] = {
     "local": "embedded SmolLM2-135M-Instruct via llama-cpp-python ([local] extra): local[:GGUF]",
     "scripted": "scripted replies in order from a JSON file: scripted:replies.json",
     "function": "Python function called per request: function:package.module:callable",
+    "none": "no model, for methods that call none (random, baseline:*): none",
 }
+
+NO_MODEL = "none"
+"""The spec of the stand-in used when no method of a command calls a model."""
 
 
 def make_backend(
@@ -29,6 +33,10 @@ def make_backend(
 ) -> Backend:
     """Build the backend a spec names. Unknown kinds list the known ones."""
     kind, _, rest = spec.partition(":")
+    if spec == NO_MODEL:
+        from faultfinder.llm.doubles import NoModelBackend
+
+        return NoModelBackend()
     if kind == "openai":
         from faultfinder.llm.openai_compat import OpenAICompatBackend
 

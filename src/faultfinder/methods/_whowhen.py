@@ -17,11 +17,11 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from faultfinder.errors import ConfigError
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import LLM, ParseError
+from faultfinder.methods import reference
 from faultfinder.methods.answers import choice_grammar, gbnf_choice, parse_yes_no
-from faultfinder.methods.base import MethodConfig, Observability
+from faultfinder.methods.base import MethodConfig
 from faultfinder.methods.render import RenderOptions, context_budget, fit_steps, render_metadata
 from faultfinder.traces.schema import Step, Trace
 
@@ -32,10 +32,6 @@ PROMPT_FAMILY = "whowhen-v1"
 class WhoWhenConfig(MethodConfig):
     """Options shared by the four Who&When baselines."""
 
-    observability: Observability = "outputs"
-    """What of the trace the judge sees. Default 'outputs', the paper's setting: step
-    outputs only. 'full' or 'no-inputs' would add the agent roster and system prompts
-    (which Who&When Algorithm-Generated traces carry), changing the paper's prompt."""
     step_indices: bool = True
     """DoVer refinement 1: prefix every step with 'Step N -' (0-based) in the log.
     Off: the paper's 'name: content' lines."""
@@ -81,15 +77,8 @@ GUIDANCE_REMINDER = (
 
 
 def ground_truth_for(trace: Trace, config: MethodConfig) -> str | None:
-    """The reference answer when the config asks for it (an error if the trace lacks one)."""
-    if not config.with_ground_truth:
-        return None
-    if trace.ground_truth is None:
-        raise ConfigError(
-            f"Trace '{trace.id}' has no ground_truth, but with_ground_truth is set: "
-            "run without --with-ground-truth or add the reference answer to the trace."
-        )
-    return trace.ground_truth
+    """The reference answer when the config asks for it and the trace has one."""
+    return reference.ground_truth_for(trace, config.with_ground_truth)
 
 
 def metadata_for(trace: Trace, config: MethodConfig) -> str:
@@ -228,7 +217,10 @@ class Judgement(BaseModel):
 
 
 def parse_judgement(text: str) -> Judgement:
-    """'1. Yes. 2. Reason...' → Judgement(erroneous=True, reason='Reason...')."""
+    """'1. Yes. 2. Reason...' → Judgement(erroneous=True, reason='Reason...').
+
+    The Yes/No is read by :func:`answers.parse_yes_no` (anchored to item 1 or an answer
+    label; echoes, negations, hedges and both-answers are unreadable)."""
     erroneous = parse_yes_no(text)
     m = re.search(r"(?:^|\s)2\s*[.)]\s*(.*)", text, flags=re.DOTALL)
     reason = m.group(1) if m else re.split(r"\b(?:yes|no)\b", text, maxsplit=1, flags=re.I)[-1]
@@ -294,22 +286,42 @@ def binary_search_prompt(
     )
 
 
-def parse_half(text: str) -> Half:
-    """'upper half' / 'lower half' (also a bare 'upper'/'lower' at the start).
+_PLAIN_QUOTES = str.maketrans({"’": "'", "‘": "'", "“": '"', "”": '"'})
+_HALF = re.compile(r"\b(upper|lower)[\s_\-]*half\b", re.I)
+_HALF_ECHO = re.compile(
+    r"(?:either\s+)?['\"`]?(upper|lower)(?:[\s_\-]*half)?['\"`]?\s*(?:or|/)\s*(?:the\s+)?"
+    r"['\"`]?(upper|lower)[\s_\-]*half['\"`]?",
+    re.I,
+)
+_HALF_NEGATED = re.compile(
+    r"(\bnot|n't|\bneither|\bnor|\brather than|\binstead of)\b[^.\n]{0,20}$", re.I
+)
 
-    A reply naming both halves is accepted only when it starts with one of them; any
-    other mix is unreadable rather than guessed.
+
+def parse_half(text: str) -> Half:
+    """'upper half' or 'lower half', the only two answers the prompt allows.
+
+    Only those labels count (a bare 'upper', 'first half' or 'top' is unreadable).
+    An echo of the question ("'upper half' or 'lower half'") is ignored. A reply that
+    starts with a label is read as that label; otherwise it must name exactly one of the
+    two, and not in a negation ("not in the upper half").
     """
-    cleaned = re.sub(r"^[\s'\"`*.:>-]+", "", text).lower()
-    start = re.match(r"(upper|lower)\b", cleaned)
+    body = _HALF_ECHO.sub(" ", text.translate(_PLAIN_QUOTES))
+    cleaned = re.sub(
+        r"^[\s'\"`*_#>.:-]*(?:(?:final\s+)?answer\s*[:：]\s*)?[\s'\"`*_]*", "", body, flags=re.I
+    )
+    start = _HALF.match(cleaned)
     if start:
-        return "upper" if start.group(1) == "upper" else "lower"
-    found = set(re.findall(r"\b(upper|lower)\s+half\b", cleaned))
-    if len(found) == 1:
-        return "upper" if "upper" in found else "lower"
-    if found:
+        return "upper" if start.group(1).lower() == "upper" else "lower"
+    found = list(_HALF.finditer(body))
+    kinds = {m.group(1).lower() for m in found}
+    if not kinds:
+        raise ParseError("no 'upper half' or 'lower half' in the answer")
+    if len(kinds) > 1:
         raise ParseError("the answer names both 'upper half' and 'lower half'")
-    raise ParseError("no 'upper half' or 'lower half' in the answer")
+    if any(_HALF_NEGATED.search(body[: m.start()]) for m in found):
+        raise ParseError("the answer negates the half it names")
+    return "upper" if "upper" in kinds else "lower"
 
 
 def half_grammar() -> OutputConstraint:

@@ -7,8 +7,9 @@ from typing import Any, ClassVar
 
 from faultfinder.llm.client import LLM
 from faultfinder.methods import _whowhen as ww
-from faultfinder.methods.answers import agent_step_grammar, parse_agent_step_reason
+from faultfinder.methods.answers import agent_step_grammar, parse_agent_step_reason, roster_of
 from faultfinder.methods.base import MethodConfig, Verdict
+from faultfinder.methods.pairing import check_step
 from faultfinder.methods.registry import register
 from faultfinder.traces.schema import Trace
 
@@ -19,7 +20,7 @@ class AllAtOnceConfig(ww.WhoWhenConfig):
 
 async def locate_all_at_once(trace: Trace, llm: LLM, config: ww.WhoWhenConfig) -> Verdict:
     """One call over the full log. Reused by ``hybrid`` for its agent choice."""
-    agents = trace.agent_names()
+    agents = roster_of(trace)
     n_steps = len(trace.steps)
     if not n_steps:
         return Verdict(status="no-error-found", reason="empty trace")
@@ -33,16 +34,24 @@ async def locate_all_at_once(trace: Trace, llm: LLM, config: ww.WhoWhenConfig) -
     prompt, truncated = ww.fill_log(trace, trace.steps, config, llm, template)
     reply = await llm.chat(
         prompt,
-        parse=functools.partial(parse_agent_step_reason, agents=agents, n_steps=n_steps),
+        # The step is range-checked by the agent/step rule (run_method), so a readable
+        # agent survives a step outside the trace.
+        parse=functools.partial(parse_agent_step_reason, agents=agents),
         purpose="all-at-once: agent, step, reason",
-        constraint=agent_step_grammar(agents, range(n_steps)),
+        constraint=agent_step_grammar(list(agents), range(n_steps)),
     )
     details: dict[str, Any] = {"truncated": truncated}
     answer = reply.parsed
     if answer is None:
         details["parse_error"] = reply.parse_error
         return Verdict(status="unparsed", details=details)
-    details["step_agent"] = trace.steps[answer.step].agent
+    if 0 <= answer.step < n_steps:
+        details["step_agent"] = trace.steps[answer.step].agent
+    speakers = [step.agent for step in trace.steps]
+    problem = check_step(speakers, [answer.agent], answer.step)
+    if problem is not None:
+        # run_method applies the same rule to the verdict; hybrid keeps this note.
+        details["step_unparsed"] = problem
     return Verdict(agent=answer.agent, step=answer.step, reason=answer.reason, details=details)
 
 

@@ -1,64 +1,285 @@
 """Reading model answers: agent names, step numbers, yes/no, JSON; and grammars that
 make a constrained model (the embedded one) always answer in a readable form.
 
-Parsers raise :class:`faultfinder.llm.ParseError`; the LLM layer then re-samples and
-finally records the reply as unparsed. Nothing here guesses.
+Every parser is anchored to the answer field its prompt asks for and raises
+:class:`faultfinder.llm.ParseError` for anything else; the LLM layer then re-samples and
+finally records the reply as unparsed. Nothing here guesses. The rules, with examples,
+are in ``docs/eval.md`` ("Reading answers"); ``tests/parser_tables/`` holds the replies
+each parser is tested on.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, overload
 
 from pydantic import BaseModel
 
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import ParseError
+from faultfinder.traces.schema import Trace
+
+# --- agents ------------------------------------------------------------------------
+
+
+class Roster(Sequence[str]):
+    """The agent names a method may answer with, plus aliases that resolve to them.
+
+    An alias is a qualified speaker as the log shows it (Magentic-One's
+    ``Orchestrator (-> WebSurfer)`` is the Orchestrator speaking): an answer naming it
+    names its agent, not the agent inside the parentheses. Behaves as the list of names.
+    """
+
+    def __init__(self, names: Iterable[str], aliases: Mapping[str, str] | None = None) -> None:
+        self.names: tuple[str, ...] = tuple(dict.fromkeys(names))
+        self.aliases: dict[str, str] = {
+            alias: agent
+            for alias, agent in (aliases or {}).items()
+            if agent in self.names and alias not in self.names
+        }
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        return self.names[index]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __repr__(self) -> str:
+        return f"Roster({list(self.names)!r}, aliases={self.aliases!r})"
+
+    def forms(self) -> Iterator[tuple[str, str]]:
+        """(surface form, agent) for every name and alias."""
+        for name in self.names:
+            yield name, name
+        yield from self.aliases.items()
+
+
+def roster_of(trace: Trace, names: Sequence[str] | None = None) -> Roster:
+    """``names`` (default: the trace's speakers) with the trace's qualified speakers as
+    aliases, so 'Orchestrator (thought)' in an answer reads as 'Orchestrator'."""
+    aliases = {s.speaker: s.agent for s in trace.steps if s.speaker != s.agent}
+    return Roster(trace.agent_names() if names is None else names, aliases)
 
 
 def _norm(name: str) -> str:
-    return re.sub(r"[\s_\-\"'`*.:]+", "", name).lower()
+    return re.sub(r"[\W_]+", "", name).casefold()
+
+
+_WORD = r"[^\W_]"
+_SEPARATORS = re.compile(r"[\s_\-.]+")
+
+
+@functools.lru_cache(maxsize=4096)
+def _form_pattern(form: str) -> re.Pattern[str] | None:
+    """A pattern finding ``form`` in prose: case and the spelling of separators ('_', ' ',
+    '-', none) are free; punctuation inside the form (parentheses, arrows) must be there."""
+    parts: list[str] = []
+    for token in re.findall(rf"{_WORD}+|[^\w]+|_+", form.strip()):
+        if re.fullmatch(rf"{_WORD}+", token):
+            # 'WebSurfer' also matches 'Web Surfer'.
+            parts.append(re.sub(r"(?<=[a-z])(?=[A-Z])", r"[\\s_\\-]?", re.escape(token)))
+        elif _SEPARATORS.fullmatch(token):
+            parts.append(r"[\s_\-.]*")
+        else:
+            chars = [re.escape(c) for c in token if not c.isspace()]
+            parts.append(r"\s*" + r"\s*".join(chars) + r"\s*")
+    while parts and not re.search(r"\w", parts[-1].replace("\\s", "")):
+        parts.pop()  # a trailing ')' is optional
+    while parts and not re.search(r"\w", parts[0].replace("\\s", "")):
+        parts.pop(0)
+    if not parts:
+        return None
+    return re.compile(rf"(?<!{_WORD}){''.join(parts)}(?!{_WORD})", re.IGNORECASE)
+
+
+def agents_mentioned(text: str, agents: Sequence[str]) -> list[str]:
+    """Roster agents named in ``text``, in order of first mention, each once.
+
+    Longer surface forms are matched first and hide what they contain, so an alias
+    ('Orchestrator (-> WebSurfer)') counts as its own agent only.
+    """
+    roster = agents if isinstance(agents, Roster) else Roster(agents)
+    forms = sorted(roster.forms(), key=lambda fa: len(_norm(fa[0])), reverse=True)
+    taken = [False] * len(text)
+    found: list[tuple[int, str]] = []
+    for form, agent in forms:
+        pattern = _form_pattern(form)
+        if pattern is None:
+            continue
+        for m in pattern.finditer(text):
+            if any(taken[m.start() : m.end()]):
+                continue
+            taken[m.start() : m.end()] = [True] * (m.end() - m.start())
+            found.append((m.start(), agent))
+    return list(dict.fromkeys(agent for _, agent in sorted(found)))
+
+
+_PLACEHOLDER = re.compile(
+    r"^\(?\s*(your\s+(prediction|reason|answer)|agent name|n/?a)\s*\)?$", re.I
+)
 
 
 def match_agent(answer: str, agents: Sequence[str]) -> str:
-    """The roster name ``answer`` refers to.
+    """The one roster agent ``answer`` names.
 
-    Exact match after normalising case, spaces, underscores and quotes; otherwise the
-    single roster name contained in the answer (longest wins when names nest).
+    An exact name or alias (case, spaces, underscores and markdown ignored) wins; otherwise
+    the answer must mention exactly one agent. Two different agents ('WebSurfer, then
+    Orchestrator') are ambiguous and raise, as does an answer naming none. Pass a
+    :class:`Roster` (``roster_of(trace)``) so qualified speakers resolve to their agent.
     """
-    target = _norm(answer)
-    if not target:
-        raise ParseError("empty agent name")
-    for agent in agents:
-        if _norm(agent) == target:
+    roster = agents if isinstance(agents, Roster) else Roster(agents)
+    cleaned = clean_value(answer)
+    target = _norm(cleaned)
+    if not target or _PLACEHOLDER.match(cleaned):
+        raise ParseError("no agent name in the answer")
+    for form, agent in roster.forms():
+        if _norm(form) == target:
             return agent
-    contained = [a for a in agents if _norm(a) and _norm(a) in target]
-    if contained:
-        return max(contained, key=lambda a: len(_norm(a)))
-    raise ParseError(f"agent '{answer.strip()[:80]}' is not one of: {', '.join(agents)}")
+    named = agents_mentioned(cleaned, roster)
+    if len(named) == 1:
+        return named[0]
+    if named:
+        raise ParseError(f"the answer names several agents ({', '.join(named)}); name one")
+    raise ParseError(f"agent '{cleaned[:80]}' is not one of: {', '.join(roster)}")
 
 
-_FIELD = r"(?:\*\*)?\s*{label}\s*(?:\*\*)?\s*[:：]\s*(?:\*\*)?\s*(.*)"
+# --- labelled fields ------------------------------------------------------------------
+
+_MARKUP = "*_`'\"“”‘’"
+_LINE_START = r"^[ \t>]*(?:[-*•+][ \t]+|\d+[.)][ \t]*|#+[ \t]*)?[ \t]*"
+
+
+def clean_value(value: str) -> str:
+    """A field value without surrounding markdown, quotes, brackets or trailing commas."""
+    text = value.strip()
+    previous = None
+    while text != previous:
+        previous = text
+        text = text.strip().rstrip(",;").strip()
+        text = text.strip(_MARKUP).strip()
+        if len(text) > 1 and text[0] + text[-1] in ("[]", "<>"):
+            text = text[1:-1]
+    return text
+
+
+def _field_pattern(label: str) -> re.Pattern[str]:
+    words = r"[ \t_]+".join(re.escape(w) for w in label.split())
+    return re.compile(
+        rf"{_LINE_START}[{re.escape(_MARKUP)}]*{words}[{re.escape(_MARKUP)}]*[ \t]*"
+        rf"(?:[:：][{re.escape(_MARKUP)}]*[ \t]*(?P<value>[^\n]*)|(?P<bare>)$)",
+        re.IGNORECASE | re.MULTILINE,
+    )
+
+
+def _is_placeholder(value: str) -> bool:
+    return bool(re.fullmatch(r"\(?\s*your\s+(prediction|reason|answer)\s*\)?\.?", value, re.I))
+
+
+def _next_line(text: str, end: int) -> str:
+    for line in text[end:].splitlines():
+        if line.strip():
+            return line
+    return ""
+
+
+def field_values(text: str, label: str) -> list[str]:
+    """Every value written after ``Label:`` at the start of a line (markdown bullets, bold,
+    numbering and headings tolerated, ':' or '：'). A label alone on its line (a heading)
+    takes the next non-empty line. Placeholders echoed from the prompt are skipped."""
+    values: list[str] = []
+    for m in _field_pattern(label).finditer(text):
+        raw = m.group("value")
+        value = clean_value(raw) if raw is not None else ""
+        if not value:
+            value = clean_value(_next_line(text, m.end()))
+            if re.match(rf"{_LINE_START}[\w ]{{1,30}}[:：]", value):
+                value = ""  # the next line is another field, not this one's value
+        if value and not _is_placeholder(value):
+            values.append(value)
+    return values
 
 
 def find_field(text: str, *labels: str) -> str | None:
-    """The value after 'Label:' on its line (markdown bold tolerated), first label found."""
+    """The value of the first of ``labels`` present. Repeats must agree: two different
+    values for one field are ambiguous (ParseError); an absent field gives None."""
     for label in labels:
-        m = re.search(_FIELD.format(label=label), text, flags=re.IGNORECASE)
-        if m:
-            return m.group(1).strip().strip("*").strip()
+        values = field_values(text, label)
+        distinct = list(dict.fromkeys(_norm(v) for v in values))
+        if len(distinct) > 1:
+            raise ParseError(
+                f"'{label}' is answered twice, differently: {values[0]!r} / {values[1]!r}"
+            )
+        if values:
+            return values[0]
     return None
 
 
-def parse_step_number(value: str, n_steps: int) -> int:
-    """An integer step in [0, n_steps) from text such as '7', 'Step 7', '**7**'."""
-    m = re.search(r"-?\d+", value)
-    if not m:
-        raise ParseError(f"no step number in '{value[:80]}'")
-    step = int(m.group(0))
-    if not 0 <= step < n_steps:
+def json_field(data: Any, *keys: str) -> Any:
+    """``data[key]`` for the first of ``keys`` matching a key of the dict (case, spaces and
+    underscores ignored), or None."""
+    if not isinstance(data, dict):
+        return None
+    by_norm = {_norm(str(k)): v for k, v in data.items()}
+    for key in keys:
+        if _norm(key) in by_norm:
+            return by_norm[_norm(key)]
+    return None
+
+
+def json_answer(text: str) -> dict[str, Any] | None:
+    """The reply's JSON object when it has one, else None."""
+    if "{" not in text:
+        return None
+    try:
+        data = extract_json(text)
+    except ParseError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+# --- step numbers ------------------------------------------------------------------
+
+_LEAD = r"^(?:step\s*(?:number|no\.?|index|#)?\s*)?#?\s*"
+_RANGE = re.compile(
+    _LEAD + r"-?\d+\s*(?:or|and|to|/|,|&|–|—|-|~|或|和|至|到|、)\s*(?:step\s*)?#?-?\d+(?![\w.])",
+    re.I,
+)
+
+
+def parse_step_number(value: str | int, n_steps: int | None = None) -> int:
+    """One integer step from an answer field: '7', 'Step 7', '**7**', '#7', '7 (the
+    search)'. Two candidate steps ('7 or 8', '7-8') are ambiguous; no number raises.
+
+    With ``n_steps`` a step outside [0, n_steps) raises; without it the caller decides
+    (methods keep the step and :func:`faultfinder.methods.pairing.check_step` marks it).
+    """
+    if isinstance(value, bool):
+        raise ParseError(f"no step number in '{value}'")
+    if isinstance(value, int):
+        step = value
+    else:
+        text = clean_value(str(value))
+        if _RANGE.search(text):
+            raise ParseError(f"several candidate steps in '{text[:80]}'; give one")
+        lead = re.match(_LEAD + r"(-?\d+)(?![\d])", text, re.I)
+        if lead:
+            step = int(lead.group(1))
+        else:
+            named = set(re.findall(r"\bstep\s*#?\s*(-?\d+)\b", text, re.I))
+            numbers = set(re.findall(r"(?<![\w.])-?\d+(?![\w.]|\.\d)", text))
+            pick = named if named else numbers
+            if len(pick) != 1:
+                what = "several candidate steps" if pick else "no step number"
+                raise ParseError(f"{what} in '{text[:80]}'")
+            step = int(next(iter(pick)))
+    if n_steps is not None and not 0 <= step < n_steps:
         raise ParseError(f"step {step} is outside the trace (0..{n_steps - 1})")
     return step
 
@@ -68,31 +289,100 @@ class AgentStepAnswer(BaseModel):
 
     agent: str
     step: int
+    """As answered; may lie outside the trace (the caller marks it unparsed)."""
     reason: str
 
 
-def parse_agent_step_reason(text: str, agents: Sequence[str], n_steps: int) -> AgentStepAnswer:
-    """Parse 'Agent Name: ... / Step Number: ... / Reason for Mistake: ...'."""
-    agent_raw = find_field(text, "Agent Name", "Agent")
-    step_raw = find_field(text, "Step Number", "Step")
+def parse_agent_step_reason(
+    text: str, agents: Sequence[str], n_steps: int | None = None
+) -> AgentStepAnswer:
+    """Read 'Agent Name: ... / Step Number: ... / Reason for Mistake: ...' (Who&When's
+    format), or the same fields as a JSON object. The step is range-checked only when
+    ``n_steps`` is given; methods pass None so a readable agent survives a bad step."""
+    data = json_answer(text)
+    agent_raw: Any = json_field(data, "Agent Name", "agent", "mistake_agent")
+    step_raw: Any = json_field(data, "Step Number", "step", "mistake_step")
+    reason: Any = json_field(data, "Reason for Mistake", "reason", "mistake_reason")
+    if agent_raw is None or step_raw is None:
+        agent_raw = find_field(text, "Agent Name", "Agent")
+        step_raw = find_field(text, "Step Number", "Step")
+        reason = find_field(text, "Reason for Mistake", "Reason")
     if agent_raw is None:
         raise ParseError("no 'Agent Name:' line")
     if step_raw is None:
         raise ParseError("no 'Step Number:' line")
-    reason = find_field(text, "Reason for Mistake", "Reason") or ""
     return AgentStepAnswer(
-        agent=match_agent(agent_raw, agents),
-        step=parse_step_number(step_raw, n_steps),
-        reason=reason,
+        agent=match_agent(str(agent_raw), agents),
+        step=parse_step_number(step_raw if isinstance(step_raw, int) else str(step_raw), n_steps),
+        reason=str(reason or ""),
     )
 
 
+# --- yes / no ----------------------------------------------------------------------
+
+_HEDGES = re.compile(
+    r"\b(maybe|perhaps|possibly|probably|partial(ly)?|unclear|uncertain|unsure|not sure|"
+    r"hard to (say|tell)|can(no|')t (be )?(determined?|tell|say)|debatable|ambiguous|"
+    r"depends)\b",
+    re.I,
+)
+_BOTH = re.compile(r"\b(yes|no)\b\s*(and|or|/|&)\s*\b(yes|no)\b", re.I)
+_ANSWER_LABELS = (
+    "Yes/No", "Yes or No", "Answer", "Final Answer", "Judgment", "Judgement", "Decision",
+    "Verdict",
+)  # fmt: skip
+_WORDS = {"yes": True, "no": False, "是": True, "否": False, "不是": False}
+
+
+def _yes_no_fields(text: str) -> list[str]:
+    """Candidate answer fields of a Yes/No reply, in the order they are tried."""
+    items = re.finditer(r"(?:^|\n)[ \t*#>]*1\s*[.)][ \t*]*(?P<v>.*?)(?=\s2\s*[.)]|\n|$)", text)
+    fields = [m.group("v") for m in items]
+    for label in _ANSWER_LABELS:
+        fields += field_values(text, label)
+    # Else the first line, after a preface that announces the answer ('My judgment:').
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    while len(lines) > 1 and lines[0].rstrip().endswith((":", "：")):
+        lines.pop(0)
+    fields.append(lines[0] if lines else "")
+    return fields
+
+
+def _strip_echo(field: str) -> str:
+    # An echo of the prompt's 'Yes/No' before (or instead of) the actual answer.
+    field = clean_value(field)
+    field = re.sub(r"^(yes\s*/\s*no|yes or no)\s*[:：.\-]?\s*", "", field, flags=re.I)
+    return clean_value(field)
+
+
 def parse_yes_no(text: str) -> bool:
-    """'1. Yes. 2. ...' → True. The first yes/no word decides."""
-    m = re.search(r"\b(yes|no)\b", text, flags=re.IGNORECASE)
-    if not m:
+    """The answer to a Yes/No question, read from its answer field.
+
+    The field is item '1.' (step-by-step's '1. Yes/No. 2. Reason' format), a labelled line
+    ('Yes/No: No', 'Answer: **Yes**'), a JSON ``answer`` key, or else the reply's first
+    line; a field that only echoes 'Yes/No' is skipped. It must start with Yes or No; a
+    field that negates, hedges or says both is unreadable.
+    """
+    data = json_answer(text)
+    value = json_field(data, "answer", "Yes/No", "judgment", "judgement", "decision")
+    if isinstance(value, bool):
+        return value
+    candidates = [value] if isinstance(value, str) else _yes_no_fields(text)
+    field = next((f for f in map(_strip_echo, candidates) if f), "")
+    if not field:
         raise ParseError("no Yes/No in the answer")
-    return m.group(1).lower() == "yes"
+    if _BOTH.search(field):
+        raise ParseError(f"the answer says both yes and no: '{field[:80]}'")
+    m = re.match(r"(yes|no|不是|是|否)(?![\w])", field, re.I)
+    if not m:
+        raise ParseError(f"the answer does not start with Yes or No: '{field[:80]}'")
+    sentence = re.split(r"(?<=[.!?。])\s|\n", field, maxsplit=1)[0]
+    if _HEDGES.search(sentence):
+        raise ParseError(f"the answer hedges: '{sentence[:80]}'")
+    return _WORDS[m.group(1).lower()]
+
+
+# --- JSON --------------------------------------------------------------------------
 
 
 def extract_json(text: str) -> Any:

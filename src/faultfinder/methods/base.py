@@ -7,6 +7,7 @@ timing and provenance, producing the self-describing :class:`Attribution`.
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
@@ -15,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from faultfinder.errors import BudgetExceededError, FaultfinderError
 from faultfinder.llm.client import LLM, CallRecord, track_usage
+from faultfinder.methods.pairing import apply_step_rule
+from faultfinder.methods.reference import GroundTruthStatus, ground_truth_status
 from faultfinder.traces.schema import Trace
 from faultfinder.usage import Usage
 
@@ -22,6 +25,8 @@ Observability = Literal["full", "no-metadata", "no-inputs", "outputs"]
 """What a method may see: 'full' (metadata + step inputs + outputs), 'no-metadata'
 (no agent configurations / architecture notes), 'no-inputs' (no per-step input
 context), 'outputs' (step outputs only: the Who&When setting)."""
+
+logger = logging.getLogger("faultfinder")
 
 VerdictStatus = Literal["ok", "unparsed", "no-error-found", "error", "budget-exceeded"]
 
@@ -37,9 +42,15 @@ class MethodConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     with_ground_truth: bool = False
-    """Show the task's reference answer to the judge (the paper's 'with ground truth')."""
-    observability: Observability = "full"
-    """What of the trace the method may see; see ``Observability``."""
+    """Show the task's reference answer to the judge (the paper's 'with ground truth'),
+    looked up by ``methods.reference.reference_answer``. A trace without one runs as
+    without it, with a warning and ``ground_truth: unavailable`` in the result."""
+    observability: Observability = "outputs"
+    """What of the trace the method may see; see ``Observability``. The same default for
+    every method: 'outputs' (step outputs, speakers, task), the setting of the Who&When
+    benchmark and of every method paper evaluated on it, so scores of different methods
+    compare equal information. 'full' adds recorded inputs and agent configurations
+    (TraceElephant's setting); see docs/eval.md."""
     context_budget: int | None = Field(default=None, ge=256)
     """Max prompt tokens per call; long logs are truncated per step with visible markers."""
 
@@ -56,7 +67,9 @@ class Verdict(BaseModel):
     confidence: float | None = None
     """Method's confidence in [0, 1], when it has one."""
     status: VerdictStatus = "ok"
-    """'unparsed' when the model's answer could not be read: then agent/step stay None."""
+    """'unparsed' when the model's answer could not be read. What was readable is kept: a
+    verdict whose step broke the agent/step rule (``methods/pairing.py``) keeps its agent,
+    has step None and says why in ``details['step_unparsed']``."""
     details: dict[str, Any] = Field(default_factory=dict)
     """Method-specific evidence (votes, candidates, search path...)."""
 
@@ -70,6 +83,9 @@ class Attribution(Verdict):
     model: str
     prompt_version: str
     with_ground_truth: bool
+    ground_truth: GroundTruthStatus = "off"
+    """'shown' (the reference answer was in the prompts), 'off' (not asked for), or
+    'unavailable' (asked for, but the trace has none: the method ran without it)."""
     observability: str
     usage: Usage = Field(default_factory=Usage)
     calls: list[CallRecord] = Field(default_factory=list)
@@ -116,13 +132,14 @@ async def run_method(method: Method, trace: Trace, llm: LLM, *, label: str = "")
         except FaultfinderError as exc:
             verdict, error = Verdict(status="error"), str(exc)
     cfg = method.config
-    if verdict.step is not None and not 0 <= verdict.step < len(trace.steps):
-        verdict = verdict.model_copy(
-            update={
-                "details": {**verdict.details, "out_of_range_step": verdict.step},
-                "step": None,
-                "status": "unparsed" if verdict.status == "ok" else verdict.status,
-            }
+    verdict = _step_rule(method, trace, verdict)
+    gt_status = ground_truth_status(trace, cfg.with_ground_truth)
+    if gt_status == "unavailable":
+        logger.warning(
+            "warning: trace '%s' has no reference answer; %s ran without one "
+            "(recorded as ground_truth: unavailable)",
+            trace.id,
+            label or method.name,
         )
     return Attribution(
         **verdict.model_dump(),
@@ -132,9 +149,29 @@ async def run_method(method: Method, trace: Trace, llm: LLM, *, label: str = "")
         model=llm.name,
         prompt_version=method.prompt_version,
         with_ground_truth=cfg.with_ground_truth,
+        ground_truth=gt_status,
         observability=cfg.observability,
         usage=scope.usage,
         calls=scope.calls,
         error=error,
         wall_time_s=round(time.perf_counter() - started, 4),
     )
+
+
+def _step_rule(method: Method, trace: Trace, verdict: Verdict) -> Verdict:
+    """The one agent/step rule (``methods/pairing.py``): a step outside the trace or taken
+    by another agent than the named one is marked unparsed; the agent is kept. Methods
+    whose agent and step are independent draws (``pairs_agent_and_step = False``, the
+    random floor) get the range check only."""
+    paired = getattr(method, "pairs_agent_and_step", True)
+    agent = verdict.agent if paired else None
+    details = verdict.details
+    if not paired:
+        details = {k: v for k, v in details.items() if k != "agents"}
+    ruled = apply_step_rule(trace, agent, verdict.step, verdict.status, details)
+    if ruled is None:
+        return verdict
+    step, status, new_details = ruled
+    if not paired and "agents" in verdict.details:
+        new_details["agents"] = verdict.details["agents"]
+    return verdict.model_copy(update={"step": step, "status": status, "details": new_details})

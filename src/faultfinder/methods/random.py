@@ -31,6 +31,9 @@ class RandomMethod:
     needs_model: ClassVar[bool] = False
     Config: ClassVar[type[MethodConfig]] = RandomConfig
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
+    pairs_agent_and_step: ClassVar[bool] = False
+    """The agent and the step are independent draws (a floor for each field), so the
+    agent/step rule of ``methods/pairing.py`` checks only that the step is in the trace."""
 
     def __init__(self, config: RandomConfig) -> None:
         self.config = config

@@ -97,17 +97,6 @@ def visible_agents(trace: Trace, observability: Observability) -> list[str]:
     return names
 
 
-def reference_answer(trace: Trace) -> str | None:
-    """What 'with ground truth' shows: the reference answer, or for runs judged by tests
-    (TraceElephant's SWE-agent traces) the recorded test outcome."""
-    if trace.ground_truth:
-        return trace.ground_truth
-    tests = trace.metadata.get("tests_status")
-    if tests:
-        return "test results: " + json.dumps(tests, default=str, ensure_ascii=False)
-    return None
-
-
 # --- context budget --------------------------------------------------------------
 
 
@@ -402,7 +391,9 @@ class _StepParts:
 def _parts(
     step: Step, options: RenderOptions, compact: CompactInput | None, visible: set[int]
 ) -> _StepParts:
-    header = f"Step {step.index} - {step.agent}" if options.step_indices else step.agent
+    # The speaker as the log wrote it ('Orchestrator (thought)'): answers naming it resolve
+    # to the agent through ``answers.roster_of``, so model and scorer name the same agents.
+    header = f"Step {step.index} - {step.speaker}" if options.step_indices else step.speaker
     input_text: str | None = None
     if shows_inputs(options.observability) and step.input_messages:
         input_text = compact.render(visible) if compact is not None else full_input_text(step)

@@ -77,6 +77,24 @@ class Step(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Anything else the source or the recorder kept (request hash, branch...)."""
 
+    @property
+    def speaker(self) -> str:
+        """The speaker as logs show it: the raw role when it qualifies the agent's name
+        (Magentic-One's 'Orchestrator (thought)'), else the agent. Prompts show this name;
+        answers naming it resolve to ``agent`` (see ``methods.answers.roster_of``)."""
+        return qualified_role(self.role, self.agent) or self.agent
+
+
+def qualified_role(role: str | None, agent: str) -> str | None:
+    """``role`` when it is ``agent`` followed by a parenthetical qualifier, as Magentic-One
+    writes its speakers ('Orchestrator (thought)', 'Orchestrator (-> WebSurfer)'); else None."""
+    if not role or role == agent:
+        return None
+    head, sep, tail = role.partition("(")
+    if sep and head.strip() == agent and tail.rstrip().endswith(")"):
+        return role.strip()
+    return None
+
 
 class Agent(BaseModel):
     """An agent of the system and its configuration."""

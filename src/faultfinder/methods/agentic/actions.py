@@ -16,7 +16,13 @@ from pydantic import BaseModel
 
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import ParseError
-from faultfinder.methods.answers import extract_json, find_field, gbnf_choice, gbnf_literal
+from faultfinder.methods.answers import (
+    extract_json,
+    find_field,
+    gbnf_choice,
+    gbnf_literal,
+    parse_step_number,
+)
 
 _ACTION = re.compile(
     r"^[\s*`>#-]*action[\s*`]*[:：][\s*`]*([A-Za-z_]+)[`*]*(.*)$",
@@ -69,12 +75,9 @@ def parse_submission_text(text: str) -> dict[str, Any]:
         step = find_field(text, "Step Number")
         if agent is None or step is None:
             raise first_error from None
-        number = re.search(r"-?\d+", step)
-        if number is None:
-            raise ParseError(f"no step number in '{step[:80]}'") from None
         return {
             "agent": agent,
-            "step": int(number.group(0)),
+            "step": parse_step_number(step),
             "reason": find_field(text, "Reason for Mistake", "Reason") or "",
         }
 

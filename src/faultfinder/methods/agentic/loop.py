@@ -27,7 +27,8 @@ from faultfinder.methods.agentic.actions import (
 )
 from faultfinder.methods.agentic.config import AgenticConfig
 from faultfinder.methods.agentic.tools import Submission, ToolOutcome, TraceTools
-from faultfinder.methods.render import context_budget, reference_answer
+from faultfinder.methods.reference import ground_truth_for
+from faultfinder.methods.render import context_budget
 from faultfinder.traces.schema import ToolCall, Trace
 
 Mode = Literal["tools", "text"]
@@ -124,7 +125,7 @@ class Navigator:
     def instance_prompt(self) -> str:
         t = self.trace
         ground_truth = ""
-        reference = reference_answer(t) if self.config.with_ground_truth else None
+        reference = ground_truth_for(t, self.config.with_ground_truth)
         if reference:
             ground_truth = prompts.GROUND_TRUTH.format(ground_truth=reference)
         overview = ""

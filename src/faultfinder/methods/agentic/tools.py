@@ -17,13 +17,13 @@ from pydantic import BaseModel
 
 from faultfinder.llm.base import approx_token_count
 from faultfinder.llm.client import ParseError
-from faultfinder.methods.answers import match_agent
+from faultfinder.methods.answers import match_agent, roster_of
 from faultfinder.methods.base import Observability
+from faultfinder.methods.reference import ground_truth_for
 from faultfinder.methods.render import (
     CompactInput,
     compact_inputs,
     full_input_text,
-    reference_answer,
     render_metadata,
     shows_inputs,
     shows_metadata,
@@ -214,7 +214,7 @@ class TraceTools:
         self.count_tokens = count_tokens
         self.preview_chars = preview_chars
         self.search_max_hits = search_max_hits
-        self.agents = visible_agents(trace, observability)
+        self.agents = roster_of(trace, visible_agents(trace, observability))
         self.inputs_visible = shows_inputs(observability)
         self._compacts: list[CompactInput | None] = (
             compact_inputs(trace) if self.inputs_visible and trace.has_inputs else []
@@ -310,7 +310,7 @@ class TraceTools:
                 f"{output[:budget]}\n[... {len(output) - budget} more characters: call "
                 f'read_step_output {{"step": {index}, "offset": {budget}}} to read on ...]'
             )
-        return f"Step {index} - {step.agent}:\n{output}"
+        return f"Step {index} - {step.speaker}:\n{output}"
 
     def preview(self, index: int) -> str:
         """One list line: 'Step i - agent: preview (N chars)'."""
@@ -320,14 +320,14 @@ class TraceTools:
         text = flat[: self.preview_chars] + ("…" if len(flat) > self.preview_chars else "")
         kind = "" if step.kind == "llm" else f" [{step.kind}]"
         has_input = " [input recorded]" if self.inputs_visible and step.input_messages else ""
-        return f"Step {index} - {step.agent}{kind}: {text or '(empty)'} ({len(output)} chars)" + (
+        return f"Step {index} - {step.speaker}{kind}: {text or '(empty)'} ({len(output)} chars)" + (
             has_input
         )
 
     def read_step_output(self, args: dict[str, Any]) -> ToolOutcome:
         index = self._step(args)
         step = self.trace.steps[index]
-        head = f"Step {index} - {step.agent} output:"
+        head = f"Step {index} - {step.speaker} output:"
         return ToolOutcome(
             self._page(head, step_output_text(step) or "(empty)", args, "read_step_output", index)
         )
@@ -340,12 +340,12 @@ class TraceTools:
         full = _bool(args, "full")
         compact = self._compacts[index] if self._compacts else None
         if full or compact is None:
-            head = f"Step {index} - {step.agent} input ({len(step.input_messages)} messages):"
+            head = f"Step {index} - {step.speaker} input ({len(step.input_messages)} messages):"
             body = full_input_text(step)
         else:
             shown = len(compact.messages)
             head = (
-                f"Step {index} - {step.agent} input: {shown} new of {compact.total} messages "
+                f"Step {index} - {step.speaker} input: {shown} new of {compact.total} messages "
                 '(pass "full": true for all of them):'
             )
             body = compact.render()
@@ -357,7 +357,7 @@ class TraceTools:
         counts = {a: len(t.steps_of(a)) for a in t.agent_names()}
         speakers = ", ".join(f"{a} ({n} step{'' if n == 1 else 's'})" for a, n in counts.items())
         lines = [f"Task: {t.task}"]
-        reference = reference_answer(t) if self.with_ground_truth else None
+        reference = ground_truth_for(t, self.with_ground_truth)
         if reference:
             lines.append(f"Correct answer (reference): {reference}")
         if t.final_answer:
@@ -397,7 +397,7 @@ class TraceTools:
                 if len(hits) < self.search_max_hits:
                     lo, hi = max(position - 80, 0), position + len(query) + 80
                     snippet = re.sub(r"\s+", " ", text[lo:hi]).strip()
-                    hits.append(f"Step {step.index} - {step.agent} ({where}): …{snippet}…")
+                    hits.append(f"Step {step.index} - {step.speaker} ({where}): …{snippet}…")
         if not total:
             return ToolOutcome(f"No step contains '{query}'.")
         more = f" (first {len(hits)} shown)" if total > len(hits) else ""

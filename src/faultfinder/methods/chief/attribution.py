@@ -21,6 +21,7 @@ recorded. With ``screening='model'`` the pick stands and the screening is only r
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -110,7 +111,7 @@ def _stage_names(value: Any) -> list[str]:
     return out
 
 
-def parse_attribution(data: Any, roster: list[str], n_steps: int) -> AttributionAnswer:
+def parse_attribution(data: Any, roster: Sequence[str], n_steps: int) -> AttributionAnswer:
     if not isinstance(data, dict):
         raise ParseError("expected a JSON object with the final agent and step")
     agent_raw = as_text(get_field(data, "agent_name", "agent"))
@@ -379,7 +380,8 @@ async def direct(
     constraint = agent_step_grammar(roster, range(ctx.n_steps)) if ctx.config.grammar else None
     reply = await ctx.llm.chat(
         prompt,
-        parse=lambda text: parse_agent_step_reason(text, roster, ctx.n_steps),
+        # The step is checked by the agent/step rule (run_method), which keeps the agent.
+        parse=lambda text: parse_agent_step_reason(text, roster),
         purpose="chief direct",
         temperature=ctx.config.temperature,
         max_tokens=ctx.config.max_reply_tokens,

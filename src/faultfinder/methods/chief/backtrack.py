@@ -10,12 +10,13 @@ dropped.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from faultfinder.llm.client import ParseError
-from faultfinder.methods.answers import match_agent
+from faultfinder.methods.answers import Roster, match_agent
 from faultfinder.methods.chief import prompts
 from faultfinder.methods.chief.context import StageContext, as_int, as_text, get_field
 from faultfinder.methods.chief.graph import Candidates, CausalGraph, StageRecord
@@ -73,7 +74,9 @@ class Decisions(BaseModel):
     """Entries that name nothing in the graph."""
 
 
-def parse_decisions(data: Any, graph: CausalGraph) -> Decisions:
+def parse_decisions(
+    data: Any, graph: CausalGraph, aliases: Mapping[str, str] | None = None
+) -> Decisions:
     if not isinstance(data, dict):
         raise ParseError("expected a JSON object with 'subtasks', 'agents' and 'steps'")
     out = Decisions()
@@ -99,7 +102,7 @@ def parse_decisions(data: Any, graph: CausalGraph) -> Decisions:
             out.dropped.append(f"agent decision {str(item)[:60]}: unreadable")
             continue
         try:
-            agent = match_agent(raw_agent, sub.agents)
+            agent = match_agent(raw_agent, Roster(sub.agents, aliases))
         except ParseError:
             out.dropped.append(f"agent '{raw_agent[:40]}' does not act in {sub.id}")
             continue
@@ -159,7 +162,9 @@ async def backtrack(ctx: StageContext, graph: CausalGraph) -> tuple[Candidates |
         },
     )
     reply = await ctx.ask_json(
-        prompt, lambda data: parse_decisions(data, graph), purpose="chief backtrack"
+        prompt,
+        lambda data: parse_decisions(data, graph, ctx.roster.aliases),
+        purpose="chief backtrack",
     )
     if reply.parsed is None:
         return None, StageRecord(

@@ -10,9 +10,10 @@ from typing import Any, TypeVar
 
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import LLM, ParseError, Reply
-from faultfinder.methods.answers import extract_json
+from faultfinder.methods.answers import Roster, extract_json, roster_of
 from faultfinder.methods.chief import prompts
 from faultfinder.methods.chief.config import ChiefConfig
+from faultfinder.methods.reference import ground_truth_for
 from faultfinder.methods.render import RenderOptions, context_budget, fit_steps, render_metadata
 from faultfinder.traces.schema import Step, Trace
 
@@ -46,12 +47,12 @@ class StageContext:
         return len(self.trace.steps)
 
     @property
-    def roster(self) -> list[str]:
+    def roster(self) -> Roster:
         names = self.trace.agent_names()
         for agent in self.trace.agents:
             if agent.name not in names:
                 names.append(agent.name)
-        return names
+        return roster_of(self.trace, names)
 
     def render(
         self,
@@ -66,9 +67,7 @@ class StageContext:
         to fit ``context_budget`` after everything else in the prompt."""
         cfg = self.config
         shown = list(self.trace.steps) if steps is None else list(steps)
-        ground_truth = self.trace.ground_truth if cfg.with_ground_truth else None
-        if cfg.with_ground_truth and ground_truth is None:
-            ground_truth = "(not recorded)"
+        ground_truth = ground_truth_for(self.trace, cfg.with_ground_truth)
         metadata = render_metadata(self.trace, cfg.observability)
 
         def build(history: str) -> str:

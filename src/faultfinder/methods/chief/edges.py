@@ -13,12 +13,13 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from faultfinder.llm.client import ParseError
-from faultfinder.methods.answers import match_agent
+from faultfinder.methods.answers import Roster, match_agent
 from faultfinder.methods.chief import prompts
 from faultfinder.methods.chief.context import (
     StageContext,
@@ -86,7 +87,9 @@ class EdgeParse(BaseModel):
     """Edges discarded, with why."""
 
 
-def parse_edges(data: Any, subtasks: list[Subtask]) -> EdgeParse:
+def parse_edges(
+    data: Any, subtasks: list[Subtask], aliases: Mapping[str, str] | None = None
+) -> EdgeParse:
     if not isinstance(data, dict):
         raise ParseError("expected a JSON object with 'subtask_edges' and 'agent_edges'")
     out = EdgeParse()
@@ -124,8 +127,9 @@ def parse_edges(data: Any, subtasks: list[Subtask]) -> EdgeParse:
             out.dropped.append(f"agent edge {json.dumps(item)[:60]}: unknown subtask")
             continue
         try:
-            src_agent = match_agent(as_text(get_field(item, "from", "source")), sub.agents)
-            dst_agent = match_agent(as_text(get_field(item, "to", "target")), sub.agents)
+            roster = Roster(sub.agents, aliases)  # qualified speakers read as their agent
+            src_agent = match_agent(as_text(get_field(item, "from", "source")), roster)
+            dst_agent = match_agent(as_text(get_field(item, "to", "target")), roster)
         except ParseError as exc:
             out.dropped.append(f"agent edge in {sub.id}: {exc}")
             continue
@@ -176,7 +180,7 @@ async def build_edges(
     """Subtask and agent edges (one call). On an unparsed reply only default edges remain."""
     prompt = ctx.render("edges", prompts.EDGES, {"subtasks": subtasks_agents_text(subtasks, nodes)})
     reply = await ctx.ask_json(
-        prompt, lambda data: parse_edges(data, subtasks), purpose="chief edges"
+        prompt, lambda data: parse_edges(data, subtasks, ctx.roster.aliases), purpose="chief edges"
     )
     if reply.parsed is None:
         return (

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from faultfinder.llm.client import ParseError
-from faultfinder.methods.answers import match_agent
+from faultfinder.methods.answers import Roster, match_agent
 from faultfinder.methods.chief import prompts
 from faultfinder.methods.chief.context import StageContext, as_list, as_text, get_field
 from faultfinder.methods.chief.graph import OTAR, AgentNode, StageRecord, Subtask
@@ -55,7 +56,9 @@ class OtarParse(BaseModel):
     """Entries that could not be placed, with why."""
 
 
-def parse_otar(data: Any, subtasks: list[Subtask]) -> OtarParse:
+def parse_otar(
+    data: Any, subtasks: list[Subtask], aliases: Mapping[str, str] | None = None
+) -> OtarParse:
     out = OtarParse()
     for item in as_list(data, "subtasks"):
         if not isinstance(item, dict):
@@ -70,7 +73,7 @@ def parse_otar(data: Any, subtasks: list[Subtask]) -> OtarParse:
                 continue
             raw_name = as_text(get_field(entry, "agent", "name", "agent_name"))
             try:
-                agent = match_agent(raw_name, sub.agents)
+                agent = match_agent(raw_name, Roster(sub.agents, aliases))
             except ParseError:
                 out.dropped.append(f"{sub.id}: agent '{raw_name[:40]}' does not act there")
                 continue
@@ -108,7 +111,7 @@ async def parse_otar_stage(
     """Fill ``nodes[*].otar`` from one OTAR call (paper Fig. 7)."""
     prompt = ctx.render("otar", prompts.OTAR, {"subtasks": subtasks_text(subtasks)})
     reply = await ctx.ask_json(
-        prompt, lambda data: parse_otar(data, subtasks), purpose="chief otar"
+        prompt, lambda data: parse_otar(data, subtasks, ctx.roster.aliases), purpose="chief otar"
     )
     if reply.parsed is None:
         return StageRecord(status="unparsed", note=str(reply.parse_error), attempts=reply.attempts)

@@ -8,6 +8,7 @@ weighs all arguments and names the agent and step. Costs n + 1 calls for n steps
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from faultfinder.llm.base import OutputConstraint
@@ -17,6 +18,7 @@ from faultfinder.methods.echo import prompts
 from faultfinder.methods.echo.config import EchoConfig
 from faultfinder.methods.echo.context import Compressed, render_step_context
 from faultfinder.methods.echo.schema import judge_json_schema, parse_judge, parse_sections
+from faultfinder.methods.reference import ground_truth_for
 from faultfinder.methods.render import (
     RenderOptions,
     context_budget,
@@ -50,13 +52,15 @@ async def run_context_aware(
     llm: LLM,
     cfg: EchoConfig,
     compressed: dict[int, Compressed],
-    agents: list[str],
+    agents: Sequence[str],
 ) -> Verdict:
     """I1 (window) or I2 (hierarchical): arguments per step, then the judge."""
     options = RenderOptions.from_config(cfg)
     head = prompts.header(trace, cfg.with_ground_truth)
     metadata = render_metadata(trace, cfg.observability)
-    system = prompts.step_agent_system_prompt(cfg.with_ground_truth)
+    system = prompts.step_agent_system_prompt(
+        ground_truth_for(trace, cfg.with_ground_truth) is not None
+    )
     count = llm.count_tokens
     budget = context_budget(cfg, llm, cfg.max_tokens)
 

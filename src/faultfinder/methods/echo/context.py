@@ -400,7 +400,7 @@ def _entry_text(
     step = trace.steps[entry.index]
     if entry.level == "full":
         return render_step(trace, step, options)
-    return f"Step {step.index} - {step.agent}: {compressed[step.index].at(entry.level)}"
+    return f"Step {step.index} - {step.speaker}: {compressed[step.index].at(entry.level)}"
 
 
 def render_step_context(

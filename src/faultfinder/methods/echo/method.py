@@ -15,6 +15,7 @@ from collections import Counter
 from typing import Any, ClassVar
 
 from faultfinder.llm.client import LLM
+from faultfinder.methods.answers import roster_of
 from faultfinder.methods.base import MethodConfig, Verdict
 from faultfinder.methods.echo import prompts
 from faultfinder.methods.echo.ablations import run_context_aware
@@ -60,7 +61,7 @@ class _PanelRun:
         self.llm = llm
         self.cfg = cfg
         self.compressed = compressed
-        self.agents = trace.agent_names()
+        self.agents = roster_of(trace)
         self.speakers = [s.agent for s in trace.steps]
         self.options = RenderOptions.from_config(cfg)
         self.head = prompts.header(trace, cfg.with_ground_truth)
@@ -237,7 +238,7 @@ class EchoMethod:
         if cfg.extractor == "llm" and compressed:
             common["context_sources"] = dict(Counter(c.source for c in compressed.values()))
         if cfg.pipeline == "context-aware":
-            verdict = await run_context_aware(trace, llm, cfg, compressed, trace.agent_names())
+            verdict = await run_context_aware(trace, llm, cfg, compressed, roster_of(trace))
             return verdict.model_copy(update={"details": {**common, **verdict.details}})
         run = _PanelRun(trace, llm, cfg, compressed)
         common["pipeline"] = cfg.pipeline

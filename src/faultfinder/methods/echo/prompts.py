@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from faultfinder.methods.reference import ground_truth_for
 from faultfinder.traces.schema import Step, Trace
 
 PROMPT_VERSION = "echo-1"
@@ -170,8 +171,9 @@ be clearly at fault.
 def header(trace: Trace, with_ground_truth: bool) -> str:
     """Query, ground truth (only when allowed and known) and final answer."""
     lines = [f"Original Query: {trace.task}"]
-    if with_ground_truth and trace.ground_truth:
-        lines.append(f"Ground Truth: {trace.ground_truth}")
+    reference = ground_truth_for(trace, with_ground_truth)
+    if reference is not None:
+        lines.append(f"Ground Truth: {reference}")
     final = trace.final_answer
     lines.append(
         f"Final Answer: {final}"
@@ -275,7 +277,7 @@ Remember: You must argue that YOUR agent caused the error. Be persuasive and use
 
 def step_agent_user_prompt(head: str, metadata: str, step: Step, context: str, kind: str) -> str:
     """The step agent's user message; ``kind`` is 'window' or 'hierarchical'."""
-    target = f"Step {step.index} - {step.agent}"
+    target = f"Step {step.index} - {step.speaker}"
     if kind == "hierarchical":
         ask = (
             f"Please analyze this agent ({target}) in the hierarchical context of the entire "
@@ -359,7 +361,7 @@ failures, and results. Do not add anything that the step does not say."""
 def extractor_messages(step: Step, text: str) -> list[dict[str, Any]]:
     """Ask for the three compressions of one step as JSON."""
     user = (
-        f"Step {step.index} - {step.agent}:\n{text}\n\n"
+        f"Step {step.index} - {step.speaker}:\n{text}\n\n"
         "Return a JSON object with three fields:\n"
         '- "key_decision": the key decision or main point of this step (at most 50 words)\n'
         '- "summary": a brief summary of its outcome (at most 20 words)\n'

@@ -200,20 +200,22 @@ class JudgeVerdict(BaseModel):
     agent: str
     """Roster name."""
     step: int
-    """Canonical 0-based step inside the trace."""
+    """Canonical 0-based step as answered (the agent/step rule checks it)."""
     reason: str
     """The judge's explanation."""
 
 
 def parse_judge(text: str, agents: Sequence[str], n_steps: int) -> JudgeVerdict:
-    """Read the judge's JSON; the agent must be on the roster and the step inside the trace."""
+    """Read the judge's JSON; the agent must be on the roster (the step is checked later)."""
     try:
         answer = JudgeAnswer.model_validate(_object(text))
     except ValidationError as exc:
         raise ParseError(_validation_message(exc)) from None
     return JudgeVerdict(
         agent=match_agent(answer.mistake_agent, agents),
-        step=parse_step_number(str(answer.mistake_step), n_steps),
+        # Range and speaker are checked by the agent/step rule (methods/pairing.py), which
+        # keeps the agent when the step cannot stand.
+        step=parse_step_number(str(answer.mistake_step)),
         reason=answer.mistake_reason,
     )
 

@@ -7,8 +7,9 @@ Plain functions over plain data, so each rule can be checked by hand:
 3. among the winning type's ballots, agents win by summed confidence — one agent for a
    single-agent conclusion, every agent whose sum reaches δ for a multi-agent one
    (:func:`vote_agents`);
-4. steps win by summed confidence among the same ballots, after dropping steps outside
-   the trace (:func:`vote_step`);
+4. steps win by summed confidence among the same ballots, after dropping steps that break
+   the agent/step rule: outside the trace, or taken by an agent the ballot does not name
+   (:func:`vote_step`, ``methods/pairing.py``);
 5. the disagreement analysis reports conclusion diversity, confidence spread, conflicting
    high-confidence attributions and step/agent consistency (:func:`analyze_disagreement`).
 
@@ -21,6 +22,8 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, Field
+
+from faultfinder.methods.pairing import check_step
 
 ConclusionType = Literal["single_agent", "multi_agent"]
 CompareOn = Literal["agents", "steps", "both"]
@@ -102,7 +105,8 @@ class Consensus(BaseModel):
     step_scores: dict[int, float]
     """Summed confidence per in-trace step, over the winning type's ballots."""
     rejected_steps: list[int]
-    """Claimed steps outside the trace, left out of the step vote."""
+    """Claimed steps left out of the step vote: outside the trace, or taken by an agent
+    the ballot does not name (``methods/pairing.py``)."""
     accepted: list[Ballot]
     """Ballots at or above the threshold."""
     below_threshold: list[Ballot]
@@ -165,16 +169,21 @@ def vote_agents(
 
 
 def vote_step(
-    ballots: Sequence[Ballot], n_steps: int
+    ballots: Sequence[Ballot], speakers: Sequence[str]
 ) -> tuple[int | None, dict[int, float], list[int]]:
-    """Winning step by summed confidence, the in-trace sums, and the out-of-trace claims."""
+    """Winning step by summed confidence, the sums, and the steps left out.
+
+    A ballot's step counts only when it could be its agents' mistake (the one agent/step
+    rule, :func:`faultfinder.methods.pairing.check_step`): inside the trace and taken by
+    one of the agents the ballot names. Otherwise the ballot still votes for its agents
+    (:func:`vote_agents`) but not for the step."""
     scores: dict[int, float] = {}
     rejected: list[int] = []
     for ballot in ballots:
         step = ballot.mistake_step
         if step is None:
             continue
-        if not 0 <= step < n_steps:
+        if check_step(speakers, ballot.attribution, step) is not None:
             rejected.append(step)
             continue
         scores[step] = scores.get(step, 0.0) + ballot.confidence
@@ -284,7 +293,7 @@ def consensus(
     rejected_steps: list[int] = []
     if winning_type is not None:
         agents, agent_scores = vote_agents(support, winning_type, threshold)
-        step, step_scores, rejected_steps = vote_step(support, len(speakers))
+        step, step_scores, rejected_steps = vote_step(support, speakers)
     mean_confidence = sum(b.confidence for b in support) / len(support) if support else 0.0
     backing = [b for b in support if set(agents) & set(b.attribution)] or support
     return Consensus(

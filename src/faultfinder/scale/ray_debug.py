@@ -1,0 +1,108 @@
+"""DoVer's replays on a Ray cluster.
+
+:class:`RayReplayExecutor` is a DoVer replay executor: each replay runs on a worker, which
+receives the recording's files, materialises them in a scratch directory, runs the
+user's program there through a proxy of its own, and sends the branch's files back. The
+driver writes them under ``run_dir/branches/``, so it stays the only writer of the run
+directory, whether or not the workers share its filesystem.
+
+The program command is the one the user gave after ``--``; it must exist on the workers
+(the same checkout or image), and the upstream URL must be reachable from them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from faultfinder.dover.models import Intervention
+from faultfinder.dover.pipeline import ReplayExecutor
+from faultfinder.replay.recorder import BRANCHES_DIR, write_meta
+from faultfinder.replay.session import ReplayOutcome
+from faultfinder.scale.cluster import cluster_cpus, require_ray
+
+ray = require_ray()
+
+REPLAY_RETRIES = 2
+"""Times a replay is run again when the worker running it died."""
+
+Files = dict[str, bytes]
+
+
+def recording_files(run_dir: Path) -> Files:
+    """The files of a recording, without its branches and DoVer outputs."""
+    files: Files = {}
+    for path in sorted(run_dir.rglob("*")):
+        relative = path.relative_to(run_dir)
+        if path.is_file() and relative.parts[0] not in (BRANCHES_DIR, "dover"):
+            files[relative.as_posix()] = path.read_bytes()
+    return files
+
+
+def write_files(root: Path, files: Files) -> None:
+    """Write ``files`` under ``root``, refusing any name that would leave it."""
+    base = root.resolve()
+    for name, data in files.items():
+        target = (base / name).resolve()
+        if not target.is_relative_to(base):
+            raise ValueError(f"refusing to write {name!r} outside {root}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+@ray.remote(num_cpus=1, max_retries=REPLAY_RETRIES)
+def replay_on_worker(
+    files: Files,
+    executor: ReplayExecutor,
+    intervention: Intervention,
+    branch_id: str,
+) -> tuple[dict[str, Any], Files]:
+    """Replay in a scratch copy of the recording; return the outcome and the branch files."""
+    with tempfile.TemporaryDirectory(prefix="faultfinder-replay-") as scratch:
+        run_dir = Path(scratch) / "run"
+        write_files(run_dir, files)
+        executor.run_dir = run_dir
+        outcome = asyncio.run(executor.run(intervention, branch_id))
+        branch = outcome.branch_dir
+        out = {
+            p.relative_to(branch).as_posix(): p.read_bytes()
+            for p in branch.rglob("*")
+            if p.is_file()
+        }
+        data = outcome.model_dump(mode="json")
+        data["branch_dir"] = branch.relative_to(run_dir).as_posix()
+    return {"outcome": data, "pid": os.getpid()}, out
+
+
+class RayReplayExecutor:
+    """Runs each DoVer replay on a Ray worker; the branch is written here by the driver."""
+
+    def __init__(self, local: ReplayExecutor, *, parallel: int | None = None) -> None:
+        # The program runs in the user's working directory on the worker, as it would here.
+        if local.options.cwd is None:
+            local.options = local.options.model_copy(update={"cwd": os.getcwd()})
+        self.local = local
+        self.parallel = parallel or cluster_cpus()
+        """Replays in flight at once (DoVer runs this many of them concurrently)."""
+        self.worker_pids: list[int] = []
+        """The process of each replay run so far (they are not this one)."""
+
+    async def run(self, intervention: Intervention, branch_id: str) -> ReplayOutcome:
+        run_dir = self.local.run_dir
+        ref = replay_on_worker.remote(recording_files(run_dir), self.local, intervention, branch_id)
+        result, files = await asyncio.wrap_future(ref.future())
+        self.worker_pids.append(result["pid"])
+        data = result["outcome"]
+        branch_dir = run_dir / data["branch_dir"]
+        if branch_dir.exists():
+            raise FileExistsError(f"{branch_dir} already exists")
+        # The worker's copy was a scratch directory: the branch belongs to this run.
+        data["branch_dir"] = str(branch_dir)
+        data["meta"]["parent"] = str(run_dir)
+        outcome = ReplayOutcome.model_validate(data)
+        write_files(branch_dir, files)
+        write_meta(branch_dir, outcome.meta)
+        return outcome

@@ -1,0 +1,247 @@
+"""Oracle judges: test models that know a trace's gold label.
+
+:class:`OracleJudge` is a reply function for :class:`faultfinder.llm.FunctionBackend`. It
+reads the question each Who&When baseline and the agentic navigator ask, and answers it
+in that method's format:
+
+============== ===================================================================
+question       answer
+============== ===================================================================
+all-at-once    'Agent Name: A\\nStep Number: S\\nReason for Mistake: ...'
+step-by-step   '1. Yes. 2. ...' when the judged (last shown) step is S, else '1. No. 2. ...'
+binary search  the half ('upper half' / 'lower half') whose range holds S
+explain        'Reason for Mistake: ...' (binary search's optional follow-up)
+agentic        reads step S once, then submits A and S (tool call, or the text ACTION line)
+============== ===================================================================
+
+The *perfect* judge answers with the gold agent A and step S. The *wrong* judge
+(``wrong=True``) answers with another agent and one of its steps outside the acceptable
+steps, so every field it can influence is wrong (in a trace with one speaker a method
+that derives the agent from the step can still be right about the agent: there is no
+other to name). A question it does not recognise raises, so a prompt change that breaks
+the oracle fails loudly. Step-by-step needs the step indices in the log (the default,
+``step_indices=True``).
+
+With the perfect judge, a method that reads answers correctly scores 100% agent and step
+on every trace whose labelled agent speaks at the labelled step; on the others the
+agent/step rule (``methods/pairing.py``) decides which field a method can recover.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from faultfinder.errors import FaultfinderError
+from faultfinder.llm.base import ChatRequest
+from faultfinder.llm.doubles import FunctionBackend
+from faultfinder.traces.schema import Trace
+
+QuestionKind = Literal["all-at-once", "step", "half", "explain", "agentic"]
+
+
+@dataclass(frozen=True)
+class Question:
+    """What a request asks, as far as an oracle needs to know."""
+
+    kind: QuestionKind
+    step: int | None = None
+    """Step-by-step: the step being judged."""
+    upper: tuple[int, int] | None = None
+    """Binary search: the upper half's inclusive range."""
+    lower: tuple[int, int] | None = None
+    """Binary search: the lower half's inclusive range."""
+    answered_tools: bool = False
+    """Agentic: the conversation already holds a tool result."""
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
+    return str(content or "")
+
+
+_HALVES = re.compile(
+    r"lower half is defined as the range from step (\d+) to step (\d+) and upper half is "
+    r"defined as the range from step (\d+) to step (\d+)"
+)
+
+
+def question_of(request: ChatRequest, trace: Trace) -> Question:
+    """Classify ``request`` (raises FaultfinderError for a question no oracle knows)."""
+    texts = [_text(m.get("content")) for m in request.messages]
+    system = next(
+        (t for m, t in zip(request.messages, texts, strict=True) if m.get("role") == "system"), ""
+    )
+    last = texts[-1] if texts else ""
+    if "expert debugger of LLM-based multi-agent systems" in system:
+        answered = any(m.get("role") == "tool" for m in request.messages) or any(
+            t.startswith("OBSERVATION") for t in texts[1:]
+        )
+        return Question("agentic", answered_tools=answered)
+    if "Agent Name: (Your prediction)" in last:
+        return Question("all-at-once")
+    halves = _HALVES.search(last)
+    if halves:
+        lo_a, lo_b, up_a, up_b = (int(g) for g in halves.groups())
+        return Question("half", upper=(up_a, up_b), lower=(lo_a, lo_b))
+    if "whether the most recent agent's action contains an error" in last:
+        return Question("step", step=_last_step_shown(last, trace))
+    if "explain what the mistake in that step is" in last:
+        return Question("explain")
+    raise FaultfinderError(f"oracle judge: unrecognised question: {last[:120]!r}")
+
+
+def _last_step_shown(prompt: str, trace: Trace) -> int:
+    log = prompt.split("Your task is to determine whether", 1)[0]
+    shown = [
+        int(m.group(1))
+        for m in re.finditer(r"^Step (\d+) - (.+?): ", log, flags=re.MULTILINE)
+        if int(m.group(1)) < len(trace.steps) and trace.steps[int(m.group(1))].speaker == m.group(2)
+    ]
+    if not shown:
+        raise FaultfinderError("oracle judge: step-by-step needs step indices in the log")
+    return shown[-1]
+
+
+def oracle_target(trace: Trace, *, wrong: bool = False) -> tuple[str, int]:
+    """(agent, step) the judge steers toward: the gold label, or for the wrong judge
+    another agent and one of its steps that is not an acceptable step."""
+    if trace.label is None or trace.label.agent is None or trace.label.step is None:
+        raise FaultfinderError(f"oracle judge: trace '{trace.id}' has no complete gold label")
+    gold = trace.label
+    if not wrong:
+        return gold.agent, gold.step  # type: ignore[return-value]
+    bad = [s for s in trace.steps if s.index not in gold.acceptable_steps]
+    others = [s for s in bad if s.agent != gold.agent]
+    candidates = others or bad
+    if not candidates:
+        raise FaultfinderError(f"oracle judge: trace '{trace.id}' has no wrong step to name")
+    return candidates[0].agent, candidates[0].index
+
+
+class OracleJudge:
+    """Answers every recognised question from the gold label (see the module docstring)."""
+
+    def __init__(self, trace: Trace, *, wrong: bool = False) -> None:
+        self.trace = trace
+        self.wrong = wrong
+        self.agent, self.step = oracle_target(trace, wrong=wrong)
+        self.questions: list[Question] = []
+
+    def __call__(self, request: ChatRequest) -> str | dict[str, Any]:
+        question = question_of(request, self.trace)
+        self.questions.append(question)
+        return self.answer(question, tools=bool(request.tools))
+
+    def reason(self) -> str:
+        return f"oracle: step {self.step} by {self.agent} is the decisive error."
+
+    def answer(self, question: Question, *, tools: bool = False) -> str | dict[str, Any]:
+        """The reply to ``question`` in its method's format."""
+        if question.kind == "all-at-once":
+            return (
+                f"Agent Name: {self.agent}\nStep Number: {self.step}\n"
+                f"Reason for Mistake: {self.reason()}"
+            )
+        if question.kind == "step":
+            verdict = "Yes" if question.step == self.step else "No"
+            return f"1. {verdict}. 2. {self.reason()}"
+        if question.kind == "half":
+            assert question.upper is not None
+            low, high = question.upper
+            return "upper half" if low <= self.step <= high else "lower half"
+        if question.kind == "explain":
+            return f"Reason for Mistake: {self.reason()}"
+        return self._agentic(question, tools)
+
+    def _agentic(self, question: Question, tools: bool) -> str | dict[str, Any]:
+        args: dict[str, Any]
+        if not question.answered_tools:
+            name, args = "read_step_output", {"step": self.step}
+        else:
+            name = "submit"
+            args = {
+                "agent": self.agent,
+                "step": self.step,
+                "reason": self.reason(),
+                "confidence": 0.9,
+            }
+        if tools:
+            return {"text": "", "tool_calls": [{"name": name, "arguments": args}]}
+        return f"THOUGHT: oracle.\nACTION: {name} {json.dumps(args)}"
+
+
+def perfect_judge(trace: Trace) -> FunctionBackend:
+    """A backend that answers every question about ``trace`` from its gold label."""
+    return FunctionBackend(OracleJudge(trace), model=f"oracle:{trace.id}")
+
+
+def wrong_judge(trace: Trace) -> FunctionBackend:
+    """A backend that answers every question about ``trace`` wrongly (see OracleJudge)."""
+    return FunctionBackend(OracleJudge(trace, wrong=True), model=f"wrong-oracle:{trace.id}")
+
+
+# --- running methods against an oracle --------------------------------------------
+
+ORACLE_METHODS = ("all-at-once", "step-by-step", "binary-search", "hybrid", "agentic")
+"""Methods whose every question an oracle judge answers."""
+
+
+@dataclass(frozen=True)
+class OracleRow:
+    """One method's result on one trace with an oracle judge."""
+
+    trace_id: str
+    method: str
+    consistent: bool
+    """The labelled agent speaks at the labelled step."""
+    agent_correct: bool
+    step_correct: bool
+    status: str
+    step_unparsed: str | None
+
+
+def label_consistent(trace: Trace) -> bool:
+    """True when the gold agent is the speaker of the gold step."""
+    label = trace.label
+    return (
+        label is not None
+        and label.step is not None
+        and 0 <= label.step < len(trace.steps)
+        and trace.steps[label.step].agent == label.agent
+    )
+
+
+async def run_oracle(
+    traces: list[Trace], methods: tuple[str, ...] = ORACLE_METHODS, *, wrong: bool = False
+) -> list[OracleRow]:
+    """Every method on every (labelled) trace with a fresh perfect (or wrong) judge, scored
+    with the evaluation's metrics."""
+    from faultfinder.eval.metrics import agent_correct, step_correct
+    from faultfinder.llm.client import LLM
+    from faultfinder.methods import create_method, run_method
+
+    rows: list[OracleRow] = []
+    for trace in traces:
+        if trace.label is None:
+            continue
+        for spec in methods:
+            backend = wrong_judge(trace) if wrong else perfect_judge(trace)
+            result = await run_method(create_method(spec), trace, LLM(backend), label=spec)
+            if result.status == "error":
+                raise FaultfinderError(f"oracle run of {spec} on {trace.id}: {result.error}")
+            rows.append(
+                OracleRow(
+                    trace_id=trace.id,
+                    method=spec,
+                    consistent=label_consistent(trace),
+                    agent_correct=agent_correct(result.agent, trace.label),
+                    step_correct=step_correct(result.step, trace.label),
+                    status=result.status,
+                    step_unparsed=result.details.get("step_unparsed"),
+                )
+            )
+    return rows

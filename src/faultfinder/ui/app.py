@@ -1,0 +1,243 @@
+"""The Starlette application behind `faultfinder ui`: read-only pages over a Catalog, plus
+one POST endpoint when (and only when) attribution runs were enabled on the command line."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from faultfinder.ui import pages
+from faultfinder.ui.catalog import Catalog
+from faultfinder.ui.jobs import JobRunner
+
+MAX_BODY = 4096
+"""Largest request body accepted (the only body is the empty POST that starts a run)."""
+MAX_RAW_FILE = 5_000_000
+"""Largest file /raw serves."""
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+
+
+@dataclass
+class UIConfig:
+    """How the app behaves (set by `faultfinder ui`)."""
+
+    allowed_hosts: tuple[str, ...] = ("127.0.0.1", "localhost")
+    """Host header values accepted (DNS-rebinding guard)."""
+    csp: bool = True
+    """Send the Content-Security-Policy header (tests switch it off to prove that escaping
+    alone keeps planted scripts inert)."""
+
+
+def pretty(value: Any) -> str:
+    """Indented JSON as plain text (autoescaped like any other text, unlike ``tojson``)."""
+    return json.dumps(value, ensure_ascii=False, indent=1, default=str)
+
+
+def templates() -> Environment:
+    env = Environment(
+        loader=PackageLoader("faultfinder.ui", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["pretty"] = pretty
+    return env
+
+
+class LimitBody:
+    """Refuse request bodies over MAX_BODY bytes (declared or streamed)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length" and (not value.isdigit() or int(value) > MAX_BODY):
+                await PlainTextResponse("request body too large", 413)(scope, receive, send)
+                return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > MAX_BODY:
+                raise HTTPException(413, "request body too large")
+            return message
+
+        await self.app(scope, limited, send)
+
+
+class SecurityHeaders:
+    def __init__(self, app: ASGIApp, csp: bool) -> None:
+        self.app = app
+        self.csp = csp
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers += [
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"no-referrer"),
+                    (b"x-frame-options", b"DENY"),
+                    (b"cache-control", b"no-store"),
+                ]
+                if self.csp:
+                    headers.append((b"content-security-policy", CSP.encode()))
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def create_app(
+    catalog: Catalog, *, runner: JobRunner | None = None, config: UIConfig | None = None
+) -> Starlette:
+    """The app over ``catalog``; the POST endpoint exists only when ``runner`` is given."""
+    cfg = config or UIConfig()
+    env = templates()
+    token = secrets.token_urlsafe(24)
+
+    def render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        context.setdefault("run_method", runner.method_spec if runner else None)
+        context["token"] = token
+        context["shown"] = catalog.roots.shown
+        return HTMLResponse(env.get_template(name).render(**context), status_code=status)
+
+    async def index(request: Request) -> Response:
+        return render("index.html", **pages.index(catalog, dict(request.query_params)))
+
+    async def trace(request: Request) -> Response:
+        entry = catalog.traces.get(request.path_params["key"])
+        if entry is None:
+            raise HTTPException(404, "no such trace")
+        selected = request.query_params.get("a", "")
+        ctx = pages.trace(catalog, entry, int(selected) if selected.isdigit() else None)
+        return render("trace.html", **ctx)
+
+    async def step(request: Request) -> Response:
+        entry = catalog.traces.get(request.path_params["key"])
+        n = request.path_params["n"]
+        if entry is None or not 0 <= n < len(entry.trace.steps):
+            raise HTTPException(404, "no such step")
+        return render("step.html", entry=entry, step=entry.trace.steps[n])
+
+    async def step_inputs(request: Request) -> Response:
+        entry = catalog.traces.get(request.path_params["key"])
+        n = request.path_params["n"]
+        if entry is None or not 0 <= n < len(entry.trace.steps):
+            raise HTTPException(404, "no such step")
+        return JSONResponse(pages.input_messages(entry.trace.steps[n]))
+
+    async def graph(request: Request) -> Response:
+        entry = catalog.graphs.get(request.path_params["key"])
+        if entry is None:
+            raise HTTPException(404, "no such graph")
+        return render("graph.html", **pages.graph(catalog, entry))
+
+    async def replay(request: Request) -> Response:
+        entry = catalog.replays.get(request.path_params["key"])
+        if entry is None:
+            raise HTTPException(404, "no such replay")
+        return render("replay.html", **pages.replay(catalog, entry))
+
+    async def dover(request: Request) -> Response:
+        entry = catalog.dovers.get(request.path_params["key"])
+        if entry is None:
+            raise HTTPException(404, "no such DoVer file")
+        return render("dover.html", **pages.dover(catalog, entry))
+
+    async def evaluation(request: Request) -> Response:
+        entry = catalog.evals.get(request.path_params["key"])
+        if entry is None:
+            raise HTTPException(404, "no such evaluation")
+        return render("eval.html", **pages.evaluation(catalog, entry))
+
+    async def raw(request: Request) -> Response:
+        given = request.query_params.get("path", "")
+        real = catalog.roots.contains(Path(given)) if given else None
+        if real is None or not real.is_file():
+            raise HTTPException(404, "not a file under the given paths")
+        if real.stat().st_size > MAX_RAW_FILE:
+            raise HTTPException(413, "file too large to show")
+        return PlainTextResponse(real.read_text(encoding="utf-8", errors="replace"))
+
+    async def start_run(request: Request) -> Response:
+        assert runner is not None
+        sent = request.headers.get("x-faultfinder-token", "")
+        if not secrets.compare_digest(sent, token):
+            raise HTTPException(403, "missing or wrong page token")
+        key = request.path_params["key"]
+        if key not in catalog.traces:
+            raise HTTPException(404, "no such trace")
+        job = runner.start(key)
+        return JSONResponse({"job": job.id}, status_code=202)
+
+    async def job_status(request: Request) -> Response:
+        assert runner is not None
+        job = runner.jobs.get(request.path_params["job"])
+        if job is None:
+            raise HTTPException(404, "no such job")
+        return JSONResponse(
+            {
+                "state": job.state,
+                "calls": job.calls,
+                "tokens": job.tokens,
+                "message": job.message,
+                "answer": job.answer_id,
+            }
+        )
+
+    async def error(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+        return render("error.html", status=status, code=status, detail=detail)
+
+    routes = [
+        Route("/", index),
+        Route("/trace/{key}", trace),
+        Route("/trace/{key}/step/{n:int}", step),
+        Route("/trace/{key}/step/{n:int}/inputs", step_inputs),
+        Route("/graph/{key}", graph),
+        Route("/replay/{key}", replay),
+        Route("/dover/{key}", dover),
+        Route("/eval/{key}", evaluation),
+        Route("/raw", raw),
+        Mount("/static", StaticFiles(packages=[("faultfinder.ui", "static")]), name="static"),
+    ]
+    if runner is not None:
+        routes += [
+            Route("/trace/{key}/attribute", start_run, methods=["POST"]),
+            Route("/jobs/{job}", job_status),
+        ]
+    return Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(SecurityHeaders, csp=cfg.csp),
+            Middleware(TrustedHostMiddleware, allowed_hosts=list(cfg.allowed_hosts)),
+            Middleware(LimitBody),
+        ],
+        exception_handlers={HTTPException: error, 404: error},
+    )

@@ -1,0 +1,393 @@
+"""What `faultfinder ui` shows: every artefact found under the paths it was given.
+
+The catalog is built once at start (and extended by attributions run from the page). It
+reads files only through the project's public loaders (traces, eval rows, DoVer rows,
+replay run directories, CHIEF graph files) and never writes anything. A file that cannot
+be read becomes a *problem* entry with a one-line reason instead of stopping the server.
+Only regular files whose resolved location lies under one of the given paths are read: a
+symbolic link pointing elsewhere is skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from faultfinder.dover.models import DoverRow
+from faultfinder.dover.report import read_rows as read_dover_rows
+from faultfinder.errors import FaultfinderError
+from faultfinder.eval.rows import EvalRow, latest_by_key, read_rows
+from faultfinder.methods.base import Attribution
+from faultfinder.methods.chief.graph import CausalGraph
+from faultfinder.replay.recorder import (
+    BRANCHES_DIR,
+    REPORT_FILE,
+    STEPS_FILE,
+    TRACE_FILE,
+    RunMeta,
+    read_meta,
+)
+from faultfinder.replay.replayer import ReplayReport
+from faultfinder.traces.importers import importers
+from faultfinder.traces.loader import load_traces
+from faultfinder.traces.schema import Trace
+
+TraceKind = Literal["trace", "recording", "replay"]
+AttributionOrigin = Literal["attribution", "eval", "dover", "ui"]
+
+MAX_FILES = 20_000
+"""Stop walking after this many files (a guard against pointing the UI at '/')."""
+VERDICT_STATUSES = frozenset({"ok", "unparsed", "no-error-found", "error", "budget-exceeded"})
+SKIPPED_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv", ".faultfinder"})
+
+
+class Roots:
+    """The paths given on the command line; every file read must resolve inside one."""
+
+    def __init__(self, paths: Iterable[str | Path]) -> None:
+        self.paths = [Path(p).resolve(strict=True) for p in paths]
+
+    def shown(self, path: str | Path) -> str:
+        """``path`` as the user would name it: relative to the given path it lies under,
+        prefixed with that path's own name (no absolute path of the machine on the page)."""
+        p = Path(path)
+        for root in self.paths:
+            if p == root:
+                return root.name
+            if p.is_relative_to(root):
+                return str(Path(root.name) / p.relative_to(root))
+        return p.name
+
+    def contains(self, path: Path) -> Path | None:
+        """The resolved path when it is an existing regular file or directory under a root
+        (symbolic links resolved first, so a link out of the roots is refused)."""
+        try:
+            real = path.resolve(strict=True)
+        except (OSError, RuntimeError):
+            return None
+        if any(real == root or real.is_relative_to(root) for root in self.paths):
+            return real
+        return None
+
+
+def make_key(*parts: str) -> str:
+    """Short, URL-safe, stable identity of an entry."""
+    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:12]
+
+
+@dataclass
+class TraceEntry:
+    key: str
+    trace: Trace
+    path: Path
+    kind: TraceKind = "trace"
+    run_dir: Path | None = None
+    """For recordings and replays: the run (or branch) directory."""
+
+    @property
+    def outcome(self) -> str:
+        value = self.trace.metadata.get("outcome")
+        if isinstance(value, str):
+            return value
+        return "failure" if self.trace.label is not None else "unknown"
+
+
+@dataclass
+class AttributionEntry:
+    """One method's answer on one trace, wherever it was found."""
+
+    attribution: Attribution
+    origin: AttributionOrigin
+    path: Path
+    row: EvalRow | None = None
+
+
+@dataclass
+class ReplayEntry:
+    """A replay branch of a recording."""
+
+    key: str
+    branch_dir: Path
+    run_dir: Path
+    meta: RunMeta
+    report: ReplayReport | None
+    trace_key: str | None
+    """The branch's own trace."""
+    original_key: str | None
+    """The recording's trace."""
+
+
+@dataclass
+class GraphEntry:
+    key: str
+    path: Path
+    graph: CausalGraph
+
+
+@dataclass
+class EvalEntry:
+    key: str
+    path: Path
+    rows: list[EvalRow]
+
+
+@dataclass
+class DoverEntry:
+    key: str
+    path: Path
+    rows: list[DoverRow]
+
+
+@dataclass
+class Problem:
+    path: Path
+    reason: str
+
+
+@dataclass
+class Catalog:
+    """Everything found, with look-ups by key and by trace id."""
+
+    roots: Roots
+    traces: dict[str, TraceEntry] = field(default_factory=dict)
+    replays: dict[str, ReplayEntry] = field(default_factory=dict)
+    graphs: dict[str, GraphEntry] = field(default_factory=dict)
+    evals: dict[str, EvalEntry] = field(default_factory=dict)
+    dovers: dict[str, DoverEntry] = field(default_factory=dict)
+    attributions: list[AttributionEntry] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    results_file: Path | None = None
+    """Where attributions run from the page are appended (None: running is off)."""
+
+    def traces_with_id(self, trace_id: str) -> list[TraceEntry]:
+        return [t for t in self.traces.values() if t.trace.id == trace_id]
+
+    def attributions_for(self, trace_id: str) -> list[AttributionEntry]:
+        return [a for a in self.attributions if a.attribution.trace_id == trace_id]
+
+    def graphs_for(self, trace_id: str) -> list[GraphEntry]:
+        return [g for g in self.graphs.values() if g.graph.trace_id == trace_id]
+
+    def replays_of(self, trace_key: str) -> list[ReplayEntry]:
+        return [r for r in self.replays.values() if r.original_key == trace_key]
+
+    def add_trace(self, trace: Trace, path: Path, kind: TraceKind, run_dir: Path | None) -> str:
+        key = make_key("trace", str(path), trace.id)
+        self.traces[key] = TraceEntry(key, trace, path, kind, run_dir)
+        return key
+
+
+def build_catalog(paths: Iterable[str | Path], results_file: Path | None = None) -> Catalog:
+    """Walk ``paths`` and read every artefact found."""
+    catalog = Catalog(Roots(paths))
+    own = results_file.resolve() if results_file is not None else None
+    for root in catalog.roots.paths:
+        for path in _walk(root, catalog):
+            if own is None or path.resolve() != own:  # read once, below
+                _read_any(path, catalog)
+    if results_file is not None:
+        catalog.results_file = results_file
+        if results_file.is_file():
+            _read_jsonl(results_file, catalog, origin="ui")
+    return catalog
+
+
+def _walk(root: Path, catalog: Catalog) -> Iterator[Path]:
+    """Files and run directories under ``root``, in sorted order, links checked."""
+    if root.is_file():
+        yield root
+        return
+    seen = 0
+    stack = [root]
+    while stack:
+        directory = stack.pop()
+        if (directory / STEPS_FILE).is_file():
+            yield directory  # a recording (or a branch): read as a whole
+            continue
+        if _importer_dir(directory):
+            yield directory
+            continue
+        try:
+            children = sorted(directory.iterdir(), reverse=True)
+        except OSError as exc:
+            catalog.problems.append(Problem(directory, f"cannot list: {exc}"))
+            continue
+        for child in children:
+            if child.name in SKIPPED_DIRS or child.name.startswith("."):
+                continue
+            real = catalog.roots.contains(child)
+            if real is None:
+                catalog.problems.append(Problem(child, "skipped: resolves outside the given paths"))
+                continue
+            if real.is_dir():
+                stack.append(child)
+            elif child.suffix in (".json", ".jsonl"):
+                seen += 1
+                if seen > MAX_FILES:
+                    catalog.problems.append(Problem(root, f"stopped after {MAX_FILES} files"))
+                    return
+                yield child
+
+
+def _importer_dir(directory: Path) -> bool:
+    """A directory an importer reads as one trace (TraceElephant, for example)."""
+    for cls in importers().values():
+        try:
+            if cls().detect(directory):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def _read_any(path: Path, catalog: Catalog) -> None:
+    try:
+        if path.is_dir():
+            if (path / STEPS_FILE).is_file():
+                _read_run(path, catalog)
+            else:
+                for trace in load_traces(path):
+                    catalog.add_trace(trace, path, "trace", None)
+        elif path.suffix == ".jsonl":
+            _read_jsonl(path, catalog, origin="attribution")
+        else:
+            _read_json(path, catalog)
+    except (FaultfinderError, ValidationError, ValueError, OSError, KeyError, TypeError) as exc:
+        catalog.problems.append(Problem(path, _one_line(exc)))
+
+
+def _read_json(path: Path, catalog: Catalog) -> None:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(data, dict) and data.get("format") == "faultfinder-chief-graph":
+        graph = CausalGraph.model_validate(data)
+        key = make_key("graph", str(path))
+        catalog.graphs[key] = GraphEntry(key, path, graph)
+        return
+    if isinstance(data, dict) and _looks_like_attribution(data):
+        catalog.attributions.append(
+            AttributionEntry(Attribution.model_validate(data), "attribution", path)
+        )
+        return
+    for trace in load_traces(path):
+        catalog.add_trace(trace, path, "trace", None)
+
+
+def _looks_like_attribution(data: dict[str, Any]) -> bool:
+    return {"trace_id", "method", "prompt_version", "status"} <= data.keys()
+
+
+def _read_jsonl(path: Path, catalog: Catalog, *, origin: AttributionOrigin) -> None:
+    first = _first_object(path)
+    if first is None:
+        return
+    if first.get("kind") == "dover":
+        rows = read_dover_rows([path])
+        key = make_key("dover", str(path))
+        catalog.dovers[key] = DoverEntry(key, path, rows)
+        for dover_row in rows:
+            catalog.attributions.append(
+                AttributionEntry(_dover_attribution(dover_row), "dover", path)
+            )
+        return
+    if {"key", "config_id", "run"} <= first.keys():
+        eval_rows = list(latest_by_key(read_rows(path)).values())
+        key = make_key("eval", str(path))
+        catalog.evals[key] = EvalEntry(key, path, eval_rows)
+        for row in eval_rows:
+            catalog.attributions.append(AttributionEntry(row, "eval", path, row))
+        return
+    if _looks_like_attribution(first):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                result = Attribution.model_validate_json(line)
+            except ValidationError as exc:
+                catalog.problems.append(Problem(path, f"line {number}: {_one_line(exc)}"))
+                continue
+            catalog.attributions.append(AttributionEntry(result, origin, path))
+        return
+    for trace in load_traces(path):
+        catalog.add_trace(trace, path, "trace", None)
+
+
+def _first_object(path: Path) -> dict[str, Any] | None:
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                data = json.loads(line)
+                return data if isinstance(data, dict) else {}
+    return None
+
+
+def _dover_attribution(row: DoverRow) -> Attribution:
+    """A DoVer trial's hypothesis, shown on the trace like any other method's answer."""
+    h = row.hypothesis
+    return Attribution(
+        agent=h.agent,
+        step=h.step,
+        reason=h.reason,
+        status=h.status if h.status in VERDICT_STATUSES else "error",  # type: ignore[arg-type]
+        details={
+            "dover": {
+                "trial": row.trial.index,
+                "verdict": row.verdict,
+                "verdict_reason": row.verdict_reason,
+            }
+        },
+        trace_id=row.trace_id,
+        method=f"dover:{h.method} (trial {row.trial.index})",
+        config=row.config,
+        model=row.model,
+        prompt_version=row.prompt_version,
+        with_ground_truth=False,
+        observability="full",
+        created_at=row.created_at,
+    )
+
+
+def _read_run(run_dir: Path, catalog: Catalog) -> None:
+    """A recording: its trace, and each replay branch with its own trace and report."""
+    original_key = _run_trace(run_dir, catalog, "recording")
+    branches = run_dir / BRANCHES_DIR
+    if not branches.is_dir():
+        return
+    for branch in sorted(branches.iterdir()):
+        if catalog.roots.contains(branch) is None or not branch.is_dir():
+            continue
+        try:
+            meta = read_meta(branch)
+            report_path = branch / REPORT_FILE
+            report = (
+                ReplayReport.model_validate_json(report_path.read_text(encoding="utf-8"))
+                if report_path.is_file()
+                else None
+            )
+            trace_key = _run_trace(branch, catalog, "replay")
+        except (FaultfinderError, ValidationError, ValueError, OSError) as exc:
+            catalog.problems.append(Problem(branch, _one_line(exc)))
+            continue
+        key = make_key("replay", str(branch))
+        catalog.replays[key] = ReplayEntry(
+            key, branch, run_dir, meta, report, trace_key, original_key
+        )
+
+
+def _run_trace(directory: Path, catalog: Catalog, kind: TraceKind) -> str | None:
+    path = directory / TRACE_FILE
+    if catalog.roots.contains(path) is None:
+        catalog.problems.append(Problem(directory, f"no {TRACE_FILE} (run not finished?)"))
+        return None
+    traces = load_traces(path, format="faultfinder")
+    return catalog.add_trace(traces[0], path, kind, directory)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

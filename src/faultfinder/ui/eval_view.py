@@ -1,0 +1,128 @@
+"""The evaluation page: the report's own tables (faultfinder.eval.report), the tolerance
+curve as SVG, and a per-case drill-down of what each method said."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from faultfinder.eval.metrics import TOLERANCES, score
+from faultfinder.eval.report import (
+    MAIN_HEADERS,
+    TOLERANCE_HEADERS,
+    GroupSummary,
+    footnotes,
+    main_cells,
+    summarise,
+    tolerance_cells,
+)
+from faultfinder.eval.rows import EvalRow
+
+FLOOR_METHODS = ("random",)
+"""Methods whose lines are chance floors (shown as such)."""
+PLOT_W, PLOT_H, PAD = 420.0, 220.0, 36.0
+COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2")
+
+
+@dataclass
+class Curve:
+    label: str
+    colour: str
+    points: str
+    dots: list[tuple[float, float, str]]
+
+
+@dataclass
+class SubsetReport:
+    subset: str
+    main: list[list[str]]
+    floors: list[bool]
+    tolerance: list[list[str]]
+    curves: list[Curve]
+
+
+@dataclass
+class Cell:
+    text: str
+    agent_ok: bool | None
+    step_ok: bool | None
+    answer_id: int | None
+
+
+@dataclass
+class CaseRow:
+    trace_id: str
+    subset: str
+    gold: str
+    trace_key: str | None
+    cells: dict[str, Cell] = field(default_factory=dict)
+
+
+def _curve(g: GroupSummary, colour: str) -> Curve:
+    xs = [PAD + (PLOT_W - 2 * PAD) * k / max(TOLERANCES) for k in TOLERANCES]
+    ys = []
+    for k in TOLERANCES:
+        mean = g.metrics.within[k].mean
+        ys.append(PLOT_H - PAD - (PLOT_H - 2 * PAD) * (0.0 if mean != mean else mean))
+    dots = [
+        (x, y, f"{g.label} ±{k}: {g.metrics.within[k].format()} %")
+        for x, y, k in zip(xs, ys, TOLERANCES, strict=True)
+    ]
+    points = " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs, ys, strict=True))
+    return Curve(g.label, colour, points, dots)
+
+
+def subset_reports(rows: list[EvalRow]) -> tuple[list[SubsetReport], list[str]]:
+    """Per subset: main table cells, which lines are floors, tolerance cells and curves."""
+    summaries = summarise(rows)
+    grouped: dict[str, list[GroupSummary]] = {}
+    for g in summaries:
+        grouped.setdefault(g.key.subset, []).append(g)
+    out = [
+        SubsetReport(
+            subset=subset,
+            main=[main_cells(g) for g in groups],
+            floors=[g.key.method.split(":")[0] in FLOOR_METHODS for g in groups],
+            tolerance=[tolerance_cells(g) for g in groups],
+            curves=[_curve(g, COLOURS[i % len(COLOURS)]) for i, g in enumerate(groups)],
+        )
+        for subset, groups in grouped.items()
+    ]
+    return out, footnotes(summaries)
+
+
+def case_rows(
+    rows: list[EvalRow], answer_ids: dict[int, int], trace_keys: dict[str, str]
+) -> tuple[list[str], list[CaseRow]]:
+    """One line per case, one column per method (label, run): what it said and if it was right.
+
+    ``answer_ids`` maps id(row) to the row's position in the catalog's attribution list
+    (for the link to the trace page); ``trace_keys`` maps trace ids to trace pages.
+    """
+    columns: list[str] = []
+    cases: dict[str, CaseRow] = {}
+    for row in sorted(rows, key=lambda r: (r.subset, r.trace_id, r.method, r.run)):
+        column = f"{row.method} (run {row.run})"
+        if column not in columns:
+            columns.append(column)
+        gold = row.gold
+        case = cases.get(row.trace_id)
+        if case is None:
+            text = "-" if gold is None else f"{gold.agent or '-'} @ {gold.step}"
+            case = cases[row.trace_id] = CaseRow(
+                row.trace_id, row.subset, text, trace_keys.get(row.trace_id)
+            )
+        s = score(row.agent, row.step, gold) if gold is not None else None
+        said = f"{row.agent or '-'} @ {'-' if row.step is None else row.step}"
+        if row.status != "ok":
+            said += f" ({row.status})"
+        case.cells[column] = Cell(
+            said,
+            None if s is None else s.agent,
+            None if s is None else s.step,
+            answer_ids.get(id(row)),
+        )
+    return columns, list(cases.values())
+
+
+HEADERS = {"main": MAIN_HEADERS, "tolerance": TOLERANCE_HEADERS}
+PLOT = {"w": PLOT_W, "h": PLOT_H, "pad": PAD, "ticks": list(TOLERANCES)}

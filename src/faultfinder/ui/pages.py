@@ -1,0 +1,232 @@
+"""Context for each page: plain values gathered from the catalog for the templates."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from faultfinder.replay.outcome import answers_match
+from faultfinder.traces.schema import Step
+from faultfinder.ui import eval_view, graph_svg, replay_view, trace_view
+from faultfinder.ui.catalog import (
+    Catalog,
+    DoverEntry,
+    EvalEntry,
+    GraphEntry,
+    ReplayEntry,
+    TraceEntry,
+)
+
+FILTERS = ("q", "kind", "source", "outcome", "attributed")
+
+
+@dataclass
+class IndexRow:
+    key: str
+    trace_id: str
+    task: str
+    kind: str
+    source: str
+    outcome: str
+    steps: int
+    agents: int
+    answers: int
+    path: str
+
+
+def index(catalog: Catalog, query: dict[str, str]) -> dict[str, Any]:
+    """Every trace with its filters; the other artefacts in their own lists."""
+    chosen = {name: query.get(name, "").strip() for name in FILTERS}
+    rows: list[IndexRow] = []
+    for entry in catalog.traces.values():
+        t = entry.trace
+        rows.append(
+            IndexRow(
+                key=entry.key,
+                trace_id=t.id,
+                task=" ".join(t.task.split())[:160],
+                kind=entry.kind,
+                source=t.source.format,
+                outcome=entry.outcome,
+                steps=len(t.steps),
+                agents=len(t.agent_names()),
+                answers=len(catalog.attributions_for(t.id)),
+                path=str(entry.path),
+            )
+        )
+    options = {
+        "kind": sorted({r.kind for r in rows}),
+        "source": sorted({r.source for r in rows}),
+        "outcome": sorted({r.outcome for r in rows}),
+        "attributed": ["yes", "no"],
+    }
+    shown = [r for r in rows if _keep(r, chosen)]
+    shown.sort(key=lambda r: (r.source, r.trace_id))
+    return {
+        "rows": shown,
+        "total": len(rows),
+        "chosen": chosen,
+        "options": options,
+        "graphs": sorted(catalog.graphs.values(), key=lambda g: str(g.path)),
+        "evals": sorted(catalog.evals.values(), key=lambda e: str(e.path)),
+        "dovers": sorted(catalog.dovers.values(), key=lambda d: str(d.path)),
+        "replays": sorted(catalog.replays.values(), key=lambda r: str(r.branch_dir)),
+        "answer_files": sorted(
+            {str(a.path) for a in catalog.attributions if a.origin in ("attribution", "ui")}
+        ),
+        "problems": catalog.problems,
+    }
+
+
+def _keep(row: IndexRow, chosen: dict[str, str]) -> bool:
+    q = chosen["q"].casefold()
+    if q and q not in row.trace_id.casefold() and q not in row.task.casefold():
+        return False
+    for name in ("kind", "source", "outcome"):
+        if chosen[name] and getattr(row, name) != chosen[name]:
+            return False
+    if chosen["attributed"] == "yes" and not row.answers:
+        return False
+    return not (chosen["attributed"] == "no" and row.answers)
+
+
+def trace(catalog: Catalog, entry: TraceEntry, selected: int | None) -> dict[str, Any]:
+    t = entry.trace
+    ids = {id(a): i for i, a in enumerate(catalog.attributions)}
+    found = catalog.attributions_for(t.id)
+    answers = trace_view.answer_rows(t, found)
+    for row, a in zip(answers, found, strict=True):
+        row.index = ids[id(a)]
+    if selected is None or all(r.index != selected for r in answers):
+        selected = answers[0].index if answers else None
+    chosen = next((r for r in answers if r.index == selected), None)
+    marks = trace_view.marks_for(t, answers, selected)
+    return {
+        "entry": entry,
+        "trace": t,
+        "rows": trace_view.step_rows(t),
+        "timeline": trace_view.timeline(t, marks),
+        "marks": marks,
+        "answers": answers,
+        "chosen": chosen,
+        "agreements": trace_view.agreements(answers),
+        "echo": trace_view.echo_votes(chosen.details) if chosen else [],
+        "chief": trace_view.chief_path(chosen.details) if chosen else None,
+        "graphs": catalog.graphs_for(t.id),
+        "replays": catalog.replays_of(entry.key),
+        "lane_height": trace_view.LANE_HEIGHT,
+        "step_width": trace_view.step_width(len(t.steps)),
+    }
+
+
+def input_messages(step: Step) -> list[dict[str, str]]:
+    """A step's input messages as plain text for the page's script (shown via textContent)."""
+    out: list[dict[str, str]] = []
+    for message in step.input_messages or []:
+        content = message.get("content")
+        if not isinstance(content, str):
+            content = json.dumps(content, ensure_ascii=False, indent=1)
+        extra = {k: v for k, v in message.items() if k not in ("role", "content", "name")}
+        if extra:
+            content += "\n" + json.dumps(extra, ensure_ascii=False, indent=1)
+        out.append(
+            {
+                "role": str(message.get("role", "")),
+                "name": str(message.get("name", "")),
+                "content": content,
+            }
+        )
+    return out
+
+
+def trace_key_of(catalog: Catalog, trace_id: str) -> str | None:
+    found = catalog.traces_with_id(trace_id)
+    return found[0].key if found else None
+
+
+def graph(catalog: Catalog, entry: GraphEntry) -> dict[str, Any]:
+    g = entry.graph
+    return {
+        "entry": entry,
+        "graph": g,
+        "layout": graph_svg.layout(g),
+        "trace_key": trace_key_of(catalog, g.trace_id),
+    }
+
+
+def replay(catalog: Catalog, entry: ReplayEntry) -> dict[str, Any]:
+    original = catalog.traces[entry.original_key] if entry.original_key else None
+    branch = catalog.traces[entry.trace_key] if entry.trace_key else None
+    pairs = (
+        replay_view.pair_steps(original.trace, branch.trace)
+        if original is not None and branch is not None
+        else []
+    )
+    edit = (entry.report.edit if entry.report else None) or (entry.meta.replay or {}).get("edit")
+    reference = entry.meta.ground_truth
+    answer = branch.trace.final_answer if branch else None
+    return {
+        "entry": entry,
+        "original": original,
+        "branch": branch,
+        "pairs": pairs,
+        "at": entry.report.at if entry.report else (entry.meta.replay or {}).get("at"),
+        "first_difference": replay_view.first_difference(pairs),
+        "edit": json.dumps(edit, ensure_ascii=False, indent=1) if edit else "",
+        "report": entry.report,
+        "answer": answer,
+        "success": (answers_match(answer, reference) if answer is not None and reference else None),
+        "dover": _dover_rows_for_branch(catalog, entry),
+    }
+
+
+def _dover_rows_for_branch(catalog: Catalog, entry: ReplayEntry) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for d in catalog.dovers.values():
+        for row in d.rows:
+            for rep in row.repeats:
+                if rep.branch and rep.branch.rstrip("/").endswith(entry.branch_dir.name):
+                    out.append({"file": d, "row": row, "repeat": rep})
+    return out
+
+
+def dover(catalog: Catalog, entry: DoverEntry) -> dict[str, Any]:
+    trials = []
+    for row in entry.rows:
+        replays = {r.branch_dir.name: r.key for r in catalog.replays.values()}
+        diff = (
+            replay_view.word_diff(row.intervention.original, row.intervention.replacement)
+            if row.intervention
+            else []
+        )
+        found = catalog.traces_with_id(row.trace_id)
+        reference = found[0].trace.metadata.get("reference_steps") if found else None
+        trials.append(
+            {
+                "row": row,
+                "reference_steps": reference if isinstance(reference, list) else [],
+                "trace_key": trace_key_of(catalog, row.trace_id),
+                "diff": diff,
+                "replays": [
+                    (rep, replays.get(rep.branch.rstrip("/").split("/")[-1])) for rep in row.repeats
+                ],
+            }
+        )
+    return {"entry": entry, "trials": trials}
+
+
+def evaluation(catalog: Catalog, entry: EvalEntry) -> dict[str, Any]:
+    reports, notes = eval_view.subset_reports(entry.rows)
+    answer_ids = {id(a.row): i for i, a in enumerate(catalog.attributions) if a.row is not None}
+    keys = {r.trace_id: k for r in entry.rows if (k := trace_key_of(catalog, r.trace_id))}
+    columns, cases = eval_view.case_rows(entry.rows, answer_ids, keys)
+    return {
+        "entry": entry,
+        "reports": reports,
+        "notes": notes,
+        "headers": eval_view.HEADERS,
+        "plot": eval_view.PLOT,
+        "columns": columns,
+        "cases": cases,
+    }

@@ -1,0 +1,96 @@
+"""``match_agent``: the value of an 'Agent Name' field -> the roster agent, or None."""
+
+from __future__ import annotations
+
+NAMES = [
+    "Orchestrator",
+    "WebSurfer",
+    "FileSurfer",
+    "Coder",
+    "ComputerTerminal",
+    "Excel_Expert",
+    "Verification_Expert",
+    "DataAnalysis_Expert",
+]
+ALIASES = {
+    "Orchestrator (thought)": "Orchestrator",
+    "Orchestrator (-> WebSurfer)": "Orchestrator",
+    "Orchestrator (-> Coder)": "Orchestrator",
+    "Orchestrator (termination condition)": "Orchestrator",
+}
+
+ROWS: list[tuple[str, str | None, str]] = [
+    # exact names, as the paper's format asks
+    ("WebSurfer", "WebSurfer", "exact"),
+    ("Orchestrator", "Orchestrator", "exact"),
+    ("Excel_Expert", "Excel_Expert", "exact with underscore"),
+    ("ComputerTerminal", "ComputerTerminal", "exact"),
+    ("FileSurfer", "FileSurfer", "exact"),
+    ("Coder", "Coder", "exact"),
+    # case, spacing and separators
+    ("websurfer", "WebSurfer", "lower case"),
+    ("WEBSURFER", "WebSurfer", "upper case"),
+    ("Web Surfer", "WebSurfer", "camel case split"),
+    ("Web_Surfer", "WebSurfer", "camel case with underscore"),
+    ("excel expert", "Excel_Expert", "space for underscore"),
+    ("Excel-Expert", "Excel_Expert", "hyphen for underscore"),
+    ("ExcelExpert", "Excel_Expert", "no separator"),
+    ("verification_expert", "Verification_Expert", "lower case"),
+    ("DataAnalysis Expert", "DataAnalysis_Expert", "space"),
+    # markdown and quoting
+    ("**WebSurfer**", "WebSurfer", "bold"),
+    ("`Coder`", "Coder", "code span"),
+    ('"Orchestrator"', "Orchestrator", "double quotes"),
+    ("'FileSurfer'", "FileSurfer", "single quotes"),
+    ("“WebSurfer”", "WebSurfer", "typographic quotes"),
+    ("*Excel_Expert*", "Excel_Expert", "italic"),
+    ("[Coder]", "Coder", "brackets"),
+    ("<WebSurfer>", "WebSurfer", "angle brackets"),
+    ("WebSurfer.", "WebSurfer", "full stop"),
+    ("WebSurfer,", "WebSurfer", "trailing comma"),
+    ("  WebSurfer  ", "WebSurfer", "spaces"),
+    # chatty values naming one agent
+    ("The Orchestrator agent", "Orchestrator", "article and noun"),
+    ("the WebSurfer", "WebSurfer", "article"),
+    ("WebSurfer (it clicked the wrong link)", "WebSurfer", "with a parenthetical reason"),
+    ("Excel_Expert - it summed the wrong column", "Excel_Expert", "with a dash reason"),
+    ("I believe it is Coder.", "Coder", "sentence"),
+    ("Agent Coder", "Coder", "prefixed"),
+    ("WebSurfer's search", "WebSurfer", "possessive"),
+    ("Verification_Expert, who approved the wrong total", "Verification_Expert", "clause"),
+    ("the Expert named Excel_Expert", "Excel_Expert", "descriptive"),
+    ("WebSurfer agent (Step 12)", "WebSurfer", "with the step"),
+    # Magentic-One qualified speakers resolve through the roster
+    ("Orchestrator (thought)", "Orchestrator", "alias"),
+    ("Orchestrator (-> WebSurfer)", "Orchestrator", "alias naming another agent inside"),
+    ("orchestrator (-> websurfer)", "Orchestrator", "alias, lower case"),
+    ("Orchestrator(->WebSurfer)", "Orchestrator", "alias without spaces"),
+    ("**Orchestrator (-> Coder)**", "Orchestrator", "alias in bold"),
+    ("Orchestrator (termination condition)", "Orchestrator", "harness alias"),
+    ("The Orchestrator (thought) step", "Orchestrator", "alias in prose"),
+    ("Orchestrator (-> WebSurfer) instructed the search", "Orchestrator", "alias in a sentence"),
+    # two different agents: ambiguous
+    ("WebSurfer, then Orchestrator", None, "two agents: not the longer one"),
+    ("Orchestrator and WebSurfer", None, "two agents"),
+    ("WebSurfer or FileSurfer", None, "two agents, or"),
+    ("Coder / ComputerTerminal", None, "two agents, slash"),
+    ("Excel_Expert (with help from Verification_Expert)", None, "second agent in parentheses"),
+    ("Not WebSurfer but Orchestrator", None, "negation naming two"),
+    ("Orchestrator (-> WebSurfer), then WebSurfer", None, "alias then a second agent"),
+    ("Excel_Expert, DataAnalysis_Expert", None, "list"),
+    ("WebSurfer → FileSurfer", None, "arrow without the alias's parentheses"),
+    # nothing usable
+    ("", None, "empty"),
+    ("   ", None, "blank"),
+    ("(Your prediction)", None, "echoed placeholder"),
+    ("None", None, "none"),
+    ("N/A", None, "not applicable"),
+    ("unknown", None, "unknown"),
+    ("Surfer", None, "a fragment of a name"),
+    ("Expert", None, "shared suffix only"),
+    ("Assistant", None, "not on the roster"),
+    ("MagenticOne", None, "the system, not an agent"),
+    ("WebSurfers", None, "plural is a different word"),
+    ("Code", None, "prefix of a name"),
+    ("网页浏览者", None, "translated name"),
+]

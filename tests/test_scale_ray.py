@@ -1,0 +1,274 @@
+"""The Ray executor on a real local Ray cluster: same rows as local, shared limits, faults.
+
+The cluster is started once for the module with two CPUs. Where Ray is not installed the
+tests skip with the reason, except in CI, which installs the [ray] extra and must run them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from faultfinder.eval.datasets import DatasetOptions, load_dataset
+from faultfinder.eval.rows import read_rows
+from faultfinder.eval.runner import EvalOptions, MethodPlan, plan_methods, run_eval
+from faultfinder.llm.spec import LLMSpec
+from faultfinder.usage import Budget
+
+TESTS = Path(__file__).parent
+FIXTURE = TESTS / "fixtures" / "eval" / "traces.jsonl"
+MODEL = "function:ray_doubles:content_model"
+VOLATILE = {"created_at", "wall_time_s"}
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[Any]:
+    try:
+        import ray
+    except ImportError:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip("Ray is not installed: pip install 'faultfinder[ray]'")
+    from faultfinder.scale.cluster import connect
+
+    # Workers import the test doubles from tests/, as they would a user's model module.
+    previous = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), previous) if p)
+    try:
+        connect(None, num_cpus=2)
+    except Exception as exc:  # pragma: no cover - depends on the machine
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"a local Ray cluster could not start here: {exc}")
+    finally:
+        if previous is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = previous
+    yield ray
+    ray.shutdown()
+
+
+def pick(label: str = "pick", **config: Any) -> MethodPlan:
+    from ray_doubles import PickConfig, PickMethod
+
+    return MethodPlan(label=label, cls=PickMethod, config=PickConfig(**config))
+
+
+def traces() -> list[Any]:
+    return load_dataset(str(FIXTURE), DatasetOptions(labelled_only=False))
+
+
+def stable(rows: list[Any]) -> dict[str, dict[str, Any]]:
+    """Rows by key without the fields that differ between any two runs (time)."""
+    return {
+        row.key: {k: v for k, v in row.model_dump(mode="json").items() if k not in VOLATILE}
+        for row in rows
+    }
+
+
+def ray_run(
+    spec: LLMSpec, plans: list[MethodPlan], out: Path, concurrency: int = 4, **options: Any
+) -> Any:
+    from faultfinder.scale.ray_eval import RayExecutor
+
+    executor = RayExecutor(spec, spec.build().name, concurrency=concurrency, workers=2)
+    opts = EvalOptions(concurrency=concurrency, progress=False, **options)
+    try:
+        outcome = asyncio.run(run_eval(traces(), plans, None, out, opts, executor=executor))
+        return outcome, executor.usage_snapshot()
+    finally:
+        executor.close()
+
+
+def test_ray_rows_equal_local_rows(ray_cluster: Any, tmp_path: Path) -> None:
+    spec = LLMSpec(model=MODEL)
+    plans = [pick(calls=2), *plan_methods(["random"])]
+    local = asyncio.run(
+        run_eval(
+            traces(),
+            plans,
+            spec.build(),
+            tmp_path / "local.jsonl",
+            EvalOptions(runs=2, concurrency=4, progress=False),
+        )
+    )
+    remote, _ = ray_run(spec, plans, tmp_path / "ray.jsonl", runs=2)
+    assert remote.planned == local.planned == 6 * 2 * 2
+    assert remote.ran == local.ran == remote.planned
+    assert stable(remote.rows) == stable(local.rows)
+    # The model was really called on the workers: two calls per 'pick' case.
+    assert sum(r.usage.calls for r in remote.rows if r.method == "pick") == 6 * 2 * 2
+
+
+def test_shared_budget_holds_across_workers(ray_cluster: Any, tmp_path: Path) -> None:
+    spec = LLMSpec(model=MODEL, budget=Budget(max_calls=5))
+    outcome, ledger = ray_run(spec, [pick(calls=2)], tmp_path / "out.jsonl", concurrency=4)
+    # Two workers, four cases at once, one budget: never more than five calls in all.
+    assert ledger["calls"] <= 5
+    assert sum(r.usage.calls for r in outcome.rows) == ledger["calls"]
+    assert any(r.status == "budget-exceeded" for r in outcome.rows)
+    assert outcome.stopped is not None
+
+
+def test_shared_rate_limit_spaces_requests(ray_cluster: Any, tmp_path: Path) -> None:
+    spec = LLMSpec(model=MODEL, rate_limit=10.0)
+    started = time.perf_counter()
+    outcome, ledger = ray_run(spec, [pick(calls=2)], tmp_path / "out.jsonl", concurrency=6)
+    elapsed = time.perf_counter() - started
+    assert ledger["calls"] == 12
+    # Twelve requests at ten a second across both workers: at least 1.1 s of spacing.
+    assert elapsed >= 1.1
+    assert all(r.status == "ok" for r in outcome.rows)
+
+
+def test_killed_worker_loses_and_duplicates_nothing(ray_cluster: Any, tmp_path: Path) -> None:
+    from faultfinder.scale.ray_eval import RayExecutor
+
+    spec = LLMSpec(model=MODEL)
+    out = tmp_path / "out.jsonl"
+    executor = RayExecutor(spec, spec.build().name, concurrency=4, workers=2)
+    executor.start()
+    victim = ray_cluster.get(executor.pool[0].pid.remote())
+
+    async def main() -> Any:
+        job = asyncio.ensure_future(
+            run_eval(
+                traces(),
+                [pick(calls=1, delay=0.4)],
+                None,
+                out,
+                EvalOptions(runs=3, concurrency=4, progress=False),
+                executor=executor,
+            )
+        )
+        await asyncio.sleep(0.6)  # cases are in flight on both workers
+        os.kill(victim, signal.SIGKILL)
+        return await job
+
+    try:
+        outcome = asyncio.run(main())
+    finally:
+        executor.close()
+    keys = Counter(json.loads(line)["key"] for line in out.read_text().split("\n") if line)
+    assert len(keys) == outcome.planned == 18
+    assert set(keys.values()) == {1}
+    assert all(r.status == "ok" for r in outcome.rows), [r.error for r in outcome.rows]
+
+
+def cli_eval(out: Path, *extra: str, delay: float = 0.0) -> subprocess.Popen[str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), env.get("PYTHONPATH")) if p)
+    env["FF_TEST_MODEL_DELAY"] = str(delay)
+    command = [
+        sys.executable, "-m", "faultfinder", "eval", str(FIXTURE),
+        "--method", "all-at-once,random", "--model", "function:ray_doubles:first_speaker_model",
+        "--cache", "none", "--out", str(out), "--executor", "ray", "--no-progress", *extra,
+    ]  # fmt: skip
+    return subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def test_cli_eval_on_ray_then_resume_after_driver_kill(tmp_path: Path) -> None:
+    pytest.importorskip("ray") if not os.environ.get("CI") else None
+    out = tmp_path / "results.jsonl"
+    # A slow model, so the driver is killed with cases still to run.
+    driver = cli_eval(out, "--runs", "3", "--parallel-cases", "2", delay=0.3)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and driver.poll() is None:
+        if out.exists() and len(out.read_text().split("\n")) > 3:
+            break
+        time.sleep(0.1)
+    assert driver.poll() is None, driver.communicate()
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    before = [r.key for r in read_rows(out, repair=True)]
+    assert 0 < len(before) < 30  # 5 labelled traces × 2 methods × 3 runs
+
+    resumed = cli_eval(out, "--runs", "3", "--resume")
+    stdout, stderr = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, stderr
+    keys = Counter(r.key for r in read_rows(out, repair=True))
+    assert len(keys) == 30 and set(keys.values()) == {1}
+    assert "all-at-once" in stdout and "random" in stdout
+
+
+def test_debug_runs_each_replay_on_a_ray_worker(ray_cluster: Any, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from faultfinder.cli import main
+    from faultfinder.demo_team import mock_model
+    from faultfinder.testing import FakeOpenAIServer
+
+    runner = CliRunner()
+    team = [sys.executable, "-m", "faultfinder.demo_team", "--quiet", "--task-id", "avalon-2020"]
+    debugger = [
+        "--model",
+        "function:faultfinder.demo_team.mock_debugger:respond",
+        "--cache",
+        "none",
+    ]
+    with FakeOpenAIServer(reply=mock_model.reply) as upstream:
+        recorded = runner.invoke(
+            main,
+            [
+                "record", "--upstream", upstream.base_url, "--out", str(tmp_path / "runs"),
+                "--run-id", "avalon", "--ground-truth", "144630", "--quiet", "--", *team,
+            ],
+        )  # fmt: skip
+        assert recorded.exit_code == 0, recorded.output
+        run = tmp_path / "runs" / "avalon"
+        out = tmp_path / "dover.jsonl"
+        debugged = runner.invoke(
+            main,
+            [
+                "debug", str(run), "--repeats", "2", "--segment", "pattern:^PLAN",
+                "--upstream", upstream.base_url, "--out", str(out), "--executor", "ray",
+                *debugger, "--", *team,
+            ],
+        )  # fmt: skip
+        assert debugged.exit_code == 0, debugged.output
+        assert "-> validated (2/2 runs succeeded)" in debugged.output
+
+        # The same replay through the executor's API: it ran in another process.
+        from faultfinder.dover.models import Intervention
+        from faultfinder.dover.pipeline import ReplayExecutor
+        from faultfinder.replay.session import SessionOptions
+        from faultfinder.scale.ray_debug import RayReplayExecutor
+
+        fix = "NEXT: Researcher | Look up the population of Avalon in 2020"
+        on_ray = RayReplayExecutor(
+            ReplayExecutor(
+                run, team, upstream=upstream.base_url, options=SessionOptions(echo=False)
+            )
+        )
+        intervention = Intervention(
+            step=1,
+            agent="Orchestrator",
+            original="",
+            replacement=fix,
+            category="modified_instruction",
+        )
+        outcome = asyncio.run(on_ray.run(intervention, "api-branch"))
+        assert outcome.report.edit_applied and outcome.trace.final_answer == "144630"
+        assert on_ray.worker_pids and os.getpid() not in on_ray.worker_pids
+    [row] = [json.loads(line) for line in out.read_text().split("\n") if line]
+    branches = sorted(b for b in (run / "branches").iterdir() if b.name != "api-branch")
+    assert sorted(Path(r["branch"]) for r in row["repeats"]) == branches
+    for branch in branches:
+        # Written here by the driver from what the worker sent back.
+        meta = json.loads((branch / "meta.json").read_text())
+        assert meta["parent"] == str(run) and (branch / "steps.jsonl").stat().st_size > 0
+        assert json.loads((branch / "report.json").read_text())["edit_applied"] is True

@@ -1,0 +1,295 @@
+"""The UI in a real browser: Debian's headless Chromium driven by Playwright.
+
+Every page is loaded and screenshotted (kept in test-artifacts/ui/), a trace is clicked
+through, the highlighted step and a replay's diff are checked, an attribution is run from
+the page, and a trace full of planted script is shown with the Content-Security-Policy
+switched off, so only escaping stands between it and the page: no script may run.
+
+Without chromium these tests skip (with the install command), except in CI (CI=true),
+where they fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path(os.environ.get("FAULTFINDER_CHROMIUM", "/usr/bin/chromium"))
+"""Debian's chromium; FAULTFINDER_CHROMIUM names another Chromium binary."""
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "ui"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _require_browser() -> None:
+    missing = []
+    if not CHROMIUM.exists():
+        missing.append("Debian's chromium (apt-get install -y chromium)")
+    try:
+        import playwright.sync_api  # noqa: F401
+        import starlette  # noqa: F401
+    except ImportError as exc:
+        missing.append(f"the Python package {exc.name} (pip install -e '.[dev]')")
+    if not missing:
+        return
+    reason = "browser tests need " + " and ".join(missing)
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason + " (CI=true: not skipped)")
+    pytest.skip(reason, allow_module_level=True)
+
+
+_require_browser()
+
+import uvicorn  # noqa: E402
+from playwright.sync_api import BrowserContext, Page, expect, sync_playwright  # noqa: E402
+
+from faultfinder.llm.client import LLM  # noqa: E402
+from faultfinder.llm.doubles import ScriptedBackend  # noqa: E402
+from faultfinder.ui.app import UIConfig, create_app  # noqa: E402
+from faultfinder.ui.catalog import Catalog, build_catalog  # noqa: E402
+from faultfinder.ui.jobs import JobRunner  # noqa: E402
+from ui_support import XSS_ID, Artifacts, shared  # noqa: E402
+
+
+class Server:
+    """The app under uvicorn on a free loopback port, in a thread."""
+
+    def __init__(self, app: Any) -> None:
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.02)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def art(tmp_path_factory: pytest.TempPathFactory) -> Artifacts:
+    return shared(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def catalog(art: Artifacts) -> Catalog:
+    return build_catalog([art.root])
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=ARGS,
+            viewport={"width": 1280, "height": 860},
+        )
+        yield context
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def base(catalog: Catalog) -> Iterator[str]:
+    with Server(create_app(catalog)) as url:
+        yield url
+
+
+@pytest.fixture
+def page(browser: BrowserContext) -> Iterator[Page]:
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    yield page
+    page.close()
+    assert not errors, errors
+
+
+def shot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+
+
+def trace_key(catalog: Catalog, trace_id: str) -> str:
+    return catalog.traces_with_id(trace_id)[0].key
+
+
+def test_every_page_loads(catalog: Catalog, base: str, page: Page) -> None:
+    page.goto(base + "/")
+    expect(page.locator("#runs")).to_contain_text("chief-loop-1")
+    shot(page, "index")
+    page.select_option("select[name=kind]", "recording")
+    page.wait_for_url("**kind=recording**")
+    expect(page.locator("#runs tbody tr")).to_have_count(1)
+    for trace_id in ("demo-riverton-library-loans", "avalon", "long-1200", "echo-rooms-1"):
+        page.goto(f"{base}/trace/{trace_key(catalog, trace_id)}")
+        expect(page.locator("h1")).to_contain_text(trace_id)
+        shot(page, f"trace-{trace_id}")
+    whowhen = catalog.traces_with_id("Hand-Crafted/1")[0]
+    page.goto(f"{base}/trace/{whowhen.key}")
+    table = page.locator("#answer-table")
+    for method in ("random", "all-at-once", "step-by-step", "binary-search", "hybrid"):
+        expect(table).to_contain_text(method)
+    for method in ("echo", "chief", "agentic"):
+        expect(table).to_contain_text(method)
+    shot(page, "trace-whoandwhen")
+    for kind, entries in (
+        ("graph", catalog.graphs),
+        ("replay", catalog.replays),
+        ("dover", catalog.dovers),
+        ("eval", catalog.evals),
+    ):
+        for i, key in enumerate(entries):
+            page.goto(f"{base}/{kind}/{key}")
+            expect(page.locator("h1")).to_be_visible()
+            shot(page, f"{kind}-{i}")
+
+
+def test_click_through_a_trace(catalog: Catalog, base: str, page: Page) -> None:
+    key = trace_key(catalog, "chief-loop-1")
+    page.goto(f"{base}/trace/{key}")
+    decisive = page.locator("details.decisive-step")
+    expect(decisive).to_have_count(1)
+    chosen = page.locator("#decisive a").first.inner_text()
+    expect(decisive).to_have_attribute("id", f"step-{chosen}")
+    # The timeline box of that step opens it.
+    page.locator(f'#timeline a[href="#step-{chosen}"] rect').click()
+    expect(decisive).to_have_attribute("open", "")
+    expect(decisive.locator(".why")).to_be_visible()
+    # Search, then jump.
+    page.fill("#step-search", "library")
+    expect(page.locator("#search-count")).to_contain_text("matching steps")
+    assert page.locator("details.step.hit").count() >= 1
+    page.fill("#step-search", "")
+    page.fill("#jump-to", "2")
+    page.click("#jump button")
+    expect(page.locator("#step-2")).to_have_attribute("open", "")
+    assert page.evaluate("location.hash") == "#step-2"
+    # Choosing another method's answer moves the highlight.
+    rows = page.locator("#answer-table tbody tr")
+    if rows.count() > 1:
+        rows.nth(1).locator("a").first.click()
+        expect(page.locator("tr.chosen")).to_have_count(1)
+    shot(page, "trace-clicked")
+
+
+def test_inputs_load_when_a_step_opens(catalog: Catalog, base: str, page: Page) -> None:
+    page.goto(f"{base}/trace/{trace_key(catalog, 'avalon')}")
+    page.locator("#step-1 > summary").click()
+    expect(page.locator("#step-1 .inputs .msg").first).to_be_visible()
+    expect(page.locator("#step-1 .inputs")).to_contain_text("system")
+
+
+def test_long_trace_renders_every_step(catalog: Catalog, base: str, page: Page) -> None:
+    page.goto(f"{base}/trace/{trace_key(catalog, 'long-1200')}")
+    expect(page.locator("details.step")).to_have_count(1200)
+    page.fill("#jump-to", "1100")
+    page.click("#jump button")
+    expect(page.locator("#step-1100")).to_be_in_viewport()
+
+
+def test_replay_diff_and_dover_verdict(catalog: Catalog, base: str, page: Page) -> None:
+    fix = next(r for r in catalog.replays.values() if r.branch_dir.name == "fix")
+    page.goto(f"{base}/replay/{fix.key}")
+    first = page.locator("#diff tr.first-diff")
+    expect(first).to_have_id("pair-1")
+    expect(first.locator("ins").first).to_contain_text("2020")
+    expect(page.locator("#replay-answer")).to_contain_text("matches the reference")
+    shot(page, "replay-fix")
+    dover = next(iter(catalog.dovers))
+    page.goto(f"{base}/dover/{dover}")
+    expect(page.locator(".trial").first).to_contain_text("validated")
+    expect(page.locator(".trial ins").first).to_be_visible()
+    expect(page.locator(".trial ol.reference")).to_contain_text("Multiply by 3: 144630.")
+    expect(page.locator(".trial .ms-achieved").first).to_be_visible()
+
+
+def test_graph_links_to_trace_steps(catalog: Catalog, base: str, page: Page) -> None:
+    page.goto(f"{base}/graph/{next(iter(catalog.graphs))}")
+    link = page.locator("#graph a").first
+    href = link.get_attribute("href")
+    assert href is not None and "#step-" in href
+    link.click()
+    page.wait_for_url("**/trace/**")
+    expect(page.locator(f"details#{href.split('#')[1]}")).to_have_attribute("open", "")
+
+
+def test_eval_drill_down_opens_the_method_on_the_trace(
+    catalog: Catalog, base: str, page: Page
+) -> None:
+    page.goto(f"{base}/eval/{next(iter(catalog.evals))}")
+    expect(page.locator(".report").first).to_contain_text("chance floor")
+    expect(page.locator("svg.plot polyline").first).to_be_visible()
+    cell = page.locator("#cases tbody td a[href*='?a=']").first
+    said = cell.inner_text()
+    cell.click()
+    page.wait_for_url("**?a=**")
+    agent = said.split(" @ ")[0]
+    expect(page.locator("#decisive")).to_contain_text(agent)
+
+
+def test_planted_script_never_runs(art: Artifacts, page: Page) -> None:
+    catalog = build_catalog([art.xss_dir])
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    with Server(create_app(catalog, config=UIConfig(csp=False))) as url:
+        key = next(iter(catalog.traces))
+        for path in ("/", f"/trace/{key}", f"/trace/{key}/step/1", f"/trace/{key}/step/0"):
+            page.goto(url + path)
+            page.wait_for_load_state("load")
+            for summary in page.locator("details.step > summary").all():
+                summary.click()
+            page.wait_for_timeout(200)
+            assert page.evaluate("typeof window.__pwned") == "undefined", path
+            assert page.locator("img, svg[onload], a[href^='javascript:']").count() == 0
+        page.goto(f"{url}/trace/{key}")
+        for summary in page.locator("details.step > summary").all():
+            summary.click()
+        text = page.locator("body").inner_text()
+        assert "<script>window.__pwned = 1; alert('xss')</script>" in text
+        assert '<a href="javascript:window.__pwned=3">click me</a>' in text
+        assert XSS_ID in text
+        shot(page, "xss-trace")
+    assert dialogs == []
+
+
+def test_run_an_attribution_from_the_page(art: Artifacts, tmp_path: Path, page: Page) -> None:
+    results = tmp_path / "ui-results.jsonl"
+    catalog = build_catalog([art.root / "traces" / "demo.json"], results_file=results)
+    reply = "Agent Name: WebSurfer\nStep Number: 3\nReason: read the 2021 column"
+    runner = JobRunner(catalog, "all-at-once", lambda: LLM(ScriptedBackend([reply])), results)
+    with Server(create_app(catalog, runner=runner)) as url:
+        page.goto(f"{url}/trace/{next(iter(catalog.traces))}")
+        expect(page.locator("#decisive")).to_have_count(0)
+        page.click("#run-attribution")
+        page.wait_for_url("**?a=**")
+        expect(page.locator("#decisive")).to_contain_text("read the 2021 column")
+        expect(page.locator("details.decisive-step")).to_have_id("step-3")
+        shot(page, "run-from-page")
+    assert results.read_text().count("\n") == 1
