@@ -152,6 +152,18 @@ def test_methods_name_shows_presets_and_unknown_lists_methods() -> None:
     assert unknown.exit_code == 1 and "Available: agentic, all-at-once" in unknown.stderr
 
 
+def only_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make building any backend but the no-model stand-in fail the test."""
+    from faultfinder.llm import registry
+
+    def guarded(spec: str, **kwargs: Any) -> Any:
+        if spec != registry.NO_MODEL:
+            raise AssertionError(f"a model backend was built: {spec}")
+        return registry.make_backend(spec, **kwargs)
+
+    monkeypatch.setattr("faultfinder.llm.spec.make_backend", guarded)
+
+
 @pytest.mark.parametrize(
     "method",
     ["random", "baseline:first-speaker", "baseline:majority-agent", "baseline:position"],
@@ -159,10 +171,7 @@ def test_methods_name_shows_presets_and_unknown_lists_methods() -> None:
 def test_methods_needing_no_model_never_build_one(
     method: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("a model backend was built")
-
-    monkeypatch.setattr("faultfinder.cli.common.make_backend", refuse)
+    only_none(monkeypatch)
     result = invoke("attribute", TINY, "--method", method, "--json")  # default --model local
     assert result.exit_code == 0, result.output
     row = json.loads(result.stdout)
@@ -171,7 +180,7 @@ def test_methods_needing_no_model_never_build_one(
 
 
 def test_eval_of_floors_needs_no_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("faultfinder.cli.common.make_backend", None)
+    only_none(monkeypatch)
     out = tmp_path / "r.jsonl"
     data = str(ROOT / "tests" / "fixtures" / "eval" / "traces.jsonl")
     methods = "random,baseline:first-speaker,baseline:majority-agent,baseline:position"
