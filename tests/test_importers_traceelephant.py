@@ -298,13 +298,13 @@ def test_code_in_a_repr_is_never_run() -> None:
         read_completion(
             "ChatCompletion(id=__import__('os').getcwd())", path="f.json", where="[0].output"
         )
-    # A call-shaped value is only data.
-    parts = read_completion(
-        "ChatCompletion(choices=[Choice(message=ChatCompletionMessage(content=exec('1')))])",
-        path="f.json",
-        where="[0].output",
-    )
-    assert parts.content.startswith('{"__class__": "exec"')
+    # A call-shaped value is only data: as message content it is the wrong type, an error.
+    with pytest.raises(TraceFormatError, match=r"message\.content'"):
+        read_completion(
+            "ChatCompletion(choices=[Choice(message=ChatCompletionMessage(content=exec('1')))])",
+            path="f.json",
+            where="[0].output",
+        )
 
 
 def test_real_openai_repr_round_trips() -> None:

@@ -255,9 +255,10 @@ def test_client_errors_say_what_to_check(status: int, hint: str) -> None:
             complete(backend, request())
 
 
-def test_connection_refused_is_transient() -> None:
+def test_connection_refused_fails_at_once_and_says_so() -> None:
+    # Nothing listening will not start listening during a backoff: no retries.
     backend = OpenAICompatBackend("m", base_url=f"http://127.0.0.1:{free_port()}/v1")
-    with pytest.raises(TransientLLMError):
+    with pytest.raises(errors.LLMCallError, match="connection refused"):
         complete(backend, request())
 
 
@@ -268,10 +269,10 @@ def test_timeout_is_transient() -> None:
             complete(backend, request())
 
 
-def test_a_reply_without_choices_is_an_error() -> None:
+def test_a_reply_without_choices_is_retried_as_malformed() -> None:
     with FakeOpenAIServer(reply=lambda body: {"choices": []}) as server:
         backend = OpenAICompatBackend("m", base_url=server.base_url)
-        with pytest.raises(errors.LLMCallError, match="no choices"):
+        with pytest.raises(TransientLLMError, match="malformed reply \\(no choices\\)"):
             complete(backend, request())
 
 

@@ -17,6 +17,15 @@ class TraceFormatError(FaultfinderError):
         super().__init__(f"{path}: field '{field}': {reason}")
 
 
+class FaultfinderWarning(UserWarning):
+    """Something the user should know that did not stop the command; shown as one line."""
+
+
+class TraceFormatWarning(FaultfinderWarning):
+    """A trace file was read, but part of it was not understood (an unknown key, kept in
+    metadata). ``--strict`` turns these into TraceFormatError."""
+
+
 class UnknownNameError(FaultfinderError):
     """A name (method, model backend, importer...) is not registered."""
 

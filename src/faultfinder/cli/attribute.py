@@ -16,6 +16,7 @@ from faultfinder.cli.common import (
     method_overrides,
     model_options,
     pass_errors,
+    strict_option,
 )
 from faultfinder.exitcodes import CaseCounts
 from faultfinder.methods import (
@@ -60,6 +61,7 @@ def format_attribution(result: Attribution) -> str:
 )
 @click.option("--format", "trace_format", default=None, help="Input format (default: detect).")
 @click.option("--json", "as_json", is_flag=True, help="Print the full result object as JSON.")
+@strict_option
 @method_options
 @model_options
 @pass_errors
@@ -68,13 +70,14 @@ def attribute(
     method_spec: str,
     trace_format: str | None,
     as_json: bool,
+    strict: bool,
     with_ground_truth: bool,
     observability: str | None,
     settings: tuple[str, ...],
     **llm_options: Any,
 ) -> None:
     """Find the responsible agent and decisive step of a failed trace."""
-    trace = load_trace(trace_path, format=trace_format)
+    trace = load_trace(trace_path, format=trace_format, strict=strict)
     method = create_method(
         method_spec, **method_overrides(with_ground_truth, observability, settings)
     )

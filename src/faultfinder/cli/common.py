@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,8 @@ import click
 from click.core import ParameterSource
 
 from faultfinder import exitcodes
-from faultfinder.llm.client import LLM
+from faultfinder.errors import FaultfinderWarning
+from faultfinder.llm.client import DEFAULT_TIMEOUT, LLM
 from faultfinder.llm.registry import BACKENDS, NO_MODEL
 from faultfinder.llm.spec import LLMSpec
 from faultfinder.usage import Budget
@@ -34,8 +36,11 @@ CONTEXT_BUDGET = click.IntRange(min=256)
 """Max prompt tokens per call (the smallest budget a prompt can be fitted into)."""
 
 
-def model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--model and the LLM layer's knobs."""
+def model_options(fn: Callable[..., Any] | None = None, *, timeout_flag: str = "--timeout") -> Any:
+    """--model and the LLM layer's knobs. ``@model_options`` or, for a command whose own
+    ``--timeout`` means something else, ``@model_options(timeout_flag="--call-timeout")``."""
+    if fn is None:
+        return functools.partial(model_options, timeout_flag=timeout_flag)
     options = [
         click.option(
             "--model",
@@ -86,6 +91,15 @@ def model_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="At most this many requests per second to the endpoint (shared by every "
             "worker with --executor ray).",
         ),
+        click.option(
+            timeout_flag,
+            "call_timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            default=DEFAULT_TIMEOUT,
+            show_default=True,
+            help="Seconds one model call may take in all, retries included; a reply "
+            "trickling in slower is cut and recorded as an error.",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -101,6 +115,7 @@ def llm_spec(
     budget_tokens: int | None,
     budget_calls: int | None,
     rate_limit: float | None = None,
+    call_timeout: float = DEFAULT_TIMEOUT,
     needs_model: bool = True,
 ) -> LLMSpec:
     """The LLM the model options describe, as data (no key in it). With
@@ -119,6 +134,7 @@ def llm_spec(
         concurrency=concurrency,
         budget=Budget(max_tokens=budget_tokens, max_calls=budget_calls),
         rate_limit=rate_limit,
+        timeout=call_timeout,
     )
 
 
@@ -203,27 +219,54 @@ class EndpointError(click.ClickException):
     exit_code = exitcodes.ERRORED
 
 
-def pass_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Show FaultfinderError as a one-line message (no traceback) and exit with its code:
-    a budget overrun 5, an endpoint that kept failing 4, anything else 1."""
-    from faultfinder.errors import BudgetExceededError, FaultfinderError, LLMCallError
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except BudgetExceededError as exc:
-            raise BudgetError(str(exc)) from None
-        except LLMCallError as exc:
-            raise EndpointError(str(exc)) from None
-        except FaultfinderError as exc:
-            raise click.ClickException(str(exc)) from None
-
-    return wrapper
-
-
 def exit_for(counts: exitcodes.CaseCounts, noun: str = "case") -> None:
     """End the command with the exit code the counts call for; the counts go to stderr."""
     if counts.exit_code != exitcodes.OK:
         click.echo(counts.message(noun), err=True)
         click.get_current_context().exit(counts.exit_code)
+
+
+def pass_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Show FaultfinderError as a one-line message (no traceback) and exit with its code
+    (a budget overrun 5, an endpoint that kept failing 4, anything else 1); show each
+    FaultfinderWarning (unknown keys in a trace, a cache set aside) as one 'warning:' line
+    on stderr."""
+    from faultfinder.errors import BudgetExceededError, FaultfinderError, LLMCallError
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", FaultfinderWarning)
+            warnings.showwarning = _show_warning
+            try:
+                return fn(*args, **kwargs)
+            except BudgetExceededError as exc:
+                raise BudgetError(str(exc)) from None
+            except LLMCallError as exc:
+                raise EndpointError(str(exc)) from None
+            except FaultfinderError as exc:
+                raise click.ClickException(str(exc)) from None
+
+    return wrapper
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    if issubclass(category, FaultfinderWarning):
+        click.echo(f"warning: {message}", err=True)
+    else:
+        click.echo(warnings.formatwarning(message, category, filename, lineno, line), err=True)
+
+
+strict_option = click.option(
+    "--strict",
+    is_flag=True,
+    help="Treat keys a trace reader does not know as errors, not warnings.",
+)
+"""``--strict`` for commands that read traces (import, attribute, eval)."""

@@ -15,6 +15,7 @@ from faultfinder.cli.common import (
     method_overrides,
     model_options,
     pass_errors,
+    strict_option,
 )
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
 from faultfinder.eval.floors import floor_rows
@@ -134,6 +135,7 @@ def parse_observabilities(value: str | None) -> list[Any]:
     metavar="KEY=VALUE",
     help="Method option for every method (JSON values allowed).",
 )
+@strict_option
 @model_options
 @pass_errors
 def eval_command(
@@ -156,6 +158,7 @@ def eval_command(
     with_ground_truth: bool,
     observability: str | None,
     settings: tuple[str, ...],
+    strict: bool,
     **llm_options: Any,
 ) -> None:
     """Run methods over a dataset, write one result row per case, print a summary.
@@ -174,6 +177,7 @@ def eval_command(
             limit=limit,
             labelled_only=not include_unlabelled,
             format=trace_format,
+            strict=strict,
         ),
     )
     if not traces:

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from faultfinder.cli.common import pass_errors
+from faultfinder.cli.common import pass_errors, strict_option
 from faultfinder.errors import ConfigError
 from faultfinder.traces.importers import importers
 from faultfinder.traces.io import write_trace
@@ -110,6 +110,7 @@ def _format_help() -> str:
     help="Importer option, e.g. --map agent_field=speaker (generic) or "
     "--map subset=Hand-Crafted (who-and-when).",
 )
+@strict_option
 @pass_errors
 def import_traces(
     path: str,
@@ -117,6 +118,7 @@ def import_traces(
     out: str | None,
     out_dir: str | None,
     mapping: tuple[str, ...],
+    strict: bool,
 ) -> None:
     """Convert PATH (a file or directory in another format) into canonical traces.
 
@@ -125,7 +127,7 @@ def import_traces(
     if out and out_dir:
         raise click.UsageError("Use either --out or --out-dir, not both.")
     options: dict[str, Any] = parse_mapping(mapping)
-    traces = load_traces(path, format=trace_format, **options)
+    traces = load_traces(path, format=trace_format, strict=strict, **options)
     if out:
         target = Path(out)
         if target.suffix == ".jsonl":

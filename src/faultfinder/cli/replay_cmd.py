@@ -45,6 +45,7 @@ from faultfinder.replay.session import (
     replay_run,
     run_sync,
 )
+from faultfinder.traces.io import split_lines
 
 PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False}
 
@@ -88,7 +89,7 @@ def _read_lines(path: str | None) -> list[str]:
     if not path:
         return []
     return [
-        line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()
+        line.strip() for line in split_lines(Path(path).read_text(encoding="utf-8")) if line.strip()
     ]
 
 
@@ -564,7 +565,7 @@ async def _serve_local(llm: Any, host: str, port: int, model_name: str | None) -
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
 @executor_options
-@model_options
+@model_options(timeout_flag="--call-timeout")  # --timeout here bounds each replay
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_errors
 def debug(

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from faultfinder.dover.models import DoverRow
 from faultfinder.errors import FaultfinderError
+from faultfinder.traces.io import split_lines
 from faultfinder.usage import Usage
 
 VERDICTS = ("validated", "partially_validated", "refuted", "inconclusive")
@@ -50,7 +51,8 @@ class DoverSummary(BaseModel):
 def read_rows(paths: Iterable[str | Path]) -> list[DoverRow]:
     rows: list[DoverRow] = []
     for path in paths:
-        for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        text = Path(path).read_text(encoding="utf-8")
+        for number, line in enumerate(split_lines(text), start=1):
             if not line.strip():
                 continue
             try:

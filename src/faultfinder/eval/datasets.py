@@ -32,6 +32,8 @@ class DatasetOptions(BaseModel):
     """Drop traces without a gold label (they cannot be scored)."""
     format: str | None = None
     """Source format name; None detects it."""
+    strict: bool = False
+    """Keys a reader does not know are errors, not warnings (``--strict``)."""
 
 
 def subset_of(trace: Trace) -> str:
@@ -46,7 +48,7 @@ def load_dataset(path: str | Path, options: DatasetOptions | None = None) -> lis
     ``--limit`` always picks the same traces.
     """
     opts = options or DatasetOptions()
-    traces = load_traces(Path(path), format=opts.format)
+    traces = load_traces(Path(path), format=opts.format, strict=opts.strict)
     ids: set[str] = set()
     for trace in traces:
         if trace.id in ids:

@@ -300,6 +300,13 @@ def footnotes(summaries: Sequence[GroupSummary]) -> list[str]:
     return notes
 
 
+def _literal(text: str) -> str:
+    """Text matplotlib shows as written: '$' would start mathtext (and fail on '$x'), and
+    a leading '_' would hide the legend entry."""
+    text = text.replace("$", r"\$")
+    return "\u200b" + text if text.startswith("_") else text
+
+
 def plot_tolerance(summaries: Sequence[GroupSummary], path: str | Path) -> Path:
     """Step accuracy against tolerance (0..5): one panel per subset, one line per method."""
     import matplotlib
@@ -324,8 +331,8 @@ def plot_tolerance(summaries: Sequence[GroupSummary], path: str | Path) -> Path:
             xs = list(TOLERANCES)
             ys = [100 * g.metrics.within[k].mean for k in xs]
             errs = [100 * (g.metrics.within[k].std or 0.0) for k in xs]
-            ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3, label=name)
-        ax.set_title(subset)
+            ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3, label=_literal(name))
+        ax.set_title(_literal(subset))
         ax.set_xlabel("tolerance k (steps)")
         ax.set_xticks(list(TOLERANCES))
         ax.set_ylim(0, 100)

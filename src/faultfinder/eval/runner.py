@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field
 from tqdm import tqdm
 
@@ -251,7 +252,9 @@ async def run_eval(
     Cases run on ``executor`` (default: a :class:`LocalExecutor` over ``llm``). A method
     that raises (a bug) gives an 'error' row and the batch goes on. When the token or
     call budget runs out, no new case starts, the cases in flight finish, and
-    ``EvalOutcome.stopped`` says so; rows written so far stay.
+    ``EvalOutcome.stopped`` says so; rows written so far stay. Evals appending to the same
+    file are serialised by a lock file next to it (``<out>.lock``): a second one waits,
+    then continues from the rows the first wrote (with ``resume``).
     """
     opts = options or EvalOptions()
     if executor is None:
@@ -259,6 +262,34 @@ async def run_eval(
             raise ConfigError("run_eval needs an LLM or an executor.")
         executor = LocalExecutor(llm, opts.concurrency)
     path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Not thread-local: a waiting eval acquires it in a worker thread, releases it here.
+    lock = FileLock(lock_path(path), thread_local=False)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        # Another eval appends to this file: wait for it, then resume from what it wrote,
+        # instead of both running (and writing) the same cases.
+        print(f"waiting for another eval writing to {path} to finish...", file=sys.stderr)
+        await asyncio.to_thread(lock.acquire)
+    try:
+        return await _run_locked(traces, plans, executor, path, opts)
+    finally:
+        lock.release()
+
+
+def lock_path(results: Path) -> str:
+    """The lock file that serialises evals appending to ``results``."""
+    return str(results.with_name(results.name + ".lock"))
+
+
+async def _run_locked(
+    traces: Sequence[Trace],
+    plans: Sequence[MethodPlan],
+    executor: CaseExecutor,
+    path: Path,
+    opts: EvalOptions,
+) -> EvalOutcome:
     existing = prepare_output(path, opts)
     cases = plan_cases(traces, plans, opts.runs, executor.model_name)
     if len({c.key for c in cases}) != len(cases):

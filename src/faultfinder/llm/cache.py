@@ -6,9 +6,12 @@ import hashlib
 import json
 import sqlite3
 import threading
+import time
+import warnings
 from pathlib import Path
 from typing import Any
 
+from faultfinder.errors import FaultfinderWarning
 from faultfinder.llm.base import ChatRequest, Completion
 
 # Append-only: each entry upgrades the database by one version. Never edit old entries.
@@ -37,8 +40,46 @@ class ResponseCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False)
-        self._migrate()
+        try:
+            self._db = self._open()
+        except sqlite3.DatabaseError as exc:
+            # A damaged cache only costs time: keep it for inspection, start a new one.
+            aside = self._set_aside()
+            warnings.warn(
+                FaultfinderWarning(
+                    f"response cache {self.path} is unreadable ({exc}); moved it to "
+                    f"{aside.name} and started an empty cache"
+                ),
+                stacklevel=2,
+            )
+            self._db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(str(self.path), check_same_thread=False)
+        try:
+            if db.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                raise sqlite3.DatabaseError("integrity check failed")
+            self._db = db
+            self._migrate()
+            db.execute("SELECT COUNT(*) FROM responses").fetchone()
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        return db
+
+    def _set_aside(self) -> Path:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        n = 1
+        while aside.exists():
+            n += 1
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
+        for suffix in ("-wal", "-shm", "-journal"):
+            sidecar = self.path.with_name(self.path.name + suffix)
+            if sidecar.exists():
+                sidecar.replace(aside.with_name(aside.name + suffix))
+        self.path.replace(aside)
+        return aside
 
     def _migrate(self) -> None:
         with self._lock:
@@ -53,7 +94,12 @@ class ResponseCache:
             row = self._db.execute(
                 "SELECT completion FROM responses WHERE key = ?", (key,)
             ).fetchone()
-        return Completion.model_validate_json(row[0]) if row else None
+        if not row:
+            return None
+        try:
+            return Completion.model_validate_json(row[0])
+        except ValueError:
+            return None  # an entry that does not read back is a miss, not a crash
 
     def put(self, key: str, request: ChatRequest, completion: Completion) -> None:
         with self._lock:

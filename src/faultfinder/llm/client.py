@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import json
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field
@@ -117,8 +118,21 @@ def current_run() -> int:
     return _run_index.get()
 
 
+DEFAULT_TIMEOUT = 600.0
+"""Seconds one model call may take, retries and backoff included (``--timeout``)."""
+UNCAPPED_OUTPUT = 4096
+"""Output tokens reserved under a token budget for a request without ``max_tokens``."""
+
+
 class LLM:
-    """A backend with retries, a concurrency limit, a cache, a budget and token accounting."""
+    """A backend with retries, a concurrency limit, a cache, a budget and token accounting.
+
+    Budgets hold under concurrency: before a call starts, its worst case (the prompt's
+    tokens, scaled by how far the backend's counts have exceeded local estimates so far,
+    plus the output cap) is reserved, and a call that could overspend is refused. After the
+    call its actual usage is charged; usage a server reports as missing, zero or negative
+    is replaced by the local estimate, so a server cannot switch the budget off.
+    """
 
     def __init__(
         self,
@@ -132,6 +146,7 @@ class LLM:
         budget: Budget | None = None,
         parse_retries: int = 2,
         keep_prompts: bool = False,
+        timeout: float | None = DEFAULT_TIMEOUT,
         sleep: Callable[[float], Any] = asyncio.sleep,
         ledger: Ledger | None = None,
         limiter: RateLimiter | None = None,
@@ -149,12 +164,18 @@ class LLM:
         self.usage = Usage()
         self._sleep = sleep
         self._semaphores: dict[int, asyncio.Semaphore] = {}
+        self.timeout = timeout
         # The budget is held by a ledger: this process's own, or one shared by many
         # processes (a Ray actor). Cache hits cost nothing, so they never reach it.
         self.ledger: Ledger = ledger or LocalLedger(self.budget)
         self.limiter: RateLimiter | None = limiter or (
             LocalRateLimiter(rate_limit) if rate_limit else None
         )
+        # Largest ratio of reported to locally estimated prompt tokens seen so far (>= 1):
+        # reservations scale estimates by it, so an optimistic tokenizer cannot overspend.
+        self._prompt_ratio = 1.0
+        self._calibrated = False
+        self._calibration_locks: dict[int, asyncio.Lock] = {}
 
     @property
     def name(self) -> str:
@@ -177,6 +198,25 @@ class LLM:
         if loop_id not in self._semaphores:
             self._semaphores[loop_id] = asyncio.Semaphore(self.concurrency)
         return self._semaphores[loop_id]
+
+    @contextlib.asynccontextmanager
+    async def _calibration(self) -> AsyncIterator[None]:
+        """Under a token budget, the first call runs alone: only once it has finished is it
+        known how the backend's token counts compare with the local estimate."""
+        if self.budget.max_tokens is None or self._calibrated:
+            yield
+            return
+        loop_id = id(asyncio.get_running_loop())
+        lock = self._calibration_locks.setdefault(loop_id, asyncio.Lock())
+        await lock.acquire()
+        if self._calibrated:  # another call finished first: no need to queue
+            lock.release()
+            yield
+            return
+        try:
+            yield
+        finally:
+            lock.release()
 
     async def chat(
         self,
@@ -284,35 +324,73 @@ class LLM:
                 return hit, True, key
         if self.backend.is_real and not base.ALLOW_MODEL_REQUESTS:
             raise errors.ModelRequestsForbiddenError(self.backend.name)
-        prompt_estimate = self.backend.count_tokens(messages_text(request.messages))
-        need = prompt_estimate + (request.max_tokens or 0)
-        async with self._semaphore():
+        prompt_estimate = self.backend.count_tokens(_request_text(request))
+        async with self._semaphore(), self._calibration():
             # Reserve only once a slot is free: queued calls must not hold budget they may
             # never need, and by then the real spend of finished calls is known.
+            need = self._need(prompt_estimate, request.max_tokens)
             await self.ledger.reserve(need)
             try:
-                completion = await self._with_retries(request)
+                completion = await self._with_deadline(request)
             except BaseException:
                 await self.ledger.settle(need, 0, called=False)
                 raise
-            completion = self._fill_usage(request, completion, prompt_estimate)
+            completion = self._fill_usage(completion, prompt_estimate)
             await self.ledger.settle(need, completion.usage.total_tokens, called=True)
+            if prompt_estimate > 0 and not completion.usage.estimated:
+                ratio = completion.usage.prompt_tokens / prompt_estimate
+                self._prompt_ratio = max(self._prompt_ratio, min(ratio, 16.0))
+            self._calibrated = True
         if self.cache is not None:
             self.cache.put(key, request, completion)
         return completion, False, key
 
-    def _fill_usage(self, request: ChatRequest, c: Completion, prompt_estimate: int) -> Completion:
-        if c.usage.prompt_tokens or c.usage.completion_tokens:
-            return c
+    def _need(self, prompt_estimate: int, max_tokens: int | None) -> int:
+        """Tokens to reserve for a call: its prompt, scaled by how far the backend's counts
+        have exceeded the local estimate, plus its output cap (``UNCAPPED_OUTPUT`` when
+        the request has none)."""
+        prompt = int(prompt_estimate * self._prompt_ratio + 0.999)
+        return prompt + (max_tokens if max_tokens is not None else UNCAPPED_OUTPUT)
+
+    def _fill_usage(self, c: Completion, prompt_estimate: int) -> Completion:
+        """Usage to charge: reported counts where plausible, local estimates elsewhere.
+
+        A count is implausible when missing, zero for non-empty text, or negative.
+        """
         completion_text = c.text + "".join(t.name + t.arguments for t in c.tool_calls)
-        usage = Usage(
-            prompt_tokens=prompt_estimate,
-            completion_tokens=self.backend.count_tokens(completion_text),
-            estimated=True,
-        )
+        prompt, completion = c.usage.prompt_tokens, c.usage.completion_tokens
+        estimated = c.usage.estimated
+        if prompt < 0 or (prompt == 0 and prompt_estimate > 0):
+            prompt, estimated = prompt_estimate, True
+        if completion < 0 or (completion == 0 and completion_text):
+            completion, estimated = self.backend.count_tokens(completion_text), True
+        if (prompt, completion, estimated) == (
+            c.usage.prompt_tokens,
+            c.usage.completion_tokens,
+            c.usage.estimated,
+        ):
+            return c
+        usage = Usage(prompt_tokens=prompt, completion_tokens=completion, estimated=estimated)
         return c.model_copy(update={"usage": usage})
 
-    async def _with_retries(self, request: ChatRequest) -> Completion:
+    async def _with_deadline(self, request: ChatRequest) -> Completion:
+        """The call with its retries, cut off after ``timeout`` seconds in all."""
+        if self.timeout is None:
+            return await self._with_retries(request)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await self._with_retries(request, deadline)
+        except TimeoutError:
+            raise errors.LLMCallError(
+                f"{self.backend.name}: no complete reply within {self.timeout:g} s "
+                "(retries included). Raise --timeout, or check the endpoint."
+            ) from None
+
+    async def _with_retries(
+        self, request: ChatRequest, deadline: float | None = None
+    ) -> Completion:
         for attempt in range(self.max_retries + 1):
             if self.limiter is not None:
                 await self.limiter.acquire()
@@ -324,7 +402,16 @@ class LLM:
                         f"{self.backend.name}: still failing after {attempt + 1} attempts: {exc}. "
                         "Check the endpoint, or lower --concurrency."
                     ) from exc
-                await self._sleep(self._delay(attempt, exc.retry_after))
+                delay = self._delay(attempt, exc.retry_after)
+                if deadline is not None:
+                    left = deadline - asyncio.get_running_loop().time()
+                    if delay >= left:
+                        raise errors.LLMCallError(
+                            f"{self.backend.name}: {exc}; the next retry (in {delay:.0f} s) "
+                            f"would pass the {self.timeout:g} s deadline. Raise --timeout, "
+                            "or check the endpoint."
+                        ) from exc
+                await self._sleep(delay)
         raise AssertionError("unreachable")
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
@@ -332,6 +419,14 @@ class LLM:
             return min(max(retry_after, 0.0), self.backoff_max)
         exp = self.backoff_base * (2**attempt)
         return float(min(self.backoff_max, exp * (0.5 + random.random() / 2)))
+
+
+def _request_text(request: ChatRequest) -> str:
+    """Everything of a request that counts as prompt: messages and tool definitions."""
+    text = messages_text(request.messages)
+    if request.tools:
+        text += "\n" + json.dumps(request.tools, ensure_ascii=False)
+    return text
 
 
 def _last_user_text(messages: list[dict[str, Any]]) -> str | None:

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import email.utils
 import os
+import socket
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -166,17 +167,29 @@ class OpenAICompatBackend:
         except openai.APIStatusError as exc:
             raise self._status_error(exc) from exc
         except openai.APIConnectionError as exc:
-            # Includes APITimeoutError.
+            # Includes APITimeoutError. Nothing listening, or no such host, will not get
+            # better by waiting: say so at once instead of retrying.
+            unreachable = _unreachable(exc)
+            if unreachable:
+                raise errors.LLMCallError(
+                    f"{self.name}: cannot connect to {self.base_url}: {unreachable}. Check "
+                    "--base-url and that the server is running."
+                ) from exc
             raise TransientLLMError(f"{self.name} at {self.base_url}: {exc}") from exc
+        except (openai.APIResponseValidationError, ValueError) as exc:
+            # A 200 reply whose body is not JSON: retried, then reported.
+            raise TransientLLMError(
+                f"{self.name} at {self.base_url}: malformed reply (not JSON: {exc})"
+            ) from exc
         except openai.OpenAIError as exc:
             raise errors.LLMCallError(
                 f"{self.name} at {self.base_url}: unexpected reply ({exc}). Check that "
                 "--base-url points at an OpenAI-compatible /v1 endpoint."
             ) from exc
         if not isinstance(data, dict):
-            raise errors.LLMCallError(
-                f"{self.name} at {self.base_url}: the reply is not a JSON object. Check that "
-                "--base-url points at an OpenAI-compatible /v1 endpoint."
+            raise TransientLLMError(
+                f"{self.name} at {self.base_url}: malformed reply (not a JSON object). Check "
+                "that --base-url points at an OpenAI-compatible /v1 endpoint."
             )
         return self._to_completion(data)
 
@@ -203,34 +216,82 @@ class OpenAICompatBackend:
         return errors.LLMCallError(f"{where}: HTTP {status}: {exc.message}. {hint}")
 
     def _to_completion(self, data: dict[str, Any]) -> Completion:
-        choices = data.get("choices") or []
-        if not choices or not isinstance(choices[0], dict):
-            raise errors.LLMCallError(
-                f"{self.name} at {self.base_url}: the reply has no choices. Check that the "
-                "endpoint implements OpenAI chat completions."
-            )
+        """A reply as a Completion; a reply of the wrong shape is a TransientLLMError
+        (retried, then reported), never a traceback."""
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise self._malformed("no choices")
         choice = choices[0]
-        message = choice.get("message") or {}
-        calls = [
-            ToolCall(
-                id=call.get("id"),
-                name=call["function"].get("name", ""),
-                arguments=call["function"].get("arguments") or "",
-            )
-            for call in message.get("tool_calls") or []
-            if isinstance(call, dict) and isinstance(call.get("function"), dict)
-        ]
-        reported = data.get("usage") or {}
-        usage = Usage(
-            prompt_tokens=int(reported.get("prompt_tokens") or 0),
-            completion_tokens=int(reported.get("completion_tokens") or 0),
-        )
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise self._malformed("choices[0] has no message object")
         content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            raise self._malformed("choices[0].message.content is not text")
+        raw_calls = message.get("tool_calls") or []
+        if not isinstance(raw_calls, list):
+            raise self._malformed("choices[0].message.tool_calls is not a list")
+        calls: list[ToolCall] = []
+        for call in raw_calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+                raise self._malformed("a tool call without a function name")
+            arguments = function.get("arguments")
+            call_id = call.get("id")
+            calls.append(
+                ToolCall(
+                    id=call_id if isinstance(call_id, str) else None,
+                    name=function["name"],
+                    arguments=arguments if isinstance(arguments, str) else "",
+                )
+            )
+        finish = choice.get("finish_reason")
+        model = data.get("model")
         return Completion(
-            text=content if isinstance(content, str) else "",
+            text=content or "",
             tool_calls=calls,
-            usage=usage,
-            model=str(data.get("model") or self.model),
-            finish_reason=choice.get("finish_reason"),
+            usage=reported_usage(data.get("usage")),
+            model=model if isinstance(model, str) and model else self.model,
+            finish_reason=finish if isinstance(finish, str) else None,
             raw=data,
         )
+
+    def _malformed(self, what: str) -> TransientLLMError:
+        return TransientLLMError(
+            f"{self.name} at {self.base_url}: malformed reply ({what}). Check that the "
+            "endpoint implements OpenAI chat completions."
+        )
+
+
+def reported_usage(reported: Any) -> Usage:
+    """The usage a reply reports; counts that are missing, not integers or negative are
+    left at 0, which the LLM layer replaces by its own estimate."""
+    if not isinstance(reported, dict):
+        return Usage()
+
+    def count(key: str) -> int:
+        value = reported.get(key)
+        if isinstance(value, bool) or not isinstance(value, int):
+            return 0
+        return value if 0 <= value < 2**53 else 0
+
+    return Usage(prompt_tokens=count("prompt_tokens"), completion_tokens=count("completion_tokens"))
+
+
+def _unreachable(exc: BaseException) -> str | None:
+    """Why a connection failed for good (refused, unknown host), or None if it may pass."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError):
+            return "connection refused (nothing is listening there)"
+        if isinstance(current, socket.gaierror):
+            return f"cannot resolve the host name ({current.strerror or current})"
+        text = str(current)
+        if "Connection refused" in text or "[Errno 111]" in text:
+            return "connection refused (nothing is listening there)"
+        if "Name or service not known" in text or "nodename nor servname" in text:
+            return "cannot resolve the host name"
+        current = current.__cause__ or current.__context__
+    return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from faultfinder.llm.cache import ResponseCache
-from faultfinder.llm.client import LLM
+from faultfinder.llm.client import DEFAULT_TIMEOUT, LLM
 from faultfinder.llm.limits import Ledger, RateLimiter
 from faultfinder.llm.registry import make_backend
 from faultfinder.usage import Budget
@@ -35,6 +35,8 @@ class LLMSpec(BaseModel):
     """Token and call limits (held by one ledger when the LLM is built with one)."""
     rate_limit: float | None = Field(default=None, gt=0)
     """Requests per second allowed to the endpoint; None: unlimited."""
+    timeout: float | None = Field(default=DEFAULT_TIMEOUT, gt=0)
+    """Seconds one model call may take, retries included (``--timeout``); None: no limit."""
 
     def build(self, *, ledger: Ledger | None = None, limiter: RateLimiter | None = None) -> LLM:
         """The LLM this spec describes; ``ledger``/``limiter`` replace the in-process ones."""
@@ -48,4 +50,5 @@ class LLMSpec(BaseModel):
             ledger=ledger,
             limiter=limiter,
             rate_limit=self.rate_limit,
+            timeout=self.timeout,
         )

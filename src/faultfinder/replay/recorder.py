@@ -30,7 +30,7 @@ from faultfinder import __version__
 from faultfinder.errors import TraceFormatError
 from faultfinder.replay.matching import content_text, system_prompt
 from faultfinder.replay.outcome import answers_match, final_answer_from_output
-from faultfinder.traces.io import write_trace
+from faultfinder.traces.io import split_lines, write_trace
 from faultfinder.traces.schema import Agent, SourceInfo, Step, ToolCall, ToolResult, Trace
 from faultfinder.usage import Usage
 
@@ -213,7 +213,7 @@ def load_calls(directory: str | Path, *, include_failed: bool = False) -> list[R
             "no such file: is this a run directory written by 'faultfinder record'?",
         )
     calls: list[RecordedCall] = []
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = split_lines(path.read_text(encoding="utf-8"))
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue

@@ -8,14 +8,33 @@ from typing import Any
 
 from faultfinder.errors import TraceFormatError
 from faultfinder.traces.importers import get_importer, importers
-from faultfinder.traces.io import is_canonical, natural_key, read_json, trace_from_dict
+from faultfinder.traces.io import (
+    is_canonical,
+    natural_key,
+    read_json,
+    read_jsonl,
+    read_text,
+    split_lines,
+    strict_reading,
+    trace_from_dict,
+)
 from faultfinder.traces.schema import Trace
 
 
-def load_traces(path: str | Path, *, format: str | None = None, **options: Any) -> list[Trace]:
+def load_traces(
+    path: str | Path, *, format: str | None = None, strict: bool = False, **options: Any
+) -> list[Trace]:
     """Every trace at ``path``: a canonical file (.json / .jsonl), a directory of them, or
-    anything an importer recognises."""
-    p = Path(path)
+    anything an importer recognises.
+
+    Malformed input raises one TraceFormatError (file, line, field); keys no reader knows
+    are warned about (TraceFormatWarning), or with ``strict`` are errors too.
+    """
+    with strict_reading(strict):
+        return _load(Path(path), format, options)
+
+
+def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
     if not p.exists():
         raise TraceFormatError(str(p), "(file)", "no such file or directory")
     if p.is_file() and _is_blank(p):
@@ -25,14 +44,10 @@ def load_traces(path: str | Path, *, format: str | None = None, **options: Any) 
     if format and format != "faultfinder":
         return get_importer(format).load(p, **options)
     if p.is_file() and p.suffix == ".jsonl" and format in (None, "faultfinder"):
-        lines = p.read_text(encoding="utf-8").splitlines()
+        lines = split_lines(read_text(p))
         first = next((ln for ln in lines if ln.strip()), "")
         if first and is_canonical(_try_json(first)):
-            return [
-                trace_from_dict(json.loads(line), f"{p}:{n}")
-                for n, line in enumerate(lines, start=1)
-                if line.strip()
-            ]
+            return [trace_from_dict(value, f"{p}:{n}") for n, value in read_jsonl(p)]
     if p.is_file() and p.suffix == ".json":
         data = read_json(p)
         if is_canonical(data):
@@ -42,7 +57,7 @@ def load_traces(path: str | Path, *, format: str | None = None, **options: Any) 
     if format is None:
         for cls in importers().values():
             importer = cls()
-            if importer.detect(p):
+            if _detects(importer, p):
                 return list(importer.load(p, **options))
     if p.is_dir():
         files = sorted(
@@ -50,7 +65,7 @@ def load_traces(path: str | Path, *, format: str | None = None, **options: Any) 
             key=lambda f: natural_key(f.name),
         )
         if files:
-            return [t for f in files for t in load_traces(f, format="faultfinder")]
+            return [t for f in files for t in _load(f, "faultfinder", {})]
     raise TraceFormatError(
         str(p),
         "(format)",
@@ -59,9 +74,11 @@ def load_traces(path: str | Path, *, format: str | None = None, **options: Any) 
     )
 
 
-def load_trace(path: str | Path, *, format: str | None = None, **options: Any) -> Trace:
+def load_trace(
+    path: str | Path, *, format: str | None = None, strict: bool = False, **options: Any
+) -> Trace:
     """Exactly one trace from ``path``."""
-    traces = load_traces(path, format=format, **options)
+    traces = load_traces(path, format=format, strict=strict, **options)
     if len(traces) != 1:
         raise TraceFormatError(
             str(path), "(file)", f"holds {len(traces)} traces; expected one (use 'eval' for many)"
@@ -69,10 +86,18 @@ def load_trace(path: str | Path, *, format: str | None = None, **options: Any) -
     return traces[0]
 
 
+def _detects(importer: Any, path: Path) -> bool:
+    # Detection only looks; a file it cannot read is simply not this importer's format.
+    try:
+        return bool(importer.detect(path))
+    except (TraceFormatError, OSError, ValueError, RecursionError):
+        return False
+
+
 def _try_json(line: str) -> Any:
     try:
         return json.loads(line)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return None
 
 

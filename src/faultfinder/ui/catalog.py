@@ -35,6 +35,7 @@ from faultfinder.replay.recorder import (
 )
 from faultfinder.replay.replayer import ReplayReport
 from faultfinder.traces.importers import importers
+from faultfinder.traces.io import split_lines
 from faultfinder.traces.loader import load_traces
 from faultfinder.traces.schema import Trace
 
@@ -303,7 +304,8 @@ def _read_jsonl(path: Path, catalog: Catalog, *, origin: AttributionOrigin) -> N
             catalog.attributions.append(AttributionEntry(row, "eval", path, row))
         return
     if _looks_like_attribution(first):
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        text = path.read_text(encoding="utf-8")
+        for number, line in enumerate(split_lines(text), start=1):
             if not line.strip():
                 continue
             try:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 
 from faultfinder.errors import ConfigError, ModelNotAvailableError, ModelRequestsForbiddenError
 from faultfinder.llm import base as llm_base
+from faultfinder.traces.io import split_lines
 from faultfinder.traces.schema import Trace
 
 BUILTIN = "builtin"
@@ -85,7 +86,7 @@ def load_knowledge_base(spec: str) -> KnowledgeBase:
             ) from None
         name = str(path)
     entries: list[KBEntry] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(split_lines(text), start=1):
         if not line.strip():
             continue
         try:
@@ -104,7 +105,7 @@ def _entry(raw: Any, where: str, default_id: str) -> KBEntry:
     if not isinstance(task, str) or not task.strip():
         raise ConfigError(f"{where}: field 'task' is missing or empty")
     if isinstance(steps, str):
-        steps = [s.strip() for s in steps.splitlines() if s.strip()]
+        steps = [s.strip() for s in split_lines(steps) if s.strip()]
     if not isinstance(steps, list) or not steps or not all(isinstance(s, str) for s in steps):
         raise ConfigError(f"{where}: field 'steps' must be a non-empty list of strings")
     return KBEntry(

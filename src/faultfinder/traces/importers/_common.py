@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from faultfinder.errors import ConfigError, TraceFormatError
-from faultfinder.traces.io import trace_error_from_validation
+from faultfinder.traces.io import check_value, trace_error_from_validation
 from faultfinder.traces.schema import Trace
 
 
@@ -27,6 +27,47 @@ def text_of(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def optional_str(
+    data: Mapping[str, Any], key: str, path: str | Path, where: str = ""
+) -> str | None:
+    """``data[key]`` when it is a string, None when absent or null; any other type is an
+    error (a number or list is never silently turned into text)."""
+    value = data.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    fail(path, f"{where}.{key}" if where else key, f"expected a string, got {_json_type(value)}")
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def json_in_text(text: str, *, path: str | Path, where: str) -> Any:
+    """The JSON value a string field holds, or None when the text is not JSON.
+
+    Parsed with the same limits as files (no NaN, no huge numbers, bounded nesting); a
+    value that breaks them is an error naming ``where``.
+    """
+    try:
+        value = json.loads(text, parse_constant=_not_json)
+    except (ValueError, RecursionError):
+        return None
+    check_value(value, str(path), where)
+    return value
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(name)
 
 
 def check_options(importer: str, options: Mapping[str, Any], allowed: Mapping[str, str]) -> None:
@@ -62,7 +103,7 @@ def parse_label_step(
         fail(path, field, f"expected a step number, got {value!r}")
     if isinstance(value, int):
         number = value
-    elif isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+    elif isinstance(value, str) and re.fullmatch(r"\s*-?\d{1,19}\s*", value):
         number = int(value)
     else:
         fail(path, field, f"expected a step number, got {value!r}")

@@ -98,7 +98,7 @@ def tokenize(text: str) -> list[Token]:
             continue
         number = _NUMBER.match(text, pos)
         if number is not None and (ch.isdigit() or ch in "-." or _ends_word(text, number.end())):
-            tokens.append(Token("NUMBER", _to_number(number.group(0)), pos))
+            tokens.append(Token("NUMBER", _to_number(number.group(0), pos), pos))
             pos = number.end()
             continue
         name = _NAME.match(text, pos)
@@ -119,12 +119,21 @@ def _ends_word(text: str, position: int) -> bool:
     return position >= len(text) or not (text[position].isalnum() or text[position] == "_")
 
 
-def _to_number(literal: str) -> int | float:
+MAX_INT_DIGITS = 19
+"""Longest integer a repr may hold (as in JSON trace files): larger is an error."""
+
+
+def _to_number(literal: str, pos: int) -> int | float:
+    """A number token's value. NaN, infinities and integers past 19 digits are refused:
+    they cannot be kept faithfully in a JSON trace."""
     cleaned = literal.replace("_", "")
-    if cleaned.lstrip("-") in ("inf", "nan"):
-        return float(cleaned)
-    if any(c in cleaned for c in ".eE"):
-        return float(cleaned)
+    if any(c in cleaned for c in ".eE") or cleaned.lstrip("-") in ("inf", "nan"):
+        value = float(cleaned)
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ReprSyntaxError(f"number {literal[:20]} is not finite", pos)
+        return value
+    if len(cleaned.lstrip("-")) > MAX_INT_DIGITS:
+        raise ReprSyntaxError(f"integer with {len(cleaned)} digits is too large", pos)
     return int(cleaned)
 
 

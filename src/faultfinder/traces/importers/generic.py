@@ -13,14 +13,22 @@ role_field     ``role``      field with the chat role (kept raw in ``Step.role``
 content_field  ``content``   field with the message text (strings, or OpenAI
                              content-part lists whose text parts are joined)
 messages_key   ``messages``  key of the message list in a wrapper object
-task           (see below)   the task text; default: the wrapper's ``task`` or
-                             ``question``, else the first human/user message
-id             (see below)   trace id; default: the wrapper's ``id``, else the
-                             file stem (``stem/N`` for the N-th trace of a file)
+task           (see below)   the task text, or the name of a wrapper key holding
+                             it; default: the wrapper's ``task`` or ``question``,
+                             else the first human/user message
+id             (see below)   trace id, or the name of a wrapper key holding it
+                             (``--map id=question_ID``); default: the wrapper's
+                             ``id``, else the file stem (``stem/N`` for the N-th
+                             trace of a file). Two traces with one id are an error
 step_base      ``0``         numbering of a wrapper's ``mistake_step`` (0 or 1)
 =============  ============  ====================================================
 
 Field names may be dotted (``meta.agent``) to reach into nested objects.
+
+Strictness: text fields (task, ids, labels, answers) must be strings; message content
+a string, a list of content parts or null; anything else is an error naming the field.
+Keys the mapping does not use are kept in metadata and warned about (errors with
+``--strict``), so a misspelt ``mistake_agnet`` is never silently dropped.
 
 Step kind: role ``system`` → 'system'; ``tool``/``function``/``ipython`` → 'tool';
 ``human`` → 'human'; ``user`` → 'human' unless the message also names an agent in
@@ -29,7 +37,6 @@ Step kind: role ``system`` → 'system'; ``tool``/``function``/``ipython`` → '
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -41,12 +48,20 @@ from faultfinder.traces.importers._common import (
     check_options,
     fail,
     make_trace,
+    optional_str,
     parse_label_step,
-    text_of,
     without_credentials,
 )
 from faultfinder.traces.importers._openai import content_text, tool_calls_from
-from faultfinder.traces.io import is_canonical, read_json
+from faultfinder.traces.io import (
+    UnknownKeys,
+    is_canonical,
+    parse_json,
+    read_json,
+    read_jsonl,
+    read_text,
+    split_lines,
+)
 from faultfinder.traces.schema import Agent, GoldLabel, SourceInfo, Step, StepKind, Trace
 
 # Wrapper keys mapped to canonical fields; others are kept in Trace.metadata.
@@ -64,6 +79,11 @@ _WRAPPER_MAPPED = frozenset(
     }
 )
 _TOOL_ROLES = frozenset({"tool", "function", "ipython"})
+# OpenAI chat-message keys other than the mapped ones: kept in Step.metadata, no warning.
+_MESSAGE_KEYS = frozenset(
+    {"tool_calls", "tool_call_id", "function_call", "refusal", "audio", "reasoning_content"}
+    | {"name", "role", "content"}
+)
 
 
 class GenericMapping(BaseModel):
@@ -138,7 +158,7 @@ class GenericImporter:
         mapping = GenericMapping()
         try:
             first = self._first_item(path)
-        except (TraceFormatError, OSError, UnicodeDecodeError):
+        except (TraceFormatError, OSError):
             return False
         if is_canonical(first):
             return False
@@ -151,13 +171,9 @@ class GenericImporter:
     @staticmethod
     def _first_item(path: Path) -> Any:
         if path.suffix == ".jsonl":
-            with path.open(encoding="utf-8") as handle:
-                for line in handle:
-                    if line.strip():
-                        try:
-                            return json.loads(line)
-                        except json.JSONDecodeError:
-                            return None
+            for number, line in enumerate(split_lines(read_text(path)), start=1):
+                if line.strip():
+                    return parse_json(line, path, line=number)
             return None
         data = read_json(path)
         if isinstance(data, list):
@@ -179,7 +195,7 @@ class GenericImporter:
         wrappers = [i for i, (_, item) in enumerate(items) if _is_wrapper(item, mapping)]
         if wrappers and len(wrappers) == len(items):
             many = len(items) > 1
-            return [
+            traces = [
                 self._trace(
                     where_path,
                     item[mapping.messages_key],
@@ -191,6 +207,8 @@ class GenericImporter:
                 )
                 for n, (where_path, item) in enumerate(items)
             ]
+            _check_unique_ids(traces, [p for p, _ in items])
+            return traces
         if wrappers:
             where_path, _ = items[wrappers[0]]
             fail(where_path, "(root)", "mixes wrapper objects and bare messages")
@@ -224,16 +242,7 @@ class GenericImporter:
     def _read_items(path: Path) -> list[tuple[str, Any]]:
         """(error path, item) pairs: JSONL lines, list elements, or the one object."""
         if path.suffix == ".jsonl":
-            items: list[tuple[str, Any]] = []
-            text = path.read_text(encoding="utf-8")
-            for n, line in enumerate(text.splitlines(), start=1):
-                if not line.strip():
-                    continue
-                try:
-                    items.append((f"{path}:{n}", json.loads(line)))
-                except json.JSONDecodeError as exc:
-                    fail(f"{path}:{n}", "(json)", f"invalid JSON at column {exc.colno}: {exc.msg}")
-            return items
+            return [(f"{path}:{n}", value) for n, value in read_jsonl(path)]
         data = read_json(path)
         if isinstance(data, list):
             return [(str(path), item) for item in data]
@@ -253,30 +262,35 @@ class GenericImporter:
         prefix: str,
         line_paths: list[str] | None = None,
     ) -> Trace:
+        unknown = UnknownKeys(path)
+        if wrapper:
+            columns = {c for c in (mapping.id, mapping.task) if c is not None}
+            unknown.check(wrapper, _WRAPPER_MAPPED | {mapping.messages_key} | columns)
         steps: list[Step] = []
         for i, message in enumerate(messages):
             if line_paths is not None:
                 where_path, where = line_paths[i], ""
             else:
                 where_path, where = str(path), f"{prefix}[{i}]"
-            steps.append(self._step(i, message, mapping, where_path, where))
+            steps.append(self._step(i, message, mapping, where_path, where, unknown))
+        unknown.report()
         label = self._label(wrapper, mapping, path, len(steps))
-        task = mapping.task
+        task = _option_or_column(wrapper, mapping.task, "task", path)
         if task is None:
-            for key in ("task", "question"):
-                if wrapper.get(key) is not None:
-                    task = text_of(wrapper[key])
-                    break
+            task = optional_str(wrapper, "task", path) or optional_str(wrapper, "question", path)
         if task is None:
             task = next((s.content for s in steps if s.kind == "human"), "")
         agents = [Agent(name=n) for n in dict.fromkeys(s.agent for s in steps if s.kind == "llm")]
+        trace_id = _option_or_column(wrapper, mapping.id, "id", path)
+        if trace_id is None:
+            trace_id = optional_str(wrapper, "id", path) or default_id
         return make_trace(
             path,
-            id=mapping.id or (text_of(wrapper["id"]) if wrapper.get("id") else default_id),
+            id=trace_id,
             task=task,
-            ground_truth=_optional_text(wrapper.get("ground_truth")),
-            final_answer=_optional_text(wrapper.get("final_answer")),
-            system=_optional_text(wrapper.get("system")),
+            ground_truth=optional_str(wrapper, "ground_truth", path),
+            final_answer=optional_str(wrapper, "final_answer", path),
+            system=optional_str(wrapper, "system", path),
             agents=agents,
             steps=steps,
             label=label,
@@ -289,7 +303,14 @@ class GenericImporter:
         )
 
     @staticmethod
-    def _step(index: int, message: Any, mapping: GenericMapping, path: str, where: str) -> Step:
+    def _step(
+        index: int,
+        message: Any,
+        mapping: GenericMapping,
+        path: str,
+        where: str,
+        unknown: UnknownKeys,
+    ) -> Step:
         def field(name: str) -> str:
             return f"{where}.{name}" if where else name
 
@@ -303,16 +324,25 @@ class GenericImporter:
             fail(path, field(mapping.agent_field), "expected a string")
         agent = (named or role_value or "").strip()
         if not agent:
+            nested = _message_list_key(message)
+            hint = (
+                f"the messages seem to sit under '{nested}': pass --map messages_key={nested}"
+                if nested
+                else "set agent_field / role_field"
+            )
             fail(
                 path,
                 field(mapping.agent_field),
                 f"missing: neither '{mapping.agent_field}' nor '{mapping.role_field}' names "
-                "the speaker (set agent_field / role_field)",
+                f"the speaker ({hint})",
             )
+        content = _get(message, mapping.content_field)
+        if content is not None and not isinstance(content, str | list):
+            fail(path, field(mapping.content_field), "expected text, a list of parts or null")
         separate_name = bool(named) and mapping.agent_field != mapping.role_field
         kind = _kind(role_value, separate_name)
         tool_calls = tool_calls_from(
-            message.get("tool_calls"), path=path, where=field("tool_calls")
+            message.get("tool_calls"), path=path, where=field("tool_calls"), unknown=unknown
         )
         used = {
             _top_key(mapping.role_field),
@@ -320,13 +350,14 @@ class GenericImporter:
             _top_key(mapping.content_field),
             "tool_calls",
         }
+        unknown.check(message, used | _MESSAGE_KEYS, where, path=path)
         metadata = without_credentials({k: v for k, v in message.items() if k not in used})
         return Step(
             index=index,
             agent=agent,
             role=role_value,
             kind=kind,
-            content=content_text(_get(message, mapping.content_field)),
+            content=content_text(content, path=path, where=field(mapping.content_field)),
             tool_calls=tool_calls,
             source_id=str(index),
             metadata=metadata,
@@ -343,9 +374,9 @@ class GenericImporter:
             step_value, path=path, field="mistake_step", n_steps=n_steps, base=mapping.step_base
         )
         return GoldLabel(
-            agent=_optional_text(agent),
+            agent=optional_str(wrapper, "mistake_agent", path),
             step=step,
-            reason=_optional_text(wrapper.get("mistake_reason")),
+            reason=optional_str(wrapper, "mistake_reason", path),
         )
 
 
@@ -360,5 +391,39 @@ def _kind(role: str | None, separate_name: bool) -> StepKind:
     return "llm"
 
 
-def _optional_text(value: Any) -> str | None:
-    return None if value is None else text_of(value)
+def _option_or_column(
+    wrapper: dict[str, Any], option: str | None, name: str, path: str | Path
+) -> str | None:
+    """An option's value: the wrapper's key of that name when there is one (a column),
+    else the literal text."""
+    if option is None:
+        return None
+    if option in wrapper:
+        value = wrapper[option]
+        if isinstance(value, str) and value.strip():
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        fail(path, option, f"--map {name}={option} names this key, which holds no usable {name}")
+    return option
+
+
+def _check_unique_ids(traces: list[Trace], paths: list[str]) -> None:
+    first: dict[str, str] = {}
+    for trace, where in zip(traces, paths, strict=True):
+        if trace.id in first:
+            fail(
+                where,
+                "id",
+                f"trace id {trace.id!r} already used at {first[trace.id]}; ids must be unique "
+                "(map id to a column holding distinct values, e.g. --map id=question_ID)",
+            )
+        first[trace.id] = where
+
+
+def _message_list_key(item: dict[str, Any]) -> str | None:
+    """The key of a list of objects inside ``item``, when it looks like a message list."""
+    for key, value in item.items():
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            return str(key)
+    return None

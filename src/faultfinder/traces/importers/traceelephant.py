@@ -16,7 +16,6 @@ source and 0-based here; the original id stays in ``Step.source_id``.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -24,7 +23,9 @@ from faultfinder.traces.importers import register_importer
 from faultfinder.traces.importers._common import (
     check_options,
     fail,
+    json_in_text,
     make_trace,
+    optional_str,
     parse_label_step,
     text_of,
     without_credentials,
@@ -35,7 +36,7 @@ from faultfinder.traces.importers._openai import (
     read_tool_logs,
     split_request,
 )
-from faultfinder.traces.io import natural_key, read_json
+from faultfinder.traces.io import UnknownKeys, natural_key, read_json
 from faultfinder.traces.schema import Agent, GoldLabel, SourceInfo, Step, Trace
 
 NEW_LAYOUT = ("trace_metadata.json", "step_records.json")
@@ -58,10 +59,13 @@ _MAPPED_METADATA = frozenset(
         "mistake_reason",
     }
 )
+# Metadata fields the benchmark writes that stay in Trace.metadata without a warning.
+_KNOWN_METADATA = frozenset({"task_id", "benchmark_name", "run_id", "tests_status"})
 # Step record fields mapped to canonical ones; all others are kept in Step.metadata.
 _MAPPED_STEP = frozenset(
     {"step_id", "agent_name", "input", "output", "request", "response", "tool_logs"}
 )
+_KNOWN_STEP = _MAPPED_STEP | {"agent_id"}
 # Keys of a per-agent configuration entry that map onto Agent fields.
 _AGENT_NAME_KEYS = ("name", "agent_name", "agent")
 _AGENT_PROMPT_KEYS = ("system_prompt", "system_message", "prompt", "instructions")
@@ -135,24 +139,26 @@ class TraceElephantImporter:
         if not isinstance(records, list):
             fail(steps_path, "(root)", "expected a list of step records")
         old = layout == OLD_LAYOUT
-        steps = [self._step(i, r, steps_path, old) for i, r in enumerate(records)]
+        unknown_meta, unknown_steps = UnknownKeys(meta_path), UnknownKeys(steps_path)
+        unknown_meta.check(meta, _MAPPED_METADATA | _KNOWN_METADATA)
+        steps = [self._step(i, r, steps_path, old, unknown_steps) for i, r in enumerate(records)]
+        unknown_meta.report()
+        unknown_steps.report()
         metadata = {k: v for k, v in meta.items() if k not in _MAPPED_METADATA}
         label, note = self._label(meta, meta_path, steps)
         if note:
             metadata["label_note"] = note
-        agents, unmapped_config = self._agents(meta.get("agent_configuration"), steps)
+        agents, unmapped_config = self._agents(meta.get("agent_configuration"), steps, meta_path)
         if unmapped_config is not None:
             metadata["agent_configuration"] = unmapped_config
         return make_trace(
             meta_path,
             id=f"{directory.parent.name}/{directory.name}",
             task=self._task(meta, meta_path),
-            ground_truth=None
-            if meta.get("ground_truth") is None
-            else text_of(meta["ground_truth"]),
-            system=None if meta.get("system_name") is None else text_of(meta["system_name"]),
+            ground_truth=optional_str(meta, "ground_truth", meta_path),
+            system=optional_str(meta, "system_name", meta_path),
             agents=agents,
-            architecture=self._architecture(meta),
+            architecture=self._architecture(meta, meta_path),
             steps=steps,
             label=label,
             source=SourceInfo(
@@ -164,8 +170,9 @@ class TraceElephantImporter:
     @staticmethod
     def _task(meta: dict[str, Any], path: Path) -> str:
         for key in ("task_instruction", "question"):
-            if meta.get(key) is not None:
-                return text_of(meta[key])
+            task = optional_str(meta, key, path)
+            if task is not None:
+                return task
         fail(path, "task_instruction", "missing: the task given to the system")
 
     @staticmethod
@@ -180,29 +187,35 @@ class TraceElephantImporter:
         return None
 
     @staticmethod
-    def _architecture(meta: dict[str, Any]) -> str | None:
+    def _architecture(meta: dict[str, Any], path: Path) -> str | None:
         parts = [
-            text_of(meta[k])
+            text
             for k in ("agent_system_intro", "system_architecture")
-            if meta.get(k) not in (None, "")
+            if (text := optional_str(meta, k, path))
         ]
         return "\n\n".join(parts) or None
 
     @staticmethod
-    def _step(position: int, record: Any, path: Path, old: bool) -> Step:
+    def _step(position: int, record: Any, path: Path, old: bool, unknown: UnknownKeys) -> Step:
         where = f"[{position}]"
         if not isinstance(record, dict):
             fail(path, where, "expected a step record object")
-        agent = record.get("agent_name")
-        if agent is None and record.get("agent_id") is not None:
-            agent = record["agent_id"]
-        if agent is None or not text_of(agent).strip():
+        unknown.check(record, _KNOWN_STEP, where)
+        agent: Any = optional_str(record, "agent_name", path, where)
+        agent_id = record.get("agent_id")
+        if agent is None and agent_id is not None:
+            if isinstance(agent_id, bool) or not isinstance(agent_id, str | int):
+                fail(path, f"{where}.agent_id", "expected a string or integer id")
+            agent = str(agent_id)
+        if agent is None or not agent.strip():
             fail(path, f"{where}.agent_name", "missing: every step needs its agent")
         input_key, output_key = ("request", "response") if old else ("input", "output")
         messages, request = split_request(
             record.get(input_key), path=path, where=f"{where}.{input_key}"
         )
-        parts = read_completion(record.get(output_key), path=path, where=f"{where}.{output_key}")
+        parts = read_completion(
+            record.get(output_key), path=path, where=f"{where}.{output_key}", unknown=unknown
+        )
         calls, results, unmapped = read_tool_logs(
             record.get("tool_logs"), path=path, where=f"{where}.tool_logs"
         )
@@ -211,6 +224,10 @@ class TraceElephantImporter:
         if unmapped:
             metadata["tool_logs_unmapped"] = unmapped
         step_id = record.get("step_id")
+        if step_id is not None and (
+            isinstance(step_id, bool) or not isinstance(step_id, str | int)
+        ):
+            fail(path, f"{where}.step_id", "expected a string or integer id")
         return Step(
             index=position,
             agent=text_of(agent).strip(),
@@ -231,7 +248,8 @@ class TraceElephantImporter:
     def _label(
         meta: dict[str, Any], path: Path, steps: list[Step]
     ) -> tuple[GoldLabel | None, str | None]:
-        agent, step_value = meta.get("mistake_agent"), meta.get("mistake_step")
+        agent = optional_str(meta, "mistake_agent", path)
+        step_value = meta.get("mistake_step")
         if agent in (None, "") and step_value in (None, ""):
             return None, None
         # The benchmark's scorer counts mistake_step as a 1-based position in the step list,
@@ -245,21 +263,20 @@ class TraceElephantImporter:
                 f"mistake_step {step + 1} is read as a 1-based position; the step there has "
                 f"step_id {steps[step].source_id}"
             )
-        reason = meta.get("mistake_reason")
         label = GoldLabel(
-            agent=None if agent in (None, "") else text_of(agent).strip(),
+            agent=None if not agent else agent.strip(),
             step=step,
-            reason=None if reason is None else text_of(reason),
+            reason=optional_str(meta, "mistake_reason", path),
         )
         return label, note
 
     @staticmethod
-    def _agents(config: Any, steps: list[Step]) -> tuple[list[Agent], Any]:
+    def _agents(config: Any, steps: list[Step], path: Path) -> tuple[list[Agent], Any]:
         """Roster from agent_configuration (when its shape is recognised) plus step agents.
 
         Returns (agents, the configuration itself when it could not be mapped, else None).
         """
-        agents, unmapped = _agents_from_config(config, {s.agent for s in steps})
+        agents, unmapped = _agents_from_config(config, {s.agent for s in steps}, path)
         known = {a.name for a in agents}
         for step in steps:
             if step.agent not in known:
@@ -273,7 +290,7 @@ def _request_model(request: dict[str, Any] | None) -> str | None:
     return model if isinstance(model, str) else None
 
 
-def _agents_from_config(config: Any, step_agents: set[str]) -> tuple[list[Agent], Any]:
+def _agents_from_config(config: Any, step_agents: set[str], path: Path) -> tuple[list[Agent], Any]:
     """Agents from a configuration shaped as a list of agent objects, a dict with an 'agents'
     list or mapping, or a mapping keyed by agent names (recognised only when at least one key
     names an agent that acts in the trace, so {'llm_config': {...}} is not read as a roster).
@@ -281,12 +298,11 @@ def _agents_from_config(config: Any, step_agents: set[str]) -> tuple[list[Agent]
     if config in (None, "", [], {}):
         return [], None
     if isinstance(config, str):
-        try:
-            decoded = json.loads(config)
-        except json.JSONDecodeError:
+        decoded = json_in_text(config, path=path, where="agent_configuration")
+        if decoded is None:
             return [], config
         if isinstance(decoded, dict | list):
-            return _agents_from_config(decoded, step_agents)
+            return _agents_from_config(decoded, step_agents, path)
         return [], config
     entries: list[tuple[str | None, Any]] = []
     if isinstance(config, dict) and isinstance(config.get("agents"), list | dict):
@@ -334,10 +350,10 @@ def _agent_from_entry(key: str | None, entry: Any) -> Agent | None:
     description = _pick(entry, _AGENT_DESCRIPTION_KEYS, used)
     model = entry.get("model")
     llm_config = entry.get("llm_config")
-    if not isinstance(model, str) and isinstance(llm_config, dict):
-        model = llm_config.get("model")
-    if "model" in entry:
+    if isinstance(model, str):
         used.add("model")
+    elif isinstance(llm_config, dict):
+        model = llm_config.get("model")
     rest = without_credentials({k: v for k, v in entry.items() if k not in used})
     return Agent(
         name=name.strip(),

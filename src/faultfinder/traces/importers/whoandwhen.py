@@ -29,10 +29,10 @@ from faultfinder.traces.importers._common import (
     check_options,
     fail,
     make_trace,
+    optional_str,
     parse_label_step,
-    text_of,
 )
-from faultfinder.traces.io import natural_key, read_json
+from faultfinder.traces.io import UnknownKeys, natural_key, read_json
 from faultfinder.traces.schema import Agent, GoldLabel, SourceInfo, Step, StepKind, Trace
 
 ALGORITHM_GENERATED = "Algorithm-Generated"
@@ -50,6 +50,11 @@ _MAPPED = frozenset(
     {"question", "ground_truth", "history", "mistake_agent", "mistake_step", "mistake_reason"}
     | {"system_prompt"}
 )
+# Top-level fields the released files also carry, kept in Trace.metadata without a warning.
+_KNOWN_EXTRA = frozenset(
+    {"question_ID", "level", "is_correct", "is_corrected", "mistake_type", "labels"}
+)
+_MESSAGE_KEYS = frozenset({"content", "role", "name"})
 _OPTIONS = {"subset": f"force the subset ({' or '.join(SUBSETS)}) instead of detecting it"}
 _SUFFIX = re.compile(r"^(?P<agent>.*?)\s*\((?P<detail>[^()]*)\)\s*$")
 _FINAL_ANSWER = re.compile(r"^FINAL ANSWER:\s*(?P<answer>.*?)\s*$", re.MULTILINE)
@@ -145,15 +150,16 @@ class WhoAndWhenImporter:
         question = data.get("question")
         if not isinstance(question, str):
             fail(path, "question", "missing or not a string")
+        unknown = UnknownKeys(path)
+        unknown.check(data, _MAPPED | _KNOWN_EXTRA)
         subset = subset or self._subset(path, data)
-        steps = [self._step(i, item, subset, path) for i, item in enumerate(history)]
+        steps = [self._step(i, item, subset, path, unknown) for i, item in enumerate(history)]
+        unknown.report()
         return make_trace(
             path,
             id=f"{subset}/{path.stem}",
             task=question,
-            ground_truth=None
-            if data.get("ground_truth") is None
-            else text_of(data["ground_truth"]),
+            ground_truth=optional_str(data, "ground_truth", path),
             final_answer=self._final_answer(steps),
             system=SYSTEMS[subset],
             agents=self._agents(data, steps, path),
@@ -171,10 +177,11 @@ class WhoAndWhenImporter:
         return ALGORITHM_GENERATED if has_names or "system_prompt" in data else HAND_CRAFTED
 
     @staticmethod
-    def _step(index: int, item: Any, subset: str, path: Path) -> Step:
+    def _step(index: int, item: Any, subset: str, path: Path, unknown: UnknownKeys) -> Step:
         where = f"history[{index}]"
         if not isinstance(item, dict):
             fail(path, where, "expected an object with content and role")
+        unknown.check(item, _MESSAGE_KEYS, where)
         content = item.get("content")
         if content is not None and not isinstance(content, str):
             fail(path, f"{where}.content", "expected a string")
@@ -197,6 +204,7 @@ class WhoAndWhenImporter:
             kind=step_kind(agent, raw_role),
             content=content or "",
             source_id=str(index),
+            metadata={k: v for k, v in item.items() if k not in _MESSAGE_KEYS},
         )
 
     @staticmethod
@@ -204,7 +212,10 @@ class WhoAndWhenImporter:
         prompts = data.get("system_prompt") or {}
         if not isinstance(prompts, dict):
             fail(path, "system_prompt", "expected an object mapping agent names to prompts")
-        agents = [Agent(name=str(name), system_prompt=text_of(p)) for name, p in prompts.items()]
+        for name, prompt in prompts.items():
+            if not isinstance(prompt, str):
+                fail(path, f"system_prompt.{name}", "expected the agent's prompt as a string")
+        agents = [Agent(name=name, system_prompt=p) for name, p in prompts.items()]
         known = {a.name for a in agents}
         for step in steps:
             if step.kind != "human" and step.agent not in known:
@@ -214,18 +225,15 @@ class WhoAndWhenImporter:
 
     @staticmethod
     def _label(data: dict[str, Any], n_steps: int, path: Path) -> GoldLabel | None:
-        agent, step_value = data.get("mistake_agent"), data.get("mistake_step")
-        reason = data.get("mistake_reason")
+        agent = optional_str(data, "mistake_agent", path)
+        step_value = data.get("mistake_step")
+        reason = optional_str(data, "mistake_reason", path)
         if agent is None and step_value is None:
             return None
         step = parse_label_step(
             step_value, path=path, field="mistake_step", n_steps=n_steps, base=0
         )
-        return GoldLabel(
-            agent=None if agent is None else text_of(agent).strip(),
-            step=step,
-            reason=None if reason is None else text_of(reason),
-        )
+        return GoldLabel(agent=None if agent is None else agent.strip(), step=step, reason=reason)
 
     @staticmethod
     def _final_answer(steps: list[Step]) -> str | None:
