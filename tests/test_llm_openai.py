@@ -147,6 +147,23 @@ def test_missing_usage_is_estimated_by_the_llm_layer(loopback_requests: None) ->
     assert reply.usage.completion_tokens == 10
 
 
+def test_cached_prompt_tokens_are_counted_separately(loopback_requests: None) -> None:
+    usage = {
+        "prompt_tokens": 1200,
+        "completion_tokens": 7,
+        "prompt_tokens_details": {"cached_tokens": 1024},
+    }
+    with FakeOpenAIServer(reply=lambda body: {"text": "ok", "usage": usage}) as server:
+        llm = LLM(OpenAICompatBackend("m", base_url=server.base_url))
+        first = asyncio.run(llm.chat("a question"))
+        second = asyncio.run(llm.chat("another question"))
+    total = first.usage + second.usage
+    assert first.usage.cached_prompt_tokens == 1024
+    assert first.usage.uncached_prompt_tokens == 176
+    assert total.cached_prompt_tokens == 2048 and total.prompt_tokens == 2400
+    assert not first.usage.estimated
+
+
 # --- keys --------------------------------------------------------------------------------
 
 

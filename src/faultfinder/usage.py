@@ -12,6 +12,10 @@ class Usage(BaseModel):
     """Tokens sent to the model (the prompt)."""
     completion_tokens: int = 0
     """Tokens the model produced."""
+    cached_prompt_tokens: int = 0
+    """Of ``prompt_tokens``, those the server reports it served from its prompt (prefix)
+    cache: OpenAI-compatible ``usage.prompt_tokens_details.cached_tokens``. Included in
+    ``prompt_tokens``; 0 when the server does not say."""
     calls: int = 0
     """Model calls made (cache hits are counted in ``cached_calls`` instead)."""
     cached_calls: int = 0
@@ -23,10 +27,16 @@ class Usage(BaseModel):
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
+    @property
+    def uncached_prompt_tokens(self) -> int:
+        """Prompt tokens the server had to process anew (cached prefix aside)."""
+        return self.prompt_tokens - self.cached_prompt_tokens
+
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
+            cached_prompt_tokens=self.cached_prompt_tokens + other.cached_prompt_tokens,
             calls=self.calls + other.calls,
             cached_calls=self.cached_calls + other.cached_calls,
             estimated=self.estimated or other.estimated,

@@ -21,6 +21,8 @@ COMMANDS: list[tuple[str, str]] = [
     ("faultfinder.cli.replay_cmd", "debug_report"),
     ("faultfinder.cli.replay_cmd", "check"),
     ("faultfinder.cli.import_cmd", "import_traces"),
+    ("faultfinder.cli.collect_cmd", "collect"),
+    ("faultfinder.cli.export_cmd", "export"),
     ("faultfinder.cli.demo", "demo"),
     ("faultfinder.cli.eval_cmd", "eval_command"),
     ("faultfinder.cli.eval_cmd", "report_command"),

@@ -18,7 +18,9 @@ from faultfinder.cli.common import (
     pass_errors,
     strict_option,
 )
+from faultfinder.errors import ModelNotAvailableError
 from faultfinder.exitcodes import CaseCounts
+from faultfinder.llm import LLM, ScriptedBackend
 from faultfinder.methods import (
     available,
     create_method,
@@ -45,7 +47,13 @@ def format_attribution(result: Attribution) -> str:
     u = result.usage
     lines.append(
         f"cost:       {u.calls} calls ({u.cached_calls} cached), {u.prompt_tokens} prompt + "
-        f"{u.completion_tokens} completion tokens" + (" (estimated)" if u.estimated else "")
+        f"{u.completion_tokens} completion tokens"
+        + (" (estimated)" if u.estimated else "")
+        + (
+            f"; {u.cached_prompt_tokens} prompt tokens served from the server's cache"
+            if u.cached_prompt_tokens
+            else ""
+        )
     )
     return "\n".join(lines)
 
@@ -81,7 +89,13 @@ def attribute(
     method = create_method(
         method_spec, **method_overrides(with_ground_truth, observability, settings)
     )
-    llm = build_llm(**llm_options, needs_model=needs_model(method))
+    try:
+        llm = build_llm(**llm_options, needs_model=needs_model(method))
+    except ModelNotAvailableError:
+        if getattr(method, "makes_model_calls", True):
+            raise
+        # An offline method (shortlist) runs without the embedded model installed.
+        llm = LLM(ScriptedBackend([], model="no-model"))
     result = asyncio.run(run_method(method, trace, llm, label=method_spec))
     click.echo(result.model_dump_json(indent=2) if as_json else format_attribution(result))
     exit_for(CaseCounts.of([result.status]))

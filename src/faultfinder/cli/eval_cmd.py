@@ -17,6 +17,7 @@ from faultfinder.cli.common import (
     pass_errors,
     strict_option,
 )
+from faultfinder.eval import reliability
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
 from faultfinder.eval.floors import floor_rows
 from faultfinder.eval.report import FORMATS, plot_tolerance, render, summarise
@@ -297,13 +298,21 @@ def floors_for(rows: list[EvalRow], dataset: str) -> list[EvalRow]:
     help="Dataset the results were run on: compute the floors (random, baseline:*) on the "
     "same traces and list them under each subset (needs no model).",
 )
+@click.option(
+    "--reliability-plot",
+    "reliability_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write a reliability diagram (PNG) of the methods that state a confidence.",
+)
 @pass_errors
 def report_command(
     results: tuple[str, ...],
     fmt: str,
     plot_path: str | None,
     tolerances: bool,
-    floors_from: str | None,
+    floors_from: str | None = None,
+    reliability_path: str | None = None,
 ) -> None:
     """Accuracy tables (per subset, mean ± std over runs, 95% intervals, floors) from eval
     result files."""
@@ -317,3 +326,11 @@ def report_command(
     if plot_path:
         written = plot_tolerance(summaries, plot_path)
         click.echo(f"plot written to {written}", err=True)
+    if fmt in ("text", "markdown") and (section := reliability.render_rows(rows)):
+        click.echo("\n" + section)
+    if reliability_path:
+        drawn = reliability.plot_rows(rows, reliability_path)
+        click.echo(
+            f"reliability diagram written to {drawn}" if drawn else "no row states a confidence",
+            err=True,
+        )

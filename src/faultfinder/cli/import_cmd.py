@@ -86,7 +86,7 @@ def _format_help() -> str:
 
 
 @click.command("import")
-@click.argument("path", type=click.Path(exists=True))
+@click.argument("path", type=click.Path(exists=True), required=False)
 @click.option("--format", "trace_format", default=None, help=_format_help())
 @click.option(
     "--out",
@@ -110,14 +110,30 @@ def _format_help() -> str:
     help="Importer option, e.g. --map agent_field=speaker (generic) or "
     "--map subset=Hand-Crafted (who-and-when).",
 )
+@click.option(
+    "--from-langfuse",
+    "langfuse_trace",
+    default=None,
+    metavar="TRACE_ID",
+    help="Fetch this trace from Langfuse's v2 observations API instead of reading PATH "
+    "(needs --langfuse-host and LANGFUSE_PUBLIC_KEY/LANGFUSE_SECRET_KEY).",
+)
+@click.option(
+    "--langfuse-host",
+    default=None,
+    metavar="URL",
+    help="Langfuse host for --from-langfuse, e.g. https://cloud.langfuse.com.",
+)
 @strict_option
 @pass_errors
 def import_traces(
-    path: str,
+    path: str | None,
     trace_format: str | None,
     out: str | None,
     out_dir: str | None,
     mapping: tuple[str, ...],
+    langfuse_trace: str | None,
+    langfuse_host: str | None,
     strict: bool,
 ) -> None:
     """Convert PATH (a file or directory in another format) into canonical traces.
@@ -127,7 +143,17 @@ def import_traces(
     if out and out_dir:
         raise click.UsageError("Use either --out or --out-dir, not both.")
     options: dict[str, Any] = parse_mapping(mapping)
-    traces = load_traces(path, format=trace_format, strict=strict, **options)
+    if langfuse_trace:
+        if path or not langfuse_host:
+            raise click.UsageError("--from-langfuse takes no PATH and needs --langfuse-host URL.")
+        from faultfinder.traces.importers.langfuse import load_from_langfuse
+
+        traces = load_from_langfuse(langfuse_host, langfuse_trace)
+        path = f"langfuse:{langfuse_trace}"
+    elif path is None:
+        raise click.UsageError("Give a PATH to import (or --from-langfuse TRACE_ID).")
+    else:
+        traces = load_traces(path, format=trace_format, strict=strict, **options)
     if out:
         target = Path(out)
         if target.suffix == ".jsonl":

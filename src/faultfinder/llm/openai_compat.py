@@ -275,7 +275,19 @@ def reported_usage(reported: Any) -> Usage:
             return 0
         return value if 0 <= value < 2**53 else 0
 
-    return Usage(prompt_tokens=count("prompt_tokens"), completion_tokens=count("completion_tokens"))
+    details = reported.get("prompt_tokens_details")
+    cached = 0
+    if isinstance(details, dict):
+        value = details.get("cached_tokens")
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**53:
+            cached = value
+    prompt = count("prompt_tokens")
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=count("completion_tokens"),
+        # Part of the prompt, served from the server's prefix cache (never more than it).
+        cached_prompt_tokens=min(cached, prompt),
+    )
 
 
 def _unreachable(exc: BaseException) -> str | None:

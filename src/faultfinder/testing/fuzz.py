@@ -76,6 +76,19 @@ TARGETS: list[FuzzTarget] = [
 ]
 """Readers under test. New importers add one line here."""
 
+SPAN_TARGETS: list[FuzzTarget] = [
+    FuzzTarget("otlp", f"{_FIX}/importers/otlp/genai.json"),
+    FuzzTarget("otlp", f"{_FIX}/otel/openai-agents-openinference.otlp.jsonl"),
+    FuzzTarget("langfuse", f"{_FIX}/importers/langfuse/observations-page.json"),
+    FuzzTarget("phoenix", f"{_FIX}/importers/phoenix/rest-spans.json"),
+    FuzzTarget("phoenix", f"{_FIX}/importers/phoenix/spans.jsonl"),
+    FuzzTarget("ag2", f"{_FIX}/importers/ag2/runtime.jsonl"),
+]
+"""Readers of tracing formats (OTLP, Langfuse, Phoenix, AG2 logs). They must never crash;
+their misreads are counted but not yet zero: span attributes and payload fields they do not
+map (an attribute key with a typo, a damaged key inside a free-form message) are dropped
+rather than kept verbatim, which the judge counts as a misread."""
+
 Verdict = Literal["ok", "error", "crash", "misread"]
 
 

@@ -54,11 +54,13 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
             return [trace_from_dict(data, p)]
         if format == "faultfinder":
             raise TraceFormatError(str(p), "schema_version", "missing: not a faultfinder trace")
+    tried = ["faultfinder (canonical)"]
     if format is None:
-        for cls in importers().values():
+        for name, cls in importers().items():
             importer = cls()
             if _detects(importer, p):
                 return list(importer.load(p, **options))
+            tried.append(name)
     if p.is_dir():
         files = sorted(
             (f for f in p.iterdir() if f.is_file() and f.suffix in (".json", ".jsonl")),
@@ -69,7 +71,7 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
     raise TraceFormatError(
         str(p),
         "(format)",
-        "not a faultfinder trace and no importer recognises it; name one with --format "
+        f"no reader recognises it (tried: {', '.join(tried)}); name one with --format "
         f"({', '.join(importers())})",
     )
 

@@ -1,0 +1,67 @@
+"""`faultfinder export`: write an attribution back to Phoenix, Langfuse or an OTLP endpoint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from pydantic import ValidationError
+
+from faultfinder.cli.common import pass_errors
+from faultfinder.errors import ConfigError
+from faultfinder.methods.base import Attribution
+from faultfinder.traces.loader import load_trace
+from faultfinder.writeback import TARGETS, payload_for, send
+
+
+def read_attribution(path: Path) -> Attribution:
+    try:
+        return Attribution.model_validate_json(path.read_text(encoding="utf-8"))
+    except (ValidationError, ValueError) as exc:
+        raise ConfigError(
+            f"{path}: not an attribution (write one with `faultfinder attribute --json`): "
+            f"{str(exc).splitlines()[0]}"
+        ) from None
+
+
+@click.command("export")
+@click.argument("attribution_file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("trace_path", type=click.Path(exists=True))
+@click.option("--to", "target", type=click.Choice(TARGETS), required=True, help="Where to write.")
+@click.option(
+    "--url",
+    default=None,
+    help="Base URL of the Phoenix server, the Langfuse host, or the OTLP/HTTP endpoint. "
+    "Nothing is sent without it.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the request body to this file instead of (or as well as) sending it.",
+)
+@click.option("--format", "trace_format", default=None, help="Trace format (default: detect).")
+@pass_errors
+def export(
+    attribution_file: str,
+    trace_path: str,
+    target: str,
+    url: str | None,
+    out: str | None,
+    trace_format: str | None,
+) -> None:
+    """Write ATTRIBUTION_FILE (from `attribute --json`) back onto the spans of TRACE_PATH:
+    a Phoenix span annotation, a Langfuse score, or an OTLP span event, on the span of the
+    decisive step. Keys come from PHOENIX_API_KEY or LANGFUSE_PUBLIC_KEY/LANGFUSE_SECRET_KEY."""
+    if url is None and out is None:
+        raise click.UsageError("Give --url to send the verdict, or --out to write it to a file.")
+    attribution = read_attribution(Path(attribution_file))
+    trace = load_trace(trace_path, format=trace_format)
+    payload = payload_for(target, attribution, trace)
+    if out:
+        Path(out).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        click.echo(f"wrote {target} payload to {out}")
+    if url:
+        status = send(target, url, payload)
+        click.echo(f"{target}: sent the verdict on step {attribution.step} ({status})")

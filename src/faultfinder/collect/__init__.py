@@ -1,0 +1,1 @@
+"""Live trace collection (OTLP/HTTP) into canonical trace files."""

@@ -1,0 +1,221 @@
+"""A live OTLP/HTTP trace collector: spans in, one canonical trace file per finished trace.
+
+A program exports its spans with any OTLP/HTTP exporter to ``http://127.0.0.1:PORT``
+(``OTEL_EXPORTER_OTLP_ENDPOINT``); the collector accepts ``POST /v1/traces`` in protobuf
+(``application/x-protobuf``) or JSON (``application/json``), gzip-encoded or not, groups the
+spans by trace id, and writes ``OUT/<trace id>.json`` once the trace is *finished*:
+
+- its root span (a span without parent) has arrived — exporters send a span when it ends,
+  so the root has ended — and
+- no new span of that trace has arrived for ``quiet_seconds``.
+
+On shutdown every trace still open is written too, finished or not (``metadata.complete``
+says which). A span arriving after its trace was written rewrites the file with it.
+
+It reuses the project's HTTP server (``replay.httpserver``): loopback bind by default, the
+same request body limit as the proxy, and a per-request read deadline (headers and body,
+and the wait for the next request on a kept-alive connection) so idle clients are dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import h11
+
+from faultfinder.errors import FaultfinderError
+from faultfinder.replay.httpserver import (
+    LOOPBACK,
+    MAX_BODY,
+    HttpServer,
+    Request,
+    Response,
+    json_response,
+)
+from faultfinder.traces.importers._semconv import build_trace
+from faultfinder.traces.importers._spans import Span, spans_from_otlp
+from faultfinder.traces.importers.otlp import decode_protobuf
+from faultfinder.traces.io import write_trace
+
+PROTOBUF = "application/x-protobuf"
+
+
+@dataclass
+class CollectorConfig:
+    """How the collector listens and when it writes."""
+
+    out_dir: Path
+    """Directory receiving one canonical ``<trace id>.json`` per trace."""
+    host: str = LOOPBACK
+    """Interface to bind; loopback unless the user names another."""
+    port: int = 4318
+    """TCP port (4318 is OTLP/HTTP's default; 0 picks a free one)."""
+    quiet_seconds: float = 2.0
+    """A trace whose root span has arrived is finished after this long without new spans."""
+    read_timeout: float = 30.0
+    """Seconds a client may take to send one request (or to start the next one)."""
+    max_body: int = MAX_BODY
+    """Largest accepted request body, after gzip decompression."""
+    raw_file: Path | None = None
+    """When set, every accepted export request is also appended to this file as one line of
+    OTLP/JSON (what `faultfinder import` reads back), for debugging or sharing."""
+
+
+@dataclass
+class _Open:
+    spans: dict[str, Span] = field(default_factory=dict)
+    last_seen: float = 0.0
+    has_root: bool = False
+    written: bool = False
+    dirty: bool = True
+
+
+class _TimedServer(HttpServer):
+    """The project's HTTP server with a deadline on reading each request."""
+
+    read_timeout: float = 30.0
+
+    async def _read_request(
+        self, conn: h11.Connection, reader: asyncio.StreamReader
+    ) -> Request | None:
+        try:
+            return await asyncio.wait_for(super()._read_request(conn, reader), self.read_timeout)
+        except TimeoutError:
+            return None
+
+
+class Collector:
+    """Receives OTLP spans and writes finished traces. Use as ``async with``."""
+
+    def __init__(self, config: CollectorConfig) -> None:
+        self.config = config
+        self.traces: dict[str, _Open] = {}
+        self.written: list[Path] = []
+        """Every file written, in order (a rewritten trace appears again)."""
+        self.rejected = 0
+        self._server = _TimedServer(self.handle, config.host, config.port)
+        self._server.read_timeout = config.read_timeout
+        self._sweeper: asyncio.Task[None] | None = None
+        self.changed = asyncio.Event()
+
+    @property
+    def url(self) -> str:
+        return self._server.url
+
+    async def start(self) -> Collector:
+        self.config.out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            await self._server.start()
+        except OSError as exc:
+            raise FaultfinderError(
+                f"cannot listen on {self.config.host}:{self.config.port}: {exc.strerror or exc}"
+            ) from None
+        self._sweeper = asyncio.create_task(self._sweep())
+        return self
+
+    async def close(self) -> None:
+        """Stop listening and write every trace still open."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
+        await self._server.close()
+        self.flush(force=True)
+
+    async def __aenter__(self) -> Collector:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def handle(self, request: Request) -> Response:
+        if request.path != "/v1/traces":
+            return json_response(404, {"error": f"unknown path {request.path}; use /v1/traces"})
+        if request.method != "POST":
+            return json_response(405, {"error": "use POST"})
+        kind = (request.header("content-type") or "").split(";")[0].strip().lower()
+        try:
+            body = self._decoded_body(request)
+            if kind == PROTOBUF:
+                payload: Any = decode_protobuf(body, path="request")
+            elif kind in ("application/json", ""):
+                payload = json.loads(body.decode("utf-8"))
+            else:
+                return json_response(415, {"error": f"unsupported content type {kind!r}"})
+            spans = spans_from_otlp(payload, path="request")
+        except (FaultfinderError, ValueError) as exc:
+            self.rejected += 1
+            return json_response(400, {"error": str(exc)})
+        if self.config.raw_file is not None:
+            with self.config.raw_file.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(payload, separators=(",", ":")) + "\n")
+        self.add(spans)
+        if kind == PROTOBUF:
+            return Response(
+                200, [("content-type", PROTOBUF)], b""
+            )  # empty ExportTraceServiceResponse
+        return json_response(200, {})
+
+    def _decoded_body(self, request: Request) -> bytes:
+        encoding = (request.header("content-encoding") or "identity").lower()
+        if encoding == "identity":
+            return request.body
+        if encoding != "gzip":
+            raise ValueError(f"unsupported content encoding {encoding!r}")
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        out = d.decompress(request.body, self.config.max_body + 1)
+        if len(out) > self.config.max_body:
+            raise ValueError(f"body decompresses to more than {self.config.max_body} bytes")
+        return out
+
+    def add(self, spans: list[Span]) -> None:
+        now = time.monotonic()
+        for span in spans:
+            entry = self.traces.setdefault(span.trace_id, _Open())
+            entry.spans[span.span_id] = span
+            entry.last_seen = now
+            entry.dirty = True
+            if span.parent_id is None:
+                entry.has_root = True
+        self.changed.set()
+
+    def flush(self, *, force: bool = False) -> list[Path]:
+        """Write the traces that are finished (all open ones when ``force``)."""
+        now = time.monotonic()
+        out = []
+        for trace_id, entry in self.traces.items():
+            if not entry.dirty:
+                continue
+            finished = entry.has_root and now - entry.last_seen >= self.config.quiet_seconds
+            if finished or force:
+                out.append(self._write(trace_id, entry, complete=entry.has_root))
+        return out
+
+    def _write(self, trace_id: str, entry: _Open, *, complete: bool) -> Path:
+        target = self.config.out_dir / f"{trace_id}.json"
+        trace = build_trace(
+            list(entry.spans.values()),
+            path=target,
+            fmt="otlp-collector",
+            trace_id=f"collected/{trace_id}",
+        )
+        trace.metadata["complete"] = complete
+        write_trace(trace, target)
+        entry.dirty = False
+        entry.written = True
+        self.written.append(target)
+        return target
+
+    async def _sweep(self) -> None:
+        interval = max(0.05, min(0.5, self.config.quiet_seconds / 4))
+        while True:
+            await asyncio.sleep(interval)
+            self.flush()

@@ -1,0 +1,147 @@
+"""The shortlist ranker at inference: learned weights from a small JSON, applied in Python.
+
+Training (``shortlist/train.py``) needs scikit-learn; applying a model does not. A model
+file holds the feature groups, the standardisation (mean, scale), the logistic
+regression's coefficients and intercept, the split-conformal thresholds and the content
+hashes of the traces it was trained on (so a trace it has seen is flagged, never scored
+as if it were new).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from faultfinder.errors import ConfigError
+from faultfinder.shortlist.features import feature_names
+from faultfinder.traces.schema import Trace
+
+FORMAT = "faultfinder-shortlist/1"
+SHIPPED = "weights.json"
+"""The model file inside this package (trained on all of Who&When)."""
+
+
+def trace_hash(trace: Trace) -> str:
+    """Content hash of a trace's log (speakers and outputs), 16 hex digits.
+
+    Two files holding the same log (Who&When's duplicated logs) get the same hash, so
+    cross-validation keeps them in one fold and the contamination check finds both.
+    """
+    payload = json.dumps(
+        [[s.agent, s.content, [r.content for r in s.tool_results]] for s in trace.steps],
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass
+class ShortlistModel:
+    """A trained linear ranker over standardised step features."""
+
+    groups: list[str]
+    """Feature groups the model reads (``features.GROUPS`` subset)."""
+    mean: list[float]
+    """Per-column mean used to standardise."""
+    scale: list[float]
+    """Per-column scale used to standardise (never 0)."""
+    coef: list[float]
+    """Logistic-regression coefficient per standardised column."""
+    intercept: float
+    """Logistic-regression intercept."""
+    conformal: dict[str, float] = field(default_factory=dict)
+    """Coverage level ('0.9') -> threshold on cumulative softmax mass (see conformal.py)."""
+    trained_on: dict[str, Any] = field(default_factory=dict)
+    """Provenance: dataset name, trace count and ``hashes`` (trace_hash of each)."""
+
+    def __post_init__(self) -> None:
+        width = len(feature_names(self.groups))
+        for name in ("mean", "scale", "coef"):
+            if len(getattr(self, name)) != width:
+                raise ConfigError(
+                    f"shortlist model: '{name}' has {len(getattr(self, name))} values, "
+                    f"the feature groups {self.groups} have {width} columns"
+                )
+
+    @property
+    def names(self) -> list[str]:
+        return feature_names(self.groups)
+
+    def logits(self, rows: Sequence[Sequence[float]]) -> list[float]:
+        """One score per step (higher: more likely the decisive step)."""
+        return [
+            self.intercept
+            + sum(
+                c * (x - m) / s
+                for c, x, m, s in zip(self.coef, row, self.mean, self.scale, strict=True)
+            )
+            for row in rows
+        ]
+
+    def seen(self, trace: Trace) -> bool:
+        """True when ``trace``'s log was in this model's training data."""
+        return trace_hash(trace) in set(self.trained_on.get("hashes", []))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "groups": self.groups,
+            "features": self.names,
+            "mean": [round(v, 8) for v in self.mean],
+            "scale": [round(v, 8) for v in self.scale],
+            "coef": [round(v, 8) for v in self.coef],
+            "intercept": round(self.intercept, 8),
+            "conformal": self.conformal,
+            "trained_on": self.trained_on,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str = "shortlist model") -> ShortlistModel:
+        if data.get("format") != FORMAT:
+            raise ConfigError(f"{where}: field 'format' is {data.get('format')!r}, not {FORMAT!r}")
+        try:
+            return cls(
+                groups=list(data["groups"]),
+                mean=[float(v) for v in data["mean"]],
+                scale=[float(v) for v in data["scale"]],
+                coef=[float(v) for v in data["coef"]],
+                intercept=float(data["intercept"]),
+                conformal={str(k): float(v) for k, v in data.get("conformal", {}).items()},
+                trained_on=dict(data.get("trained_on", {})),
+            )
+        except KeyError as exc:
+            raise ConfigError(f"{where}: missing field {exc.args[0]!r}") from None
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+
+
+def softmax(logits: Sequence[float]) -> list[float]:
+    """Probabilities over a trace's steps."""
+    if not logits:
+        return []
+    top = max(logits)
+    exps = [math.exp(v - top) for v in logits]
+    total = sum(exps)
+    return [e / total for e in exps]
+
+
+def load_model(path: str | Path | None = None) -> ShortlistModel:
+    """The model at ``path``, or the shipped one."""
+    if path is None:
+        text = resources.files("faultfinder.shortlist").joinpath(SHIPPED).read_text("utf-8")
+        where = f"faultfinder/shortlist/{SHIPPED}"
+    else:
+        file = Path(path)
+        if not file.is_file():
+            raise ConfigError(f"shortlist model file not found: {file}")
+        text, where = file.read_text(encoding="utf-8"), str(file)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}: line {exc.lineno}: not JSON ({exc.msg})") from None
+    return ShortlistModel.from_json(data, where)

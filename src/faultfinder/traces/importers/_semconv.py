@@ -1,0 +1,455 @@
+"""Spans → canonical traces, following the GenAI and OpenInference semantic conventions.
+
+Every LLM call becomes one step; tool executions are attached to the step that asked for
+them; the agent of each step is inferred and *how* it was inferred is kept in
+``Step.metadata['inferred']``. Steps are ordered by a depth-first walk of the span tree with
+siblings in start-time order, so causality (parent before child) wins over clock skew.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from faultfinder.traces.importers._common import make_trace, text_of
+from faultfinder.traces.importers._messages import (
+    MESSAGE_EVENTS,
+    Message,
+    input_messages,
+    maybe_json,
+    output_messages,
+    request_of,
+    usage_of,
+)
+from faultfinder.traces.importers._spans import Span
+from faultfinder.traces.schema import Agent, SourceInfo, Step, ToolCall, ToolResult, Trace
+
+_LLM_OPS = {"chat", "text_completion", "generate_content", "completion", "responses"}
+_AGENT_OPS = {"invoke_agent", "create_agent"}
+_MESSAGE_PREFIXES = (
+    "gen_ai.prompt.",
+    "gen_ai.completion.",
+    "llm.input_messages.",
+    "llm.output_messages.",
+)
+
+
+def span_kind(span: Span) -> str | None:
+    """'llm', 'agent', 'tool', 'handoff' or None (any other span)."""
+    a = span.attributes
+    oi = str(a.get("openinference.span.kind") or "").upper()
+    op = str(a.get("gen_ai.operation.name") or "")
+    if span.name.startswith(("handoff", "agent_handoff")) or op in ("handoff", "agent_handoff"):
+        return "handoff"
+    if oi == "LLM" or op in _LLM_OPS:
+        return "llm"
+    if oi == "AGENT" or op in _AGENT_OPS or a.get("traceloop.span.kind") == "agent":
+        return "agent"
+    if oi == "TOOL" or op == "execute_tool" or a.get("traceloop.span.kind") == "tool":
+        return "tool"
+    hint = span.hints.get("kind")
+    if hint in ("llm", "agent", "tool"):
+        return str(hint)
+    if oi or op:
+        return None  # an explicit kind we do not map (CHAIN, RETRIEVER, embeddings...)
+    if "gen_ai.input.messages" in a or "gen_ai.output.messages" in a:
+        return "llm"
+    if any(k.startswith(_MESSAGE_PREFIXES) for k in a):
+        return "llm"
+    if any(e.name in MESSAGE_EVENTS for e in span.events):
+        return "llm"
+    if "gen_ai.tool.name" in a:
+        return "tool"
+    return None
+
+
+_PREFIX = re.compile(r"^(?:invoke_agent|create_agent|execute_tool|chat|agent|tool)[ .:]\s*")
+_CREW_ROLE = re.compile(r"role='((?:[^'\\]|\\.)*)'")
+
+
+_AGENT_KEYS = ("gen_ai.agent.name", "agent.name")
+_NODE_KEYS = ("graph.node.id", "gen_ai.agent.id")
+
+
+def named_agent(span: Span, keys: tuple[str, ...] = _AGENT_KEYS + _NODE_KEYS) -> str | None:
+    """An agent name written explicitly on the span (``keys`` in order, then the source's
+    own hint: a Langfuse LangGraph node, for example)."""
+    a = span.attributes
+    for key in keys:
+        value = a.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    hint = span.hints.get("agent") if keys[-1] in _NODE_KEYS else None
+    return str(hint) if hint else None
+
+
+def agent_span_name(span: Span) -> str:
+    """The name of an agent span: explicit attribute, CrewAI role, else the span name."""
+    explicit = named_agent(span)
+    if explicit:
+        return explicit
+    value = maybe_json(span.attributes.get("input.value"))
+    if isinstance(value, dict) and isinstance(value.get("agent"), str):
+        found = _CREW_ROLE.search(value["agent"])  # CrewAI: repr of the Agent object
+        if found:
+            return found.group(1)
+    return _PREFIX.sub("", span.name) or span.name or "agent"
+
+
+class SpanTree:
+    """Parent/child links of one trace's spans, siblings ordered by start time."""
+
+    def __init__(self, spans: list[Span]) -> None:
+        self.by_id = {s.span_id: s for s in spans}
+        self.children: dict[str | None, list[Span]] = defaultdict(list)
+        for position, s in enumerate(spans):
+            s.hints.setdefault("_position", position)
+            parent = s.parent_id if s.parent_id in self.by_id else None
+            self.children[parent].append(s)
+        for kids in self.children.values():
+            kids.sort(key=_start_key)
+
+    def walk(self) -> list[Span]:
+        """All spans, depth first, parents before children, siblings by start time."""
+        out: list[Span] = []
+        stack = list(reversed(self.children[None]))
+        seen: set[str] = set()
+        while stack:
+            span = stack.pop()
+            if span.span_id in seen:
+                continue  # a cycle in parent ids: visit each span once
+            seen.add(span.span_id)
+            out.append(span)
+            stack.extend(reversed(self.children.get(span.span_id, [])))
+        return out
+
+    def ancestors(self, span: Span) -> list[Span]:
+        out: list[Span] = []
+        current = self.by_id.get(span.parent_id or "")
+        while current is not None and current not in out:
+            out.append(current)
+            current = self.by_id.get(current.parent_id or "")
+        return out
+
+
+def _start_key(span: Span) -> tuple[float, int]:
+    return (span.start.timestamp() if span.start else float("inf"), span.hints.get("_position", 0))
+
+
+def build_traces(spans: list[Span], *, path: str | Path, fmt: str, id_prefix: str) -> list[Trace]:
+    """One canonical trace per trace id, in order of first appearance."""
+    groups: dict[str, list[Span]] = {}
+    for span in spans:
+        groups.setdefault(span.trace_id, []).append(span)
+    return [
+        build_trace(group, path=path, fmt=fmt, trace_id=f"{id_prefix}/{tid}")
+        for tid, group in groups.items()
+    ]
+
+
+def build_trace(
+    spans: list[Span], *, path: str | Path, fmt: str, trace_id: str, task: str | None = None
+) -> Trace:
+    """The canonical trace of one trace's spans."""
+    tree = SpanTree(spans)
+    order = tree.walk()
+    kinds = {s.span_id: span_kind(s) for s in order}
+    steps: list[Step] = []
+    step_of_span: dict[str, Step] = {}
+    roster: dict[str, Agent] = {}
+    handoffs: list[dict[str, Any]] = []
+    for span in order:
+        kind = kinds[span.span_id]
+        ancestors = tree.ancestors(span)
+        if kind == "agent" and (named_agent(span) or _encloses_llm(span, tree, kinds)):
+            name = agent_span_name(span)
+            roster.setdefault(
+                name,
+                Agent(name=name, description=_str(span.attributes.get("gen_ai.agent.description"))),
+            )
+        elif kind == "handoff":
+            handoffs.append(_handoff(span, ancestors, kinds))
+        elif kind == "llm":
+            if any(kinds[a.span_id] == "llm" for a in ancestors):
+                continue  # the same call seen by a second instrumentation (nested LLM spans)
+            step = _llm_step(span, ancestors, kinds, index=len(steps))
+            steps.append(step)
+            step_of_span[span.span_id] = step
+    for span in order:
+        if kinds[span.span_id] == "tool" and not any(
+            kinds[a.span_id] in ("llm", "tool") for a in tree.ancestors(span)
+        ):
+            _attach_tool(span, tree, kinds, steps)
+    for step in steps:
+        roster.setdefault(step.agent, Agent(name=step.agent, model=step.model))
+        if roster[step.agent].model is None and step.model:
+            roster[step.agent].model = step.model
+    steps = [s.model_copy(update={"index": i}) for i, s in enumerate(steps)]
+    root = order[0] if order else None
+    metadata: dict[str, Any] = {
+        "trace_id": spans[0].trace_id if spans else None,
+        "spans": len(spans),
+    }
+    if handoffs:
+        metadata["handoffs"] = handoffs
+    scopes = sorted({s.scope for s in spans if s.scope})
+    if scopes:
+        metadata["instrumentations"] = scopes
+    service = next(
+        (s.resource.get("service.name") for s in spans if s.resource.get("service.name")), None
+    )
+    if service:
+        metadata["service"] = service
+    if task is None:
+        task = _task(root, steps)
+    final = _str(root.attributes.get("output.value")) if root else None
+    return make_trace(
+        path,
+        id=trace_id,
+        task=task,
+        final_answer=final,
+        agents=list(roster.values()),
+        steps=steps,
+        source=SourceInfo(format=fmt, path=str(path)),
+        metadata=metadata,
+    )
+
+
+def _encloses_llm(span: Span, tree: SpanTree, kinds: dict[str, str | None]) -> bool:
+    stack = list(tree.children.get(span.span_id, []))
+    while stack:
+        s = stack.pop()
+        if kinds.get(s.span_id) == "llm":
+            return True
+        if kinds.get(s.span_id) != "agent":
+            stack.extend(tree.children.get(s.span_id, []))
+    return False
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _task(root: Span | None, steps: list[Step]) -> str:
+    if root is not None:
+        value = root.attributes.get("input.value") or root.hints.get("input")
+        found = _first_user(value)
+        if found:
+            return found
+    for step in steps:
+        found = _first_user(step.input_messages)
+        if found:
+            return found
+    return ""
+
+
+def _first_user(value: Any) -> str | None:
+    from faultfinder.traces.importers._messages import message_list
+
+    messages = message_list(value)
+    if messages:
+        return next((m["content"] for m in messages if m["role"] == "user" and m["content"]), None)
+    return value if isinstance(value, str) and value.strip() and value[:1] not in "[{" else None
+
+
+def _agent_of(span: Span, ancestors: list[Span], kinds: dict[str, str | None]) -> tuple[str, str]:
+    """The agent speaking in ``span`` and how that was inferred."""
+    own = named_agent(span, _AGENT_KEYS)
+    for a in ancestors:
+        if kinds[a.span_id] == "agent":
+            name = agent_span_name(a)
+            how = f"enclosing agent span '{a.name}'"
+            if own and own != name:
+                how += f" (the span's own agent attribute says '{own}')"
+            return name, how
+    if own:
+        return own, "agent attribute on the span"
+    for a in (span, *ancestors):
+        named = named_agent(a)
+        if named:
+            return named, f"graph node of span '{a.name}'"
+    service = next(
+        (
+            str(s.resource["service.name"])
+            for s in (span, *ancestors)
+            if s.resource.get("service.name")
+        ),
+        None,
+    )
+    if service and service != "unknown_service" and not service.startswith("unknown_service:"):
+        return service, "service.name (no agent span encloses the call)"
+    return "assistant", "default (no agent span, attribute or service name)"
+
+
+def _llm_step(span: Span, ancestors: list[Span], kinds: dict[str, str | None], index: int) -> Step:
+    agent, how = _agent_of(span, ancestors, kinds)
+    inputs, in_conv = input_messages(span)
+    outputs, out_conv = output_messages(span)
+    content = "\n".join(m["content"] for m in outputs or [] if m.get("content"))
+    calls = [
+        ToolCall(id=c.get("id"), name=c["function"]["name"], arguments=c["function"]["arguments"])
+        for m in outputs or []
+        for c in m.get("tool_calls", [])
+    ]
+    a = span.attributes
+    model = next(
+        (
+            str(a[k])
+            for k in ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name")
+            if a.get(k)
+        ),
+        span.hints.get("model"),
+    )
+    metadata: dict[str, Any] = {
+        "span_id": span.span_id,
+        "span_name": span.name,
+        "inferred": {"agent": how},
+    }
+    if in_conv or out_conv:
+        metadata["conventions"] = sorted({c for c in (in_conv, out_conv) if c})
+    finish = [m["finish_reason"] for m in outputs or [] if m.get("finish_reason")]
+    if finish:
+        metadata["finish_reason"] = finish[0]
+    if span.status == "error":
+        metadata["status"] = "error"
+        if span.status_message:
+            metadata["status_message"] = span.status_message
+    return Step(
+        index=index,
+        agent=agent,
+        role="assistant",
+        kind="llm",
+        content=content,
+        input_messages=[_clean(m) for m in inputs] if inputs else None,
+        request=request_of(span),
+        tool_calls=calls,
+        model=model,
+        usage=usage_of(span),
+        started_at=span.start,
+        ended_at=span.end,
+        source_id=span.span_id,
+        metadata=metadata,
+    )
+
+
+def _clean(message: Message) -> Message:
+    return {k: v for k, v in message.items() if k != "finish_reason" and v is not None}
+
+
+def tool_fields(span: Span) -> dict[str, Any]:
+    """Name, call id, arguments, result and status of a tool span."""
+    a = span.attributes
+    name = (
+        _str(a.get("gen_ai.tool.name")) or _str(a.get("tool.name")) or span.hints.get("tool_name")
+    )
+    call_id = (
+        _str(a.get("gen_ai.tool.call.id"))
+        or _str(a.get("tool_call.id"))
+        or span.hints.get("call_id")
+    )
+    args = a.get("gen_ai.tool.call.arguments", a.get("input.value", span.hints.get("input")))
+    result = a.get("gen_ai.tool.call.result", a.get("output.value", span.hints.get("output")))
+    status = "error" if span.status == "error" else "success"
+    return {
+        "name": name or _PREFIX.sub("", span.name) or span.name,
+        "call_id": call_id,
+        "arguments": text_of(args),
+        "content": text_of(result)
+        if span.status != "error" or result is not None
+        else (span.status_message or ""),
+        "status": status,
+    }
+
+
+def _attach_tool(
+    span: Span, tree: SpanTree, kinds: dict[str, str | None], steps: list[Step]
+) -> None:
+    """Attach a tool execution to the step that asked for it (by call id, then name, then
+    the latest earlier step of the same agent); without any earlier step it becomes a step."""
+    fields = tool_fields(span)
+    agent, how = _agent_of(span, tree.ancestors(span), kinds)
+    before = [
+        s for s in steps if s.started_at is None or span.start is None or s.started_at <= span.start
+    ]
+    answered = {r.call_id for s in steps for r in s.tool_results if r.call_id}
+    target: Step | None = None
+    rule = ""
+    if fields["call_id"]:
+        target = next(
+            (s for s in reversed(steps) if any(c.id == fields["call_id"] for c in s.tool_calls)),
+            None,
+        )
+        rule = "call id"
+    if target is None:
+        target = next(
+            (
+                s
+                for s in reversed(before)
+                if any(c.name == fields["name"] and c.id not in answered for c in s.tool_calls)
+            ),
+            None,
+        )
+        rule = "tool name"
+    if target is None:
+        target = next((s for s in reversed(before) if s.agent == agent), None)
+        rule = "latest earlier step of the same agent"
+    result = ToolResult(
+        call_id=fields["call_id"],
+        name=fields["name"],
+        content=fields["content"],
+        status=fields["status"],
+    )
+    if target is None:
+        steps.append(
+            Step(
+                index=len(steps),
+                agent=agent,
+                role="tool",
+                kind="tool",
+                content=fields["content"],
+                tool_calls=[
+                    ToolCall(
+                        id=fields["call_id"], name=fields["name"], arguments=fields["arguments"]
+                    )
+                ],
+                tool_results=[result],
+                started_at=span.start,
+                ended_at=span.end,
+                source_id=span.span_id,
+                metadata={
+                    "span_id": span.span_id,
+                    "span_name": span.name,
+                    "inferred": {"agent": how},
+                },
+            )
+        )
+        return
+    if not any(
+        c.id == fields["call_id"] or (c.name == fields["name"] and not fields["call_id"])
+        for c in target.tool_calls
+    ) and not any(c.name == fields["name"] for c in target.tool_calls):
+        target.tool_calls.append(
+            ToolCall(id=fields["call_id"], name=fields["name"], arguments=fields["arguments"])
+        )
+    target.tool_results.append(result)
+    target.metadata.setdefault("tool_spans", []).append(
+        {"span_id": span.span_id, "matched_by": rule}
+    )
+
+
+def _handoff(span: Span, ancestors: list[Span], kinds: dict[str, str | None]) -> dict[str, Any]:
+    a = span.attributes
+    source = next((agent_span_name(x) for x in ancestors if kinds[x.span_id] == "agent"), None)
+    source = _str(a.get("gen_ai.handoff.from_agent")) or source
+    target = _str(a.get("gen_ai.handoff.to_agent")) or _str(a.get("handoff.to_agent"))
+    if target is None:
+        found = re.search(r"(?:->|to)\s*(.+)$", span.name)
+        target = found.group(1).strip() if found else None
+    return {
+        "span_id": span.span_id,
+        "from": source,
+        "to": target,
+        "at": span.start.isoformat() if span.start else None,
+    }

@@ -1,0 +1,448 @@
+"""AG2 / AutoGen (0.2 line) runtime logs → canonical traces, one per logging session.
+
+``autogen.runtime_logging.start()`` writes either a SQLite database (default logger; tables
+``chat_completions``, ``agents``, ``events``, ``function_calls``...) or, with
+``logger_type="file"``, JSON lines (one record per line; the kind of record is told by its
+keys). Every chat completion becomes an LLM step by its ``source_name`` agent, in start-time
+order; every function call is attached to the step that asked for it. The database is opened
+read-only; nothing in it is executed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+from faultfinder.traces.importers import register_importer
+from faultfinder.traces.importers._common import (
+    check_options,
+    fail,
+    make_trace,
+    text_of,
+    without_credentials,
+)
+from faultfinder.traces.importers._openai import read_completion, split_request
+from faultfinder.traces.importers._spans import check_keys, maybe_json, parse_time
+from faultfinder.traces.importers.otlp import decode_text, read_bytes, sniff, stem_of
+from faultfinder.traces.io import parse_json, split_lines
+from faultfinder.traces.schema import Agent, SourceInfo, Step, ToolCall, ToolResult, Trace
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+@dataclass
+class Session:
+    """The records of one logging session."""
+
+    completions: list[dict[str, Any]] = field(default_factory=list)
+    agents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    events: int = 0
+
+
+def _rows(con: sqlite3.Connection, table: str) -> Iterator[dict[str, Any]]:
+    cur = con.execute(f"SELECT * FROM {table}")  # table names are constants below
+    names = [d[0] for d in cur.description]
+    for row in cur:
+        yield dict(zip(names, row, strict=True))
+
+
+def _tables(con: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def read_sqlite(path: Path) -> dict[str, Session]:
+    try:
+        con = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        fail(path, "(sqlite)", f"cannot open: {exc}")
+    sessions: dict[str, Session] = {}
+    try:
+        tables = _tables(con)
+        if "chat_completions" not in tables:
+            fail(path, "chat_completions", "no such table: not an AG2 runtime log")
+        for row in _rows(con, "chat_completions"):
+            sessions.setdefault(str(row.get("session_id")), Session()).completions.append(row)
+        if "agents" in tables:
+            for row in _rows(con, "agents"):
+                s = sessions.setdefault(str(row.get("session_id")), Session())
+                s.agents[str(row.get("name"))] = {
+                    "class": row.get("class"),
+                    "init_args": row.get("init_args"),
+                }
+        # function_calls and events carry no session id: they belong to the only session,
+        # or are matched by time to the session whose completions span them.
+        calls = list(_rows(con, "function_calls")) if "function_calls" in tables else []
+        events = (
+            con.execute("SELECT COUNT(*) FROM events").fetchone()[0] if "events" in tables else 0
+        )
+    except sqlite3.Error as exc:
+        fail(path, "(sqlite)", f"query failed: {exc}")
+    finally:
+        con.close()
+    sessions = {k: v for k, v in sessions.items() if v.completions}
+    if not sessions:
+        fail(path, "chat_completions", "no rows: nothing to import")
+    _distribute(sessions, calls, path)
+    if len(sessions) == 1:
+        next(iter(sessions.values())).events = int(events)
+    return sessions
+
+
+def _distribute(sessions: dict[str, Session], calls: list[dict[str, Any]], path: Path) -> None:
+    if not sessions:
+        return
+    spans = []
+    for sid, s in sessions.items():
+        times = [
+            parse_time(c.get("start_time"), path=path, where="start_time") for c in s.completions
+        ]
+        known = [t for t in times if t]
+        spans.append((min(known) if known else None, sid))
+    spans.sort(key=lambda x: (x[0] is None, x[0] or datetime.min))
+    for call in calls:
+        moment = parse_time(call.get("timestamp"), path=path, where="function_calls.timestamp")
+        target = spans[0][1]
+        for start, sid in spans:
+            if start is not None and moment is not None and start <= moment:
+                target = sid
+        sessions[target].calls.append(call)
+
+
+# The file logger's record kinds: (a key only that kind has, every key it writes).
+_RECORDS: list[tuple[str, str, frozenset[str]]] = [
+    (
+        "completion",
+        "invocation_id",
+        frozenset(
+            [
+                "invocation_id",
+                "client_id",
+                "wrapper_id",
+                "request",
+                "response",
+                "is_cached",
+                "cost",
+                "start_time",
+                "end_time",
+                "thread_id",
+                "source_name",
+                "session_id",
+            ]
+        ),
+    ),
+    (
+        "agent",
+        "agent_name",
+        frozenset(
+            [
+                "id",
+                "agent_name",
+                "wrapper_id",
+                "session_id",
+                "current_time",
+                "agent_type",
+                "args",
+                "thread_id",
+            ]
+        ),
+    ),
+    (
+        "call",
+        "input_args",
+        frozenset(
+            [
+                "source_id",
+                "source_name",
+                "agent_module",
+                "agent_class",
+                "timestamp",
+                "thread_id",
+                "input_args",
+                "returns",
+            ]
+        ),
+    ),
+    (
+        "event",
+        "event_name",
+        frozenset(
+            [
+                "source_id",
+                "source_name",
+                "event_name",
+                "agent_module",
+                "agent_class",
+                "json_state",
+                "timestamp",
+                "thread_id",
+            ]
+        ),
+    ),
+    (
+        "client",
+        "client_id",
+        frozenset(
+            [
+                "client_id",
+                "wrapper_id",
+                "session_id",
+                "class",
+                "json_state",
+                "timestamp",
+                "thread_id",
+            ]
+        ),
+    ),
+    (
+        "wrapper",
+        "wrapper_id",
+        frozenset(["wrapper_id", "session_id", "json_state", "timestamp", "thread_id"]),
+    ),
+]
+_TEXT = ("invocation_id", "source_name", "start_time", "end_time", "timestamp", "agent_name",
+         "agent_type", "event_name", "agent_module", "agent_class", "json_state", "session_id",
+         "current_time", "input_args", "returns")  # fmt: skip
+
+
+def _kind(record: dict[str, Any], where: str, path: Path) -> str:
+    """The record's kind; its keys and text fields checked (unknown keys warned about)."""
+    for kind, marker, known in _RECORDS:
+        if marker in record:
+            check_keys(record, known, path=path, where=where)
+            for key in _TEXT:
+                if (
+                    key in known
+                    and record.get(key) is not None
+                    and not isinstance(record[key], str)
+                ):
+                    fail(
+                        path,
+                        f"{where}.{key}",
+                        f"expected a string, got {type(record[key]).__name__}",
+                    )
+            return kind
+    fail(
+        path,
+        where,
+        "not a record the AG2 file logger writes (no invocation_id, agent_name, "
+        "input_args, event_name, client_id or wrapper_id)",
+    )
+
+
+def read_file_log(path: Path) -> dict[str, Session]:
+    text = decode_text(read_bytes(path), path)
+    sessions: dict[str, Session] = {}
+    current = "session"
+    for number, line in enumerate(split_lines(text), start=1):
+        line = line.strip()
+        if not line:
+            continue
+        if line.startswith("Started new session with Session ID:"):
+            current = line.rsplit(":", 1)[1].strip()
+            continue
+        if not line.startswith("{"):
+            continue  # the logger also writes its own error lines as plain text
+        record = parse_json(line, path, line=number)
+        if not isinstance(record, dict):
+            fail(f"{path}:{number}", "(line)", "expected a JSON object")
+        kind = _kind(record, f"line {number}", path)
+        sid = record.get("session_id") if isinstance(record.get("session_id"), str) else current
+        s = sessions.setdefault(sid or current, Session())
+        if kind == "completion":
+            s.completions.append(record)
+        elif kind == "agent":
+            s.agents[str(record["agent_name"])] = {
+                "class": record.get("agent_type"),
+                "init_args": record.get("args"),
+            }
+        elif kind == "call":
+            s.calls.append(record)
+        elif kind == "event":
+            s.events += 1
+    found = {k: v for k, v in sessions.items() if v.completions or v.calls}
+    if not found:
+        fail(path, "(file)", "no chat completion or function call records: nothing to import")
+    return found
+
+
+def _step(row: dict[str, Any], index: int, path: Path, where: str) -> Step:
+    request = row.get("request")
+    if isinstance(request, str):
+        request = maybe_json(request)
+    messages, params = split_request(request, path=path, where=f"{where}.request")
+    response = row.get("response")
+    if isinstance(response, str):
+        decoded = maybe_json(response)
+        response = (
+            decoded.get("response", decoded)
+            if isinstance(decoded, dict) and set(decoded) == {"response"}
+            else decoded
+        )
+    parts = read_completion(response, path=path, where=f"{where}.response")
+    metadata: dict[str, Any] = {**parts.metadata, "invocation_id": row.get("invocation_id")}
+    if row.get("is_cached"):
+        metadata["is_cached"] = True
+    if row.get("cost") is not None:
+        metadata["cost"] = row["cost"]
+    agent = str(row.get("source_name") or "assistant")
+    return Step(
+        index=index,
+        agent=agent,
+        role="assistant",
+        kind="llm",
+        content=parts.content,
+        input_messages=messages,
+        request=params,
+        tool_calls=parts.tool_calls,
+        model=parts.model or (params or {}).get("model"),
+        usage=parts.usage,
+        started_at=parse_time(row.get("start_time"), path=path, where=f"{where}.start_time"),
+        ended_at=parse_time(row.get("end_time"), path=path, where=f"{where}.end_time"),
+        source_id=str(row.get("id") or row.get("invocation_id") or index),
+        metadata=metadata,
+    )
+
+
+def _attach(record: dict[str, Any], steps: list[Step], path: Path) -> None:
+    """Attach one function execution to the latest earlier step with a call still
+    unanswered (matched by name when the log has it: the file logger does not write it)."""
+    name = str(record.get("function_name") or "")
+    args = maybe_json(record.get("args", record.get("input_args")))
+    result = maybe_json(record.get("returns"))
+    moment = parse_time(record.get("timestamp"), path=path, where="function_calls.timestamp")
+    earlier = [s for s in steps if s.started_at is None or moment is None or s.started_at <= moment]
+    target: Step | None = None
+    call: ToolCall | None = None
+    for step in reversed(earlier):
+        done = len(step.tool_results)  # the calls of a step are answered in order
+        pending = [c for c in step.tool_calls[done:] if not name or c.name == name]
+        if pending:
+            target, call = step, pending[0]
+            break
+    tool_result = ToolResult(
+        call_id=call.id if call else None,
+        name=name or (call.name if call else None),
+        content=text_of(result),
+        status="success",
+    )
+    if target is None:
+        steps.append(
+            Step(
+                index=len(steps),
+                agent=str(record.get("source_name") or "executor"),
+                role="tool",
+                kind="tool",
+                content=text_of(result),
+                tool_calls=[ToolCall(name=name or "function", arguments=text_of(args))],
+                tool_results=[tool_result],
+                started_at=moment,
+                metadata={"inferred": {"attached": "no earlier step asked for this function"}},
+            )
+        )
+        return
+    target.tool_results.append(tool_result)
+    target.metadata.setdefault("executed_by", []).append(record.get("source_name"))
+
+
+def _agent(name: str, info: dict[str, Any]) -> Agent:
+    raw = maybe_json(info.get("init_args"))
+    args: dict[str, Any] = without_credentials(raw) if isinstance(raw, dict) else {}
+    llm: dict[str, Any] = args["llm_config"] if isinstance(args.get("llm_config"), dict) else {}
+    model = llm.get("model")
+    if model is None and isinstance(llm.get("config_list"), list) and llm["config_list"]:
+        first = llm["config_list"][0]
+        model = first.get("model") if isinstance(first, dict) else None
+    system = args.get("system_message")
+    return Agent(
+        name=name,
+        description=args.get("description") if isinstance(args.get("description"), str) else None,
+        system_prompt=system if isinstance(system, str) else None,
+        model=model if isinstance(model, str) else None,
+        config={
+            "class": info.get("class"),
+            **{k: v for k, v in args.items() if k not in ("system_message", "description", "name")},
+        },
+    )
+
+
+def sessions_to_traces(sessions: dict[str, Session], path: Path, fmt: str) -> list[Trace]:
+    traces = []
+    for sid, s in sessions.items():
+        rows = sorted(
+            s.completions, key=lambda r: (str(r.get("start_time") or ""), r.get("id") or 0)
+        )
+        steps = [_step(r, i, path, f"chat_completions[{i}]") for i, r in enumerate(rows)]
+        for call in sorted(s.calls, key=lambda c: str(c.get("timestamp") or "")):
+            _attach(call, steps, path)
+        steps = [st.model_copy(update={"index": i}) for i, st in enumerate(steps)]
+        roster = [_agent(n, info) for n, info in s.agents.items()]
+        for st in steps:
+            if not any(a.name == st.agent for a in roster):
+                roster.append(Agent(name=st.agent, model=st.model))
+        first_user = next(
+            (
+                m.get("content")
+                for st in steps
+                for m in st.input_messages or []
+                if m.get("role") == "user" and m.get("content")
+            ),
+            "",
+        )
+        traces.append(
+            make_trace(
+                path,
+                id=f"{stem_of(path)}/{sid}",
+                task=text_of(first_user),
+                system="ag2",
+                agents=roster,
+                steps=steps,
+                source=SourceInfo(format=fmt, path=str(path)),
+                metadata={"session_id": sid, "events": s.events, "function_calls": len(s.calls)},
+            )
+        )
+    return traces
+
+
+def _is_file_log(head: bytes) -> bool:
+    text = head.decode("utf-8", errors="replace")
+    return text.startswith("Started new session with Session ID:") or (
+        '"invocation_id"' in text and '"source_name"' in text and '"wrapper_id"' in text
+    )
+
+
+@register_importer
+class Ag2Importer:
+    name: ClassVar[str] = "ag2"
+    summary: ClassVar[str] = (
+        "AG2/AutoGen runtime logs: the SQLite database or the file logger's JSON lines"
+    )
+
+    def detect(self, path: Path) -> bool:
+        path = Path(path)
+        if not path.is_file():
+            return False
+        head = sniff(path)
+        if head.startswith(_SQLITE_MAGIC):
+            try:
+                con = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+                try:
+                    return "chat_completions" in _tables(con)
+                finally:
+                    con.close()
+            except sqlite3.Error:
+                return False
+        return _is_file_log(head)
+
+    def load(self, path: Path, **options: Any) -> list[Trace]:
+        check_options(self.name, options, {})
+        path = Path(path)
+        if sniff(path).startswith(_SQLITE_MAGIC):
+            sessions = read_sqlite(path)
+        else:
+            sessions = read_file_log(path)
+        return sessions_to_traces(sessions, path, self.name)

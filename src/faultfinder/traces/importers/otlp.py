@@ -1,0 +1,187 @@
+"""OpenTelemetry traces (OTLP) → canonical traces, one per trace id.
+
+Reads OTLP/JSON (one ``ExportTraceServiceRequest`` / ``TracesData`` object, a list of them,
+or JSON lines as the collector's file exporter writes them), optionally gzipped, and
+OTLP/protobuf (a serialised ``ExportTraceServiceRequest``), decoded with the
+``opentelemetry-proto`` package (extra ``faultfinder[otel]``). The GenAI and OpenInference
+semantic conventions are mapped by ``_semconv``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from pathlib import Path
+from typing import Any, ClassVar
+
+from faultfinder.errors import ConfigError, TraceFormatError
+from faultfinder.traces.importers import register_importer
+from faultfinder.traces.importers._common import check_options, fail
+from faultfinder.traces.importers._semconv import build_traces
+from faultfinder.traces.importers._spans import Span, spans_from_otlp
+from faultfinder.traces.io import parse_json, split_lines
+from faultfinder.traces.schema import Trace
+
+MAX_FILE = 512 * 1024 * 1024
+"""Decompressed size limit: a gzip bomb stops here instead of filling memory."""
+_SNIFF = 1 << 16
+_MARKERS = (b'"resourceSpans"', b'"resource_spans"')
+
+
+def read_bytes(path: Path, limit: int = MAX_FILE) -> bytes:
+    """The file's bytes, gunzipped when it is gzip (by magic number, not by name)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        fail(path, "(file)", f"cannot read: {exc.strerror or exc}")
+    if raw[:2] != b"\x1f\x8b":
+        return raw
+    try:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        out = d.decompress(raw, limit + 1)
+    except zlib.error as exc:
+        fail(path, "(gzip)", f"corrupt gzip data: {exc}")
+    if len(out) > limit:
+        fail(path, "(gzip)", f"decompresses to more than {limit} bytes")
+    return out
+
+
+def sniff(path: Path) -> bytes:
+    """The first 64 KiB of the file (decompressed when gzipped), b'' when unreadable."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(_SNIFF)
+        if head[:2] == b"\x1f\x8b":
+            with gzip.open(path, "rb") as handle:
+                return handle.read(_SNIFF)
+        return head
+    except (OSError, EOFError, zlib.error):
+        return b""
+
+
+def is_json_text(head: bytes) -> bool:
+    return head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"[")
+
+
+def decode_text(data: bytes, path: Path) -> str:
+    """UTF-8 text (a byte-order mark dropped); other bytes are an error naming the line."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        fail(f"{path}:{line}", "(file)", f"not UTF-8 text: byte 0x{data[exc.start]:02x}")
+
+
+def decode_protobuf(data: bytes, *, path: Path | str) -> dict[str, Any]:
+    """An ``ExportTraceServiceRequest`` in protobuf wire format as its JSON mapping."""
+    try:
+        from google.protobuf.json_format import MessageToDict
+        from google.protobuf.message import DecodeError
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+    except ImportError:
+        raise ConfigError(
+            "Reading OTLP/protobuf needs the opentelemetry-proto package: "
+            "pip install 'faultfinder[otel]'."
+        ) from None
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(data)
+    except DecodeError as exc:
+        fail(path, "(protobuf)", f"not an ExportTraceServiceRequest: {exc}")
+    return dict(MessageToDict(request))
+
+
+def _protobuf_spans(data: bytes, path: Path) -> list[Span]:
+    return spans_from_otlp(decode_protobuf(data, path=path), path=path)
+
+
+def json_lines(text: str, path: Path) -> list[tuple[int, Any]] | None:
+    """(line number, value) of each line when ``text`` is JSON lines (several non-blank
+    lines, the first a JSON value on its own), parsed strictly; None for one JSON document."""
+    lines = [(n, ln) for n, ln in enumerate(split_lines(text), start=1) if ln.strip()]
+    if len(lines) < 2:
+        return None
+    try:
+        parse_json(lines[0][1], path, line=lines[0][0])
+    except TraceFormatError:
+        return None
+    return [(n, parse_json(line, path, line=n)) for n, line in lines]
+
+
+def _json_spans(text: str, path: Path) -> list[Span]:
+    """Spans of JSON lines, or of one JSON document (an export or a list of them)."""
+    records = json_lines(text, path)
+    if records is not None:
+        return [s for n, item in records for s in spans_from_otlp(item, path=f"{path}:{n}")]
+    whole = parse_json(text, path)
+    items = whole if isinstance(whole, list) else [whole]
+    return [
+        s
+        for n, item in enumerate(items)
+        for s in spans_from_otlp(item, path=path, where=f"[{n}]." if len(items) > 1 else "")
+    ]
+
+
+def read_otlp(path: Path) -> list[Span]:
+    """Every span in an OTLP file (JSON, JSON lines or protobuf; gzipped or not)."""
+    data = read_bytes(path)
+    if is_json_text(data[:64].lstrip(b"\xef\xbb\xbf")):
+        return _json_spans(decode_text(data, path), path)
+    return _protobuf_spans(data, path)
+
+
+def looks_like_protobuf(path: Path) -> bool:
+    """True when the file parses as an ExportTraceServiceRequest holding at least one span
+    with well-formed ids (random bytes rarely do)."""
+    head = sniff(path)
+    if not head or is_json_text(head):
+        return False
+    try:
+        spans = read_otlp(path)
+    except Exception:
+        return False
+    return bool(spans) and all(len(s.trace_id) == 32 and len(s.span_id) == 16 for s in spans)
+
+
+def stem_of(path: Path) -> str:
+    name = path.name
+    for suffix in (
+        ".gz",
+        ".jsonl",
+        ".json",
+        ".pb",
+        ".binpb",
+        ".protobuf",
+        ".bin",
+        ".db",
+        ".sqlite",
+        ".log",
+    ):
+        name = name.removesuffix(suffix)
+    return name or path.name
+
+
+@register_importer
+class OtlpImporter:
+    name: ClassVar[str] = "otlp"
+    summary: ClassVar[str] = (
+        "OpenTelemetry OTLP/JSON (.json, JSON lines, gzip) or OTLP/protobuf; GenAI and "
+        "OpenInference conventions"
+    )
+
+    def detect(self, path: Path) -> bool:
+        path = Path(path)
+        if not path.is_file():
+            return False
+        head = sniff(path)
+        if is_json_text(head):
+            return any(m in head for m in _MARKERS)
+        return looks_like_protobuf(path)
+
+    def load(self, path: Path, **options: Any) -> list[Trace]:
+        check_options(self.name, options, {})
+        path = Path(path)
+        spans = read_otlp(path)
+        return build_traces(spans, path=path, fmt=self.name, id_prefix=stem_of(path))

@@ -1,0 +1,218 @@
+"""Write an attribution back where the user looks at traces: Phoenix, Langfuse, or OTLP.
+
+The decisive step's span id comes from the imported trace (``Step.metadata['span_id']``,
+set by the OTLP, Phoenix, Langfuse importers and the collector). Every call goes to the URL
+the user names; keys come from the environment and are never written anywhere.
+
+- **Phoenix**: one span annotation (``POST /v1/span_annotations``) on the decisive step's
+  span, named ``faultfinder``, ``annotator_kind`` LLM, label ``decisive error``, the reason
+  as explanation; ``PHOENIX_API_KEY`` (optional) is sent as a bearer token.
+- **Langfuse**: one categorical score (``POST /api/public/scores``) on the trace and the
+  decisive observation; basic auth with ``LANGFUSE_PUBLIC_KEY`` / ``LANGFUSE_SECRET_KEY``.
+- **OTLP**: a ``faultfinder.attribution`` span, child of the decisive span in the same
+  trace, carrying a ``faultfinder.verdict`` event (OTLP/JSON, written to a file or posted
+  to ``URL/v1/traces``): spans cannot be changed once exported, so the verdict is a child.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from typing import Any
+
+import httpx
+
+from faultfinder.errors import ConfigError, FaultfinderError
+from faultfinder.methods.base import Attribution
+from faultfinder.traces.schema import Step, Trace
+
+TIMEOUT = 30.0
+TARGETS = ("phoenix", "langfuse", "otlp")
+
+
+def decisive_step(attribution: Attribution, trace: Trace) -> Step:
+    """The step the attribution names; an error when it names none or one outside the trace."""
+    if attribution.step is None:
+        raise ConfigError(
+            f"The attribution for {attribution.trace_id} names no step (status "
+            f"{attribution.status}); there is nothing to write back."
+        )
+    if not 0 <= attribution.step < len(trace.steps):
+        raise ConfigError(
+            f"The attribution names step {attribution.step}, outside trace {trace.id} "
+            f"(steps 0..{len(trace.steps) - 1}): is it the same trace?"
+        )
+    return trace.steps[attribution.step]
+
+
+def span_id_of(step: Step) -> str:
+    span = step.metadata.get("span_id")
+    if not isinstance(span, str) or not span:
+        raise ConfigError(
+            f"Step {step.index} has no span id: the trace was not imported from spans "
+            "(OTLP, Phoenix, Langfuse or the collector), so there is no span to annotate."
+        )
+    return span
+
+
+def source_trace_id(trace: Trace) -> str:
+    tid = trace.metadata.get("trace_id")
+    if not isinstance(tid, str) or not tid:
+        raise ConfigError(f"Trace {trace.id} has no source trace id (metadata.trace_id).")
+    return tid
+
+
+def _label(attribution: Attribution, step: Step) -> dict[str, Any]:
+    return {
+        "agent": attribution.agent,
+        "step": attribution.step,
+        "step_agent": step.agent,
+        "method": attribution.method,
+        "model": attribution.model,
+    }
+
+
+def phoenix_payload(attribution: Attribution, trace: Trace) -> dict[str, Any]:
+    step = decisive_step(attribution, trace)
+    return {
+        "data": [
+            {
+                "span_id": span_id_of(step),
+                "name": "faultfinder",
+                "annotator_kind": "LLM",
+                "result": {
+                    "label": "decisive error",
+                    "score": attribution.confidence,
+                    "explanation": attribution.reason or "",
+                },
+                "metadata": _label(attribution, step),
+                "identifier": f"faultfinder:{attribution.method}",
+            }
+        ]
+    }
+
+
+def langfuse_payload(attribution: Attribution, trace: Trace) -> dict[str, Any]:
+    step = decisive_step(attribution, trace)
+    return {
+        "traceId": source_trace_id(trace),
+        "observationId": span_id_of(step),
+        "name": "faultfinder.decisive_error",
+        "dataType": "CATEGORICAL",
+        "value": attribution.agent or step.agent,
+        "comment": attribution.reason or "",
+        "metadata": _label(attribution, step),
+    }
+
+
+def _attr(key: str, value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"key": key, "value": {"boolValue": value}}
+    if isinstance(value, int):
+        return {"key": key, "value": {"intValue": str(value)}}
+    if isinstance(value, float):
+        return {"key": key, "value": {"doubleValue": value}}
+    return {"key": key, "value": {"stringValue": "" if value is None else str(value)}}
+
+
+def otlp_payload(
+    attribution: Attribution, trace: Trace, *, now_ns: int | None = None
+) -> dict[str, Any]:
+    """An OTLP/JSON export with one child span of the decisive span carrying the verdict."""
+    step = decisive_step(attribution, trace)
+    now = now_ns if now_ns is not None else time.time_ns()
+    facts: dict[str, Any] = {
+        "faultfinder.agent": attribution.agent,
+        "faultfinder.step": attribution.step,
+        "faultfinder.decisive_span_id": span_id_of(step),
+        "faultfinder.method": attribution.method,
+        "faultfinder.model": attribution.model,
+    }
+    if attribution.confidence is not None:
+        facts["faultfinder.confidence"] = attribution.confidence
+    span = {
+        "traceId": source_trace_id(trace),
+        "spanId": secrets.token_hex(8),
+        "parentSpanId": span_id_of(step),
+        "name": "faultfinder.attribution",
+        "kind": 1,
+        "startTimeUnixNano": str(now),
+        "endTimeUnixNano": str(now),
+        "attributes": [_attr(k, v) for k, v in facts.items()],
+        "events": [
+            {
+                "timeUnixNano": str(now),
+                "name": "faultfinder.verdict",
+                "attributes": [
+                    *(_attr(k, v) for k, v in facts.items()),
+                    _attr("faultfinder.reason", attribution.reason or ""),
+                ],
+            }
+        ],
+    }
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [_attr("service.name", "faultfinder")]},
+                "scopeSpans": [{"scope": {"name": "faultfinder"}, "spans": [span]}],
+            }
+        ]
+    }
+
+
+def payload_for(target: str, attribution: Attribution, trace: Trace) -> dict[str, Any]:
+    if target == "phoenix":
+        return phoenix_payload(attribution, trace)
+    if target == "langfuse":
+        return langfuse_payload(attribution, trace)
+    if target == "otlp":
+        return otlp_payload(attribution, trace)
+    raise ConfigError(f"Unknown export target {target!r}. Available: {', '.join(TARGETS)}.")
+
+
+def send(
+    target: str, url: str, payload: dict[str, Any], *, client: httpx.Client | None = None
+) -> int:
+    """POST ``payload`` to the target's endpoint under ``url``; the HTTP status on success."""
+    base = url.rstrip("/")
+    headers = {"content-type": "application/json"}
+    auth: httpx.BasicAuth | None = None
+    if target == "phoenix":
+        endpoint = f"{base}/v1/span_annotations?sync=true"
+        key = os.environ.get("PHOENIX_API_KEY")
+        if key:
+            headers["authorization"] = f"Bearer {key}"
+    elif target == "langfuse":
+        endpoint = f"{base}/api/public/scores"
+        public, secret = (
+            os.environ.get("LANGFUSE_PUBLIC_KEY"),
+            os.environ.get("LANGFUSE_SECRET_KEY"),
+        )
+        if not public or not secret:
+            raise ConfigError(
+                "Set LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY to write scores to Langfuse."
+            )
+        auth = httpx.BasicAuth(public, secret)
+    else:
+        endpoint = base if base.endswith("/v1/traces") else f"{base}/v1/traces"
+    own = client is None
+    http = client or httpx.Client(timeout=TIMEOUT)
+    try:
+        response = http.post(
+            endpoint,
+            content=json.dumps(payload).encode(),
+            headers=headers,
+            auth=auth if auth is not None else httpx.USE_CLIENT_DEFAULT,
+        )
+    except httpx.HTTPError as exc:
+        raise FaultfinderError(f"{target}: request to {endpoint} failed: {exc}") from None
+    finally:
+        if own:
+            http.close()
+    if response.status_code >= 300:
+        raise FaultfinderError(
+            f"{target}: {endpoint} answered {response.status_code}: {response.text[:300]}"
+        )
+    return response.status_code

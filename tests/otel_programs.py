@@ -1,0 +1,218 @@
+"""Run the real instrumented programs of tests/fixtures/otel/programs offline.
+
+Each program runs in its own process (instrumentations patch process-wide state) against
+the loopback scripted upstream (faultfinder.testing.FakeOpenAIServer), exporting its spans
+with the real OTLP/HTTP exporter to an in-process `Collector`. Framework telemetry is off
+and nothing leaves 127.0.0.1.
+
+`python tests/otel_programs.py` regenerates the committed fixtures in tests/fixtures/otel/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from faultfinder.collect.collector import Collector, CollectorConfig
+from faultfinder.replay.httpserver import ServerThread
+from faultfinder.testing import FakeOpenAIServer
+
+HERE = Path(__file__).parent
+PROGRAMS = HERE / "fixtures" / "otel" / "programs"
+FIXTURES = HERE / "fixtures" / "otel"
+QUESTION = "What is 2 + 3?"
+
+# Everything a framework might phone home with, switched off.
+QUIET_ENV = {
+    "OTEL_SDK_DISABLED": "false",
+    "CREWAI_DISABLE_TELEMETRY": "true",
+    "CREWAI_DISABLE_TRACKING": "true",
+    "CREWAI_TRACING_ENABLED": "false",
+    "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "",
+    "ANONYMIZED_TELEMETRY": "False",
+    "AUTOGEN_USE_DOCKER": "False",
+    "HF_HUB_OFFLINE": "1",
+    "NO_PROXY": "127.0.0.1,localhost",
+    "OPENAI_API_KEY": "sk-fake-test-key",
+}
+
+
+def tool_named(body: dict[str, Any], prefix: str) -> str | None:
+    for tool in body.get("tools") or []:
+        name = (tool.get("function") or {}).get("name", "")
+        if name.startswith(prefix):
+            return str(name)
+    return None
+
+
+def agents_upstream(body: dict[str, Any]) -> Any:
+    """Triage hands off; the tutor calls add with a wrong operand (3 read as 4), then
+    reports the tool's result: the decisive error is the tutor's tool call."""
+    messages = body["messages"]
+    system = next((str(m.get("content")) for m in messages if m["role"] == "system"), "")
+    last = messages[-1]
+    if "Triage" in system:
+        handoff = tool_named(body, "transfer_to")
+        if handoff and last["role"] != "tool":
+            return {"tool_calls": [{"id": "call_h1", "name": handoff, "arguments": "{}"}]}
+        return "Handed over."
+    called = any(
+        (c.get("function") or {}).get("name") == "add"
+        for m in messages
+        for c in m.get("tool_calls") or []
+    )
+    if called and last["role"] == "tool":
+        return f"The answer is {last['content']}."
+    return {
+        "tool_calls": [{"id": "call_a1", "name": "add", "arguments": json.dumps({"a": 2, "b": 4})}]
+    }
+
+
+def ag2_upstream(body: dict[str, Any]) -> Any:
+    """The Planner asks; the Solver calls add with a wrong operand, then reports the result
+    and ends the chat."""
+    messages = body["messages"]
+    system = next((str(m.get("content")) for m in messages if m["role"] == "system"), "")
+    if "Planner" in system:
+        return "Solver, please add the two numbers of the question."
+    results = [m for m in messages if m.get("role") == "tool"]
+    if results:
+        return f"The answer is {results[-1]['content']}. TERMINATE"
+    return {
+        "tool_calls": [{"id": "call_g1", "name": "add", "arguments": json.dumps({"a": 2, "b": 4})}]
+    }
+
+
+def crewai_upstream(body: dict[str, Any]) -> Any:
+    """The Researcher calls add with a wrong operand (native tool calls when tools are
+    offered, else CrewAI's ReAct text), then answers; the Writer states the result."""
+    messages = body["messages"]
+    system = next((str(m.get("content")) for m in messages if m["role"] == "system"), "")
+    text = " ".join(str(m.get("content") or "") for m in messages)
+    if "Researcher" in system:
+        done = any(m.get("role") == "tool" for m in messages) or "Observation:" in text
+        if done:
+            return "Thought: I now know the final answer\nFinal Answer: 6"
+        if body.get("tools"):
+            args = json.dumps({"a": 2, "b": 4})
+            return {"tool_calls": [{"id": "call_c1", "name": "add", "arguments": args}]}
+        return 'Thought: I must add.\nAction: add\nAction Input: {"a": 2, "b": 4}'
+    return "Thought: I now can give a great answer\nFinal Answer: The answer is 6."
+
+
+@dataclass
+class Run:
+    """What one program run produced."""
+
+    traces: list[Path]
+    """Trace files written, including at shutdown."""
+    finished: list[Path]
+    """Trace files written because their trace finished (before shutdown)."""
+    raw: Path
+    stdout: str
+    llm_requests: int
+
+
+def run_program(
+    args: list[str],
+    upstream: Callable[[dict[str, Any]], Any],
+    out_dir: Path,
+    *,
+    collect: bool = True,
+    timeout: float = 240,
+    python: str = sys.executable,
+) -> Run:
+    """Run ``python PROGRAMS/args...`` against a scripted upstream and a collector."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    raw = out_dir / "raw.otlp.jsonl"
+    config = CollectorConfig(out_dir=out_dir / "traces", port=0, quiet_seconds=0.3, raw_file=raw)
+
+    async def factory() -> Collector:
+        return await Collector(config).start()
+
+    with FakeOpenAIServer(reply=upstream) as fake, ServerThread(factory) as collector:
+        env = {
+            **os.environ,
+            **QUIET_ENV,
+            "OPENAI_BASE_URL": fake.base_url,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url if collect else "http://127.0.0.1:9",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        }
+        proc = subprocess.run(
+            [python, str(PROGRAMS / args[0]), *args[1:]],
+            env=env,
+            cwd=out_dir,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"{args[0]} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        # The program ended after its exporter's last request was answered; wait for the
+        # collector to see each trace finish (root span in, then quiet) on its own.
+        server: Collector = collector.server
+        deadline = time.monotonic() + 10
+        while collect and time.monotonic() < deadline:
+            if server.traces and all(not t.dirty for t in server.traces.values()):
+                break
+            time.sleep(0.05)
+        finished_before_shutdown = list(server.written)
+        requests = len(fake.chat_requests)
+    return Run(
+        traces=sorted(set(server.written)),
+        finished=sorted(set(finished_before_shutdown)),
+        raw=raw,
+        stdout=proc.stdout,
+        llm_requests=requests,
+    )
+
+
+def regenerate() -> None:
+    """Rewrite the committed fixtures from fresh runs."""
+    import shutil
+    import tempfile
+
+    for kind in ("openinference", "genai"):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = run_program(["agents_team.py", kind, QUESTION], agents_upstream, Path(tmp))
+            target = FIXTURES / f"openai-agents-{kind}.otlp.jsonl"
+            shutil.copy(run.raw, target)
+            print(f"{target}: {len(run.traces)} trace(s), {run.llm_requests} LLM calls")
+    for kind, log, name in (
+        ("sqlite", "runtime.db", "ag2-groupchat.db"),
+        ("file", "autogen_logs/runtime.log", "ag2-groupchat.runtime.log"),
+    ):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = run_program(
+                ["ag2_groupchat.py", kind, QUESTION], ag2_upstream, Path(tmp), collect=False
+            )
+            shutil.copy(Path(tmp) / log, FIXTURES / name)
+            print(f"{FIXTURES / name}: {run.llm_requests} LLM calls")
+
+
+def regenerate_crewai(python: str) -> None:
+    """CrewAI pins conflict with the dev environment: run it with its own interpreter."""
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run = run_program(["crewai_crew.py", QUESTION], crewai_upstream, Path(tmp), python=python)
+        target = FIXTURES / "crewai-openinference.otlp.jsonl"
+        shutil.copy(run.raw, target)
+        print(f"{target}: {len(run.traces)} trace(s), {run.llm_requests} LLM calls")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE.parent / "src"))
+    if len(sys.argv) == 3 and sys.argv[1] == "--crewai-python":
+        regenerate_crewai(sys.argv[2])
+    else:
+        regenerate()

@@ -1,0 +1,362 @@
+"""The live collector (`faultfinder collect`) and the verdict write-back (`faultfinder export`),
+against loopback clients and fakes only."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from faultfinder.cli import main
+from faultfinder.collect.collector import Collector, CollectorConfig
+from faultfinder.methods.base import Attribution
+from faultfinder.replay.httpserver import HttpServer, Request, Response, ServerThread, json_response
+from faultfinder.traces.io import trace_from_dict, write_trace
+from faultfinder.traces.loader import load_trace, load_traces
+from faultfinder.writeback import langfuse_payload, otlp_payload, phoenix_payload
+from otel_helpers import TRACE, genai_current
+
+FIXTURES = Path(__file__).parent / "fixtures" / "otel"
+
+
+def collector(tmp_path: Path, **kw: Any) -> ServerThread:
+    config = CollectorConfig(
+        out_dir=tmp_path / "out", port=0, quiet_seconds=kw.pop("quiet", 0.2), **kw
+    )
+
+    async def factory() -> Collector:
+        return await Collector(config).start()
+
+    return ServerThread(factory)
+
+
+def wait_for(predicate: Any, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_json_export_is_written_once_the_trace_is_finished(tmp_path: Path) -> None:
+    doc = genai_current()
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    root, children = spans[0], spans[1:]
+    with collector(tmp_path) as server:
+        url = server.url + "/v1/traces"
+
+        def send(batch: list[dict[str, Any]]) -> httpx.Response:
+            body = {
+                "resourceSpans": [{**doc["resourceSpans"][0], "scopeSpans": [{"spans": batch}]}]
+            }
+            return httpx.post(url, json=body)
+
+        assert send(children).status_code == 200
+        time.sleep(0.5)  # children without their root: not finished, however quiet
+        assert server.server.written == []
+        assert send([root]).status_code == 200  # exporters send the root when it ends
+        assert wait_for(lambda: server.server.written)
+    target = tmp_path / "out" / f"{TRACE}.json"
+    trace = trace_from_dict(json.loads(target.read_text()))
+    assert [s.agent for s in trace.steps] == ["Planner", "Coder"]
+    assert trace.metadata["complete"] is True
+
+
+def test_protobuf_gzip_and_flush_on_shutdown(tmp_path: Path) -> None:
+    pytest.importorskip("opentelemetry.proto")
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from otel_helpers import to_base64_ids
+
+    doc = genai_current()
+    doc["resourceSpans"][0]["scopeSpans"][0]["spans"] = doc["resourceSpans"][0]["scopeSpans"][0][
+        "spans"
+    ][1:]
+    body = ParseDict(to_base64_ids(doc), ExportTraceServiceRequest()).SerializeToString()
+    with collector(tmp_path, quiet=30) as server:
+        response = httpx.post(
+            server.url + "/v1/traces",
+            content=gzip.compress(body),
+            headers={"content-type": "application/x-protobuf", "content-encoding": "gzip"},
+        )
+        assert response.status_code == 200
+        assert response.headers["content-type"] == "application/x-protobuf"
+        assert server.server.written == []
+    # no root span ever came: written at shutdown, marked incomplete
+    trace = load_trace(tmp_path / "out" / f"{TRACE}.json")
+    assert trace.metadata["complete"] is False and len(trace.steps) == 2
+
+
+def test_late_span_rewrites_the_trace(tmp_path: Path) -> None:
+    doc = genai_current()
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    with collector(tmp_path) as server:
+        url = server.url + "/v1/traces"
+        httpx.post(url, json={"resourceSpans": [{"scopeSpans": [{"spans": spans[:3]}]}]})
+        assert wait_for(lambda: len(server.server.written) == 1)
+        httpx.post(url, json={"resourceSpans": [{"scopeSpans": [{"spans": spans[3:]}]}]})
+        assert wait_for(lambda: len(server.server.written) == 2)
+    assert len(load_trace(tmp_path / "out" / f"{TRACE}.json").steps) == 2
+
+
+def test_bad_requests_are_refused(tmp_path: Path) -> None:
+    with collector(tmp_path) as server:
+        base = server.url
+        assert httpx.post(base + "/v1/metrics", json={}).status_code == 404
+        assert httpx.get(base + "/v1/traces").status_code == 405
+        assert (
+            httpx.post(
+                base + "/v1/traces", content=b"x", headers={"content-type": "text/plain"}
+            ).status_code
+            == 415
+        )
+        bad = httpx.post(
+            base + "/v1/traces",
+            json={"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "1"}]}]}]},
+        )
+        assert bad.status_code == 400 and "traceId" in bad.json()["error"]
+        assert (
+            httpx.post(
+                base + "/v1/traces",
+                content=b"{not json",
+                headers={"content-type": "application/json"},
+            ).status_code
+            == 400
+        )
+        assert server.server.rejected == 2
+        assert server.server.config.host == "127.0.0.1"
+
+
+def test_gzip_bomb_is_refused(tmp_path: Path) -> None:
+    with collector(tmp_path, max_body=10_000) as server:
+        bomb = gzip.compress(b"{" + b" " * 1_000_000 + b"}")
+        response = httpx.post(
+            server.url + "/v1/traces",
+            content=bomb,
+            headers={"content-type": "application/json", "content-encoding": "gzip"},
+        )
+        assert response.status_code == 400 and "10000 bytes" in response.json()["error"]
+
+
+def test_idle_client_is_disconnected(tmp_path: Path) -> None:
+    with collector(tmp_path, read_timeout=0.3) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n")  # headers never finish
+            start = time.monotonic()
+            assert sock.recv(1024) == b""  # closed by the server
+            assert time.monotonic() - start < 3
+
+
+def test_collect_command_writes_traces(tmp_path: Path) -> None:
+    """The command itself, stopped by --max-traces once a posted trace is written."""
+    import threading
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    out = tmp_path / "traces"
+
+    def post() -> None:
+        for _ in range(100):
+            try:
+                httpx.post(f"http://127.0.0.1:{port}/v1/traces", json=genai_current())
+                return
+            except httpx.ConnectError:
+                time.sleep(0.05)
+
+    thread = threading.Thread(target=post)
+    thread.start()
+    result = CliRunner().invoke(
+        main,
+        [
+            "collect",
+            "--out",
+            str(out),
+            "--port",
+            str(port),
+            "--quiet-seconds",
+            "0.1",
+            "--max-traces",
+            "1",
+        ],
+    )
+    thread.join()
+    assert result.exit_code == 0, result.output
+    assert f"wrote {out / (TRACE + '.json')}" in result.output
+    assert len(load_traces(out)) == 1
+
+
+# --- export ------------------------------------------------------------------------------
+
+
+def verdict(trace_id: str, step: int = 1, agent: str = "Math tutor") -> Attribution:
+    return Attribution(
+        agent=agent,
+        step=step,
+        reason="added 4 instead of 3",
+        confidence=0.8,
+        trace_id=trace_id,
+        method="all-at-once",
+        config={},
+        model="scripted",
+        prompt_version="x",
+        with_ground_truth=False,
+        observability="full",
+    )
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.requests: list[Request] = []
+
+    async def handle(self, request: Request) -> Response:
+        self.requests.append(request)
+        return json_response(200, {"data": [{"id": "a1"}]})
+
+
+@pytest.fixture
+def fake_api() -> Any:
+    recorder = Recorder()
+
+    async def factory() -> HttpServer:
+        return await HttpServer(recorder.handle).start()
+
+    with ServerThread(factory) as server:
+        yield server.url, recorder
+
+
+def real_trace() -> Any:
+    (trace,) = load_traces(FIXTURES / "openai-agents-openinference.otlp.jsonl")
+    return trace
+
+
+def test_export_to_phoenix(tmp_path: Path, fake_api: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    url, recorder = fake_api
+    trace = real_trace()
+    write_trace(trace, tmp_path / "t.json")
+    (tmp_path / "a.json").write_text(verdict(trace.id).model_dump_json())
+    monkeypatch.setenv("PHOENIX_API_KEY", "px-secret")
+    result = CliRunner().invoke(
+        main,
+        [
+            "export",
+            str(tmp_path / "a.json"),
+            str(tmp_path / "t.json"),
+            "--to",
+            "phoenix",
+            "--url",
+            url,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    (request,) = recorder.requests
+    assert (
+        request.path == "/v1/span_annotations"
+        and request.header("authorization") == "Bearer px-secret"
+    )
+    (annotation,) = json.loads(request.body)["data"]
+    assert annotation["span_id"] == trace.steps[1].metadata["span_id"]
+    assert annotation["annotator_kind"] == "LLM"
+    assert annotation["result"] == {
+        "label": "decisive error",
+        "score": 0.8,
+        "explanation": "added 4 instead of 3",
+    }
+
+
+def test_export_to_langfuse(tmp_path: Path, fake_api: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    url, recorder = fake_api
+    trace = real_trace()
+    write_trace(trace, tmp_path / "t.json")
+    (tmp_path / "a.json").write_text(verdict(trace.id).model_dump_json())
+    args = [
+        "export",
+        str(tmp_path / "a.json"),
+        str(tmp_path / "t.json"),
+        "--to",
+        "langfuse",
+        "--url",
+        url,
+    ]
+    monkeypatch.delenv("LANGFUSE_SECRET_KEY", raising=False)
+    assert "LANGFUSE_SECRET_KEY" in CliRunner().invoke(main, args).output
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", "pk-1")
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk-1")
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    (request,) = recorder.requests
+    assert request.path == "/api/public/scores"
+    assert (request.header("authorization") or "").startswith("Basic ")
+    score = json.loads(request.body)
+    assert score["traceId"] == trace.metadata["trace_id"]
+    assert score["observationId"] == trace.steps[1].metadata["span_id"]
+    assert (score["dataType"], score["value"]) == ("CATEGORICAL", "Math tutor")
+
+
+def test_export_otlp_event_reaches_the_collector(tmp_path: Path) -> None:
+    """The verdict as an OTLP span: posted to our own collector, it lands in the same trace,
+    as a child of the decisive step's span."""
+    trace = real_trace()
+    write_trace(trace, tmp_path / "t.json")
+    (tmp_path / "a.json").write_text(verdict(trace.id).model_dump_json())
+    with collector(tmp_path) as server:
+        result = CliRunner().invoke(
+            main,
+            [
+                "export",
+                str(tmp_path / "a.json"),
+                str(tmp_path / "t.json"),
+                "--to",
+                "otlp",
+                "--url",
+                server.url,
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        entry = server.server.traces[trace.metadata["trace_id"]]
+        (span,) = entry.spans.values()
+    assert span.name == "faultfinder.attribution"
+    assert span.parent_id == trace.steps[1].metadata["span_id"]
+    (event,) = span.events
+    assert event.name == "faultfinder.verdict"
+    assert (
+        event.attributes["faultfinder.step"] == 1
+        and event.attributes["faultfinder.agent"] == "Math tutor"
+    )
+
+
+def test_export_payloads_refuse_what_they_cannot_name(tmp_path: Path) -> None:
+    from faultfinder.errors import ConfigError
+
+    trace = real_trace()
+    with pytest.raises(ConfigError, match="outside trace"):
+        phoenix_payload(verdict(trace.id, step=9), trace)
+    no_step = verdict(trace.id).model_copy(update={"step": None, "status": "unparsed"})
+    with pytest.raises(ConfigError, match="names no step"):
+        langfuse_payload(no_step, trace)
+    (ww,) = load_traces(Path(__file__).parent / "fixtures" / "baselines" / "five_steps.json")
+    with pytest.raises(ConfigError, match="no span id"):
+        otlp_payload(verdict(ww.id, step=1), ww)
+    result = CliRunner().invoke(
+        main,
+        [
+            "export",
+            str(FIXTURES / "ag2-groupchat.db"),
+            str(FIXTURES / "ag2-groupchat.db"),
+            "--to",
+            "otlp",
+            "--out",
+            str(tmp_path / "x"),
+        ],
+    )
+    assert result.exit_code == 1 and "not an attribution" in result.output

@@ -1,0 +1,212 @@
+"""Langfuse: the public sample exports, v2 observations API pages, and --from-langfuse
+against a loopback fake of the API."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from faultfinder.cli import main
+from faultfinder.errors import TraceFormatError
+from faultfinder.replay.httpserver import Request, Response, ServerThread, json_response
+from faultfinder.traces.importers.langfuse import LangfuseImporter
+from faultfinder.traces.io import trace_from_dict
+from faultfinder.traces.loader import load_traces
+from faultfinder.traces.schema import Trace
+
+SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "trace-samples" / "langfuse"
+
+
+def sample(name: str) -> Trace:
+    path = SAMPLES / f"{name}.trace.json"
+    if not path.exists():
+        pytest.skip(f"sample not present: {path} (shared data is not part of the repository)")
+    assert LangfuseImporter().detect(path)
+    (trace,) = load_traces(path)  # detected by content
+    assert trace.source.format == "langfuse"
+    assert trace_from_dict(json.loads(trace.model_dump_json())) == trace
+    return trace
+
+
+def test_openai_agents_sample() -> None:
+    trace = sample("openai-agents-2025-09-30")
+    assert [s.kind for s in trace.steps] == ["llm", "llm"]
+    assert {s.agent for s in trace.steps} == {"Hello world"}
+    assert [a.name for a in trace.agents] == ["Hello world"]  # the workflow root is no agent
+    first, second = trace.steps
+    assert [(c.name, json.loads(c.arguments)) for c in first.tool_calls] == [
+        ("get_weather", {"city": "Tokyo"})
+    ]
+    assert [r.content for r in first.tool_results] == ["The weather in Tokyo is sunny."]
+    assert second.content.startswith("The weather in Tokyo is currently sunny")
+    assert first.started_at is not None and second.started_at is not None
+    assert first.started_at < second.started_at  # observations come out of order in the file
+    assert trace.task == "What's the weather in Tokyo?"
+    assert first.model == "gpt-4.1-2025-04-14"
+
+
+def test_crewai_sample() -> None:
+    trace = sample("crewai-2025-07-11")
+    (step,) = trace.steps
+    assert step.agent == "Software developer" and step.kind == "llm"
+    assert step.tool_calls == [] and step.model == "gpt-4o-mini"
+    assert step.usage is not None and step.usage.prompt_tokens == 190
+    assert "Hello World" in step.content
+
+
+def test_langgraph_sample() -> None:
+    trace = sample("langgraph-python-2025-08-22")
+    assert [s.agent for s in trace.steps] == ["agent", "agent"]
+    first = trace.steps[0]
+    assert [(c.name, c.id) for c in first.tool_calls] == [
+        ("Web-Search", "call_1oGK863sxQHlPreFhDdEs3yl")
+    ]
+    (result,) = first.tool_results
+    assert result.call_id == "call_1oGK863sxQHlPreFhDdEs3yl" and "example.com" in result.content
+    assert trace.task == "Search the web for 'example' and summarize."
+
+
+def test_koog_sample() -> None:
+    trace = sample("koog-2025-08-26")
+    assert len(trace.steps) == 2 and len(trace.agents) == 1
+    assert {s.agent for s in trace.steps} == {trace.agents[0].name}
+    names = sorted(r.name or "" for s in trace.steps for r in s.tool_results)
+    assert names == ["ByeTool", "HelloTool"]
+    assert sorted(c.name for c in trace.steps[0].tool_calls) == ["ByeTool", "HelloTool"]
+    assert trace.steps[1].content == "Hello my darling Bob! And, bye my dear Bob!"
+
+
+def v2_page() -> dict[str, Any]:
+    def obs(
+        i: str, parent: str | None, kind: str, name: str, t: str, **extra: Any
+    ) -> dict[str, Any]:
+        return {
+            "id": i,
+            "traceId": "t-1",
+            "parentObservationId": parent,
+            "type": kind,
+            "name": name,
+            "startTime": f"2025-01-01T00:00:0{t}Z",
+            "endTime": f"2025-01-01T00:00:0{t}.5Z",
+            **extra,
+        }
+
+    return {
+        "data": [
+            obs(
+                "o3",
+                "o1",
+                "GENERATION",
+                "chat",
+                "3",
+                input=[{"role": "user", "content": "go"}],
+                output={"role": "assistant", "content": "done"},
+                model="m",
+                usageDetails={"input": 5, "output": 1},
+            ),
+            obs("o1", None, "AGENT", "Leader", "1"),
+            obs(
+                "o2",
+                "o1",
+                "GENERATION",
+                "chat",
+                "2",
+                input=[{"role": "user", "content": "go"}],
+                output={
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {
+                            "id": "k1",
+                            "type": "function",
+                            "function": {"name": "look", "arguments": "{}"},
+                        }
+                    ],
+                },
+            ),
+            obs(
+                "o4",
+                "o1",
+                "TOOL",
+                "look",
+                "2",
+                input={},
+                output="seen",
+                level="ERROR",
+                statusMessage="boom",
+            ),
+        ],
+        "meta": {"cursor": None},
+    }
+
+
+def test_v2_observations_page(tmp_path: Path) -> None:
+    path = tmp_path / "page.json"
+    path.write_text(json.dumps(v2_page()), encoding="utf-8")
+    (trace,) = load_traces(path)
+    assert [(s.agent, s.content) for s in trace.steps] == [("Leader", ""), ("Leader", "done")]
+    assert [(r.name, r.status) for r in trace.steps[0].tool_results] == [("look", "error")]
+    assert trace.steps[1].usage is not None and trace.steps[1].usage.prompt_tokens == 5
+    assert trace.metadata["trace_id"] == "t-1"
+
+
+def test_malformed_observation_is_named(tmp_path: Path) -> None:
+    page = v2_page()
+    page["data"][1]["startTime"] = "yesterday"
+    path = tmp_path / "page.json"
+    path.write_text(json.dumps(page), encoding="utf-8")
+    with pytest.raises(TraceFormatError) as err:
+        load_traces(path, format="langfuse")
+    assert err.value.field == "data[1].startTime"
+
+
+class FakeLangfuse:
+    """Serves v2 observation pages two at a time and records what it was asked."""
+
+    def __init__(self) -> None:
+        self.requests: list[Request] = []
+
+    async def handle(self, request: Request) -> Response:
+        self.requests.append(request)
+        if request.path != "/api/public/v2/observations":
+            return json_response(404, {"message": "not found"})
+        if request.header("authorization") is None:
+            return json_response(401, {"message": "no auth"})
+        data = v2_page()["data"]
+        second = "cursor=c2" in request.query
+        page = data[2:] if second else data[:2]
+        return json_response(200, {"data": page, "meta": {"cursor": None if second else "c2"}})
+
+
+def test_import_from_langfuse_fetches_all_pages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from faultfinder.replay.httpserver import HttpServer
+
+    fake = FakeLangfuse()
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", "pk-test")
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk-test")
+
+    async def factory() -> HttpServer:
+        return await HttpServer(fake.handle).start()
+
+    with ServerThread(factory) as server:
+        out = tmp_path / "t.json"
+        result = CliRunner().invoke(
+            main,
+            ["import", "--from-langfuse", "t-1", "--langfuse-host", server.url, "--out", str(out)],
+        )
+    assert result.exit_code == 0, result.output
+    trace = trace_from_dict(json.loads(out.read_text()))
+    assert len(trace.steps) == 2
+    assert len(fake.requests) == 2 and "traceId=t-1" in fake.requests[0].query
+    assert "sk-test" not in out.read_text()
+
+
+def test_import_from_langfuse_needs_a_host() -> None:
+    result = CliRunner().invoke(main, ["import", "--from-langfuse", "t-1"])
+    assert result.exit_code == 2 and "--langfuse-host" in result.output

@@ -1,0 +1,332 @@
+"""OTLP files: encodings (JSON, JSON lines, gzip, protobuf; hex/base64 ids; camel/snake keys;
+AnyValue and dict attributes) and the GenAI / OpenInference conventions."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from faultfinder.errors import TraceFormatError
+from faultfinder.traces.importers.otlp import OtlpImporter
+from faultfinder.traces.io import read_json, trace_from_dict
+from faultfinder.traces.loader import load_traces
+from faultfinder.traces.schema import Trace
+from otel_helpers import (
+    TRACE,
+    export,
+    genai_current,
+    span,
+    to_base64_ids,
+    to_dict_attributes,
+)
+
+SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "trace-samples"
+
+
+def write(tmp_path: Path, name: str, doc: object) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def check_genai(trace: Trace) -> None:
+    assert trace.id == f"export/{TRACE}"
+    assert [s.agent for s in trace.steps] == ["Planner", "Coder"]
+    first, second = trace.steps
+    assert first.kind == "llm" and first.model == "gpt-4o"
+    assert first.input_messages == [
+        {"role": "system", "content": "You plan."},
+        {"role": "user", "content": "Sum 2 and 3."},
+    ]
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in first.tool_calls] == [
+        ("call_1", "add", {"a": 2, "b": 3})
+    ]
+    assert [(r.call_id, r.name, r.content, r.status) for r in first.tool_results] == [
+        ("call_1", "add", "5", "success")
+    ]
+    assert first.usage is not None and (
+        first.usage.prompt_tokens,
+        first.usage.completion_tokens,
+    ) == (12, 7)
+    assert first.request == {"temperature": 0.0}
+    assert first.metadata["inferred"]["agent"] == "agent attribute on the span" or "Planner" in str(
+        first.metadata["inferred"]["agent"]
+    )
+    assert first.metadata["span_id"] == "b000000000000002"
+    assert second.content == "The sum is 6." and second.model == "gpt-4o-2024"
+    assert trace.task == "Sum 2 and 3."
+    assert [a.name for a in trace.agents] == ["Planner", "Coder"]
+    assert first.started_at is not None and first.started_at < second.started_at  # type: ignore[operator]
+
+
+def test_genai_current_conventions(tmp_path: Path) -> None:
+    path = write(tmp_path, "export.json", genai_current())
+    assert OtlpImporter().detect(path)
+    (trace,) = load_traces(path)
+    assert trace.source.format == "otlp"
+    check_genai(trace)
+    assert trace_from_dict(json.loads(trace.model_dump_json())) == trace
+
+
+@pytest.mark.parametrize("variant", ["base64-snake", "dict-attributes", "jsonl", "gzip", "list"])
+def test_encoding_quirks_give_the_same_trace(tmp_path: Path, variant: str) -> None:
+    doc = genai_current()
+    if variant == "base64-snake":
+        path = write(tmp_path, "export.json", to_base64_ids(doc))
+    elif variant == "dict-attributes":
+        path = write(tmp_path, "export.json", to_dict_attributes(doc))
+    elif variant == "list":
+        path = write(tmp_path, "export.json", [doc])
+    elif variant == "jsonl":
+        # one span per line, as the collector's file exporter writes batches
+        spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        path = tmp_path / "export.jsonl"
+        path.write_text("\n".join(json.dumps(export([s])) for s in spans) + "\n", encoding="utf-8")
+    else:
+        path = tmp_path / "export.json.gz"
+        path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    (trace,) = load_traces(path)
+    check_genai(trace)
+
+
+def test_protobuf_file(tmp_path: Path) -> None:
+    pytest.importorskip("opentelemetry.proto")
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    message = ParseDict(to_base64_ids(genai_current()), ExportTraceServiceRequest())
+    path = tmp_path / "export.pb"
+    path.write_bytes(message.SerializeToString())
+    assert OtlpImporter().detect(path)
+    (trace,) = load_traces(path)  # detected by content
+    check_genai(trace)
+
+
+def test_older_genai_attributes_and_events(tmp_path: Path) -> None:
+    doc = export(
+        [
+            span(
+                "a000000000000001",
+                None,
+                "workflow",
+                0,
+                {
+                    "traceloop.span.kind": "agent",
+                    "traceloop.entity.name": "Writer",
+                    "gen_ai.agent.name": "Writer",
+                },
+            ),
+            span(
+                "b000000000000002",
+                "a000000000000001",
+                "openai.chat",
+                10,
+                {
+                    "gen_ai.request.model": "m1",
+                    "gen_ai.prompt.0.role": "system",
+                    "gen_ai.prompt.0.content": "Be brief.",
+                    "gen_ai.prompt.1.role": "user",
+                    "gen_ai.prompt.1.content": "Weather in Oslo?",
+                    "gen_ai.completion.0.role": "assistant",
+                    "gen_ai.completion.0.finish_reason": "tool_calls",
+                    "gen_ai.completion.0.tool_calls.0.id": "c9",
+                    "gen_ai.completion.0.tool_calls.0.name": "weather",
+                    "gen_ai.completion.0.tool_calls.0.arguments": '{"city": "Oslo"}',
+                    "gen_ai.usage.prompt_tokens": 9,
+                    "gen_ai.usage.completion_tokens": 4,
+                },
+            ),
+            span(
+                "c000000000000003",
+                "a000000000000001",
+                "chat m1",
+                20,
+                {"gen_ai.system": "openai", "gen_ai.request.model": "m1"},
+                events=[
+                    {"name": "gen_ai.user.message", "attrs": {"content": "Weather in Oslo?"}},
+                    {"name": "gen_ai.tool.message", "attrs": {"content": "rain", "id": "c9"}},
+                    {
+                        "name": "gen_ai.choice",
+                        "attrs": {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message.content": "It rains.",
+                        },
+                    },
+                ],
+            ),
+        ]
+    )
+    (trace,) = load_traces(write(tmp_path, "old.json", doc))
+    assert [s.agent for s in trace.steps] == ["Writer", "Writer"]
+    a, b = trace.steps
+    assert a.input_messages == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Oslo?"},
+    ]
+    assert [(c.id, c.name) for c in a.tool_calls] == [("c9", "weather")]
+    assert a.metadata["finish_reason"] == "tool_calls"
+    assert a.usage is not None and a.usage.total_tokens == 13
+    assert b.content == "It rains."
+    assert b.input_messages is not None and [m["role"] for m in b.input_messages] == [
+        "user",
+        "tool",
+    ]
+    assert b.metadata["conventions"] == ["gen_ai message events", "gen_ai.choice events"]
+
+
+def test_openinference_attributes_and_nested_duplicates(tmp_path: Path) -> None:
+    llm = {
+        "openinference.span.kind": "LLM",
+        "llm.model_name": "m2",
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": "hi",
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.contents.0.message_content.type": "text",
+        "llm.output_messages.0.message.contents.0.message_content.text": "hello",
+        "llm.token_count.prompt": 3,
+        "llm.token_count.completion": 2,
+    }
+    doc = export(
+        [
+            span(
+                "a000000000000001",
+                None,
+                "Greeter",
+                0,
+                {"openinference.span.kind": "AGENT", "agent.name": "Greeter"},
+            ),
+            span("b000000000000002", "a000000000000001", "response", 10, llm),
+            # the same call seen by a second instrumentation: not a second step
+            span("c000000000000003", "b000000000000002", "ChatCompletion", 11, llm),
+        ]
+    )
+    (trace,) = load_traces(write(tmp_path, "oi.json", doc))
+    assert [(s.agent, s.content, s.model) for s in trace.steps] == [("Greeter", "hello", "m2")]
+
+
+def test_tool_error_and_tool_without_llm(tmp_path: Path) -> None:
+    doc = export(
+        [
+            span(
+                "a000000000000001",
+                None,
+                "invoke_agent Runner",
+                0,
+                {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "Runner"},
+            ),
+            span(
+                "b000000000000002",
+                "a000000000000001",
+                "execute_tool fetch",
+                5,
+                {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "fetch"},
+                status=2,
+            ),
+        ]
+    )
+    (trace,) = load_traces(write(tmp_path, "tool.json", doc))
+    (step,) = trace.steps
+    assert step.kind == "tool" and step.agent == "Runner"
+    assert step.tool_results[0].status == "error" and step.tool_results[0].content == "tool failed"
+
+
+def test_public_otlp_example_has_no_agent_and_no_llm_call() -> None:
+    path = SAMPLES / "opentelemetry-proto" / "trace.json"
+    if not path.exists():
+        pytest.skip(f"sample not present: {path} (shared data is not part of the repository)")
+    (trace,) = load_traces(path)
+    assert trace.steps == [] and trace.agents == []
+    assert trace.metadata["spans"] == 1 and trace.metadata["service"] == "my.service"
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        ({"resourceSpans": "x"}, "resourceSpans"),
+        (
+            {"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "a000000000000001"}]}]}]},
+            "traceId",
+        ),
+        (
+            {
+                "resourceSpans": [
+                    {"scopeSpans": [{"spans": [{"traceId": "zz", "spanId": "a000000000000001"}]}]}
+                ]
+            },
+            "traceId",
+        ),
+        (
+            {
+                "resourceSpans": [
+                    {
+                        "scopeSpans": [
+                            {
+                                "spans": [
+                                    {
+                                        "traceId": TRACE,
+                                        "spanId": "a000000000000001",
+                                        "startTimeUnixNano": "soon",
+                                    }
+                                ]
+                            }
+                        ]
+                    }
+                ]
+            },
+            "startTime",
+        ),
+        (
+            {
+                "resourceSpans": [
+                    {
+                        "scopeSpans": [
+                            {
+                                "spans": [
+                                    {
+                                        "traceId": TRACE,
+                                        "spanId": "a000000000000001",
+                                        "attributes": [{"value": {}}],
+                                    }
+                                ]
+                            }
+                        ]
+                    }
+                ]
+            },
+            "attributes[0]",
+        ),
+    ],
+)
+def test_malformed_otlp_names_the_field(tmp_path: Path, doc: object, field: str) -> None:
+    path = write(tmp_path, "bad.json", doc)
+    with pytest.raises(TraceFormatError) as err:
+        load_traces(path, format="otlp")
+    assert field in err.value.field and str(path) in str(err.value)
+
+
+def test_bad_jsonl_line_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(genai_current()) + "\n{oops\n", encoding="utf-8")
+    with pytest.raises(TraceFormatError, match=r"bad\.jsonl:2"):
+        load_traces(path, format="otlp")
+
+
+def test_nothing_fits_lists_what_was_tried(tmp_path: Path) -> None:
+    path = write(tmp_path, "mystery.json", {"hello": "world"})
+    with pytest.raises(TraceFormatError) as err:
+        load_traces(path)
+    message = str(err.value)
+    for name in ("faultfinder", "otlp", "langfuse", "phoenix", "ag2", "generic"):
+        assert name in message
+
+
+def test_written_trace_reads_back(tmp_path: Path) -> None:
+    from faultfinder.traces.io import write_trace
+
+    (trace,) = load_traces(write(tmp_path, "export.json", genai_current()))
+    write_trace(trace, tmp_path / "out.json")
+    assert trace_from_dict(read_json(tmp_path / "out.json")) == trace
