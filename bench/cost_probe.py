@@ -23,9 +23,9 @@ Prompt tokens per call are the tokenizer count of all message texts (the LLM lay
 ``messages_text``), plus the JSON tool definitions when tools are offered (an API bills
 them as prompt); the chat template's few tokens per message are not counted.
 
-    /work/venv/bin/python bench/cost_probe.py --out /tmp/cost-probe.jsonl
-    /work/venv/bin/python bench/cost_probe.py --methods step-by-step --limit 5 --force
-    /work/venv/bin/python bench/cost_probe.py --report-only --out /tmp/cost-probe.jsonl
+    python bench/cost_probe.py --out /tmp/cost-probe.jsonl
+    python bench/cost_probe.py --methods step-by-step --limit 5 --force
+    python bench/cost_probe.py --report-only --out /tmp/cost-probe.jsonl
 
 By default no context window is declared, so no prompt is truncated (the papers' models
 have long contexts); ``--context-window 8192`` makes the methods fit their prompts to the
@@ -61,7 +61,8 @@ from faultfinder.methods.render import step_output_text
 from faultfinder.traces.schema import ToolCall, Trace
 from faultfinder.usage import Usage
 
-DEFAULT_DATA = Path("/work/shared/data/who-and-when")
+# ../shared/data/who-and-when, seen from the repository root
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "who-and-when"
 DEFAULT_METHODS = (
     "all-at-once",
     "step-by-step",

@@ -8,7 +8,7 @@ debugging model is the embedded one (``--debugger local``, the default; needs th
 [local] extra) or the scripted debugger (``--debugger scripted``: a rule-based double
 that knows the demo's mistakes, i.e. a ceiling for the pipeline, not a result).
 
-    /work/venv/bin/python bench/debug_demo.py [--debugger local|scripted] [--repeats 3]
+    python bench/debug_demo.py [--debugger local|scripted] [--repeats 3]
 """
 
 from __future__ import annotations

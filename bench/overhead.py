@@ -14,7 +14,7 @@ The fake server runs in a process of its own, as a real endpoint runs on another
 machine: in the same process its CPU would share the interpreter with the harness
 being measured (`--same-process` shows that setting).
 
-    /work/venv/bin/python bench/overhead.py [--data PATH] [--concurrency 32] [--latency 0.5]
+    python bench/overhead.py [--data PATH] [--concurrency 32] [--latency 0.5]
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ from faultfinder.llm import LLM, ChatRequest, FunctionBackend, make_backend
 from faultfinder.testing.fake_openai import FakeOpenAIServer
 from faultfinder.traces.schema import Trace
 
-DEFAULT_DATA = Path("/work/shared/data/who-and-when")
+# ../shared/data/who-and-when, seen from the repository root
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "who-and-when"
 FIRST_STEP = re.compile(r"^Step 0 - ([^:\n]+):", re.MULTILINE)
 
 

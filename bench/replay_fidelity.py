@@ -6,7 +6,7 @@ system prompt), replays each recording without an edit, and compares the replay 
 recording call by call: same agent, same call number, same request hash, same response.
 Any call answered live, missing or diverged counts against fidelity.
 
-    /work/venv/bin/python bench/replay_fidelity.py
+    python bench/replay_fidelity.py
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ loopback fake upstream:
 Target: the whole replay of the cached 30-step prefix under 1 s. Also timed in-process:
 the replay decision (matching + normalised hash) and the durable append, per step.
 
-    /work/venv/bin/python bench/replay_overhead.py [--repeats 3]
+    python bench/replay_overhead.py [--repeats 3]
 """
 
 from __future__ import annotations

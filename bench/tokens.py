@@ -5,7 +5,7 @@ harness (results are resumable: rerun with ``--resume`` after an interruption) a
 prompt / completion tokens, calls and wall time per case. The response cache is off by
 default so calls and wall time are real; token counts are the same either way.
 
-    /work/venv/bin/python bench/tokens.py --model local --limit 5 --out bench-tokens.jsonl
+    python bench/tokens.py --model local --limit 5 --out bench-tokens.jsonl
 
 The embedded model is slow on a shared CPU: expect minutes per case for the multi-call
 methods on Hand-Crafted logs. ``--methods`` narrows the set.
@@ -25,7 +25,8 @@ from faultfinder.eval.rows import EvalRow, latest_by_key, read_rows
 from faultfinder.eval.runner import EvalOptions, plan_methods, run_eval
 from faultfinder.methods import available
 
-DEFAULT_DATA = Path("/work/shared/data/who-and-when")
+# ../shared/data/who-and-when, seen from the repository root
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "who-and-when"
 NOT_MEASURED = {"random"}  # makes no model call
 
 

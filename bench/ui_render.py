@@ -87,7 +87,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", default="1000,2000,5000")
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--data", default="/work/shared/data/who-and-when")
+    # ../shared/data/who-and-when, seen from the repository root
+    default_data = Path(__file__).resolve().parents[2] / "shared" / "data" / "who-and-when"
+    parser.add_argument("--data", default=str(default_data))
     args = parser.parse_args()
     print(f"{'steps':>6} {'median s':>9} {'max s':>7} {'page KiB':>9}")
     worst = 0.0

@@ -5,10 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from faultfinder.cli import main
 from faultfinder.cli.demo import load_demo_trace
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`demo` saves its trace under the working directory: keep it out of the repository."""
+    monkeypatch.chdir(tmp_path)
 
 
 def test_bundled_trace_is_valid_and_shows_the_schema_off() -> None:
@@ -54,3 +61,18 @@ def test_demo_reports_a_mismatch_and_other_methods(tmp_path: Path) -> None:
     assert "step:       5  (0-based)" in result.output
     assert "gold agent: WebSurfer    (no match)" in result.output
     assert "gold step:  3    (no match)" in result.output
+
+
+def test_demo_saves_its_trace_for_the_next_command(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["demo", "--method", "random"])
+    assert result.exit_code == 0, result.output
+    saved = Path(".faultfinder") / "demo-trace.json"
+    assert f"trace saved to {saved}" in result.output
+    # The command the demo suggests runs on the saved file, with no model installed or named.
+    follow = CliRunner().invoke(
+        main, ["attribute", str(saved), "--method", "baseline:first-speaker"]
+    )
+    assert follow.exit_code == 0, follow.output
+    assert "agent:      Orchestrator" in follow.output and "step:       0" in follow.output
+    skipped = CliRunner().invoke(main, ["demo", "--method", "random", "--save-trace", "none"])
+    assert skipped.exit_code == 0 and "trace saved" not in skipped.output

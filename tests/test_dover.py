@@ -561,7 +561,7 @@ def test_dover_skips_a_run_that_already_succeeded_and_cannot_verify_without_refe
             run_dover(
                 done,
                 debugger,
-                create_method("all-at-once:dover"),
+                create_method("all-at-once:refined"),
                 executor,
                 DoverConfig(segment="pattern:^PLAN"),
             )
@@ -579,7 +579,7 @@ def test_dover_skips_a_run_that_already_succeeded_and_cannot_verify_without_refe
             run_dover(
                 blind,
                 debugger,
-                create_method("all-at-once:dover"),
+                create_method("all-at-once:refined"),
                 executor,
                 DoverConfig(segment="none", repeats=3, live_temperature=None, seed=None),
             )
@@ -602,7 +602,7 @@ def test_dover_skips_a_run_that_already_succeeded_and_cannot_verify_without_refe
             run_dover(
                 blind,
                 debugger,
-                create_method("all-at-once:dover"),
+                create_method("all-at-once:refined"),
                 executor,
                 DoverConfig(segment="none", repeats=3),
                 checker=make_checker(f"{sys.executable} {judge}"),

@@ -18,7 +18,9 @@ from faultfinder.traces.loader import load_trace, load_traces
 FIXTURES = Path(__file__).parent / "fixtures" / "importers" / "whoandwhen"
 AG = FIXTURES / "Algorithm-Generated"
 HC = FIXTURES / "Hand-Crafted"
-REAL_DATA = Path(os.environ.get("FAULTFINDER_WHO_AND_WHEN", "/work/shared/data/who-and-when"))
+# ../shared/data/who-and-when, seen from the repository root
+_DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "who-and-when"
+REAL_DATA = Path(os.environ.get("FAULTFINDER_WHO_AND_WHEN", str(_DEFAULT_DATA)))
 
 
 def write(path: Path, data: Any) -> Path:

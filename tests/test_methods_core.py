@@ -102,14 +102,14 @@ def test_cli_methods_lists_registered_methods() -> None:
 def test_cli_attribute_random_and_json(tmp_path: Path) -> None:
     runner = CliRunner()
     args = ["attribute", str(FIXTURE), "--method", "random", "--model", "scripted:x.json"]
-    out = runner.invoke(main, [*args, "--cache", "none"])
-    # The scripted file does not exist: a clear error, no traceback.
-    assert out.exit_code == 1 and "not found" in out.output
-    replies = tmp_path / "r.json"
-    replies.write_text("[]")
-    out = runner.invoke(main, [*args[:-1], f"scripted:{replies}", "--cache", "none", "--json"])
+    out = runner.invoke(main, [*args, "--cache", "none", "--json"])
+    # random calls no model: the (missing) scripted file is never opened, and a note says so.
     assert out.exit_code == 0, out.output
-    assert '"method": "random"' in out.output
+    assert '"method": "random"' in out.output and '"model": "none"' in out.output
+    assert "--model scripted:x.json is not used" in out.output
+    # A method that needs the model: the missing file is a clear error, no traceback.
+    out = runner.invoke(main, [*args[:3], "all-at-once", *args[4:], "--cache", "none"])
+    assert out.exit_code == 1 and "not found" in out.output
 
 
 def test_cli_malformed_trace_names_file_and_field(tmp_path: Path) -> None:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import json
+import textwrap
+from typing import Any, Literal, get_args, get_origin
 
 import click
 
 from faultfinder.cli.common import (
     build_llm,
+    exit_for,
     method_options,
     method_overrides,
     model_options,
@@ -18,8 +21,15 @@ from faultfinder.cli.common import (
     with_progress,
 )
 from faultfinder.errors import ModelNotAvailableError
+from faultfinder.exitcodes import CaseCounts
 from faultfinder.llm import LLM, ScriptedBackend
-from faultfinder.methods import available, create_method, run_method
+from faultfinder.methods import (
+    available,
+    create_method,
+    get_method_class,
+    needs_model,
+    run_method,
+)
 from faultfinder.methods.base import Attribution
 from faultfinder.traces.loader import load_trace
 
@@ -83,7 +93,7 @@ def attribute(
     method = create_method(method_spec, **overrides)
     progress = llm_options.pop("progress")
     try:
-        llm = build_llm(**llm_options)
+        llm = build_llm(**llm_options, needs_model=needs_model(method))
     except ModelNotAvailableError:
         if getattr(method, "makes_model_calls", True):
             raise
@@ -92,11 +102,50 @@ def attribute(
     llm = with_progress(llm, progress)
     result = asyncio.run(run_method(method, trace, llm, label=method_spec))
     click.echo(result.model_dump_json(indent=2) if as_json else format_attribution(result))
+    exit_for(CaseCounts.of([result.status]))
 
 
 @click.command("methods")
-def list_methods() -> None:
-    """List attribution methods and their presets."""
-    for name, cls in available().items():
+@click.argument("name", required=False)
+@pass_errors
+def list_methods(name: str | None) -> None:
+    """List attribution methods and their presets; with NAME, that method's options."""
+    if name:
+        click.echo(describe_method(name))
+        return
+    for method_name, cls in available().items():
         presets = f"  [presets: {', '.join(cls.presets)}]" if cls.presets else ""
-        click.echo(f"{name:<16} {cls.summary}{presets}")
+        click.echo(f"{method_name:<16} {cls.summary}{presets}")
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, str) else value
+
+
+def _type_name(annotation: Any) -> str:
+    """'bool', 'int | None', or the choices of a Literal: 'a|b|c'."""
+    if get_origin(annotation) is Literal:
+        return "|".join(str(a) for a in get_args(annotation))
+    name = getattr(annotation, "__name__", None)
+    return name if name else str(annotation).replace("typing.", "")
+
+
+def describe_method(spec: str) -> str:
+    """A method's summary, whether it needs a model, its presets, and every option (--set
+    KEY=VALUE) with its type, default and documentation (the field docstrings)."""
+    name, _, _ = spec.partition(":")
+    cls = get_method_class(name)
+    lines = [f"{name}: {cls.summary}"]
+    lines.append("model:   " + ("needed (--model)" if needs_model(cls) else "none (no --model)"))
+    if cls.presets:
+        lines.append("presets (use as NAME:PRESET):")
+        for preset, settings in cls.presets.items():
+            shown = ", ".join(f"{k}={_show(v)}" for k, v in settings.items()) or "(defaults)"
+            lines.append(f"  {name}:{preset:<14} {shown}")
+    lines.append("options (--set KEY=VALUE, JSON values allowed):")
+    for field, info in cls.Config.model_fields.items():
+        default = info.get_default(call_default_factory=True)
+        lines.append(f"  {field}  ({_type_name(info.annotation)}, default {_show(default)})")
+        doc = " ".join((info.description or "").split())
+        lines.extend("      " + line for line in textwrap.wrap(doc, 84))
+    return "\n".join(lines)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from faultfinder.cli.common import pass_errors
+from faultfinder.cli.common import COUNT, PORT, SECONDS, pass_errors
 from faultfinder.collect.collector import Collector, CollectorConfig
 from faultfinder.replay.httpserver import LOOPBACK
 
@@ -50,15 +50,19 @@ async def run_collector(config: CollectorConfig, *, max_traces: int | None) -> C
     help="Directory for the canonical trace files (one <trace id>.json per trace).",
 )
 @click.option("--host", default=LOOPBACK, show_default=True, help="Interface to listen on.")
-@click.option("--port", default=4318, show_default=True, help="TCP port (0 picks a free one).")
+@click.option(
+    "--port", type=PORT, default=4318, show_default=True, help="TCP port (0 picks a free one)."
+)
 @click.option(
     "--quiet-seconds",
+    type=SECONDS,
     default=2.0,
     show_default=True,
     help="A trace is written once its root span arrived and no span came for this long.",
 )
 @click.option(
     "--read-timeout",
+    type=SECONDS,
     default=30.0,
     show_default=True,
     help="Seconds a client may take to send a request before it is disconnected.",
@@ -72,7 +76,7 @@ async def run_collector(config: CollectorConfig, *, max_traces: int | None) -> C
 )
 @click.option(
     "--max-traces",
-    type=int,
+    type=COUNT,
     default=None,
     help="Stop after this many traces are written (default: run until interrupted).",
 )

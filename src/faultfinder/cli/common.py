@@ -12,14 +12,32 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import click
+from click.core import ParameterSource
 
+from faultfinder import exitcodes
 from faultfinder.errors import FaultfinderWarning
 from faultfinder.llm.client import DEFAULT_TIMEOUT, LLM, CallRecord
-from faultfinder.llm.registry import BACKENDS
+from faultfinder.llm.registry import BACKENDS, NO_MODEL
 from faultfinder.llm.spec import LLMSpec
 from faultfinder.usage import Budget
 
 DEFAULT_CACHE = Path(".faultfinder") / "cache.sqlite"
+
+# Types of numeric options: an out-of-range value is a one-line usage error (exit 2).
+COUNT = click.IntRange(min=1)
+"""A positive count (concurrency, repeats, budgets, candidates)."""
+STEP = click.IntRange(min=0)
+"""A 0-based step index."""
+PORT = click.IntRange(min=0, max=65535)
+"""A TCP port; 0 picks a free one."""
+SECONDS = click.FloatRange(min=0, min_open=True)
+"""A positive duration in seconds."""
+TEMPERATURE = click.FloatRange(min=0, max=2)
+"""A sampling temperature (the OpenAI API accepts 0..2)."""
+CONTEXT_BUDGET = click.IntRange(min=256)
+"""A prompt-token budget per call."""
+SEED = click.IntRange(min=0)
+"""Max prompt tokens per call (the smallest budget a prompt can be fitted into)."""
 
 
 def model_options(fn: Callable[..., Any] | None = None, *, timeout_flag: str = "--timeout") -> Any:
@@ -49,18 +67,24 @@ def model_options(fn: Callable[..., Any] | None = None, *, timeout_flag: str = "
             show_default=True,
             help="Response cache file; 'none' disables caching.",
         ),
-        click.option("--concurrency", default=8, show_default=True, help="Parallel model calls."),
+        click.option(
+            "--concurrency",
+            type=COUNT,
+            default=8,
+            show_default=True,
+            help="Parallel model calls.",
+        ),
         click.option(
             "--max-tokens",
             "budget_tokens",
-            type=int,
+            type=COUNT,
             default=None,
             help="Stop before spending more than this many tokens.",
         ),
         click.option(
             "--max-calls",
             "budget_calls",
-            type=int,
+            type=COUNT,
             default=None,
             help="Stop before making more than this many model calls.",
         ),
@@ -96,8 +120,16 @@ def llm_spec(
     budget_calls: int | None,
     rate_limit: float | None = None,
     call_timeout: float = DEFAULT_TIMEOUT,
+    needs_model: bool = True,
 ) -> LLMSpec:
-    """The LLM the model options describe, as data (no key in it)."""
+    """The LLM the model options describe, as data (no key in it). With
+    ``needs_model=False`` (every method to run calls no model) the model is ``none``, a
+    stand-in that refuses requests, so no model has to be installed or named."""
+    if not needs_model:
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None and ctx.get_parameter_source("model") == ParameterSource.COMMANDLINE:
+            click.echo(f"note: no model is called, so --model {model} is not used", err=True)
+        model, cache_path = NO_MODEL, "none"
     return LLMSpec(
         model=model,
         base_url=base_url,
@@ -167,7 +199,7 @@ def sampling_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--seed",
-            type=int,
+            type=SEED,
             default=None,
             help="Sampling seed sent with every call (backends that take one).",
         ),
@@ -262,11 +294,31 @@ def method_overrides(
     return overrides
 
 
+class BudgetError(click.ClickException):
+    """One-line error: the token or call budget ran out."""
+
+    exit_code = exitcodes.BUDGET_EXCEEDED
+
+
+class EndpointError(click.ClickException):
+    """One-line error: the model endpoint kept failing."""
+
+    exit_code = exitcodes.ERRORED
+
+
+def exit_for(counts: exitcodes.CaseCounts, noun: str = "case") -> None:
+    """End the command with the exit code the counts call for; the counts go to stderr."""
+    if counts.exit_code != exitcodes.OK:
+        click.echo(counts.message(noun), err=True)
+        click.get_current_context().exit(counts.exit_code)
+
+
 def pass_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Show FaultfinderError as a one-line message and exit 1 (no traceback); show each
+    """Show FaultfinderError as a one-line message (no traceback) and exit with its code
+    (a budget overrun 5, an endpoint that kept failing 4, anything else 1); show each
     FaultfinderWarning (unknown keys in a trace, a cache set aside) as one 'warning:' line
     on stderr."""
-    from faultfinder.errors import FaultfinderError
+    from faultfinder.errors import BudgetExceededError, FaultfinderError, LLMCallError
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -275,6 +327,10 @@ def pass_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             warnings.showwarning = _show_warning
             try:
                 return fn(*args, **kwargs)
+            except BudgetExceededError as exc:
+                raise BudgetError(str(exc)) from None
+            except LLMCallError as exc:
+                raise EndpointError(str(exc)) from None
             except FaultfinderError as exc:
                 raise click.ClickException(str(exc)) from None
 

@@ -8,7 +8,17 @@ from typing import Any
 
 import click
 
-from faultfinder.cli.common import build_llm, executor_options, model_options, pass_errors
+from faultfinder.cli.common import (
+    CONTEXT_BUDGET,
+    COUNT,
+    SECONDS,
+    SEED,
+    TEMPERATURE,
+    build_llm,
+    executor_options,
+    model_options,
+    pass_errors,
+)
 from faultfinder.cli.proxy_options import choose_upstream, require_command, trust_options
 from faultfinder.replay.recorder import new_run_id, read_meta
 from faultfinder.replay.session import SessionOptions, replay_upstream, run_sync
@@ -24,7 +34,7 @@ def _live_upstream(run_dir: str, upstream: str | None, trust_run: bool) -> str |
 @click.option(
     "--method",
     "method_spec",
-    default="all-at-once:dover",
+    default="all-at-once:refined",
     show_default=True,
     help="Attribution method proposing one hypothesis per trial (name or name:preset).",
 )
@@ -34,7 +44,9 @@ def _live_upstream(run_dir: str, upstream: str | None, trust_run: bool) -> str |
     show_default=True,
     help="Trial segmentation: llm, magentic-one, pattern:REGEX (planning steps' output), none.",
 )
-@click.option("--repeats", default=3, show_default=True, help="Replays per intervention.")
+@click.option(
+    "--repeats", type=COUNT, default=3, show_default=True, help="Replays per intervention."
+)
 @click.option(
     "--orchestrator",
     default=None,
@@ -47,13 +59,18 @@ def _live_upstream(run_dir: str, upstream: str | None, trust_run: bool) -> str |
     show_default=True,
     help="Rewrite the orchestrator's message at/before the failure step, or that step itself.",
 )
-@click.option("--max-trials", type=int, default=None, help="Intervene on at most this many trials.")
+@click.option(
+    "--max-trials", type=COUNT, default=None, help="Intervene on at most this many trials."
+)
 @click.option(
     "--no-ground-truth", is_flag=True, help="Hide the reference answer from DoVer's prompts."
 )
 @click.option("--no-milestones", is_flag=True, help="Skip milestone progress.")
 @click.option(
-    "--context-budget", type=int, default=None, help="Max prompt tokens of DoVer's prompts."
+    "--context-budget",
+    type=CONTEXT_BUDGET,
+    default=None,
+    help="Max prompt tokens of DoVer's prompts.",
 )
 @click.option(
     "--live-temperature",
@@ -64,7 +81,7 @@ def _live_upstream(run_dir: str, upstream: str | None, trust_run: bool) -> str |
 )
 @click.option(
     "--seed",
-    type=int,
+    type=SEED,
     default=0,
     show_default=True,
     help="Repeat r sends seed+r with its live calls (distinct seeds, recorded in the rows).",
@@ -86,7 +103,7 @@ def _live_upstream(run_dir: str, upstream: str | None, trust_run: bool) -> str |
     help="JSONL file for result rows (default: RUN_DIR/dover/<session>.jsonl).",
 )
 @click.option(
-    "--timeout", type=float, default=None, help="Stop each replay after this many seconds."
+    "--timeout", type=SECONDS, default=None, help="Stop each replay after this many seconds."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
 @executor_options
@@ -238,16 +255,29 @@ def debug_report(paths: tuple[str, ...], as_json: bool) -> None:
     help="Static method whose attribution seeds the candidates (TraceElephant: Static Agentic).",
 )
 @click.option(
-    "--candidates", "n_candidates", default=3, show_default=True, help="Candidates to check."
+    "--candidates",
+    "n_candidates",
+    type=COUNT,
+    default=3,
+    show_default=True,
+    help="Candidates to check.",
 )
 @click.option(
-    "--window", default=5, show_default=True, help="Steps observed after the correction (k)."
+    "--window",
+    type=COUNT,
+    default=5,
+    show_default=True,
+    help="Steps observed after the correction (k).",
 )
 @click.option(
-    "--live-temperature", default=0.3, show_default=True, help="Temperature of the replayed steps."
+    "--live-temperature",
+    type=TEMPERATURE,
+    default=0.3,
+    show_default=True,
+    help="Temperature of the replayed steps.",
 )
 @click.option("--no-ground-truth", is_flag=True, help="Hide the reference answer from the prompts.")
-@click.option("--context-budget", type=int, default=None, help="Max prompt tokens.")
+@click.option("--context-budget", type=CONTEXT_BUDGET, default=None, help="Max prompt tokens.")
 @trust_options
 @click.option("--out", "out_path", default=None, help="Append the result row to this JSONL file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import click
@@ -12,6 +13,7 @@ import click
 from faultfinder.cli.attribute import format_attribution
 from faultfinder.cli.common import (
     build_llm,
+    exit_for,
     method_options,
     method_overrides,
     model_options,
@@ -19,18 +21,32 @@ from faultfinder.cli.common import (
     pop_sampling,
     with_progress,
 )
-from faultfinder.methods import create_method, run_method
+from faultfinder.exitcodes import CaseCounts
+from faultfinder.methods import create_method, needs_model, run_method
 from faultfinder.methods.base import Attribution
 from faultfinder.traces.io import trace_from_dict
 from faultfinder.traces.schema import Trace
 
 DEMO_TRACE = "data/demo_trace.json"
+SAVED_TRACE = Path(".faultfinder") / "demo-trace.json"
+"""Where `demo` saves the bundled trace by default, for the commands that follow it."""
+
+
+def demo_trace_text() -> str:
+    """The bundled demo trace as stored (a canonical faultfinder trace file)."""
+    return resources.files("faultfinder").joinpath(DEMO_TRACE).read_text(encoding="utf-8")
 
 
 def load_demo_trace() -> Trace:
     """The hand-written demo trace shipped inside the package."""
-    text = resources.files("faultfinder").joinpath(DEMO_TRACE).read_text(encoding="utf-8")
-    return trace_from_dict(json.loads(text), f"faultfinder/{DEMO_TRACE}")
+    return trace_from_dict(json.loads(demo_trace_text()), f"faultfinder/{DEMO_TRACE}")
+
+
+def save_demo_trace(path: Path) -> Path:
+    """Write the demo trace to ``path`` (creating its folder) so other commands can read it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(demo_trace_text(), encoding="utf-8")
+    return path
 
 
 def describe_trace(trace: Trace) -> str:
@@ -77,11 +93,19 @@ def compare_with_gold(trace: Trace, result: Attribution) -> str:
     show_default=True,
     help="Method name or name:preset (see `faultfinder methods`).",
 )
+@click.option(
+    "--save-trace",
+    "save_trace",
+    default=str(SAVED_TRACE),
+    show_default=True,
+    help="Also save the demo trace here, for `attribute`, `eval`, `graph`; 'none' skips it.",
+)
 @method_options
 @model_options
 @pass_errors
 def demo(
     method_spec: str,
+    save_trace: str,
     with_ground_truth: bool,
     observability: str | None,
     settings: tuple[str, ...],
@@ -91,11 +115,16 @@ def demo(
     trace = load_demo_trace()
     click.echo(describe_trace(trace))
     click.echo("")
+    if save_trace.lower() != "none":
+        saved = save_demo_trace(Path(save_trace))
+        click.echo(f"trace saved to {saved}; next, try:")
+        click.echo(f"  faultfinder attribute {saved} --method baseline:first-speaker")
+        click.echo("")
     overrides = method_overrides(with_ground_truth, observability, settings)
     overrides.update(pop_sampling(llm_options))
     method = create_method(method_spec, **overrides)
     progress = llm_options.pop("progress")
-    llm = with_progress(build_llm(**llm_options), progress)
+    llm = with_progress(build_llm(**llm_options, needs_model=needs_model(method)), progress)
     result = asyncio.run(run_method(method, trace, llm, label=method_spec))
     click.echo(format_attribution(result))
     click.echo("")
@@ -105,3 +134,4 @@ def demo(
             "\nNote: the embedded SmolLM2-135M model only shows that the pipeline runs end to "
             "end; its attributions are not meaningful. Use --model openai:MODEL for a real judge."
         )
+    exit_for(CaseCounts.of([result.status]))

@@ -10,6 +10,7 @@ import click
 from faultfinder.cli.common import (
     build_llm,
     executor_options,
+    exit_for,
     llm_spec,
     method_overrides,
     model_options,
@@ -20,9 +21,12 @@ from faultfinder.cli.common import (
 )
 from faultfinder.eval import reliability
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
+from faultfinder.eval.floors import floor_rows
 from faultfinder.eval.report import FORMATS, plot_tolerance, render, summarise
-from faultfinder.eval.rows import read_result_files
+from faultfinder.eval.rows import EvalRow, read_result_files
 from faultfinder.eval.runner import EvalOptions, plan_methods, repeat_warnings, run_eval
+from faultfinder.exitcodes import CaseCounts
+from faultfinder.methods import needs_model
 from faultfinder.methods.base import Observability
 
 OBSERVABILITIES: tuple[str, ...] = get_args(Observability)
@@ -187,6 +191,7 @@ def eval_command(
         raise click.ClickException(f"No traces to evaluate in {dataset} with these filters.")
     if executor == "local" and (ray_address or ray_workers):
         raise click.UsageError("--ray-address and --ray-workers go with --executor ray.")
+    llm_options["needs_model"] = any(needs_model(p.cls) for p in plans)
     llm = build_llm(**llm_options)
     options = EvalOptions(
         runs=runs,
@@ -221,7 +226,8 @@ def eval_command(
     if outcome.rows:
         click.echo(render(summarise(outcome.rows), "text", tolerances=False))
     if outcome.stopped:
-        raise click.ClickException(outcome.stopped)
+        click.echo(outcome.stopped, err=True)
+    exit_for(CaseCounts.of(row.status for row in outcome.rows))
 
 
 def run_on_ray(
@@ -249,6 +255,24 @@ def run_on_ray(
             executor.close()
 
 
+def floors_for(rows: list[EvalRow], dataset: str) -> list[EvalRow]:
+    """Floor rows on the traces of ``dataset`` that the results cover (floors the results
+    already hold are not recomputed)."""
+    wanted = {row.trace_id for row in rows}
+    traces = [
+        t for t in load_dataset(dataset, DatasetOptions(labelled_only=False)) if t.id in wanted
+    ]
+    if not traces:
+        raise click.ClickException(
+            f"--floors {dataset}: none of its traces is in the results (trace ids differ)."
+        )
+    missing = len(wanted) - len(traces)
+    if missing:
+        click.echo(f"note: {missing} traces of the results are not in {dataset}", err=True)
+    present = {row.method for row in rows}
+    return floor_rows(traces, skip=present)
+
+
 @click.command("report")
 @click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option(
@@ -273,6 +297,14 @@ def run_on_ray(
     help="Add the ±1..±5 step accuracy table (text and markdown).",
 )
 @click.option(
+    "--floors",
+    "floors_from",
+    type=click.Path(exists=True),
+    default=None,
+    help="Dataset the results were run on: compute the floors (random, baseline:*) on the "
+    "same traces and list them under each subset (needs no model).",
+)
+@click.option(
     "--reliability-plot",
     "reliability_path",
     type=click.Path(dir_okay=False),
@@ -285,12 +317,16 @@ def report_command(
     fmt: str,
     plot_path: str | None,
     tolerances: bool,
+    floors_from: str | None = None,
     reliability_path: str | None = None,
 ) -> None:
-    """Accuracy tables (per subset, mean ± std over runs) from eval result files."""
+    """Accuracy tables (per subset, mean ± std over runs, 95% intervals, floors) from eval
+    result files."""
     rows = read_result_files(results)
     if not rows:
         raise click.ClickException("No result rows in " + ", ".join(results))
+    if floors_from:
+        rows.extend(floors_for(rows, floors_from))
     summaries = summarise(rows)
     click.echo(render(summaries, fmt, tolerances=tolerances))  # type: ignore[arg-type]
     if plot_path:

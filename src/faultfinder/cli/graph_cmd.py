@@ -11,6 +11,7 @@ import click
 
 from faultfinder.cli.common import (
     build_llm,
+    exit_for,
     method_options,
     method_overrides,
     model_options,
@@ -18,6 +19,7 @@ from faultfinder.cli.common import (
     pop_sampling,
     with_progress,
 )
+from faultfinder.exitcodes import CaseCounts
 from faultfinder.llm.client import track_usage
 from faultfinder.methods import create_method
 from faultfinder.methods.chief import CausalGraph, ChiefConfig, build_graph, write_graph
@@ -125,8 +127,10 @@ def graph(
     if mermaid_path:
         Path(mermaid_path).write_text(result.to_mermaid(), encoding="utf-8")
         written.append(mermaid_path)
+    stages = CaseCounts.of(record.status for record in result.stages.values())
     if not written:
         click.echo(result.model_dump_json(indent=2))
+        exit_for(stages, "stage")
         return
     click.echo(format_graph(result))
     u = scope.usage
@@ -135,3 +139,4 @@ def graph(
         f"{u.completion_tokens} completion tokens" + (" (estimated)" if u.estimated else "")
     )
     click.echo("wrote:     " + ", ".join(written))
+    exit_for(stages, "stage")

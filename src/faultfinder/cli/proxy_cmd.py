@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from faultfinder.cli.common import build_llm, model_options, pass_errors
+from faultfinder.cli.common import PORT, STEP, build_llm, model_options, pass_errors
 from faultfinder.cli.proxy_options import (
     choose_upstream,
     proxy_options,
@@ -55,7 +55,7 @@ from faultfinder.replay.session import replay_upstream, run_redactor, run_sync
     is_flag=True,
     help="Replay: send live calls (and your key) to the upstream named in the run directory.",
 )
-@click.option("--at", type=int, default=None, help="Replay: step from which to go live.")
+@click.option("--at", type=STEP, default=None, help="Replay: step from which to go live.")
 @click.option("--edit", default=None, help="Replay: replacement output of step --at.")
 @click.option("--edit-input", default=None, help="Replay: replacement instruction for step --at.")
 @proxy_options
@@ -154,7 +154,7 @@ async def _serve_proxy(
     show_default=True,
     help="Interface to bind (anything but loopback prints a warning).",
 )
-@click.option("--port", default=8080, show_default=True, help="Port (0: any free port).")
+@click.option("--port", type=PORT, default=8080, show_default=True, help="Port (0: any free port).")
 @click.option("--model-name", default=None, help="Model id reported to clients.")
 @model_options
 @pass_errors

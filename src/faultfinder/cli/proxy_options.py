@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from faultfinder.cli.common import PORT
 from faultfinder.replay.httpserver import LOOPBACK
 from faultfinder.replay.recorder import read_meta, safe_child
 from faultfinder.replay.session import SessionOptions, stored_command_note
@@ -61,7 +62,9 @@ def proxy_options(fn: Any) -> Any:
             show_default=True,
             help="Interface to bind (anything but loopback prints a warning).",
         ),
-        click.option("--port", default=0, show_default=True, help="Port (0: any free port)."),
+        click.option(
+            "--port", type=PORT, default=0, show_default=True, help="Port (0: any free port)."
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from faultfinder.cli.common import pass_errors
+from faultfinder.cli.common import SECONDS, pass_errors
 from faultfinder.cli.proxy_options import (
     PASSTHROUGH,
     plural,
@@ -39,7 +39,7 @@ from faultfinder.replay.session import record_run, run_sync
 )
 @click.option("--system", "system_name", default=None, help="Name of the multi-agent system.")
 @click.option(
-    "--timeout", type=float, default=None, help="Stop the program after this many seconds."
+    "--timeout", type=SECONDS, default=None, help="Stop the program after this many seconds."
 )
 @click.option("--quiet", is_flag=True, help="Do not echo the program's output.")
 @proxy_options

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from faultfinder.cli.common import pass_errors
+from faultfinder.cli.common import COUNT, SECONDS, STEP, TEMPERATURE, pass_errors
 from faultfinder.cli.proxy_options import (
     choose_upstream,
     proxy_options,
@@ -127,7 +127,7 @@ def format_report(outcome: ReplayOutcome) -> str:
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option(
-    "--at", type=int, default=None, help="Step (0-based, as in trace.json) from which to go live."
+    "--at", type=STEP, default=None, help="Step (0-based, as in trace.json) from which to go live."
 )
 @click.option("--edit", default=None, help="Replacement text for step --at's output.")
 @click.option(
@@ -169,10 +169,13 @@ def format_report(outcome: ReplayOutcome) -> str:
     help="Switch off a built-in normaliser of volatile text (all are on by default).",
 )
 @click.option(
-    "--window", type=int, default=None, help="Stop the program after this many steps from --at."
+    "--window", type=COUNT, default=None, help="Stop the program after this many steps from --at."
 )
 @click.option(
-    "--live-temperature", type=float, default=None, help="Force this temperature on live calls."
+    "--live-temperature",
+    type=TEMPERATURE,
+    default=None,
+    help="Force this temperature on live calls.",
 )
 @trust_options
 @click.option("--branch-id", default=None, help="Name of the branch directory.")
@@ -183,7 +186,7 @@ def format_report(outcome: ReplayOutcome) -> str:
     help="Directory to run the program in (default: the current one; never the recorded one).",
 )
 @click.option(
-    "--timeout", type=float, default=None, help="Stop the program after this many seconds."
+    "--timeout", type=SECONDS, default=None, help="Stop the program after this many seconds."
 )
 @click.option("--quiet", is_flag=True, help="Do not echo the program's output.")
 @click.option("--json", "as_json", is_flag=True, help="Print the replay report as JSON.")

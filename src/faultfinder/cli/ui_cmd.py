@@ -12,7 +12,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from faultfinder.cli.common import build_llm, model_options, pass_errors
+from faultfinder.cli.common import PORT, build_llm, model_options, pass_errors
 
 DEFAULT_RESULTS = Path(".faultfinder") / "ui-results.jsonl"
 LOOPBACK_NAMES = ("localhost",)
@@ -39,7 +39,7 @@ def is_loopback(host: str) -> bool:
 @click.command("ui")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8765, show_default=True, help="Port (0: any free port).")
+@click.option("--port", type=PORT, default=8765, show_default=True, help="Port (0: any free port).")
 @click.option(
     "--allow-run",
     is_flag=True,

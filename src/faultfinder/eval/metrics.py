@@ -19,7 +19,11 @@ and reported, never dropped, so a method cannot gain accuracy by failing to answ
 was out of range; that part is scored.)
 
 Aggregates: accuracy is computed per run (over that run's cases), then the mean and the
-sample standard deviation are taken across runs.
+sample standard deviation are taken across runs. Each accuracy also gets a 95% Wilson
+score interval over the *cases* (see :func:`wilson`): with one run it is the exact Wilson
+interval of a binomial proportion; with several runs each case contributes its mean
+correctness over the runs, and since a value in [0, 1] with mean p has variance at most
+p(1 - p), the interval is then conservative (never too narrow).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import math
 import re
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from faultfinder.traces.schema import GoldLabel
 
@@ -92,6 +96,8 @@ class MeanStd:
     mean: float
     std: float | None
     n: int
+    ci: tuple[float, float] | None = None
+    """95% Wilson interval over the cases (fractions), when computed."""
 
     def format(self, percent: bool = True, digits: int = 1) -> str:
         scale = 100.0 if percent else 1.0
@@ -101,6 +107,23 @@ class MeanStd:
         if self.std is not None:
             text += f" ± {self.std * scale:.{digits}f}"
         return text
+
+
+def wilson(successes: float, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score interval (default 95%) for ``successes`` out of ``n`` trials.
+
+    ``successes`` may be fractional (a sum of per-case mean correctness over runs).
+    Unlike the normal approximation it stays inside [0, 1] and is not degenerate at 0 or
+    n successes, which matters on subsets of 58 cases.
+    """
+    if n <= 0:
+        return (float("nan"), float("nan"))
+    p = min(max(successes / n, 0.0), 1.0)
+    z2 = z * z
+    denominator = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denominator
+    half = z / denominator * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def mean_std(values: Sequence[float]) -> MeanStd:
@@ -169,17 +192,21 @@ def aggregate(rows: Iterable[ScoredRow]) -> GroupMetrics:
         if row.score is not None:
             by_run.setdefault(row.run, []).append(row.score)
     runs = sorted(by_run)
+    by_case: dict[str, list[RowScore]] = {}
+    for row in items:
+        if row.score is not None:
+            by_case.setdefault(row.case, []).append(row.score)
+
+    def hit(s: RowScore, pick: str, k: int | None) -> bool:
+        return bool(getattr(s, pick)) if k is None else s.within[TOLERANCES.index(k)]
 
     def across_runs(pick: str, k: int | None = None) -> MeanStd:
-        per_run: list[float] = []
-        for r in runs:
-            scores = by_run[r]
-            if k is None:
-                hits = sum(bool(getattr(s, pick)) for s in scores)
-            else:
-                hits = sum(s.within[TOLERANCES.index(k)] for s in scores)
-            per_run.append(hits / len(scores))
-        return mean_std(per_run)
+        per_run = [sum(hit(s, pick, k) for s in by_run[r]) / len(by_run[r]) for r in runs]
+        per_case = [sum(hit(s, pick, k) for s in ss) / len(ss) for ss in by_case.values()]
+        value = mean_std(per_run)
+        if not per_case:
+            return value
+        return replace(value, ci=wilson(sum(per_case), len(per_case)))
 
     statuses: dict[str, int] = {}
     for row in items:

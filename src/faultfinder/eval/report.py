@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from faultfinder.eval.floors import is_floor
 from faultfinder.eval.metrics import (
     TOLERANCES,
     GroupMetrics,
@@ -49,6 +50,8 @@ class GroupSummary:
     label: str
     """Method label; suffixed with '#config' when one label ran with several configs."""
     metrics: GroupMetrics
+    floor: bool = False
+    """A floor (``random``, ``baseline:*``): a method that needs no model."""
 
 
 def scored(row: EvalRow) -> ScoredRow:
@@ -87,10 +90,13 @@ def summarise(rows: Iterable[EvalRow]) -> list[GroupSummary]:
         label = key.method
         if len(configs[ident]) > 1:
             label = f"{key.method}#{key.config_id[:6]}"
-        out.append(GroupSummary(key=key, label=label, metrics=aggregate(items)))
+        out.append(
+            GroupSummary(key=key, label=label, metrics=aggregate(items), floor=is_floor(key.method))
+        )
     out.sort(
         key=lambda g: (
             g.key.subset,
+            g.floor,
             g.label,
             g.key.model,
             g.key.with_ground_truth,
@@ -121,15 +127,24 @@ MAIN_HEADERS = [
 TOLERANCE_HEADERS = [*IDENT_HEADERS, *(f"step ±{k} %" if k else "step %" for k in TOLERANCES)]
 
 
+def with_ci(value: MeanStd) -> str:
+    """'31.0 ± 2.0 (24.1–39.3)': mean (± std across runs) and the 95% interval, percent."""
+    text = value.format()
+    if value.ci is not None and value.n:
+        low, high = value.ci
+        text += f" ({100 * low:.1f}–{100 * high:.1f})"
+    return text
+
+
 def main_cells(g: GroupSummary) -> list[str]:
     m = g.metrics
     return [
         *_ident_cells(g),
         str(m.cases),
         str(m.runs),
-        m.agent.format(),
-        m.step.format(),
-        m.joint.format(),
+        with_ci(m.agent),
+        with_ci(m.step),
+        with_ci(m.joint),
         f"{m.tokens_per_case:.0f}",
         f"{m.calls_per_case:.1f}",
         f"{m.wall_time_per_case:.2f}",
@@ -139,7 +154,7 @@ def main_cells(g: GroupSummary) -> list[str]:
 
 
 def tolerance_cells(g: GroupSummary) -> list[str]:
-    return [*_ident_cells(g), *(g.metrics.within[k].format() for k in TOLERANCES)]
+    return [*_ident_cells(g), *(with_ci(g.metrics.within[k]) for k in TOLERANCES)]
 
 
 def _by_subset(summaries: Sequence[GroupSummary]) -> dict[str, list[GroupSummary]]:
@@ -178,7 +193,13 @@ def records(summaries: Sequence[GroupSummary]) -> list[dict[str, Any]]:
     def ms(prefix: str, value: MeanStd) -> dict[str, Any]:
         mean = None if value.n == 0 else round(value.mean, 6)
         std = None if value.std is None else round(value.std, 6)
-        return {f"{prefix}_mean": mean, f"{prefix}_std": std}
+        low, high = value.ci if value.ci is not None else (None, None)
+        return {
+            f"{prefix}_mean": mean,
+            f"{prefix}_std": std,
+            f"{prefix}_ci_low": None if low is None else round(low, 6),
+            f"{prefix}_ci_high": None if high is None else round(high, 6),
+        }
 
     out: list[dict[str, Any]] = []
     for g in summaries:
@@ -186,6 +207,7 @@ def records(summaries: Sequence[GroupSummary]) -> list[dict[str, Any]]:
         record: dict[str, Any] = {
             "subset": g.key.subset,
             "method": g.label,
+            "floor": g.floor,
             "model": g.key.model,
             "with_ground_truth": g.key.with_ground_truth,
             "observability": g.key.observability,
@@ -251,9 +273,22 @@ def footnotes(summaries: Sequence[GroupSummary]) -> list[str]:
     """Warnings a reader of the table needs."""
     errors = sum(g.metrics.errors for g in summaries)
     notes = [
-        "Accuracies: per-run accuracy, mean ± sample std across runs; unparsed and failed rows "
-        "count as wrong. Steps are scored by integer equality."
+        "Accuracies: per-run accuracy, mean ± sample std across runs, then the 95% Wilson "
+        "interval over cases in parentheses; unparsed and failed rows count as wrong. Steps "
+        "are scored by integer equality."
     ]
+    floors = sorted({g.label for g in summaries if g.floor})
+    if floors:
+        notes.append(
+            f"Floors (no model; listed last in each subset): {', '.join(floors)}. A method "
+            "whose interval overlaps a floor's has not been shown to beat it."
+        )
+    elif summaries:
+        notes.append(
+            "No floors in these results: add `--floors DATASET` (computed from the traces, "
+            "no model), or run `faultfinder eval --method random,baseline:first-speaker,"
+            "baseline:majority-agent,baseline:position`."
+        )
     if errors:
         notes.append(
             f"{errors} row(s) failed (status error/budget-exceeded) and count as wrong: rerun "

@@ -65,9 +65,15 @@ class ScriptedBackend:
         """Load replies from JSON: a list, or ``{"replies": [...], "repeat_last": true}``."""
         p = Path(path)
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
+            text = p.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise ConfigError(f"Scripted replies file not found: {p}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{p}: cannot read scripted replies: {exc}") from None
+        if not text.strip():
+            raise ConfigError(f"{p}: empty file (expected a JSON list of scripted replies)")
+        try:
+            data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{p}: invalid JSON for scripted replies: {exc}") from None
         if isinstance(data, list):
@@ -136,6 +142,30 @@ class FunctionBackend:
         if inspect.isawaitable(result):
             result = await result
         return _to_completion(result, self.model)
+
+    def count_tokens(self, text: str) -> int:
+        return approx_token_count(text)
+
+
+class NoModelBackend:
+    """Stands in for a model when every method run needs none (``random``, ``baseline``).
+
+    Any request is a bug in the method that claimed to need no model, and says so.
+    """
+
+    is_real = False
+    supports_tools = False
+    name = "none"
+    model = "none"
+
+    def identity(self) -> dict[str, Any]:
+        return {"backend": "none"}
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        raise FaultfinderError(
+            "This method declared that it needs no model (needs_model = False) but asked one; "
+            "set needs_model = True on its class."
+        )
 
     def count_tokens(self, text: str) -> int:
         return approx_token_count(text)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Any
+import sys
+from collections.abc import Callable
+from typing import Any, cast
 
 from faultfinder.errors import ConfigError, UnknownNameError
 from faultfinder.llm.base import Backend
@@ -14,7 +16,11 @@ BACKENDS: dict[str, str] = {
     "local": "embedded SmolLM2-135M-Instruct via llama-cpp-python ([local] extra): local[:GGUF]",
     "scripted": "scripted replies in order from a JSON file: scripted:replies.json",
     "function": "Python function called per request: function:package.module:callable",
+    "none": "no model, for methods that call none (random, baseline:*): none",
 }
+
+NO_MODEL = "none"
+"""The spec of the stand-in used when no method of a command calls a model."""
 
 
 def make_backend(
@@ -27,6 +33,10 @@ def make_backend(
 ) -> Backend:
     """Build the backend a spec names. Unknown kinds list the known ones."""
     kind, _, rest = spec.partition(":")
+    if spec == NO_MODEL:
+        from faultfinder.llm.doubles import NoModelBackend
+
+        return NoModelBackend()
     if kind == "openai":
         from faultfinder.llm.openai_compat import OpenAICompatBackend
 
@@ -47,9 +57,47 @@ def make_backend(
     if kind == "function":
         from faultfinder.llm.doubles import FunctionBackend
 
-        module_name, _, attr = rest.partition(":")
-        if not module_name or not attr:
-            raise ConfigError("Use --model function:package.module:callable")
-        fn = getattr(importlib.import_module(module_name), attr)
-        return FunctionBackend(fn, model=rest)
+        return FunctionBackend(load_function(rest), model=rest)
+    if kind not in BACKENDS and not rest:
+        raise ConfigError(
+            f"Unknown model '{spec}': write KIND:NAME, e.g. openai:{spec}. "
+            f"Kinds: {', '.join(sorted(BACKENDS))}."
+        )
     raise UnknownNameError("model backend", kind, list(BACKENDS))
+
+
+def load_function(ref: str) -> Callable[..., Any]:
+    """The callable ``module:attr`` names, importing the module from the working directory
+    first (as ``python -m`` would), then from installed packages. Every failure is one line.
+    """
+    module_name, _, attr = ref.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"--model function:{ref}: write function:package.module:callable")
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or module_name
+        raise ConfigError(
+            f"--model function:{ref}: no module named '{missing}' (looked in the working "
+            f"directory {cwd} and in installed packages)"
+        ) from None
+    except Exception as exc:  # the user's module failed while importing
+        raise ConfigError(
+            f"--model function:{ref}: importing '{module_name}' failed: {type(exc).__name__}: {exc}"
+        ) from None
+    finally:
+        if added:
+            sys.path.remove(cwd)
+    fn = getattr(module, attr, None)
+    if fn is None:
+        raise ConfigError(f"--model function:{ref}: module '{module_name}' has no '{attr}'")
+    if not callable(fn):
+        raise ConfigError(
+            f"--model function:{ref}: '{attr}' in '{module_name}' is not callable "
+            f"(it is a {type(fn).__name__})"
+        )
+    return cast("Callable[..., Any]", fn)

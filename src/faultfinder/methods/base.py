@@ -41,9 +41,14 @@ class ChatOptions(TypedDict):
 
 
 class MethodConfig(BaseModel):
-    """Options every method honours. Method configs subclass this."""
+    """Options every method honours. Method configs subclass this.
 
-    model_config = ConfigDict(extra="forbid")
+    Each field is documented by the docstring under it; pydantic reads those into the
+    field's description (``use_attribute_docstrings``), which ``faultfinder methods NAME``
+    shows.
+    """
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     PROMPT_VERSION: ClassVar[str] = "none"
     """Version of the method's prompts; bumped whenever they change ('none': no prompts)."""

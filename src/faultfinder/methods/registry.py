@@ -3,6 +3,7 @@ classes decorated with :func:`register` become available by name."""
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import pkgutil
 from typing import Any, TypeVar
@@ -26,6 +27,8 @@ def register(cls: M) -> M:
         raise ValueError(f"Two methods are registered as '{name}'")
     if not hasattr(cls, "presets"):
         cls.presets = {}
+    if not hasattr(cls, "needs_model"):
+        cls.needs_model = True
     _METHODS[name] = cls
     return cls
 
@@ -47,6 +50,12 @@ def available() -> dict[str, type[Any]]:
     """All registered methods by name."""
     _discover()
     return dict(sorted(_METHODS.items()))
+
+
+def needs_model(method: Any) -> bool:
+    """Whether a method class (or instance) calls a model; False for ``random`` and the
+    ``baseline`` floors, which then run without one (no --model needed)."""
+    return bool(getattr(method, "needs_model", True))
 
 
 def get_method_class(name: str) -> type[Any]:
@@ -71,6 +80,14 @@ def create_method(spec: str, **overrides: Any) -> Method:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
+        if first["type"] == "extra_forbidden":
+            valid = list(cls.Config.model_fields)
+            close = difflib.get_close_matches(where, valid, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise ConfigError(
+                f"Method '{spec}' has no option '{where}'.{hint} Options: {', '.join(valid)} "
+                f"(see `faultfinder methods {name}`)."
+            ) from None
         raise ConfigError(f"Method '{spec}': option '{where}': {first['msg']}") from None
     method: Method = cls(config)
     return method

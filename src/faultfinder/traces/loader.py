@@ -37,6 +37,10 @@ def load_traces(
 def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
     if not p.exists():
         raise TraceFormatError(str(p), "(file)", "no such file or directory")
+    if p.is_file() and _is_blank(p):
+        raise TraceFormatError(str(p), "(file)", "empty file")
+    if p.is_dir() and not any(p.iterdir()):
+        raise TraceFormatError(str(p), "(file)", "empty directory")
     if format and format != "faultfinder":
         return get_importer(format).load(p, **options)
     if p.is_file() and p.suffix == ".jsonl" and format in (None, "faultfinder"):
@@ -97,3 +101,12 @@ def _try_json(line: str) -> Any:
         return json.loads(line)
     except (ValueError, RecursionError):
         return None
+
+
+def _is_blank(path: Path) -> bool:
+    """True for an empty file or one holding only whitespace (read no further than needed)."""
+    with path.open("rb") as handle:
+        while chunk := handle.read(65536):
+            if chunk.strip():
+                return False
+    return True
