@@ -244,7 +244,7 @@ def test_eval_drill_down_opens_the_method_on_the_trace(
     catalog: Catalog, base: str, page: Page
 ) -> None:
     page.goto(f"{base}/eval/{next(iter(catalog.evals))}")
-    expect(page.locator(".report").first).to_contain_text("chance floor")
+    expect(page.locator(".report").first).to_contain_text("floor")
     expect(page.locator("svg.plot polyline").first).to_be_visible()
     cell = page.locator("#cases tbody td a[href*='?a=']").first
     said = cell.inner_text()

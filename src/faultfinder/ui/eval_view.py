@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from faultfinder.eval.floors import is_floor
 from faultfinder.eval.metrics import TOLERANCES, score
 from faultfinder.eval.report import (
     MAIN_HEADERS,
@@ -17,8 +18,6 @@ from faultfinder.eval.report import (
 )
 from faultfinder.eval.rows import EvalRow
 
-FLOOR_METHODS = ("random",)
-"""Methods whose lines are chance floors (shown as such)."""
 PLOT_W, PLOT_H, PAD = 420.0, 220.0, 36.0
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2")
 
@@ -81,7 +80,7 @@ def subset_reports(rows: list[EvalRow]) -> tuple[list[SubsetReport], list[str]]:
         SubsetReport(
             subset=subset,
             main=[main_cells(g) for g in groups],
-            floors=[g.key.method.split(":")[0] in FLOOR_METHODS for g in groups],
+            floors=[is_floor(g.key.method) for g in groups],
             tolerance=[tolerance_cells(g) for g in groups],
             curves=[_curve(g, COLOURS[i % len(COLOURS)]) for i, g in enumerate(groups)],
         )
