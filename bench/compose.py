@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _readme import write_section
+
 from faultfinder.eval.datasets import load_dataset, subset_of
 from faultfinder.eval.metrics import step_correct
 from faultfinder.llm.client import LLM
@@ -153,18 +155,11 @@ def row(
 
 
 def write_readme(text: str) -> None:
-    readme = README.read_text(encoding="utf-8")
-    if BEGIN in readme and END in readme:
-        head, rest = readme.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        README.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}", encoding="utf-8")
-    else:
-        section = (
-            "\n## Budgeted composition (`bench/compose.py`)\n\n"
-            "Reproduce: `python bench/compose.py`.\n\n"
-        )
-        README.write_text(readme.rstrip("\n") + "\n" + section + f"{BEGIN}\n{text}\n{END}\n")
-    print(f"\nwritten into {README.relative_to(ROOT)}", file=sys.stderr)
+    heading = (
+        "\n## Budgeted composition (`bench/compose.py`)\n\n"
+        "Reproduce: `python bench/compose.py`.\n\n"
+    )
+    write_section(README, BEGIN, END, text, heading)
 
 
 if __name__ == "__main__":

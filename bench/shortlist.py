@@ -26,6 +26,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from _readme import write_section
+
 from faultfinder.eval.datasets import load_dataset, subset_of
 from faultfinder.eval.metrics import normalise_agent
 from faultfinder.eval.reliability import ece, markdown, reliability
@@ -314,19 +316,12 @@ def surprisal_ablation(traces: Sequence[Trace], folds: int, compute: bool) -> tu
 
 
 def write_readme(text: str) -> None:
-    readme = README.read_text(encoding="utf-8")
-    if BEGIN in readme and END in readme:
-        head, rest = readme.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        README.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}", encoding="utf-8")
-    else:
-        section = (
-            "\n## Offline step shortlist (`bench/shortlist.py`)\n\n"
-            "Reproduce: `python bench/shortlist.py` (add `--ship` to rewrite the shipped "
-            "weights).\n\n"
-        )
-        README.write_text(readme.rstrip("\n") + "\n" + section + f"{BEGIN}\n{text}\n{END}\n")
-    print(f"\nwritten into {README.relative_to(ROOT)}", file=sys.stderr)
+    heading = (
+        "\n## Offline step shortlist (`bench/shortlist.py`)\n\n"
+        "Reproduce: `python bench/shortlist.py` (add `--ship` to rewrite the shipped "
+        "weights).\n\n"
+    )
+    write_section(README, BEGIN, END, text, heading)
 
 
 if __name__ == "__main__":
