@@ -122,3 +122,12 @@ def test_cli_malformed_trace_names_file_and_field(tmp_path: Path) -> None:
 
 def teardown_module() -> None:
     _METHODS.pop("test-fake", None)
+
+
+def test_paper_presets_of_chief_and_agentic_set_the_papers_observability() -> None:
+    from faultfinder.methods import create_method
+
+    agentic = create_method("agentic:paper").config
+    chief = create_method("chief:paper").config
+    assert agentic.observability == "full"  # TraceElephant's Static setting
+    assert chief.observability == "outputs" and getattr(chief, "modules", None) == "full"

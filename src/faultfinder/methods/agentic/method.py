@@ -26,6 +26,9 @@ class AgenticMethod:
         "tools": {"action_format": "tools"},
         "text": {"action_format": "text"},
         "quick": {"max_turns": 10, "token_budget": 60_000},
+        # TraceElephant's Static setting: the complete trace, metadata and inputs included
+        # (docs/methods/agentic.md, "Presets").
+        "paper": {"observability": "full"},
     }
 
     def __init__(self, config: AgenticConfig) -> None:
