@@ -18,6 +18,7 @@ from faultfinder.cli.common import (
     executor_options,
     model_options,
     pass_errors,
+    with_progress,
 )
 from faultfinder.cli.proxy_options import choose_upstream, require_command, trust_options
 from faultfinder.replay.recorder import new_run_id, read_meta
@@ -179,7 +180,7 @@ def debug(
     if context_budget is not None:
         overrides["context_budget"] = context_budget
     method = create_method(method_spec, **overrides)
-    llm = build_llm(**llm_options)
+    llm = with_progress(build_llm(**llm_options), None)  # a line per call on a terminal
     session = new_run_id("dover-")
     out = Path(out_path) if out_path else Path(run_dir) / "dover" / f"{session}.jsonl"
     replays = ReplayExecutor(
@@ -315,7 +316,7 @@ def check(
     if context_budget is not None:
         overrides["context_budget"] = context_budget
     method = create_method(method_spec, **overrides)
-    llm = build_llm(**llm_options)
+    llm = with_progress(build_llm(**llm_options), None)  # a line per call on a terminal
     result = run_sync(
         dynamic_check(
             run_dir,
