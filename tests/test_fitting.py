@@ -14,14 +14,8 @@ import pytest
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend
 from faultfinder.llm.base import approx_token_count, messages_text
 from faultfinder.methods import Attribution, create_method, run_method
-from faultfinder.methods.render import (
-    ContextBudgetError,
-    Piece,
-    RenderOptions,
-    fit_pieces,
-    fit_steps,
-    fit_text,
-)
+from faultfinder.methods.fitting import Piece, fit_pieces, fit_steps, fit_text
+from faultfinder.methods.render import ContextBudgetError, RenderOptions
 from faultfinder.traces.schema import Step, Trace
 
 BUDGET = 4000

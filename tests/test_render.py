@@ -11,6 +11,7 @@ from faultfinder.llm.base import approx_token_count
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import ScriptedBackend
 from faultfinder.methods.base import MethodConfig
+from faultfinder.methods.fitting import fit_steps
 from faultfinder.methods.reference import reference_answer
 from faultfinder.methods.render import (
     ContextBudgetError,
@@ -18,7 +19,6 @@ from faultfinder.methods.render import (
     backend_context_window,
     compact_input,
     context_budget,
-    fit_steps,
     new_input_messages,
     render_metadata,
     render_step,

@@ -10,7 +10,8 @@ from pydantic import BaseModel, ValidationError
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import ParseError
 from faultfinder.methods.answers import extract_json
-from faultfinder.methods.render import RenderOptions, fit_steps
+from faultfinder.methods.fitting import fit_steps
+from faultfinder.methods.render import RenderOptions
 from faultfinder.traces.schema import Step, Trace
 
 M = TypeVar("M", bound=BaseModel)

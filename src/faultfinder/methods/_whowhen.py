@@ -22,7 +22,8 @@ from faultfinder.llm.client import LLM, ParseError
 from faultfinder.methods import reference
 from faultfinder.methods.answers import REASON_GBNF, choice_grammar, gbnf_choice, parse_yes_no
 from faultfinder.methods.base import MethodConfig
-from faultfinder.methods.render import RenderOptions, context_budget, fit_steps, render_metadata
+from faultfinder.methods.fitting import fit_steps
+from faultfinder.methods.render import RenderOptions, context_budget, render_metadata
 from faultfinder.traces.schema import Step, Trace
 
 PROMPT_FAMILY = "whowhen-v1"

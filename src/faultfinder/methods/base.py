@@ -65,7 +65,7 @@ class MethodConfig(BaseModel):
     (TraceElephant's setting); see docs/eval.md."""
     context_budget: int | None = Field(default=None, ge=256)
     """Max prompt tokens per call (counted with the model's tokenizer where the backend has
-    one). Logs over it are cut by ``methods.render.fit_steps``: never the steps under
+    one). Logs over it are cut by ``methods.fitting.fit_steps``: never the steps under
     judgement, always with visible markers, never a prompt over the budget."""
     temperature: float | None = Field(default=0.0, ge=0.0, le=2.0)
     """Sampling temperature of every call; None sends none (the backend's default). The

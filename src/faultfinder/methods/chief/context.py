@@ -13,8 +13,9 @@ from faultfinder.llm.client import LLM, ParseError, Reply
 from faultfinder.methods.answers import Roster, extract_json, roster_of
 from faultfinder.methods.chief import prompts
 from faultfinder.methods.chief.config import ChiefConfig
+from faultfinder.methods.fitting import fit_steps
 from faultfinder.methods.reference import ground_truth_for
-from faultfinder.methods.render import RenderOptions, context_budget, fit_steps, render_metadata
+from faultfinder.methods.render import RenderOptions, context_budget, render_metadata
 from faultfinder.traces.schema import Step, Trace
 
 T = TypeVar("T")

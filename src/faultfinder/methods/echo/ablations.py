@@ -19,14 +19,11 @@ from faultfinder.methods.echo import prompts
 from faultfinder.methods.echo.config import ARGUMENT_REPLY_TOKENS, JUDGE_REPLY_TOKENS, EchoConfig
 from faultfinder.methods.echo.context import Compressed, step_context_pieces
 from faultfinder.methods.echo.schema import judge_json_schema, parse_judge, parse_sections
+from faultfinder.methods.fitting import Piece, fit_pieces, fit_text, min_cap
 from faultfinder.methods.reference import ground_truth_for
 from faultfinder.methods.render import (
-    Piece,
     RenderOptions,
     context_budget,
-    fit_pieces,
-    fit_text,
-    min_cap,
     render_metadata,
     render_step,
     truncate,

@@ -37,14 +37,9 @@ from faultfinder.methods.echo.panel import (
 )
 from faultfinder.methods.echo.schema import analysis_json_schema
 from faultfinder.methods.echo.voting import CompareOn, Consensus, consensus
+from faultfinder.methods.fitting import fit_pieces, fit_steps
 from faultfinder.methods.registry import register
-from faultfinder.methods.render import (
-    RenderOptions,
-    context_budget,
-    fit_pieces,
-    fit_steps,
-    render_metadata,
-)
+from faultfinder.methods.render import RenderOptions, context_budget, render_metadata
 from faultfinder.traces.schema import Trace
 
 # Tokens kept free for message framing when a prompt is fitted to the context budget.
