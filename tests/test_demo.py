@@ -76,3 +76,17 @@ def test_demo_saves_its_trace_for_the_next_command(tmp_path: Path) -> None:
     assert "agent:      Orchestrator" in follow.output and "step:       0" in follow.output
     skipped = CliRunner().invoke(main, ["demo", "--method", "random", "--save-trace", "none"])
     assert skipped.exit_code == 0 and "trace saved" not in skipped.output
+
+
+def test_demo_shows_an_unreadable_answer_and_exits_0_but_a_budget_stop_is_5(
+    tmp_path: Path,
+) -> None:
+    # The tiny embedded model often answers unreadably: the demo still ran end to end.
+    junk = _replies(tmp_path, ["I think it was 2.", "maybe", "no idea"])
+    shown = CliRunner().invoke(main, ["demo", "--model", junk, "--cache", "none"])
+    assert shown.exit_code == 0, shown.output
+    assert "status:     unparsed" in shown.output
+    stopped = CliRunner().invoke(
+        main, ["demo", "--model", junk, "--cache", "none", "--max-calls", "1", "--max-tokens", "1"]
+    )
+    assert stopped.exit_code == 5, stopped.output

@@ -1,4 +1,4 @@
-"""Exit codes a script can use: the same codes for attribute, eval, graph and demo."""
+"""Exit codes a script can use: the same codes for attribute, eval and graph."""
 
 from __future__ import annotations
 

@@ -134,4 +134,7 @@ def demo(
             "\nNote: the embedded SmolLM2-135M model only shows that the pipeline runs end to "
             "end; its attributions are not meaningful. Use --model openai:MODEL for a real judge."
         )
-    exit_for(CaseCounts.of([result.status]))
+    # The demo shows the pipeline running; an unreadable answer from the tiny embedded
+    # model is an expected outcome (printed above), so only a failure to run is an error.
+    if result.status in ("error", "budget-exceeded"):
+        exit_for(CaseCounts.of([result.status]))
