@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from starlette.applications import Starlette
@@ -48,6 +49,17 @@ class UIConfig:
 def pretty(value: Any) -> str:
     """Indented JSON as plain text (autoescaped like any other text, unlike ``tojson``)."""
     return json.dumps(value, ensure_ascii=False, indent=1, default=str)
+
+
+T = TypeVar("T")
+
+
+def found(table: Mapping[str, T], request: Request, what: str) -> T:
+    """The entry the path's key names, or a 404 saying what was not found."""
+    entry = table.get(request.path_params["key"])
+    if entry is None:
+        raise HTTPException(404, f"no such {what}")
+    return entry
 
 
 def templates() -> Environment:
@@ -152,27 +164,19 @@ def create_app(
         return JSONResponse(pages.input_messages(entry.trace.steps[n]))
 
     async def graph(request: Request) -> Response:
-        entry = catalog.graphs.get(request.path_params["key"])
-        if entry is None:
-            raise HTTPException(404, "no such graph")
+        entry = found(catalog.graphs, request, "graph")
         return render("graph.html", **pages.graph(catalog, entry))
 
     async def replay(request: Request) -> Response:
-        entry = catalog.replays.get(request.path_params["key"])
-        if entry is None:
-            raise HTTPException(404, "no such replay")
+        entry = found(catalog.replays, request, "replay")
         return render("replay.html", **pages.replay(catalog, entry))
 
     async def dover(request: Request) -> Response:
-        entry = catalog.dovers.get(request.path_params["key"])
-        if entry is None:
-            raise HTTPException(404, "no such DoVer file")
+        entry = found(catalog.dovers, request, "DoVer file")
         return render("dover.html", **pages.dover(catalog, entry))
 
     async def evaluation(request: Request) -> Response:
-        entry = catalog.evals.get(request.path_params["key"])
-        if entry is None:
-            raise HTTPException(404, "no such evaluation")
+        entry = found(catalog.evals, request, "evaluation")
         return render("eval.html", **pages.evaluation(catalog, entry))
 
     async def raw(request: Request) -> Response:

@@ -366,39 +366,32 @@ def _int(value: Any) -> int | None:
         return None
 
 
+def _first_int(attributes: dict[str, Any], keys: tuple[str, ...], fallback: Any) -> int | None:
+    """The first of ``keys`` whose attribute reads as an integer, else ``fallback``'s."""
+    for key in keys:
+        value = _int(attributes.get(key))
+        if value is not None:
+            return value
+    return _int(fallback)
+
+
 def usage_of(span: Span) -> Usage | None:
     """Token usage of an LLM span (GenAI, older GenAI, OpenInference, or the source's)."""
     a = span.attributes
     hint = span.hints.get("usage") or {}
-    prompt = next(
-        (
-            v
-            for v in (
-                _int(a.get(k))
-                for k in (
-                    "gen_ai.usage.input_tokens",
-                    "gen_ai.usage.prompt_tokens",
-                    "llm.token_count.prompt",
-                )
-            )
-            if v is not None
-        ),
-        _int(hint.get("input")),
+    prompt = _first_int(
+        a,
+        ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"),
+        hint.get("input"),
     )
-    completion = next(
+    completion = _first_int(
+        a,
         (
-            v
-            for v in (
-                _int(a.get(k))
-                for k in (
-                    "gen_ai.usage.output_tokens",
-                    "gen_ai.usage.completion_tokens",
-                    "llm.token_count.completion",
-                )
-            )
-            if v is not None
+            "gen_ai.usage.output_tokens",
+            "gen_ai.usage.completion_tokens",
+            "llm.token_count.completion",
         ),
-        _int(hint.get("output")),
+        hint.get("output"),
     )
     if prompt is None and completion is None:
         return None
