@@ -21,7 +21,11 @@ model is, so their sizes are measured exactly. What does depend on the replies:
 
 Prompt tokens per call are the tokenizer count of all message texts (the LLM layer's
 ``messages_text``), plus the JSON tool definitions when tools are offered (an API bills
-them as prompt); the chat template's few tokens per message are not counted.
+them as prompt); the chat template's few tokens per message are not counted. Cached
+prompt tokens are what a server with automatic prefix caching would serve from its cache
+(``faultfinder.testing.prefix_cache``: OpenAI's rule, a 1,024-token minimum in 128-token
+blocks, over the prompts seen before in this run, in the order the backend receives them);
+"uncached x trace" divides the rest by the trace's own tokens (task plus step outputs).
 
     python bench/cost_probe.py --out /tmp/cost-probe.jsonl
     python bench/cost_probe.py --methods step-by-step --limit 5 --force
@@ -58,6 +62,7 @@ from faultfinder.llm.local import MODEL_NAME, find_weights
 from faultfinder.methods.base import Observability, Verdict
 from faultfinder.methods.chief.prompts import stage_of
 from faultfinder.methods.render import step_output_text
+from faultfinder.testing.prefix_cache import PrefixCache, prompt_text
 from faultfinder.traces.schema import ToolCall, Trace
 from faultfinder.usage import Usage
 
@@ -138,6 +143,9 @@ class StandInBackend:
         if context_window:
             # render.backend_context_window reads this, so methods fit prompts to it.
             self.context_window = context_window
+        # What a server with automatic prefix caching would serve from its cache (OpenAI's
+        # rule: 1,024-token minimum, 128-token blocks), counted with the same tokenizer.
+        self.prefix_cache = PrefixCache(self.count_tokens)
 
     def identity(self) -> dict[str, Any]:
         return {"backend": "cost-probe", "tokenizer": self.tokenizer.path.name, "name": self.name}
@@ -156,10 +164,15 @@ class StandInBackend:
         if request.tools:
             prompt += self.count_tokens(json.dumps(request.tools))
         completion = self.count_tokens(text + "".join(c.name + c.arguments for c in calls))
+        cached = self.prefix_cache.cached_tokens(prompt_text(request.messages, request.tools))
         return Completion(
             text=text,
             tool_calls=calls,
-            usage=Usage(prompt_tokens=prompt, completion_tokens=completion),
+            usage=Usage(
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+                cached_prompt_tokens=min(cached, prompt),
+            ),
             model=self.model,
             finish_reason="tool_calls" if calls else "stop",
         )
@@ -603,24 +616,43 @@ def _k(value: float) -> str:
     return f"{value / 1000:.1f}k" if value >= 1000 else f"{value:.0f}"
 
 
-def table(rows: list[EvalRow]) -> str:
+def trace_tokens(traces: Sequence[Trace], count: Any) -> dict[str, int]:
+    """The trace's own tokens: its task and every step's output text, as the log shows
+    them at ``outputs`` observability (no prompt wording, no step headers)."""
+    return {
+        t.id: count("\n".join([t.task, *(step_output_text(s) for s in t.steps)])) for t in traces
+    }
+
+
+def table(rows: list[EvalRow], own_tokens: dict[str, int]) -> str:
+    """Per (subset, method, observability): calls and prompt tokens per case; ``uncached``
+    is the prompt less what a prefix-caching server serves from its cache, and ``x trace``
+    the mean over cases of uncached prompt tokens / the trace's own tokens."""
     groups: dict[tuple[str, str, str], list[EvalRow]] = defaultdict(list)
     for row in rows:
         groups[(row.subset, row.method, row.observability)].append(row)
     lines = [
         "| subset | method | observability | cases | calls/case | prompt tok/case mean "
-        "| median | max | stand-in completion tok/case | unparsed replies | unparsed / error "
+        "| median | max | uncached prompt tok/case | uncached x trace "
+        "| stand-in completion tok/case | unparsed replies | unparsed / error "
         "rows | no-error-found | verdict = gold |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for (subset, method, obs), items in sorted(groups.items()):
         n = len(items)
         prompts = [r.usage.prompt_tokens for r in items]
+        uncached = [r.usage.uncached_prompt_tokens for r in items]
+        ratios = [
+            r.usage.uncached_prompt_tokens / own_tokens[r.trace_id]
+            for r in items
+            if own_tokens.get(r.trace_id)
+        ]
+        ratio = f"{statistics.mean(ratios):.2f}" if ratios else "-"
         lines.append(
             f"| {subset} | {method} | {obs} | {n} "
             f"| {statistics.mean(r.usage.calls + r.usage.cached_calls for r in items):.1f} "
             f"| {_k(statistics.mean(prompts))} | {_k(statistics.median(prompts))} "
-            f"| {_k(max(prompts))} "
+            f"| {_k(max(prompts))} | {_k(statistics.mean(uncached))} | {ratio} "
             f"| {_k(statistics.mean(r.usage.completion_tokens for r in items))} "
             f"| {sum(unparsed_replies(r) for r in items)} "
             f"| {sum(r.status == 'unparsed' for r in items)} / "
@@ -694,14 +726,14 @@ def main() -> int:
     )
     args = parser.parse_args()
 
+    traces = load_dataset(args.data, DatasetOptions(subsets=args.subset, limit=args.limit))
+    tokenizer = SmolTokenizer()
     if args.report_only:
         rows = list(latest_by_key(read_rows(args.out)).values())
     else:
         specs = [s.strip() for s in args.methods.split(",") if s.strip()]
         own = [s.strip() for s in args.own_default.split(",") if s.strip()]
         plans = build_plans(specs, args.observability, own, args.with_ground_truth)
-        traces = load_dataset(args.data, DatasetOptions(subsets=args.subset, limit=args.limit))
-        tokenizer = SmolTokenizer()
         backend = StandInBackend(tokenizer, args.context_window, args.agentic_reads)
         llm = LLM(backend, cache=None, concurrency=args.concurrency)
         print(
@@ -726,7 +758,7 @@ def main() -> int:
             f"{tokenizer.tokenized_chars / 1e6:.1f}M characters in {tokenizer.seconds:.0f} s",
             file=sys.stderr,
         )
-    print(table(rows))
+    print(table(rows, trace_tokens(traces, tokenizer.count)))
     issues = problems(rows)
     if issues:
         print(f"\n{len(issues)} problem(s):")

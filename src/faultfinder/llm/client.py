@@ -376,7 +376,12 @@ class LLM:
             c.usage.estimated,
         ):
             return c
-        usage = Usage(prompt_tokens=prompt, completion_tokens=completion, estimated=estimated)
+        usage = Usage(
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cached_prompt_tokens=min(c.usage.cached_prompt_tokens, prompt),
+            estimated=estimated,
+        )
         return c.model_copy(update={"usage": usage})
 
     async def _with_deadline(self, request: ChatRequest) -> Completion:

@@ -35,6 +35,7 @@ from faultfinder.replay.httpserver import (
     ServerThread,
     json_response,
 )
+from faultfinder.testing.prefix_cache import PrefixCache, prompt_text
 
 ReplyValue = str | dict[str, Any]
 ReplyCallable = Callable[[dict[str, Any]], "ReplyValue | Awaitable[ReplyValue]"]
@@ -98,8 +99,12 @@ class FakeOpenAIServer:
         stream_linger: float = 0.0,
         model: str = "fake-model",
         port: int = 0,
+        prefix_cache: PrefixCache | None = None,
     ) -> None:
         self.reply = reply
+        # When set, 'auto' usage reports prompt_tokens_details.cached_tokens as a server
+        # with automatic prefix caching would (faultfinder.testing.prefix_cache).
+        self.prefix_cache = prefix_cache
         self.latency = latency
         self.fail_first = fail_first
         self.fail_status = fail_status
@@ -268,6 +273,10 @@ class FakeOpenAIServer:
                 "completion_tokens": produced,
                 "total_tokens": prompt + produced,
             }
+            if self.prefix_cache is not None:
+                text = prompt_text(body.get("messages") or [], body.get("tools"))
+                cached = min(self.prefix_cache.cached_tokens(text), prompt)
+                usage["prompt_tokens_details"] = {"cached_tokens": cached}
         if usage is not None:
             completion["usage"] = usage
         return completion
