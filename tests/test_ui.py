@@ -183,6 +183,18 @@ def test_run_from_the_page_needs_the_token_and_lands_on_the_trace(
     assert [a.origin for a in inside.attributions] == ["ui"]
 
 
+@pytest.mark.parametrize("damage", [b"{not json\n", b"\xff\xfe broken\n", b"[1, 2]\n{}\n"])
+def test_a_damaged_results_file_is_a_listed_problem_not_a_crash(
+    art: Artifacts, tmp_path: Path, damage: bytes
+) -> None:
+    results = tmp_path / "ui-results.jsonl"
+    results.write_bytes(damage)
+    catalog = build_catalog([art.root / "traces" / "demo.json"], results_file=results)
+    assert catalog.traces, "the traces given are still read"
+    assert [p.path for p in catalog.problems] == [results]
+    assert catalog.results_file == results
+
+
 def test_an_imported_otlp_trace_gets_a_trace_page(tmp_path: Path) -> None:
     """OTLP files are read through the importer registry like any other format."""
     from faultfinder.traces.importers import importers

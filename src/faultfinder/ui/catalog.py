@@ -184,6 +184,10 @@ class Catalog:
         return key
 
 
+READ_ERRORS = (FaultfinderError, ValidationError, ValueError, OSError, KeyError, TypeError)
+"""What reading a damaged or foreign file may raise; each becomes a listed problem."""
+
+
 def build_catalog(paths: Iterable[str | Path], results_file: Path | None = None) -> Catalog:
     """Walk ``paths`` and read every artefact found."""
     catalog = Catalog(Roots(paths))
@@ -195,7 +199,10 @@ def build_catalog(paths: Iterable[str | Path], results_file: Path | None = None)
     if results_file is not None:
         catalog.results_file = results_file
         if results_file.is_file():
-            _read_jsonl(results_file, catalog, origin="ui")
+            try:
+                _read_jsonl(results_file, catalog, origin="ui")
+            except READ_ERRORS as exc:
+                catalog.problems.append(Problem(results_file, _one_line(exc)))
     return catalog
 
 
@@ -259,7 +266,7 @@ def _read_any(path: Path, catalog: Catalog) -> None:
             _read_jsonl(path, catalog, origin="attribution")
         else:
             _read_json(path, catalog)
-    except (FaultfinderError, ValidationError, ValueError, OSError, KeyError, TypeError) as exc:
+    except READ_ERRORS as exc:
         catalog.problems.append(Problem(path, _one_line(exc)))
 
 
