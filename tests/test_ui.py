@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import ScriptedBackend
-from faultfinder.ui.app import CSP, create_app
+from faultfinder.ui.app import CSP, UIConfig, create_app
 from faultfinder.ui.catalog import build_catalog
 from faultfinder.ui.jobs import JobRunner
 from ui_support import PAYLOADS, XSS_ID, Artifacts, shared
@@ -254,6 +254,16 @@ def test_ui_command_serves_on_loopback_and_checks_its_options(art: Artifacts) ->
     finally:
         child.terminate()
         child.wait(timeout=10)
+
+
+def test_an_ipv6_loopback_host_header_is_accepted(art: Artifacts) -> None:
+    from faultfinder.cli.ui_cmd import host_headers
+
+    catalog = build_catalog([art.root / "traces" / "demo.json"])
+    app = create_app(catalog, config=UIConfig(allowed_hosts=host_headers("::1")))
+    assert TestClient(app, base_url="http://[::1]:8765").get("/").status_code == 200
+    assert TestClient(app, base_url="http://evil.example:8765").get("/").status_code == 400
+    assert host_headers("0.0.0.0") == ("*",)
 
 
 def test_a_failing_run_is_reported_not_lost(art: Artifacts, tmp_path: Path) -> None:

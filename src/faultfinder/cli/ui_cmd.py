@@ -27,6 +27,15 @@ def free_port(host: str) -> int:
         return port
 
 
+def host_headers(host: str) -> tuple[str, ...]:
+    """Host header values the app accepts when listening on ``host`` (DNS-rebinding guard):
+    the loopback names and the address itself, an IPv6 one in brackets as browsers send it;
+    anything when listening beyond loopback (the user was warned)."""
+    if not is_loopback(host):
+        return ("*",)
+    return ("127.0.0.1", "localhost", f"[{host}]" if ":" in host else host)
+
+
 def is_loopback(host: str) -> bool:
     if host in LOOPBACK_NAMES:
         return True
@@ -105,8 +114,7 @@ def ui(
         runner = JobRunner(catalog, method_spec, lambda: build_llm(**llm_options), results)
     if port == 0:
         port = free_port(host)
-    hosts = ("127.0.0.1", "localhost", host) if is_loopback(host) else ("*",)
-    app = create_app(catalog, runner=runner, config=UIConfig(allowed_hosts=hosts))
+    app = create_app(catalog, runner=runner, config=UIConfig(allowed_hosts=host_headers(host)))
     config = uvicorn.Config(
         app,
         host=host,
