@@ -41,14 +41,19 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, F
         yield Path(outcome.run_dir), upstream
 
 
-def check(run_dir: Path, upstream: FakeOpenAIServer, *args: str) -> tuple[int, dict[str, Any], str]:
+def check(
+    run_dir: Path, upstream: FakeOpenAIServer, *args: str, method: str = "compose:k5"
+) -> tuple[int, dict[str, Any], str]:
+    """Run ``check`` from the command line; (exit code, the JSON result, stderr). On the
+    demo recording the scripted debugger blames step 1, which compose:k5 shortlists
+    (compose's default k=3 does not: its answer is then unparsed)."""
     result = CliRunner().invoke(
         main,
         [
             "check",
             str(run_dir),
             "--method",
-            "compose",
+            method,
             "--upstream",
             upstream.base_url,
             "--json",
@@ -98,6 +103,20 @@ def test_unsure_compose_replays_its_shortlisted_steps(
     assert all(c["branch"] for c in result["candidates"] if c["error"] is None)
 
 
+def test_compose_without_a_confidence_is_replayed(
+    recorded: tuple[Path, FakeOpenAIServer],
+) -> None:
+    run_dir, upstream = recorded
+    code, result, _ = check(run_dir, upstream, "--check-below", "0", method="compose")
+    assert code == 0
+    assert result["static"]["status"] == "unparsed" and result["confidence"] is None
+    assert result["replayed"] is True and "states no confidence" in result["why"]
+    # No chosen step: the shortlist in its own order.
+    assert [c["step"] for c in sorted(result["candidates"], key=lambda c: c["rank"])] == (
+        result["shortlist"][:3]
+    )
+
+
 def test_check_budget_stops_with_exit_5(recorded: tuple[Path, FakeOpenAIServer]) -> None:
     run_dir, upstream = recorded
     code, result, stderr = check(run_dir, upstream, "--check-below", "1", "--budget-tokens", "1")
@@ -113,3 +132,18 @@ def test_check_never_runs_a_stored_command(recorded: tuple[Path, FakeOpenAIServe
         main, ["check", str(run_dir), "--method", "compose", "--check-below", "0.5", *DEBUGGER]
     )
     assert refused.exit_code == 2 and "never run" in refused.output
+
+
+def test_debug_budget_is_per_trial_and_exits_5(
+    recorded: tuple[Path, FakeOpenAIServer], tmp_path: Path
+) -> None:
+    run_dir, upstream = recorded
+    out = tmp_path / "rows.jsonl"
+    args = ["debug", str(run_dir), "--upstream", upstream.base_url, "--out", str(out), "--json"]
+    result = CliRunner().invoke(main, [*args, "--budget-tokens", "1", *DEBUGGER, "--", *TEAM])
+    assert result.exit_code == 5, result.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows and all(row["status"] == "budget-exceeded" for row in rows)
+    assert all(row["config"]["budget_tokens"] == 1 for row in rows)
+    assert "Per-case token budget of 1" in rows[0]["error"]
+    assert "ran out of budget" in result.stderr

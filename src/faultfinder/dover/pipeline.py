@@ -345,6 +345,13 @@ async def _debug_trial(
 ) -> DoverRow:
     trace = context.trace
     hypothesis = await hypothesise(trace, trial, method, llm, config.method)
+    if hypothesis.status == "budget-exceeded":
+        return DoverRow(
+            **base,
+            hypothesis=hypothesis,
+            status="budget-exceeded",
+            error=str(hypothesis.details.get("error") or "the method ran out of budget"),
+        )
     if hypothesis.step is None:
         return DoverRow(
             **base,
