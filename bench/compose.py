@@ -7,7 +7,10 @@ step, which the agent/step rule marks unparsed), and the curve is measurable off
 The shortlist weights of each trace come from the cross-validation fold that did not see
 it (``bench/shortlist.py``'s protocol). Tokens are the judge's prompt + completion as the
 test backend counts them (about 4 characters a token, marked estimated); the whole-log
-all-at-once judge is the reference point.
+all-at-once and step-by-step judges are the reference points. Rows with ``judge
+step-by-step`` run Who&When's step-by-step judge over the shortlisted steps only (the
+oracle answers Yes at the gold step), so their tokens show what a many-call judge costs
+on the abbreviated view.
 
     python bench/compose.py [DATA] [--no-readme]
 """
@@ -46,7 +49,17 @@ POINTS: list[tuple[str, dict[str, object]]] = [
     ("compose k=8", {"top_k": 8}),
     ("compose k=5, budget 2000", {"top_k": 5, "budget_tokens": 2000}),
     ("compose k=5, budget 4000", {"top_k": 5, "budget_tokens": 4000}),
+    ("compose k=3, judge step-by-step", {"top_k": 3, "judge": "step-by-step"}),
+    ("compose k=5, judge step-by-step", {"top_k": 5, "judge": "step-by-step"}),
+    (
+        "compose k=5, judge step-by-step, budget 4000",
+        {"top_k": 5, "judge": "step-by-step", "budget_tokens": 4000},
+    ),
 ]
+"""Points of the curve. ``budget_tokens`` is the per-case budget (``--budget-tokens``):
+prompt plus reply of every call of the case; compose lowers k to fit it."""
+REFERENCES = ("all-at-once", "step-by-step")
+"""Whole-log judges the points are compared with (tokens relative to the first)."""
 
 
 async def run_point(
@@ -103,14 +116,16 @@ def main() -> int:
             for t, f in zip(traces, cv.folds, strict=True):
                 if f == fold:
                     fold_files[t.id] = str(path)
-        full = asyncio.run(run_point(traces, "all-at-once", {}, fold_files))
+        whole = {spec: asyncio.run(run_point(traces, spec, {}, fold_files)) for spec in REFERENCES}
         results = {
             name: asyncio.run(run_point(traces, "compose", s, fold_files)) for name, s in POINTS
         }
     for subset in subsets:
-        base = [r for r in full if r[0] == subset]
+        base = [r for r in whole[REFERENCES[0]] if r[0] == subset]
         base_tokens = sum(r[2] for r in base) / len(base)
-        lines.append(row(subset, "all-at-once (whole log)", base, None, base_tokens))
+        for spec in REFERENCES:
+            rs = [r for r in whole[spec] if r[0] == subset]
+            lines.append(row(subset, f"{spec} (whole log)", rs, None, base_tokens))
         for name, settings in POINTS:
             rs = [r for r in results[name] if r[0] == subset]
             k = int(settings["top_k"])  # type: ignore[call-overload]

@@ -8,14 +8,23 @@ from pathlib import Path
 
 import pytest
 
-from faultfinder.llm import LLM, ScriptedBackend
+from faultfinder.errors import ConfigError
+from faultfinder.llm import LLM, ChatRequest, FunctionBackend, ScriptedBackend
+from faultfinder.methods import _whowhen as ww
 from faultfinder.methods import create_method, run_method
-from faultfinder.methods.compose import ComposeConfig, judge_prompt
+from faultfinder.methods.compose import (
+    ComposeConfig,
+    abbreviated,
+    compressed_log,
+    compressed_view,
+    judge_prompt,
+)
+from faultfinder.methods.render import RenderOptions
 from faultfinder.shortlist.features import feature_names
 from faultfinder.shortlist.model import ShortlistModel
 from faultfinder.testing.oracle import label_consistent, perfect_judge
 from faultfinder.traces.loader import load_traces
-from faultfinder.traces.schema import GoldLabel, Step, Trace
+from faultfinder.traces.schema import GoldLabel, Step, ToolCall, Trace
 
 FIXTURES = Path(__file__).parent / "fixtures" / "oracle"
 
@@ -69,15 +78,18 @@ def test_budget_lowers_k_then_refuses_without_a_call(weights: str) -> None:
     trace = trace_of(6, 1)
     free = run(trace, perfect_judge(trace), model_path=weights, top_k=4)
     assert free.details["candidates"] == [0, 1, 2, 3]
-    k4_tokens = free.details["judge_prompt_tokens"]
-    tight = run(
-        trace, perfect_judge(trace), model_path=weights, top_k=4, budget_tokens=k4_tokens + 255
-    )
+    k4_need = free.details["judge_worst_case_tokens"]
+    # What the call reserves: the prompt plus the reply bound (the LLM layer's figure).
+    assert k4_need == free.details["judge_prompt_tokens"] + 304
+    tight = run(trace, perfect_judge(trace), model_path=weights, top_k=4, budget_tokens=k4_need - 1)
     assert len(tight.details["candidates"]) < 4 and tight.step == 1
-    assert tight.details["judge_prompt_tokens"] + 256 <= k4_tokens + 255
+    assert tight.details["judge_worst_case_tokens"] <= k4_need - 1
+    assert tight.usage.total_tokens <= k4_need - 1
     none = run(trace, ScriptedBackend([]), model_path=weights, budget_tokens=300)
     assert none.status == "budget-exceeded" and none.usage.calls == 0
-    assert "budget_tokens is 300" in none.details["budget"]
+    assert none.budget_stop == "case" and "no call was made" in (none.error or "")
+    assert "budget_tokens 300" in none.details["budget"]
+    assert none.details["scores"]  # the shortlist is still there
 
 
 def test_unreadable_judge_is_unparsed_never_a_guess(weights: str) -> None:
@@ -92,3 +104,147 @@ def test_confidence_is_renormalised_over_the_candidates(weights: str) -> None:
     result = run(trace, perfect_judge(trace), model_path=weights, top_k=2)
     probs = {s["step"]: s["prob"] for s in result.details["scores"]}
     assert result.confidence == pytest.approx(probs[0] / (probs[0] + probs[1]), abs=1e-3)
+
+
+# --- pluggable judges ------------------------------------------------------------------
+
+
+def unique_trace(n: int, gold: int) -> Trace:
+    """Every step's text is unique and long, so a leak of a full step is visible."""
+    steps = [
+        Step(index=i, agent=f"A{i % 2}", content=f"FULLTEXT-{i}-" + f"{i}abc " * 60)
+        for i in range(n)
+    ]
+    return Trace(
+        id="u", task="Do it.", steps=steps, label=GoldLabel(agent=f"A{gold % 2}", step=gold)
+    )
+
+
+def full_texts_outside(trace: Trace, candidates: list[int]) -> list[str]:
+    return [s.content for s in trace.steps if s.index not in candidates]
+
+
+def test_view_abbreviates_exactly_like_the_log_and_leaks_no_full_step(weights: str) -> None:
+    trace = unique_trace(6, 1)
+    trace.steps[4].tool_calls = [ToolCall(name="search", arguments="SECRET-ARGS")]
+    trace.steps[4].input_messages = [{"role": "user", "content": trace.steps[5].content}]
+    trace.steps[1].input_messages = [{"role": "user", "content": trace.steps[3].content}]
+    view = compressed_view(trace, {0, 1}, 80)
+    assert [(s.index, s.speaker) for s in view.steps] == [(s.index, s.speaker) for s in trace.steps]
+    dumped = view.model_dump_json()
+    for text in full_texts_outside(trace, [0, 1]):
+        assert text not in dumped
+    assert "SECRET-ARGS" not in dumped
+    assert view.steps[0].content == trace.steps[0].content
+    options = RenderOptions()
+    log = compressed_log(trace, {0, 1}, options, 80)
+    for step in view.steps[2:]:
+        assert f"Step {step.index} - {step.speaker}: {step.content}" in log
+        assert step.content == abbreviated(trace.steps[step.index], 80)
+        assert "[abbreviated: " in step.content
+
+
+def test_step_by_step_judge_asks_only_about_candidates_in_its_own_format(weights: str) -> None:
+    trace = unique_trace(6, 1)
+    backend = perfect_judge(trace)
+    result = run(trace, backend, model_path=weights, top_k=3, judge="step-by-step")
+    assert (result.status, result.agent, result.step) == ("ok", "A1", 1)
+    oracle = backend.fn
+    assert [q.step for q in oracle.questions] == [0, 1]  # in order, stops at the first Yes
+    assert all(q.kind == "step" for q in oracle.questions)
+    for request in backend.requests:
+        text = str(request.messages)
+        assert "whether the most recent agent's action contains an error" in text
+        for full in full_texts_outside(trace, [0, 1, 2]):
+            assert full not in text
+    judged = result.details["judge_result"]
+    assert judged["usage"]["calls"] == 2 and result.details["judge_scope"] == "candidates"
+    assert judged["prompt_version"] == create_method("step-by-step").config.prompt_version()
+    assert result.prompt_version == (f"compose-v1/view/step-by-step={judged['prompt_version']}")
+    assert result.confidence is not None
+    # Gold outside the shortlist: step-by-step says No to every candidate.
+    missed = run(
+        unique_trace(6, 4),
+        perfect_judge(unique_trace(6, 4)),
+        model_path=weights,
+        judge="step-by-step",
+    )
+    assert missed.status == "no-error-found" and missed.step is None
+
+
+def test_step_by_step_judge_plans_k_within_the_case_budget(weights: str) -> None:
+    trace = unique_trace(6, 5)  # gold never asked: every candidate is judged
+    free = run(trace, perfect_judge(trace), model_path=weights, top_k=4, judge="step-by-step")
+    need = free.details["judge_worst_case_tokens"]
+    assert free.usage.total_tokens <= need and free.details["judge_result"]["usage"]["calls"] == 4
+    tight = run(
+        trace,
+        perfect_judge(trace),
+        model_path=weights,
+        top_k=4,
+        judge="step-by-step",
+        budget_tokens=need - 1,
+    )
+    assert len(tight.details["candidates"]) < 4 and tight.usage.total_tokens <= need - 1
+
+
+def echo_answer(agent: str, step: int):  # type: ignore[no-untyped-def]
+    """An ECHO analyst that always names ``agent`` at ``step``; records what it was shown."""
+    seen: list[str] = []
+
+    def reply(request: ChatRequest) -> str:
+        seen.append(str(request.messages))
+        body = {
+            "analysis_summary": "s",
+            "agent_evaluations": [
+                {
+                    "agent_name": agent,
+                    "step_index": step,
+                    "error_likelihood": 0.9,
+                    "reasoning": "r",
+                    "evidence": "e",
+                }
+            ],
+            "primary_conclusion": {
+                "type": "single_agent",
+                "attribution": [agent],
+                "mistake_step": step,
+                "confidence": 0.9,
+                "reasoning": "r",
+            },
+            "alternative_hypotheses": [],
+        }
+        return json.dumps(body)
+
+    return reply, seen
+
+
+def test_echo_judge_reads_the_view_and_counts_only_candidates(weights: str) -> None:
+    trace = unique_trace(6, 1)
+    reply, seen = echo_answer("A1", 1)
+    result = run(trace, FunctionBackend(reply), model_path=weights, judge="echo")
+    assert (result.status, result.agent, result.step) == ("ok", "A1", 1)
+    assert result.details["judge"] == "echo" and result.details["judge_scope"] == "view"
+    assert result.details["judge_result"]["usage"]["calls"] == len(seen) > 0
+    assert result.prompt_version.startswith("compose-v1/view/echo=echo-")
+    for text in seen:
+        for full in full_texts_outside(trace, [0, 1, 2]):
+            assert full not in text
+    # A judge naming a step outside the shortlist: agent kept, step unparsed.
+    reply, _ = echo_answer("A1", 5)
+    outside = run(trace, FunctionBackend(reply), model_path=weights, judge="echo")
+    assert outside.status == "unparsed" and outside.step is None and outside.agent == "A1"
+    assert outside.details["rejected_step"] == 5
+
+
+def test_default_judge_is_unchanged_and_compose_cannot_judge_itself(weights: str) -> None:
+    trace = trace_of(6, 1)
+    backend = perfect_judge(trace)
+    result = run(trace, backend, model_path=weights)
+    config = ComposeConfig(model_path=weights)
+    assert backend.requests[0].messages[-1]["content"] == judge_prompt(trace, {0, 1, 2}, config)
+    assert result.prompt_version == "compose-v1/" + ww.WhoWhenConfig().prompt_version()
+    with pytest.raises(ConfigError):
+        create_method("compose", judge="compose:k1")
+    with pytest.raises(ConfigError):
+        create_method("compose", judge="step-by-step", judge_options={"no_such_option": 1})

@@ -57,6 +57,11 @@ class BudgetExceededError(FaultfinderError):
     """The token or call budget would be overspent by the next request."""
 
 
+class CaseBudgetExceededError(BudgetExceededError):
+    """One case's own token budget (``--budget-tokens``) would be overspent: that case is
+    recorded 'budget-exceeded' and the batch goes on (the run-wide budget stops it)."""
+
+
 class LLMCallError(FaultfinderError):
     """The model endpoint kept failing after all retries."""
 

@@ -10,6 +10,7 @@ from typing import Any, Literal, get_args, get_origin
 import click
 
 from faultfinder.cli.common import (
+    budget_tokens_option,
     build_llm,
     exit_for,
     method_options,
@@ -73,6 +74,7 @@ def format_attribution(result: Attribution) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the full result object as JSON.")
 @strict_option
 @method_options
+@budget_tokens_option
 @model_options
 @pass_errors
 def attribute(

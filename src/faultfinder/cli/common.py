@@ -76,14 +76,15 @@ def model_options(fn: Callable[..., Any] | None = None, *, timeout_flag: str = "
         ),
         click.option(
             "--max-tokens",
-            "budget_tokens",
+            "max_tokens",
             type=COUNT,
             default=None,
-            help="Stop before spending more than this many tokens.",
+            help="Stop the run before it spends more than this many tokens in all (see "
+            "--budget-tokens for a budget per case).",
         ),
         click.option(
             "--max-calls",
-            "budget_calls",
+            "max_calls",
             type=COUNT,
             default=None,
             help="Stop before making more than this many model calls.",
@@ -116,8 +117,8 @@ def llm_spec(
     api_key_env: str,
     cache_path: str,
     concurrency: int,
-    budget_tokens: int | None,
-    budget_calls: int | None,
+    max_tokens: int | None,
+    max_calls: int | None,
     rate_limit: float | None = None,
     call_timeout: float = DEFAULT_TIMEOUT,
     needs_model: bool = True,
@@ -136,7 +137,7 @@ def llm_spec(
         api_key_env=api_key_env,
         cache_path=None if cache_path.lower() == "none" else cache_path,
         concurrency=concurrency,
-        budget=Budget(max_tokens=budget_tokens, max_calls=budget_calls),
+        budget=Budget(max_tokens=max_tokens, max_calls=max_calls),
         rate_limit=rate_limit,
         timeout=call_timeout,
     )
@@ -177,7 +178,21 @@ class CallProgress:
 
 
 SAMPLING_OPTIONS = ("temperature", "top_p", "seed", "max_output_tokens")
-"""Method options that have their own command-line flags (also settable with --set)."""
+"""Sampling options of every method that have their own command-line flags (also
+settable with --set)."""
+METHOD_FLAGS = (*SAMPLING_OPTIONS, "budget_tokens")
+"""Every method option with its own command-line flag (``pop_sampling`` takes them)."""
+
+budget_tokens_option = click.option(
+    "--budget-tokens",
+    "budget_tokens",
+    type=COUNT,
+    default=None,
+    help="Token budget per case (prompt + reply of every model call of one trace); a case "
+    "that would exceed it is recorded 'budget-exceeded' and the others go on (exit 5). "
+    "compose fits its judge into it. Recorded in each result's config.",
+)
+"""``--budget-tokens`` (the method option ``budget_tokens``), for commands that run cases."""
 
 
 def sampling_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -217,8 +232,9 @@ def sampling_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def pop_sampling(options: dict[str, Any]) -> dict[str, Any]:
-    """Remove the sampling flags from a command's keyword arguments; return those given."""
-    given = {key: options.pop(key, None) for key in SAMPLING_OPTIONS}
+    """Remove the method flags (sampling, --budget-tokens) from a command's keyword
+    arguments; return those given."""
+    given = {key: options.pop(key, None) for key in METHOD_FLAGS}
     return {key: value for key, value in given.items() if value is not None}
 
 

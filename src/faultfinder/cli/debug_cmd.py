@@ -8,12 +8,14 @@ from typing import Any
 
 import click
 
+from faultfinder import exitcodes
 from faultfinder.cli.common import (
     CONTEXT_BUDGET,
     COUNT,
     SECONDS,
     SEED,
     TEMPERATURE,
+    budget_tokens_option,
     build_llm,
     executor_options,
     model_options,
@@ -107,6 +109,7 @@ def _live_upstream(run_dir: str, upstream: str | None, trust_run: bool) -> str |
     "--timeout", type=SECONDS, default=None, help="Stop each replay after this many seconds."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
+@budget_tokens_option
 @executor_options
 @model_options(timeout_flag="--call-timeout")  # --timeout here bounds each replay
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
@@ -130,6 +133,7 @@ def debug(
     out_path: str | None,
     timeout: float | None,
     as_json: bool,
+    budget_tokens: int | None,
     executor: str,
     ray_address: str | None,
     command: tuple[str, ...],
@@ -175,10 +179,13 @@ def debug(
         context_budget=context_budget,
         live_temperature=temperature,
         seed=seed,
+        budget_tokens=budget_tokens,
     )
     overrides: dict[str, Any] = {"with_ground_truth": config.with_ground_truth}
     if context_budget is not None:
         overrides["context_budget"] = context_budget
+    if budget_tokens is not None:
+        overrides["budget_tokens"] = budget_tokens
     method = create_method(method_spec, **overrides)
     llm = with_progress(build_llm(**llm_options), None)  # a line per call on a terminal
     session = new_run_id("dover-")
@@ -212,6 +219,7 @@ def debug(
     if as_json:
         for row in rows:
             click.echo(row.model_dump_json())
+        _debug_exit(rows)
         return
     for row in rows:
         trial = row.trial
@@ -232,6 +240,16 @@ def debug(
         click.echo(f"    replacement: {iv.replacement[:160]!r}")
     click.echo(format_summary(aggregate(rows)))
     click.echo(f"rows: {out}")
+    _debug_exit(rows)
+
+
+def _debug_exit(rows: list[Any]) -> None:
+    """Exit 5 when some trial ran out of its --budget-tokens (docs/exit-codes.md)."""
+    over = sum(row.status == "budget-exceeded" for row in rows)
+    if over:
+        counts = exitcodes.CaseCounts(total=len(rows), budget_exceeded=over)
+        click.echo(counts.message("trial"), err=True)
+        click.get_current_context().exit(counts.exit_code)
 
 
 @click.command("debug-report")
@@ -279,6 +297,15 @@ def debug_report(paths: tuple[str, ...], as_json: bool) -> None:
 )
 @click.option("--no-ground-truth", is_flag=True, help="Hide the reference answer from the prompts.")
 @click.option("--context-budget", type=CONTEXT_BUDGET, default=None, help="Max prompt tokens.")
+@click.option(
+    "--check-below",
+    type=click.FloatRange(0, 1),
+    default=None,
+    metavar="CONFIDENCE",
+    help="Replay only when the method's confidence is below this (a method that states "
+    "none is always replayed); default: always replay.",
+)
+@budget_tokens_option
 @trust_options
 @click.option("--out", "out_path", default=None, help="Append the result row to this JSONL file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -293,6 +320,8 @@ def check(
     live_temperature: float,
     no_ground_truth: bool,
     context_budget: int | None,
+    check_below: float | None,
+    budget_tokens: int | None,
     upstream: str | None,
     trust_run: bool,
     out_path: str | None,
@@ -301,10 +330,13 @@ def check(
     **llm_options: Any,
 ) -> None:
     """TraceElephant's dynamic agentic check: replay each candidate step with a correction,
-    watch the next --window steps, and re-rank the candidates.
+    watch the next --window steps, and re-rank the candidates. With --check-below, only
+    when the method is unsure; with a method that shortlists (compose), its shortlisted
+    steps are the candidates.
 
     \b
     faultfinder check runs/RUN --model openai:gpt-4o --upstream URL -- python my_team.py "task"
+    faultfinder check runs/RUN --method compose --check-below 0.6 -- python my_team.py "task"
     """
     from faultfinder.dover.dynamic import dynamic_check
     from faultfinder.methods import create_method
@@ -315,6 +347,8 @@ def check(
     overrides: dict[str, Any] = {"with_ground_truth": not no_ground_truth}
     if context_budget is not None:
         overrides["context_budget"] = context_budget
+    if budget_tokens is not None:
+        overrides["budget_tokens"] = budget_tokens
     method = create_method(method_spec, **overrides)
     llm = with_progress(build_llm(**llm_options), None)  # a line per call on a terminal
     result = run_sync(
@@ -330,6 +364,8 @@ def check(
             live_temperature=live_temperature,
             with_ground_truth=not no_ground_truth,
             budget=context_budget,
+            check_below=check_below,
+            budget_tokens=budget_tokens,
         )
     )
     if out_path:
@@ -337,9 +373,14 @@ def check(
             handle.write(result.model_dump_json() + "\n")
     if as_json:
         click.echo(result.model_dump_json(indent=2))
+        _check_exit(result.stopped)
         return
     static = result.static
-    click.echo(f"static ({result.method}): {static.get('agent')} @ step {static.get('step')}")
+    stated = "" if result.confidence is None else f" (confidence {result.confidence:.2f})"
+    click.echo(
+        f"static ({result.method}): {static.get('agent')} @ step {static.get('step')}{stated}"
+    )
+    click.echo(result.why)
 
     def yes(flag: bool) -> str:
         return "yes" if flag else "no"
@@ -355,3 +396,11 @@ def check(
         head = f"{position + 1}. {item.agent} @ step {item.step}"
         click.echo(f"{head} (was #{item.rank + 1}, score {item.score}): {state}")
     click.echo(f"verdict: {result.agent} @ step {result.step}")
+    _check_exit(result.stopped)
+
+
+def _check_exit(stopped: str | None) -> None:
+    """Exit 5 when the check's token budget stopped it (docs/exit-codes.md)."""
+    if stopped:
+        click.echo(f"exit 5: the check stopped early: {stopped}", err=True)
+        click.get_current_context().exit(exitcodes.BUDGET_EXCEEDED)

@@ -8,6 +8,7 @@ from typing import Any, get_args
 import click
 
 from faultfinder.cli.common import (
+    budget_tokens_option,
     build_llm,
     executor_options,
     exit_for,
@@ -139,6 +140,7 @@ def parse_observabilities(value: str | None) -> list[Any]:
     help="Method option for every method (JSON values allowed).",
 )
 @sampling_options
+@budget_tokens_option
 @strict_option
 @model_options
 @pass_errors

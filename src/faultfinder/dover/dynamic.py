@@ -19,9 +19,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from faultfinder.dover.common import json_parser, render_log, schema_constraint
-from faultfinder.errors import FaultfinderError
+from faultfinder.errors import CaseBudgetExceededError, FaultfinderError
 from faultfinder.llm.client import LLM, ParseError, track_usage
-from faultfinder.methods.base import Method, run_method
+from faultfinder.methods.base import Attribution, Method, run_method
 from faultfinder.replay.recorder import build_trace, new_run_id
 from faultfinder.replay.replayer import Edit, ReplayOptions
 from faultfinder.replay.session import SessionOptions, replay_run
@@ -29,6 +29,8 @@ from faultfinder.traces.schema import Trace
 from faultfinder.usage import Usage
 
 PROMPT_VERSION = "dynamic-check-v1"
+SHORTLIST_PROMPT_VERSION = "dynamic-check-v1+shortlist"
+"""The candidates prompt with the method's shortlisted steps named (``SHORTLISTED``)."""
 
 CANDIDATES = """You are analysing the execution log of a failed multi-agent run to find the
 decisive error: the step whose mistake, if corrected, would have let the run succeed.
@@ -40,6 +42,7 @@ Execution log (Step N - agent: message):
 
 A static attribution method suggested: agent {agent}, step {step}, reason: {reason}
 
+{shortlist}
 Propose up to {n} candidate decisive errors, most likely first (the suggestion above may be
 one of them). For each, give the agent, the step, the mistake, and the expected output of
 that step had the mistake not been made.
@@ -48,6 +51,11 @@ Answer with JSON only:
   {{"agent": "<agent>", "step": <step index>, "reason": "<the mistake>",
     "expected_output": "<what the step should have produced>"}}
 ]}}"""
+
+SHORTLISTED = """
+A ranking of the steps shortlisted these candidates for the decisive error: {steps}.
+Propose candidates among these steps only."""
+"""Added to ``CANDIDATES`` when the method shortlisted the steps to verify (``compose``)."""
 
 NOTE = (
     "Note from a reviewer of this run: a previous attempt at this step went wrong: {reason} "
@@ -158,6 +166,23 @@ class CheckResult(BaseModel):
     live_temperature: float = 0.3
     model: str = ""
     prompt_version: str = PROMPT_VERSION
+    confidence: float | None = None
+    """The static method's confidence, when it states one."""
+    check_below: float | None = None
+    """Replay only when the static confidence is below this (``--check-below``); None:
+    always replay."""
+    replayed: bool = True
+    """False when the confidence was high enough: ``agent``/``step`` are the method's."""
+    why: str = ""
+    """Why the candidates were or were not replayed, and where they came from."""
+    shortlist: list[int] | None = None
+    """The steps the method shortlisted as candidates (its chosen step first), when it
+    shortlists (``compose``); None: the candidates were proposed by a model call."""
+    budget_tokens: int | None = None
+    """The check's token budget (``--budget-tokens``): every model call of this check,
+    the static method's included (replayed program calls go to the upstream, not here)."""
+    stopped: str | None = None
+    """Why the check stopped before judging every candidate (its token budget ran out)."""
     usage: Usage = Field(default_factory=Usage)
     wall_time_s: float = 0.0
 
@@ -181,8 +206,15 @@ async def propose_candidates(
     *,
     with_ground_truth: bool = True,
     budget: int | None = None,
+    shortlist: list[int] | None = None,
 ) -> list[Candidate]:
-    """Up to ``n`` candidates, the static attribution's step first when it names one."""
+    """Up to ``n`` candidates, the static attribution's step first when it names one.
+
+    With ``shortlist`` (steps a method shortlisted, best first) the candidates are those
+    steps: the model is asked about them only and gives each one's mistake and expected
+    output (for the reviewer's note); a proposal outside them is dropped, and a
+    shortlisted step it left out is still checked, with the static reason if it is the
+    static step and an unspecified one otherwise."""
     agents = set(trace.agent_names())
 
     def check(answer: _CandidateList) -> None:
@@ -204,6 +236,13 @@ async def propose_candidates(
         "step": static.get("step") if static.get("step") is not None else "(none)",
         "reason": static.get("reason") or "(none)",
         "n": n,
+        "shortlist": (
+            SHORTLISTED.format(
+                steps=", ".join(f"step {i} ({trace.steps[i].agent})" for i in shortlist)
+            )
+            if shortlist
+            else ""
+        ),
     }
     overhead = llm.count_tokens(CANDIDATES.format(**fields, log=""))
     log = render_log(
@@ -217,6 +256,8 @@ async def propose_candidates(
         max_tokens=768,
     )
     found = list(reply.parsed.candidates) if reply.parsed else []
+    if shortlist:
+        return _within(found, shortlist, static, trace)[:n]
     if static.get("step") is not None and all(c.step != static["step"] for c in found):
         found.insert(
             0,
@@ -235,6 +276,35 @@ async def propose_candidates(
     return unique[:n]
 
 
+def _within(
+    found: list[Candidate], shortlist: list[int], static: dict[str, Any], trace: Trace
+) -> list[Candidate]:
+    """The shortlisted steps in order, each with the model's proposal for it if any."""
+    proposed: dict[int, Candidate] = {}
+    for candidate in found:
+        proposed.setdefault(candidate.step, candidate)
+    out = []
+    for step in shortlist:
+        if step in proposed:
+            out.append(proposed[step])
+        elif step == static.get("step"):
+            agent = str(static.get("agent") or trace.steps[step].agent)
+            out.append(Candidate(agent=agent, step=step, reason=str(static.get("reason") or "")))
+        else:
+            out.append(Candidate(agent=trace.steps[step].agent, step=step))
+    return out
+
+
+def shortlisted_steps(method: Method, attribution: Attribution) -> list[int] | None:
+    """The steps a method shortlisted as worth verifying (``proposes_candidates``), its
+    chosen step first; None for methods that do not shortlist."""
+    steps = attribution.details.get("candidates")
+    if not getattr(method, "proposes_candidates", False) or not steps:
+        return None
+    chosen = [attribution.step] if attribution.step in steps else []
+    return chosen + [s for s in steps if s not in chosen]
+
+
 async def dynamic_check(
     run_dir: str | Path,
     llm: LLM,
@@ -249,13 +319,23 @@ async def dynamic_check(
     with_ground_truth: bool = True,
     budget: int | None = None,
     options: SessionOptions | None = None,
+    check_below: float | None = None,
+    budget_tokens: int | None = None,
 ) -> CheckResult:
-    """Check and re-rank candidate attributions of a recording by replay."""
+    """Check and re-rank candidate attributions of a recording by replay.
+
+    With ``check_below``, the replays run only when the static method's confidence is
+    below it, or when the method states none (nothing says it is sure). With
+    ``budget_tokens``, every model call of the check shares that budget; when it runs
+    out, the check stops with the candidates judged so far (``stopped`` says so).
+    """
     run_dir = Path(run_dir)
     trace = build_trace(run_dir)
     session = new_run_id("check-")
     started = time.perf_counter()
-    with track_usage() as scope:
+    stopped: str | None = None
+    checked: list[CheckedCandidate] = []
+    with track_usage(max_tokens=budget_tokens) as scope:
         attribution = await run_method(method, trace, llm, label=method_label)
         static = {
             "agent": attribution.agent,
@@ -263,11 +343,55 @@ async def dynamic_check(
             "reason": attribution.reason,
             "status": attribution.status,
         }
-        proposed = await propose_candidates(
-            trace, llm, static, candidates, with_ground_truth=with_ground_truth, budget=budget
-        )
-        checked: list[CheckedCandidate] = []
+        confidence = attribution.confidence
+        base: dict[str, Any] = {
+            "run_dir": str(run_dir),
+            "trace_id": trace.id,
+            "method": method_label,
+            "static": static,
+            "window": window,
+            "live_temperature": live_temperature,
+            "model": llm.name,
+            "confidence": confidence,
+            "check_below": check_below,
+            "budget_tokens": budget_tokens,
+        }
+        why = _why(attribution, check_below)
+        if check_below is not None and confidence is not None and confidence >= check_below:
+            return CheckResult(
+                **base,
+                agent=attribution.agent,
+                step=attribution.step,
+                replayed=False,
+                why=why,
+                usage=scope.usage,
+                wall_time_s=round(time.perf_counter() - started, 3),
+            )
+        shortlist = shortlisted_steps(method, attribution)
+        if shortlist:
+            why += (
+                f"; candidates: the {len(shortlist[:candidates])} steps {method_label} shortlisted"
+            )
+        try:
+            proposed = await propose_candidates(
+                trace,
+                llm,
+                static,
+                candidates,
+                with_ground_truth=with_ground_truth,
+                budget=budget,
+                shortlist=shortlist,
+            )
+        except CaseBudgetExceededError as exc:
+            proposed, stopped = [], f"no candidates proposed: {exc}"
         for rank, candidate in enumerate(proposed):
+            if stopped is not None:
+                checked.append(
+                    CheckedCandidate(
+                        **candidate.model_dump(), rank=rank, error="not checked: " + stopped
+                    )
+                )
+                continue
             item = CheckedCandidate(**candidate.model_dump(), rank=rank)
             note = NOTE.format(
                 reason=(candidate.reason or "(unspecified)").rstrip(". ") + ".",
@@ -297,27 +421,43 @@ async def dynamic_check(
                 item.error = "the replay never reached the candidate step"
                 checked.append(item)
                 continue
-            item.observation = await _judge(
-                trace, outcome.trace, candidate, llm, window, with_ground_truth, budget
-            )
+            try:
+                item.observation = await _judge(
+                    trace, outcome.trace, candidate, llm, window, with_ground_truth, budget
+                )
+            except CaseBudgetExceededError as exc:
+                stopped = str(exc)
+                item.error = "not judged: " + stopped
             item.score = score(item.observation)
             checked.append(item)
     checked.sort(key=lambda c: (-c.score, c.rank))
     top = checked[0] if checked else None
     return CheckResult(
-        run_dir=str(run_dir),
-        trace_id=trace.id,
-        method=method_label,
-        static=static,
+        **base,
+        prompt_version=SHORTLIST_PROMPT_VERSION if shortlist else PROMPT_VERSION,
+        shortlist=shortlist,
         candidates=checked,
         agent=top.agent if top else attribution.agent,
         step=top.step if top else attribution.step,
-        window=window,
-        live_temperature=live_temperature,
-        model=llm.name,
+        why=why,
+        stopped=stopped,
         usage=scope.usage,
         wall_time_s=round(time.perf_counter() - started, 3),
     )
+
+
+def _why(attribution: Attribution, check_below: float | None) -> str:
+    """Why the replays do (or do not) run, in words."""
+    if check_below is None:
+        return "replayed: no --check-below given"
+    if attribution.confidence is None:
+        return (
+            f"replayed: {attribution.method} states no confidence (status "
+            f"{attribution.status}), so nothing says it is at least {check_below:g} sure"
+        )
+    if attribution.confidence >= check_below:
+        return f"not replayed: confidence {attribution.confidence:.2f} >= {check_below:g}"
+    return f"replayed: confidence {attribution.confidence:.2f} < {check_below:g}"
 
 
 async def _judge(

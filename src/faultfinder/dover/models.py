@@ -236,7 +236,9 @@ class DoverRow(BaseModel):
     verdict: VerdictName | None = None
     """DoVer's verdict (None when no intervention was made)."""
     verdict_reason: str = ""
-    status: Literal["ok", "no-hypothesis", "no-intervention", "already-succeeded", "error"] = "ok"
+    status: Literal[
+        "ok", "no-hypothesis", "no-intervention", "already-succeeded", "error", "budget-exceeded"
+    ] = "ok"
     """'already-succeeded': the recorded run passed the checker, so nothing was debugged."""
     error: str | None = None
     model: str = ""

@@ -34,7 +34,7 @@ from faultfinder.dover.models import (
 )
 from faultfinder.dover.segment import segment
 from faultfinder.dover.verdict import classify, wilson_interval
-from faultfinder.errors import FaultfinderError
+from faultfinder.errors import CaseBudgetExceededError, FaultfinderError
 from faultfinder.llm.client import LLM, track_usage
 from faultfinder.methods.base import Method
 from faultfinder.replay.recorder import build_trace, new_run_id
@@ -83,6 +83,10 @@ class DoverConfig(BaseModel):
     """Repeat r sends ``seed + r`` with its live calls (distinct seeds; None: no seed)."""
     on_divergence: Literal["fail", "live"] = "fail"
     """What a replay does when the program diverges before the edit."""
+    budget_tokens: int | None = Field(default=None, ge=1)
+    """Token budget of each trial (``--budget-tokens``): its hypothesis, intervention and
+    judge calls. A trial that would exceed it gets status 'budget-exceeded' and the next
+    trial goes on. The shared segmentation and milestone calls are outside it."""
 
 
 class Executor(Protocol):
@@ -305,9 +309,18 @@ async def debug_trial(
         "config": config.model_dump(mode="json"),
         "shared_usage": context.shared_usage,
     }
-    with track_usage() as scope:
+    with track_usage(max_tokens=config.budget_tokens) as scope:
         try:
             row = await _debug_trial(context, trial, llm, method, executor, config, session, base)
+        except CaseBudgetExceededError as exc:
+            row = DoverRow(
+                **base,
+                hypothesis=Hypothesis(
+                    trial=trial.index, method=config.method, status="budget-exceeded"
+                ),
+                status="budget-exceeded",
+                error=str(exc),
+            )
         except FaultfinderError as exc:
             row = DoverRow(
                 **base,
@@ -332,6 +345,13 @@ async def _debug_trial(
 ) -> DoverRow:
     trace = context.trace
     hypothesis = await hypothesise(trace, trial, method, llm, config.method)
+    if hypothesis.status == "budget-exceeded":
+        return DoverRow(
+            **base,
+            hypothesis=hypothesis,
+            status="budget-exceeded",
+            error=str(hypothesis.details.get("error") or "the method ran out of budget"),
+        )
     if hypothesis.step is None:
         return DoverRow(
             **base,

@@ -51,7 +51,10 @@ class EvalRow(Attribution):
 
 
 def config_id(config: dict[str, Any]) -> str:
-    """Short stable hash of a config dict."""
+    """Short stable hash of a config dict. ``budget_tokens: null`` hashes as an absent key,
+    so results written before per-case budgets existed keep their keys."""
+    if "budget_tokens" in config and config["budget_tokens"] is None:
+        config = {k: v for k, v in config.items() if k != "budget_tokens"}
     blob = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:10]
 

@@ -197,8 +197,18 @@ def prepare_output(path: Path, options: EvalOptions) -> dict[str, EvalRow]:
 
 
 def stops_run(row: EvalRow) -> bool:
-    """Whether this row ends the run: the budget is spent, so no further case may start."""
-    return row.status == "budget-exceeded"
+    """Whether this row ends the run: the run-wide budget is spent, so no further case may
+    start. A case stopped by its own ``budget_tokens`` does not end the run."""
+    return row.status == "budget-exceeded" and row.budget_stop != "case"
+
+
+def final_row(row: EvalRow) -> bool:
+    """Whether a row is a final answer for its case (not rerun by ``--resume``): every
+    row but an error or a run-wide budget stop. A case over its own ``budget_tokens``
+    would be over it again; raising the budget is a new configuration (a new key)."""
+    return row.status not in FAILED_STATUSES or (
+        row.status == "budget-exceeded" and row.budget_stop == "case"
+    )
 
 
 class CaseExecutor(Protocol):
@@ -313,7 +323,7 @@ async def _run_locked(
 
     def done(key: str) -> bool:
         row = existing.get(key)
-        return row is not None and not (opts.retry_errors and row.status in FAILED_STATUSES)
+        return row is not None and (not opts.retry_errors or final_row(row))
 
     todo = [c for c in cases if not done(c.key)]
     outcome = EvalOutcome(planned=len(cases), skipped=len(cases) - len(todo))

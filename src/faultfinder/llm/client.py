@@ -23,7 +23,7 @@ from faultfinder.llm.base import (
     messages_text,
 )
 from faultfinder.llm.cache import ResponseCache, cache_key
-from faultfinder.llm.limits import Ledger, LocalLedger, LocalRateLimiter, RateLimiter
+from faultfinder.llm.limits import BudgetBook, Ledger, LocalLedger, LocalRateLimiter, RateLimiter
 from faultfinder.traces.schema import ToolCall
 from faultfinder.usage import Budget, Usage
 
@@ -74,12 +74,31 @@ class Reply(BaseModel, Generic[T]):
         return self.parse_error is None
 
 
-class UsageScope:
-    """Collects usage and call records of every LLM call made inside ``track_usage()``."""
+CASE_BUDGET_HINT = "Raise --budget-tokens, or choose a cheaper method for this case."
 
-    def __init__(self) -> None:
+
+class UsageScope:
+    """Collects usage and call records of every LLM call made inside ``track_usage()``,
+    and holds the scope's own token budget when it has one (a case's ``--budget-tokens``)."""
+
+    def __init__(self, max_tokens: int | None = None) -> None:
         self.usage = Usage()
         self.calls: list[CallRecord] = []
+        self.book: BudgetBook | None = None
+        """The scope's token budget: reserved before each call made inside it, as the
+        run-wide budget is, so concurrent calls of one case cannot overshoot it."""
+        if max_tokens is not None:
+            self.book = BudgetBook(
+                Budget(max_tokens=max_tokens),
+                what="Per-case token budget",
+                hint=CASE_BUDGET_HINT,
+                error=errors.CaseBudgetExceededError,
+            )
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The scope's token budget (None: none)."""
+        return None if self.book is None else self.book.budget.max_tokens
 
     def add(self, record: CallRecord) -> None:
         self.usage = self.usage + record.usage
@@ -93,9 +112,13 @@ _run_index: contextvars.ContextVar[int] = contextvars.ContextVar("faultfinder_ru
 
 
 @contextlib.contextmanager
-def track_usage() -> Iterator[UsageScope]:
-    """Record usage of LLM calls made in this context (and tasks started from it)."""
-    scope = UsageScope()
+def track_usage(max_tokens: int | None = None) -> Iterator[UsageScope]:
+    """Record usage of LLM calls made in this context (and tasks started from it). With
+    ``max_tokens``, those calls may spend at most that many tokens (prompt + completion,
+    cache hits included, so a case's answer does not depend on the cache): a call that
+    could overspend it raises ``CaseBudgetExceededError`` before it is sent. Scopes nest;
+    every enclosing budget applies."""
+    scope = UsageScope(max_tokens)
     token = _scopes.set((*_scopes.get(), scope))
     try:
         yield scope
@@ -111,6 +134,14 @@ def run_index(run: int) -> Iterator[None]:
         yield
     finally:
         _run_index.reset(token)
+
+
+def case_tokens_left() -> int | None:
+    """Tokens the enclosing scope budgets still allow a new call (the smallest of them;
+    None when no enclosing scope has a budget). Methods plan with it (``compose``)."""
+    left = [s.book.tokens_left for s in _scopes.get() if s.book is not None]
+    known = [n for n in left if n is not None]
+    return min(known) if known else None
 
 
 def current_run() -> int:
@@ -193,6 +224,12 @@ class LLM:
 
     def count_tokens(self, text: str) -> int:
         return self.backend.count_tokens(text)
+
+    def reservation(self, prompt: str, max_tokens: int | None) -> int:
+        """Tokens a one-message call with this prompt and reply bound reserves against a
+        budget (the same figure the call itself will reserve), for methods that plan."""
+        text = messages_text([{"role": "user", "content": prompt}])
+        return self._need(self.backend.count_tokens(text), max_tokens)
 
     def _semaphore(self) -> asyncio.Semaphore:
         # One semaphore per event loop: eval runs and tests may use several loops in turn.
@@ -324,25 +361,40 @@ class LLM:
 
     async def _complete(self, request: ChatRequest) -> tuple[Completion, bool, str]:
         key = cache_key(self.backend.identity(), request, _run_index.get())
+        books = [s.book for s in _scopes.get() if s.book is not None]
+        prompt_estimate = self.backend.count_tokens(_request_text(request)) if books else None
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:
+                if books and prompt_estimate is not None:
+                    # A case budget charges cache hits too, through the same reservation.
+                    need = self._need(prompt_estimate, request.max_tokens)
+                    _reserve_all(books, need)
+                    _settle_all(books, need, hit.usage.total_tokens)
                 return hit, True, key
         if self.backend.is_real and not base.ALLOW_MODEL_REQUESTS:
             raise errors.ModelRequestsForbiddenError(self.backend.name)
-        prompt_estimate = self.backend.count_tokens(_request_text(request))
+        if prompt_estimate is None:
+            prompt_estimate = self.backend.count_tokens(_request_text(request))
         async with self._semaphore(), self._calibration():
             # Reserve only once a slot is free: queued calls must not hold budget they may
             # never need, and by then the real spend of finished calls is known.
             need = self._need(prompt_estimate, request.max_tokens)
-            await self.ledger.reserve(need)
+            _reserve_all(books, need)
+            try:
+                await self.ledger.reserve(need)
+            except BaseException:
+                _settle_all(books, need, 0, called=False)
+                raise
             try:
                 completion = await self._with_deadline(request)
             except BaseException:
                 await self.ledger.settle(need, 0, called=False)
+                _settle_all(books, need, 0, called=False)
                 raise
             completion = self._fill_usage(completion, prompt_estimate)
             await self.ledger.settle(need, completion.usage.total_tokens, called=True)
+            _settle_all(books, need, completion.usage.total_tokens)
             if prompt_estimate > 0 and not completion.usage.estimated:
                 ratio = completion.usage.prompt_tokens / prompt_estimate
                 self._prompt_ratio = max(self._prompt_ratio, min(ratio, 16.0))
@@ -430,6 +482,23 @@ class LLM:
             return min(max(retry_after, 0.0), self.backoff_max)
         exp = self.backoff_base * (2**attempt)
         return float(min(self.backoff_max, exp * (0.5 + random.random() / 2)))
+
+
+def _reserve_all(books: list[BudgetBook], need: int) -> None:
+    """Reserve ``need`` tokens in every case budget, or in none (raising the refusal)."""
+    done: list[BudgetBook] = []
+    try:
+        for book in books:
+            book.reserve(need)
+            done.append(book)
+    except BaseException:
+        _settle_all(done, need, 0, called=False)
+        raise
+
+
+def _settle_all(books: list[BudgetBook], need: int, spent: int, *, called: bool = True) -> None:
+    for book in books:
+        book.settle(need, spent, called=called)
 
 
 def _request_text(request: ChatRequest) -> str:

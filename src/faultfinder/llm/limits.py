@@ -50,8 +50,21 @@ class BudgetBook:
     reservation is swapped for what it really spent.
     """
 
-    def __init__(self, budget: Budget) -> None:
+    def __init__(
+        self,
+        budget: Budget,
+        *,
+        what: str = "Token budget",
+        hint: str = "Raise --max-tokens or narrow the run.",
+        error: type[errors.BudgetExceededError] = errors.BudgetExceededError,
+    ) -> None:
         self.budget = budget
+        self.what = what
+        """How messages name this budget ('Token budget', 'Per-case token budget')."""
+        self.hint = hint
+        """What the user can do, ending every token-budget message."""
+        self.error = error
+        """The error raised when a reservation does not fit."""
         self.calls = 0
         self.spent_tokens = 0
         self.reserved_calls = 0
@@ -68,13 +81,19 @@ class BudgetBook:
             b.max_tokens is not None
             and self.spent_tokens + self.reserved_tokens + tokens > b.max_tokens
         ):
-            raise errors.BudgetExceededError(
-                f"Token budget of {b.max_tokens} would be exceeded: "
-                f"{self.spent_tokens} spent, next call may need up to {tokens}. "
-                "Raise --max-tokens or narrow the run."
+            raise self.error(
+                f"{self.what} of {b.max_tokens} would be exceeded: "
+                f"{self.spent_tokens} spent, next call may need up to {tokens}. {self.hint}"
             )
         self.reserved_calls += 1
         self.reserved_tokens += tokens
+
+    @property
+    def tokens_left(self) -> int | None:
+        """Tokens a new reservation may still take (None: no token limit)."""
+        if self.budget.max_tokens is None:
+            return None
+        return max(0, self.budget.max_tokens - self.spent_tokens - self.reserved_tokens)
 
     def settle(self, reserved: int, spent: int, *, called: bool) -> None:
         self.reserved_calls -= 1

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypedDict, runtime_checkabl
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from faultfinder.errors import BudgetExceededError, FaultfinderError
+from faultfinder.errors import BudgetExceededError, CaseBudgetExceededError, FaultfinderError
 from faultfinder.llm.client import LLM, CallRecord, track_usage
 from faultfinder.methods.pairing import apply_step_rule
 from faultfinder.methods.reference import GroundTruthStatus, ground_truth_status
@@ -76,6 +76,13 @@ class MethodConfig(BaseModel):
     seed: int | None = None
     """Sampling seed sent with every call (backends that take one); a parse retry adds
     its attempt number. None: the backend's own (the embedded model's is 0)."""
+    budget_tokens: int | None = Field(default=None, ge=1)
+    """Per-case token budget (``--budget-tokens``): the model calls of one case may spend
+    at most this many tokens, prompt plus reply, cache hits included. The LLM layer
+    reserves each call's worst case before sending it, so concurrent calls cannot
+    overshoot; a case that would exceed it is 'budget-exceeded' and a batch goes on.
+    Methods that plan (``compose``) fit their work into it. None: no per-case limit (the
+    run-wide --max-tokens still applies)."""
     max_output_tokens: int | None = Field(default=None, ge=16)
     """Upper bound on every reply. None: each question's own bound, sized to what its
     answer fields need (documented per method in docs/methods/)."""
@@ -134,6 +141,10 @@ class Attribution(Verdict):
     """'shown' (the reference answer was in the prompts), 'off' (not asked for), or
     'unavailable' (asked for, but the trace has none: the method ran without it)."""
     observability: str
+    budget_stop: Literal["case", "run"] | None = None
+    """With status 'budget-exceeded', which budget stopped the case: 'case' (its own
+    ``budget_tokens``, in ``config``: the batch goes on) or 'run' (--max-tokens or
+    --max-calls: no further case starts)."""
     usage: Usage = Field(default_factory=Usage)
     calls: list[CallRecord] = Field(default_factory=list)
     error: str | None = None
@@ -169,14 +180,22 @@ async def run_method(method: Method, trace: Trace, llm: LLM, *, label: str = "")
     started = time.perf_counter()
     verdict: Verdict
     error: str | None = None
-    with track_usage() as scope:
+    budget_stop: Literal["case", "run"] | None = None
+    cfg = method.config
+    with track_usage(max_tokens=cfg.budget_tokens) as scope:
         try:
             verdict = await method.attribute(trace, llm)
+        except CaseBudgetExceededError as exc:
+            verdict, error, budget_stop = Verdict(status="budget-exceeded"), str(exc), "case"
         except BudgetExceededError as exc:
-            verdict, error = Verdict(status="budget-exceeded"), str(exc)
+            verdict, error, budget_stop = Verdict(status="budget-exceeded"), str(exc), "run"
         except FaultfinderError as exc:
             verdict, error = Verdict(status="error"), str(exc)
-    cfg = method.config
+    if verdict.status == "budget-exceeded" and budget_stop is None:
+        # The method itself found its work cannot fit the case's budget (it plans within
+        # it, e.g. compose) and made no call that could overspend it.
+        budget_stop = "case"
+        error = verdict.reason or "the method's work does not fit budget_tokens"
     verdict = _step_rule(method, trace, verdict)
     gt_status = ground_truth_status(trace, cfg.with_ground_truth)
     if gt_status == "unavailable":
@@ -196,6 +215,7 @@ async def run_method(method: Method, trace: Trace, llm: LLM, *, label: str = "")
         with_ground_truth=cfg.with_ground_truth,
         ground_truth=gt_status,
         observability=cfg.observability,
+        budget_stop=budget_stop,
         usage=scope.usage,
         calls=scope.calls,
         error=error,

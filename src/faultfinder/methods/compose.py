@@ -1,34 +1,53 @@
 """``compose``: the offline shortlist first, an expensive judge only over its top steps.
 
-Stage 1 ranks every step offline (``shortlist``, no API call). Stage 2 asks the
-all-at-once judge (Who&When's prompt, in its own answer format) over a log in which only
-the top-k shortlisted steps are shown in full and every other step is cut to its first
-characters, so the judge's tokens go where the ranking says the answer is. The judge
-must pick one of the shortlisted steps; ``budget_tokens`` caps the judge's prompt per
-case by shrinking k. See docs/methods/compose.md.
+Stage 1 ranks every step offline (``shortlist``, no API call). Stage 2 asks a judge over
+a view of the log in which only the top-k shortlisted steps are shown in full and every
+other step is cut to its first characters, so the judge's tokens go where the ranking
+says the answer is. The default judge is all-at-once (Who&When's prompt, a line naming
+the candidates, an answer grammar allowing only them); ``judge`` names any other method,
+which then runs in its own prompt format on that view (:func:`compressed_view`).
+Either way the judge's answer counts only when it names a shortlisted step. Under a
+per-case token budget (``budget_tokens``) k is lowered until the judge's worst case fits
+what the case may still spend. Stage 3, the replay check when the confidence is low,
+is ``faultfinder check --check-below`` (``dover.dynamic``). See docs/methods/compose.md.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from typing import Any, ClassVar
 
 from pydantic import Field
 
 from faultfinder.errors import ConfigError
-from faultfinder.llm.client import LLM
+from faultfinder.llm.client import LLM, case_tokens_left, track_usage
 from faultfinder.methods import _whowhen as ww
 from faultfinder.methods.answers import agent_step_grammar, parse_agent_step_reason, roster_of
-from faultfinder.methods.base import MethodConfig, Verdict
-from faultfinder.methods.registry import register
+from faultfinder.methods.base import Method, MethodConfig, Verdict
+from faultfinder.methods.registry import create_method, register
 from faultfinder.methods.render import RenderOptions, render_step, step_output_text
 from faultfinder.methods.shortlist import load_configured_model, ranking_details, surprisal_scorer
+from faultfinder.methods.step_by_step import StepByStepConfig, StepByStepMethod, judge_steps
+from faultfinder.methods.step_by_step import step_prompt as step_by_step_prompt
 from faultfinder.shortlist.conformal import LEVELS
 from faultfinder.shortlist.rank import Ranking, rank_trace
-from faultfinder.traces.schema import Trace
+from faultfinder.traces.schema import Step, Trace
 
-COMPLETION_RESERVE = 256
-"""Tokens kept free for the judge's answer when checking ``budget_tokens``."""
+DEFAULT_JUDGE = "all-at-once"
+"""The built-in judge: the all-at-once prompt over :func:`compressed_log`."""
+
+SHARED_OPTIONS = (
+    "with_ground_truth",
+    "observability",
+    "context_budget",
+    "temperature",
+    "top_p",
+    "seed",
+    "max_output_tokens",
+)
+"""Options every method has that ``compose`` hands on to its judge (``budget_tokens`` is
+not: the case's budget already covers the judge's calls)."""
 
 
 class ComposeConfig(ww.WhoWhenConfig):
@@ -40,16 +59,62 @@ class ComposeConfig(ww.WhoWhenConfig):
     """Shortlisted steps the judge sees in full and may choose from."""
     compressed_chars: int = Field(default=80, ge=0)
     """Characters kept of every other step (0: only its speaker and length)."""
-    budget_tokens: int | None = Field(default=None, ge=1)
-    """Per-case cap on the judge's prompt tokens plus a completion reserve of 256: k is
-    lowered until the prompt fits; when even k=1 does not fit, no call is made and the
-    case is 'budget-exceeded'. None: no cap beyond ``context_budget``."""
     coverage: float = 0.9
     """Conformal coverage level of ``details['step_set']`` (0.8, 0.9 or 0.95)."""
+    judge: str = DEFAULT_JUDGE
+    """The expensive stage, a method spec ('step-by-step', 'echo:I1', ...). The default
+    'all-at-once' is the built-in judge (one call over the abbreviated log, candidates
+    named, answer grammar limited to them); any other method runs in its own prompt
+    format on a view of the trace in which the other steps are abbreviated the same way.
+    Its answer counts only when it names a shortlisted step."""
+    judge_options: dict[str, Any] = Field(default_factory=dict)
+    """Options of the judge method beyond those compose hands on (with_ground_truth,
+    observability, context_budget and the sampling options), e.g. {"on_unparsed": "skip"}."""
 
     def prompt_version(self) -> str:
-        """'compose-v1/' plus the Who&When prompt version of the judge's options."""
-        return f"compose-v1/{super().prompt_version()}"
+        """'compose-v1/' plus the Who&When prompt version (built-in judge), or
+        'compose-v1/view/<judge spec>=<the judge's prompt version>'."""
+        if self.judge == DEFAULT_JUDGE:
+            return f"compose-v1/{super().prompt_version()}"
+        judge_version = _judge_prompt_version(
+            self.judge, json.dumps(judge_settings(self), sort_keys=True, default=str)
+        )
+        return f"compose-v1/view/{self.judge}={judge_version}"
+
+
+def judge_settings(config: ComposeConfig) -> dict[str, Any]:
+    """The options the judge method is built with: those of ``SHARED_OPTIONS`` that
+    compose's config sets away from the common default (so a judge keeps its own
+    defaults otherwise, e.g. ECHO's sampled analysts), then ``judge_options``."""
+    shared = {
+        key: getattr(config, key)
+        for key in SHARED_OPTIONS
+        if getattr(config, key) != MethodConfig.model_fields[key].default
+    }
+    return {**shared, **config.judge_options}
+
+
+def build_judge(config: ComposeConfig) -> Method:
+    """The judge method ``config.judge`` names, with compose's shared options."""
+    name = config.judge.partition(":")[0]
+    if name == ComposeMethod.name:
+        raise ConfigError("Method 'compose': option 'judge' cannot be compose itself")
+    return create_method(config.judge, **judge_settings(config))
+
+
+@functools.lru_cache(maxsize=64)
+def _judge_prompt_version(spec: str, settings: str) -> str:
+    """The prompt version of the judge ``spec`` built with ``settings`` (JSON)."""
+    return create_method(spec, **json.loads(settings)).config.prompt_version()
+
+
+def abbreviated(step: Step, keep_chars: int) -> str:
+    """A step's output cut to its first ``keep_chars`` characters (whitespace folded), with
+    a marker saying how many more there were: how every non-candidate step is shown."""
+    text = " ".join(step_output_text(step).split())
+    cut = text[:keep_chars]
+    more = len(text) - len(cut)
+    return cut + (f"… [abbreviated: {more} more characters]" if more else "")
 
 
 def compressed_log(trace: Trace, shown: set[int], options: RenderOptions, keep_chars: int) -> str:
@@ -62,16 +127,32 @@ def compressed_log(trace: Trace, shown: set[int], options: RenderOptions, keep_c
         if step.index in shown:
             lines.append(render_step(trace, step, options))
             continue
-        text = " ".join(step_output_text(step).split())
-        cut = text[:keep_chars]
-        more = len(text) - len(cut)
-        tail = f"… [abbreviated: {more} more characters]" if more else ""
         head = f"Step {step.index} - " if options.step_indices else ""
-        lines.append(f"{head}{step.speaker}: {cut}{tail}")
+        lines.append(f"{head}{step.speaker}: {abbreviated(step, keep_chars)}")
     return "\n".join(lines)
 
 
+def compressed_view(trace: Trace, shown: set[int], keep_chars: int) -> Trace:
+    """The trace a pluggable judge reads: the same steps, indices and speakers; ``shown``
+    steps keep their outputs, every other step's output is :func:`abbreviated` (tool
+    calls, tool results and metadata dropped). Recorded inputs are dropped from every
+    step: they repeat the history, so they would carry the abbreviated steps in full."""
+    steps = []
+    for step in trace.steps:
+        update: dict[str, Any] = {"input_messages": None, "request": None}
+        if step.index not in shown:
+            update |= {
+                "content": abbreviated(step, keep_chars),
+                "tool_calls": [],
+                "tool_results": [],
+                "metadata": {},
+            }
+        steps.append(step.model_copy(update=update))
+    return trace.model_copy(update={"steps": steps})
+
+
 def judge_prompt(trace: Trace, shown: set[int], config: ComposeConfig) -> str:
+    """The built-in judge's prompt: all-at-once over :func:`compressed_log`."""
     options = RenderOptions.from_config(config, step_indices=config.step_indices)
     return ww.all_at_once_prompt(
         trace.task,
@@ -82,39 +163,68 @@ def judge_prompt(trace: Trace, shown: set[int], config: ComposeConfig) -> str:
     )
 
 
+def worst_case_tokens(
+    trace: Trace, candidates: list[int], config: ComposeConfig, judge: Method | None, llm: LLM
+) -> int | None:
+    """Tokens the judge may reserve in all over these candidates, when it can be known
+    before asking: one all-at-once call, or a step-by-step question per candidate. None
+    for other judges (their calls depend on their answers)."""
+    if judge is None:
+        prompt = judge_prompt(trace, set(candidates), config)
+        return llm.reservation(prompt, config.reply_tokens(ww.ALL_AT_ONCE_REPLY_TOKENS))
+    if type(judge) is StepByStepMethod:
+        cfg = judge.config
+        assert isinstance(cfg, StepByStepConfig)
+        view = compressed_view(trace, set(candidates), config.compressed_chars)
+        return sum(
+            llm.reservation(
+                step_by_step_prompt(view, llm, cfg, i)[0],
+                cfg.reply_tokens(ww.JUDGEMENT_REPLY_TOKENS),
+            )
+            for i in sorted(candidates)
+        )
+    return None
+
+
 def fit_candidates(
-    trace: Trace, ranking: Ranking, config: ComposeConfig, llm: LLM
-) -> tuple[list[int], str | None, int]:
-    """(candidates, prompt, prompt tokens): the largest k <= top_k whose prompt fits the
-    budget; ([], None, tokens at k=1) when none does."""
+    trace: Trace, ranking: Ranking, config: ComposeConfig, judge: Method | None, llm: LLM
+) -> tuple[list[int], int | None, int | None]:
+    """(candidates, worst-case tokens, tokens left in the case's budget): the largest
+    k <= top_k whose worst case fits what the case may still spend; ([], tokens at k=1,
+    left) when none does. Without a case budget, or with a judge whose cost cannot be
+    known beforehand, k = top_k (the LLM layer still refuses a call over the budget)."""
+    left = case_tokens_left()
     k = min(config.top_k, len(trace.steps))
-    tokens = 0
+    tokens: int | None = None
     while k >= 1:
         candidates = ranking.top(k)
-        prompt = judge_prompt(trace, set(candidates), config)
-        tokens = llm.count_tokens(prompt)
-        if config.budget_tokens is None or tokens + COMPLETION_RESERVE <= config.budget_tokens:
-            return candidates, prompt, tokens
+        tokens = worst_case_tokens(trace, candidates, config, judge, llm)
+        if left is None or tokens is None or tokens <= left:
+            return candidates, tokens, left
         k -= 1
-    return [], None, tokens
+    return [], tokens, left
 
 
 @register
 class ComposeMethod:
-    """Shortlist, then the all-at-once judge over the shortlisted steps only."""
+    """Shortlist, then a judge (all-at-once by default) over the shortlisted steps only."""
 
     name: ClassVar[str] = "compose"
     summary: ClassVar[str] = (
-        "Offline shortlist, then an all-at-once judge over its top-k steps (rest abbreviated)"
+        "Offline shortlist, then a judge (all-at-once, or --set judge=METHOD) over its "
+        "top-k steps (rest abbreviated)"
     )
     Config: ClassVar[type[MethodConfig]] = ComposeConfig
     presets: ClassVar[dict[str, dict[str, Any]]] = {"k1": {"top_k": 1}, "k5": {"top_k": 5}}
+    proposes_candidates: ClassVar[bool] = True
+    """``details['candidates']`` are the steps worth verifying (``check`` replays them)."""
 
     def __init__(self, config: ComposeConfig) -> None:
         if str(config.coverage) not in {str(a) for a in LEVELS}:
             levels = ", ".join(str(a) for a in LEVELS)
             raise ConfigError(f"Method 'compose': option 'coverage' must be one of {levels}")
         self.config = config
+        self.judge: Method | None = None if config.judge == DEFAULT_JUDGE else build_judge(config)
         self.model = load_configured_model(config.model_path)
         self.scorer = surprisal_scorer(self.model)
 
@@ -125,28 +235,24 @@ class ComposeMethod:
             return Verdict(status="no-error-found", reason="empty trace")
         ranking = rank_trace(trace, self.model, self.scorer)
         details = ranking_details(trace, self.model, ranking, cfg.top_k, cfg.coverage)
-        candidates, prompt, tokens = fit_candidates(trace, ranking, cfg, llm)
+        candidates, tokens, left = fit_candidates(trace, ranking, cfg, self.judge, llm)
         details["candidates"] = candidates
-        details["judge_prompt_tokens"] = tokens
-        if prompt is None:
-            details["budget"] = (
-                f"the judge's prompt needs {tokens} tokens with one candidate; budget_tokens "
-                f"is {cfg.budget_tokens} (with {COMPLETION_RESERVE} kept for the answer)"
+        details["judge"] = cfg.judge
+        details["judge_worst_case_tokens"] = tokens
+        if not candidates:
+            message = (
+                f"the judge needs up to {tokens} tokens with one candidate; the case may "
+                f"spend {left} more (budget_tokens {cfg.budget_tokens}); no call was made"
             )
-            return Verdict(status="budget-exceeded", details=details)
-        agents = roster_of(trace)
-        reply = await llm.chat(
-            prompt,
-            parse=functools.partial(parse_agent_step_reason, agents=agents),
-            purpose=f"compose: judge over {len(candidates)} shortlisted steps",
-            constraint=agent_step_grammar(list(agents), sorted(candidates)),
-            **cfg.chat_options(ww.ALL_AT_ONCE_REPLY_TOKENS),
-        )
-        answer = reply.parsed
-        if answer is None:
-            details["parse_error"] = reply.parse_error
-            return Verdict(status="unparsed", details=details)
+            details["budget"] = message
+            return Verdict(status="budget-exceeded", reason=message, details=details)
         mass = sum(ranking.probs[i] for i in candidates)
+        if self.judge is None:
+            answer = await self._all_at_once(trace, candidates, llm, details)
+        else:
+            answer = await self._pluggable(trace, candidates, llm, details)
+        if answer.status != "ok" or answer.step is None:
+            return answer.model_copy(update={"details": details})
         if answer.step not in candidates:
             details["step_unparsed"] = (
                 f"step {answer.step} is not among the shortlisted candidates {candidates}"
@@ -163,4 +269,57 @@ class ComposeMethod:
             # candidates the judge chose from.
             confidence=round(ranking.probs[answer.step] / mass, 4) if mass else None,
             details=details,
+        )
+
+    async def _all_at_once(
+        self, trace: Trace, candidates: list[int], llm: LLM, details: dict[str, Any]
+    ) -> Verdict:
+        """The built-in judge: one all-at-once call over the abbreviated log."""
+        cfg = self.config
+        assert isinstance(cfg, ComposeConfig)
+        prompt = judge_prompt(trace, set(candidates), cfg)
+        details["judge_prompt_tokens"] = llm.count_tokens(prompt)
+        agents = roster_of(trace)
+        reply = await llm.chat(
+            prompt,
+            parse=functools.partial(parse_agent_step_reason, agents=agents),
+            purpose=f"compose: judge over {len(candidates)} shortlisted steps",
+            constraint=agent_step_grammar(list(agents), sorted(candidates)),
+            **cfg.chat_options(ww.ALL_AT_ONCE_REPLY_TOKENS),
+        )
+        answer = reply.parsed
+        if answer is None:
+            details["parse_error"] = reply.parse_error
+            return Verdict(status="unparsed")
+        return Verdict(agent=answer.agent, step=answer.step, reason=answer.reason)
+
+    async def _pluggable(
+        self, trace: Trace, candidates: list[int], llm: LLM, details: dict[str, Any]
+    ) -> Verdict:
+        """Another method as judge, in its own prompt format, on the abbreviated view.
+        Step-by-step is asked about the candidates only (in order); any other method
+        reads the whole view and may name any step (kept only if it is a candidate)."""
+        judge = self.judge
+        assert judge is not None
+        view = compressed_view(trace, set(candidates), self.config.compressed_chars)
+        with track_usage() as scope:
+            if type(judge) is StepByStepMethod:
+                assert isinstance(judge.config, StepByStepConfig)
+                verdict = await judge_steps(view, llm, judge.config, sorted(candidates))
+                details["judge_scope"] = "candidates"
+            else:
+                verdict = await judge.attribute(view, llm)
+                details["judge_scope"] = "view"
+        details["judge_result"] = {
+            "status": verdict.status,
+            "agent": verdict.agent,
+            "step": verdict.step,
+            "reason": verdict.reason,
+            "confidence": verdict.confidence,
+            "prompt_version": judge.config.prompt_version(),
+            "usage": scope.usage.model_dump(),
+            "details": verdict.details,
+        }
+        return Verdict(
+            agent=verdict.agent, step=verdict.step, reason=verdict.reason, status=verdict.status
         )

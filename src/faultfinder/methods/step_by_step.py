@@ -10,7 +10,7 @@ authors' code that then names the last step instead.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Literal
 
 from faultfinder.llm.client import LLM
@@ -31,6 +31,34 @@ class StepByStepConfig(ww.WhoWhenConfig):
     the next step as the authors' code does (the skipped step is listed in details)."""
 
 
+def step_prompt(
+    trace: Trace,
+    llm: LLM,
+    config: StepByStepConfig,
+    i: int,
+    template: Callable[..., str] | None = None,
+) -> tuple[str, bool]:
+    """(prompt, whether the log was cut) of the question about step ``i``: the log up to
+    and including it. Also used by ``compose`` to plan a budget before asking."""
+    if template is None:
+        template = functools.partial(
+            ww.step_judgement_prompt,
+            trace.task,
+            ground_truth=ww.ground_truth_for(trace, config),
+            reminder=config.guidance_reminder,
+            metadata=ww.metadata_for(trace, config),
+        )
+    return ww.fill_log(
+        trace,
+        trace.steps[: i + 1],
+        config,
+        llm,
+        template,
+        reply_tokens=ww.JUDGEMENT_REPLY_TOKENS,
+        judged=[i],
+    )
+
+
 async def judge_steps(
     trace: Trace, llm: LLM, config: StepByStepConfig, candidates: Sequence[int]
 ) -> Verdict:
@@ -49,15 +77,7 @@ async def judge_steps(
     details: dict[str, Any] = {"judged": judged, "candidates": list(candidates)}
     for i in candidates:
         step = trace.steps[i]
-        prompt, cut = ww.fill_log(
-            trace,
-            trace.steps[: i + 1],
-            config,
-            llm,
-            template,
-            reply_tokens=ww.JUDGEMENT_REPLY_TOKENS,
-            judged=[i],
-        )
+        prompt, cut = step_prompt(trace, llm, config, i, template)
         truncated = truncated or cut
         reply = await llm.chat(
             prompt,
