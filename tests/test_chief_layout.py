@@ -1,0 +1,196 @@
+"""CHIEF's prompt layouts: 'shared-prefix' (default) and 'paper' give the same answers on
+the same replies, say the same things, and only the shared one lets a prefix cache serve
+the conversation after the first call."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from faultfinder.llm import LLM, ChatRequest, FunctionBackend
+from faultfinder.llm.base import approx_token_count
+from faultfinder.methods import Attribution, create_method, run_method
+from faultfinder.methods.chief import ChiefConfig, build_graph, prompts
+from faultfinder.methods.chief.prompts import stage_of
+from faultfinder.testing.prefix_cache import BLOCK_TOKENS, PrefixCache, PrefixCachingBackend
+from faultfinder.traces.loader import load_trace
+from faultfinder.traces.schema import Trace
+
+FIXTURES = Path(__file__).parent / "fixtures" / "chief"
+REPLIES: dict[str, Any] = json.loads((FIXTURES / "replies_loop.json").read_text("utf-8"))
+TEMPLATES = {
+    "decompose": prompts.DECOMPOSE,
+    "otar": prompts.OTAR,
+    "edges": prompts.EDGES,
+    "step-edges": prompts.STEP_EDGES,
+    "oracles": prompts.ORACLES,
+    "oracle": prompts.ORACLE_ONE,
+    "backtrack": prompts.BACKTRACK,
+    "attribution": prompts.ATTRIBUTION,
+    "direct": prompts.DIRECT,
+}
+HEADER_END = re.compile(r"There are total \d+ steps \(numbered 0 to \d+\), each entry .*\n")
+
+
+def answer(request: ChatRequest) -> str:
+    """The fixture's reply for the stage of the request's last user message."""
+    text = next(m["content"] for m in reversed(request.messages) if m["role"] == "user")
+    stage = stage_of(text)
+    if stage == "oracle":
+        wanted = re.search(r"synthesize the oracle for subtask (S\d+)", text)
+        assert wanted is not None
+        reply = next(o for o in REPLIES["oracles"]["oracles"] if o["subtask"] == wanted[1])
+    else:
+        reply = REPLIES[stage]
+    return reply if isinstance(reply, str) else json.dumps(reply)
+
+
+def padded_trace() -> Trace:
+    """The loop fixture with long step outputs, so its conversation is past the 1,024
+    tokens a prefix cache needs."""
+    trace = load_trace(FIXTURES / "loop_trace.json")
+    for step in trace.steps:
+        step.content += " (page text: opening hours, addresses and phone numbers)" * 12
+    return trace
+
+
+def run(spec: str, trace: Trace, cache: PrefixCache | None = None, **cfg: Any) -> Attribution:
+    backend: Any = FunctionBackend(answer)
+    if cache is not None:
+        backend = PrefixCachingBackend(backend, cache)
+    method = create_method(spec, stage_cache=None, **cfg)
+    llm = LLM(backend, keep_prompts=True)
+    return asyncio.run(run_method(method, trace, llm, label=spec))
+
+
+def test_arrange_moves_only_the_opening_sentence_after_the_header() -> None:
+    for stage, template in TEMPLATES.items():
+        shared = prompts.arrange(template, "shared-prefix")
+        assert shared.startswith("{header}\n"), stage
+        assert sorted(shared.splitlines()) == sorted(template.splitlines()), stage
+        assert prompts.arrange(template, "paper") == template
+        assert stage_of(shared) == stage
+
+
+def test_both_layouts_give_the_same_verdicts_graphs_and_wording() -> None:
+    trace = load_trace(FIXTURES / "loop_trace.json")
+    for spec in ("chief", "chief:M1", "chief:M1+M2", "chief:M1+M3"):
+        results = {
+            layout: run(spec, trace, prompt_layout=layout) for layout in ("paper", "shared-prefix")
+        }
+        paper, shared = results["paper"], results["shared-prefix"]
+        assert paper.status == shared.status == "ok", spec
+        assert (paper.agent, paper.step, paper.reason) == (shared.agent, shared.step, shared.reason)
+        assert paper.details == shared.details, spec
+        assert [c.purpose for c in paper.calls] == [c.purpose for c in shared.calls]
+        for a, b in zip(paper.calls, shared.calls, strict=True):
+            assert a.prompt is not None and b.prompt is not None
+            assert a.prompt != b.prompt  # the order differs ...
+            assert sorted(a.prompt.splitlines()) == sorted(b.prompt.splitlines())  # ... only
+    graphs = [
+        asyncio.run(
+            build_graph(
+                trace,
+                LLM(FunctionBackend(answer)),
+                ChiefConfig(stage_cache=None, prompt_layout=layout),
+                with_oracles=True,
+            )
+        ).model_dump(mode="json")
+        for layout in ("paper", "shared-prefix")
+    ]
+    assert graphs[0] == graphs[1]
+    assert graphs[0]["candidates"]["steps"] == [6, 9]
+
+
+def test_the_paper_preset_keeps_the_papers_order() -> None:
+    assert create_method("chief:paper").config.prompt_layout == "paper"  # type: ignore[attr-defined]
+    assert create_method("chief").config.prompt_layout == "shared-prefix"  # type: ignore[attr-defined]
+    result = run("chief:paper", load_trace(FIXTURES / "loop_trace.json"))
+    assert all(
+        c.prompt is not None and c.prompt.startswith(("You are", "Your decomposition"))
+        for c in result.calls
+    )
+
+
+def test_every_shared_prefix_call_starts_with_the_same_header() -> None:
+    trace = padded_trace()
+    result = run("chief", trace)
+    heads = set()
+    for call in result.calls:
+        assert call.prompt is not None
+        end = HEADER_END.search(call.prompt)
+        assert end is not None
+        heads.add(call.prompt[: end.end()])
+        assert call.prompt.startswith("The problem is: ")
+    assert len(heads) == 1 and len(result.calls) == 7
+
+
+def test_a_prefix_cache_serves_the_conversation_to_every_call_after_the_first() -> None:
+    trace = padded_trace()
+    shared = run("chief", trace, PrefixCache())
+    paper = run("chief", trace, PrefixCache(), prompt_layout="paper")
+    assert (shared.agent, shared.step) == (paper.agent, paper.step) == ("Assistant", 9)
+    assert shared.calls[0].usage.cached_prompt_tokens == 0
+    prompt = shared.calls[0].prompt
+    assert prompt is not None
+    head = HEADER_END.search(prompt)
+    assert head is not None
+    header_tokens = approx_token_count(prompt[: head.end()])
+    assert header_tokens > 1500
+    # The paper's order starts each stage with its own sentence: only the step-edge call
+    # shares its prefix (the OTAR call's sentence and the conversation) with an earlier one.
+    served = {c.purpose: c.usage.cached_prompt_tokens for c in paper.calls}
+    assert {p for p, n in served.items() if n} == {"chief step edges"}
+    assert served["chief step edges"] <= header_tokens + BLOCK_TOKENS
+    for call in shared.calls[1:]:
+        # At least the header, in whole blocks (the role tag adds a few characters).
+        assert call.usage.cached_prompt_tokens >= header_tokens - BLOCK_TOKENS, call.purpose
+    usage = shared.usage
+    assert usage.prompt_tokens == paper.usage.prompt_tokens
+    assert usage.cached_prompt_tokens >= 6 * (header_tokens - BLOCK_TOKENS)
+    assert usage.uncached_prompt_tokens < paper.usage.uncached_prompt_tokens * 0.6
+
+
+def test_sequential_oracles_name_the_remaining_steps_after_the_shared_header() -> None:
+    trace = load_trace(FIXTURES / "loop_trace.json")
+    shared = run("chief", trace, oracle_mode="sequential")
+    paper = run("chief", trace, oracle_mode="sequential", prompt_layout="paper")
+    assert (shared.agent, shared.step) == (paper.agent, paper.step)
+    oracle_prompts = [c.prompt or "" for c in shared.calls if c.purpose == "chief oracle S2"]
+    assert len(oracle_prompts) == 1
+    prompt = oracle_prompts[0]
+    assert "subsequent unprocessed trajectory for this subtask is steps 2 to 10" in prompt
+    assert "Step 0 - " in prompt  # the whole conversation, as in every other stage
+    paper_prompt = next(c.prompt or "" for c in paper.calls if c.purpose == "chief oracle S2")
+    assert "steps 2 to 10 of 11" in paper_prompt and "Step 0 - " not in paper_prompt
+
+
+def header_of(prompt: str | None) -> str:
+    end = HEADER_END.search(prompt or "")
+    assert end is not None
+    return (prompt or "")[: end.end()]
+
+
+def test_a_cut_conversation_is_reused_by_every_later_stage_it_fits() -> None:
+    trace = load_trace(FIXTURES / "loop_trace.json")
+    trace.steps[3].content += " filler" * 1500
+    result = run("chief", trace, context_budget=3000)
+    assert result.status == "ok"
+    heads = [header_of(c.prompt) for c in result.calls]
+    assert all("truncated by faultfinder" in h for h in heads)
+    assert all("context_budget" in r["note"] for r in result.details["stages"].values())
+    # A stage whose own part does not fit beside the current cut cuts further (edges,
+    # backtrack, attribution have the longest own parts); the stages after it reuse the cut
+    # while they fit, where the paper layout fits each stage anew.
+    assert [len(h) for h in heads] == sorted((len(h) for h in heads), reverse=True)
+    assert heads[2] == heads[3] == heads[4]
+    paper = run("chief", trace, context_budget=3000, prompt_layout="paper")
+    assert len(header_of(paper.calls[3].prompt)) > len(heads[3])
+    # With room for every stage but the graph views, the graph stages share one whole log.
+    roomier = run("chief", trace, context_budget=5000)
+    heads = [header_of(c.prompt) for c in roomier.calls]
+    assert len(set(heads[:5])) == 1 and "truncated" not in heads[0]
+    assert roomier.details["stages"]["otar"]["note"] == ""
