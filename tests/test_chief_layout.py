@@ -32,7 +32,19 @@ TEMPLATES = {
     "attribution": prompts.ATTRIBUTION,
     "direct": prompts.DIRECT,
 }
+# The introductions the shared-prefix layout replaces, and by what.
+RENAMED = {
+    variant.splitlines()[0]: introduction.splitlines()[0]
+    for introduction, variants in prompts.SHARED_VIEWS
+    for variant in variants
+}
+SHARED_LINE = prompts.GRAPH_VIEW.splitlines()[0]
 HEADER_END = re.compile(r"There are total \d+ steps \(numbered 0 to \d+\), each entry .*\n")
+
+
+def lines_of(paper_prompt: str) -> list[str]:
+    """The paper layout's lines, with the shared views introduced as in the shared layout."""
+    return sorted(RENAMED.get(x, x) for x in paper_prompt.splitlines())
 
 
 def answer(request: ChatRequest) -> str:
@@ -66,13 +78,24 @@ def run(spec: str, trace: Trace, cache: PrefixCache | None = None, **cfg: Any) -
     return asyncio.run(run_method(method, trace, llm, label=spec))
 
 
-def test_arrange_moves_only_the_opening_sentence_after_the_header() -> None:
+def test_arrange_moves_the_opening_sentence_and_the_graph_view_after_the_header() -> None:
     for stage, template in TEMPLATES.items():
         shared = prompts.arrange(template, "shared-prefix")
         assert shared.startswith("{header}\n"), stage
-        assert sorted(shared.splitlines()) == sorted(template.splitlines()), stage
+        assert sorted(shared.splitlines()) == lines_of(template), stage
         assert prompts.arrange(template, "paper") == template
         assert stage_of(shared) == stage
+    views = {
+        prompts.GRAPH_VIEW: (prompts.BACKTRACK, prompts.ATTRIBUTION),
+        prompts.SUBTASKS_VIEW: (prompts.OTAR, prompts.STEP_EDGES, prompts.ORACLES),
+    }
+    for view, templates in views.items():
+        for template in templates:
+            shared = prompts.arrange(template, "shared-prefix")
+            assert shared.startswith("{header}\n" + view + template.split("\n")[0])
+    for stage in ("decompose", "edges", "direct"):
+        shared = prompts.arrange(TEMPLATES[stage], "shared-prefix")
+        assert shared.startswith("{header}\n" + TEMPLATES[stage].split("\n")[0] + "\n")
 
 
 def test_both_layouts_give_the_same_verdicts_graphs_and_wording() -> None:
@@ -89,7 +112,7 @@ def test_both_layouts_give_the_same_verdicts_graphs_and_wording() -> None:
         for a, b in zip(paper.calls, shared.calls, strict=True):
             assert a.prompt is not None and b.prompt is not None
             assert a.prompt != b.prompt  # the order differs ...
-            assert sorted(a.prompt.splitlines()) == sorted(b.prompt.splitlines())  # ... only
+            assert lines_of(a.prompt) == sorted(b.prompt.splitlines())  # ... only
     graphs = [
         asyncio.run(
             build_graph(
@@ -149,8 +172,24 @@ def test_a_prefix_cache_serves_the_conversation_to_every_call_after_the_first() 
         # At least the header, in whole blocks (the role tag adds a few characters).
         assert call.usage.cached_prompt_tokens >= header_tokens - BLOCK_TOKENS, call.purpose
     usage = shared.usage
-    assert usage.prompt_tokens == paper.usage.prompt_tokens
+    # The same text but for the shared introductions of the graph and the subtask list.
+    assert abs(usage.prompt_tokens - paper.usage.prompt_tokens) < 50
     assert usage.cached_prompt_tokens >= 6 * (header_tokens - BLOCK_TOKENS)
+    # Attribution shows the graph view backtracking showed, right after the header.
+    back, attribution = shared.calls[-2:]
+    assert back.prompt is not None and attribution.prompt is not None
+    graph_end = back.prompt.index(SHARED_LINE) + len(SHARED_LINE)
+    graph_end = back.prompt.index("\nYou are", graph_end)
+    assert attribution.prompt.startswith(back.prompt[:graph_end])
+    through_graph = approx_token_count(back.prompt[:graph_end])
+    assert attribution.usage.cached_prompt_tokens >= through_graph - BLOCK_TOKENS
+    # Likewise the step-edge and oracle calls share the OTAR call's subtask list.
+    by_purpose = {c.purpose: c for c in shared.calls}
+    otar = by_purpose["chief otar"].prompt or ""
+    through_subtasks = otar[: otar.index("\nYou are")]
+    assert prompts.SUBTASKS_VIEW.splitlines()[0] in through_subtasks
+    for purpose in ("chief step edges", "chief oracles"):
+        assert (by_purpose[purpose].prompt or "").startswith(through_subtasks)
     assert usage.uncached_prompt_tokens < paper.usage.uncached_prompt_tokens * 0.6
 
 

@@ -47,15 +47,49 @@ def stage_of(prompt: str) -> str:
     return ""
 
 
+GRAPH_VIEW = "Here is the causal graph describing the hierarchical reasoning structure:\n{graph}\n"
+"""How backtracking introduces the graph view (paper Fig. 11)."""
+SUBTASKS_VIEW = "Below are the subtasks:\n{subtasks}\n"
+"""How step-edge construction introduces the subtask list (paper Fig. 9)."""
+SHARED_VIEWS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # The attribution prompt (Fig. 13) shows the same graph view as backtracking.
+    (GRAPH_VIEW, (GRAPH_VIEW, "Here is the graph:\n{graph}\n")),
+    # The OTAR and oracle prompts (Figs. 7, 10) show the same subtask list as step edges.
+    (
+        SUBTASKS_VIEW,
+        (
+            SUBTASKS_VIEW,
+            "Below are the subtasks (with the agents that speak within each step range):\n"
+            "{subtasks}\n",
+            "Given subtask plan produced by the decomposition stage:\n{subtasks}\n",
+        ),
+    ),
+)
+"""'shared-prefix' layout: views that several stages show, each with the introduction
+the stages then share (first) and the introductions it replaces."""
+
+
 def arrange(template: str, layout: Layout) -> str:
-    """``template`` in ``layout``: 'paper' unchanged (opening sentence, header, instructions);
-    'shared-prefix' with the header first and the opening sentence right after it."""
+    """``template`` in ``layout``. 'paper': unchanged (opening sentence, header, the stage's
+    part). 'shared-prefix': the header first; then a view that other stages show too (the
+    graph view of backtracking and attribution; the subtask list of OTAR, step edges and
+    oracles), with one introduction for all of them, so those prompts share their prefix
+    up to the end of it; then the opening sentence and the rest of the stage's part, in the
+    paper's order."""
     if layout == "paper":
         return template
     opening, rest = template.split("\n", 1)
     if not rest.startswith(HEADER_SLOT):
         raise ValueError("a CHIEF stage template must have the {header} slot on its second line")
-    return HEADER_SLOT + opening + "\n" + rest.removeprefix(HEADER_SLOT)
+    rest = rest.removeprefix(HEADER_SLOT)
+    shared = HEADER_SLOT
+    for introduction, variants in SHARED_VIEWS:
+        found = next((v for v in variants if v in rest), None)
+        if found is not None:
+            rest = rest.replace(found, "", 1)
+            shared += introduction
+            break
+    return shared + opening + "\n" + rest
 
 
 def header(
