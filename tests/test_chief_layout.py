@@ -233,3 +233,20 @@ def test_a_cut_conversation_is_reused_by_every_later_stage_it_fits() -> None:
     heads = [header_of(c.prompt) for c in roomier.calls]
     assert len(set(heads[:5])) == 1 and "truncated" not in heads[0]
     assert roomier.details["stages"]["otar"]["note"] == ""
+
+
+def test_the_stage_cache_key_follows_the_layout_and_the_prompt_version(
+    monkeypatch: Any,
+) -> None:
+    from faultfinder.methods.chief import pipeline
+
+    trace = load_trace(FIXTURES / "loop_trace.json")
+    llm = LLM(FunctionBackend(answer))
+
+    def key(**cfg: Any) -> str:
+        return pipeline.Chief(trace, llm, ChiefConfig(stage_cache=None, **cfg))._graph_key()
+
+    shared, paper = key(), key(prompt_layout="paper")
+    assert shared != paper
+    monkeypatch.setattr(pipeline, "PROMPT_VERSION", "chief-1")
+    assert key() != shared
