@@ -200,7 +200,7 @@ def test_sequential_oracles_give_each_call_the_earlier_oracles() -> None:
     second = router.prompts["oracle"][1]
     assert "synthesize the oracle for subtask S2" in second
     assert "A plan that keeps the Sunday constraint" in second  # S1's oracle as constraint
-    assert "steps 2 to 10" in second  # the remaining trajectory only
+    assert "steps 2 to 10" in second  # the remaining trajectory (named after the log)
     assert result.details["graph"]["oracles"] == 3
 
 

@@ -31,8 +31,9 @@ class ChiefMethod:
         "M1+M3": {"modules": "M1+M3"},
         "full": {"modules": "full"},
         # The paper's setting: every module, on Who&When's output-only logs (the shared
-        # defaults); docs/methods/chief.md, "Deviations from the paper".
-        "paper": {"modules": "full", "observability": "outputs"},
+        # defaults), with the paper's prompt order; docs/methods/chief.md, "Deviations
+        # from the paper".
+        "paper": {"modules": "full", "observability": "outputs", "prompt_layout": "paper"},
     }
 
     def __init__(self, config: ChiefConfig) -> None:

@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from faultfinder.methods.base import MethodConfig
-from faultfinder.methods.chief.prompts import PROMPT_VERSION
+from faultfinder.methods.chief.prompts import PROMPT_VERSION, Layout
 
 Modules = Literal["M1", "M1+M2", "M1+M3", "full"]
 
@@ -23,6 +23,11 @@ class ChiefConfig(MethodConfig):
     """Which modules run: 'M1' graph + direct answer; 'M1+M2' graph, oracles and
     backtracking (earliest candidate step wins); 'M1+M3' graph + counterfactual attribution
     over all steps; 'full' all three (the paper's CHIEF)."""
+    prompt_layout: Layout = "shared-prefix"
+    """'shared-prefix': every stage's prompt starts with the same text (problem, answer,
+    configuration, conversation) and puts its own opening sentence and instructions after
+    it, so a server's prefix cache serves the conversation after the first call; 'paper':
+    the paper's order (the stage's opening sentence first). Same wording either way."""
     knowledge_base: str | None = None
     """Decomposition exemplars: a JSONL file of {task, steps}, 'builtin' for the small
     example shipped with faultfinder, or None for zero-shot decomposition."""

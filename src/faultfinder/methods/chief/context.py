@@ -42,6 +42,9 @@ class StageContext:
     llm: LLM
     truncated: set[str] = field(default_factory=set)
     """Stages whose conversation had to be truncated to fit the context budget."""
+    shared_history: tuple[str, bool] | None = None
+    """'shared-prefix' layout: the conversation as the stages show it, and whether it was
+    cut."""
 
     @property
     def n_steps(self) -> int:
@@ -64,12 +67,29 @@ class StageContext:
         steps: Sequence[Step] | None = None,
         partial_from: int | None = None,
     ) -> str:
-        """Fill ``template`` (which has a ``{header}`` slot) with the conversation rendered
-        to fit ``context_budget`` after everything else in the prompt."""
+        """Fill ``template`` (which has a ``{header}`` slot) in the configured layout, with
+        the conversation rendered to fit ``context_budget`` after everything else in the
+        prompt.
+
+        'paper' layout: each stage fits the conversation on its own, and ``steps`` /
+        ``partial_from`` show only part of it. 'shared-prefix' layout: every stage shows
+        the same rendering of the whole conversation (a remaining part is named after the
+        header instead), and the fitted rendering is reused while the stage's prompt
+        still fits, so all calls of a run share the header as their prompt prefix; a stage
+        that no longer fits cuts the conversation further, and later stages reuse that."""
         cfg = self.config
+        shared = cfg.prompt_layout == "shared-prefix"
+        note = ""
+        if shared:
+            if partial_from is not None:
+                note = "\n" + prompts.PARTIAL_TRAJECTORY.format(
+                    first=partial_from, last=self.n_steps - 1
+                )
+            steps, partial_from = None, None
         shown = list(self.trace.steps) if steps is None else list(steps)
         ground_truth = ground_truth_for(self.trace, cfg.with_ground_truth)
         metadata = render_metadata(self.trace, cfg.observability)
+        layout = prompts.arrange(template, cfg.prompt_layout)
 
         def build(history: str) -> str:
             head = prompts.header(
@@ -80,18 +100,23 @@ class StageContext:
                 metadata,
                 partial_from=partial_from,
             )
-            return template.format(header=head, **fields)
+            return layout.format(header=head + note, **fields)
 
+        budget = context_budget(cfg, self.llm, cfg.reply_tokens(REPLY_CAP_TOKENS))
+        if shared and self.shared_history is not None:
+            history, cut = self.shared_history
+            prompt = build(history)
+            if budget is None or self.llm.count_tokens(prompt) <= budget:
+                if cut:
+                    self.truncated.add(stage)
+                return prompt
         reserved = self.llm.count_tokens(build(""))
         options = RenderOptions.from_config(cfg)
         history, cut = fit_steps(
-            self.trace,
-            shown,
-            options,
-            context_budget(cfg, self.llm, cfg.reply_tokens(REPLY_CAP_TOKENS)),
-            self.llm.count_tokens,
-            reserved,
+            self.trace, shown, options, budget, self.llm.count_tokens, reserved
         )
+        if shared:
+            self.shared_history = (history, cut)
         if cut:
             self.truncated.add(stage)
         return build(history)

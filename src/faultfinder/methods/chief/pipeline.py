@@ -50,6 +50,7 @@ from faultfinder.traces.schema import Trace
 _GRAPH_OPTIONS = (
     "with_ground_truth",
     "observability",
+    "prompt_layout",
     "context_budget",
     "knowledge_base",
     "retrieval",

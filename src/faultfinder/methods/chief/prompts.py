@@ -5,11 +5,24 @@ The task descriptions follow the paper's figures; the answer formats are JSON (r
 ``answers.extract_json``) instead of the paper's plain-text blocks, except the M1-only
 direct answer, which keeps the paper's 'Agent Name / Step Number / Reason for Mistake'.
 ``stage_of`` tells which stage a prompt belongs to (tests and scripted models route on it).
+
+Each template is the stage's opening sentence, then the ``{header}`` slot (the shared
+opening: problem, optional answer, system description, conversation), then the stage's
+instructions: the paper's order. ``arrange`` gives the 'shared-prefix' layout, the same
+text with the opening sentence moved after the header, so that every call of a run starts
+with the same long text and a server's prefix cache serves it (docs/methods/chief.md,
+"Prompt layout").
 """
 
 from __future__ import annotations
 
-PROMPT_VERSION = "chief-1"
+from typing import Literal
+
+PROMPT_VERSION = "chief-2"
+
+Layout = Literal["shared-prefix", "paper"]
+
+HEADER_SLOT = "{header}\n"
 
 # Each stage's prompt contains its marker exactly once; ``stage_of`` relies on it.
 MARKERS: dict[str, str] = {
@@ -32,6 +45,51 @@ def stage_of(prompt: str) -> str:
         if marker in prompt:
             return stage
     return ""
+
+
+GRAPH_VIEW = "Here is the causal graph describing the hierarchical reasoning structure:\n{graph}\n"
+"""How backtracking introduces the graph view (paper Fig. 11)."""
+SUBTASKS_VIEW = "Below are the subtasks:\n{subtasks}\n"
+"""How step-edge construction introduces the subtask list (paper Fig. 9)."""
+SHARED_VIEWS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # The attribution prompt (Fig. 13) shows the same graph view as backtracking.
+    (GRAPH_VIEW, (GRAPH_VIEW, "Here is the graph:\n{graph}\n")),
+    # The OTAR and oracle prompts (Figs. 7, 10) show the same subtask list as step edges.
+    (
+        SUBTASKS_VIEW,
+        (
+            SUBTASKS_VIEW,
+            "Below are the subtasks (with the agents that speak within each step range):\n"
+            "{subtasks}\n",
+            "Given subtask plan produced by the decomposition stage:\n{subtasks}\n",
+        ),
+    ),
+)
+"""'shared-prefix' layout: views that several stages show, each with the introduction
+the stages then share (first) and the introductions it replaces."""
+
+
+def arrange(template: str, layout: Layout) -> str:
+    """``template`` in ``layout``. 'paper': unchanged (opening sentence, header, the stage's
+    part). 'shared-prefix': the header first; then a view that other stages show too (the
+    graph view of backtracking and attribution; the subtask list of OTAR, step edges and
+    oracles), with one introduction for all of them, so those prompts share their prefix
+    up to the end of it; then the opening sentence and the rest of the stage's part, in the
+    paper's order."""
+    if layout == "paper":
+        return template
+    opening, rest = template.split("\n", 1)
+    if not rest.startswith(HEADER_SLOT):
+        raise ValueError("a CHIEF stage template must have the {header} slot on its second line")
+    rest = rest.removeprefix(HEADER_SLOT)
+    shared = HEADER_SLOT
+    for introduction, variants in SHARED_VIEWS:
+        found = next((v for v in variants if v in rest), None)
+        if found is not None:
+            rest = rest.replace(found, "", 1)
+            shared += introduction
+            break
+    return shared + opening + "\n" + rest
 
 
 def header(
@@ -61,6 +119,14 @@ def header(
             f"{n_steps - 1} of {n_steps}), one entry per step:\n{history}"
         )
     return "\n".join(lines)
+
+
+PARTIAL_TRAJECTORY = (
+    "The subsequent unprocessed trajectory for this subtask is steps {first} to {last} "
+    "of the conversation above."
+)
+"""'shared-prefix' layout, sequential oracles: the conversation stays whole in the shared
+header, and this line (after it) names the part the paper's Eq. 2 gives the call."""
 
 
 DECOMPOSE = """You are an AI assistant tasked with analyzing a multi-agent conversation history when solving a real-world problem.
