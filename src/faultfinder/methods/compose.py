@@ -15,16 +15,19 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from faultfinder.errors import ConfigError
 from faultfinder.llm.client import LLM
 from faultfinder.methods import _whowhen as ww
 from faultfinder.methods.answers import agent_step_grammar, parse_agent_step_reason, roster_of
 from faultfinder.methods.base import MethodConfig, Verdict
 from faultfinder.methods.registry import register
 from faultfinder.methods.render import RenderOptions, render_step, step_output_text
-from faultfinder.methods.shortlist import load_configured_model, ranking_details, surprisal_scorer
-from faultfinder.shortlist.conformal import LEVELS
-from faultfinder.shortlist.rank import Ranking, rank_trace
+from faultfinder.methods.shortlist import (
+    load_configured_model,
+    rank_with,
+    ranking_details,
+    surprisal_scorer,
+)
+from faultfinder.shortlist.rank import Ranking
 from faultfinder.traces.schema import Trace
 
 COMPLETION_RESERVE = 256
@@ -44,8 +47,6 @@ class ComposeConfig(ww.WhoWhenConfig):
     """Per-case cap on the judge's prompt tokens plus a completion reserve of 256: k is
     lowered until the prompt fits; when even k=1 does not fit, no call is made and the
     case is 'budget-exceeded'. None: no cap beyond ``context_budget``."""
-    coverage: float = 0.9
-    """Conformal coverage level of ``details['step_set']`` (0.8, 0.9 or 0.95)."""
 
     def prompt_version(self) -> str:
         """'compose-v1/' plus the Who&When prompt version of the judge's options."""
@@ -111,20 +112,17 @@ class ComposeMethod:
     presets: ClassVar[dict[str, dict[str, Any]]] = {"k1": {"top_k": 1}, "k5": {"top_k": 5}}
 
     def __init__(self, config: ComposeConfig) -> None:
-        if str(config.coverage) not in {str(a) for a in LEVELS}:
-            levels = ", ".join(str(a) for a in LEVELS)
-            raise ConfigError(f"Method 'compose': option 'coverage' must be one of {levels}")
         self.config = config
-        self.model = load_configured_model(config.model_path)
-        self.scorer = surprisal_scorer(self.model)
+        self.weights = load_configured_model(config.model_path)
+        self.scorer = surprisal_scorer(self.weights)
 
     async def attribute(self, trace: Trace, llm: LLM) -> Verdict:
         cfg = self.config
         assert isinstance(cfg, ComposeConfig)
         if not trace.steps:
             return Verdict(status="no-error-found", reason="empty trace")
-        ranking = rank_trace(trace, self.model, self.scorer)
-        details = ranking_details(trace, self.model, ranking, cfg.top_k, cfg.coverage)
+        chosen, ranking = rank_with(trace, self.weights, self.scorer)
+        details = ranking_details(trace, chosen, ranking, cfg.top_k)
         candidates, prompt, tokens = fit_candidates(trace, ranking, cfg, llm)
         details["candidates"] = candidates
         details["judge_prompt_tokens"] = tokens

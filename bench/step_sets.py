@@ -1,0 +1,195 @@
+"""Calibrated step sets on Who&When, through the evaluation harness.
+
+Every method's result carries a step set: the offline shortlist's split-conformal set
+plus the method's own step. This bench runs ``run_eval`` (the harness behind
+``faultfinder eval``) over both Who&When subsets at each level (80 / 90 / 95%) for the
+shortlist, the no-model floors (random over 10 repeats, first speaker, majority agent,
+position) and all-at-once answered by the perfect and by the wrong oracle judge
+(``faultfinder.testing.oracle``), and reports with ``faultfinder.eval.step_sets`` (the
+code behind ``faultfinder report``'s step-set section): coverage with 95% Wilson intervals
+over cases and mean set size relative to the trace's length.
+
+Who&When traces get their set from the held-out model of their fold (shipped in
+weights.json), which neither trained nor calibrated on them; the bench checks that every
+row says so (``step_set_source``) and fails otherwise.
+
+    python bench/step_sets.py [DATA] [--no-readme] [--out DIR]
+
+``--out DIR`` keeps the results files (one per level) for ``faultfinder report``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from _readme import write_section
+
+from faultfinder.eval.datasets import load_dataset, subset_of
+from faultfinder.eval.floors import FLOORS, RANDOM_RUNS
+from faultfinder.eval.rows import EvalRow
+from faultfinder.eval.runner import (
+    Case,
+    EvalOptions,
+    plan_methods,
+    run_case,
+    run_eval,
+)
+from faultfinder.eval.step_sets import Coverage, coverage
+from faultfinder.llm import LLM
+from faultfinder.llm.doubles import FunctionBackend, NoModelBackend
+from faultfinder.shortlist import sets
+from faultfinder.shortlist.conformal import LEVELS
+from faultfinder.testing.oracle import OracleJudge
+from faultfinder.traces.schema import Trace
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "who-and-when"
+README = ROOT / "bench" / "README.md"
+BEGIN, END = "<!-- step-sets:begin -->", "<!-- step-sets:end -->"
+ORACLES = {"perfect": False, "wrong": True}
+
+
+class OracleExecutor:
+    """Runs each case with an oracle judge of its own trace (the judge knows the label)."""
+
+    def __init__(self, wrong: bool) -> None:
+        self.wrong = wrong
+
+    @property
+    def model_name(self) -> str:
+        return "function:wrong-oracle" if self.wrong else "function:oracle"
+
+    async def run(self, cases: Sequence[Case], stop: asyncio.Event) -> AsyncIterator[EvalRow]:
+        for case in cases:
+            judge = OracleJudge(case.trace, wrong=self.wrong)
+            backend = FunctionBackend(judge, model=self.model_name.partition(":")[2])
+            yield await run_case(case, LLM(backend))
+
+
+async def run_level(traces: list[Trace], level: float, folder: Path) -> list[EvalRow]:
+    """Every method's rows at ``level`` (one results file per executor)."""
+    rows: list[EvalRow] = []
+    options = EvalOptions(force=True, progress=False, step_set=level, concurrency=4)
+    no_model = LLM(NoModelBackend())
+    offline = plan_methods(["shortlist", *(f for f in FLOORS if f != "random")])
+    outcome = await run_eval(traces, offline, no_model, folder / f"offline-{level}.jsonl", options)
+    rows += outcome.rows
+    random_opts = options.model_copy(update={"runs": RANDOM_RUNS})
+    outcome = await run_eval(
+        traces, plan_methods(["random"]), no_model, folder / f"random-{level}.jsonl", random_opts
+    )
+    rows += outcome.rows
+    for name, wrong in ORACLES.items():
+        plans = plan_methods(["all-at-once"])
+        plans = [replace(p, label=f"all-at-once ({name} judge)") for p in plans]
+        outcome = await run_eval(
+            traces,
+            plans,
+            None,
+            folder / f"oracle-{name}-{level}.jsonl",
+            options,
+            executor=OracleExecutor(wrong),
+        )
+        rows += outcome.rows
+    return rows
+
+
+def check_sources(rows: Sequence[EvalRow]) -> None:
+    """Every Who&When row's set must come from its fold's held-out model."""
+    bad = [r for r in rows if not (r.step_set_source or "").startswith("shipped:fold-")]
+    if bad:
+        raise SystemExit(
+            f"{len(bad)} row(s) have a step set not from a held-out fold model, e.g. "
+            f"{bad[0].trace_id}: {bad[0].step_set_source}"
+        )
+
+
+ORDER = [
+    "shortlist",
+    "all-at-once (perfect judge)",
+    "all-at-once (wrong judge)",
+    "random",
+    "baseline:first-speaker",
+    "baseline:majority-agent",
+    "baseline:position",
+]
+
+
+def table(figures: Sequence[Coverage], subset: str) -> list[str]:
+    by = {(c.method, c.level): c for c in figures if c.subset == subset}
+    head = "| method | " + " | ".join(
+        f"{100 * a:g}%: coverage % | {100 * a:g}%: size / length" for a in LEVELS
+    )
+    lines = [head + " |", "|---|" + "---:|---:|" * len(LEVELS)]
+    for method in ORDER:
+        parts = []
+        for a in LEVELS:
+            c = by.get((method, a))
+            if c is None:
+                parts += ["-", "-"]
+                continue
+            low, high = c.ci
+            parts.append(f"{100 * c.rate:.1f} [{100 * low:.0f}–{100 * high:.0f}]")
+            parts.append(f"{100 * c.mean_relative_size:.0f}% ({c.mean_size:.1f})")
+        lines.append(f"| {method} | " + " | ".join(parts) + " |")
+    return lines
+
+
+def set_cost(traces: Sequence[Trace]) -> float:
+    """CPU milliseconds per trace to compute a set from scratch (the memo emptied)."""
+    sets._memo.clear()
+    started = time.process_time()
+    for t in traces:
+        sets.step_set(t, 0.9)
+    return 1000 * (time.process_time() - started) / len(traces)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data", nargs="?", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--no-readme", action="store_true", help="print only")
+    parser.add_argument("--out", type=Path, default=None, help="keep the results files here")
+    args = parser.parse_args()
+    traces = load_dataset(args.data)
+    cost = set_cost(traces)
+    figures: list[Coverage] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.out or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        for level in LEVELS:
+            rows = asyncio.run(run_level(traces, level, folder))
+            check_sources(rows)
+            figures += coverage(rows)
+    n = {s: sum(subset_of(t) == s for t in traces) for s in sorted({subset_of(t) for t in traces})}
+    out = [
+        f"{len(traces)} labelled traces ({', '.join(f'{k} {v}' for k, v in n.items())}), run "
+        "through `run_eval` once per level. Every set was ranked by the held-out model of the "
+        "trace's fold (checked on every row: `step_set_source` is `shipped:fold-N`), which "
+        "neither trained nor calibrated on the trace. Cells: coverage % of cases [95% Wilson "
+        "interval] and mean set size / trace length (mean size in steps). random: 10 repeats, "
+        f"averaged per case. Computing a set: {cost:.1f} ms CPU per trace, no model call.",
+    ]
+    for subset in n:
+        out += ["", f"**{subset}** ({n[subset]} traces)", "", *table(figures, subset)]
+    text = "\n".join(out)
+    print(text)
+    if not args.no_readme:
+        heading = (
+            "\n## Calibrated step sets — `bench/step_sets.py`\n\n"
+            "Reproduce: `python bench/step_sets.py` (no model, no scikit-learn; about a "
+            "minute). How a set is made and why these figures are out-of-sample: "
+            "[docs/step-sets.md](../docs/step-sets.md).\n\n"
+        )
+        write_section(README, BEGIN, END, text, heading)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
