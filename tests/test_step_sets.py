@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from faultfinder.cli import main
+from faultfinder.cli.attribute import step_ranges
 from faultfinder.errors import ConfigError
 from faultfinder.eval.rows import read_rows
 from faultfinder.eval.step_sets import coverage
@@ -233,6 +234,11 @@ def invoke(*args: object) -> object:
     return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
+def test_step_ranges() -> None:
+    assert step_ranges([0, 1, 2, 3, 5, 7, 8, 10, 11, 12]) == "0-3, 5, 7, 8, 10-12"
+    assert step_ranges([]) == "" and step_ranges([4]) == "4"
+
+
 def test_cli_attribute_prints_the_set_and_off_removes_it(tmp_path: Path) -> None:
     trace = load_trace(ONE)
     replies = tmp_path / "replies.json"
@@ -246,7 +252,7 @@ def test_cli_attribute_prints_the_set_and_off_removes_it(tmp_path: Path) -> None
     expected = sets.step_set(trace, 0.8, include=2)
     assert expected is not None and 2 in expected.steps
     size = len(expected.steps)
-    assert "{" + ", ".join(map(str, expected.steps)) + "} at 80%" in line
+    assert "{" + step_ranges(expected.steps) + "} at 80%" in line
     assert (
         f"{size} of {len(trace.steps)} steps ({100 * size / len(trace.steps):.0f}% of the trace)"
         in line
