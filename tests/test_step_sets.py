@@ -276,6 +276,23 @@ def test_cli_eval_and_report_show_coverage_per_method_and_level(tmp_path: Path) 
     rows = read_rows(out)
     assert rows and all(r.step_set_level == 0.95 and r.step_set for r in rows)
     assert all(r.step is None or r.step in (r.step_set or []) for r in rows)
+    again = CliRunner().invoke(
+        main,
+        [
+            "eval",
+            str(FIXTURES),
+            "--method",
+            methods,
+            *model,
+            "--step-set",
+            "0.8",
+            "--out",
+            str(out),
+            "--resume",
+        ],
+    )
+    assert again.exit_code == 0 and "another level (0.95)" in again.stderr
+    assert all(r.step_set_level == 0.95 for r in read_rows(out))
     off = tmp_path / "off.jsonl"
     invoke(
         "eval", FIXTURES, "--method", "baseline:position", *model, "--step-set", "off", "--out", off

@@ -333,6 +333,14 @@ async def _run_locked(
         return row is not None and not (opts.retry_errors and row.status in FAILED_STATUSES)
 
     todo = [c for c in cases if not done(c.key)]
+    kept_levels = {existing[c.key].step_set_level for c in cases if done(c.key)}
+    if kept_levels - {opts.step_set}:
+        print(
+            f"note: {path} holds rows with step sets at another level "
+            f"({', '.join(str(v) for v in sorted(kept_levels - {opts.step_set}, key=str))}); "
+            "they are kept as they are (the level is not part of a row's key)",
+            file=sys.stderr,
+        )
     outcome = EvalOutcome(planned=len(cases), skipped=len(cases) - len(todo))
     latest = {c.key: existing[c.key] for c in cases if c.key in existing}
     stop = asyncio.Event()
