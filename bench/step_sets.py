@@ -241,8 +241,8 @@ def main() -> int:
     if not args.no_readme:
         heading = (
             "\n## Calibrated step sets — `bench/step_sets.py`\n\n"
-            "Reproduce: `python bench/step_sets.py` (no model, no scikit-learn; about a "
-            "minute). How a set is made and why these figures are out-of-sample: "
+            "Reproduce: `python bench/step_sets.py` (no model, no scikit-learn; about two "
+            "minutes). How a set is made and why these figures are out-of-sample: "
             "[docs/step-sets.md](../docs/step-sets.md).\n\n"
         )
         write_section(README, BEGIN, END, text, heading)
