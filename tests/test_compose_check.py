@@ -42,11 +42,11 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, F
 
 
 def check(
-    run_dir: Path, upstream: FakeOpenAIServer, *args: str, method: str = "compose:k5"
+    run_dir: Path, upstream: FakeOpenAIServer, *args: str, method: str = "compose:k8"
 ) -> tuple[int, dict[str, Any], str]:
     """Run ``check`` from the command line; (exit code, the JSON result, stderr). On the
-    demo recording the scripted debugger blames step 1, which compose:k5 shortlists
-    (compose's default k=3 does not: its answer is then unparsed)."""
+    demo recording the scripted debugger blames step 1, which compose:k8 shortlists
+    (with the deploy model compose:k5 does not: its answer is then unparsed)."""
     result = CliRunner().invoke(
         main,
         [

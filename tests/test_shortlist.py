@@ -14,9 +14,10 @@ from faultfinder.llm import LLM, ScriptedBackend
 from faultfinder.methods import create_method, run_method
 from faultfinder.shortlist import conformal
 from faultfinder.shortlist.features import GROUPS, feature_names, trace_features
-from faultfinder.shortlist.model import ShortlistModel, load_model, softmax, trace_hash
+from faultfinder.shortlist.model import ShortlistModel, softmax, trace_hash
 from faultfinder.shortlist.rank import rank_trace
 from faultfinder.shortlist.surprisal import CachedSurprisal
+from faultfinder.shortlist.weights import load_weights
 from faultfinder.traces.loader import load_traces
 from faultfinder.traces.schema import GoldLabel, Step, Trace
 
@@ -138,10 +139,13 @@ def test_bad_weights_file_is_a_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "w.json"
     bad.write_text('{"format": "faultfinder-shortlist/1", "groups": ["position"]}')
     with pytest.raises(ConfigError, match="missing field 'mean'"):
-        load_model(bad)
+        load_weights(bad)
+    bad.write_text('{"format": "faultfinder-shortlist/2", "groups": ["position"]}')
+    with pytest.raises(ConfigError, match="missing field 'deploy'"):
+        load_weights(bad)
     bad.write_text("{")
     with pytest.raises(ConfigError, match="line 1"):
-        load_model(bad)
+        load_weights(bad)
 
 
 def test_conformal_threshold_and_sets() -> None:
@@ -156,12 +160,12 @@ def test_conformal_threshold_and_sets() -> None:
 
 
 def test_shipped_weights_load_and_list_their_training_traces() -> None:
-    model = load_model()
-    assert set(model.groups) <= set(GROUPS)
-    assert "Who&When" in model.trained_on["dataset"]
-    assert len(model.trained_on["hashes"]) >= 180
-    assert set(model.conformal) == {"0.8", "0.9", "0.95"}
-    assert not model.seen(TRACE)
+    weights = load_weights()
+    assert set(weights.groups) <= set(GROUPS)
+    assert "Who&When" in weights.trained_on["dataset"]
+    assert len(weights.fold_of) >= 180
+    assert set(weights.deploy.conformal) == {"0.8", "0.9", "0.95"}
+    assert weights.choose(TRACE).source == "shipped:deploy"
 
 
 def test_method_names_top_step_and_scores_every_step() -> None:
@@ -173,9 +177,10 @@ def test_method_names_top_step_and_scores_every_step() -> None:
     assert [s["step"] for s in scores] == [0, 1, 2, 3]
     assert max(scores, key=lambda s: s["score"])["step"] == result.step
     assert result.details["shortlist"][0] == result.step and len(result.details["shortlist"]) == 2
-    assert result.step in result.details["step_set"]
+    assert result.step_set is not None and result.step in result.step_set
     assert result.confidence == pytest.approx(max(s["prob"] for s in scores), abs=1e-3)
     assert result.details["trained_on_this_trace"] is False
+    assert result.details["shortlist_model"] == result.step_set_source == "shipped:deploy"
 
 
 def test_method_flags_a_trace_its_weights_were_trained_on(tmp_path: Path) -> None:
@@ -189,9 +194,9 @@ def test_method_flags_a_trace_its_weights_were_trained_on(tmp_path: Path) -> Non
     assert result.step == 0
 
 
-def test_unknown_coverage_level_is_rejected() -> None:
+def test_the_former_coverage_option_is_gone() -> None:
     with pytest.raises(ConfigError, match="coverage"):
-        create_method("shortlist", coverage=0.85)
+        create_method("shortlist", coverage=0.9)
 
 
 def test_cross_validation_never_scores_a_trace_with_a_model_that_saw_it() -> None:

@@ -18,6 +18,7 @@ from faultfinder.cli.common import (
     model_options,
     pass_errors,
     pop_sampling,
+    step_set_option,
     strict_option,
     with_progress,
 )
@@ -35,8 +36,9 @@ from faultfinder.methods.base import Attribution
 from faultfinder.traces.loader import load_trace
 
 
-def format_attribution(result: Attribution) -> str:
-    """The human-readable summary `attribute` prints."""
+def format_attribution(result: Attribution, n_steps: int | None = None) -> str:
+    """The human-readable summary `attribute` prints (``n_steps``: the trace's length, to
+    say how much of it the step set covers)."""
     step = "-" if result.step is None else str(result.step)
     lines = [
         f"method:     {result.method}  (model {result.model}, prompts {result.prompt_version})",
@@ -47,6 +49,8 @@ def format_attribution(result: Attribution) -> str:
     ]
     if result.confidence is not None:
         lines.append(f"confidence: {result.confidence:.2f}")
+    if result.step_set is not None and result.step_set_level is not None:
+        lines.append(f"step set:   {format_step_set(result, n_steps)}")
     u = result.usage
     lines.append(
         f"cost:       {u.calls} calls ({u.cached_calls} cached), {u.prompt_tokens} prompt + "
@@ -61,6 +65,35 @@ def format_attribution(result: Attribution) -> str:
     return "\n".join(lines)
 
 
+def step_ranges(steps: list[int]) -> str:
+    """'1-4, 6, 9-10': sorted steps with consecutive runs of three or more as ranges."""
+    parts: list[str] = []
+    i = 0
+    while i < len(steps):
+        j = i
+        while j + 1 < len(steps) and steps[j + 1] == steps[j] + 1:
+            j += 1
+        if j - i >= 2:
+            parts.append(f"{steps[i]}-{steps[j]}")
+        else:
+            parts.extend(str(s) for s in steps[i : j + 1])
+        i = j + 1
+    return ", ".join(parts)
+
+
+def format_step_set(result: Attribution, n_steps: int | None = None) -> str:
+    """'{2-4, 7} at 90%: 4 of 12 steps (33% of the trace); ranked by shipped:deploy'."""
+    steps = result.step_set or []
+    level = result.step_set_level or 0.0
+    text = "{" + step_ranges(steps) + "}" + f" at {100 * level:g}%"
+    if n_steps:
+        share = 100 * len(steps) / n_steps
+        text += f": {len(steps)} of {n_steps} steps ({share:.0f}% of the trace)"
+    if result.step_set_source:
+        text += f"; ranked by {result.step_set_source}"
+    return text
+
+
 @click.command()
 @click.argument("trace_path", type=click.Path(exists=True))
 @click.option(
@@ -72,6 +105,7 @@ def format_attribution(result: Attribution) -> str:
 )
 @click.option("--format", "trace_format", default=None, help="Input format (default: detect).")
 @click.option("--json", "as_json", is_flag=True, help="Print the full result object as JSON.")
+@step_set_option
 @strict_option
 @method_options
 @budget_tokens_option
@@ -82,6 +116,7 @@ def attribute(
     method_spec: str,
     trace_format: str | None,
     as_json: bool,
+    step_set: float | None,
     strict: bool,
     with_ground_truth: bool,
     observability: str | None,
@@ -102,8 +137,9 @@ def attribute(
         # An offline method (shortlist) runs without the embedded model installed.
         llm = LLM(ScriptedBackend([], model="no-model"))
     llm = with_progress(llm, progress)
-    result = asyncio.run(run_method(method, trace, llm, label=method_spec))
-    click.echo(result.model_dump_json(indent=2) if as_json else format_attribution(result))
+    result = asyncio.run(run_method(method, trace, llm, label=method_spec, step_set=step_set))
+    shown = format_attribution(result, len(trace.steps))
+    click.echo(result.model_dump_json(indent=2) if as_json else shown)
     exit_for(CaseCounts.of([result.status]))
 
 

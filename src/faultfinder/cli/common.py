@@ -373,3 +373,22 @@ strict_option = click.option(
     help="Treat keys a trace reader does not know as errors, not warnings.",
 )
 """``--strict`` for commands that read traces (import, attribute, eval)."""
+
+
+def _step_set_level(ctx: click.Context, param: click.Parameter, value: str) -> float | None:
+    return None if value == "off" else float(value)
+
+
+step_set_option = click.option(
+    "--step-set",
+    "step_set",
+    type=click.Choice(["0.8", "0.9", "0.95", "off"]),
+    default="0.9",
+    show_default=True,
+    callback=_step_set_level,
+    help="Coverage level of the result's step set: the steps that hold the decisive step "
+    "with this probability (the offline shortlist's conformal set plus the method's own "
+    "step; no model call). 'off': no set.",
+)
+"""``--step-set`` for commands that run methods (attribute, eval); the value is a float or
+None."""

@@ -18,9 +18,10 @@ from faultfinder.cli.common import (
     pass_errors,
     pop_sampling,
     sampling_options,
+    step_set_option,
     strict_option,
 )
-from faultfinder.eval import reliability
+from faultfinder.eval import reliability, step_sets
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
 from faultfinder.eval.floors import floor_rows
 from faultfinder.eval.report import FORMATS, plot_tolerance, render, summarise
@@ -139,6 +140,7 @@ def parse_observabilities(value: str | None) -> list[Any]:
     metavar="KEY=VALUE",
     help="Method option for every method (JSON values allowed).",
 )
+@step_set_option
 @sampling_options
 @budget_tokens_option
 @strict_option
@@ -164,6 +166,7 @@ def eval_command(
     with_ground_truth: bool,
     observability: str | None,
     settings: tuple[str, ...],
+    step_set: float | None,
     strict: bool,
     **llm_options: Any,
 ) -> None:
@@ -202,6 +205,7 @@ def eval_command(
         force=force,
         retry_errors=retry_errors,
         progress=not no_progress,
+        step_set=step_set,
     )
     per_subset = ", ".join(f"{name} {n}" for name, n in subsets(traces).items())
     click.echo(
@@ -334,6 +338,8 @@ def report_command(
     if plot_path:
         written = plot_tolerance(summaries, plot_path)
         click.echo(f"plot written to {written}", err=True)
+    if fmt in ("text", "markdown") and (section := step_sets.render_rows(rows, fmt)):
+        click.echo("\n" + section)
     if fmt in ("text", "markdown") and (section := reliability.render_rows(rows)):
         click.echo("\n" + section)
     if reliability_path:

@@ -38,6 +38,7 @@ from faultfinder.llm.client import LLM, CallRecord, run_index, track_usage
 from faultfinder.methods.base import Attribution, Method, MethodConfig, Observability, run_method
 from faultfinder.methods.reference import ground_truth_status
 from faultfinder.methods.registry import create_method
+from faultfinder.shortlist.sets import DEFAULT_LEVEL
 from faultfinder.traces.schema import Trace
 from faultfinder.usage import Usage
 
@@ -117,17 +118,29 @@ class Case:
     plan: MethodPlan
     run: int
     key: str
+    step_set: float | None = DEFAULT_LEVEL
+    """Coverage level of the row's step set (None: none); not part of the key."""
 
     def __repr__(self) -> str:
         return f"Case({self.key!r})"
 
 
 def plan_cases(
-    traces: Sequence[Trace], plans: Sequence[MethodPlan], runs: int, model: str
+    traces: Sequence[Trace],
+    plans: Sequence[MethodPlan],
+    runs: int,
+    model: str,
+    step_set: float | None = DEFAULT_LEVEL,
 ) -> list[Case]:
     """Every case, repeat-major, so an interrupted run leaves whole repeats behind it."""
     return [
-        Case(trace, plan, run, row_key(trace.id, plan.label, plan.config_id, model, run))
+        Case(
+            trace,
+            plan,
+            run,
+            row_key(trace.id, plan.label, plan.config_id, model, run),
+            step_set,
+        )
         for run in range(runs)
         for trace in traces
         for plan in plans
@@ -149,6 +162,10 @@ class EvalOptions(BaseModel):
     """With ``resume``, run again cases whose row has status 'error' or 'budget-exceeded'."""
     progress: bool = True
     """Show a progress bar on stderr."""
+    step_set: float | None = DEFAULT_LEVEL
+    """Coverage level of every row's step set (0.8, 0.9, 0.95; None: no sets). Not part
+    of a row's key: ``resume`` keeps rows written at another level (the report shows each
+    level apart)."""
 
 
 @dataclass(repr=False)
@@ -317,7 +334,7 @@ async def _run_locked(
     opts: EvalOptions,
 ) -> EvalOutcome:
     existing = prepare_output(path, opts)
-    cases = plan_cases(traces, plans, opts.runs, executor.model_name)
+    cases = plan_cases(traces, plans, opts.runs, executor.model_name, opts.step_set)
     if len({c.key for c in cases}) != len(cases):
         raise ConfigError("Two cases share a key: trace ids must be unique.")
 
@@ -326,6 +343,14 @@ async def _run_locked(
         return row is not None and (not opts.retry_errors or final_row(row))
 
     todo = [c for c in cases if not done(c.key)]
+    kept_levels = {existing[c.key].step_set_level for c in cases if done(c.key)}
+    if kept_levels - {opts.step_set}:
+        print(
+            f"note: {path} holds rows with step sets at another level "
+            f"({', '.join(str(v) for v in sorted(kept_levels - {opts.step_set}, key=str))}); "
+            "they are kept as they are (the level is not part of a row's key)",
+            file=sys.stderr,
+        )
     outcome = EvalOutcome(planned=len(cases), skipped=len(cases) - len(todo))
     latest = {c.key: existing[c.key] for c in cases if c.key in existing}
     stop = asyncio.Event()
@@ -366,7 +391,9 @@ async def run_case(case: Case, llm: LLM) -> EvalRow:
     with run_index(case.run), track_usage() as scope:
         try:
             method = case.plan.build(case.run)
-            attribution = await run_method(method, case.trace, llm, label=case.plan.label)
+            attribution = await run_method(
+                method, case.trace, llm, label=case.plan.label, step_set=case.step_set
+            )
         except Exception as exc:
             # A bug in one method must not sink the whole batch: keep it as a visible row.
             return failed_row(

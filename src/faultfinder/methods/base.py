@@ -18,6 +18,8 @@ from faultfinder.errors import BudgetExceededError, CaseBudgetExceededError, Fau
 from faultfinder.llm.client import LLM, CallRecord, track_usage
 from faultfinder.methods.pairing import apply_step_rule
 from faultfinder.methods.reference import GroundTruthStatus, ground_truth_status
+from faultfinder.shortlist.sets import DEFAULT_LEVEL
+from faultfinder.shortlist.sets import step_set as step_set_of
 from faultfinder.traces.schema import Trace
 from faultfinder.usage import Usage
 
@@ -148,6 +150,15 @@ class Attribution(Verdict):
     usage: Usage = Field(default_factory=Usage)
     calls: list[CallRecord] = Field(default_factory=list)
     error: str | None = None
+    step_set: list[int] | None = None
+    """Steps that hold the decisive step with probability ``step_set_level``: the offline
+    shortlist's split-conformal set plus this result's own step (``shortlist/sets.py``).
+    None when step sets are off or the trace has no steps."""
+    step_set_level: float | None = None
+    """Target coverage of ``step_set`` (0.8, 0.9 or 0.95)."""
+    step_set_source: str | None = None
+    """The shortlist model that ranked the steps: 'shipped:fold-N' (a Who&When trace, by
+    the model that neither trained nor calibrated on its fold) or 'shipped:deploy'."""
     wall_time_s: float = 0.0
     created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())
 
@@ -171,11 +182,20 @@ class Method(Protocol):
         ...
 
 
-async def run_method(method: Method, trace: Trace, llm: LLM, *, label: str = "") -> Attribution:
+async def run_method(
+    method: Method,
+    trace: Trace,
+    llm: LLM,
+    *,
+    label: str = "",
+    step_set: float | None = DEFAULT_LEVEL,
+) -> Attribution:
     """Run ``method`` on ``trace`` and return a self-describing Attribution.
 
     Usage and raw replies are collected by the LLM layer; a budget overrun or a failing
-    endpoint becomes a recorded error, never a made-up verdict.
+    endpoint becomes a recorded error, never a made-up verdict. ``step_set`` is the
+    coverage level of the result's step set (None: no set); the set is computed offline
+    after the method's verdict and never calls the model.
     """
     started = time.perf_counter()
     verdict: Verdict
@@ -205,8 +225,12 @@ async def run_method(method: Method, trace: Trace, llm: LLM, *, label: str = "")
             trace.id,
             label or method.name,
         )
+    chosen = None if step_set is None else step_set_of(trace, step_set, include=verdict.step)
     return Attribution(
         **verdict.model_dump(),
+        step_set=chosen.steps if chosen else None,
+        step_set_level=chosen.level if chosen else None,
+        step_set_source=chosen.source if chosen else None,
         trace_id=trace.id,
         method=label or method.name,
         config=cfg.model_dump(mode="json"),

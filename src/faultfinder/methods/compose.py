@@ -27,11 +27,15 @@ from faultfinder.methods.answers import agent_step_grammar, parse_agent_step_rea
 from faultfinder.methods.base import Method, MethodConfig, Verdict
 from faultfinder.methods.registry import create_method, register
 from faultfinder.methods.render import RenderOptions, render_step, step_output_text
-from faultfinder.methods.shortlist import load_configured_model, ranking_details, surprisal_scorer
+from faultfinder.methods.shortlist import (
+    load_configured_model,
+    rank_with,
+    ranking_details,
+    surprisal_scorer,
+)
 from faultfinder.methods.step_by_step import StepByStepConfig, StepByStepMethod, judge_steps
 from faultfinder.methods.step_by_step import step_prompt as step_by_step_prompt
-from faultfinder.shortlist.conformal import LEVELS
-from faultfinder.shortlist.rank import Ranking, rank_trace
+from faultfinder.shortlist.rank import Ranking
 from faultfinder.traces.schema import Step, Trace
 
 DEFAULT_JUDGE = "all-at-once"
@@ -59,8 +63,6 @@ class ComposeConfig(ww.WhoWhenConfig):
     """Shortlisted steps the judge sees in full and may choose from."""
     compressed_chars: int = Field(default=80, ge=0)
     """Characters kept of every other step (0: only its speaker and length)."""
-    coverage: float = 0.9
-    """Conformal coverage level of ``details['step_set']`` (0.8, 0.9 or 0.95)."""
     judge: str = DEFAULT_JUDGE
     """The expensive stage, a method spec ('step-by-step', 'echo:I1', ...). The default
     'all-at-once' is the built-in judge (one call over the abbreviated log, candidates
@@ -215,26 +217,27 @@ class ComposeMethod:
         "top-k steps (rest abbreviated)"
     )
     Config: ClassVar[type[MethodConfig]] = ComposeConfig
-    presets: ClassVar[dict[str, dict[str, Any]]] = {"k1": {"top_k": 1}, "k5": {"top_k": 5}}
+    presets: ClassVar[dict[str, dict[str, Any]]] = {
+        "k1": {"top_k": 1},
+        "k5": {"top_k": 5},
+        "k8": {"top_k": 8},
+    }
     proposes_candidates: ClassVar[bool] = True
     """``details['candidates']`` are the steps worth verifying (``check`` replays them)."""
 
     def __init__(self, config: ComposeConfig) -> None:
-        if str(config.coverage) not in {str(a) for a in LEVELS}:
-            levels = ", ".join(str(a) for a in LEVELS)
-            raise ConfigError(f"Method 'compose': option 'coverage' must be one of {levels}")
         self.config = config
         self.judge: Method | None = None if config.judge == DEFAULT_JUDGE else build_judge(config)
-        self.model = load_configured_model(config.model_path)
-        self.scorer = surprisal_scorer(self.model)
+        self.weights = load_configured_model(config.model_path)
+        self.scorer = surprisal_scorer(self.weights)
 
     async def attribute(self, trace: Trace, llm: LLM) -> Verdict:
         cfg = self.config
         assert isinstance(cfg, ComposeConfig)
         if not trace.steps:
             return Verdict(status="no-error-found", reason="empty trace")
-        ranking = rank_trace(trace, self.model, self.scorer)
-        details = ranking_details(trace, self.model, ranking, cfg.top_k, cfg.coverage)
+        chosen, ranking = rank_with(trace, self.weights, self.scorer)
+        details = ranking_details(trace, chosen, ranking, cfg.top_k)
         candidates, tokens, left = fit_candidates(trace, ranking, cfg, self.judge, llm)
         details["candidates"] = candidates
         details["judge"] = cfg.judge

@@ -3,8 +3,10 @@
 Per-step features (position, speaker, error signals, optionally token surprisal from the
 embedded model) go through a small logistic ranker whose weights ship with the package
 (``faultfinder/shortlist/weights.json``). The top step and its agent are the answer; every
-step's score, the top-k shortlist and a split-conformal step set are in ``details``.
-See docs/methods/shortlist.md.
+step's score and the top-k shortlist are in ``details``. A Who&When trace is ranked by the
+held-out model of its cross-validation fold (``shortlist/weights.py``), never by a model
+that saw it. The conformal step set every result carries comes from ``run_method``
+(``shortlist/sets.py``). See docs/methods/shortlist.md.
 """
 
 from __future__ import annotations
@@ -14,14 +16,12 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from faultfinder.errors import ConfigError
 from faultfinder.llm.client import LLM
 from faultfinder.methods.base import MethodConfig, Verdict
 from faultfinder.methods.registry import register
-from faultfinder.shortlist.conformal import LEVELS
-from faultfinder.shortlist.model import ShortlistModel, load_model
 from faultfinder.shortlist.rank import Ranking, rank_trace
 from faultfinder.shortlist.surprisal import CachedSurprisal, LlamaSurprisal, SurprisalScorer
+from faultfinder.shortlist.weights import Chosen, Weights, load_weights
 from faultfinder.traces.schema import Trace
 
 logger = logging.getLogger("faultfinder")
@@ -31,36 +31,37 @@ class ShortlistConfig(MethodConfig):
     """Options of the offline ranker."""
 
     model_path: str | None = None
-    """A ranker weights file (JSON, format 'faultfinder-shortlist/1'); None: the shipped
-    one, trained on all of Who&When."""
+    """A ranker weights file (JSON, format 'faultfinder-shortlist/2' or '/1'); None: the
+    shipped one (a held-out model per Who&When fold and a deploy model)."""
     top_k: int = Field(default=5, ge=1)
     """How many best-ranked steps ``details['shortlist']`` lists."""
-    coverage: float = 0.9
-    """Coverage level of the conformal step set in ``details['step_set']``: one of the
-    levels the weights file calibrated (0.8, 0.9, 0.95)."""
 
 
-def load_configured_model(path: str | None) -> ShortlistModel:
+def load_configured_model(path: str | None) -> Weights:
     """The weights file of a config (shared with ``compose``)."""
-    return load_model(path)
+    return load_weights(path)
 
 
-def surprisal_scorer(model: ShortlistModel) -> SurprisalScorer | None:
-    """A cached embedded-model scorer when the model reads surprisal, else None."""
-    return CachedSurprisal(LlamaSurprisal()) if "surprisal" in model.groups else None
+def surprisal_scorer(weights: Weights) -> SurprisalScorer | None:
+    """A cached embedded-model scorer when the models read surprisal, else None."""
+    return CachedSurprisal(LlamaSurprisal()) if "surprisal" in weights.groups else None
 
 
-def ranking_details(
-    trace: Trace, model: ShortlistModel, ranking: Ranking, top_k: int, coverage: float
-) -> dict[str, Any]:
-    """What a shortlist verdict records: the scores of every step, the shortlist, the
-    conformal set, and whether the weights were trained on this very trace."""
-    seen = model.seen(trace)
-    if seen:
+def rank_with(
+    trace: Trace, weights: Weights, scorer: SurprisalScorer | None
+) -> tuple[Chosen, Ranking]:
+    """The model of ``weights`` that answers for ``trace`` and its ranking."""
+    chosen = weights.choose(trace)
+    return chosen, rank_trace(trace, chosen.model, scorer)
+
+
+def ranking_details(trace: Trace, chosen: Chosen, ranking: Ranking, top_k: int) -> dict[str, Any]:
+    """What a shortlist verdict records: the scores of every step, the shortlist, which
+    model ranked them, and whether that model was trained on this very trace."""
+    if chosen.contaminated:
         logger.warning(
-            "warning: the shortlist weights were trained on trace '%s' (Who&When); its score "
-            "is contaminated (details.trained_on_this_trace). Use bench/shortlist.py for "
-            "cross-validated figures.",
+            "warning: the shortlist weights were trained on trace '%s'; its score is "
+            "contaminated (details.trained_on_this_trace).",
             trace.id,
         )
     return {
@@ -74,11 +75,9 @@ def ranking_details(
             for i in range(len(trace.steps))
         ],
         "shortlist": ranking.top(top_k),
-        "step_set": ranking.step_set(model, coverage),
-        "coverage": coverage,
-        "features": model.groups,
-        "trained_on": model.trained_on.get("dataset"),
-        "trained_on_this_trace": seen,
+        "features": chosen.model.groups,
+        "shortlist_model": chosen.source,
+        "trained_on_this_trace": chosen.contaminated,
     }
 
 
@@ -94,24 +93,21 @@ class ShortlistMethod:
     """`attribute` runs it even when the default embedded model is not installed."""
 
     def __init__(self, config: ShortlistConfig) -> None:
-        if str(config.coverage) not in {str(a) for a in LEVELS}:
-            levels = ", ".join(str(a) for a in LEVELS)
-            raise ConfigError(f"Method 'shortlist': option 'coverage' must be one of {levels}")
         self.config = config
-        self.model = load_configured_model(config.model_path)
-        self.scorer = surprisal_scorer(self.model)
+        self.weights = load_configured_model(config.model_path)
+        self.scorer = surprisal_scorer(self.weights)
 
     async def attribute(self, trace: Trace, llm: LLM) -> Verdict:
         cfg = self.config
         assert isinstance(cfg, ShortlistConfig)
         if not trace.steps:
             return Verdict(status="no-error-found", reason="empty trace")
-        ranking = rank_trace(trace, self.model, self.scorer)
+        chosen, ranking = rank_with(trace, self.weights, self.scorer)
         best = ranking.order[0]
         return Verdict(
             agent=trace.steps[best].agent,
             step=best,
             reason="highest-ranked step of the offline shortlist (no model call)",
             confidence=round(ranking.probs[best], 4),
-            details=ranking_details(trace, self.model, ranking, cfg.top_k, cfg.coverage),
+            details=ranking_details(trace, chosen, ranking, cfg.top_k),
         )

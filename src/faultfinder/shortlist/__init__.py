@@ -5,13 +5,15 @@ See docs/methods/shortlist.md.
 """
 
 from faultfinder.shortlist.features import GROUPS, feature_names, trace_features
-from faultfinder.shortlist.model import ShortlistModel, load_model, softmax, trace_hash
+from faultfinder.shortlist.model import ShortlistModel, softmax, trace_hash
+from faultfinder.shortlist.weights import Weights, load_weights
 
 __all__ = [
     "GROUPS",
     "ShortlistModel",
+    "Weights",
     "feature_names",
-    "load_model",
+    "load_weights",
     "softmax",
     "trace_features",
     "trace_hash",

@@ -1,10 +1,10 @@
 """The shortlist ranker at inference: learned weights from a small JSON, applied in Python.
 
 Training (``shortlist/train.py``) needs scikit-learn; applying a model does not. A model
-file holds the feature groups, the standardisation (mean, scale), the logistic
-regression's coefficients and intercept, the split-conformal thresholds and the content
-hashes of the traces it was trained on (so a trace it has seen is flagged, never scored
-as if it were new).
+holds the feature groups, the standardisation (mean, scale), the logistic regression's
+coefficients and intercept, the split-conformal thresholds and its provenance. A weights
+file (``weights.py``) holds one model (format 1) or a deploy model plus one held-out model
+per cross-validation fold (format 2, shipped).
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from faultfinder.errors import ConfigError
@@ -24,7 +22,7 @@ from faultfinder.traces.schema import Trace
 
 FORMAT = "faultfinder-shortlist/1"
 SHIPPED = "weights.json"
-"""The model file inside this package (trained on all of Who&When)."""
+"""The weights file inside this package (format 2, see ``weights.py``)."""
 
 
 def trace_hash(trace: Trace) -> str:
@@ -128,20 +126,3 @@ def softmax(logits: Sequence[float]) -> list[float]:
     exps = [math.exp(v - top) for v in logits]
     total = sum(exps)
     return [e / total for e in exps]
-
-
-def load_model(path: str | Path | None = None) -> ShortlistModel:
-    """The model at ``path``, or the shipped one."""
-    if path is None:
-        text = resources.files("faultfinder.shortlist").joinpath(SHIPPED).read_text("utf-8")
-        where = f"faultfinder/shortlist/{SHIPPED}"
-    else:
-        file = Path(path)
-        if not file.is_file():
-            raise ConfigError(f"shortlist model file not found: {file}")
-        text, where = file.read_text(encoding="utf-8"), str(file)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{where}: line {exc.lineno}: not JSON ({exc.msg})") from None
-    return ShortlistModel.from_json(data, where)

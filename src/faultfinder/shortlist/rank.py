@@ -1,4 +1,4 @@
-"""Ranking one trace's steps: features, the model, probabilities and the conformal set."""
+"""Ranking one trace's steps: features, the model, probabilities (step sets: ``sets.py``)."""
 
 from __future__ import annotations
 
@@ -25,13 +25,6 @@ class Ranking:
 
     def top(self, k: int) -> list[int]:
         return self.order[:k]
-
-    def step_set(self, model: ShortlistModel, coverage: float) -> list[int] | None:
-        """The conformal set at ``coverage`` (None when the model has no threshold)."""
-        tau = model.conformal.get(str(coverage))
-        if tau is None:
-            return None
-        return sorted(conformal.prediction_set(self.probs, tau))
 
 
 def rank_trace(

@@ -3,18 +3,20 @@
 Protocol (docs/methods/shortlist.md): one row per step, target 1 for the labelled
 decisive step(s), a standardised logistic regression. Cross-validation assigns whole
 traces to folds (identical logs share a fold), so no trace is ever both trained on and
-evaluated; the out-of-fold probabilities are the only scores the bench reports.
+evaluated; the out-of-fold probabilities are the only scores the bench reports. The
+shipped file (:func:`ship`) holds one held-out model per fold, trained without that fold
+and without the fold that calibrates it (split conformal), plus a deploy model.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from faultfinder.shortlist import conformal
 from faultfinder.shortlist.features import trace_features
 from faultfinder.shortlist.model import ShortlistModel, softmax, trace_hash
+from faultfinder.shortlist.weights import Weights
 from faultfinder.traces.schema import Trace
 
 SurprisalOf = Callable[[Trace], Sequence[tuple[float, float]]]
@@ -94,14 +96,12 @@ def assign_folds(traces: Sequence[Trace], k: int, seed: int = 0) -> list[int]:
 
 @dataclass
 class CrossValidation:
-    """Out-of-fold probabilities of every trace and the conformal thresholds each fold
-    would use (calibrated on the other folds' out-of-fold scores)."""
+    """Out-of-fold probabilities of every trace (for recall: each trace scored by the model
+    trained on the other folds)."""
 
     folds: list[int]
     probs: list[list[float]]
     """Per trace, per step: probability from the model that never saw the trace."""
-    thresholds: list[dict[str, float]]
-    """Per trace: coverage level -> threshold calibrated without the trace's fold."""
     models: list[ShortlistModel]
     """The model of each fold (trained on the other folds)."""
 
@@ -120,30 +120,75 @@ def cross_validate(
             if f == fold:
                 start, end = table.spans[i]
                 probs[i] = softmax(model.logits(table.rows[start:end]))
-    scores = [
-        conformal.nonconformity(p, t.label.acceptable_steps if t.label else [])
-        for p, t in zip(probs, table.traces, strict=True)
-    ]
-    per_fold: list[dict[str, float]] = []
-    for fold in range(k):
-        calib = [s for s, f in zip(scores, folds, strict=True) if f != fold]
-        per_fold.append({str(a): conformal.threshold(calib, a) for a in conformal.LEVELS})
-    return CrossValidation(folds, probs, [per_fold[f] for f in folds], models)
+    return CrossValidation(folds, probs, models)
 
 
-def ship(table: Table, groups: Sequence[str], cv: CrossValidation) -> dict[str, Any]:
-    """The model trained on every trace, with thresholds from all out-of-fold scores."""
-    model = fit(table, groups, range(len(table.traces)))
-    scores = [
-        conformal.nonconformity(p, t.label.acceptable_steps if t.label else [])
-        for p, t in zip(cv.probs, table.traces, strict=True)
-    ]
+def calibration_fold(fold: int, k: int) -> int:
+    """The fold whose scores calibrate the held-out model of ``fold``."""
+    return (fold + 1) % k
+
+
+def calibrated(
+    table: Table, groups: Sequence[str], train: Sequence[int], calibrate: Sequence[int]
+) -> ShortlistModel:
+    """A model trained on the traces at ``train`` whose conformal thresholds come from its
+    own scores of the traces at ``calibrate`` (split conformal: disjoint from ``train``)."""
+    assert not set(train) & set(calibrate), "calibration traces must not be trained on"
+    model = fit(table, groups, train)
+    scores = []
+    for i in calibrate:
+        start, end = table.spans[i]
+        label = table.traces[i].label
+        probs = softmax(model.logits(table.rows[start:end]))
+        scores.append(conformal.nonconformity(probs, label.acceptable_steps if label else []))
     model.conformal = {str(a): round(conformal.threshold(scores, a), 6) for a in conformal.LEVELS}
-    model.trained_on = {
+    return model
+
+
+@dataclass
+class HeldOut:
+    """One held-out model per fold: fold ``f``'s model was trained on neither fold ``f`` nor
+    its calibration fold, and calibrated on the latter. A trace of fold ``f`` is scored and
+    given a step set by that model only."""
+
+    folds: list[int]
+    """Fold of each trace of the table."""
+    models: list[ShortlistModel]
+    """Held-out model of each fold."""
+    deploy: ShortlistModel
+    """For traces outside the table: trained on every fold but fold 0, calibrated on it."""
+
+
+def held_out_models(table: Table, groups: Sequence[str], k: int = 5, seed: int = 0) -> HeldOut:
+    folds = assign_folds(table.traces, k, seed)
+    members = [[i for i, f in enumerate(folds) if f == fold] for fold in range(k)]
+    models: list[ShortlistModel] = []
+    for fold in range(k):
+        calib = calibration_fold(fold, k)
+        train = [i for i, f in enumerate(folds) if f not in (fold, calib)]
+        model = calibrated(table, groups, train, members[calib])
+        model.trained_on = {
+            "held_out_fold": fold,
+            "calibrated_on_fold": calib,
+            "trained_on_folds": sorted(set(range(k)) - {fold, calib}),
+        }
+        models.append(model)
+    deploy = calibrated(table, groups, [i for i, f in enumerate(folds) if f != 0], members[0])
+    deploy.trained_on = {"calibrated_on_fold": 0, "trained_on_folds": list(range(1, k))}
+    return HeldOut(folds, models, deploy)
+
+
+def ship(table: Table, groups: Sequence[str], k: int = 5, seed: int = 0) -> Weights:
+    """The format-2 weights file: the deploy model, the held-out model of every fold, and
+    the fold of every training trace (by content hash)."""
+    held = held_out_models(table, groups, k, seed)
+    fold_of = {trace_hash(t): f for t, f in zip(table.traces, held.folds, strict=True)}
+    provenance = {
         "dataset": "Who&When (Algorithm-Generated + Hand-Crafted, authors' repository)",
         "traces": len(table.traces),
-        "note": "Scores of these traces are contaminated: evaluate with bench/shortlist.py "
-        "(cross-validated), not with these weights.",
-        "hashes": sorted({trace_hash(t) for t in table.traces}),
+        "folds": k,
+        "seed": seed,
+        "note": "A trace listed in fold_of is answered by the held-out model of its fold, "
+        "which neither trained nor calibrated on it.",
     }
-    return model.to_json()
+    return Weights(held.deploy, held.models, fold_of, trained_on=provenance)

@@ -1,0 +1,171 @@
+"""A weights file: which shortlist model answers for which trace.
+
+Two formats are read:
+
+* ``faultfinder-shortlist/1``: one model (``model.py``). Its ``trained_on.hashes`` list
+  the traces it saw; a result on one of them is flagged as contaminated.
+* ``faultfinder-shortlist/2`` (what ``bench/shortlist.py --ship`` writes): a *deploy*
+  model for traces outside the training data, and one *held-out* model per
+  cross-validation fold. Fold ``f``'s model was trained on neither fold ``f`` nor its
+  calibration fold ``(f + 1) mod k``, and its conformal thresholds come from the
+  calibration fold's scores under that same model. ``fold_of`` maps the content hash of
+  every training trace to its fold, so a training trace is always answered by the one
+  model that neither trained nor calibrated on it: results on Who&When are out-of-sample
+  by construction.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from faultfinder.errors import ConfigError
+from faultfinder.shortlist.model import FORMAT, SHIPPED, ShortlistModel, trace_hash
+from faultfinder.traces.schema import Trace
+
+FORMAT_V2 = "faultfinder-shortlist/2"
+_MODEL_FIELDS = ("mean", "scale", "coef", "intercept", "conformal")
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The model that answers for one trace, and where it comes from."""
+
+    model: ShortlistModel
+    source: str
+    """'deploy', 'fold-N' (the held-out model of the trace's fold) or 'single' (a format-1
+    file), prefixed with the file: 'shipped:fold-3'."""
+    contaminated: bool = False
+    """The model was trained on this trace (only possible with a format-1 file)."""
+
+
+@dataclass
+class Weights:
+    """Every model of a weights file and the rule choosing one per trace."""
+
+    deploy: ShortlistModel
+    """Answers for traces outside the training data (or every trace, format 1)."""
+    folds: list[ShortlistModel] = field(default_factory=list)
+    """Held-out model of each fold (format 2)."""
+    fold_of: dict[str, int] = field(default_factory=dict)
+    """Training trace content hash -> fold (format 2)."""
+    name: str = "shipped"
+    """How results name the file: 'shipped' or the file's name."""
+    trained_on: dict[str, Any] = field(default_factory=dict)
+    """Provenance of the whole file: dataset, trace count, folds, seed."""
+
+    @property
+    def groups(self) -> list[str]:
+        return self.deploy.groups
+
+    def choose(self, trace: Trace) -> Chosen:
+        """The model for ``trace``: its fold's held-out model when the trace was in the
+        training data, else the deploy model."""
+        if not self.folds:
+            seen = self.deploy.seen(trace)
+            return Chosen(self.deploy, f"{self.name}:single", contaminated=seen)
+        fold = self.fold_of.get(trace_hash(trace))
+        if fold is None:
+            return Chosen(self.deploy, f"{self.name}:deploy")
+        return Chosen(self.folds[fold], f"{self.name}:fold-{fold}")
+
+    def to_json(self) -> dict[str, Any]:
+        """The format-2 file (compact: one line per model in ``dumps``)."""
+        return {
+            "format": FORMAT_V2,
+            "groups": self.groups,
+            "features": self.deploy.names,
+            "trained_on": self.trained_on,
+            "deploy": _model_fields(self.deploy),
+            "folds": [_model_fields(m) for m in self.folds],
+            "fold_of": dict(sorted(self.fold_of.items())),
+        }
+
+    def dumps(self) -> str:
+        """The file's text: readable, but each model's numbers on one line."""
+        data = self.to_json()
+        lines = ["{"]
+        items = list(data.items())
+        for n, (key, value) in enumerate(items):
+            comma = "," if n < len(items) - 1 else ""
+            if key == "folds":
+                inner = ",\n".join("  " + json.dumps(m) for m in value)
+                lines.append(f' "folds": [\n{inner}\n ]{comma}')
+            elif key == "fold_of":
+                inner = ",\n".join(f"  {json.dumps(h)}: {f}" for h, f in value.items())
+                lines.append(f' "fold_of": {{\n{inner}\n }}{comma}')
+            else:
+                lines.append(f" {json.dumps(key)}: {json.dumps(value)}{comma}")
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+
+def _model_fields(model: ShortlistModel) -> dict[str, Any]:
+    data = model.to_json()
+    out = {k: data[k] for k in _MODEL_FIELDS}
+    out.update(model.trained_on)  # per-model provenance (folds trained and calibrated on)
+    return out
+
+
+def from_json(data: dict[str, Any], where: str, name: str) -> Weights:
+    """A weights file of either format."""
+    fmt = data.get("format")
+    if fmt == FORMAT:
+        single = ShortlistModel.from_json(data, where)
+        return Weights(single, name=name, trained_on=single.trained_on)
+    if fmt != FORMAT_V2:
+        raise ConfigError(f"{where}: field 'format' is {fmt!r}, not {FORMAT_V2!r} (or {FORMAT!r})")
+    try:
+        groups = list(data["groups"])
+        trained_on = dict(data.get("trained_on", {}))
+
+        def model(part: dict[str, Any], label: str) -> ShortlistModel:
+            fields = {k: part[k] for k in _MODEL_FIELDS if k in part}
+            extra = {k: v for k, v in part.items() if k not in _MODEL_FIELDS}
+            return ShortlistModel.from_json(
+                {"format": FORMAT, "groups": groups, **fields, "trained_on": extra},
+                f"{where}: {label}",
+            )
+
+        deploy = model(data["deploy"], "deploy")
+        folds = [model(m, f"folds[{i}]") for i, m in enumerate(data.get("folds", []))]
+        fold_of = {str(h): int(f) for h, f in data.get("fold_of", {}).items()}
+    except KeyError as exc:
+        raise ConfigError(f"{where}: missing field {exc.args[0]!r}") from None
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    bad = sorted({f for f in fold_of.values() if not 0 <= f < len(folds)})
+    if bad:
+        raise ConfigError(f"{where}: 'fold_of' names fold(s) {bad}; the file has {len(folds)}")
+    return Weights(deploy, folds, fold_of, name, trained_on)
+
+
+def load_weights(path: str | Path | None = None) -> Weights:
+    """The weights file at ``path``, or the shipped one."""
+    if path is None:
+        return shipped_weights()
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"shortlist model file not found: {file}")
+    return _parse(file.read_text(encoding="utf-8"), str(file), file.name)
+
+
+@lru_cache(maxsize=1)
+def shipped_weights() -> Weights:
+    """The weights shipped in this package (read once per process)."""
+    text = resources.files("faultfinder.shortlist").joinpath(SHIPPED).read_text("utf-8")
+    return _parse(text, f"faultfinder/shortlist/{SHIPPED}", "shipped")
+
+
+def _parse(text: str, where: str, name: str) -> Weights:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}: line {exc.lineno}: not JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: not a JSON object")
+    return from_json(data, where, name)
