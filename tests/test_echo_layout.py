@@ -113,15 +113,23 @@ def test_the_paper_layout_shares_no_prefix_between_analysts() -> None:
     assert sum(r.usage.cached_prompt_tokens for r in records) == 0
 
 
-def test_the_first_call_goes_alone_so_the_others_find_its_prefix() -> None:
+def test_the_first_call_of_a_pass_goes_alone_so_the_others_find_its_prefix() -> None:
     """Requests sent together miss each other's prefixes (PrefixCache.request); the
-    panel therefore sends its first analyst alone. Without that, analysts 2 and 3 of the
-    agent-level pass would pay for the whole log again."""
+    panel therefore sends the first analyst of each pass alone. Without that, analysts 2
+    and 3 of the agent-level pass would pay for the whole log again, and those of the
+    step-level pass for its task and finding."""
     backend = PrefixCachingBackend(FunctionBackend(PanelModel()), PrefixCache())
     with track_usage() as scope:
         run("echo", long_trace(), backend)
+    passes = [c.purpose.split()[1] for c in scope.calls]
+    assert passes == ["agent"] * 3 + ["step"] * 3
     agent_pass = [r.usage.cached_prompt_tokens for r in scope.calls[:3]]
     assert agent_pass[0] == 0 and min(agent_pass[1:]) > 0
+    step_pass = [r.usage.uncached_prompt_tokens for r in scope.calls[3:]]
+    # The first step-level call pays for the step task and the finding; the others only
+    # for their role (and the rest of the 128-token block it starts in).
+    assert max(step_pass[1:]) < step_pass[0] - 100
+    assert max(step_pass[1:]) < 100 + BLOCK_TOKENS
 
 
 def test_a_cut_log_sends_the_step_pass_the_focused_view() -> None:

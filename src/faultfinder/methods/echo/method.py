@@ -230,9 +230,9 @@ class _PanelRun:
             max_tokens=self.cfg.reply_tokens(ANALYSIS_REPLY_TOKENS),
             seed=self.cfg.seed,
             top_p=self.cfg.top_p,
-            # The first call of a case goes alone so that the others find its prefix in
-            # the server's cache (requests sent together all miss it).
-            warm_first=self.shared and kind != "step",
+            # The first analyst of a pass goes alone so that the others find its prompt,
+            # all but their role, in the server's cache (requests sent together miss it).
+            warm_first=self.shared,
         )
 
     def vote(self, results: list[AnalystResult], compare: CompareOn) -> Consensus:
