@@ -24,7 +24,8 @@ Prompt tokens per call are the tokenizer count of all message texts (the LLM lay
 them as prompt); the chat template's few tokens per message are not counted. Cached
 prompt tokens are what a server with automatic prefix caching would serve from its cache
 (``faultfinder.testing.prefix_cache``: OpenAI's rule, a 1,024-token minimum in 128-token
-blocks, over the prompts seen before in this run, in the order the backend receives them);
+blocks, over the prompts of the requests that completed before each one was sent, so
+requests sent together do not serve each other);
 "uncached x trace" divides the rest by the trace's own tokens (task plus step outputs).
 
     python bench/cost_probe.py --out /tmp/cost-probe.jsonl
@@ -157,14 +158,17 @@ class StandInBackend:
         trace = _CASE.get()
         if trace is None:
             raise FaultfinderError("cost probe: a model call outside a case (no trace set)")
-        reply = answer(trace, request, agentic_reads=self.agentic_reads)
+        # Requests sent together miss each other's prefixes, as on a real server.
+        async with self.prefix_cache.request(
+            prompt_text(request.messages, request.tools)
+        ) as cached:
+            reply = answer(trace, request, agentic_reads=self.agentic_reads)
         text = reply if isinstance(reply, str) else ""
         calls = [] if isinstance(reply, str) else reply
         prompt = self.count_tokens(messages_text(request.messages))
         if request.tools:
             prompt += self.count_tokens(json.dumps(request.tools))
         completion = self.count_tokens(text + "".join(c.name + c.arguments for c in calls))
-        cached = self.prefix_cache.cached_tokens(prompt_text(request.messages, request.tools))
         return Completion(
             text=text,
             tool_calls=calls,

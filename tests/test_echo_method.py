@@ -81,8 +81,16 @@ def analysis_json(
 
 
 def role_of(request: ChatRequest) -> str:
-    system = request.messages[0]["content"]
-    return next(r for r in ROLES if ROLE_INSTRUCTIONS[r] in system)
+    # The role is in the system prompt (paper layout) or at the end of the user message.
+    text = messages_text(request.messages)
+    return next(r for r in ROLES if ROLE_INSTRUCTIONS[r] in text)
+
+
+def pass_of(request: ChatRequest) -> str:
+    text = messages_text(request.messages)
+    if "agent-level attribution" in text:
+        return "agent"
+    return "step" if "step-level attribution" in text else "unified"
 
 
 class PanelModel:
@@ -94,14 +102,14 @@ class PanelModel:
         self.temperatures: list[float] = []
 
     def __call__(self, request: ChatRequest) -> str:
-        system = request.messages[0]["content"]
         user = request.messages[-1]["content"]
         role = role_of(request)
+        kind = pass_of(request)
         self.temperatures.append(request.temperature)
-        if "agent-level attribution" in system:
+        if kind == "agent":
             self.prompts["agent"].append(user)
             return analysis_json(["Coder"], None, 0.9 if role != "skeptical" else 0.4)
-        if "step-level attribution" in system:
+        if kind == "step":
             self.prompts["step"].append(user)
             step = self.step_answers.get(role, 3)
             return "<json>" + analysis_json(["Coder"], step, 0.8) + "</json>"
@@ -120,10 +128,10 @@ def run(
 # --- default: decoupled (I4) ---------------------------------------------------------
 
 
-def test_echo_default_runs_agent_then_focused_step_pass() -> None:
+def test_echo_default_runs_agent_then_step_pass_on_one_shared_prefix() -> None:
     trace = load_trace(ROOMS)
     model = PanelModel()
-    result, _ = run("echo", trace, model)
+    result, backend = run("echo", trace, model)
     assert result.status == "ok"
     assert (result.agent, result.step) == ("Coder", 3)
     assert result.usage.calls == 6  # 3 analysts x 2 passes
@@ -133,14 +141,25 @@ def test_echo_default_runs_agent_then_focused_step_pass() -> None:
     agent_prompt = model.prompts["agent"][0]
     assert "print(len(df[df.capacity > 12]))" in agent_prompt
     assert "HIERARCHICAL CONTEXT EXAMPLE" in agent_prompt
-    # Step-level pass: focused on Coder's steps (1, 3, 8), compressed elsewhere.
+    # Step-level pass: the same conversation, the focus stated after it.
     step_prompt = model.prompts["step"][0]
     assert "Attributed agent(s): Coder" in step_prompt
     assert "Steps taken by them: 1, 3, 8." in step_prompt
-    assert "[full] Step 3 - Coder" in step_prompt
-    assert "[key decision] Step 5 - Verifier" in step_prompt
+    assert step_prompt.index("Step 9 - Planner") < step_prompt.index("Attributed agent(s)")
+    assert "[key decision]" not in step_prompt
+    # Every call: the same system prompt and the same start of the user message, up to
+    # the end of the conversation; the role comes last.
+    systems = {r.messages[0]["content"] for r in backend.requests}
+    assert len(systems) == 1
+    shared = agent_prompt[: agent_prompt.rindex("Your task (agent-level attribution)")]
+    assert "Step 9 - Planner" in shared and "ANALYST SPECIALIZATION" not in shared
+    assert all(r.messages[-1]["content"].startswith(shared) for r in backend.requests)
+    for request in backend.requests:
+        tail = request.messages[-1]["content"].rsplit("ANALYST SPECIALIZATION: ", 1)[1]
+        assert tail.startswith(ROLE_INSTRUCTIONS[role_of(request)])  # type: ignore[index]
     details = result.details
     assert details["variant"] == "I4" and details["focus"]["steps"] == [1, 3, 8]
+    assert details["prompt_layout"] == "shared-prefix" and details["step_view"] == "conversation"
     assert len(details["panel"]) == 3
     agent_vote = details["agent_pass"]["consensus"]
     assert agent_vote["agents"] == ["Coder"]
@@ -149,6 +168,25 @@ def test_echo_default_runs_agent_then_focused_step_pass() -> None:
     assert details["consistency"]["step_taken_by_attributed_agent"] is True
     assert len(details["step_pass"]["consensus"]["alternatives"]) == 3
     assert result.prompt_version.startswith("echo-")
+
+
+def test_paper_layout_uses_role_system_prompts_and_the_focused_view() -> None:
+    trace = load_trace(ROOMS)
+    model = PanelModel()
+    result, backend = run("echo", trace, model, prompt_layout="paper")
+    assert (result.agent, result.step) == ("Coder", 3)
+    assert len({r.messages[0]["content"] for r in backend.requests}) == 6  # role x pass
+    assert all(
+        r.messages[0]["content"].count("ANALYST SPECIALIZATION") == 1 for r in backend.requests
+    )
+    # Step-level pass: focused on Coder's steps (1, 3, 8), compressed elsewhere.
+    step_prompt = model.prompts["step"][0]
+    assert "Attributed agent(s): Coder" in step_prompt
+    assert "Steps taken by them: 1, 3, 8." in step_prompt
+    assert "[full] Step 3 - Coder" in step_prompt
+    assert "[key decision] Step 5 - Verifier" in step_prompt
+    assert result.details["step_view"] == "focused"
+    assert create_method("echo:paper").config.prompt_layout == "paper"  # type: ignore[attr-defined]
 
 
 def test_step_vote_disagreement_is_reported() -> None:
@@ -175,7 +213,7 @@ def test_skeptical_low_confidence_still_votes_above_threshold() -> None:
 def test_window_context_with_the_panel_shows_only_neighbours() -> None:
     trace = load_trace(ROOMS)
     model = PanelModel()
-    result, _ = run("echo", trace, model, context="window")
+    result, _ = run("echo", trace, model, context="window", prompt_layout="paper")
     assert (result.agent, result.step) == ("Coder", 3)
     view = model.prompts["step"][0]
     assert "[full] Step 3 - Coder" in view and "[full] Step 9 - Planner" in view
@@ -251,7 +289,7 @@ def test_out_of_range_step_is_dropped_from_the_vote() -> None:
     trace = load_trace(ROOMS)
 
     def model(request: ChatRequest) -> str:
-        if "step-level attribution" in request.messages[0]["content"]:
+        if pass_of(request) == "step":
             return analysis_json(["Coder"], 42, 0.9)
         return analysis_json(["Coder"], None, 0.9)
 
@@ -413,7 +451,11 @@ def test_llm_context_preset_compresses_with_the_model() -> None:
     result, _ = run("echo:llm-context", trace, answer)
     assert result.usage.calls == 10 + 6
     assert result.details["context_sources"] == {"llm": 10}
-    step_prompt = model.prompts["step"][0]
+    # The Step 0 example shows step 2 as its key decision, step 5 as its summary.
+    assert "Step 2 - Computer_terminal: KD2" in model.prompts["agent"][0]
+    assert "Step 5 - Verifier: SU5" in model.prompts["agent"][0]
+    run("echo:llm-context", trace, answer, prompt_layout="paper")
+    step_prompt = model.prompts["step"][-1]
     assert "[key decision] Step 5 - Verifier: KD5" in step_prompt
 
 

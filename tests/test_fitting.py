@@ -127,7 +127,8 @@ def test_binary_search_keeps_the_boundary_between_the_halves() -> None:
 
 def test_echo_step_pass_shows_the_focus_steps_whole() -> None:
     def answer(request: ChatRequest) -> str:
-        step = 3 if "(step-level attribution)" in request.messages[0]["content"] else None
+        # The pass is named in the system prompt (paper layout) or the user message.
+        step = 3 if "(step-level attribution)" in messages_text(request.messages) else None
         return (
             '{"primary_conclusion": {"type": "single_agent", "attribution": ["Agent03"], '
             f'"mistake_step": {"null" if step is None else step}, "confidence": 0.9, '
@@ -139,7 +140,7 @@ def test_echo_step_pass_shows_the_focus_steps_whole() -> None:
     step_prompts = [
         r.messages[-1]["content"]
         for r in backend.requests
-        if "(step-level attribution)" in r.messages[0]["content"]
+        if "(step-level attribution)" in messages_text(r.messages)
     ]
     assert step_prompts
     for prompt in step_prompts:

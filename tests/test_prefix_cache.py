@@ -100,6 +100,40 @@ def test_the_fake_upstream_reports_cached_tokens_through_the_openai_backend(
     assert scope.calls[1].usage.cached_prompt_tokens == 1920
 
 
+def test_requests_sent_together_miss_each_others_prefix() -> None:
+    """A server caches a prompt once it has processed it: concurrent first requests all
+    pay for the shared log; one sent after them finds it."""
+    backend = PrefixCachingBackend(ScriptedBackend(["A", "B", "C"]))
+    llm = LLM(backend)
+
+    async def run() -> None:
+        await asyncio.gather(llm.chat(LOG + "\none"), llm.chat(LOG + "\ntwo"))
+        await llm.chat(LOG + "\nthree")
+
+    with track_usage() as scope:
+        asyncio.run(run())
+    assert [c.usage.cached_prompt_tokens for c in scope.calls] == [0, 0, 1920]
+
+
+def test_the_fake_upstream_caches_only_answered_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(base, "ALLOW_MODEL_REQUESTS", True)  # a loopback fake, not a model
+    from faultfinder.llm.openai_compat import OpenAICompatBackend
+    from faultfinder.testing.fake_openai import FakeOpenAIServer
+
+    with FakeOpenAIServer("ok", latency=0.2, prefix_cache=PrefixCache()) as server:
+        llm = LLM(OpenAICompatBackend("fake-model", base_url=server.base_url))
+
+        async def run() -> None:
+            await asyncio.gather(llm.chat(LOG + "\none"), llm.chat(LOG + "\ntwo"))
+            await llm.chat(LOG + "\nthree")
+
+        with track_usage() as scope:
+            asyncio.run(run())
+    assert [c.usage.cached_prompt_tokens for c in scope.calls] == [0, 0, 1920]
+
+
 @pytest.mark.parametrize("capacity", [1, 4])
 def test_capacity_bounds_memory(capacity: int) -> None:
     cache = PrefixCache(capacity=capacity)

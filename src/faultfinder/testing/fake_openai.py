@@ -186,14 +186,21 @@ class FakeOpenAIServer:
         self.requests.append(RecordedRequest(method, path, headers, body))
         self._in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        # A caching server serves what earlier *completed* requests computed: look the
+        # prompt up on arrival, remember it once answered.
+        prompt = prompt_text(body.get("messages") or [], body.get("tools"))
+        cached = self.prefix_cache.lookup(prompt) if self.prefix_cache is not None else None
         try:
             if self.latency > 0:
                 await asyncio.sleep(self.latency)
-            return await self._chat(body)
+            response = await self._chat(body, cached)
         finally:
             self._in_flight -= 1
+        if self.prefix_cache is not None and response.status == 200:
+            self.prefix_cache.remember(prompt)
+        return response
 
-    async def _chat(self, body: dict[str, Any]) -> Response:
+    async def _chat(self, body: dict[str, Any], cached: int | None = None) -> Response:
         if self._failures_sent < self.fail_first:
             self._failures_sent += 1
             extra = {} if self.retry_after is None else {"Retry-After": str(self.retry_after)}
@@ -205,7 +212,7 @@ class FakeOpenAIServer:
             value = await self._reply_value(body)
         except ReplyError as exc:
             return _error(exc.status, exc.message, exc.headers)
-        completion = self._completion(body, value)
+        completion = self._completion(body, value, cached)
         if stream:
             return Response(200, _SSE_HEADERS, self._stream(body, completion))
         return json_response(200, completion)
@@ -235,7 +242,9 @@ class FakeOpenAIServer:
             ],
         }
 
-    def _completion(self, body: dict[str, Any], value: ReplyValue) -> dict[str, Any]:
+    def _completion(
+        self, body: dict[str, Any], value: ReplyValue, cached: int | None = None
+    ) -> dict[str, Any]:
         if isinstance(value, dict) and "choices" in value:
             return value
         spec: dict[str, Any] = {"text": value} if isinstance(value, str) else dict(value)
@@ -273,10 +282,8 @@ class FakeOpenAIServer:
                 "completion_tokens": produced,
                 "total_tokens": prompt + produced,
             }
-            if self.prefix_cache is not None:
-                text = prompt_text(body.get("messages") or [], body.get("tools"))
-                cached = min(self.prefix_cache.cached_tokens(text), prompt)
-                usage["prompt_tokens_details"] = {"cached_tokens": cached}
+            if cached is not None:
+                usage["prompt_tokens_details"] = {"cached_tokens": min(cached, prompt)}
         if usage is not None:
             completion["usage"] = usage
         return completion

@@ -10,13 +10,20 @@ are OpenAI's documented ones (a 1,024-token minimum, 128-token increments).
 
 Prompts are compared as the text of their messages in order, each introduced by its
 role, which is what a chat template does; tool definitions, when present, come first.
+
+A server caches a prompt only once it has processed it: requests sent at the same time
+do not serve each other. :meth:`PrefixCache.request` models that for asynchronous
+backends (a prompt is looked up when its request arrives and remembered when it
+completes); :meth:`PrefixCache.cached_tokens` is the sequential shorthand.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 from faultfinder.llm.base import (
@@ -77,10 +84,9 @@ class PrefixCache:
         self.block_tokens = block_tokens
         self._seen: deque[str] = deque(maxlen=capacity)
 
-    def cached_tokens(self, text: str) -> int:
-        """Tokens of ``text`` served from the cache; ``text`` is remembered afterwards."""
+    def lookup(self, text: str) -> int:
+        """Tokens of ``text`` a server would serve from its cache now (nothing remembered)."""
         best = max((shared_prefix(text, earlier) for earlier in self._seen), default=0)
-        self._seen.append(text)
         if best == 0:
             return 0
         tokens = self.count_tokens(text[:best])
@@ -88,13 +94,41 @@ class PrefixCache:
             return 0
         return tokens - tokens % self.block_tokens
 
+    def remember(self, text: str) -> None:
+        """``text`` has been processed: later prompts may share its prefix."""
+        self._seen.append(text)
+
+    def cached_tokens(self, text: str) -> int:
+        """Tokens of ``text`` served from the cache; ``text`` is remembered afterwards
+        (a request that completes before the next one arrives)."""
+        cached = self.lookup(text)
+        self.remember(text)
+        return cached
+
+    @asynccontextmanager
+    async def request(self, text: str) -> AsyncIterator[int]:
+        """One request in flight: yields its cached tokens, counted against the prompts of
+        requests that completed before it arrived; ``text`` is remembered when the block
+        ends without an error. The pause after the lookup lets requests sent together
+        (``asyncio.gather``) all arrive before any completes, so they miss each other's
+        prefixes as on a real server."""
+        cached = self.lookup(text)
+        await asyncio.sleep(0)
+        yield cached
+        self.remember(text)
+
     def usage_for(self, request: ChatRequest, completion_tokens: int = 0) -> Usage:
         """The usage a caching server would report for ``request``."""
-        text = prompt_text(request.messages, request.tools)
+        cached = self.cached_tokens(prompt_text(request.messages, request.tools))
+        return self.usage_with(request, cached, completion_tokens)
+
+    def usage_with(self, request: ChatRequest, cached: int, completion_tokens: int = 0) -> Usage:
+        """The usage of ``request`` when ``cached`` of its prompt tokens were served."""
         prompt = self.count_tokens(messages_text(request.messages))
-        cached = min(self.cached_tokens(text), prompt)
         return Usage(
-            prompt_tokens=prompt, completion_tokens=completion_tokens, cached_prompt_tokens=cached
+            prompt_tokens=prompt,
+            completion_tokens=completion_tokens,
+            cached_prompt_tokens=min(cached, prompt),
         )
 
 
@@ -113,11 +147,13 @@ class PrefixCachingBackend:
         return {"prefix_cache": True, **self.inner.identity()}
 
     async def complete(self, request: ChatRequest) -> Completion:
-        completion = await self.inner.complete(request)
+        text = prompt_text(request.messages, request.tools)
+        async with self.cache.request(text) as cached:
+            completion = await self.inner.complete(request)
         produced = completion.usage.completion_tokens or self.inner.count_tokens(
             completion.text + "".join(t.name + t.arguments for t in completion.tool_calls)
         )
-        usage = self.cache.usage_for(request, produced)
+        usage = self.cache.usage_with(request, cached, produced)
         return completion.model_copy(update={"usage": usage})
 
     def count_tokens(self, text: str) -> int:

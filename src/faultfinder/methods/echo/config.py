@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from faultfinder.methods.base import MethodConfig
 from faultfinder.methods.echo.context import ContextKind, ContextTypeMode
-from faultfinder.methods.echo.prompts import PROMPT_VERSION, AnalystRole
+from faultfinder.methods.echo.prompts import PROMPT_VERSION, AnalystRole, PromptLayout
 
 Pipeline = Literal["context-aware", "unified", "decoupled"]
 
@@ -23,6 +23,14 @@ class EchoConfig(MethodConfig):
     """'decoupled' (I4: agent-level pass, then a step-level pass focused on its agents),
     'unified' (I3: one panel pass for both), or 'context-aware' (I1/I2: one arguing agent
     per step, then a judge)."""
+    prompt_layout: PromptLayout = "shared-prefix"
+    """How the panel's prompts are laid out. 'shared-prefix': one system prompt for every
+    analyst, then the case and the whole conversation, then the call's own part (task,
+    agent-level finding, role), so every call of a case shares one long prefix that a
+    server's prompt cache serves; the step-level pass sees the conversation of the
+    agent-level pass (the focused view only when that conversation had to be cut). 'paper':
+    the paper's order (a system prompt per role and pass, the role first) and the
+    step-level pass on the focused view."""
     context: ContextKind = "hierarchical"
     """'hierarchical' (L1–L4 by distance) or 'window' (±1 step only, the I1 baseline)."""
     extractor: Literal["patterns", "llm"] = "patterns"
@@ -91,7 +99,7 @@ PAPER_REPLY_TOKENS = 4096
 """``max_tokens`` of every call in the paper's code (A.5–A.7)."""
 
 PRESETS: dict[str, dict[str, Any]] = {
-    "paper": {"max_output_tokens": PAPER_REPLY_TOKENS},
+    "paper": {"max_output_tokens": PAPER_REPLY_TOKENS, "prompt_layout": "paper"},
     "I1": {"pipeline": "context-aware", "context": "window"},
     "I2": {"pipeline": "context-aware", "context": "hierarchical"},
     "I3": {"pipeline": "unified"},
@@ -99,6 +107,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "panel6": {"panel_size": 6},
     "llm-context": {"extractor": "llm"},
 }
-"""Named configurations: ``paper`` (I4 with the paper code's 4096-token replies), the
+"""Named configurations: ``paper`` (I4 with the paper code's 4096-token replies and the
+paper's prompt layout), the
 paper's ablations I1–I4 (I4 is the default) and the extra ablations of its Table 3 (six
 analysts; LLM-based context extraction)."""

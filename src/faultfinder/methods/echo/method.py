@@ -12,6 +12,7 @@ Pipelines (see :class:`~faultfinder.methods.echo.config.EchoConfig`):
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from faultfinder.llm.client import LLM
@@ -52,6 +53,9 @@ def _variant(cfg: EchoConfig) -> str:
     return "I3" if cfg.pipeline == "unified" else "I4"
 
 
+Messages = list[dict[str, Any]]
+
+
 class _PanelRun:
     """One trace's panel analysis: shared prompt parts and the two passes."""
 
@@ -77,16 +81,24 @@ class _PanelRun:
             seed=cfg.seed,
             run=cfg.run,
         )
+        self.shared = cfg.prompt_layout == "shared-prefix"
         self.truncated: dict[str, bool] = {}
+        self.step_view: str | None = None
+        self._log: str | None = None
+        self.sample = self._sample()
 
-    def _available(self, kind: prompts.PassKind, skeleton: str) -> int | None:
-        budget = context_budget(self.cfg, self.llm, self.cfg.reply_tokens(ANALYSIS_REPLY_TOKENS))
+    def _tokens(self, messages: Messages) -> int:
+        return sum(self.llm.count_tokens(m["content"]) for m in messages)
+
+    def _budget(self) -> int | None:
+        return context_budget(self.cfg, self.llm, self.cfg.reply_tokens(ANALYSIS_REPLY_TOKENS))
+
+    def _available(self, build: Callable[[Analyst, str], Messages]) -> int | None:
+        """Tokens left for the conversation (or view) in the largest analyst's prompt."""
+        budget = self._budget()
         if budget is None:
             return None
-        system = max(
-            self.llm.count_tokens(prompts.analyst_system_prompt(a.role, kind)) for a in self.panel
-        )
-        return budget - system - self.llm.count_tokens(skeleton) - _SLACK
+        return budget - max(self._tokens(build(a, "")) for a in self.panel) - _SLACK
 
     def _sample(self) -> str:
         limit = self.cfg.context_sample_chars
@@ -95,12 +107,45 @@ class _PanelRun:
         text = render_step_context(self.trace, 0, self.compressed, self.cfg.context, self.options)
         return text[:limit] + "..." if len(text) > limit else text
 
-    def whole_trace_prompt(self, kind: prompts.PassKind) -> str:
-        """Unified / agent-level prompt: every step in full (fitted to the budget)."""
-        sample = self._sample()
+    def _case(self, conversation: str | None) -> str:
+        return prompts.shared_case_prompt(
+            head=self.head,
+            metadata=self.metadata,
+            agents=self.agents,
+            conversation=conversation,
+            context_sample=self.sample if conversation is not None else "",
+        )
 
-        def build(conversation: str) -> str:
-            return prompts.analyst_user_prompt(
+    def _fit_conversation(
+        self, kind: prompts.PassKind, build: Callable[[Analyst, str], Messages]
+    ) -> str:
+        conversation, cut = fit_steps(
+            self.trace,
+            self.trace.steps,
+            self.options,
+            self._available(build),
+            count_tokens=self.llm.count_tokens,
+        )
+        self.truncated[kind] = cut
+        return conversation
+
+    def whole_trace_prompts(self, kind: prompts.PassKind) -> Callable[[Analyst], Messages]:
+        """Unified / agent-level prompts: every step in full (fitted to the budget)."""
+        if self.shared:
+
+            def shared(analyst: Analyst, conversation: str) -> Messages:
+                question = prompts.analyst_question(kind, analyst.role)
+                return _messages(
+                    prompts.SHARED_ANALYST_SYSTEM_PROMPT, self._case(conversation) + question
+                )
+
+            self._log = self._fit_conversation(kind, shared)
+            log = self._log
+            return lambda analyst: shared(analyst, log)
+        sample = self.sample
+
+        def paper(analyst: Analyst, conversation: str) -> Messages:
+            user = prompts.analyst_user_prompt(
                 kind,
                 head=self.head,
                 metadata=self.metadata,
@@ -108,52 +153,86 @@ class _PanelRun:
                 conversation=conversation,
                 context_sample=sample,
             )
+            return _messages(prompts.analyst_system_prompt(analyst.role, kind), user)
 
-        conversation, cut = fit_steps(
-            self.trace,
-            self.trace.steps,
-            self.options,
-            self._available(kind, build("")),
-            count_tokens=self.llm.count_tokens,
-        )
-        self.truncated[kind] = cut
-        return build(conversation)
+        conversation = self._fit_conversation(kind, paper)
+        return lambda analyst: paper(analyst, conversation)
 
-    def step_prompt(self, agent_consensus: Consensus, focus: list[int]) -> str:
-        """Step-level prompt: the trace focused on the attributed agents' steps."""
+    def step_prompts(
+        self, agent_consensus: Consensus, focus: list[int]
+    ) -> Callable[[Analyst], Messages]:
+        """Step-level prompts. Shared-prefix layout: the conversation of the agent-level
+        pass, uncut, with the finding and the focus in the question; when that conversation
+        was cut or does not fit with the question, the focused view instead (as in the
+        paper layout): the trace focused on the attributed agents' steps."""
         finding = describe_finding(agent_consensus, focus)
+        if self.shared:
+            log = self._log
 
-        def build(view: str) -> str:
-            return prompts.analyst_user_prompt(
-                "step",
-                head=self.head,
-                metadata=self.metadata,
-                agents=self.agents,
-                conversation=view,
-                focus=finding,
-            )
+            def with_log(analyst: Analyst) -> Messages:
+                question = prompts.analyst_question("step", analyst.role, focus=finding)
+                return _messages(prompts.SHARED_ANALYST_SYSTEM_PROMPT, self._case(log) + question)
 
+            budget = self._budget()
+            if log is not None and (
+                budget is None
+                or (
+                    not self.truncated.get("agent", False)
+                    and max(self._tokens(with_log(a)) for a in self.panel) + _SLACK <= budget
+                )
+            ):
+                self.step_view = "conversation"
+                self.truncated["step"] = False
+                return with_log
+
+            def focused(analyst: Analyst, view: str) -> Messages:
+                question = prompts.analyst_question(
+                    "step", analyst.role, focus=finding, focused_view=view
+                )
+                return _messages(prompts.SHARED_ANALYST_SYSTEM_PROMPT, self._case(None) + question)
+
+            build = focused
+        else:
+
+            def paper(analyst: Analyst, view: str) -> Messages:
+                user = prompts.analyst_user_prompt(
+                    "step",
+                    head=self.head,
+                    metadata=self.metadata,
+                    agents=self.agents,
+                    conversation=view,
+                    focus=finding,
+                )
+                return _messages(prompts.analyst_system_prompt(analyst.role, "step"), user)
+
+            build = paper
         pieces = focused_pieces(self.trace, focus, self.compressed, self.cfg.context, self.options)
         text, cut = fit_pieces(
             pieces,
-            self._available("step", build("")),
+            self._available(build),
             self.llm.count_tokens,
             what=f"Trace '{self.trace.id}': the step-level view of {len(focus)} focus steps",
         )
         self.truncated["step"] = cut
-        return build(text)
+        self.step_view = "focused"
+        return lambda analyst: build(analyst, text)
 
-    async def ask(self, kind: prompts.PassKind, user: str) -> list[AnalystResult]:
+    async def ask(
+        self, kind: prompts.PassKind, messages: Callable[[Analyst], Messages]
+    ) -> list[AnalystResult]:
         return await run_pass(
             self.llm,
             self.panel,
             kind,
-            user,
+            messages,
             self.agents,
             json_schema=self.schema,
             max_tokens=self.cfg.reply_tokens(ANALYSIS_REPLY_TOKENS),
             seed=self.cfg.seed,
             top_p=self.cfg.top_p,
+            # The first analyst of a pass goes alone so that the others find its prompt,
+            # all but their role, in the server's cache (requests sent together miss it).
+            warm_first=self.shared,
         )
 
     def vote(self, results: list[AnalystResult], compare: CompareOn) -> Consensus:
@@ -169,6 +248,10 @@ class _PanelRun:
             alternatives=alternatives(results),
             max_alternatives=cfg.max_alternatives,
         )
+
+
+def _messages(system: str, user: str) -> Messages:
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def describe_finding(found: Consensus, focus: list[int]) -> str:
@@ -241,13 +324,14 @@ class EchoMethod:
             return verdict.model_copy(update={"details": {**common, **verdict.details}})
         run = _PanelRun(trace, llm, cfg, compressed)
         common["pipeline"] = cfg.pipeline
+        common["prompt_layout"] = cfg.prompt_layout
         common["panel"] = [{"role": a.role, "temperature": a.temperature} for a in run.panel]
         if cfg.pipeline == "unified":
             return await self._unified(run, common)
         return await self._decoupled(run, common)
 
     async def _unified(self, run: _PanelRun, details: dict[str, Any]) -> Verdict:
-        results = await run.ask("unified", run.whole_trace_prompt("unified"))
+        results = await run.ask("unified", run.whole_trace_prompts("unified"))
         found = run.vote(results, "both")
         details["unified_pass"] = _pass_record(results, found)
         details["conversation_truncated"] = run.truncated.get("unified", False)
@@ -266,7 +350,7 @@ class EchoMethod:
         )
 
     async def _decoupled(self, run: _PanelRun, details: dict[str, Any]) -> Verdict:
-        agent_results = await run.ask("agent", run.whole_trace_prompt("agent"))
+        agent_results = await run.ask("agent", run.whole_trace_prompts("agent"))
         by_agent = run.vote(agent_results, "agents")
         details["agent_pass"] = _pass_record(agent_results, by_agent)
         details["conversation_truncated"] = run.truncated.get("agent", False)
@@ -277,10 +361,11 @@ class EchoMethod:
             details["review_reasons"] = by_agent.disagreement.reasons or [empty.reason or ""]
             return empty.model_copy(update={"details": details})
         focus = [s.index for s in run.trace.steps if s.agent in by_agent.agents]
-        step_results = await run.ask("step", run.step_prompt(by_agent, focus))
+        step_results = await run.ask("step", run.step_prompts(by_agent, focus))
         by_step = run.vote(step_results, "steps")
         details["step_pass"] = _pass_record(step_results, by_step)
         details["focus"] = {"agents": by_agent.agents, "steps": focus}
+        details["step_view"] = run.step_view
         details["focused_view_truncated"] = run.truncated.get("step", False)
         details["agents"] = by_agent.agents
         passes_agree = (set(by_step.agents) == set(by_agent.agents)) if by_step.agents else None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import LLM
-from faultfinder.methods.echo.prompts import ROLES, AnalystRole, PassKind, analyst_system_prompt
+from faultfinder.methods.echo.prompts import ROLES, AnalystRole, PassKind
 from faultfinder.methods.echo.schema import Analysis, Conclusion, parse_analysis
 from faultfinder.methods.echo.voting import AgentEvaluation, Ballot
 
@@ -112,25 +112,25 @@ async def run_pass(
     llm: LLM,
     panel: Sequence[Analyst],
     kind: PassKind,
-    user_prompt: str,
+    messages: Callable[[Analyst], list[dict[str, Any]]],
     agents: Sequence[str],
     *,
     json_schema: dict[str, Any],
     max_tokens: int,
     seed: int,
     top_p: float | None = None,
+    warm_first: bool = False,
 ) -> list[AnalystResult]:
-    """Ask every analyst (concurrently) and collect their analyses."""
+    """Ask every analyst (``messages(analyst)``: its prompt) and collect their analyses:
+    all at once, or, with ``warm_first``, the first analyst alone and then the others at
+    once, so that a server with prefix caching has the prompt they share in its cache."""
 
     def parser(text: str) -> Analysis:
         return parse_analysis(text, agents)
 
     async def ask(analyst: Analyst) -> AnalystResult:
         reply = await llm.chat(
-            [
-                {"role": "system", "content": analyst_system_prompt(analyst.role, kind)},
-                {"role": "user", "content": user_prompt},
-            ],
+            messages(analyst),
             parse=parser,
             purpose=f"echo {kind} analysis: {analyst.label}",
             temperature=analyst.temperature,
@@ -155,6 +155,9 @@ async def run_pass(
             **common,
         )
 
+    if warm_first and len(panel) > 1:
+        first = await ask(panel[0])
+        return [first, *await asyncio.gather(*(ask(a) for a in panel[1:]))]
     return list(await asyncio.gather(*(ask(a) for a in panel)))
 
 

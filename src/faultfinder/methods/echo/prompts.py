@@ -3,6 +3,17 @@ objective analyst, final judge); the agent- and step-level variants of the analy
 and the LLM extractor prompt are ours (the paper does not print them). Steps are always
 numbered from 0, as ``methods.render`` shows them.
 
+The analyst prompt has two layouts with the same instructions in the same words:
+
+- ``paper``: a system prompt per analyst role and pass (the role first), then a user
+  message with the case and the conversation;
+- ``shared-prefix`` (the default): one system prompt for every analyst call of every case
+  (the instructions that do not depend on the role or pass), then a user message that
+  starts with the case and the whole conversation and ends with what is particular to the
+  call (the pass's task and question, the agent-level finding, the analyst's role). Every
+  call of a case then shares one long prefix, which servers with prefix caching serve
+  from their cache.
+
 Bump ``PROMPT_VERSION`` whenever a prompt here changes.
 """
 
@@ -15,7 +26,7 @@ from typing import Any, Literal
 from faultfinder.methods.reference import ground_truth_for
 from faultfinder.traces.schema import Step, Trace
 
-PROMPT_VERSION = "echo-1"
+PROMPT_VERSION = "echo-2"
 
 AnalystRole = Literal[
     "conservative", "liberal", "detail_focused", "pattern_focused", "skeptical", "general"
@@ -29,6 +40,7 @@ ROLES: tuple[AnalystRole, ...] = (
     "general",
 )
 PassKind = Literal["unified", "agent", "step"]
+PromptLayout = Literal["shared-prefix", "paper"]
 
 ROLE_INSTRUCTIONS: dict[AnalystRole, str] = {
     "conservative": (
@@ -142,30 +154,43 @@ _CLOSINGS: dict[PassKind, str] = {
 }
 
 
-def analyst_system_prompt(role: AnalystRole, kind: PassKind) -> str:
-    """The objective analyst's system prompt (paper A.5), specialised by role and pass."""
-    return f"""You are an Objective Analysis Agent conducting an impartial investigation to \
-determine error attribution in a multi-agent conversation.
+_OPENING = """You are an Objective Analysis Agent conducting an impartial investigation to \
+determine error attribution in a multi-agent conversation."""
 
-ANALYST SPECIALIZATION: {ROLE_INSTRUCTIONS[role]}
+_NUMBERING = """Steps are numbered from 0 in conversation order ("Step 0", "Step 1", ...). Always \
+give steps (step_index, mistake_step) as these numbers, and agents by their exact names."""
 
-{_TASKS[kind]}
-
-{_VIEWS[kind]}
-
-Steps are numbered from 0 in conversation order ("Step 0", "Step 1", ...). Always give \
-steps (step_index, mistake_step) as these numbers, and agents by their exact names.
-
-Possible conclusions:
+_CONCLUSIONS = """Possible conclusions:
 - Single agent error: One specific agent caused the mistake at a specific step
-- Multi-agent error: Multiple agents contributed to the mistake across specific steps
+- Multi-agent error: Multiple agents contributed to the mistake across specific steps"""
 
-Output your response as valid JSON wrapped in <json></json> tags:
-{_JSON_FORMAT}
+_OUTPUT = f"""Output your response as valid JSON wrapped in <json></json> tags:
+{_JSON_FORMAT}"""
 
-Be thorough, objective, and consider all possibilities including that no single agent may \
-be clearly at fault.
-{_CLOSINGS[kind]}"""
+_THOROUGH = """Be thorough, objective, and consider all possibilities including that no single \
+agent may be clearly at fault."""
+
+
+def _specialization(role: AnalystRole) -> str:
+    return f"ANALYST SPECIALIZATION: {ROLE_INSTRUCTIONS[role]}"
+
+
+def analyst_system_prompt(role: AnalystRole, kind: PassKind) -> str:
+    """The objective analyst's system prompt (paper A.5), specialised by role and pass
+    (the ``paper`` layout)."""
+    return (
+        f"{_OPENING}\n\n{_specialization(role)}\n\n{_TASKS[kind]}\n\n{_VIEWS[kind]}\n\n"
+        f"{_NUMBERING}\n\n{_CONCLUSIONS}\n\n{_OUTPUT}\n\n{_THOROUGH}\n{_CLOSINGS[kind]}"
+    )
+
+
+SHARED_ANALYST_SYSTEM_PROMPT = (
+    f"{_OPENING}\n\n{_VIEWS['agent']}\n\n{_NUMBERING}\n\n{_CONCLUSIONS}\n\n{_OUTPUT}\n\n"
+    f"{_THOROUGH}\nYour specialization and your task are given after the conversation."
+)
+"""The analyst's system prompt in the ``shared-prefix`` layout: paper A.5 less the
+role, the pass's task and the closing sentence, which go to the end of the user message
+(:func:`analyst_question`). The same text in every analyst call."""
 
 
 def header(trace: Trace, with_ground_truth: bool) -> str:
@@ -187,6 +212,43 @@ def _metadata_block(metadata: str) -> str:
     return f"System details:\n{metadata}\n\n" if metadata else ""
 
 
+_ASKS: dict[PassKind, str] = {
+    "unified": "Please conduct an objective analysis of this conversation to determine error "
+    "attribution.\nFocus on identifying which specific agent(s) caused the error that led to "
+    "the incorrect final answer.",
+    "agent": "Please conduct an objective analysis of this conversation to determine error "
+    "attribution.\nFocus on identifying which specific agent(s) caused the error that led to "
+    "the incorrect final answer.",
+    "step": "Please conduct an objective analysis to determine at which step the decisive "
+    "mistake occurred.",
+}
+_ANSWER = "Output your analysis in the JSON format specified in your instructions."
+
+
+def _case(head: str, metadata: str, agents: Sequence[str]) -> str:
+    return f"{head}\n\n{_metadata_block(metadata)}Agents: {', '.join(agents)}\n\n"
+
+
+def _conversation(conversation: str, context_sample: str) -> str:
+    sample = (
+        "\n\n=== HIERARCHICAL CONTEXT EXAMPLE ===\n"
+        "Context structure for Step 0 (showing hierarchical detail levels):\n"
+        f"{context_sample}"
+        if context_sample
+        else ""
+    )
+    return f"Conversation Analysis:\n=== CONVERSATION AGENTS ===\n{conversation}{sample}\n\n"
+
+
+def _finding(focus: str, focused_view: str | None) -> str:
+    view = (
+        f"Conversation (focused hierarchical view):\n{focused_view}\n\n"
+        if focused_view is not None
+        else ""
+    )
+    return f"Agent-level finding:\n{focus}\n\n{view}"
+
+
 def analyst_user_prompt(
     kind: PassKind,
     *,
@@ -197,37 +259,52 @@ def analyst_user_prompt(
     context_sample: str = "",
     focus: str = "",
 ) -> str:
-    """The analyst's user message for one pass.
+    """The analyst's user message for one pass in the ``paper`` layout.
 
     ``conversation`` is every step in full (unified and agent-level passes) or the focused
     view (step-level pass); ``context_sample`` is the hierarchical context of one step shown
     as an example, as in the paper's code; ``focus`` states the agent-level finding.
     """
-    names = ", ".join(agents)
     if kind == "step":
-        body = (
-            f"Agent-level finding:\n{focus}\n\n"
-            f"Conversation (focused hierarchical view):\n{conversation}\n\n"
-            "Please conduct an objective analysis to determine at which step the decisive "
-            "mistake occurred."
-        )
+        body = _finding(focus, conversation)
     else:
-        sample = (
-            "\n\n=== HIERARCHICAL CONTEXT EXAMPLE ===\n"
-            "Context structure for Step 0 (showing hierarchical detail levels):\n"
-            f"{context_sample}"
-            if context_sample
-            else ""
-        )
-        body = (
-            f"Conversation Analysis:\n=== CONVERSATION AGENTS ===\n{conversation}{sample}\n\n"
-            "Please conduct an objective analysis of this conversation to determine error "
-            "attribution.\nFocus on identifying which specific agent(s) caused the error that "
-            "led to the incorrect final answer."
-        )
+        body = _conversation(conversation, context_sample)
+    return f"{_case(head, metadata, agents)}{body}{_ASKS[kind]}\n{_ANSWER}"
+
+
+def shared_case_prompt(
+    *,
+    head: str,
+    metadata: str,
+    agents: Sequence[str],
+    conversation: str | None,
+    context_sample: str = "",
+) -> str:
+    """The start of the analyst's user message in the ``shared-prefix`` layout: the case
+    and the whole conversation, identical in every analyst call of a case
+    (``conversation=None``: the case alone, for a step-level call with the focused view)."""
+    case = _case(head, metadata, agents)
+    if conversation is None:
+        return case
+    return case + _conversation(conversation, context_sample)
+
+
+def analyst_question(
+    kind: PassKind, role: AnalystRole, *, focus: str = "", focused_view: str | None = None
+) -> str:
+    """The end of the analyst's user message in the ``shared-prefix`` layout: the pass's
+    task, the agent-level finding (step-level pass; with the focused view when the shared
+    conversation is not shown), the question, then the analyst's role, which is the only
+    part that differs between the analysts of a pass."""
+    if kind != "step":
+        body = ""
+    elif focused_view is None:
+        body = _finding(focus, None)
+    else:
+        body = f"{_VIEWS['step']}\n\n{_finding(focus, focused_view)}"
     return (
-        f"{head}\n\n{_metadata_block(metadata)}Agents: {names}\n\n{body}\n"
-        "Output your analysis in the JSON format specified in your instructions."
+        f"{_TASKS[kind]}\n\n{body}{_ASKS[kind]}\n{_CLOSINGS[kind]}\n\n"
+        f"{_specialization(role)}\n{_ANSWER}"
     )
 
 
