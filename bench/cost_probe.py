@@ -90,6 +90,8 @@ METHOD_OVERRIDES: dict[str, dict[str, Any]] = {"chief": {"stage_cache": "none"}}
 _CASE: contextvars.ContextVar[Trace | None] = contextvars.ContextVar(
     "cost_probe_case", default=None
 )
+_PLAN: contextvars.ContextVar[str] = contextvars.ContextVar("cost_probe_plan", default="")
+"""The method configuration a call belongs to (its prefix cache)."""
 
 
 # --- the tokenizer and the stand-in backend ---------------------------------------
@@ -146,7 +148,9 @@ class StandInBackend:
             self.context_window = context_window
         # What a server with automatic prefix caching would serve from its cache (OpenAI's
         # rule: 1,024-token minimum, 128-token blocks), counted with the same tokenizer.
-        self.prefix_cache = PrefixCache(self.count_tokens)
+        # One cache per method configuration, as if each ran alone: a cache shared by all
+        # would serve one method's prompts from another's (echo:I3 from echo's log).
+        self.prefix_caches: dict[str, PrefixCache] = {}
 
     def identity(self) -> dict[str, Any]:
         return {"backend": "cost-probe", "tokenizer": self.tokenizer.path.name, "name": self.name}
@@ -159,9 +163,8 @@ class StandInBackend:
         if trace is None:
             raise FaultfinderError("cost probe: a model call outside a case (no trace set)")
         # Requests sent together miss each other's prefixes, as on a real server.
-        async with self.prefix_cache.request(
-            prompt_text(request.messages, request.tools)
-        ) as cached:
+        cache = self.prefix_caches.setdefault(_PLAN.get(), PrefixCache(self.count_tokens))
+        async with cache.request(prompt_text(request.messages, request.tools)) as cached:
             reply = answer(trace, request, agentic_reads=self.agentic_reads)
         text = reply if isinstance(reply, str) else ""
         calls = [] if isinstance(reply, str) else reply
@@ -189,13 +192,17 @@ def with_case(plan: MethodPlan) -> MethodPlan:
     """
     base: type[Any] = plan.cls
 
+    key = f"{plan.label}|{plan.config_id}"
+
     class CaseAware(base):
         async def attribute(self, trace: Trace, llm: LLM) -> Verdict:
             token = _CASE.set(trace)
+            plan_token = _PLAN.set(key)
             try:
                 verdict: Verdict = await super().attribute(trace, llm)
                 return verdict
             finally:
+                _PLAN.reset(plan_token)
                 _CASE.reset(token)
 
     CaseAware.__name__ = base.__name__
