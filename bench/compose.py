@@ -110,7 +110,6 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         fold_files: dict[str, str] = {}
         for fold, model in enumerate(cv.models):
-            model.conformal = cv.thresholds[cv.folds.index(fold)]
             path = Path(tmp) / f"fold{fold}.json"
             path.write_text(json.dumps(model.to_json()), encoding="utf-8")
             for t, f in zip(traces, cv.folds, strict=True):
