@@ -27,6 +27,7 @@ from faultfinder.methods.chief.graph import (
     StepEdge,
     Subtask,
     SubtaskEdge,
+    view_data,
 )
 from faultfinder.methods.chief.knowledge import (
     BM25,
@@ -448,6 +449,29 @@ def test_dot_and_mermaid_renderings_show_nodes_edges_and_loops() -> None:
     assert "S2 ==>|data_dependency| S3" in mermaid
     assert 'S2_WebSurfer -->|"7→9: 555-0199"| S3_Assistant' in mermaid
     assert "class S3_Assistant candidate" in mermaid
+
+
+def test_the_prompt_view_is_compact_json_with_one_entry_a_line() -> None:
+    graph = _graph()
+    graph.agents = [
+        AgentNode(id="S2:Orchestrator", subtask="S2", agent="Orchestrator", steps=[2, 4, 6]),
+        AgentNode(id="S3:Assistant", subtask="S3", agent="Assistant", steps=[9]),
+    ]
+    graph.subtask_edges = [
+        SubtaskEdge(source="S1", target="S2", type="data_dependency"),
+        SubtaskEdge(source="S2", target="S3", type="logical_prereq"),
+    ]
+    text = graph.to_prompt_text(max_step_edges=2)
+    full = view_data(graph, include_oracles=True, max_step_edges=2)
+    assert json.loads(text) == full  # same content as the data, nothing dropped
+    assert full["step_edges_omitted"] == len(graph.step_edges) - 2 > 0
+    lines = text.splitlines()
+    assert not any(line.startswith(" ") for line in lines)
+    assert '{"from":"S1","to":"S2","type":"data_dependency","patterns":[]},' in lines
+    entries = sum(len(v) for v in full.values() if isinstance(v, list))
+    sections = sum(1 for v in full.values() if isinstance(v, list) and v)
+    scalars = len(full) - sections
+    assert len(lines) == 2 + entries + 2 * sections + scalars
 
 
 def test_every_prompt_routes_to_its_own_stage() -> None:

@@ -360,7 +360,7 @@ class CausalGraph(BaseModel):
         return render_mermaid(self)
 
     def to_prompt_text(self, *, include_oracles: bool = True, max_step_edges: int = 80) -> str:
-        """A compact JSON view for prompts (OTAR, edges, loops, oracles)."""
+        """A compact JSON view for prompts (OTAR, edges, loops, oracles), one entry a line."""
         return prompt_view(self, include_oracles=include_oracles, max_step_edges=max_step_edges)
 
 
@@ -534,7 +534,35 @@ def _ranges(steps: list[int]) -> str:
 
 
 def prompt_view(graph: CausalGraph, *, include_oracles: bool, max_step_edges: int) -> str:
-    """The graph as compact JSON for prompts. Deterministic step edges are capped first."""
+    """The graph as compact JSON for prompts: one entry (subtask, edge, loop group) a line.
+
+    The text is one valid JSON object with the content of ``view_data``, written without
+    indentation or spaces after separators; each list entry sits on its own line so that a
+    reader can find an edge or a subtask by scanning lines (docs/methods/chief.md,
+    "Deviations").
+    """
+    view = view_data(graph, include_oracles=include_oracles, max_step_edges=max_step_edges)
+    lines = ["{"]
+    for i, (key, value) in enumerate(view.items()):
+        comma = "," if i < len(view) - 1 else ""
+        if isinstance(value, list) and value:
+            lines.append(f"{_compact(key)}:[")
+            lines.extend(
+                _compact(v) + ("," if j < len(value) - 1 else "") for j, v in enumerate(value)
+            )
+            lines.append("]" + comma)
+        else:
+            lines.append(f"{_compact(key)}:{_compact(value)}{comma}")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def view_data(graph: CausalGraph, *, include_oracles: bool, max_step_edges: int) -> dict[str, Any]:
+    """What the prompt view shows. Deterministic step edges are capped first."""
     subtasks: list[dict[str, Any]] = []
     for sub in graph.subtasks:
         entry: dict[str, Any] = {
@@ -603,4 +631,4 @@ def prompt_view(graph: CausalGraph, *, include_oracles: bool, max_step_edges: in
     }
     if len(graph.step_edges) > len(shown):
         view["step_edges_omitted"] = len(graph.step_edges) - len(shown)
-    return json.dumps(view, ensure_ascii=False, indent=1)
+    return view

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-PROMPT_VERSION = "chief-2"
+PROMPT_VERSION = "chief-3"
 
 Layout = Literal["shared-prefix", "paper"]
 
