@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from faultfinder.errors import ConfigError
 from faultfinder.shortlist import conformal
-from faultfinder.shortlist.features import trace_features
-from faultfinder.shortlist.model import softmax, trace_hash
+from faultfinder.shortlist.model import trace_hash
+from faultfinder.shortlist.rank import rank_trace
 from faultfinder.shortlist.weights import Weights, shipped_weights
 from faultfinder.traces.schema import Trace
 
@@ -72,7 +72,7 @@ def _ranked(trace: Trace, weights: Weights) -> _Ranked:
     chosen = weights.choose(trace)
     if "surprisal" in chosen.model.groups:
         raise ConfigError("step sets need a shortlist model without the 'surprisal' feature group")
-    probs = softmax(chosen.model.logits(trace_features(trace, chosen.model.groups)))
+    probs = rank_trace(trace, chosen.model).probs
     value = _Ranked(weights, probs, chosen.source, chosen.model.conformal)
     _memo[key] = value
     if len(_memo) > _MEMO_SIZE:
