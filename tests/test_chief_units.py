@@ -27,8 +27,8 @@ from faultfinder.methods.chief.graph import (
     StepEdge,
     Subtask,
     SubtaskEdge,
-    view_data,
 )
+from faultfinder.methods.chief.graph_render import view_data
 from faultfinder.methods.chief.knowledge import (
     BM25,
     KBEntry,
