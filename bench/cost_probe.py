@@ -637,17 +637,21 @@ def trace_tokens(traces: Sequence[Trace], count: Any) -> dict[str, int]:
 
 def table(rows: list[EvalRow], own_tokens: dict[str, int]) -> str:
     """Per (subset, method, observability): calls and prompt tokens per case; ``uncached``
-    is the prompt less what a prefix-caching server serves from its cache, and ``x trace``
-    the mean over cases of uncached prompt tokens / the trace's own tokens."""
+    is the prompt less what a prefix-caching server serves from its cache; ``x trace
+    (totals)`` is uncached prompt tokens over the traces' own tokens, both summed over the
+    cases (what a batch costs per token of log); ``x trace (per case)`` the mean over cases
+    of each case's ratio, which weighs a short log as much as a long one; ``<= 2x`` how
+    many cases are at most 2x."""
     groups: dict[tuple[str, str, str], list[EvalRow]] = defaultdict(list)
     for row in rows:
         groups[(row.subset, row.method, row.observability)].append(row)
     lines = [
         "| subset | method | observability | cases | calls/case | prompt tok/case mean "
-        "| median | max | uncached prompt tok/case | uncached x trace "
+        "| median | max | uncached prompt tok/case | uncached x trace (totals) "
+        "| uncached x trace (per case) | cases <= 2x "
         "| stand-in completion tok/case | unparsed replies | unparsed / error "
         "rows | no-error-found | verdict = gold |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for (subset, method, obs), items in sorted(groups.items()):
         n = len(items)
@@ -659,11 +663,15 @@ def table(rows: list[EvalRow], own_tokens: dict[str, int]) -> str:
             if own_tokens.get(r.trace_id)
         ]
         ratio = f"{statistics.mean(ratios):.2f}" if ratios else "-"
+        own = sum(own_tokens.get(r.trace_id, 0) for r in items)
+        totals = f"{sum(uncached) / own:.2f}" if own else "-"
+        within = sum(x <= 2 for x in ratios)
         lines.append(
             f"| {subset} | {method} | {obs} | {n} "
             f"| {statistics.mean(r.usage.calls + r.usage.cached_calls for r in items):.1f} "
             f"| {_k(statistics.mean(prompts))} | {_k(statistics.median(prompts))} "
-            f"| {_k(max(prompts))} | {_k(statistics.mean(uncached))} | {ratio} "
+            f"| {_k(max(prompts))} | {_k(statistics.mean(uncached))} | {totals} | {ratio} "
+            f"| {within} "
             f"| {_k(statistics.mean(r.usage.completion_tokens for r in items))} "
             f"| {sum(unparsed_replies(r) for r in items)} "
             f"| {sum(r.status == 'unparsed' for r in items)} / "

@@ -1,6 +1,7 @@
-"""CHIEF's prompt layouts: 'shared-prefix' (default) and 'paper' give the same answers on
-the same replies, say the same things, and only the shared one lets a prefix cache serve
-the conversation after the first call."""
+"""CHIEF's prompt layouts: 'shared-prefix' and 'paper' give the same answers on the same
+replies, say the same things, and only the shared one lets a prefix cache serve the
+conversation after the first call. (The default, 'instructions-first', is tested in
+tests/test_chief_instructions.py.)"""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend
 from faultfinder.llm.base import approx_token_count
 from faultfinder.methods import Attribution, create_method, run_method
-from faultfinder.methods.chief import ChiefConfig, build_graph, prompts
+from faultfinder.methods.chief import ChiefConfig, build_graph, instructions, prompts
 from faultfinder.methods.chief.prompts import stage_of
 from faultfinder.testing.prefix_cache import BLOCK_TOKENS, PrefixCache, PrefixCachingBackend
 from faultfinder.traces.loader import load_trace
@@ -21,17 +22,7 @@ from faultfinder.traces.schema import Trace
 
 FIXTURES = Path(__file__).parent / "fixtures" / "chief"
 REPLIES: dict[str, Any] = json.loads((FIXTURES / "replies_loop.json").read_text("utf-8"))
-TEMPLATES = {
-    "decompose": prompts.DECOMPOSE,
-    "otar": prompts.OTAR,
-    "edges": prompts.EDGES,
-    "step-edges": prompts.STEP_EDGES,
-    "oracles": prompts.ORACLES,
-    "oracle": prompts.ORACLE_ONE,
-    "backtrack": prompts.BACKTRACK,
-    "attribution": prompts.ATTRIBUTION,
-    "direct": prompts.DIRECT,
-}
+TEMPLATES = instructions.TEMPLATES
 # The introductions the shared-prefix layout replaces, and by what.
 RENAMED = {
     variant.splitlines()[0]: introduction.splitlines()[0]
@@ -70,6 +61,8 @@ def padded_trace() -> Trace:
 
 
 def run(spec: str, trace: Trace, cache: PrefixCache | None = None, **cfg: Any) -> Attribution:
+    if not spec.endswith(":paper"):
+        cfg.setdefault("prompt_layout", "shared-prefix")
     backend: Any = FunctionBackend(answer)
     if cache is not None:
         backend = PrefixCachingBackend(backend, cache)
@@ -130,7 +123,7 @@ def test_both_layouts_give_the_same_verdicts_graphs_and_wording() -> None:
 
 def test_the_paper_preset_keeps_the_papers_order() -> None:
     assert create_method("chief:paper").config.prompt_layout == "paper"  # type: ignore[attr-defined]
-    assert create_method("chief").config.prompt_layout == "shared-prefix"  # type: ignore[attr-defined]
+    assert create_method("chief").config.prompt_layout == "instructions-first"  # type: ignore[attr-defined]
     result = run("chief:paper", load_trace(FIXTURES / "loop_trace.json"))
     assert all(
         c.prompt is not None and c.prompt.startswith(("You are", "Your decomposition"))
@@ -246,7 +239,7 @@ def test_the_stage_cache_key_follows_the_layout_and_the_prompt_version(
     def key(**cfg: Any) -> str:
         return pipeline.Chief(trace, llm, ChiefConfig(stage_cache=None, **cfg))._graph_key()
 
-    shared, paper = key(), key(prompt_layout="paper")
-    assert shared != paper
+    shared, paper = key(prompt_layout="shared-prefix"), key(prompt_layout="paper")
+    assert shared != paper != key()
     monkeypatch.setattr(pipeline, "PROMPT_VERSION", "chief-1")
-    assert key() != shared
+    assert key(prompt_layout="shared-prefix") != shared

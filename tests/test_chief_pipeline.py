@@ -287,11 +287,13 @@ def test_graph_file_round_trip_and_graph_out(tmp_path: Path) -> None:
 def test_a_small_context_budget_truncates_visibly() -> None:
     trace = load_trace(FIXTURES / "loop_trace.json")
     trace.steps[3].content += " filler" * 1500
-    result, router = run("chief:M1", trace=trace, context_budget=2500)
+    # (The default layout's system message needs about 3k tokens of the budget itself;
+    # tests/test_chief_instructions.py checks that it counts.)
+    result, router = run("chief:M1", trace=trace, context_budget=2500, prompt_layout="paper")
     assert result.status == "ok"
     assert "truncated by faultfinder" in router.prompts["decompose"][0]
     assert "context_budget" in result.details["stages"]["decompose"]["note"]
-    too_small, _ = run("chief:M1", trace=trace, context_budget=600)
+    too_small, _ = run("chief:M1", trace=trace, context_budget=600, prompt_layout="paper")
     assert too_small.status == "error" and "context budget" in (too_small.error or "")
 
 

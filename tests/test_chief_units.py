@@ -475,17 +475,15 @@ def test_the_prompt_view_is_compact_json_with_one_entry_a_line() -> None:
 
 
 def test_every_prompt_routes_to_its_own_stage() -> None:
-    templates = {
-        "decompose": prompts.DECOMPOSE,
-        "decompose-refine": prompts.DECOMPOSE_REFINE,
-        "otar": prompts.OTAR,
-        "edges": prompts.EDGES,
-        "step-edges": prompts.STEP_EDGES,
-        "oracles": prompts.ORACLES,
-        "oracle": prompts.ORACLE_ONE,
-        "backtrack": prompts.BACKTRACK,
-        "attribution": prompts.ATTRIBUTION,
-        "direct": prompts.DIRECT,
-    }
+    from faultfinder.methods.chief import instructions
+
+    templates = {**instructions.TEMPLATES, "decompose-refine": prompts.DECOMPOSE_REFINE}
+    assert len(templates) == len(prompts.MARKERS) == len(prompts.STAGE_TITLES) + 1
     for stage, template in templates.items():
         assert prompts.stage_of(template) == stage
+    # An 'instructions-first' request names its stage by its title line alone.
+    for stage, template in instructions.TEMPLATES.items():
+        fields = {"last": 9, "rag_ref": "the problem", "order": "S2 -> S1", "subtask_id": "S1"}
+        assert prompts.stage_of(instructions.request(template, fields)) == stage
+        title_only = prompts.STAGE_LINE.format(title=prompts.STAGE_TITLES[stage])
+        assert prompts.stage_of(title_only) == stage

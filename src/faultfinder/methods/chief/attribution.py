@@ -20,7 +20,6 @@ recorded. With ``screening='model'`` the pick stands and the screening is only r
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -42,6 +41,7 @@ from faultfinder.methods.chief.context import (
     reply_bound,
 )
 from faultfinder.methods.chief.graph import CausalGraph, StageRecord
+from faultfinder.methods.chief.graph_render import json_lines
 
 STAGES = ("Local", "Planning-Control", "Data-Flow", "Final Screening")
 DataFlowRole = Literal["fabricates", "misinterprets", "misuses", "propagates", "none"]
@@ -334,7 +334,7 @@ def candidate_view(graph: CausalGraph, steps: list[int], pruned: bool) -> str:
         }
         for s in steps
     ]
-    return json.dumps(view, ensure_ascii=False, indent=1)
+    return json_lines(view)
 
 
 async def counterfactual(
@@ -350,6 +350,9 @@ async def counterfactual(
                 include_oracles=pruned, max_step_edges=ctx.config.prompt_step_edges
             ),
         },
+        sections=graph.sections(
+            include_oracles=pruned, max_step_edges=ctx.config.prompt_step_edges
+        ),
     )
     roster = ctx.roster
     reply = await ctx.ask_json(
@@ -377,6 +380,7 @@ async def direct(
                 include_oracles=False, max_step_edges=ctx.config.prompt_step_edges
             )
         },
+        sections=graph.sections(include_oracles=False, max_step_edges=ctx.config.prompt_step_edges),
     )
     roster = ctx.roster
     constraint = agent_step_grammar(roster, range(ctx.n_steps)) if ctx.config.grammar else None

@@ -160,6 +160,7 @@ async def backtrack(ctx: StageContext, graph: CausalGraph) -> tuple[Candidates |
             "graph": graph.to_prompt_text(max_step_edges=ctx.config.prompt_step_edges),
             "order": " -> ".join(order),
         },
+        sections=graph.sections(max_step_edges=ctx.config.prompt_step_edges),
     )
     reply = await ctx.ask_json(
         prompt,

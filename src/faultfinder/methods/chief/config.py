@@ -23,11 +23,15 @@ class ChiefConfig(MethodConfig):
     """Which modules run: 'M1' graph + direct answer; 'M1+M2' graph, oracles and
     backtracking (earliest candidate step wins); 'M1+M3' graph + counterfactual attribution
     over all steps; 'full' all three (the paper's CHIEF)."""
-    prompt_layout: Layout = "shared-prefix"
-    """'shared-prefix': every stage's prompt starts with the same text (problem, answer,
-    configuration, conversation) and puts its own opening sentence and instructions after
-    it, so a server's prefix cache serves the conversation after the first call; 'paper':
-    the paper's order (the stage's opening sentence first). Same wording either way."""
+    prompt_layout: Layout = "instructions-first"
+    """'instructions-first': every stage's instructions come first, in one system message
+    that is the same for every call of every run, then the problem and conversation, the
+    causal graph as far as it is built (in the order it is built), and a short request
+    naming the stage, so a server's prefix cache serves the instructions, the conversation
+    and the graph to every call that repeats them; 'shared-prefix': each stage's prompt
+    starts with the problem and conversation and puts its own opening sentence and
+    instructions after them (prompts 'chief-3'); 'paper': the paper's order (the stage's
+    opening sentence first). Same instructions in each."""
     knowledge_base: str | None = None
     """Decomposition exemplars: a JSONL file of {task, steps}, 'builtin' for the small
     example shipped with faultfinder, or None for zero-shot decomposition."""

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import LLM, ParseError, Reply
 from faultfinder.methods.answers import Roster, extract_json, roster_of
-from faultfinder.methods.chief import prompts
+from faultfinder.methods.chief import instructions, prompts
 from faultfinder.methods.chief.config import ChiefConfig
 from faultfinder.methods.fitting import fit_steps
 from faultfinder.methods.reference import ground_truth_for
@@ -43,8 +43,8 @@ class StageContext:
     truncated: set[str] = field(default_factory=set)
     """Stages whose conversation had to be truncated to fit the context budget."""
     shared_history: tuple[str, bool] | None = None
-    """'shared-prefix' layout: the conversation as the stages show it, and whether it was
-    cut."""
+    """'shared-prefix' and 'instructions-first' layouts: the conversation as the stages
+    show it, and whether it was cut."""
 
     @property
     def n_steps(self) -> int:
@@ -64,21 +64,28 @@ class StageContext:
         template: str,
         fields: dict[str, Any],
         *,
+        sections: Sequence[str] = (),
         steps: Sequence[Step] | None = None,
         partial_from: int | None = None,
-    ) -> str:
-        """Fill ``template`` (which has a ``{header}`` slot) in the configured layout, with
-        the conversation rendered to fit ``context_budget`` after everything else in the
-        prompt.
+    ) -> list[dict[str, Any]]:
+        """The messages of a call of ``template`` (which has a ``{header}`` slot) in the
+        configured layout, with the conversation rendered to fit ``context_budget`` after
+        everything else in the prompt.
 
-        'paper' layout: each stage fits the conversation on its own, and ``steps`` /
-        ``partial_from`` show only part of it. 'shared-prefix' layout: every stage shows
-        the same rendering of the whole conversation (a remaining part is named after the
-        header instead), and the fitted rendering is reused while the stage's prompt
-        still fits, so all calls of a run share the header as their prompt prefix; a stage
-        that no longer fits cuts the conversation further, and later stages reuse that."""
+        'paper' layout: one user message; each stage fits the conversation on its own, and
+        ``steps`` / ``partial_from`` show only part of it. 'shared-prefix': one user
+        message; every stage shows the same rendering of the whole conversation (a
+        remaining part is named after the header instead), and the fitted rendering is
+        reused while the stage's prompt still fits, so all calls of a run share the header
+        as their prompt prefix; a stage that no longer fits cuts the conversation further,
+        and later stages reuse that. 'instructions-first': as 'shared-prefix', but every
+        stage's instructions come first, in a system message shared by all calls, and the
+        user message shows ``sections`` (the graph as far as the stage knows it) in place
+        of the template's subtask list and graph view, then the stage's own views and its
+        request."""
         cfg = self.config
-        shared = cfg.prompt_layout == "shared-prefix"
+        layout_name = cfg.prompt_layout
+        shared = layout_name != "paper"
         note = ""
         if shared:
             if partial_from is not None:
@@ -89,7 +96,23 @@ class StageContext:
         shown = list(self.trace.steps) if steps is None else list(steps)
         ground_truth = ground_truth_for(self.trace, cfg.with_ground_truth)
         metadata = render_metadata(self.trace, cfg.observability)
-        layout = prompts.arrange(template, cfg.prompt_layout)
+        system = ""
+        if layout_name == "instructions-first":
+            system = instructions.instructions()
+            own = (
+                "".join(sections)
+                + instructions.own_views(template, fields)
+                + instructions.request(template, fields)
+            )
+
+            def fill(head: str) -> str:
+                return head + note + "\n" + own
+
+        else:
+            layout = prompts.arrange(template, layout_name)
+
+            def fill(head: str) -> str:
+                return layout.format(header=head + note, **fields)
 
         def build(history: str) -> str:
             head = prompts.header(
@@ -100,17 +123,24 @@ class StageContext:
                 metadata,
                 partial_from=partial_from,
             )
-            return layout.format(header=head + note, **fields)
+            return fill(head)
+
+        def messages(user: str) -> list[dict[str, Any]]:
+            first = [{"role": "system", "content": system}] if system else []
+            return [*first, {"role": "user", "content": user}]
+
+        def size(user: str) -> int:
+            return self.llm.count_tokens(system + "\n" + user if system else user)
 
         budget = context_budget(cfg, self.llm, cfg.reply_tokens(REPLY_CAP_TOKENS))
         if shared and self.shared_history is not None:
             history, cut = self.shared_history
             prompt = build(history)
-            if budget is None or self.llm.count_tokens(prompt) <= budget:
+            if budget is None or size(prompt) <= budget:
                 if cut:
                     self.truncated.add(stage)
-                return prompt
-        reserved = self.llm.count_tokens(build(""))
+                return messages(prompt)
+        reserved = size(build(""))
         options = RenderOptions.from_config(cfg)
         history, cut = fit_steps(
             self.trace, shown, options, budget, self.llm.count_tokens, reserved
@@ -119,14 +149,14 @@ class StageContext:
             self.shared_history = (history, cut)
         if cut:
             self.truncated.add(stage)
-        return build(history)
+        return messages(build(history))
 
     def constraint(self) -> OutputConstraint | None:
         return OutputConstraint(gbnf=JSON_GBNF) if self.config.json_grammar else None
 
     async def ask_json(
         self,
-        messages: list[dict[str, Any]] | str,
+        messages: list[dict[str, Any]],
         parse: Callable[[Any], T],
         *,
         purpose: str,

@@ -206,7 +206,7 @@ async def decompose(
             "last": last,
         },
     )
-    messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+    messages: list[dict[str, Any]] = prompt
     attempts = 0
     plan: list[PlanItem] | None = None
     note = ""

@@ -40,6 +40,7 @@ from faultfinder.methods.chief.graph import (
     Subtask,
     SubtaskEdge,
 )
+from faultfinder.methods.chief.graph_render import section_texts
 from faultfinder.methods.chief.otar import match_subtask
 
 
@@ -178,7 +179,12 @@ async def build_edges(
     ctx: StageContext, subtasks: list[Subtask], nodes: list[AgentNode]
 ) -> tuple[list[SubtaskEdge], list[AgentEdge], StageRecord]:
     """Subtask and agent edges (one call). On an unparsed reply only default edges remain."""
-    prompt = ctx.render("edges", prompts.EDGES, {"subtasks": subtasks_agents_text(subtasks, nodes)})
+    prompt = ctx.render(
+        "edges",
+        prompts.EDGES,
+        {"subtasks": subtasks_agents_text(subtasks, nodes)},
+        sections=section_texts(subtasks, nodes),
+    )
     reply = await ctx.ask_json(
         prompt,
         lambda data: parse_edges(data, subtasks, ctx.roster.aliases),
@@ -244,7 +250,12 @@ async def build_step_edges(
     """Step edges from the model (Fig. 9). Unparsed → none from the model."""
     from faultfinder.methods.chief.otar import subtasks_text
 
-    prompt = ctx.render("step-edges", prompts.STEP_EDGES, {"subtasks": subtasks_text(subtasks)})
+    prompt = ctx.render(
+        "step-edges",
+        prompts.STEP_EDGES,
+        {"subtasks": subtasks_text(subtasks)},
+        sections=section_texts(subtasks),
+    )
     reply = await ctx.ask_json(
         prompt,
         lambda data: parse_step_edges(data, ctx),

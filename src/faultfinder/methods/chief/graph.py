@@ -12,7 +12,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from faultfinder.methods.chief.graph_render import prompt_view, render_dot, render_mermaid
+from faultfinder.methods.chief.graph_render import (
+    prompt_view,
+    render_dot,
+    render_mermaid,
+    section_texts,
+)
 
 SubtaskEdgeType = Literal["data_dependency", "logical_prereq"]
 AgentEdgeType = Literal[
@@ -358,6 +363,16 @@ class CausalGraph(BaseModel):
     def to_mermaid(self) -> str:
         """Mermaid flowchart text of the same picture."""
         return render_mermaid(self)
+
+    def sections(self, *, include_oracles: bool = True, max_step_edges: int = 80) -> list[str]:
+        """The graph as the 'instructions-first' prompt layout shows it, in three sections."""
+        return section_texts(
+            self.subtasks,
+            self.agents,
+            self,
+            include_oracles=include_oracles,
+            max_step_edges=max_step_edges,
+        )
 
     def to_prompt_text(self, *, include_oracles: bool = True, max_step_edges: int = 80) -> str:
         """A compact JSON view for prompts (OTAR, edges, loops, oracles), one entry a line."""

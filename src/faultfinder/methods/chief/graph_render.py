@@ -8,7 +8,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from faultfinder.methods.chief.graph import CausalGraph, StepEdge
+    from faultfinder.methods.chief.graph import AgentNode, CausalGraph, StepEdge, Subtask
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -185,7 +185,13 @@ def prompt_view(graph: CausalGraph, *, include_oracles: bool, max_step_edges: in
     reader can find an edge or a subtask by scanning lines (docs/methods/chief.md,
     "Deviations").
     """
-    view = view_data(graph, include_oracles=include_oracles, max_step_edges=max_step_edges)
+    return json_lines(
+        view_data(graph, include_oracles=include_oracles, max_step_edges=max_step_edges)
+    )
+
+
+def json_lines(view: dict[str, Any]) -> str:
+    """``view`` as compact JSON, each entry of a non-empty list on a line of its own."""
     lines = ["{"]
     for i, (key, value) in enumerate(view.items()):
         comma = "," if i < len(view) - 1 else ""
@@ -203,6 +209,63 @@ def prompt_view(graph: CausalGraph, *, include_oracles: bool, max_step_edges: in
 
 def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _list_lines(items: list[dict[str, Any]]) -> str:
+    """A JSON list, one compact entry a line."""
+    if not items:
+        return "[]"
+    body = ",\n".join(_compact(item) for item in items)
+    return f"[\n{body}\n]"
+
+
+def section_texts(
+    subtasks: list[Subtask],
+    nodes: list[AgentNode] | None = None,
+    graph: CausalGraph | None = None,
+    *,
+    include_oracles: bool = True,
+    max_step_edges: int = 80,
+) -> list[str]:
+    """The graph as the 'instructions-first' layout shows it, in the order it is built: the
+    subtasks; then (given ``nodes``) the agent nodes with their OTAR; then (given
+    ``graph``) the edges, loop groups and oracles. Together the same content as
+    ``view_data``; a stage that knows more of the graph shows more sections, and each
+    section reads the same in every stage that shows it."""
+    from faultfinder.methods.chief import prompts
+
+    texts = [
+        prompts.SUBTASKS_SECTION.format(
+            body=_list_lines(
+                [
+                    {
+                        "id": s.id,
+                        "name": s.name,
+                        "description": s.description,
+                        "step_range": [s.start, s.end],
+                        "agents": s.agents,
+                    }
+                    for s in subtasks
+                ]
+            )
+        )
+    ]
+    if nodes is None:
+        return texts
+    entries = []
+    for node in nodes:
+        entry: dict[str, Any] = {"subtask": node.subtask, "agent": node.agent, "steps": node.steps}
+        if node.otar is not None:
+            entry["OTAR"] = node.otar.model_dump()
+        entries.append(entry)
+    texts.append(prompts.NODES_SECTION.format(body=_list_lines(entries)))
+    if graph is None:
+        return texts
+    links = _links(graph, max_step_edges)
+    if include_oracles:
+        links["oracles"] = [o.model_dump() for o in graph.oracles]
+    texts.append(prompts.LINKS_SECTION.format(body=json_lines(links)))
+    return texts
 
 
 def view_data(graph: CausalGraph, *, include_oracles: bool, max_step_edges: int) -> dict[str, Any]:
@@ -226,11 +289,15 @@ def view_data(graph: CausalGraph, *, include_oracles: bool, max_step_edges: int)
         if oracle is not None:
             entry["oracle"] = oracle.model_dump(exclude={"subtask"})
         subtasks.append(entry)
+    return {"subtasks": subtasks, **_links(graph, max_step_edges)}
+
+
+def _links(graph: CausalGraph, max_step_edges: int) -> dict[str, Any]:
+    """Edges (step edges capped, model edges first) and loop groups of the graph."""
     llm_edges = [e for e in graph.step_edges if e.origin != "deterministic"]
     det_edges = [e for e in graph.step_edges if e.origin == "deterministic"]
     shown = (llm_edges + det_edges)[:max_step_edges]
     view: dict[str, Any] = {
-        "subtasks": subtasks,
         "subtask_edges": [
             {
                 "from": e.source,

@@ -22,6 +22,7 @@ from faultfinder.methods.chief.context import (
     get_field,
 )
 from faultfinder.methods.chief.graph import Oracle, StageRecord, Subtask
+from faultfinder.methods.chief.graph_render import section_texts
 from faultfinder.methods.chief.otar import match_subtask, subtasks_text
 
 
@@ -78,7 +79,10 @@ async def synthesize_oracles(
     """Oracles for the subtasks. A subtask left without one is recorded in the note."""
     if ctx.config.oracle_mode == "single":
         prompt = ctx.render(
-            "oracles", prompts.ORACLES, {"rag": rag, "subtasks": subtasks_text(subtasks)}
+            "oracles",
+            prompts.ORACLES,
+            {"rag": rag, "subtasks": subtasks_text(subtasks)},
+            sections=section_texts(subtasks),
         )
         reply = await ctx.ask_json(
             prompt,
@@ -108,6 +112,7 @@ async def synthesize_oracles(
                     "previous": previous if oracles else "(none: this is the first subtask)",
                     "subtask_id": sub.id,
                 },
+                sections=section_texts(subtasks),
                 steps=ctx.trace.steps[sub.start :],
                 partial_from=sub.start,
             )

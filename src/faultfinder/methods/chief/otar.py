@@ -19,6 +19,7 @@ from faultfinder.methods.answers import Roster, match_agent
 from faultfinder.methods.chief import prompts
 from faultfinder.methods.chief.context import StageContext, as_list, as_text, get_field
 from faultfinder.methods.chief.graph import OTAR, AgentNode, StageRecord, Subtask
+from faultfinder.methods.chief.graph_render import section_texts
 
 
 def agent_nodes(ctx: StageContext, subtasks: list[Subtask]) -> list[AgentNode]:
@@ -109,7 +110,12 @@ async def parse_otar_stage(
     ctx: StageContext, subtasks: list[Subtask], nodes: list[AgentNode]
 ) -> StageRecord:
     """Fill ``nodes[*].otar`` from one OTAR call (paper Fig. 7)."""
-    prompt = ctx.render("otar", prompts.OTAR, {"subtasks": subtasks_text(subtasks)})
+    prompt = ctx.render(
+        "otar",
+        prompts.OTAR,
+        {"subtasks": subtasks_text(subtasks)},
+        sections=section_texts(subtasks),
+    )
     reply = await ctx.ask_json(
         prompt,
         lambda data: parse_otar(data, subtasks, ctx.roster.aliases),

@@ -11,16 +11,19 @@ opening: problem, optional answer, system description, conversation), then the s
 instructions: the paper's order. ``arrange`` gives the 'shared-prefix' layout, the same
 text with the opening sentence moved after the header, so that every call of a run starts
 with the same long text and a server's prefix cache serves it (docs/methods/chief.md,
-"Prompt layout").
+"Prompt layout"). The module ``instructions`` builds the 'instructions-first' layout
+from the same templates: every stage's instructions together in one system message that
+every call of every run shares, and per call the header, the graph as far as it is built
+(the ``*_SECTION`` texts below), the stage's own views and a short request.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-PROMPT_VERSION = "chief-3"
+PROMPT_VERSION = "chief-4"
 
-Layout = Literal["shared-prefix", "paper"]
+Layout = Literal["instructions-first", "shared-prefix", "paper"]
 
 HEADER_SLOT = "{header}\n"
 
@@ -39,10 +42,30 @@ MARKERS: dict[str, str] = {
 }
 
 
+STAGE_TITLES: dict[str, str] = {
+    "decompose": "Decomposition",
+    "otar": "OTAR parsing",
+    "edges": "Subtask and agent edges",
+    "step-edges": "Step edges",
+    "oracles": "Virtual oracles, all subtasks",
+    "oracle": "Virtual oracle, one subtask",
+    "backtrack": "Hierarchical backtracking",
+    "attribution": "Counterfactual attribution",
+    "direct": "Direct answer over the graph",
+}
+"""'instructions-first' layout: each stage's title, in pipeline order. The system message
+heads each stage's instructions with it, and a request names its stage by it."""
+STAGE_LINE = "Stage: {title}."
+"""The first line of an 'instructions-first' request."""
+
+
 def stage_of(prompt: str) -> str:
     """The stage a prompt (or its last user message) belongs to; '' if none."""
     for stage, marker in MARKERS.items():
         if marker in prompt:
+            return stage
+    for stage, title in STAGE_TITLES.items():
+        if STAGE_LINE.format(title=title) in prompt:
             return stage
     return ""
 
@@ -78,6 +101,8 @@ def arrange(template: str, layout: Layout) -> str:
     paper's order."""
     if layout == "paper":
         return template
+    if layout != "shared-prefix":
+        raise ValueError(f"arrange: no template arrangement for the {layout!r} layout")
     opening, rest = template.split("\n", 1)
     if not rest.startswith(HEADER_SLOT):
         raise ValueError("a CHIEF stage template must have the {header} slot on its second line")
@@ -90,6 +115,19 @@ def arrange(template: str, layout: Layout) -> str:
             shared += introduction
             break
     return shared + opening + "\n" + rest
+
+
+SUBTASKS_SECTION = "Below are the subtasks:\n{body}\n"
+NODES_SECTION = (
+    "Below are the agents of each subtask, with their Observation/Thought/Action/Result:\n{body}\n"
+)
+LINKS_SECTION = (
+    "Below are the graph's subtask, agent and step edges, its loop groups and, when made, "
+    "the subtask oracles:\n{body}\n"
+)
+"""'instructions-first' layout: the causal graph in the order it is built (subtasks after
+decomposition, agent nodes after OTAR parsing, the rest after the edge and oracle stages),
+so each stage's prompt extends what an earlier stage's prompt showed."""
 
 
 def header(
