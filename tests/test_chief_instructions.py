@@ -17,6 +17,7 @@ from faultfinder.llm import LLM, ChatRequest, FunctionBackend
 from faultfinder.llm.base import approx_token_count
 from faultfinder.methods import Attribution, create_method, run_method
 from faultfinder.methods.chief import ChiefConfig, build_graph, instructions, prompts
+from faultfinder.methods.chief.pipeline import OWN_INSTRUCTIONS_NOTE
 from faultfinder.methods.chief.prompts import stage_of
 from faultfinder.testing.prefix_cache import BLOCK_TOKENS, PrefixCache, PrefixCachingBackend
 from faultfinder.traces.loader import load_trace
@@ -195,14 +196,57 @@ def test_a_prefix_cache_serves_instructions_across_runs_and_the_run_across_stage
     assert later < later_shared * 0.6
 
 
-def test_the_context_budget_counts_the_system_message() -> None:
+def test_a_roomy_budget_keeps_every_instruction_and_the_whole_conversation() -> None:
     trace = load_trace(FIXTURES / "loop_trace.json")
     trace.steps[3].content += " filler" * 1500
     system_tokens = approx_token_count(instructions.instructions())
-    result = run("chief:M1", trace, context_budget=system_tokens + 2500)
-    assert result.status == "ok"
-    assert all("truncated by faultfinder" in (c.prompt or "") for c in result.calls)
-    too_small = run("chief:M1", trace, context_budget=system_tokens)
-    assert too_small.status == "error" and "context budget" in (too_small.error or "")
-    roomy = run("chief:M1", trace, context_budget=system_tokens + 12000)
+    roomy_recorder = Recorder()
+    roomy = run("chief:M1", trace, roomy_recorder, context_budget=system_tokens + 12000)
+    assert roomy.status == "ok"
+    assert all(m[0]["role"] == "system" for m in roomy_recorder.requests)
     assert all("truncated" not in (c.prompt or "") for c in roomy.calls)
+    assert OWN_INSTRUCTIONS_NOTE not in json.dumps(roomy.details)
+
+
+def test_a_stage_that_does_not_fit_with_every_instruction_gets_its_own_only() -> None:
+    trace = load_trace(FIXTURES / "loop_trace.json")
+    trace.steps[3].content += " filler" * 1500
+    system_tokens = approx_token_count(instructions.instructions())
+    # The conversation fits beside one stage's instructions but not beside all of them:
+    # no stage cuts it, each is sent in the shared-prefix form and says so.
+    recorder = Recorder()
+    result = run("chief:M1", trace, recorder, context_budget=system_tokens + 2500)
+    assert result.status == "ok"
+    assert all(len(m) == 1 and m[0]["role"] == "user" for m in recorder.requests)
+    assert all("truncated by faultfinder" not in (c.prompt or "") for c in result.calls)
+    stages = result.details["stages"]
+    for name in ("decompose", "otar", "edges", "step_edges"):
+        assert OWN_INSTRUCTIONS_NOTE in stages[name]["note"], name
+    assert result.agent == run("chief:M1", trace, prompt_layout="shared-prefix").agent
+    # Smaller still: the shared-prefix form cuts the conversation, as that layout does.
+    cut = run("chief:M1", trace, context_budget=2500)
+    assert cut.status == "ok"
+    assert all("truncated by faultfinder" in (c.prompt or "") for c in cut.calls)
+    too_small = run("chief:M1", trace, context_budget=300)
+    assert too_small.status == "error" and "context budget" in (too_small.error or "")
+
+
+def test_stages_use_every_instruction_while_they_fit() -> None:
+    trace = load_trace(FIXTURES / "loop_trace.json")
+    trace.steps[3].content += " filler" * 300
+    recorder = Recorder()
+    probe = run("chief:M1", trace, recorder)
+    sizes = [
+        approx_token_count(m[0]["content"] + "\n" + m[1]["content"]) for m in recorder.requests
+    ]
+    # A budget between the smallest and the largest prompt: the early stages keep the
+    # system message, the later (larger) ones fall back, and nothing is cut.
+    budget = (min(sizes) + max(sizes)) // 2
+    recorder = Recorder()
+    result = run("chief:M1", trace, recorder, context_budget=budget)
+    assert result.status == "ok" and probe.agent == result.agent
+    kinds = [m[0]["role"] for m in recorder.requests]
+    assert "system" in kinds and "user" in kinds
+    for messages, size in zip(recorder.requests, sizes, strict=True):
+        assert (messages[0]["role"] == "system") == (size <= budget)
+    assert all("truncated by faultfinder" not in (c.prompt or "") for c in result.calls)

@@ -33,6 +33,20 @@ number ::= "-"? [0-9]+ ( "." [0-9]+ )? ws
 ws ::= [ \n]?"""
 
 
+@dataclass(frozen=True)
+class _Form:
+    """A stage's prompt in one layout, with the conversation still to be filled in."""
+
+    shown: list[Step]
+    """The steps the conversation shows."""
+    build: Callable[[str], str]
+    """The user message around a rendering of the conversation."""
+    messages: Callable[[str], list[dict[str, Any]]]
+    """The call's messages around a user message."""
+    size: Callable[[str], int]
+    """Prompt tokens of a user message and what comes before it."""
+
+
 @dataclass
 class StageContext:
     """Shared inputs of the stages of one run."""
@@ -42,6 +56,10 @@ class StageContext:
     llm: LLM
     truncated: set[str] = field(default_factory=set)
     """Stages whose conversation had to be truncated to fit the context budget."""
+    own_instructions: set[str] = field(default_factory=set)
+    """'instructions-first' layout: stages whose prompt with every stage's instructions
+    did not fit the context budget, so they were sent in the 'shared-prefix' form (their
+    own instructions only)."""
     shared_history: tuple[str, bool] | None = None
     """'shared-prefix' and 'instructions-first' layouts: the conversation as the stages
     show it, and whether it was cut."""
@@ -82,9 +100,57 @@ class StageContext:
         stage's instructions come first, in a system message shared by all calls, and the
         user message shows ``sections`` (the graph as far as the stage knows it) in place
         of the template's subtask list and graph view, then the stage's own views and its
-        request."""
+        request. When that prompt does not fit the context budget with the conversation as
+        the run shows it (whole, or as cut for an earlier stage), the stage is sent in the
+        'shared-prefix' form instead, with its own instructions only, before any further
+        cut of the conversation (recorded in ``own_instructions``)."""
         cfg = self.config
+        budget = context_budget(cfg, self.llm, cfg.reply_tokens(REPLY_CAP_TOKENS))
         layout_name = cfg.prompt_layout
+        if layout_name == "instructions-first" and budget is not None:
+            first = self._compose(
+                "instructions-first", template, fields, sections, steps, partial_from
+            )
+            history = (
+                self.shared_history[0]
+                if self.shared_history is not None
+                else fit_steps(self.trace, first.shown, RenderOptions.from_config(cfg), None)[0]
+            )
+            if first.size(first.build(history)) > budget:
+                layout_name = "shared-prefix"
+                self.own_instructions.add(stage)
+        form = self._compose(layout_name, template, fields, sections, steps, partial_from)
+        shared = layout_name != "paper"
+        if shared and self.shared_history is not None:
+            history, cut = self.shared_history
+            prompt = form.build(history)
+            if budget is None or form.size(prompt) <= budget:
+                if cut:
+                    self.truncated.add(stage)
+                return form.messages(prompt)
+        reserved = form.size(form.build(""))
+        options = RenderOptions.from_config(cfg)
+        history, cut = fit_steps(
+            self.trace, form.shown, options, budget, self.llm.count_tokens, reserved
+        )
+        if shared:
+            self.shared_history = (history, cut)
+        if cut:
+            self.truncated.add(stage)
+        return form.messages(form.build(history))
+
+    def _compose(
+        self,
+        layout_name: prompts.Layout,
+        template: str,
+        fields: dict[str, Any],
+        sections: Sequence[str],
+        steps: Sequence[Step] | None,
+        partial_from: int | None,
+    ) -> _Form:
+        """How a prompt of ``template`` is put together in one layout, the conversation
+        left open."""
+        cfg = self.config
         shared = layout_name != "paper"
         note = ""
         if shared:
@@ -132,24 +198,7 @@ class StageContext:
         def size(user: str) -> int:
             return self.llm.count_tokens(system + "\n" + user if system else user)
 
-        budget = context_budget(cfg, self.llm, cfg.reply_tokens(REPLY_CAP_TOKENS))
-        if shared and self.shared_history is not None:
-            history, cut = self.shared_history
-            prompt = build(history)
-            if budget is None or size(prompt) <= budget:
-                if cut:
-                    self.truncated.add(stage)
-                return messages(prompt)
-        reserved = size(build(""))
-        options = RenderOptions.from_config(cfg)
-        history, cut = fit_steps(
-            self.trace, shown, options, budget, self.llm.count_tokens, reserved
-        )
-        if shared:
-            self.shared_history = (history, cut)
-        if cut:
-            self.truncated.add(stage)
-        return messages(build(history))
+        return _Form(shown=shown, build=build, messages=messages, size=size)
 
     def constraint(self) -> OutputConstraint | None:
         return OutputConstraint(gbnf=JSON_GBNF) if self.config.json_grammar else None

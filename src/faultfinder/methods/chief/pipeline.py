@@ -72,6 +72,9 @@ _GRAPH_OPTIONS = (
 )
 _M2_OPTIONS = ("oracle_mode", "prompt_step_edges")
 _OK = ("ok", "cached", "loaded")
+OWN_INSTRUCTIONS_NOTE = "own instructions only: every stage's did not fit context_budget"
+"""A stage's note when the 'instructions-first' prompt did not fit and the stage was sent
+with its own instructions (the 'shared-prefix' form)."""
 
 
 class Chief:
@@ -239,11 +242,15 @@ class Chief:
         return graph
 
     def _note_truncation(self, graph: CausalGraph) -> None:
-        for stage in sorted(self.ctx.truncated):
-            record = graph.stages.get(stage.replace("-", "_"))
-            if record is not None and "truncated" not in record.note:
-                extra = "conversation truncated to fit context_budget"
-                record.note = f"{record.note} | {extra}" if record.note else extra
+        notes = (
+            (self.ctx.own_instructions, OWN_INSTRUCTIONS_NOTE),
+            (self.ctx.truncated, "conversation truncated to fit context_budget"),
+        )
+        for stages, extra in notes:
+            for stage in sorted(stages):
+                record = graph.stages.get(stage.replace("-", "_"))
+                if record is not None and extra not in record.note:
+                    record.note = f"{record.note} | {extra}" if record.note else extra
 
     # --- M2 ---------------------------------------------------------------------
 
