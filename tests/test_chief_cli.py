@@ -147,3 +147,16 @@ def test_bad_chief_option_is_a_clear_error(tmp_path: Path) -> None:
     )
     assert result.exit_code != 0
     assert "modules" in result.output
+
+
+def test_graph_holds_budget_tokens(tmp_path: Path) -> None:
+    model = scripted(tmp_path, *GRAPH_STAGES)
+    args = ["graph", TRACE, "--out", str(tmp_path / "g.json"), "--model", model]
+    args += ["--cache", "none", "--stage-cache", "none"]
+    over = CliRunner().invoke(main, [*args, "--budget-tokens", "500"])
+    assert over.exit_code == 5, over.output
+    assert "Per-case token budget of 500" in over.output
+    assert not (tmp_path / "g.json").exists()
+    fits = CliRunner().invoke(main, [*args, "--budget-tokens", "10000000"])
+    assert fits.exit_code == 0, fits.output
+    assert (tmp_path / "g.json").exists()

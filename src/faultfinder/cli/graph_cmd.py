@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from faultfinder.cli.common import (
+    budget_tokens_option,
     build_llm,
     exit_for,
     method_options,
@@ -84,6 +85,7 @@ def format_graph(graph: CausalGraph) -> str:
     default=None,
     help="CHIEF stage cache directory (default .faultfinder/chief-stages; 'none' disables).",
 )
+@budget_tokens_option
 @method_options
 @model_options
 @pass_errors
@@ -105,6 +107,9 @@ def graph(
     Options given with --set are CHIEF's (e.g. --set knowledge_base=builtin). The graph is
     kept in the stage cache, so `attribute --method chief` on the same trace with the same
     model and options reuses it. Without --out/--dot/--mermaid the JSON goes to stdout.
+    With --budget-tokens, a build that would spend more stops before the call that would
+    overspend it, writes nothing and exits 5; the replies it got stay in the response cache
+    (--cache), so a rerun with a larger budget does not pay for them again.
     """
     trace = load_trace(trace_path, format=trace_format)
     overrides = method_overrides(with_ground_truth, observability, settings)
@@ -115,7 +120,7 @@ def graph(
     assert isinstance(config, ChiefConfig)
     progress = llm_options.pop("progress")
     llm = with_progress(build_llm(**llm_options), progress)
-    with track_usage() as scope:
+    with track_usage(max_tokens=config.budget_tokens) as scope:
         result = asyncio.run(build_graph(trace, llm, config, with_oracles=with_oracles))
     written: list[str] = []
     if out_path:
