@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from faultfinder.methods.chief.prompts import stage_of
 from faultfinder.testing.prefix_cache import BLOCK_TOKENS, PrefixCache, PrefixCachingBackend
 from faultfinder.traces.loader import load_trace
 from faultfinder.traces.schema import Trace
+from test_chief_layout import answer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "chief"
 REPLIES: dict[str, Any] = json.loads((FIXTURES / "replies_loop.json").read_text("utf-8"))
@@ -35,15 +35,7 @@ class Recorder:
 
     def __call__(self, request: ChatRequest) -> str:
         self.requests.append(request.messages)
-        text = next(m["content"] for m in reversed(request.messages) if m["role"] == "user")
-        stage = stage_of(text)
-        if stage == "oracle":
-            wanted = re.search(r"synthesize the oracle for subtask (S\d+)", text)
-            assert wanted is not None
-            reply = next(o for o in REPLIES["oracles"]["oracles"] if o["subtask"] == wanted[1])
-        else:
-            reply = REPLIES[stage]
-        return reply if isinstance(reply, str) else json.dumps(reply)
+        return answer(request)
 
 
 def run(
@@ -64,6 +56,13 @@ def padded_trace() -> Trace:
     trace = load_trace(FIXTURES / "loop_trace.json")
     for step in trace.steps:
         step.content += " (page text: opening hours, addresses and phone numbers)" * 12
+    return trace
+
+
+def filled_trace(words: int) -> Trace:
+    """The loop fixture with ``words`` words of filler in step 3."""
+    trace = load_trace(FIXTURES / "loop_trace.json")
+    trace.steps[3].content += " filler" * words
     return trace
 
 
@@ -197,8 +196,7 @@ def test_a_prefix_cache_serves_instructions_across_runs_and_the_run_across_stage
 
 
 def test_a_roomy_budget_keeps_every_instruction_and_the_whole_conversation() -> None:
-    trace = load_trace(FIXTURES / "loop_trace.json")
-    trace.steps[3].content += " filler" * 1500
+    trace = filled_trace(1500)
     system_tokens = approx_token_count(instructions.instructions())
     roomy_recorder = Recorder()
     roomy = run("chief:M1", trace, roomy_recorder, context_budget=system_tokens + 12000)
@@ -209,8 +207,7 @@ def test_a_roomy_budget_keeps_every_instruction_and_the_whole_conversation() -> 
 
 
 def test_a_stage_that_does_not_fit_with_every_instruction_gets_its_own_only() -> None:
-    trace = load_trace(FIXTURES / "loop_trace.json")
-    trace.steps[3].content += " filler" * 1500
+    trace = filled_trace(1500)
     system_tokens = approx_token_count(instructions.instructions())
     # The conversation fits beside one stage's instructions but not beside all of them:
     # no stage cuts it, each is sent in the shared-prefix form and says so.
@@ -232,8 +229,7 @@ def test_a_stage_that_does_not_fit_with_every_instruction_gets_its_own_only() ->
 
 
 def test_stages_use_every_instruction_while_they_fit() -> None:
-    trace = load_trace(FIXTURES / "loop_trace.json")
-    trace.steps[3].content += " filler" * 300
+    trace = filled_trace(300)
     recorder = Recorder()
     probe = run("chief:M1", trace, recorder)
     sizes = [

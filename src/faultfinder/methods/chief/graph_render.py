@@ -219,6 +219,20 @@ def _list_lines(items: list[dict[str, Any]]) -> str:
     return f"[\n{body}\n]"
 
 
+def subtask_entries(subtasks: list[Subtask]) -> list[dict[str, Any]]:
+    """The subtasks as the prompts list them (id, name, description, step range, agents)."""
+    return [
+        {
+            "id": s.id,
+            "name": s.name,
+            "description": s.description,
+            "step_range": [s.start, s.end],
+            "agents": s.agents,
+        }
+        for s in subtasks
+    ]
+
+
 def section_texts(
     subtasks: list[Subtask],
     nodes: list[AgentNode] | None = None,
@@ -234,22 +248,7 @@ def section_texts(
     section reads the same in every stage that shows it."""
     from faultfinder.methods.chief import prompts
 
-    texts = [
-        prompts.SUBTASKS_SECTION.format(
-            body=_list_lines(
-                [
-                    {
-                        "id": s.id,
-                        "name": s.name,
-                        "description": s.description,
-                        "step_range": [s.start, s.end],
-                        "agents": s.agents,
-                    }
-                    for s in subtasks
-                ]
-            )
-        )
-    ]
+    texts = [prompts.SUBTASKS_SECTION.format(body=_list_lines(subtask_entries(subtasks)))]
     if nodes is None:
         return texts
     entries = []

@@ -19,7 +19,7 @@ from faultfinder.methods.answers import Roster, match_agent
 from faultfinder.methods.chief import prompts
 from faultfinder.methods.chief.context import StageContext, as_list, as_text, get_field
 from faultfinder.methods.chief.graph import OTAR, AgentNode, StageRecord, Subtask
-from faultfinder.methods.chief.graph_render import section_texts
+from faultfinder.methods.chief.graph_render import section_texts, subtask_entries
 
 
 def agent_nodes(ctx: StageContext, subtasks: list[Subtask]) -> list[AgentNode]:
@@ -90,20 +90,7 @@ def parse_otar(
 
 
 def subtasks_text(subtasks: list[Subtask]) -> str:
-    return json.dumps(
-        [
-            {
-                "id": s.id,
-                "name": s.name,
-                "description": s.description,
-                "step_range": [s.start, s.end],
-                "agents": s.agents,
-            }
-            for s in subtasks
-        ],
-        ensure_ascii=False,
-        indent=1,
-    )
+    return json.dumps(subtask_entries(subtasks), ensure_ascii=False, indent=1)
 
 
 async def parse_otar_stage(
