@@ -16,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from faultfinder.cli import main
-from faultfinder.cli.attribute import step_ranges
 from faultfinder.errors import ConfigError
 from faultfinder.eval.rows import read_rows
 from faultfinder.eval.step_sets import coverage
@@ -25,6 +24,7 @@ from faultfinder.methods import create_method, run_method
 from faultfinder.shortlist import conformal, sets
 from faultfinder.shortlist.features import feature_names
 from faultfinder.shortlist.model import ShortlistModel, softmax, trace_hash
+from faultfinder.shortlist.sets import step_ranges
 from faultfinder.shortlist.weights import Weights, from_json, load_weights, shipped_weights
 from faultfinder.traces.loader import load_trace, load_traces
 from faultfinder.traces.schema import GoldLabel, Step, Trace

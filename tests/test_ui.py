@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from starlette.testclient import TestClient
 
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import ScriptedBackend
+from faultfinder.shortlist.sets import step_ranges
 from faultfinder.ui.app import CSP, UIConfig, create_app
 from faultfinder.ui.catalog import build_catalog
 from faultfinder.ui.jobs import JobRunner
@@ -82,6 +84,26 @@ def test_trace_page_shows_answers_gold_and_evidence(client: TestClient) -> None:
     assert 'class="step decisive-step' in page and 'id="gold"' in page
     echo = client.get(f"/trace/{key_of(client, 'echo-rooms-1')}").text
     assert "ECHO's panel votes" in echo and "agent scores" in echo
+
+
+def test_trace_page_shows_confidence_and_the_step_set(art: Artifacts, client: TestClient) -> None:
+    result = json.loads((art.root / "results" / "loop-chief.json").read_text("utf-8"))
+    steps = result["step_set"]
+    n = len(json.loads((art.root / "traces" / "loop_trace.json").read_text("utf-8"))["steps"])
+    assert steps and len(steps) < n  # a real subset, so the badges below can be wrong
+    page = client.get(f"/trace/{key_of(client, 'chief-loop-1')}").text
+    assert f"step set {{{step_ranges(steps)}}} at 90%: {len(steps)} of {n} steps" in page
+    badged = {
+        int(i)
+        for i in re.findall(
+            r'id="step-(\d+)"[^>]*>\s*<summary>(?:(?!</summary>).)*?in step set', page, re.S
+        )
+    }
+    assert badged == set(steps)
+    echo = json.loads((art.root / "results" / "rooms-echo.json").read_text("utf-8"))
+    assert echo["confidence"] is not None
+    page = client.get(f"/trace/{key_of(client, 'echo-rooms-1')}").text
+    assert f"confidence {echo['confidence']:.2f}" in page
 
 
 def test_step_inputs_are_json_and_the_step_page_has_everything(client: TestClient) -> None:

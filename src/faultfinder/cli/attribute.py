@@ -33,6 +33,7 @@ from faultfinder.methods import (
     run_method,
 )
 from faultfinder.methods.base import Attribution
+from faultfinder.shortlist.sets import describe as describe_step_set
 from faultfinder.traces.loader import load_trace
 
 
@@ -65,33 +66,11 @@ def format_attribution(result: Attribution, n_steps: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def step_ranges(steps: list[int]) -> str:
-    """'1-4, 6, 9-10': sorted steps with consecutive runs of three or more as ranges."""
-    parts: list[str] = []
-    i = 0
-    while i < len(steps):
-        j = i
-        while j + 1 < len(steps) and steps[j + 1] == steps[j] + 1:
-            j += 1
-        if j - i >= 2:
-            parts.append(f"{steps[i]}-{steps[j]}")
-        else:
-            parts.extend(str(s) for s in steps[i : j + 1])
-        i = j + 1
-    return ", ".join(parts)
-
-
 def format_step_set(result: Attribution, n_steps: int | None = None) -> str:
     """'{2-4, 7} at 90%: 4 of 12 steps (33% of the trace); ranked by shipped:deploy'."""
-    steps = result.step_set or []
-    level = result.step_set_level or 0.0
-    text = "{" + step_ranges(steps) + "}" + f" at {100 * level:g}%"
-    if n_steps:
-        share = 100 * len(steps) / n_steps
-        text += f": {len(steps)} of {n_steps} steps ({share:.0f}% of the trace)"
-    if result.step_set_source:
-        text += f"; ranked by {result.step_set_source}"
-    return text
+    return describe_step_set(
+        result.step_set or [], result.step_set_level or 0.0, n_steps, result.step_set_source
+    )
 
 
 @click.command()

@@ -96,3 +96,32 @@ def step_set(
     if include is not None and 0 <= include < len(trace.steps):
         steps.add(include)
     return StepSet(sorted(steps), level, ranked.source)
+
+
+def step_ranges(steps: list[int]) -> str:
+    """'1-4, 6, 9-10': sorted steps with consecutive runs of three or more as ranges."""
+    parts: list[str] = []
+    i = 0
+    while i < len(steps):
+        j = i
+        while j + 1 < len(steps) and steps[j + 1] == steps[j] + 1:
+            j += 1
+        if j - i >= 2:
+            parts.append(f"{steps[i]}-{steps[j]}")
+        else:
+            parts.extend(str(s) for s in steps[i : j + 1])
+        i = j + 1
+    return ", ".join(parts)
+
+
+def describe(
+    steps: list[int], level: float, n_steps: int | None = None, source: str | None = None
+) -> str:
+    """'{2-4, 7} at 90%: 4 of 12 steps (33% of the trace); ranked by shipped:deploy'."""
+    text = "{" + step_ranges(steps) + "}" + f" at {100 * level:g}%"
+    if n_steps:
+        share = 100 * len(steps) / n_steps
+        text += f": {len(steps)} of {n_steps} steps ({share:.0f}% of the trace)"
+    if source:
+        text += f"; ranked by {source}"
+    return text

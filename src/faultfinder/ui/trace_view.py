@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from faultfinder.eval.metrics import agent_correct, step_correct
+from faultfinder.shortlist.sets import describe as describe_step_set
 from faultfinder.traces.schema import Step, Trace
 from faultfinder.ui.catalog import AttributionEntry
 
@@ -28,6 +29,8 @@ class Mark:
     labels: list[str] = field(default_factory=list)
     gold: bool = False
     selected: bool = False
+    in_set: bool = False
+    """In the step set of the selected answer."""
 
 
 @dataclass
@@ -140,6 +143,10 @@ class AnswerRow:
     agent_ok: bool | None
     step_ok: bool | None
     details: dict[str, Any]
+    confidence: float | None = None
+    step_set: list[int] | None = None
+    step_set_text: str | None = None
+    """The step set as `attribute` prints it ('{2-4, 7} at 90%: 4 of 12 steps ...')."""
 
 
 def answer_rows(trace: Trace, entries: Sequence[AttributionEntry]) -> list[AnswerRow]:
@@ -162,6 +169,15 @@ def answer_rows(trace: Trace, entries: Sequence[AttributionEntry]) -> list[Answe
                 agent_ok=None if gold is None else agent_correct(a.agent, gold),
                 step_ok=None if gold is None else step_correct(a.step, gold),
                 details=a.details,
+                confidence=a.confidence,
+                step_set=a.step_set,
+                step_set_text=(
+                    None
+                    if a.step_set is None or a.step_set_level is None
+                    else describe_step_set(
+                        a.step_set, a.step_set_level, len(trace.steps), a.step_set_source
+                    )
+                ),
             )
         )
     return rows
@@ -177,6 +193,10 @@ def marks_for(trace: Trace, answers: Sequence[AnswerRow], selected: int | None) 
     if trace.label is not None:
         for s in trace.label.acceptable_steps:
             marks.setdefault(s, Mark(s)).gold = True
+    chosen = next((row for row in answers if row.index == selected), None)
+    for s in (chosen.step_set or []) if chosen else []:
+        if 0 <= s < len(trace.steps):
+            marks.setdefault(s, Mark(s)).in_set = True
     return marks
 
 
