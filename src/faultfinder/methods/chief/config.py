@@ -30,8 +30,8 @@ class ChiefConfig(MethodConfig):
     naming the stage, so a server's prefix cache serves the instructions, the conversation
     and the graph to every call that repeats them; 'shared-prefix': each stage's prompt
     starts with the problem and conversation and puts its own opening sentence and
-    instructions after them (the layout of prompts 'chief-3'); 'paper': the paper's order (the stage's
-    opening sentence first). Same instructions in each."""
+    instructions after them (the layout of prompts 'chief-3'); 'paper': the paper's order
+    (the stage's opening sentence first). Same instructions in each."""
     knowledge_base: str | None = None
     """Decomposition exemplars: a JSONL file of {task, steps}, 'builtin' for the small
     example shipped with faultfinder, or None for zero-shot decomposition."""

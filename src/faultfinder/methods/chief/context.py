@@ -107,19 +107,17 @@ class StageContext:
         cfg = self.config
         budget = context_budget(cfg, self.llm, cfg.reply_tokens(REPLY_CAP_TOKENS))
         layout_name = cfg.prompt_layout
+        form = self._compose(layout_name, template, fields, sections, steps, partial_from)
         if layout_name == "instructions-first" and budget is not None:
-            first = self._compose(
-                "instructions-first", template, fields, sections, steps, partial_from
-            )
             history = (
                 self.shared_history[0]
                 if self.shared_history is not None
-                else fit_steps(self.trace, first.shown, RenderOptions.from_config(cfg), None)[0]
+                else fit_steps(self.trace, form.shown, RenderOptions.from_config(cfg), None)[0]
             )
-            if first.size(first.build(history)) > budget:
+            if form.size(form.build(history)) > budget:
                 layout_name = "shared-prefix"
                 self.own_instructions.add(stage)
-        form = self._compose(layout_name, template, fields, sections, steps, partial_from)
+                form = self._compose(layout_name, template, fields, sections, steps, partial_from)
         shared = layout_name != "paper"
         if shared and self.shared_history is not None:
             history, cut = self.shared_history
