@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from faultfinder.llm.client import ParseError
@@ -63,6 +65,21 @@ def test_yes_no() -> None:
 def test_extract_json_handles_fences_prose_and_trailing_commas() -> None:
     assert extract_json('Sure!\n```json\n{"a": [1, 2,],}\n```') == {"a": [1, 2]}
     assert extract_json('The result is {"x": "a } in a string"} ok') == {"x": "a } in a string"}
+    # Code quoted inside the answer's strings is not a fence to read instead of the answer.
+    quoted = {
+        "subtasks": [
+            {"id": "S1", "description": "configs: ``` ['0-4-0' '4-4-0' '...", "range": [0, 2]},
+            {"id": "S2", "description": "notation: ``` ['0-4-0', '2-8-...", "range": [3, 4]},
+        ]
+    }
+    assert extract_json(json.dumps(quoted)) == quoted
+    assert extract_json("Answer: " + json.dumps(quoted)) == quoted
+    assert extract_json('Step [3] says:\n```json\n{"a": 1}\n```\nDone.') == {"a": 1}
+    assert extract_json('Step [3] says: ```json {"a": 1}``` done') == {"a": 1}
+    # Nesting too deep for the json module is an unreadable answer, not a crash.
+    for deep in ("[" * 5000, "[" * 5000 + "]" * 5000, "Answer: " + "{" * 5000):
+        with pytest.raises(ParseError):
+            extract_json(deep)
     with pytest.raises(ParseError):
         extract_json("no json here")
 

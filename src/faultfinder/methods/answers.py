@@ -385,27 +385,62 @@ def parse_yes_no(text: str) -> bool:
 # --- JSON --------------------------------------------------------------------------
 
 
+_FENCE = re.compile(r"^[ \t]*```[\w-]*[ \t]*\n(.*?)\n[ \t]*```", re.MULTILINE | re.DOTALL)
+"""A Markdown code fence: opening and closing on lines of their own. A JSON string cannot
+hold a raw newline, so a fence quoted inside a JSON value never matches."""
+_INLINE_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+
+
 def extract_json(text: str) -> Any:
-    """The first JSON object or array in ``text`` (code fences, prose around it and
-    trailing commas tolerated)."""
-    fenced = re.search(r"```(?:json)?\s*(.*?)```", text, flags=re.DOTALL)
-    candidates = [fenced.group(1)] if fenced else []
+    """The JSON object or array ``text`` holds: the whole text when it is one; else the
+    first in a code fence, then the first in the text (prose around it and trailing commas
+    tolerated)."""
+    try:
+        whole = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deep
+        whole = None
+    if isinstance(whole, dict | list):
+        return whole
+    candidates = [m.group(1) for m in _FENCE.finditer(text)]
+    inline = None if candidates else _INLINE_FENCE.search(text)
+    if inline is not None:
+        # '```json {...}``` on one line', unless those backticks are inside the text's
+        # first bracketed block (code quoted in a string of the answer itself).
+        span = _first_block(text)
+        if span is None or not span[0] < inline.start() < span[1]:
+            candidates.append(inline.group(1))
     candidates.append(text)
     for candidate in candidates:
-        for start, char in enumerate(candidate):
-            if char not in "{[":
-                continue
-            end = closing_bracket(candidate, start)
-            if end is None:
-                continue
-            blob = candidate[start : end + 1]
-            for attempt in (blob, re.sub(r",\s*([}\]])", r"\1", blob)):
-                try:
-                    return json.loads(attempt)
-                except json.JSONDecodeError:
-                    pass
-            break
+        span = _first_block(candidate)
+        if span is None:
+            continue
+        blob = candidate[span[0] : span[1] + 1]
+        for attempt in (blob, re.sub(r",\s*([}\]])", r"\1", blob)):
+            try:
+                return json.loads(attempt)
+            except (json.JSONDecodeError, RecursionError):
+                pass
     raise ParseError("no valid JSON object in the answer")
+
+
+MAX_OPEN_BRACKETS = 64
+"""Unclosed brackets :func:`_first_block` looks past before giving up (each costs a scan
+to the end of the text, so the bound keeps a reply of '[[[[...' linear)."""
+
+
+def _first_block(text: str) -> tuple[int, int] | None:
+    """Start and end index of the first bracketed block that closes, or None."""
+    tried = 0
+    for start, char in enumerate(text):
+        if char not in "{[":
+            continue
+        end = closing_bracket(text, start)
+        if end is not None:
+            return start, end
+        tried += 1
+        if tried >= MAX_OPEN_BRACKETS:
+            return None
+    return None
 
 
 def closing_bracket(text: str, start: int) -> int | None:
