@@ -14,6 +14,7 @@ from faultfinder.methods.chief import prompts
 from faultfinder.methods.chief.attribution import (
     Assessment,
     AttributionAnswer,
+    candidate_view,
     parse_attribution,
     screen,
 )
@@ -24,11 +25,12 @@ from faultfinder.methods.chief.graph import (
     AgentNode,
     Candidates,
     CausalGraph,
+    Oracle,
     StepEdge,
     Subtask,
     SubtaskEdge,
 )
-from faultfinder.methods.chief.graph_render import view_data
+from faultfinder.methods.chief.graph_render import step_edge_entries, view_data
 from faultfinder.methods.chief.knowledge import (
     BM25,
     KBEntry,
@@ -212,6 +214,22 @@ def test_values_from_the_task_and_list_markers_are_not_data() -> None:
     assert "1" not in values and "42" in values
     edges = link_values(trace)
     assert [(e.producer, e.consumer, e.data) for e in edges] == [(0, 1, "42")]
+
+
+def test_numbers_inside_paths_file_names_and_identifiers_are_not_data() -> None:
+    text = (
+        "Read ../2023/validation/6359a0b1-8f7b-499b-9336-840f9ab90688.png, run gpt-4o-2024 "
+        "and C:\\data\\v22\\x; area 259.81 on 12/25/2031, 2023-05-01, see --raw-77.csv"
+    )
+    values = {(v.kind, v.text) for v in extract_values(text)}
+    assert ("file", "6359a0b1-8f7b-499b-9336-840f9ab90688.png") in values
+    assert ("file", "raw-77.csv") in values
+    numbers = {t for kind, t in values if kind == "numeric"}
+    # Dates and plain numbers stay; the digits of the path, the UUID, the model name and
+    # the Windows path do not.
+    assert numbers == {"259.81", "12", "25", "2031", "2023-05-01"}
+    trace = _trace([("A", "saved to out/2023/run.txt"), ("B", "the year 2023 had 3 runs")])
+    assert link_values(trace) == []
 
 
 def test_text_values_match_whole_words_only() -> None:
@@ -472,6 +490,56 @@ def test_the_prompt_view_is_compact_json_with_one_entry_a_line() -> None:
     sections = sum(1 for v in full.values() if isinstance(v, list) and v)
     scalars = len(full) - sections
     assert len(lines) == 2 + entries + 2 * sections + scalars
+
+
+def test_a_value_linked_to_many_steps_is_one_entry_of_the_prompt_view() -> None:
+    def edge(producer: int, consumer: int, data: str, origin: str) -> StepEdge:
+        return StepEdge(
+            producer=producer,
+            consumer=consumer,
+            producer_agent="A",
+            consumer_agent="B",
+            data=data,
+            origin=origin,  # type: ignore[arg-type]
+        )
+
+    edges = [
+        edge(0, 8, "10", "deterministic"),
+        edge(0, 6, "10", "deterministic"),
+        edge(2, 3, "the plan", "llm"),
+        edge(0, 7, "10", "deterministic"),
+        edge(0, 3, "42", "deterministic"),
+        edge(5, 6, "10", "deterministic"),
+    ]
+    assert step_edge_entries(edges) == [
+        {"producer": 0, "consumer": 3, "data": "42", "type": "text", "origin": "deterministic"},
+        {"producer": 2, "consumer": 3, "data": "the plan", "type": "text", "origin": "llm"},
+        {
+            "producer": 0,
+            "consumers": [6, 7, 8],
+            "data": "10",
+            "type": "text",
+            "origin": "deterministic",
+        },
+        {"producer": 5, "consumer": 6, "data": "10", "type": "text", "origin": "deterministic"},
+    ]
+    # Every edge is still said: each (producer, consumer, value) appears once.
+    said = {
+        (e["producer"], c, e["data"])
+        for e in step_edge_entries(edges)
+        for c in e.get("consumers", [e.get("consumer")])
+    }
+    assert said == {(e.producer, e.consumer, e.data) for e in edges}
+
+
+def test_the_attribution_candidate_set_leaves_the_oracles_to_the_graph() -> None:
+    graph = _graph()
+    graph.oracles = [Oracle(subtask="S2", goal="find the library's phone number")]
+    graph.candidates = Candidates(subtasks=["S2"], reasons={"S2": "wrong branch"})
+    view = json.loads(candidate_view(graph, [7], pruned=True))
+    assert view["candidate_error_subtasks"] == [{"id": "S2", "reason": "wrong branch"}]
+    shown = graph.to_prompt_text(include_oracles=True, max_step_edges=80)
+    assert "find the library's phone number" in shown
 
 
 def test_every_prompt_routes_to_its_own_stage() -> None:

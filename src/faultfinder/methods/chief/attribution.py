@@ -309,11 +309,8 @@ def candidate_view(graph: CausalGraph, steps: list[int], pruned: bool) -> str:
     view: dict[str, Any] = {}
     if pruned and cand is not None:
         view["candidate_error_subtasks"] = [
-            {
-                "id": sid,
-                "reason": cand.reasons.get(sid, ""),
-                "oracle": o.model_dump(exclude={"subtask"}) if (o := graph.oracle(sid)) else None,
-            }
+            # Each subtask's oracle is in the graph this prompt shows, not repeated here.
+            {"id": sid, "reason": cand.reasons.get(sid, "")}
             for sid in cand.subtasks
         ]
         view["candidate_error_agents"] = [

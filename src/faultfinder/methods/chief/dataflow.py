@@ -17,13 +17,35 @@ from faultfinder.methods.render import message_text, new_input_messages, step_ou
 from faultfinder.traces.schema import Step, Trace
 
 _URL = re.compile(r"https?://[^\s<>\"'()\[\]{}]+")
+# File names match from the start of a token only (not at every hyphen inside one), so a
+# long hyphenated run costs linear time, not quadratic.
 _FILE = re.compile(
-    r"\b[\w\-]+\.(?:csv|tsv|json|jsonl|xlsx|xls|txt|pdf|docx?|pptx?|png|jpe?g|gif|mp3|wav|"
-    r"mp4|zip|py|js|ts|html?|xml|ya?ml|md|sql|ipynb|pdb)\b",
+    r"(?<![\w\-])-*(\w[\w\-]*\.(?:csv|tsv|json|jsonl|xlsx|xls|txt|pdf|docx?|pptx?|png|jpe?g|gif|mp3|wav|"
+    r"mp4|zip|py|js|ts|html?|xml|ya?ml|md|sql|ipynb|pdb))\b",
     re.IGNORECASE,
 )
 _QUOTED = re.compile(r"\"([^\"\n]{4,80})\"|“([^”\n]{4,80})”|(?<!\w)'([^'\n]{4,80})'(?!\w)")
 _NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:-\d+)*(?![\w])")
+# A path ("../2023/validation/a.png", "C:\\data\\v2") or an identifier mixing letters and
+# digits across hyphens (a UUID, a hash) is one value; the numbers inside it are not data.
+# Both match from the start of a token only, so a long token costs linear time.
+_TOKEN_CHARS = r"[^\s\"'`()\[\]{}<>,;]"
+_PATH = re.compile(rf"(?<!{_TOKEN_CHARS}){_TOKEN_CHARS}*[/\\]{_TOKEN_CHARS}*")
+_HYPHENATED = re.compile(r"(?<![\w-])\w+(?:-\w+)+")
+
+
+def _numbers_text(text: str) -> str:
+    """``text`` with URLs, file names, paths and identifiers blanked, so only the numbers
+    that stand on their own are read as numeric values."""
+    text = _URL.sub(" ", text)
+    text = _FILE.sub(" ", text)
+    text = _PATH.sub(lambda m: " " if re.search(r"[A-Za-z_]", m.group(0)) else m.group(0), text)
+    return _HYPHENATED.sub(lambda m: " " if _is_identifier(m.group(0)) else m.group(0), text)
+
+
+def _is_identifier(token: str) -> bool:
+    """'499b-9336-840f' or 'COVID-19': letters and digits together; '2023-05-01' is a date."""
+    return re.search(r"[A-Za-z]", token) is not None and re.search(r"\d", token) is not None
 
 
 @dataclass(frozen=True)
@@ -61,7 +83,7 @@ def extract_values(text: str) -> list[Value]:
         add(m.group(0).rstrip(".,;:!?"), "url")
     rest = _URL.sub(" ", rest)
     for m in _FILE.finditer(rest):
-        add(m.group(0), "file")
+        add(m.group(1), "file")
     for m in _QUOTED.finditer(rest):
         quoted = next(g for g in m.groups() if g is not None).strip()
         # A quoted word followed by ':' is a JSON key or label, not data; a single short
@@ -71,7 +93,7 @@ def extract_values(text: str) -> list[Value]:
         if len(quoted.split()) < 2 and len(quoted) < 12:
             continue
         add(quoted, "text")
-    for m in _NUMBER.finditer(rest):
+    for m in _NUMBER.finditer(_numbers_text(rest)):
         number = _norm_number(m.group(0))
         if number is not None:
             add(number, "numeric")
@@ -105,7 +127,7 @@ class _Indexed:
 def _index(text: str) -> _Indexed:
     lowered = text.lower()
     numbers = {
-        n for n in (_norm_number(m.group(0)) for m in _NUMBER.finditer(_URL.sub(" ", text))) if n
+        n for n in (_norm_number(m.group(0)) for m in _NUMBER.finditer(_numbers_text(text))) if n
     }
     return _Indexed(lowered, numbers)
 

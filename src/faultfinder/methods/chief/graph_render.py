@@ -291,6 +291,28 @@ def view_data(graph: CausalGraph, *, include_oracles: bool, max_step_edges: int)
     return {"subtasks": subtasks, **_links(graph, max_step_edges)}
 
 
+def step_edge_entries(edges: list[StepEdge]) -> list[dict[str, Any]]:
+    """Step edges as the prompts list them, by first consumer. The deterministic linker
+    links one value to every later step that uses it; those edges are one entry with a
+    ``consumers`` list (the same facts, said once), model edges one entry each."""
+    ordered = sorted(edges, key=lambda e: (e.consumer, e.producer))
+    consumers: dict[tuple[int, str, str], list[int]] = {}
+    for e in ordered:
+        if e.origin == "deterministic":
+            consumers.setdefault((e.producer, e.data, e.data_type), []).append(e.consumer)
+    entries: list[dict[str, Any]] = []
+    for e in ordered:
+        entry: dict[str, Any] = {"producer": e.producer, "consumer": e.consumer}
+        if e.origin == "deterministic":
+            steps = consumers.pop((e.producer, e.data, e.data_type), None)
+            if steps is None:  # listed with the value's first consumer
+                continue
+            if len(steps) > 1:
+                entry = {"producer": e.producer, "consumers": steps}
+        entries.append({**entry, "data": e.data, "type": e.data_type, "origin": e.origin})
+    return entries
+
+
 def _links(graph: CausalGraph, max_step_edges: int) -> dict[str, Any]:
     """Edges (step edges capped, model edges first) and loop groups of the graph."""
     llm_edges = [e for e in graph.step_edges if e.origin != "deterministic"]
@@ -316,16 +338,7 @@ def _links(graph: CausalGraph, max_step_edges: int) -> dict[str, Any]:
             }
             for e in graph.agent_edges
         ],
-        "step_edges": [
-            {
-                "producer": e.producer,
-                "consumer": e.consumer,
-                "data": e.data,
-                "type": e.data_type,
-                "origin": e.origin,
-            }
-            for e in sorted(shown, key=lambda e: (e.consumer, e.producer))
-        ],
+        "step_edges": step_edge_entries(shown),
         "loop_groups": [
             {
                 "id": g.id,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-PROMPT_VERSION = "chief-4"
+PROMPT_VERSION = "chief-5"
 
 Layout = Literal["instructions-first", "shared-prefix", "paper"]
 
