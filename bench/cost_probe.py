@@ -53,6 +53,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from faultfinder.cli.common import method_overrides
 from faultfinder.errors import FaultfinderError
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
 from faultfinder.eval.rows import EvalRow, latest_by_key, read_rows
@@ -233,7 +234,13 @@ class Gold:
         return cls(label.agent, label.step, trace.steps[label.step].agent, reason)
 
 
+REPLY_SCALE = 1.0
+"""Multiplies the length of every excerpt a stand-in reply quotes (``--reply-scale``): a
+sensitivity check of the figures that depend on how long a model's replies are."""
+
+
 def snippet(text: str, limit: int = 90) -> str:
+    limit = round(limit * REPLY_SCALE)
     flat = re.sub(r"\s+", " ", text).strip()
     return flat if len(flat) <= limit else flat[:limit] + "..."
 
@@ -449,7 +456,7 @@ def chief_otar(trace: Trace, sid: str, a: int, b: int) -> dict[str, Any]:
         entries.append(
             {
                 "agent": agent,
-                "observation": snippet(step_output_text(before)) if before else trace.task[:90],
+                "observation": snippet(step_output_text(before)) if before else snippet(trace.task),
                 "thought": f"{agent} works on this phase over {len(own)} step(s).",
                 "action": snippet(step_output_text(trace.steps[first])),
                 "result": snippet(step_output_text(trace.steps[last])),
@@ -595,12 +602,12 @@ def build_plans(
     observability: Observability,
     own_default: Sequence[str],
     with_ground_truth: bool,
+    options: Sequence[str] = (),
 ) -> list[MethodPlan]:
     plans: list[MethodPlan] = []
     for spec in specs:
         overrides = dict(METHOD_OVERRIDES.get(base_name(spec), {}))
-        if with_ground_truth:
-            overrides["with_ground_truth"] = True
+        overrides.update(method_overrides(with_ground_truth, None, tuple(options)))
         settings: list[Observability | None] = [observability]
         if spec in own_default:
             settings.append(None)
@@ -739,11 +746,29 @@ def main() -> int:
     parser.add_argument(
         "--agentic-reads", type=int, default=AGENTIC_READS, help="steps read before submitting"
     )
+    parser.add_argument(
+        "--reply-scale",
+        type=float,
+        default=1.0,
+        help="multiply the length of the excerpts stand-in replies quote (CHIEF's OTAR, "
+        "oracles, step edges...): how the figures move with longer replies",
+    )
+    parser.add_argument(
+        "--set",
+        dest="options",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a method option for every method run (as faultfinder's --set), e.g. "
+        "--set prompt_layout=shared-prefix with --methods chief",
+    )
     parser.add_argument("--with-ground-truth", action="store_true", help="the papers' w/ G")
     parser.add_argument(
         "--report-only", action="store_true", help="print the table of --out without running"
     )
     args = parser.parse_args()
+    global REPLY_SCALE
+    REPLY_SCALE = args.reply_scale
 
     traces = load_dataset(args.data, DatasetOptions(subsets=args.subset, limit=args.limit))
     tokenizer = SmolTokenizer()
@@ -752,12 +777,12 @@ def main() -> int:
     else:
         specs = [s.strip() for s in args.methods.split(",") if s.strip()]
         own = [s.strip() for s in args.own_default.split(",") if s.strip()]
-        plans = build_plans(specs, args.observability, own, args.with_ground_truth)
+        plans = build_plans(specs, args.observability, own, args.with_ground_truth, args.options)
         backend = StandInBackend(tokenizer, args.context_window, args.agentic_reads)
         llm = LLM(backend, cache=None, concurrency=args.concurrency)
         print(
             f"{len(traces)} traces {subsets(traces)} x {len(plans)} plans, {backend.name} "
-            f"({tokenizer.path.name})",
+            f"({tokenizer.path.name}), stand-in reply excerpts x{REPLY_SCALE:g}",
             file=sys.stderr,
         )
         started = time.perf_counter()
