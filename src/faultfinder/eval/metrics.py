@@ -42,7 +42,9 @@ TOLERANCES: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
 
 def normalise_agent(name: str) -> str:
     """Canonical form for comparing agent names: 'Orchestrator (thought)' -> 'orchestrator'."""
-    base = re.sub(r"\s*\([^()]*\)\s*$", "", name.strip())
+    # Tried only where a run of blanks starts (the leftmost match starts there anyway), not
+    # from each blank of a long run.
+    base = re.sub(r"(?<!\s)\s*+\([^()]*\)\s*$", "", name.strip())
     return re.sub(r"[^0-9a-z]+", "", base.casefold())
 
 

@@ -333,6 +333,10 @@ _HALF_ECHO = re.compile(
 _HALF_NEGATED = re.compile(
     r"(\bnot|n't|\bneither|\bnor|\brather than|\binstead of)\b[^.\n]{0,20}$", re.I
 )
+_NEGATION_REACH = 40
+"""Characters before a label that :data:`_HALF_NEGATED` can see: a negation of at most 11
+characters, 20 more, and the character before it (its word boundary), with room to spare.
+Searching only these keeps a reply naming the label many times linear."""
 
 
 def parse_half(text: str) -> Half:
@@ -356,7 +360,9 @@ def parse_half(text: str) -> Half:
         raise ParseError("no 'upper half' or 'lower half' in the answer")
     if len(kinds) > 1:
         raise ParseError("the answer names both 'upper half' and 'lower half'")
-    if any(_HALF_NEGATED.search(body[: m.start()]) for m in found):
+    if any(
+        _HALF_NEGATED.search(body[max(0, m.start() - _NEGATION_REACH) : m.start()]) for m in found
+    ):
         raise ParseError("the answer negates the half it names")
     return "upper" if "upper" in kinds else "lower"
 

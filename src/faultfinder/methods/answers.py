@@ -74,6 +74,7 @@ def _norm(name: str) -> str:
 
 _WORD = r"[^\W_]"
 _SEPARATORS = re.compile(r"[\s_\-.]+")
+_SEPARATOR_RUN = r"[\s_\-.]*"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -86,7 +87,7 @@ def _form_pattern(form: str) -> re.Pattern[str] | None:
             # 'WebSurfer' also matches 'Web Surfer'.
             parts.append(re.sub(r"(?<=[a-z])(?=[A-Z])", r"[\\s_\\-]?", re.escape(token)))
         elif _SEPARATORS.fullmatch(token):
-            parts.append(r"[\s_\-.]*")
+            parts.append(_SEPARATOR_RUN)
         else:
             chars = [re.escape(c) for c in token if not c.isspace()]
             parts.append(r"\s*" + r"\s*".join(chars) + r"\s*")
@@ -96,7 +97,20 @@ def _form_pattern(form: str) -> re.Pattern[str] | None:
         parts.pop(0)
     if not parts:
         return None
-    return re.compile(rf"(?<!{_WORD}){''.join(parts)}(?!{_WORD})", re.IGNORECASE)
+    return re.compile(rf"(?<!{_WORD}){_join_runs(parts)}(?!{_WORD})", re.IGNORECASE)
+
+
+def _join_runs(parts: list[str]) -> str:
+    """``parts`` joined, two optional runs in a row ('_' beside '-' or '(' in 'a_-b', 'a_(b')
+    made one: the same text matches, and a long run of blanks is not split every way."""
+    joined = ""
+    for part in parts:
+        if joined.endswith(_SEPARATOR_RUN):
+            part = part.removeprefix(_SEPARATOR_RUN).removeprefix(r"\s*")
+        elif part == _SEPARATOR_RUN:
+            joined = joined.removesuffix(r"\s*")
+        joined += part
+    return joined
 
 
 def agents_mentioned(text: str, agents: Sequence[str]) -> list[str]:
@@ -153,7 +167,9 @@ def match_agent(answer: str, agents: Sequence[str]) -> str:
 # --- labelled fields ------------------------------------------------------------------
 
 _MARKUP = "*_`'\"“”‘’"
-_LINE_START = r"^[ \t>]*(?:[-*•+][ \t]+|\d+[.)][ \t]*|#+[ \t]*)?[ \t]*"
+# Blanks after a bullet, number or '#' belong to that branch only (not to a second run of
+# blanks after it, which would split a long run of spaces every way: quadratic).
+_LINE_START = r"^[ \t>]*(?:[-*•+][ \t]+|\d+[.)][ \t]*|#+[ \t]*)?"
 
 
 def clean_value(value: str) -> str:
@@ -246,7 +262,8 @@ def json_answer(text: str) -> dict[str, Any] | None:
 
 # --- step numbers ------------------------------------------------------------------
 
-_LEAD = r"^(?:step\s*(?:number|no\.?|index|#)?\s*)?#?\s*"
+# Possessive blanks: a number follows, never a blank, and a long run of spaces is read once.
+_LEAD = r"^(?:step\s*+(?:number|no\.?|index|#)?\s*+)?#?\s*+"
 _RANGE = re.compile(
     _LEAD + r"-?\d+\s*(?:or|and|to|/|,|&|–|—|-|~|或|和|至|到|、)\s*(?:step\s*)?#?-?\d+(?![\w.])",
     re.I,
@@ -272,7 +289,7 @@ def parse_step_number(value: str | int, n_steps: int | None = None) -> int:
         if lead:
             step = int(lead.group(1))
         else:
-            named = set(re.findall(r"\bstep\s*#?\s*(-?\d+)\b", text, re.I))
+            named = set(re.findall(r"\bstep\s*+#?\s*+(-?\d+)\b", text, re.I))
             numbers = set(re.findall(r"(?<![\w.])-?\d+(?![\w.]|\.\d)", text))
             pick = named if named else numbers
             if len(pick) != 1:
@@ -388,7 +405,9 @@ def parse_yes_no(text: str) -> bool:
 _FENCE = re.compile(r"^[ \t]*```[\w-]*[ \t]*\n(.*?)\n[ \t]*```", re.MULTILINE | re.DOTALL)
 """A Markdown code fence: opening and closing on lines of their own. A JSON string cannot
 hold a raw newline, so a fence quoted inside a JSON value never matches."""
-_INLINE_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+# Possessive blanks: '.*?' could take them too, and retrying each split of a long run of
+# blanks before a fence that never closes is quadratic.
+_INLINE_FENCE = re.compile(r"```(?:json)?\s*+(.*?)```", re.DOTALL)
 
 
 def extract_json(text: str) -> Any:

@@ -33,7 +33,10 @@ IGNORED_KEYS = frozenset({"stream", "stream_options", "user", "metadata", "store
 _YOU_ARE = re.compile(
     r"\b(?i:you are|you're) (?i:the |an? )?([A-Z][A-Za-z0-9_\-]*(?:[ _][A-Z][A-Za-z0-9_\-]*)?)"
 )
-_NAME_LINE = re.compile(r"^\s*(?:name|agent|role)\s*:\s*([A-Za-z][\w\- ]{0,40})\s*$", re.I | re.M)
+# From the line's own start (not from each blank line above it): linear on blank lines.
+_NAME_LINE = re.compile(
+    r"^[^\S\n]*+(?:name|agent|role)\s*:\s*([A-Za-z][\w\- ]{0,40})\s*$", re.I | re.M
+)
 _GENERIC = {"helpful", "assistant", "ai", "expert", "agent", "large", "language", "model", "llm"}
 
 
@@ -127,7 +130,9 @@ NORMALISERS: dict[str, Normaliser] = {
     "temp-paths": Normaliser(
         re.compile(
             r"(?:/private)?/(?:tmp|var/tmp|var/folders/[^\s/]+/[^\s/]+/T)(?:/[^\s'\"`,;)\]]*)?"
-            r"|[A-Za-z]:\\[^\s'\"`]*?\\Temp(?:\\[^\s'\"`,;)\]]*)?"
+            # At most MAX_PATH (260) characters before '\Temp': an unbounded lazy scan
+            # from every 'C:\' of a long run of them is quadratic.
+            r"|[A-Za-z]:\\[^\s'\"`]{0,260}?\\Temp(?:\\[^\s'\"`,;)\]]*)?"
             r"|\btmp[a-z0-9_]{6,}\b"
         ),
         "<tmp-path>",
@@ -153,7 +158,8 @@ NORMALISERS: dict[str, Normaliser] = {
         "dates and times (ISO 8601, RFC 2822 / ctime, hh:mm:ss, Unix epoch seconds or ms)",
     ),
     "pids": Normaliser(
-        re.compile(r"\b(?i:pid|process id|process)(\s*[:=#]?\s*)\d{2,7}\b"),
+        # Possessive blanks (digits follow): a long run of spaces is read once.
+        re.compile(r"\b(?i:pid|process id|process)(\s*+[:=#]?\s*+)\d{2,7}\b"),
         "pid\\1<pid>",
         "process ids ('pid 4242', 'PID=4242', 'process 4242')",
     ),

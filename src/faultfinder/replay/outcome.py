@@ -11,7 +11,11 @@ from __future__ import annotations
 import re
 import string
 
-FINAL_ANSWER = re.compile(r"^\s*FINAL ANSWER\s*:\s*(.*?)\s*$", re.IGNORECASE | re.MULTILINE)
+# Matched from its own line (not from each blank line above it), the answer ending at its
+# last non-blank character: long runs of blank lines or spaces cost linear time.
+FINAL_ANSWER = re.compile(
+    r"^[^\S\n]*+FINAL ANSWER\s*+:\s*+((?:.*\S)?)\s*$", re.IGNORECASE | re.MULTILINE
+)
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 

@@ -24,8 +24,10 @@ from faultfinder.methods.answers import (
     parse_step_number,
 )
 
+# The leading run stays on the ACTION line (blank lines above it are not part of the match):
+# from every line start of a long run of blank lines it would scan to the end of the run.
 _ACTION = re.compile(
-    r"^[\s*`>#-]*action[\s*`]*[:：][\s*`]*([A-Za-z_]+)[`*]*(.*)$",
+    r"^(?:[^\S\n]|[*`>#-])*+action[\s*`]*[:：][\s*`]*([A-Za-z_]+)[`*]*(.*)$",
     flags=re.IGNORECASE | re.MULTILINE,
 )
 

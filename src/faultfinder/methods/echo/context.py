@@ -66,13 +66,24 @@ def _compile(*patterns: str) -> tuple[re.Pattern[str], ...]:
     return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
 
 
+def _then(first: str, second: str) -> str:
+    """A word of ``first``, then a word of ``second`` later on the same line (the paper's
+    ``first.*second`` between word boundaries).
+
+    Only a line's first ``first`` is tried (the atomic group keeps it): the plain ``.*`` form
+    scans to the end of the line from every ``first``, quadratic on a long line repeating
+    it. Any ``first`` followed by ``second`` means the line's first one is, so the same lines
+    match."""
+    return rf"(?m)^(?>.*?\b(?:{first})\b).*\b(?:{second})\b"
+
+
 _PATTERNS: dict[Compression, dict[ContextType, tuple[re.Pattern[str], ...]]] = {
     "key_decision": {
         "handoff": _compile(
             r"\b(?:received|got|obtained)\s+(?:from|the|your|their|this)\b",
             r"\b(?:passing|providing|sending|handing|forwarding)\b",
             r"\b(?:based on|using)\s+(?:the|your|their|this|these)\b",
-            r"\b(?:will|need to|should)\b.*\b(?:next|continue|proceed)\b",
+            _then("will|need to|should", "next|continue|proceed"),
         ),
         "decision_quality": _compile(
             r"\bI\s+(?:conclude|determine|decide|decided|believe|think)\b",
@@ -116,9 +127,9 @@ _PATTERNS: dict[Compression, dict[ContextType, tuple[re.Pattern[str], ...]]] = {
     },
     "milestone": {
         "handoff": _compile(
-            r"\b(?:received|obtained|got)\b.*\b(?:from|data|information|results?)\b",
-            r"\b(?:provided|sent|passed)\b.*\b(?:to|data|information)\b",
-            r"\b(?:completed|finished)\b.*\b(?:handoff|transfer)\b",
+            _then("received|obtained|got", "from|data|information|results?"),
+            _then("provided|sent|passed", "to|data|information"),
+            _then("completed|finished", "handoff|transfer"),
         ),
         "decision_quality": _compile(
             r"\b(?:decided|determined|concluded)\b",
@@ -126,8 +137,8 @@ _PATTERNS: dict[Compression, dict[ContextType, tuple[re.Pattern[str], ...]]] = {
             r"\bfinal\s+(?:decision|answer|choice)\b",
         ),
         "error_propagation": _compile(
-            r"\b(?:error|mistake|failure|exception)\b.*\b(?:occurred|detected|raised)\b",
-            r"\b(?:identified|found)\b.*\b(?:error|issue|problem|bug)\b",
+            _then("error|mistake|failure|exception", "occurred|detected|raised"),
+            _then("identified|found", "error|issue|problem|bug"),
             r"\b(?:corrected|fixed|resolved)\b",
         ),
         "general": _compile(

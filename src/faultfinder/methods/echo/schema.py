@@ -244,8 +244,12 @@ def parse_compressed(text: str) -> CompressedStepAnswer:
 
 
 SECTION_TITLES = ("Purpose", "Assumptions and Information", "Errors", "Evidence")
+# A header is matched from the start of its own line (blank lines above it are left to the
+# text before), with possessive runs: a long run of blank lines or spaces costs linear time,
+# not a scan to the end of the run from every line start in it.
 _SECTION = re.compile(
-    r"^\s*(?:#+\s*|\*\*)?\s*(" + "|".join(SECTION_TITLES) + r")\s*(?:\*\*)?\s*:?\s*(?:\*\*)?",
+    r"^[^\S\n]*+(?:(?:#++|\*\*)\s*+)?(" + "|".join(SECTION_TITLES) + r")"
+    r"\s*(?:\*\*)?\s*:?\s*(?:\*\*)?",
     flags=re.IGNORECASE | re.MULTILINE,
 )
 

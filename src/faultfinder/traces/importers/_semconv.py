@@ -439,13 +439,31 @@ def _attach_tool(
     )
 
 
+_HANDOFF_TARGET = re.compile(r"(?:->|to)\s*(.+)$")
+"""'... -> Target' or '... to Target': the rest of the name, which must be its last line."""
+
+
+def _last_line_reach(name: str) -> int:
+    """Where a match of :data:`_HANDOFF_TARGET` can start: its '.+' is the name's last line,
+    reached from a 2-character '->' or 'to' and the blanks after it. Searching from there
+    (the same first match) keeps a long name with many 'to's linear, where each would
+    otherwise scan to the end of its line and fail there."""
+    body_end = len(name) - 1 if name.endswith("\n") else len(name)
+    start = name.rfind("\n", 0, body_end)
+    if start < 0:
+        return 0
+    while start > 0 and name[start - 1].isspace():
+        start -= 1
+    return max(0, start - 2)
+
+
 def _handoff(span: Span, ancestors: list[Span], kinds: dict[str, str | None]) -> dict[str, Any]:
     a = span.attributes
     source = next((agent_span_name(x) for x in ancestors if kinds[x.span_id] == "agent"), None)
     source = _str(a.get("gen_ai.handoff.from_agent")) or source
     target = _str(a.get("gen_ai.handoff.to_agent")) or _str(a.get("handoff.to_agent"))
     if target is None:
-        found = re.search(r"(?:->|to)\s*(.+)$", span.name)
+        found = _HANDOFF_TARGET.search(span.name, _last_line_reach(span.name))
         target = found.group(1).strip() if found else None
     return {
         "span_id": span.span_id,

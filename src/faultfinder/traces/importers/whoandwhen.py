@@ -56,8 +56,10 @@ _KNOWN_EXTRA = frozenset(
 )
 _MESSAGE_KEYS = frozenset({"content", "role", "name"})
 _OPTIONS = {"subset": f"force the subset ({' or '.join(SUBSETS)}) instead of detecting it"}
-_SUFFIX = re.compile(r"^(?P<agent>.*?)\s*\((?P<detail>[^()]*)\)\s*$")
-_FINAL_ANSWER = re.compile(r"^FINAL ANSWER:\s*(?P<answer>.*?)\s*$", re.MULTILINE)
+# The agent (and the answer) end at their last non-blank character, found greedily: a lazy
+# '.*?' followed by '\s*' rescans a long run of spaces from each of its characters.
+_SUFFIX = re.compile(r"^(?P<agent>(?:.*\S)?)\s*\((?P<detail>[^()]*)\)\s*$")
+_FINAL_ANSWER = re.compile(r"^FINAL ANSWER:\s*+(?P<answer>(?:.*\S)?)\s*$", re.MULTILINE)
 
 
 def normalise_agent(role: str) -> str:
