@@ -142,13 +142,13 @@ def test_sections_after_long_blank_runs() -> None:
 
 
 def test_compression_of_a_long_line_repeating_a_cue() -> None:
-    text = "I got " * (N // 6) + "nothing. Received the data from the API."
+    text = run_of("got ") + "nothing. Received the data from the API."
     assert finishes(lambda: extract_milestone(text, "handoff")) == (
         "Received the data from the API."
     )
-    text = "I got " * (N // 6) + "the results."
-    assert finishes(lambda: extract_milestone(text, "handoff")).startswith("I got I got")
-    text = "You will " * (N // 9) + "wait. I will continue with the next file."
+    text = run_of("got ") + "the results."
+    assert finishes(lambda: extract_milestone(text, "handoff")).startswith("got got got")
+    text = run_of("will ") + "wait. I will continue with the next file."
     assert finishes(lambda: extract_key_decision(text, "handoff")) == (
         "I will continue with the next file."
     )
@@ -209,9 +209,11 @@ def test_agent_names_across_long_blank_runs() -> None:
 
 
 def test_a_half_named_many_times() -> None:
-    assert finishes(lambda: parse_half("upper half " * (N // 11))) == "upper"
+    # Not at the start of the reply, so every mention is checked for a negation before it.
+    labels = "It is the " + run_of("upper half ")
+    assert finishes(lambda: parse_half(labels)) == "upper"
     with pytest.raises(ParseError, match="negates"):
-        finishes(lambda: parse_half("not in the " + "upper half " * (N // 11)))
+        finishes(lambda: parse_half(labels + " and not the upper half"))
 
 
 def test_an_action_after_long_blank_line_runs() -> None:
@@ -228,6 +230,8 @@ def test_an_action_after_long_blank_line_runs() -> None:
 
 def test_replay_agent_name_after_long_blank_line_runs() -> None:
     assert finishes(lambda: agent_from_system_prompt(NEWLINES + "name: Planner")) == "Planner"
+    prompt = NEWLINES + "You are the Planner."
+    assert finishes(lambda: agent_from_system_prompt(prompt)) == "Planner"
 
 
 def test_replay_normalisers_on_long_runs() -> None:
