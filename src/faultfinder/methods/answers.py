@@ -420,17 +420,18 @@ def extract_json(text: str) -> Any:
         whole = None
     if isinstance(whole, dict | list):
         return whole
+    text_block = _first_block(text)
     candidates = [m.group(1) for m in _FENCE.finditer(text)]
     inline = None if candidates else _INLINE_FENCE.search(text)
-    if inline is not None:
-        # '```json {...}``` on one line', unless those backticks are inside the text's
-        # first bracketed block (code quoted in a string of the answer itself).
-        span = _first_block(text)
-        if span is None or not span[0] < inline.start() < span[1]:
-            candidates.append(inline.group(1))
+    # '```json {...}``` on one line', unless those backticks are inside the text's first
+    # bracketed block (code quoted in a string of the answer itself).
+    if inline is not None and (
+        text_block is None or not text_block[0] < inline.start() < text_block[1]
+    ):
+        candidates.append(inline.group(1))
     candidates.append(text)
-    for candidate in candidates:
-        span = _first_block(candidate)
+    for i, candidate in enumerate(candidates):
+        span = text_block if i == len(candidates) - 1 else _first_block(candidate)
         if span is None:
             continue
         blob = candidate[span[0] : span[1] + 1]
