@@ -25,6 +25,8 @@ _FILE = re.compile(
     re.IGNORECASE,
 )
 _QUOTED = re.compile(r"\"([^\"\n]{4,80})\"|“([^”\n]{4,80})”|(?<!\w)'([^'\n]{4,80})'(?!\w)")
+_KEY_COLON = re.compile(r"\s*:")
+"""A colon after a quoted string (matched in place, so no copy of the text per string)."""
 _NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:-\d+)*(?![\w])")
 # A path ("../2023/validation/a.png", "C:\\data\\v2") or an identifier mixing letters and
 # digits across hyphens (a UUID, a hash) is one value; the numbers inside it are not data.
@@ -88,7 +90,7 @@ def extract_values(text: str) -> list[Value]:
         quoted = next(g for g in m.groups() if g is not None).strip()
         # A quoted word followed by ':' is a JSON key or label, not data; a single short
         # word ("answer", an agent name in a ledger) is a label far more often than data.
-        if re.match(r"\s*:", rest[m.end() :]) or not re.search(r"[A-Za-z0-9]", quoted):
+        if _KEY_COLON.match(rest, m.end()) or not re.search(r"[A-Za-z0-9]", quoted):
             continue
         if len(quoted.split()) < 2 and len(quoted) < 12:
             continue
