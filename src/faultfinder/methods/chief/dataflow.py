@@ -20,8 +20,8 @@ _URL = re.compile(r"https?://[^\s<>\"'()\[\]{}]+")
 # File names match from the start of a token only (not at every hyphen inside one), so a
 # long hyphenated run costs linear time, not quadratic.
 _FILE = re.compile(
-    r"(?<![\w\-])-*(\w[\w\-]*\.(?:csv|tsv|json|jsonl|xlsx|xls|txt|pdf|docx?|pptx?|png|jpe?g|gif|mp3|wav|"
-    r"mp4|zip|py|js|ts|html?|xml|ya?ml|md|sql|ipynb|pdb))\b",
+    r"(?<![\w\-])-*(\w[\w\-]*\.(?:csv|tsv|json|jsonl|xlsx|xls|txt|pdf|docx?|pptx?|png|"
+    r"jpe?g|gif|mp3|wav|mp4|zip|py|js|ts|html?|xml|ya?ml|md|sql|ipynb|pdb))\b",
     re.IGNORECASE,
 )
 _QUOTED = re.compile(r"\"([^\"\n]{4,80})\"|“([^”\n]{4,80})”|(?<!\w)'([^'\n]{4,80})'(?!\w)")
