@@ -366,6 +366,61 @@ def echo_answer(trace: Trace, gold: Gold, system: str) -> str:
 
 # CHIEF -----------------------------------------------------------------------------
 
+GRAPH_PROSE_KEYS = frozenset(
+    {
+        "name",
+        "description",
+        "observation",
+        "thought",
+        "action",
+        "result",
+        "bias",
+        "anomaly",
+        "data",
+        "repeated_message",
+        "goal",
+        "preconditions",
+        "key_evidence",
+        "acceptance_criteria",
+        "reason",
+    }
+)
+"""The text fields of CHIEF's graph views and candidate set (subtasks, OTAR, edge patterns,
+step-edge data, loop excerpts, oracles, reasons); ids, agent names, types and step numbers
+are not among them."""
+
+
+class ProseCut:
+    """What if CHIEF's prompts showed each text field of its graph cut to ``limit``
+    characters (``--graph-prose-chars``)? Not a faultfinder option: a bench what-if that
+    wraps the one function the graph views and the candidate set are written with
+    (``graph_render._compact``), and counts the fields it cut so that a run in which it cut
+    nothing (the renderer changed) fails instead of reporting the uncut figures."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.cut = 0
+
+    def apply(self) -> None:
+        from faultfinder.methods.chief import graph_render
+
+        compact = graph_render._compact
+
+        def cut_compact(value: Any) -> str:
+            return compact(self._cut(value, False))
+
+        graph_render._compact = cut_compact
+
+    def _cut(self, value: Any, prose: bool) -> Any:
+        if isinstance(value, dict):
+            return {k: self._cut(v, k in GRAPH_PROSE_KEYS) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._cut(v, prose) for v in value]
+        if prose and isinstance(value, str) and len(value) > self.limit:
+            self.cut += 1
+            return value[: self.limit] + "…"
+        return value
+
 
 def chief_plan(trace: Trace) -> list[tuple[int, int]]:
     """Contiguous subtasks: 3 for short logs, one more per 15 steps (at most one per step)."""
@@ -762,6 +817,15 @@ def main() -> int:
         help="a method option for every method run (as faultfinder's --set), e.g. "
         "--set prompt_layout=shared-prefix with --methods chief",
     )
+    parser.add_argument(
+        "--graph-prose-chars",
+        type=int,
+        default=None,
+        metavar="N",
+        help="what-if: CHIEF's prompts show each text field of its graph and candidate set "
+        "cut to N characters (0: none of it); a bound on what showing less of the graph "
+        "could save, not a faultfinder option",
+    )
     parser.add_argument("--with-ground-truth", action="store_true", help="the papers' w/ G")
     parser.add_argument(
         "--report-only", action="store_true", help="print the table of --out without running"
@@ -769,9 +833,16 @@ def main() -> int:
     args = parser.parse_args()
     global REPLY_SCALE
     REPLY_SCALE = args.reply_scale
+    prose_cut = None
+    if args.graph_prose_chars is not None and not args.report_only:
+        if args.graph_prose_chars < 0:
+            parser.error("--graph-prose-chars must be 0 or more")
+        prose_cut = ProseCut(args.graph_prose_chars)
+        prose_cut.apply()
 
     traces = load_dataset(args.data, DatasetOptions(subsets=args.subset, limit=args.limit))
     tokenizer = SmolTokenizer()
+    ran = 0
     if args.report_only:
         rows = list(latest_by_key(read_rows(args.out)).values())
     else:
@@ -782,7 +853,8 @@ def main() -> int:
         llm = LLM(backend, cache=None, concurrency=args.concurrency)
         print(
             f"{len(traces)} traces {subsets(traces)} x {len(plans)} plans, {backend.name} "
-            f"({tokenizer.path.name}), stand-in reply excerpts x{REPLY_SCALE:g}",
+            f"({tokenizer.path.name}), stand-in reply excerpts x{REPLY_SCALE:g}"
+            + (f", graph text fields cut to {prose_cut.limit} chars" if prose_cut else ""),
             file=sys.stderr,
         )
         started = time.perf_counter()
@@ -796,6 +868,7 @@ def main() -> int:
             )
         )
         rows = outcome.rows
+        ran = outcome.ran
         print(
             f"ran {outcome.ran} cases ({outcome.skipped} already in {args.out}) in "
             f"{time.perf_counter() - started:.0f} s; tokenizer: "
@@ -804,6 +877,11 @@ def main() -> int:
         )
     print(table(rows, trace_tokens(traces, tokenizer.count)))
     issues = problems(rows)
+    if prose_cut is not None and ran and prose_cut.cut == 0:
+        issues.append(
+            "--graph-prose-chars cut no field: the graph renderer no longer writes through "
+            "graph_render._compact, so these are the uncut figures"
+        )
     if issues:
         print(f"\n{len(issues)} problem(s):")
         for line in issues[:50]:
