@@ -4,13 +4,13 @@ import pytest
 
 from faultfinder.llm.client import ParseError
 from faultfinder.methods.answers import (
-    agent_step_grammar,
     extract_json,
     match_agent,
     parse_agent_step_reason,
     parse_step_number,
     parse_yes_no,
 )
+from faultfinder.methods.grammars import agent_step_grammar
 
 AGENTS = ["Orchestrator", "WebSurfer", "Excel_Expert"]
 

@@ -20,9 +20,10 @@ from pydantic import BaseModel
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import LLM, ParseError
 from faultfinder.methods import reference
-from faultfinder.methods.answers import REASON_GBNF, choice_grammar, gbnf_choice, parse_yes_no
+from faultfinder.methods.answers import parse_yes_no
 from faultfinder.methods.base import MethodConfig
 from faultfinder.methods.fitting import fit_steps
+from faultfinder.methods.grammars import REASON_GBNF, choice_grammar, gbnf_choice
 from faultfinder.methods.render import RenderOptions, context_budget, render_metadata
 from faultfinder.traces.schema import Step, Trace
 
@@ -71,7 +72,7 @@ DoVer refinements, temperature 0, replies bounded per answer field)."""
 
 # Reply bounds: each question's max output tokens is the sum of what its answer fields
 # need (``MethodConfig.max_output_tokens`` overrides them all). A reason is a few sentences;
-# under a grammar it is also held to ``answers.REASON_MAX_CHARS`` characters.
+# under a grammar it is also held to ``grammars.REASON_MAX_CHARS`` characters.
 AGENT_FIELD_TOKENS = 32
 """'Agent Name: ' and a roster name."""
 STEP_FIELD_TOKENS = 16

@@ -7,8 +7,9 @@ from typing import Any, ClassVar
 
 from faultfinder.llm.client import LLM
 from faultfinder.methods import _whowhen as ww
-from faultfinder.methods.answers import agent_step_grammar, parse_agent_step_reason, roster_of
+from faultfinder.methods.answers import parse_agent_step_reason, roster_of
 from faultfinder.methods.base import MethodConfig, Verdict
+from faultfinder.methods.grammars import agent_step_grammar
 from faultfinder.methods.pairing import check_step
 from faultfinder.methods.registry import register
 from faultfinder.traces.schema import Trace

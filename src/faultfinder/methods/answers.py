@@ -1,5 +1,5 @@
-"""Reading model answers: agent names, step numbers, yes/no, JSON; and grammars that
-make a constrained model (the embedded one) always answer in a readable form.
+"""Reading model answers: agent names, step numbers, yes/no, JSON. (The grammars that
+make a constrained model answer in a readable form are in ``methods.grammars``.)
 
 Every parser is anchored to the answer field its prompt asks for and raises
 :class:`faultfinder.llm.ParseError` for anything else; the LLM layer then re-samples and
@@ -18,7 +18,6 @@ from typing import Any, overload
 
 from pydantic import BaseModel
 
-from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import ParseError
 from faultfinder.traces.schema import Trace
 
@@ -484,44 +483,3 @@ def closing_bracket(text: str, start: int) -> int | None:
             if depth == 0:
                 return i
     return None
-
-
-# --- grammars -----------------------------------------------------------------
-
-
-REASON_MAX_CHARS = 400
-"""Longest reason a grammar allows (about 100 tokens): a few sentences."""
-REASON_GBNF = f"[A-Za-z] [^\\n]{{0,{REASON_MAX_CHARS - 1}}}"
-"""A one-line reason: starts with a letter (a small model otherwise tends to emit endless
-digits) and ends within ``REASON_MAX_CHARS`` characters, so a reply's length is bounded by
-what the question needs, not by the reply limit."""
-
-
-def gbnf_literal(text: str) -> str:
-    """A GBNF string literal for ``text``."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{escaped}"'
-
-
-def gbnf_choice(options: Iterable[str]) -> str:
-    return " | ".join(gbnf_literal(o) for o in options)
-
-
-def agent_step_grammar(agents: Sequence[str], steps: Iterable[int]) -> OutputConstraint:
-    """Grammar for the agent/step/reason answer, limited to real agents and steps."""
-    grammar = "\n".join(
-        [
-            'root ::= "Agent Name: " agent "\\nStep Number: " step '
-            '"\\nReason for Mistake: " reason',
-            f"agent ::= {gbnf_choice(agents)}",
-            f"step ::= {gbnf_choice(str(s) for s in steps)}",
-            f"reason ::= {REASON_GBNF}",
-        ]
-    )
-    return OutputConstraint(gbnf=grammar)
-
-
-def choice_grammar(options: Sequence[str], *, then_reason: bool = False) -> OutputConstraint:
-    """Grammar for one of ``options`` (optionally followed by a one-line reason)."""
-    tail = f' ". " {REASON_GBNF}' if then_reason else ""
-    return OutputConstraint(gbnf=f"root ::= ({gbnf_choice(options)}){tail}")

@@ -23,8 +23,9 @@ from pydantic import Field
 from faultfinder.errors import ConfigError
 from faultfinder.llm.client import LLM, case_tokens_left, track_usage
 from faultfinder.methods import _whowhen as ww
-from faultfinder.methods.answers import agent_step_grammar, parse_agent_step_reason, roster_of
+from faultfinder.methods.answers import parse_agent_step_reason, roster_of
 from faultfinder.methods.base import Method, MethodConfig, Verdict
+from faultfinder.methods.grammars import agent_step_grammar
 from faultfinder.methods.registry import create_method, register
 from faultfinder.methods.render import RenderOptions, render_step, step_output_text
 from faultfinder.methods.shortlist import (

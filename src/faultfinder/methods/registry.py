@@ -15,7 +15,7 @@ from faultfinder.methods.base import Method
 
 _METHODS: dict[str, type[Any]] = {}
 _discovered = False
-_NOT_METHODS = {"base", "registry", "render", "answers"}
+_NOT_METHODS = {"base", "registry", "render", "answers", "grammars"}
 
 M = TypeVar("M", bound=type[Any])
 

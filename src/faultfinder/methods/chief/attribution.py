@@ -26,12 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from faultfinder.llm.client import ParseError
-from faultfinder.methods.answers import (
-    AgentStepAnswer,
-    agent_step_grammar,
-    match_agent,
-    parse_agent_step_reason,
-)
+from faultfinder.methods.answers import AgentStepAnswer, match_agent, parse_agent_step_reason
 from faultfinder.methods.chief import prompts
 from faultfinder.methods.chief.context import (
     StageContext,
@@ -42,6 +37,7 @@ from faultfinder.methods.chief.context import (
 )
 from faultfinder.methods.chief.graph import CausalGraph, StageRecord
 from faultfinder.methods.chief.graph_render import json_lines
+from faultfinder.methods.grammars import agent_step_grammar
 
 STAGES = ("Local", "Planning-Control", "Data-Flow", "Final Screening")
 DataFlowRole = Literal["fabricates", "misinterprets", "misuses", "propagates", "none"]
