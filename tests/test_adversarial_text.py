@@ -205,6 +205,13 @@ def test_agent_names_across_long_blank_runs() -> None:
     assert finishes(lambda: agents_mentioned(f"Data{BLANKS}x", roster)) == []
 
 
+def test_agent_names_that_begin_with_a_separator() -> None:
+    roster = ["_Agent", "-x", "Planner"]
+    assert finishes(lambda: agents_mentioned(BLANKS + "y", roster)) == []
+    text = f"{BLANKS}_agent then{BLANKS}-X"
+    assert finishes(lambda: agents_mentioned(text, roster)) == ["_Agent", "-x"]
+
+
 # --- Who&When binary search, agentic actions ---------------------------------------------
 
 

@@ -23,6 +23,15 @@ def test_match_agent_normalises_and_finds_contained_names() -> None:
         match_agent("FileSurfer", AGENTS)
 
 
+def test_names_around_separators() -> None:
+    # Leading separators are optional, as separators are everywhere in a name.
+    assert match_agent("it was -x, I think", ["_Agent", "-x"]) == "-x"
+    assert match_agent("Agent", ["_Agent", "Planner"]) == "_Agent"
+    # A name of separators only ('__') names nothing in prose; it used to be found (as an
+    # empty match) beside any punctuation, which made this answer ambiguous.
+    assert match_agent("It was B, no doubt.", ["__", "B"]) == "B"
+
+
 def test_parse_agent_step_reason_reads_paper_format() -> None:
     reply = "Agent Name: WebSurfer\nStep Number: 12\nReason for Mistake: clicked the wrong link"
     answer = parse_agent_step_reason(reply, AGENTS, 20)

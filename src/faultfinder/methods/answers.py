@@ -92,7 +92,11 @@ def _form_pattern(form: str) -> re.Pattern[str] | None:
             parts.append(r"\s*" + r"\s*".join(chars) + r"\s*")
     while parts and not re.search(r"\w", parts[-1].replace("\\s", "")):
         parts.pop()  # a trailing ')' is optional
-    while parts and not re.search(r"\w", parts[0].replace("\\s", "")):
+    while parts and (
+        parts[0] == _SEPARATOR_RUN or not re.search(r"\w", parts[0].replace("\\s", ""))
+    ):
+        # Leading separators ('_Agent') are optional anyway: without them the name is
+        # found at the same places, and a run of blanks is not rescanned from every start.
         parts.pop(0)
     if not parts:
         return None
