@@ -56,6 +56,7 @@ from typing import Any
 from faultfinder.cli.common import method_overrides
 from faultfinder.errors import FaultfinderError
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
+from faultfinder.eval.prompt_cost import trace_ratio
 from faultfinder.eval.rows import EvalRow, latest_by_key, read_rows
 from faultfinder.eval.runner import EvalOptions, MethodPlan, plan_methods, run_eval
 from faultfinder.llm.base import ChatRequest, Completion, messages_text
@@ -63,7 +64,7 @@ from faultfinder.llm.client import LLM
 from faultfinder.llm.local import MODEL_NAME, find_weights
 from faultfinder.methods.base import Observability, Verdict
 from faultfinder.methods.chief.prompts import stage_of
-from faultfinder.methods.render import step_output_text
+from faultfinder.methods.render import own_text, step_output_text
 from faultfinder.testing.prefix_cache import PrefixCache, prompt_text
 from faultfinder.traces.schema import ToolCall, Trace
 from faultfinder.usage import Usage
@@ -692,9 +693,7 @@ def _k(value: float) -> str:
 def trace_tokens(traces: Sequence[Trace], count: Any) -> dict[str, int]:
     """The trace's own tokens: its task and every step's output text, as the log shows
     them at ``outputs`` observability (no prompt wording, no step headers)."""
-    return {
-        t.id: count("\n".join([t.task, *(step_output_text(s) for s in t.steps)])) for t in traces
-    }
+    return {t.id: count(own_text(t)) for t in traces}
 
 
 def table(rows: list[EvalRow], own_tokens: dict[str, int]) -> str:
@@ -719,15 +718,10 @@ def table(rows: list[EvalRow], own_tokens: dict[str, int]) -> str:
         n = len(items)
         prompts = [r.usage.prompt_tokens for r in items]
         uncached = [r.usage.uncached_prompt_tokens for r in items]
-        ratios = [
-            r.usage.uncached_prompt_tokens / own_tokens[r.trace_id]
-            for r in items
-            if own_tokens.get(r.trace_id)
-        ]
-        ratio = f"{statistics.mean(ratios):.2f}" if ratios else "-"
-        own = sum(own_tokens.get(r.trace_id, 0) for r in items)
-        totals = f"{sum(uncached) / own:.2f}" if own else "-"
-        within = sum(x <= 2 for x in ratios)
+        figures = trace_ratio(items, lambda r: own_tokens.get(r.trace_id))
+        ratio = f"{figures.mean:.2f}" if figures else "-"
+        totals = f"{figures.totals:.2f}" if figures else "-"
+        within = figures.within if figures else 0
         lines.append(
             f"| {subset} | {method} | {obs} | {n} "
             f"| {statistics.mean(r.usage.calls + r.usage.cached_calls for r in items):.1f} "

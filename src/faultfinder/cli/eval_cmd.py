@@ -21,7 +21,7 @@ from faultfinder.cli.common import (
     step_set_option,
     strict_option,
 )
-from faultfinder.eval import reliability, step_sets
+from faultfinder.eval import prompt_cost, reliability, step_sets
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
 from faultfinder.eval.floors import floor_rows
 from faultfinder.eval.report import FORMATS, plot_tolerance, render, summarise
@@ -341,6 +341,8 @@ def report_command(
     if fmt in ("text", "markdown") and (section := step_sets.render_rows(rows, fmt)):
         click.echo("\n" + section)
     if fmt in ("text", "markdown") and (section := reliability.render_rows(rows)):
+        click.echo("\n" + section)
+    if fmt in ("text", "markdown") and (section := prompt_cost.render_rows(rows, fmt)):
         click.echo("\n" + section)
     if reliability_path:
         drawn = reliability.plot_rows(rows, reliability_path)

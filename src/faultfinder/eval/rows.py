@@ -48,6 +48,9 @@ class EvalRow(Attribution):
     """The trace's gold label, copied so a row can be scored on its own."""
     n_steps: int = 0
     """Number of steps of the trace."""
+    trace_tokens: int | None = None
+    """Tokens of the trace's own text (task and step outputs, ``render.own_text``), counted
+    with the backend's counter; None in rows written before it was recorded."""
 
 
 def config_id(config: dict[str, Any]) -> str:

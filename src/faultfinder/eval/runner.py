@@ -38,6 +38,7 @@ from faultfinder.llm.client import LLM, CallRecord, run_index, track_usage
 from faultfinder.methods.base import Attribution, Method, MethodConfig, Observability, run_method
 from faultfinder.methods.reference import ground_truth_status
 from faultfinder.methods.registry import create_method
+from faultfinder.methods.render import own_text
 from faultfinder.shortlist.sets import DEFAULT_LEVEL
 from faultfinder.traces.schema import Trace
 from faultfinder.usage import Usage
@@ -404,7 +405,15 @@ async def run_case(case: Case, llm: LLM) -> EvalRow:
                 calls=scope.calls,
                 wall_time_s=time.perf_counter() - started,
             )
-    return case_row(case, attribution)
+    return case_row(case, attribution, trace_tokens=_trace_tokens(case.trace, llm))
+
+
+def _trace_tokens(trace: Trace, llm: LLM) -> int | None:
+    """The trace's own tokens by the backend's counter (None if it cannot count)."""
+    try:
+        return llm.count_tokens(own_text(trace))
+    except Exception:  # a counter is a convenience; the row must still be written
+        return None
 
 
 def failed_row(
@@ -435,7 +444,7 @@ def failed_row(
     return case_row(case, attribution)
 
 
-def case_row(case: Case, attribution: Attribution) -> EvalRow:
+def case_row(case: Case, attribution: Attribution, *, trace_tokens: int | None = None) -> EvalRow:
     """The result row of ``case``: its attribution plus the harness's bookkeeping."""
     trace = case.trace
     return EvalRow(
@@ -446,4 +455,5 @@ def case_row(case: Case, attribution: Attribution) -> EvalRow:
         subset=subset_of(trace),
         gold=trace.label,
         n_steps=len(trace.steps),
+        trace_tokens=trace_tokens,
     )

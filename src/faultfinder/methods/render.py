@@ -176,6 +176,13 @@ def step_output_text(step: Step) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def own_text(trace: Trace) -> str:
+    """The trace's own text: its task and every step's output, as the log shows them at
+    ``outputs`` observability, without any prompt's wording or step headers. What prompt
+    costs are measured against ("uncached prompt tokens x trace")."""
+    return "\n".join([trace.task, *(step_output_text(s) for s in trace.steps)])
+
+
 # --- inputs ----------------------------------------------------------------------
 
 
