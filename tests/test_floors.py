@@ -89,6 +89,10 @@ def test_every_baseline_names_a_step_its_agent_took(spec: str) -> None:
 def test_is_floor() -> None:
     assert all(is_floor(label) for label in FLOORS)
     assert not is_floor("all-at-once") and not is_floor("echo:I1") and not is_floor("nope")
+    # Needing no model does not make a method a floor: the shortlist is a method.
+    from faultfinder.methods import available, needs_model
+
+    assert not needs_model(available()["shortlist"]) and not is_floor("shortlist")
 
 
 @pytest.mark.parametrize(

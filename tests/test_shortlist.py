@@ -232,7 +232,7 @@ def test_cli_attribute_eval_and_report_with_reliability(tmp_path: Path) -> None:
     def invoke(*args: object) -> object:
         return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
-    model = ["--model", "function:json:dumps", "--cache", "none"]
+    model = ["--cache", "none"]  # no --model: the shortlist needs none
     one = FIXTURES / "Algorithm-Generated" / "1.json"
     shown = invoke("attribute", one, "--method", "shortlist", *model, "--json")
     assert shown.exit_code == 0, shown.output  # type: ignore[attr-defined]
@@ -264,7 +264,7 @@ def test_attribute_runs_without_the_embedded_model(monkeypatch: pytest.MonkeyPat
     args = ["attribute", str(one), "--method", "shortlist", "--cache", "none"]
     result = CliRunner().invoke(main, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    assert "model scripted:no-model" in result.output and "step:" in result.output
+    assert "model none" in result.output and "step:" in result.output
     refused = CliRunner().invoke(main, [*args[:3], "all-at-once", "--cache", "none"])
     assert refused.exit_code != 0 and "not installed" in refused.output
 

@@ -22,9 +22,7 @@ from faultfinder.cli.common import (
     strict_option,
     with_progress,
 )
-from faultfinder.errors import ModelNotAvailableError
 from faultfinder.exitcodes import CaseCounts
-from faultfinder.llm import LLM, ScriptedBackend
 from faultfinder.methods import (
     available,
     create_method,
@@ -108,14 +106,7 @@ def attribute(
     overrides.update(pop_sampling(llm_options))
     method = create_method(method_spec, **overrides)
     progress = llm_options.pop("progress")
-    try:
-        llm = build_llm(**llm_options, needs_model=needs_model(method))
-    except ModelNotAvailableError:
-        if getattr(method, "makes_model_calls", True):
-            raise
-        # An offline method (shortlist) runs without the embedded model installed.
-        llm = LLM(ScriptedBackend([], model="no-model"))
-    llm = with_progress(llm, progress)
+    llm = with_progress(build_llm(**llm_options, needs_model=needs_model(method)), progress)
     result = asyncio.run(run_method(method, trace, llm, label=method_spec, step_set=step_set))
     shown = format_attribution(result, len(trace.steps))
     click.echo(result.model_dump_json(indent=2) if as_json else shown)

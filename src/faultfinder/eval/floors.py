@@ -15,7 +15,8 @@ from faultfinder.eval.rows import EvalRow
 from faultfinder.eval.runner import plan_cases, plan_methods, run_case
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import NoModelBackend
-from faultfinder.methods.registry import available, needs_model
+from faultfinder.methods import registry
+from faultfinder.methods.registry import available
 from faultfinder.traces.schema import Trace
 
 FLOORS: tuple[str, ...] = (
@@ -31,10 +32,10 @@ RANDOM_RUNS = 10
 
 
 def is_floor(label: str) -> bool:
-    """Whether a method label ('random', 'baseline:position', ...) names a floor: a
-    registered method that needs no model."""
+    """Whether a method label ('random', 'baseline:position', ...) names a floor (a method
+    class with ``floor = True``)."""
     cls = available().get(label.partition(":")[0])
-    return cls is not None and not needs_model(cls)
+    return cls is not None and registry.is_floor(cls)
 
 
 def floor_rows(

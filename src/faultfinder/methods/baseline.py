@@ -69,6 +69,8 @@ class BaselineMethod:
     )
     prompt_version: ClassVar[str] = "none"
     needs_model: ClassVar[bool] = False
+    floor: ClassVar[bool] = True
+    """A score other methods must beat: `report` lists it last, `--floors` computes it."""
     Config: ClassVar[type[MethodConfig]] = BaselineConfig
     presets: ClassVar[dict[str, dict[str, Any]]] = {
         "first-speaker": {"rule": "first-speaker"},

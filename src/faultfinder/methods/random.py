@@ -28,6 +28,8 @@ class RandomMethod:
     name: ClassVar[str] = "random"
     summary: ClassVar[str] = "Chance floor: uniform over the log's distinct agents and its steps"
     needs_model: ClassVar[bool] = False
+    floor: ClassVar[bool] = True
+    """A score other methods must beat: `report` lists it last, `--floors` computes it."""
     Config: ClassVar[type[MethodConfig]] = RandomConfig
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
     pairs_agent_and_step: ClassVar[bool] = False

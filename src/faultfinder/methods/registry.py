@@ -52,9 +52,15 @@ def available() -> dict[str, type[Any]]:
     return dict(sorted(_METHODS.items()))
 
 
+def is_floor(method: Any) -> bool:
+    """Whether a method class (or instance) is a floor (``random``, ``baseline``): a score
+    the others must beat, listed last by ``report`` and computed by ``report --floors``."""
+    return bool(getattr(method, "floor", False))
+
+
 def needs_model(method: Any) -> bool:
-    """Whether a method class (or instance) calls a model; False for ``random`` and the
-    ``baseline`` floors, which then run without one (no --model needed)."""
+    """Whether a method class (or instance) calls a model; False for ``random``, the
+    ``baseline`` floors and ``shortlist``, which then run without one (no --model needed)."""
     return bool(getattr(method, "needs_model", True))
 
 

@@ -89,8 +89,9 @@ class ShortlistMethod:
     summary: ClassVar[str] = "Offline ranker over per-step evidence: every step scored, no API call"
     Config: ClassVar[type[MethodConfig]] = ShortlistConfig
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
-    makes_model_calls: ClassVar[bool] = False
-    """`attribute` runs it even when the default embedded model is not installed."""
+    needs_model: ClassVar[bool] = False
+    """It ranks offline: the commands build no model for it (rows say ``model: none``).
+    The surprisal feature, when its weights use it, loads the embedded model itself."""
 
     def __init__(self, config: ShortlistConfig) -> None:
         self.config = config
