@@ -327,7 +327,7 @@ def report_command(
     reliability_path: str | None = None,
 ) -> None:
     """Accuracy tables (per subset, mean ± std over runs, 95% intervals, floors) from eval
-    result files."""
+    result files; then step sets, calibration and prompt tokens with the prefix cache."""
     rows = read_result_files(results)
     if not rows:
         raise click.ClickException("No result rows in " + ", ".join(results))
