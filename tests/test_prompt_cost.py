@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from faultfinder.cli import main
-from faultfinder.eval.prompt_cost import prompt_costs, render_rows, trace_ratio
+from faultfinder.eval.prompt_cost import costly, render, trace_ratio
+from faultfinder.eval.report import records, summarise
 from faultfinder.eval.rows import EvalRow, read_rows
 from faultfinder.llm import base
 from faultfinder.llm.base import approx_token_count
@@ -59,14 +60,23 @@ def test_floors_and_rows_without_prompts_are_left_out() -> None:
         _row("a", 0, 0, 1000, method="random"),
         _row("b", 0, 0, 1000, method="shortlist"),
     ]
-    (only,) = prompt_costs(rows)
-    assert (only.method, only.rows) == ("all-at-once", 1)
-    assert (only.cached_share, only.uncached) == (0.5, 1500)
-    assert render_rows([_row("b", 0, 0, 1000, method="shortlist")]) == ""
-    section = render_rows([*rows, _row("old", 500, 0, None, method="step-by-step")])
+    (only,) = costly(summarise(rows))
+    m = only.metrics
+    assert (only.label, m.cases) == ("all-at-once", 1)
+    assert (m.prompt_tokens_per_case, m.cached_prompt_tokens_per_case) == (3000, 1500)
+    assert render(summarise([_row("b", 0, 0, 1000, method="shortlist")])) == ""
+    section = render(summarise([*rows, _row("old", 500, 0, None, method="step-by-step")]))
     assert "Prompt tokens and the prefix cache" in section
     assert "50%" in section and "1.50" in section  # cached share; uncached 1,500 / 1,000
-    assert "–" in section  # the old row's ratio is unknown, not zero
+    line = next(x for x in section.splitlines() if "step-by-step" in x)
+    assert "–" in line  # the old row's ratio is unknown, not zero
+
+
+def test_json_records_carry_the_prompt_figures() -> None:
+    (record,) = records(summarise([_row("a", 3000, 1000, 1000), _row("b", 3000, 0, 3000)]))
+    assert record["prompt_tokens_per_case"] == 3000
+    assert record["cached_prompt_tokens_per_case"] == 500
+    assert record["uncached_x_trace"] == 1.25 and record["uncached_x_trace_mean_of_cases"] == 1.5
 
 
 def _long_trace() -> Trace:

@@ -342,7 +342,7 @@ def report_command(
         click.echo("\n" + section)
     if fmt in ("text", "markdown") and (section := reliability.render_rows(rows)):
         click.echo("\n" + section)
-    if fmt in ("text", "markdown") and (section := prompt_cost.render_rows(rows, fmt)):
+    if fmt in ("text", "markdown") and (section := prompt_cost.render(summaries, fmt)):
         click.echo("\n" + section)
     if reliability_path:
         drawn = reliability.plot_rows(rows, reliability_path)

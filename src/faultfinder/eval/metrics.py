@@ -155,6 +155,43 @@ class ScoredRow:
     """Model calls, cache hits included."""
     wall_time_s: float = 0.0
     """Wall time of the case."""
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    """Prompt tokens the endpoint served from its prefix cache."""
+    trace_tokens: int | None = None
+    """Tokens of the trace's own text (None: not recorded)."""
+
+
+RATIO_TARGET = 2.0
+"""The ratio :class:`TraceRatio` counts cases up to (issue 16's target for ECHO and CHIEF)."""
+
+
+@dataclass(frozen=True)
+class TraceRatio:
+    """Uncached prompt tokens over the trace's own tokens, for rows that know both."""
+
+    rows: int
+    totals: float
+    """Sum of uncached prompt tokens over the sum of trace tokens."""
+    mean: float
+    """Mean over rows of each row's ratio."""
+    within: int
+    """Rows whose ratio is at most :data:`RATIO_TARGET`."""
+
+
+def ratio_to_trace(pairs: Iterable[tuple[int, int | None]]) -> TraceRatio | None:
+    """The ratios of (uncached prompt tokens, trace tokens) pairs; pairs without trace
+    tokens are left out, and None is returned when none has them."""
+    known = [(u, t) for u, t in pairs if t]
+    if not known:
+        return None
+    ratios = [u / t for u, t in known]
+    return TraceRatio(
+        rows=len(known),
+        totals=sum(u for u, _ in known) / sum(t for _, t in known),
+        mean=sum(ratios) / len(ratios),
+        within=sum(r <= RATIO_TARGET for r in ratios),
+    )
 
 
 @dataclass
@@ -184,6 +221,11 @@ class GroupMetrics:
     no_error_found: int
     """Rows where the method found no error (counted wrong)."""
     status_counts: dict[str, int] = field(default_factory=dict)
+    prompt_tokens_per_case: float = 0.0
+    cached_prompt_tokens_per_case: float = 0.0
+    """Prompt tokens per row the endpoint served from its prefix cache."""
+    trace_ratio: TraceRatio | None = None
+    """Uncached prompt tokens over the trace's own tokens (None: not recorded)."""
 
 
 def aggregate(rows: Iterable[ScoredRow]) -> GroupMetrics:
@@ -230,4 +272,9 @@ def aggregate(rows: Iterable[ScoredRow]) -> GroupMetrics:
         errors=statuses.get("error", 0) + statuses.get("budget-exceeded", 0),
         no_error_found=statuses.get("no-error-found", 0),
         status_counts=dict(sorted(statuses.items())),
+        prompt_tokens_per_case=sum(r.prompt_tokens for r in items) / n if n else 0.0,
+        cached_prompt_tokens_per_case=sum(r.cached_prompt_tokens for r in items) / n if n else 0.0,
+        trace_ratio=ratio_to_trace(
+            (r.prompt_tokens - r.cached_prompt_tokens, r.trace_tokens) for r in items
+        ),
     )

@@ -64,6 +64,9 @@ def scored(row: EvalRow) -> ScoredRow:
         total_tokens=row.usage.total_tokens,
         calls=row.usage.calls + row.usage.cached_calls,
         wall_time_s=row.wall_time_s,
+        prompt_tokens=row.usage.prompt_tokens,
+        cached_prompt_tokens=row.usage.cached_prompt_tokens,
+        trace_tokens=row.trace_tokens,
     )
 
 
@@ -204,6 +207,7 @@ def records(summaries: Sequence[GroupSummary]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for g in summaries:
         m = g.metrics
+        ratio = m.trace_ratio
         record: dict[str, Any] = {
             "subset": g.key.subset,
             "method": g.label,
@@ -225,6 +229,10 @@ def records(summaries: Sequence[GroupSummary]) -> list[dict[str, Any]]:
         record.update(
             {
                 "tokens_per_case": round(m.tokens_per_case, 2),
+                "prompt_tokens_per_case": round(m.prompt_tokens_per_case, 2),
+                "cached_prompt_tokens_per_case": round(m.cached_prompt_tokens_per_case, 2),
+                "uncached_x_trace": None if ratio is None else round(ratio.totals, 4),
+                "uncached_x_trace_mean_of_cases": None if ratio is None else round(ratio.mean, 4),
                 "calls_per_case": round(m.calls_per_case, 3),
                 "wall_time_per_case_s": round(m.wall_time_per_case, 4),
                 "unparsed": m.unparsed,
