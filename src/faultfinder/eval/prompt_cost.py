@@ -16,11 +16,12 @@ OpenAI-compatible endpoint (whose prompt tokens are the server's exact count).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 
 from faultfinder.eval.metrics import RATIO_TARGET, TraceRatio, ratio_to_trace
 from faultfinder.eval.report import IDENT_HEADERS, GroupSummary
 from faultfinder.eval.rows import EvalRow
+from faultfinder.eval.tables import markdown_table, text_table
 
 
 def trace_ratio(
@@ -72,33 +73,14 @@ def cells(g: GroupSummary) -> list[str]:
     ]
 
 
-def markdown(groups: Sequence[GroupSummary]) -> str:
-    align = "|".join("---" if i < _LEFT else "---:" for i in range(len(HEADERS)))
-    lines = ["| " + " | ".join(HEADERS) + " |", f"|{align}|"]
-    lines += ["| " + " | ".join(cells(g)) + " |" for g in groups]
-    return "\n".join(lines)
-
-
-def text(groups: Sequence[GroupSummary]) -> str:
-    rows = [HEADERS, *(cells(g) for g in groups)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADERS))]
-
-    def line(r: list[str]) -> str:
-        return "  ".join(
-            v.ljust(w) if i < _LEFT else v.rjust(w)
-            for i, (v, w) in enumerate(zip(r, widths, strict=True))
-        ).rstrip()
-
-    return "\n".join([line(HEADERS), line(["-" * w for w in widths]), *(line(r) for r in rows[1:])])
-
-
 def render(summaries: Iterable[GroupSummary], fmt: str = "text") -> str:
     """The ``report`` section ('' when no group sent a prompt)."""
     groups = costly(summaries)
     if not groups:
         return ""
     title = "Prompt tokens and the prefix cache"
-    body = markdown(groups) if fmt == "markdown" else text(groups)
+    table = markdown_table if fmt == "markdown" else text_table
+    body = table(HEADERS, [cells(g) for g in groups], _LEFT)
     notes = (
         "Per case: prompt tokens; the share the server reported as served from its prefix "
         "cache; the rest (uncached); and that rest over the trace's own tokens (task and "

@@ -25,6 +25,7 @@ from faultfinder.eval.metrics import (
     score,
 )
 from faultfinder.eval.rows import EvalRow
+from faultfinder.eval.tables import markdown_table, text_table
 
 TableFormat = Literal["text", "markdown", "csv", "json"]
 FORMATS: tuple[str, ...] = ("text", "markdown", "csv", "json")
@@ -167,29 +168,6 @@ def _by_subset(summaries: Sequence[GroupSummary]) -> dict[str, list[GroupSummary
     return out
 
 
-def _text_table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            c.ljust(w) if i < len(IDENT_HEADERS) else c.rjust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
-
-
-def _markdown_table(headers: list[str], rows: list[list[str]]) -> str:
-    out = ["| " + " | ".join(headers) + " |"]
-    out.append(
-        "|"
-        + "|".join("---" if i < len(IDENT_HEADERS) else "---:" for i in range(len(headers)))
-        + "|"
-    )
-    out.extend("| " + " | ".join(r) + " |" for r in rows)
-    return "\n".join(out)
-
-
 def records(summaries: Sequence[GroupSummary]) -> list[dict[str, Any]]:
     """One flat dict per group (fractions in [0, 1]), for CSV and JSON output."""
 
@@ -258,18 +236,19 @@ def render(
             writer.writeheader()
             writer.writerows(recs)
         return buffer.getvalue().rstrip("\n")
-    table = _markdown_table if fmt == "markdown" else _text_table
+    table = markdown_table if fmt == "markdown" else text_table
+    left = len(IDENT_HEADERS)
     parts: list[str] = []
     for subset, groups in _by_subset(summaries).items():
         title = f"### {subset}" if fmt == "markdown" else f"== {subset} =="
         parts.append(title)
-        parts.append(table(MAIN_HEADERS, [main_cells(g) for g in groups]))
+        parts.append(table(MAIN_HEADERS, [main_cells(g) for g in groups], left))
         if tolerances:
             parts.append("")
             # Markdown needs a blank line between a paragraph and a table.
             caption = "Step accuracy within ±k steps:"
             parts.append(caption if fmt == "text" else caption + "\n")
-            parts.append(table(TOLERANCE_HEADERS, [tolerance_cells(g) for g in groups]))
+            parts.append(table(TOLERANCE_HEADERS, [tolerance_cells(g) for g in groups], left))
         parts.append("")
     notes = footnotes(summaries)
     if notes:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from faultfinder.eval.metrics import wilson
 from faultfinder.eval.rows import EvalRow
+from faultfinder.eval.tables import markdown_table, text_table
 
 
 @dataclass(frozen=True)
@@ -103,22 +104,11 @@ def cells(c: Coverage) -> list[str]:
 
 
 def markdown(figures: Sequence[Coverage]) -> str:
-    lines = ["| " + " | ".join(HEADERS) + " |", "|---|---|---:|---:|---:|---:|---:|"]
-    lines += ["| " + " | ".join(cells(c)) + " |" for c in figures]
-    return "\n".join(lines)
+    return markdown_table(HEADERS, [cells(c) for c in figures], left=2)
 
 
 def text(figures: Sequence[Coverage]) -> str:
-    rows = [HEADERS, *(cells(c) for c in figures)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADERS))]
-
-    def line(r: list[str]) -> str:
-        return "  ".join(
-            v.ljust(w) if i < 2 else v.rjust(w)
-            for i, (v, w) in enumerate(zip(r, widths, strict=True))
-        ).rstrip()
-
-    return "\n".join([line(HEADERS), line(["-" * w for w in widths]), *(line(r) for r in rows[1:])])
+    return text_table(HEADERS, [cells(c) for c in figures], left=2)
 
 
 def render_rows(rows: Iterable[EvalRow], fmt: str = "text") -> str:
