@@ -67,6 +67,17 @@ def test_every_page_answers(art: Artifacts, client: TestClient) -> None:
     assert client.get("/trace/nope").status_code == 404
 
 
+def test_eval_page_shows_prompt_tokens(art: Artifacts, client: TestClient) -> None:
+    catalog = build_catalog([art.root])
+    rows = [r for e in catalog.evals.values() for r in e.rows if r.method == "all-at-once"]
+    assert rows and all(r.trace_tokens for r in rows)
+    pages = [client.get(f"/eval/{k}").text for k in catalog.evals]
+    page = next(p for p in pages if "all-at-once" in p)
+    assert "Prompt tokens and the prefix cache" in page and 'id="cost-0"' in page
+    table = page.split('id="cost-0"', 1)[1].split("</table>", 1)[0]
+    assert "all-at-once" in table and "random" not in table  # floors send no prompt
+
+
 def test_index_filters(client: TestClient) -> None:
     everything = client.get("/").text
     assert "avalon" in everything and "long-1200" in everything

@@ -1,10 +1,12 @@
-"""The evaluation page: the report's own tables (faultfinder.eval.report), the tolerance
-curve as SVG, and a per-case drill-down of what each method said."""
+"""The evaluation page: the report's own tables (faultfinder.eval.report, and the prompt
+tokens of faultfinder.eval.prompt_cost), the tolerance curve as SVG, and a per-case
+drill-down of what each method said."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from faultfinder.eval import prompt_cost
 from faultfinder.eval.floors import is_floor
 from faultfinder.eval.metrics import TOLERANCES, score
 from faultfinder.eval.report import (
@@ -37,6 +39,8 @@ class SubsetReport:
     floors: list[bool]
     tolerance: list[list[str]]
     curves: list[Curve]
+    cost: list[list[str]] = field(default_factory=list)
+    """The prompt-token table's cells (without the subset); empty when no prompt was sent."""
 
 
 @dataclass
@@ -83,6 +87,7 @@ def subset_reports(rows: list[EvalRow]) -> tuple[list[SubsetReport], list[str]]:
             floors=[is_floor(g.key.method) for g in groups],
             tolerance=[tolerance_cells(g) for g in groups],
             curves=[_curve(g, COLOURS[i % len(COLOURS)]) for i, g in enumerate(groups)],
+            cost=[prompt_cost.cells(g)[1:] for g in prompt_cost.costly(groups)],
         )
         for subset, groups in grouped.items()
     ]
@@ -123,5 +128,9 @@ def case_rows(
     return columns, list(cases.values())
 
 
-HEADERS = {"main": MAIN_HEADERS, "tolerance": TOLERANCE_HEADERS}
+HEADERS = {
+    "main": MAIN_HEADERS,
+    "tolerance": TOLERANCE_HEADERS,
+    "cost": prompt_cost.HEADERS[1:],
+}
 PLOT = {"w": PLOT_W, "h": PLOT_H, "pad": PAD, "ticks": list(TOLERANCES)}
