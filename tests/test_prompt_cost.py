@@ -119,3 +119,13 @@ def test_eval_against_a_caching_endpoint_then_report(
     line = next(x for x in section.splitlines() if "step-by-step" in x)
     assert f"{ratio:.2f}" in line and f"{100 * share:.0f}%" in line
     assert f"{row.usage.prompt_tokens:,}" in line
+
+
+def test_a_chief_run_without_a_cache_is_pointed_to_the_shared_prefix_layout() -> None:
+    def chief(cached: int, layout: str) -> EvalRow:
+        return _row("a", 5000, cached, 1000, method="chief", config={"prompt_layout": layout})
+
+    hint = "prompt_layout=shared-prefix"
+    assert hint in render(summarise([chief(0, "instructions-first")]))
+    assert hint not in render(summarise([chief(2048, "instructions-first")]))
+    assert hint not in render(summarise([chief(0, "shared-prefix")]))

@@ -73,6 +73,19 @@ def cells(g: GroupSummary) -> list[str]:
     ]
 
 
+def uncached_layouts(groups: Iterable[GroupSummary]) -> list[str]:
+    """Labels of CHIEF groups that ran with every stage's instructions in a shared system
+    message (``prompt_layout=instructions-first``, the default) against an endpoint that
+    served nothing from a prefix cache: there that layout only costs more."""
+    return [
+        g.label
+        for g in groups
+        if g.key.method.partition(":")[0] == "chief"
+        and g.config.get("prompt_layout") == "instructions-first"
+        and g.metrics.cached_prompt_tokens_per_case == 0
+    ]
+
+
 def render(summaries: Iterable[GroupSummary], fmt: str = "text") -> str:
     """The ``report`` section ('' when no group sent a prompt)."""
     groups = costly(summaries)
@@ -88,5 +101,15 @@ def render(summaries: Iterable[GroupSummary], fmt: str = "text") -> str:
         "tokens are counted with the backend's counter (about 4 characters a token for an "
         "endpoint); '–': rows written before faultfinder counted them (docs/eval.md)."
     )
+    uncached = uncached_layouts(groups)
+    if uncached:
+        notes += (
+            f" {', '.join(sorted(set(uncached)))}: no prompt token came from a prefix cache, so "
+            "its default layout (every stage's instructions in each call, for the cache to "
+            "serve) only read more tokens; against an endpoint without a prefix cache use "
+            "`--set prompt_layout=shared-prefix` (on Who&When 35k instead of 55k prompt tokens "
+            "a case on Algorithm-Generated, 158k instead of 179k on Hand-Crafted; "
+            'docs/methods/chief.md, "Cost").'
+        )
     heading = f"### {title}\n" if fmt == "markdown" else f"{title}:"
     return f"{heading}\n{body}\n\n{notes}"

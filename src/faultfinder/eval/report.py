@@ -11,7 +11,7 @@ import csv
 import io
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -52,7 +52,10 @@ class GroupSummary:
     """Method label; suffixed with '#config' when one label ran with several configs."""
     metrics: GroupMetrics
     floor: bool = False
-    """A floor (``random``, ``baseline:*``): a method that needs no model."""
+    """A floor (``random``, ``baseline:*``): a score the other methods must beat."""
+    config: dict[str, Any] = field(default_factory=dict)
+    """The method configuration of the group's first row (its ``config_id`` is the same for
+    every row of the group)."""
 
 
 def scored(row: EvalRow) -> ScoredRow:
@@ -74,6 +77,7 @@ def scored(row: EvalRow) -> ScoredRow:
 def summarise(rows: Iterable[EvalRow]) -> list[GroupSummary]:
     """Group rows and aggregate each group, sorted by subset then method."""
     groups: dict[GroupKey, list[ScoredRow]] = {}
+    first_config: dict[GroupKey, dict[str, Any]] = {}
     for row in rows:
         key = GroupKey(
             subset=row.subset,
@@ -84,6 +88,7 @@ def summarise(rows: Iterable[EvalRow]) -> list[GroupSummary]:
             config_id=row.config_id,
         )
         groups.setdefault(key, []).append(scored(row))
+        first_config.setdefault(key, row.config)
     configs: dict[tuple[str, str, str, bool, str], set[str]] = {}
     for key in groups:
         ident = (key.subset, key.method, key.model, key.with_ground_truth, key.observability)
@@ -95,7 +100,13 @@ def summarise(rows: Iterable[EvalRow]) -> list[GroupSummary]:
         if len(configs[ident]) > 1:
             label = f"{key.method}#{key.config_id[:6]}"
         out.append(
-            GroupSummary(key=key, label=label, metrics=aggregate(items), floor=is_floor(key.method))
+            GroupSummary(
+                key=key,
+                label=label,
+                metrics=aggregate(items),
+                floor=is_floor(key.method),
+                config=first_config[key],
+            )
         )
     out.sort(
         key=lambda g: (
