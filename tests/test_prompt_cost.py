@@ -121,11 +121,15 @@ def test_eval_against_a_caching_endpoint_then_report(
     assert f"{row.usage.prompt_tokens:,}" in line
 
 
-def test_a_chief_run_without_a_cache_is_pointed_to_the_shared_prefix_layout() -> None:
-    def chief(cached: int, layout: str) -> EvalRow:
-        return _row("a", 5000, cached, 1000, method="chief", config={"prompt_layout": layout})
+def test_a_run_without_a_cache_is_pointed_to_the_layout_for_none() -> None:
+    def run(method: str, cached: int, layout: str) -> EvalRow:
+        return _row("a", 5000, cached, 1000, method=method, config={"prompt_layout": layout})
 
-    hint = "prompt_layout=shared-prefix"
-    assert hint in render(summarise([chief(0, "instructions-first")]))
-    assert hint not in render(summarise([chief(2048, "instructions-first")]))
-    assert hint not in render(summarise([chief(0, "shared-prefix")]))
+    hint = "`--set prompt_layout=shared-prefix` (docs/methods/chief.md)"
+    assert hint in render(summarise([run("chief", 0, "instructions-first")]))
+    assert hint in render(summarise([run("chief:M1", 0, "instructions-first")]))
+    assert "--set" not in render(summarise([run("chief", 2048, "instructions-first")]))
+    assert "--set" not in render(summarise([run("chief", 0, "shared-prefix")]))
+    echo = render(summarise([run("echo", 0, "shared-prefix")]))
+    assert "echo: `--set prompt_layout=paper` (docs/methods/echo.md)" in echo
+    assert "--set" not in render(summarise([run("all-at-once", 0, "paper")]))

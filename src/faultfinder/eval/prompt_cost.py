@@ -22,6 +22,7 @@ from faultfinder.eval.metrics import RATIO_TARGET, TraceRatio, ratio_to_trace
 from faultfinder.eval.report import IDENT_HEADERS, GroupSummary
 from faultfinder.eval.rows import EvalRow
 from faultfinder.eval.tables import markdown_table, text_table
+from faultfinder.methods.registry import available
 
 
 def trace_ratio(
@@ -73,17 +74,21 @@ def cells(g: GroupSummary) -> list[str]:
     ]
 
 
-def uncached_layouts(groups: Iterable[GroupSummary]) -> list[str]:
-    """Labels of CHIEF groups that ran with every stage's instructions in a shared system
-    message (``prompt_layout=instructions-first``, the default) against an endpoint that
-    served nothing from a prefix cache: there that layout only costs more."""
-    return [
-        g.label
-        for g in groups
-        if g.key.method.partition(":")[0] == "chief"
-        and g.config.get("prompt_layout") == "instructions-first"
-        and g.metrics.cached_prompt_tokens_per_case == 0
-    ]
+def without_cache_hints(groups: Iterable[GroupSummary]) -> list[str]:
+    """For each method that got no cached token although it ran with options laid out for a
+    prefix cache: the ``--set`` options that read fewer prompt tokens without one (the
+    method config's ``WITHOUT_PREFIX_CACHE``)."""
+    hints: dict[str, str] = {}
+    for g in groups:
+        name = g.key.method.partition(":")[0]
+        cls = available().get(name)
+        better = getattr(getattr(cls, "Config", None), "WITHOUT_PREFIX_CACHE", {})
+        changes = {k: v for k, v in better.items() if g.config.get(k, v) != v}
+        if not changes or g.metrics.cached_prompt_tokens_per_case > 0:
+            continue
+        options = " ".join(f"--set {k}={v}" for k, v in changes.items())
+        hints[g.label] = f"{g.label}: `{options}` (docs/methods/{name}.md)"
+    return [hints[label] for label in sorted(hints)]
 
 
 def render(summaries: Iterable[GroupSummary], fmt: str = "text") -> str:
@@ -101,15 +106,13 @@ def render(summaries: Iterable[GroupSummary], fmt: str = "text") -> str:
         "tokens are counted with the backend's counter (about 4 characters a token for an "
         "endpoint); '–': rows written before faultfinder counted them (docs/eval.md)."
     )
-    uncached = uncached_layouts(groups)
-    if uncached:
+    hints = without_cache_hints(groups)
+    if hints:
         notes += (
-            f" {', '.join(sorted(set(uncached)))}: no prompt token came from a prefix cache, so "
-            "its default layout (every stage's instructions in each call, for the cache to "
-            "serve) only read more tokens; against an endpoint without a prefix cache use "
-            "`--set prompt_layout=shared-prefix` (on Who&When 35k instead of 55k prompt tokens "
-            "a case on Algorithm-Generated, 158k instead of 179k on Hand-Crafted; "
-            'docs/methods/chief.md, "Cost").'
+            " No prompt token came from a prefix cache for these runs, whose layout is built "
+            "for one; without a cache these options read fewer prompt tokens: "
+            + "; ".join(hints)
+            + "."
         )
     heading = f"### {title}\n" if fmt == "markdown" else f"{title}:"
     return f"{heading}\n{body}\n\n{notes}"

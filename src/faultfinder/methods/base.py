@@ -54,6 +54,10 @@ class MethodConfig(BaseModel):
 
     PROMPT_VERSION: ClassVar[str] = "none"
     """Version of the method's prompts; bumped whenever they change ('none': no prompts)."""
+    WITHOUT_PREFIX_CACHE: ClassVar[dict[str, Any]] = {}
+    """Options that read fewer prompt tokens against an endpoint with no prefix cache (a
+    layout built for the cache pays for it there); `report` suggests them when a run got
+    no cached tokens."""
 
     with_ground_truth: bool = False
     """Show the task's reference answer to the judge (the paper's 'with ground truth'),

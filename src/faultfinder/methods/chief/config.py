@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -18,6 +18,7 @@ class ChiefConfig(MethodConfig):
     """Options of the CHIEF method (paper defaults unless noted in docs/methods/chief.md)."""
 
     PROMPT_VERSION: ClassVar[str] = PROMPT_VERSION
+    WITHOUT_PREFIX_CACHE: ClassVar[dict[str, Any]] = {"prompt_layout": "shared-prefix"}
 
     modules: Modules = "full"
     """Which modules run: 'M1' graph + direct answer; 'M1+M2' graph, oracles and

@@ -18,6 +18,7 @@ class EchoConfig(MethodConfig):
     temperatures 0.3–0.9, decoupled agent- then step-level passes, δ = 0.3."""
 
     PROMPT_VERSION: ClassVar[str] = PROMPT_VERSION
+    WITHOUT_PREFIX_CACHE: ClassVar[dict[str, Any]] = {"prompt_layout": "paper"}
 
     pipeline: Pipeline = "decoupled"
     """'decoupled' (I4: agent-level pass, then a step-level pass focused on its agents),
