@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from faultfinder.eval.metrics import RATIO_TARGET, TraceRatio, ratio_to_trace
-from faultfinder.eval.report import IDENT_HEADERS, GroupSummary
+from faultfinder.eval.report import IDENT_HEADERS, GroupSummary, ident_cells
 from faultfinder.eval.rows import EvalRow
 from faultfinder.eval.tables import markdown_table, text_table
 from faultfinder.methods.registry import available
@@ -60,10 +60,7 @@ def cells(g: GroupSummary) -> list[str]:
     prompt, cached = m.prompt_tokens_per_case, m.cached_prompt_tokens_per_case
     return [
         g.key.subset,
-        g.label,
-        g.key.model,
-        "yes" if g.key.with_ground_truth else "no",
-        g.key.observability,
+        *ident_cells(g),
         str(m.cases),
         f"{prompt:,.0f}",
         f"{100 * cached / prompt:.0f}%" if prompt else "–",

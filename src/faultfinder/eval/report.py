@@ -121,7 +121,8 @@ def summarise(rows: Iterable[EvalRow]) -> list[GroupSummary]:
     return out
 
 
-def _ident_cells(g: GroupSummary) -> list[str]:
+def ident_cells(g: GroupSummary) -> list[str]:
+    """The cells under ``IDENT_HEADERS``: method label, model, GT, observability."""
     return [g.label, g.key.model, "yes" if g.key.with_ground_truth else "no", g.key.observability]
 
 
@@ -154,7 +155,7 @@ def with_ci(value: MeanStd) -> str:
 def main_cells(g: GroupSummary) -> list[str]:
     m = g.metrics
     return [
-        *_ident_cells(g),
+        *ident_cells(g),
         str(m.cases),
         str(m.runs),
         with_ci(m.agent),
@@ -169,7 +170,7 @@ def main_cells(g: GroupSummary) -> list[str]:
 
 
 def tolerance_cells(g: GroupSummary) -> list[str]:
-    return [*_ident_cells(g), *(with_ci(g.metrics.within[k]) for k in TOLERANCES)]
+    return [*ident_cells(g), *(with_ci(g.metrics.within[k]) for k in TOLERANCES)]
 
 
 def _by_subset(summaries: Sequence[GroupSummary]) -> dict[str, list[GroupSummary]]:
