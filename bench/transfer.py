@@ -1,0 +1,247 @@
+"""Does the offline shortlist hold on runs it never saw? Paired tests, beside the floors.
+
+Two protocols, both on labelled traces grouped by source (``Trace.source.subset``:
+Who&When's Algorithm-Generated and Hand-Crafted, and any generated source passed with
+``--also``):
+
+1. **Cross-validated** (the protocol of ``bench/shortlist.py``): 5 folds by content
+   (near-duplicate logs share a fold), every trace scored by the model of the fold that
+   did not see it; floors: the position prior fitted on the training folds of the same
+   subset, the first speaker's and the majority agent's steps.
+2. **Leave one source out**: for each source, the ranker and the position prior are fitted
+   on every *other* source and tested on this one (with Who&When alone: train
+   Algorithm-Generated, test Hand-Crafted, and back). This is the transfer figure.
+
+For each test set and k in 1, 3, 5 (recall@k of the decisive step) and for the top-1 agent:
+the rate with its 95% Wilson interval, and the paired exact McNemar test of the shortlist
+against each floor on the same traces (``+b/−c``: traces only the shortlist / only the
+floor gets right; two-sided p). A difference is called significant at p < 0.05 only.
+
+    python bench/transfer.py [DATA] [--also DIR ...] [--no-readme] [--groups G ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from _readme import write_section
+from _stats import cell, paired
+from shortlist import Ranked, first_speaker, majority_agent, recall_hits, same_agent
+
+from faultfinder.eval.datasets import load_dataset, subset_of
+from faultfinder.shortlist import conformal
+from faultfinder.shortlist.features import FeatureSpec
+from faultfinder.shortlist.model import softmax
+from faultfinder.shortlist.train import build_table, cross_validate, fit
+from faultfinder.traces.schema import Trace
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "who-and-when"
+README = ROOT / "bench" / "README.md"
+BEGIN, END = "<!-- transfer:begin -->", "<!-- transfer:end -->"
+KS = (1, 3, 5)
+FLOORS = ("position prior", "first speaker", "majority agent")
+
+
+def prior_from(train: Sequence[Trace], by_subset: bool) -> Callable[[Trace], Ranked]:
+    """Steps by how often their index was decisive in ``train`` (ties: earlier first);
+    per subset when ``by_subset`` (cross-validation), pooled otherwise (transfer)."""
+    counts: dict[str, Counter[int]] = {}
+    for t in train:
+        assert t.label is not None and t.label.step is not None
+        key = subset_of(t) if by_subset else "*"
+        counts.setdefault(key, Counter())[t.label.step] += 1
+
+    def rank(trace: Trace) -> Ranked:
+        c = counts.get(subset_of(trace) if by_subset else "*", Counter())
+        order = sorted(range(len(trace.steps)), key=lambda i: (-c[i], i))
+        return Ranked(order, trace.steps[order[0]].agent)
+
+    return rank
+
+
+def ranked_of(trace: Trace, probs: Sequence[float]) -> Ranked:
+    order = conformal.ranking(probs)
+    return Ranked(order, trace.steps[order[0]].agent)
+
+
+def hits(traces: Sequence[Trace], ranked: Sequence[Ranked], k: int | None) -> list[bool]:
+    """Per trace: recall@k of the decisive step, or (k None) the top-1 agent."""
+    if k is None:
+        return [
+            same_agent(r.agent or "", t.label.agent if t.label else None)
+            for t, r in zip(traces, ranked, strict=True)
+        ]
+    return [recall_hits(t, r.order, k) for t, r in zip(traces, ranked, strict=True)]
+
+
+def report(title: str, traces: Sequence[Trace], rankings: dict[str, list[Ranked]]) -> list[str]:
+    """The rates table and the paired-test table of one test set."""
+    n = len(traces)
+    metrics: list[int | None] = [*KS, None]
+    out = [
+        "",
+        f"**{title}** ({n} traces)",
+        "",
+        "| ranking | recall@1 % | recall@3 % | recall@5 % | top-1 agent % |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    table = {name: [hits(traces, r, k) for k in metrics] for name, r in rankings.items()}
+    for name, cols in table.items():
+        out.append(f"| {name} | " + " | ".join(cell(sum(c), n) for c in cols) + " |")
+    main = next(iter(table))
+    out += [
+        "",
+        f"Paired exact McNemar, {main} vs each floor (+ only the shortlist right / − only "
+        "the floor right, two-sided p):",
+        "",
+        "| against | recall@1 | recall@3 | recall@5 | top-1 agent |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    above: list[str] = []
+    below: list[str] = []
+    labels = [f"recall@{k}" for k in KS] + ["top-1 agent"]
+    for name in FLOORS:
+        if name not in table:
+            continue
+        tests = [paired(a, b) for a, b in zip(table[main], table[name], strict=True)]
+        out.append(f"| {name} | " + " | ".join(t.text() for t in tests) + " |")
+        for label, t in zip(labels, tests, strict=True):
+            if t.p < 0.05:
+                (above if t.only_a > t.only_b else below).append(f"{name} at {label}")
+    out += [
+        "",
+        "Significant (p < 0.05): above "
+        + ("; ".join(above) or "no floor")
+        + ". Below: "
+        + ("; ".join(below) or "no floor")
+        + ". Every other difference is within chance.",
+    ]
+    return out
+
+
+def floors_for(
+    traces: Sequence[Trace], prior: Callable[[Trace], Ranked] | list[Ranked]
+) -> dict[str, list[Ranked]]:
+    return {
+        "position prior": prior if isinstance(prior, list) else [prior(t) for t in traces],
+        "first speaker": [first_speaker(t) for t in traces],
+        "majority agent": [majority_agent(t) for t in traces],
+    }
+
+
+def cross_validated(
+    traces: list[Trace], groups: Sequence[str], folds: int
+) -> tuple[list[str], dict[str, list[bool]]]:
+    table = build_table(traces, groups)
+    cv = cross_validate(table, groups, k=folds)
+    priors = {
+        f: prior_from([t for t, g in zip(traces, cv.folds, strict=True) if g != f], True)
+        for f in set(cv.folds)
+    }
+    out: list[str] = []
+    top1: dict[str, list[bool]] = {}
+    for subset in sorted({subset_of(t) for t in traces}):
+        idx = [i for i, t in enumerate(traces) if subset_of(t) == subset]
+        ts = [traces[i] for i in idx]
+        mine = [ranked_of(traces[i], cv.probs[i]) for i in idx]
+        prior = [priors[cv.folds[i]](traces[i]) for i in idx]
+        rankings = {"shortlist (cross-validated)": mine, **floors_for(ts, prior)}
+        out += report(f"{subset}, cross-validated", ts, rankings)
+        top1[subset] = hits(ts, mine, 1)
+    return out, top1
+
+
+def leave_one_source_out(
+    traces: list[Trace], groups: Sequence[str], ablations: Sequence[Sequence[str]]
+) -> list[str]:
+    out: list[str] = []
+    sources = sorted({subset_of(t) for t in traces})
+    ablation_rows: list[str] = []
+    for source in sources:
+        train_idx = [i for i, t in enumerate(traces) if subset_of(t) != source]
+        test = [t for t in traces if subset_of(t) == source]
+        train = [traces[i] for i in train_idx]
+        rankings: dict[str, list[Ranked]] = {}
+        for gs in [groups, *ablations]:
+            table = build_table(traces, gs)
+            model = fit(table, gs, train_idx)
+            ranked = []
+            for i, t in enumerate(traces):
+                if subset_of(t) == source:
+                    start, end = table.spans[i]
+                    ranked.append(ranked_of(t, softmax(model.logits(table.rows[start:end]))))
+            if list(gs) == list(groups):
+                rankings[
+                    f"shortlist (trained on {', '.join(sorted(set(map(subset_of, train))))})"
+                ] = ranked
+            else:
+                r = [hits(test, ranked, k) for k in (*KS, None)]
+                ablation_rows.append(
+                    f"| {source} | {' + '.join(gs)} | "
+                    + " | ".join(cell(sum(c), len(test), ci=False) for c in r)
+                    + " |"
+                )
+        rankings.update(floors_for(test, prior_from(train, False)))
+        out += report(f"{source}, never seen in training", test, rankings)
+    if ablation_rows:
+        out += [
+            "",
+            "Which evidence transfers (same protocol, feature groups switched off; %, no "
+            "intervals):",
+            "",
+            "| test source | features | recall@1 | recall@3 | recall@5 | top-1 agent |",
+            "|---|---|---:|---:|---:|---:|",
+            *ablation_rows,
+        ]
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data", nargs="?", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--also", type=Path, nargs="*", default=[], help="more labelled sources")
+    parser.add_argument("--no-readme", action="store_true", help="print only")
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--groups", nargs="*", default=list(FeatureSpec().groups))
+    args = parser.parse_args()
+    traces = load_dataset(args.data)
+    for extra in args.also:
+        traces += load_dataset(extra)
+    groups = tuple(args.groups)
+    ablations = [g for g in (("position",), ("position", "agent"), ("position", "errors"))]
+    ablations = [g for g in ablations if set(g) <= set(groups) and tuple(g) != groups]
+    counts = Counter(subset_of(t) for t in traces)
+    today = datetime.now(UTC).date().isoformat()
+    out = [
+        f"Measured {today}. {len(traces)} labelled traces "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}); features: "
+        f"{', '.join(groups)}. Brackets: 95% Wilson interval. A shortlist lead is called "
+        "significant only where its paired exact McNemar p < 0.05.",
+        "",
+        "### Cross-validated (5 folds by content)",
+    ]
+    cv_lines, _ = cross_validated(traces, groups, args.folds)
+    out += cv_lines
+    out += ["", "### Leave one source out (transfer to a source never trained on)"]
+    out += leave_one_source_out(traces, groups, ablations)
+    text = "\n".join(out)
+    print(text)
+    if not args.no_readme:
+        heading = (
+            "\n## Transfer and paired tests — `bench/transfer.py`\n\n"
+            "Reproduce: `python bench/transfer.py` (needs the `shortlist` extra; about a "
+            "minute). Every claim about the shortlist in docs/methods/shortlist.md, "
+            "docs/step-sets.md and docs/methods/compose.md follows from these tables.\n\n"
+        )
+        write_section(README, BEGIN, END, text, heading)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
