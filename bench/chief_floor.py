@@ -29,6 +29,7 @@ import cost_probe
 from faultfinder.eval.datasets import DatasetOptions, load_dataset
 from faultfinder.llm.client import LLM
 from faultfinder.methods.chief import ChiefConfig, build_graph
+from faultfinder.methods.chief.graph_render import graph_sections
 
 
 async def graph_tokens(traces: list, backend: cost_probe.StandInBackend) -> dict[str, int]:
@@ -39,7 +40,7 @@ async def graph_tokens(traces: list, backend: cost_probe.StandInBackend) -> dict
         graph = await build_graph(
             trace, LLM(backend, cache=None), ChiefConfig(stage_cache=None), with_oracles=True
         )
-        out[trace.id] = sum(backend.count_tokens(s) for s in graph.sections())
+        out[trace.id] = sum(backend.count_tokens(s) for s in graph_sections(graph))
     return out
 
 

@@ -29,8 +29,9 @@ from _readme import write_section
 
 from faultfinder.eval.datasets import load_dataset, subset_of
 from faultfinder.eval.metrics import step_correct
+from faultfinder.judging.method import run_method
 from faultfinder.llm.client import LLM
-from faultfinder.methods import create_method, run_method
+from faultfinder.registry import create_method
 from faultfinder.shortlist import conformal
 from faultfinder.shortlist.train import build_table, cross_validate
 from faultfinder.testing.oracle import perfect_judge

@@ -59,12 +59,12 @@ from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
 from faultfinder.eval.prompt_cost import trace_ratio
 from faultfinder.eval.rows import EvalRow, latest_by_key, read_rows
 from faultfinder.eval.runner import EvalOptions, MethodPlan, plan_methods, run_eval
+from faultfinder.judging.method import Observability, Verdict
+from faultfinder.judging.render import own_text, step_output_text
 from faultfinder.llm.base import ChatRequest, Completion, messages_text
 from faultfinder.llm.client import LLM
 from faultfinder.llm.local import MODEL_NAME, find_weights
-from faultfinder.methods.base import Observability, Verdict
 from faultfinder.methods.chief.prompts import stage_of
-from faultfinder.methods.render import own_text, step_output_text
 from faultfinder.testing.prefix_cache import PrefixCache, prompt_text
 from faultfinder.traces.schema import ToolCall, Trace
 from faultfinder.usage import Usage

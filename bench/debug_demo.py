@@ -26,7 +26,7 @@ from faultfinder.dover.report import aggregate, format_summary
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import FunctionBackend
 from faultfinder.llm.registry import make_backend
-from faultfinder.methods import create_method
+from faultfinder.registry import create_method
 from faultfinder.replay.session import SessionOptions, record_run
 from faultfinder.testing import FakeOpenAIServer
 

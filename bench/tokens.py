@@ -23,7 +23,7 @@ from faultfinder.cli.common import build_llm
 from faultfinder.eval.datasets import DatasetOptions, load_dataset
 from faultfinder.eval.rows import EvalRow, latest_by_key, read_rows
 from faultfinder.eval.runner import EvalOptions, plan_methods, run_eval
-from faultfinder.methods import available
+from faultfinder.registry import methods
 
 # ../shared/data/who-and-when, seen from the repository root
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "who-and-when"
@@ -79,7 +79,7 @@ def main() -> int:
         specs = (
             [s for s in args.methods.split(",") if s]
             if args.methods
-            else [m for m in available() if m not in NOT_MEASURED]
+            else [m for m in methods() if m not in NOT_MEASURED]
         )
         traces = load_dataset(args.data, DatasetOptions(subsets=args.subset, limit=args.limit))
         llm = build_llm(

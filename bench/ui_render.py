@@ -22,7 +22,7 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
-from faultfinder.methods.base import Attribution
+from faultfinder.judging.method import Attribution
 from faultfinder.traces.io import write_trace
 from faultfinder.traces.schema import GoldLabel, Step, ToolCall, ToolResult, Trace
 from faultfinder.ui.app import create_app

@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
 from faultfinder.llm import LLM, ChatRequest
-from faultfinder.methods.base import MethodConfig, Verdict
 from faultfinder.traces.schema import Trace
 
 
@@ -39,7 +39,7 @@ class PickConfig(MethodConfig):
     """Seconds each case waits before its first call (keeps cases in flight)."""
 
 
-class PickMethod:
+class PickMethod(MethodBase):
     """Asks the model for a step ``calls`` times and keeps the last answer."""
 
     name: ClassVar[str] = "ray-test-pick"

@@ -18,10 +18,7 @@ from typing import TypeVar, cast
 import pytest
 
 from faultfinder.eval.metrics import normalise_agent as metrics_agent
-from faultfinder.llm.client import ParseError
-from faultfinder.methods._whowhen import parse_half
-from faultfinder.methods.agentic.actions import parse_action
-from faultfinder.methods.answers import (
+from faultfinder.judging.answers import (
     agents_mentioned,
     extract_json,
     field_values,
@@ -29,9 +26,12 @@ from faultfinder.methods.answers import (
     parse_step_number,
     parse_yes_no,
 )
+from faultfinder.llm.client import ParseError
+from faultfinder.methods.agentic.actions import parse_action
 from faultfinder.methods.chief.dataflow import extract_values, link_values
 from faultfinder.methods.echo.context import extract_key_decision, extract_milestone
 from faultfinder.methods.echo.schema import parse_sections
+from faultfinder.methods.whowhen.common import parse_half
 from faultfinder.replay.matching import Matcher, agent_from_system_prompt
 from faultfinder.replay.outcome import final_answer_from_output
 from faultfinder.traces.importers._semconv import build_trace

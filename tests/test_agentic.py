@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
+from faultfinder.judging.method import Attribution, run_method
 from faultfinder.llm.base import ChatRequest, messages_text
 from faultfinder.llm.client import LLM, ParseError
 from faultfinder.llm.doubles import FunctionBackend, ScriptedBackend
-from faultfinder.methods import create_method, run_method
 from faultfinder.methods.agentic.actions import (
     action_grammar,
     parse_action,
     parse_submission_text,
 )
 from faultfinder.methods.agentic.tools import TraceTools
-from faultfinder.methods.base import Attribution
+from faultfinder.registry import create_method
 from faultfinder.traces.io import read_json, trace_from_dict
 from faultfinder.traces.schema import Step, Trace
 

@@ -2,15 +2,15 @@ import json
 
 import pytest
 
-from faultfinder.llm.client import ParseError
-from faultfinder.methods.answers import (
+from faultfinder.judging.answers import (
     extract_json,
     match_agent,
     parse_agent_step_reason,
     parse_step_number,
     parse_yes_no,
 )
-from faultfinder.methods.grammars import agent_step_grammar
+from faultfinder.judging.grammars import agent_step_grammar
+from faultfinder.llm.client import ParseError
 
 AGENTS = ["Orchestrator", "WebSurfer", "Excel_Expert"]
 

@@ -16,11 +16,12 @@ from faultfinder import errors
 from faultfinder.cli import main
 from faultfinder.eval.rows import config_id, read_rows
 from faultfinder.eval.runner import EvalOptions, plan_methods, run_eval
+from faultfinder.judging.method import run_method
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend
 from faultfinder.llm.base import Completion
 from faultfinder.llm.cache import ResponseCache
 from faultfinder.llm.client import case_tokens_left, track_usage
-from faultfinder.methods import create_method, run_method
+from faultfinder.registry import create_method
 from faultfinder.traces.schema import GoldLabel, Step, Trace
 from faultfinder.usage import Budget, Usage
 

@@ -12,12 +12,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from faultfinder.judging.method import Attribution, run_method
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend
 from faultfinder.llm.base import approx_token_count
-from faultfinder.methods import Attribution, create_method, run_method
 from faultfinder.methods.chief import ChiefConfig, build_graph, instructions, prompts
 from faultfinder.methods.chief.pipeline import OWN_INSTRUCTIONS_NOTE
 from faultfinder.methods.chief.prompts import stage_of
+from faultfinder.registry import create_method
 from faultfinder.testing.prefix_cache import BLOCK_TOKENS, PrefixCache, PrefixCachingBackend
 from faultfinder.traces.loader import load_trace
 from faultfinder.traces.schema import Trace

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
+from faultfinder.judging.method import Attribution, run_method
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend
-from faultfinder.methods import Attribution, create_method, run_method
 from faultfinder.methods.chief import ChiefConfig, build_graph, write_graph
 from faultfinder.methods.chief.prompts import stage_of
+from faultfinder.registry import create_method
 from faultfinder.traces.loader import load_trace
 from faultfinder.traces.schema import Trace
 

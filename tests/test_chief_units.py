@@ -30,7 +30,13 @@ from faultfinder.methods.chief.graph import (
     Subtask,
     SubtaskEdge,
 )
-from faultfinder.methods.chief.graph_render import step_edge_entries, view_data
+from faultfinder.methods.chief.graph_render import (
+    prompt_view,
+    render_dot,
+    render_mermaid,
+    step_edge_entries,
+    view_data,
+)
 from faultfinder.methods.chief.knowledge import (
     BM25,
     KBEntry,
@@ -455,14 +461,14 @@ def test_dot_and_mermaid_renderings_show_nodes_edges_and_loops() -> None:
     ]
     graph.subtask_edges = [SubtaskEdge(source="S2", target="S3", type="data_dependency")]
     graph.candidates = Candidates(subtasks=["S3"], agents=["S3:Assistant"], steps=[9])
-    dot = graph.to_dot()
+    dot = render_dot(graph)
     assert dot.startswith('digraph "chief:chief-loop-1"') and dot.rstrip().endswith("}")
     assert 'subgraph "cluster_S2"' in dot
     assert '"S2:Orchestrator" [label="Orchestrator\\nsteps 2,4,6"]' in dot
     assert "data_dependency" in dot and "L1: Orchestrator repeats x3" in dot
     assert "7→9: 555-0199" in dot
     assert 'fillcolor="#f4cccc"' in dot
-    mermaid = graph.to_mermaid()
+    mermaid = render_mermaid(graph)
     assert mermaid.startswith("flowchart TB")
     assert "S2 ==>|data_dependency| S3" in mermaid
     assert 'S2_WebSurfer -->|"7→9: 555-0199"| S3_Assistant' in mermaid
@@ -479,7 +485,7 @@ def test_the_prompt_view_is_compact_json_with_one_entry_a_line() -> None:
         SubtaskEdge(source="S1", target="S2", type="data_dependency"),
         SubtaskEdge(source="S2", target="S3", type="logical_prereq"),
     ]
-    text = graph.to_prompt_text(max_step_edges=2)
+    text = prompt_view(graph, max_step_edges=2)
     full = view_data(graph, include_oracles=True, max_step_edges=2)
     assert json.loads(text) == full  # same content as the data, nothing dropped
     assert full["step_edges_omitted"] == len(graph.step_edges) - 2 > 0
@@ -538,7 +544,7 @@ def test_the_attribution_candidate_set_leaves_the_oracles_to_the_graph() -> None
     graph.candidates = Candidates(subtasks=["S2"], reasons={"S2": "wrong branch"})
     view = json.loads(candidate_view(graph, [7], pruned=True))
     assert view["candidate_error_subtasks"] == [{"id": "S2", "reason": "wrong branch"}]
-    shown = graph.to_prompt_text(include_oracles=True, max_step_edges=80)
+    shown = prompt_view(graph, include_oracles=True, max_step_edges=80)
     assert "find the library's phone number" in shown
 
 

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from faultfinder.cli import main
-from faultfinder.methods import available, needs_model
+from faultfinder.registry import methods
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "tests" / "fixtures" / "core" / "tiny_trace.json")
@@ -125,27 +125,27 @@ def test_unknown_set_key_lists_the_valid_ones() -> None:
 
 
 def test_every_method_option_is_documented() -> None:
-    for name, cls in available().items():
+    for name, cls in methods().items():
         for field, info in cls.Config.model_fields.items():
             assert info.description, f"{name}.{field} has no docstring"
 
 
 # The package's own methods: a test module may register a fake one, and collection order
 # must not decide whether it is parametrised here.
-SHIPPED = sorted(n for n, c in available().items() if c.__module__.startswith("faultfinder."))
+SHIPPED = sorted(n for n, c in methods().items() if c.__module__.startswith("faultfinder."))
 
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_methods_name_shows_every_option_with_default_and_doc(name: str) -> None:
     result = invoke("methods", name)
     assert result.exit_code == 0, result.output
-    fields = available()[name].Config.model_fields
+    fields = methods()[name].Config.model_fields
     for field, info in fields.items():
         line = next(ln for ln in result.output.splitlines() if ln.startswith(f"  {field}  ("))
         assert ", default " in line
         first_words = " ".join((info.description or "").split()[:3])
         assert first_words in result.output
-    assert ("none (no --model)" in result.output) == (not needs_model(available()[name]))
+    assert ("none (no --model)" in result.output) == (not methods()[name].needs_model)
 
 
 def test_methods_name_shows_presets_and_unknown_lists_methods() -> None:

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from faultfinder.cli import main
 from faultfinder.collect.collector import Collector, CollectorConfig
-from faultfinder.methods.base import Attribution
+from faultfinder.judging.method import Attribution
 from faultfinder.replay.httpserver import HttpServer, Request, Response, ServerThread, json_response
 from faultfinder.traces.io import trace_from_dict, write_trace
 from faultfinder.traces.loader import load_trace, load_traces

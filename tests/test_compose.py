@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from faultfinder.errors import ConfigError
+from faultfinder.judging.method import run_method
+from faultfinder.judging.render import RenderOptions
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend, ScriptedBackend
-from faultfinder.methods import _whowhen as ww
-from faultfinder.methods import create_method, run_method
 from faultfinder.methods.compose import (
     ComposeConfig,
     abbreviated,
@@ -19,7 +19,8 @@ from faultfinder.methods.compose import (
     compressed_view,
     judge_prompt,
 )
-from faultfinder.methods.render import RenderOptions
+from faultfinder.methods.whowhen import common as ww
+from faultfinder.registry import create_method
 from faultfinder.shortlist.features import feature_names
 from faultfinder.shortlist.model import ShortlistModel
 from faultfinder.testing.oracle import label_consistent, perfect_judge

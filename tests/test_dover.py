@@ -32,7 +32,7 @@ from faultfinder.dover.segment import segment, segment_by_pattern, trials_from
 from faultfinder.dover.verdict import classify, threshold, wilson_interval
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import FunctionBackend, ScriptedBackend
-from faultfinder.methods import create_method
+from faultfinder.registry import create_method
 from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
 from faultfinder.replay.recorder import (
     RunMeta,

@@ -9,17 +9,17 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from faultfinder.demo_team import mock_debugger, mock_model
-from faultfinder.dover.dynamic import Observation, dynamic_check, score
+from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import FunctionBackend
-from faultfinder.methods.base import MethodConfig, Verdict
+from faultfinder.methods.agentic.dynamic import Observation, dynamic_check, score
 from faultfinder.replay.recorder import load_calls
 from faultfinder.replay.session import SessionOptions, record_run
 from faultfinder.testing import FakeOpenAIServer
 from faultfinder.traces.schema import Trace
 
 
-class BlameStep:
+class BlameStep(MethodBase):
     """A static 'method' that always blames one step (unregistered; tests only)."""
 
     name: ClassVar[str] = "blame-step"

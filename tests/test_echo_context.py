@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from faultfinder.judging.render import RenderOptions
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend, ScriptedBackend
 from faultfinder.methods.echo.context import (
     NO_CONTENT,
@@ -26,7 +27,6 @@ from faultfinder.methods.echo.context import (
     render_step_context,
     summarize,
 )
-from faultfinder.methods.render import RenderOptions
 from faultfinder.traces.loader import load_trace
 from faultfinder.traces.schema import Step
 

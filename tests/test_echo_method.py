@@ -14,9 +14,9 @@ from click.testing import CliRunner
 
 from faultfinder.cli import main
 from faultfinder.errors import ConfigError
+from faultfinder.judging.method import Attribution, run_method
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend, ParseError
 from faultfinder.llm.base import messages_text
-from faultfinder.methods import Attribution, create_method, run_method
 from faultfinder.methods.echo.panel import sample_panel, spread_temperatures
 from faultfinder.methods.echo.prompts import ROLE_INSTRUCTIONS, ROLES
 from faultfinder.methods.echo.schema import (
@@ -26,6 +26,7 @@ from faultfinder.methods.echo.schema import (
     parse_judge,
     parse_sections,
 )
+from faultfinder.registry import create_method
 from faultfinder.traces.loader import load_trace
 from faultfinder.traces.schema import Trace
 

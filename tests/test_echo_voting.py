@@ -138,7 +138,7 @@ def test_what_counts_as_a_conflict_depends_on_the_pass() -> None:
 
 
 def test_a_ballot_whose_step_another_agent_took_votes_for_its_agent_only() -> None:
-    # The one agent/step rule (methods/pairing.py): step 5 was taken by Verifier, so a
+    # The one agent/step rule (judging/pairing.py): step 5 was taken by Verifier, so a
     # ballot naming Coder at step 5 is not a vote for step 5.
     ballots = [ballot("a", ["Coder"], 5, 0.9)]
     result = consensus(ballots, SPEAKERS)

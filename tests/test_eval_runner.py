@@ -15,9 +15,9 @@ from faultfinder.errors import ConfigError, FaultfinderError
 from faultfinder.eval.datasets import DatasetOptions, load_dataset
 from faultfinder.eval.rows import ResultsFileError, read_rows
 from faultfinder.eval.runner import EvalOptions, MethodPlan, plan_methods, run_eval
+from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend
 from faultfinder.llm.cache import ResponseCache
-from faultfinder.methods.base import MethodConfig, Verdict
 from faultfinder.traces.schema import Trace
 from faultfinder.usage import Budget
 
@@ -32,7 +32,7 @@ class JudgeConfig(MethodConfig):
     """Make two calls per case."""
 
 
-class JudgeMethod:
+class JudgeMethod(MethodBase):
     """Asks the model for the decisive step; the agent is the step's speaker."""
 
     name: ClassVar[str] = "eval-test-judge"
@@ -58,7 +58,7 @@ class ExplodingConfig(MethodConfig):
     """Seed; the harness adds the repeat index."""
 
 
-class ExplodingMethod:
+class ExplodingMethod(MethodBase):
     """Raises a plain bug on traces whose id ends in '2'."""
 
     name: ClassVar[str] = "eval-test-exploding"

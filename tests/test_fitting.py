@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
+from faultfinder.judging.fitting import Piece, fit_pieces, fit_steps, fit_text
+from faultfinder.judging.method import Attribution, run_method
+from faultfinder.judging.render import ContextBudgetError, RenderOptions
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend
 from faultfinder.llm.base import approx_token_count, messages_text
-from faultfinder.methods import Attribution, create_method, run_method
-from faultfinder.methods.fitting import Piece, fit_pieces, fit_steps, fit_text
-from faultfinder.methods.render import ContextBudgetError, RenderOptions
+from faultfinder.registry import create_method
 from faultfinder.traces.schema import Step, Trace
 
 BUDGET = 4000

@@ -14,9 +14,10 @@ from faultfinder.cli import main
 from faultfinder.eval.floors import FLOORS, floor_rows, is_floor
 from faultfinder.eval.metrics import ScoredRow, aggregate, score, wilson
 from faultfinder.eval.report import render, summarise
+from faultfinder.judging.method import run_method
 from faultfinder.llm import LLM
 from faultfinder.llm.doubles import NoModelBackend
-from faultfinder.methods import create_method, run_method
+from faultfinder.registry import create_method
 from faultfinder.traces.io import trace_from_dict
 from faultfinder.traces.schema import GoldLabel, Trace
 
@@ -90,9 +91,9 @@ def test_is_floor() -> None:
     assert all(is_floor(label) for label in FLOORS)
     assert not is_floor("all-at-once") and not is_floor("echo:I1") and not is_floor("nope")
     # Needing no model does not make a method a floor: the shortlist is a method.
-    from faultfinder.methods import available, needs_model
+    from faultfinder.registry import methods
 
-    assert not needs_model(available()["shortlist"]) and not is_floor("shortlist")
+    assert not methods()["shortlist"].needs_model and not is_floor("shortlist")
 
 
 @pytest.mark.parametrize(

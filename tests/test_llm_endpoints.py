@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 from faultfinder import errors
+from faultfinder.judging.method import run_method
 from faultfinder.llm import LLM, base
 from faultfinder.llm.openai_compat import OpenAICompatBackend, reported_usage
-from faultfinder.methods import create_method, run_method
+from faultfinder.registry import create_method
 from faultfinder.traces.schema import Step, Trace
 
 

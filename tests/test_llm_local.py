@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from faultfinder import errors
+from faultfinder.judging.answers import parse_agent_step_reason
+from faultfinder.judging.grammars import agent_step_grammar
 from faultfinder.llm import LLM, ChatRequest, make_backend
 from faultfinder.llm import local as local_module
 from faultfinder.llm.local import LocalBackend, find_weights
-from faultfinder.methods.answers import parse_agent_step_reason
-from faultfinder.methods.grammars import agent_step_grammar
 
 REAL_FIND_SPEC = importlib.util.find_spec
 

@@ -13,9 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from faultfinder.cli import main
+from faultfinder.judging.method import Attribution, run_method
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend, ScriptedBackend
-from faultfinder.methods import Attribution, create_method, run_method
-from faultfinder.methods import _whowhen as ww
+from faultfinder.methods.whowhen import common as ww
+from faultfinder.registry import create_method
 from faultfinder.traces.loader import load_trace
 from faultfinder.traces.schema import Trace
 

@@ -7,9 +7,9 @@ from click.testing import CliRunner
 
 from faultfinder.cli import main
 from faultfinder.errors import ConfigError, UnknownNameError
+from faultfinder.judging.method import MethodBase, MethodConfig, Verdict, run_method
 from faultfinder.llm import LLM, ScriptedBackend
-from faultfinder.methods import MethodConfig, Verdict, create_method, run_method
-from faultfinder.methods.registry import _METHODS, register
+from faultfinder.registry import METHODS, create_method
 from faultfinder.traces.loader import load_trace
 from faultfinder.traces.schema import Trace
 
@@ -47,15 +47,11 @@ class _Cfg(MethodConfig):
     """Step the fake method answers."""
 
 
-@register
-class _FakeMethod:
+class _FakeMethod(MethodBase):
     name: ClassVar[str] = "test-fake"
     summary: ClassVar[str] = "test double"
     Config: ClassVar[type[MethodConfig]] = _Cfg
     presets: ClassVar[dict[str, dict[str, Any]]] = {"late": {"answer_step": 99}}
-
-    def __init__(self, config: _Cfg) -> None:
-        self.config = config
 
     async def attribute(self, trace: Trace, llm: LLM) -> Verdict:
         reply = await llm.chat("which step?", purpose="ask")
@@ -120,12 +116,16 @@ def test_cli_malformed_trace_names_file_and_field(tmp_path: Path) -> None:
     assert "bad.json" in out.output and "steps[0].agent" in out.output
 
 
+def setup_module() -> None:
+    METHODS.add("test-fake", _FakeMethod)
+
+
 def teardown_module() -> None:
-    _METHODS.pop("test-fake", None)
+    METHODS.remove("test-fake")
 
 
 def test_paper_presets_of_chief_and_agentic_set_the_papers_observability() -> None:
-    from faultfinder.methods import create_method
+    from faultfinder.registry import create_method
 
     agentic = create_method("agentic:paper").config
     chief = create_method("chief:paper").config

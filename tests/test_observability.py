@@ -9,7 +9,7 @@ records every prompt and answers generically (in the formats the methods ask for
 * 'no-inputs' / 'no-metadata': exactly one of the two is hidden;
 * the reference answer only with ``with_ground_truth``; the gold label never.
 
-The test is parametric over ``methods.registry.available()``, so a newly registered method
+The test is parametric over ``methods.registry.methods()``, so a newly registered method
 is checked without touching this file.
 """
 
@@ -22,10 +22,11 @@ from typing import Any
 
 import pytest
 
+from faultfinder.judging.method import run_method
 from faultfinder.llm.base import ChatRequest, messages_text
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import FunctionBackend
-from faultfinder.methods import available, create_method, run_method
+from faultfinder.registry import create_method, methods
 from faultfinder.traces.schema import Agent, GoldLabel, Step, Trace
 from faultfinder.usage import Budget
 
@@ -120,7 +121,7 @@ def generic_answer(request: ChatRequest) -> str | dict[str, Any]:
 # The project's methods (test modules may register doubles of their own), each with a model
 # that offers tool calling; the navigator also without it: (method name, tools?).
 PROJECT_METHODS = [
-    name for name, cls in available().items() if cls.__module__.startswith("faultfinder.")
+    name for name, cls in methods().items() if cls.__module__.startswith("faultfinder.")
 ]
 CASES = [(name, True) for name in PROJECT_METHODS] + [("agentic", False)]
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from faultfinder.judging.method import run_method
 from faultfinder.llm import LLM
-from faultfinder.methods import create_method, run_method
+from faultfinder.registry import create_method
 from faultfinder.testing.oracle import (
     ORACLE_METHODS,
     OracleRow,
@@ -23,7 +24,7 @@ from faultfinder.traces.schema import Trace
 FIXTURES = Path(__file__).parent / "fixtures" / "oracle"
 
 # Which field each method can recover when the labelled agent does not speak at the
-# labelled step, under the one agent/step rule (methods/pairing.py).
+# labelled step, under the one agent/step rule (judging/pairing.py).
 RECOVERS_ON_ODD_LABELS = {
     "all-at-once": (True, False),  # names the agent; its step belongs to another agent
     "step-by-step": (False, True),  # finds the step; its agent is the step's speaker

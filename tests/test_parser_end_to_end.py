@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from faultfinder.eval.metrics import agent_correct, step_correct
+from faultfinder.judging.method import Attribution, run_method
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend, ScriptedBackend
-from faultfinder.methods import Attribution, create_method, run_method
+from faultfinder.registry import create_method
 from faultfinder.testing.oracle import OracleJudge, question_of
 from faultfinder.traces.loader import load_trace
 from faultfinder.traces.schema import GoldLabel, Step, Trace

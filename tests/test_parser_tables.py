@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from faultfinder.llm.client import ParseError
-from faultfinder.methods._whowhen import parse_half, parse_judgement
-from faultfinder.methods.answers import (
+from faultfinder.judging.answers import (
     Roster,
     match_agent,
     parse_agent_step_reason,
     parse_yes_no,
 )
+from faultfinder.llm.client import ParseError
+from faultfinder.methods.whowhen.common import parse_half, parse_judgement
 from parser_tables import agent_step, agents, halves, yes_no
 
 ROSTER = Roster(agents.NAMES, agents.ALIASES)

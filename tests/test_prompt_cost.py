@@ -13,9 +13,9 @@ from faultfinder.cli import main
 from faultfinder.eval.prompt_cost import costly, render, trace_ratio
 from faultfinder.eval.report import records, summarise
 from faultfinder.eval.rows import EvalRow, read_rows
+from faultfinder.judging.render import own_text
 from faultfinder.llm import base
 from faultfinder.llm.base import approx_token_count
-from faultfinder.methods.render import own_text
 from faultfinder.testing.fake_openai import FakeOpenAIServer
 from faultfinder.testing.prefix_cache import PrefixCache
 from faultfinder.traces.schema import Step, Trace

@@ -23,8 +23,9 @@ import pytest
 from click.testing import CliRunner
 
 from faultfinder.cli import main
+from faultfinder.judging.method import run_method
 from faultfinder.llm import LLM, ScriptedBackend
-from faultfinder.methods import create_method, run_method
+from faultfinder.registry import create_method
 from faultfinder.traces.io import trace_from_dict
 from faultfinder.traces.loader import load_traces
 from faultfinder.traces.schema import Trace

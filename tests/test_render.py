@@ -7,13 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from faultfinder.llm.base import approx_token_count
-from faultfinder.llm.client import LLM
-from faultfinder.llm.doubles import ScriptedBackend
-from faultfinder.methods.base import MethodConfig
-from faultfinder.methods.fitting import fit_steps
-from faultfinder.methods.reference import reference_answer
-from faultfinder.methods.render import (
+from faultfinder.judging.fitting import fit_steps
+from faultfinder.judging.method import MethodConfig
+from faultfinder.judging.reference import reference_answer
+from faultfinder.judging.render import (
     ContextBudgetError,
     RenderOptions,
     backend_context_window,
@@ -25,6 +22,9 @@ from faultfinder.methods.render import (
     render_steps,
     visible_agents,
 )
+from faultfinder.llm.base import approx_token_count
+from faultfinder.llm.client import LLM
+from faultfinder.llm.doubles import ScriptedBackend
 from faultfinder.traces.io import read_json, trace_from_dict
 from faultfinder.traces.schema import Agent, Step, Trace
 

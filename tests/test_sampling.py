@@ -13,17 +13,18 @@ from click.testing import CliRunner
 
 from faultfinder.cli import main
 from faultfinder.eval.runner import plan_methods, repeat_warnings
+from faultfinder.judging.method import Attribution, run_method
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend, ScriptedBackend
-from faultfinder.methods import Attribution, available, create_method, run_method
-from faultfinder.methods import _whowhen as ww
 from faultfinder.methods.chief.context import REPLY_CAP_TOKENS
 from faultfinder.methods.echo.config import ANALYSIS_REPLY_TOKENS, PAPER_REPLY_TOKENS
+from faultfinder.methods.whowhen import common as ww
+from faultfinder.registry import create_method, methods
 from faultfinder.traces.loader import load_trace
 
 FIVE = Path(__file__).parent / "fixtures" / "baselines" / "five_steps.json"
 CALLING = ["all-at-once", "step-by-step", "binary-search", "hybrid", "echo", "chief", "agentic"]
 """The methods that call a model."""
-BUILTIN = [name for name, cls in available().items() if cls.__module__.startswith("faultfinder.")]
+BUILTIN = [name for name, cls in methods().items() if cls.__module__.startswith("faultfinder.")]
 SAMPLING = {"temperature": 0.7, "top_p": 0.8, "seed": 5, "max_output_tokens": 200}
 
 

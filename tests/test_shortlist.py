@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from faultfinder.errors import ConfigError
+from faultfinder.judging.method import run_method
 from faultfinder.llm import LLM, ScriptedBackend
-from faultfinder.methods import create_method, run_method
+from faultfinder.registry import create_method
 from faultfinder.shortlist import conformal
 from faultfinder.shortlist.features import GROUPS, feature_names, trace_features
 from faultfinder.shortlist.model import ShortlistModel, softmax, trace_hash

@@ -19,8 +19,9 @@ from faultfinder.cli import main
 from faultfinder.errors import ConfigError
 from faultfinder.eval.rows import read_rows
 from faultfinder.eval.step_sets import coverage
+from faultfinder.judging.method import run_method
 from faultfinder.llm import LLM, ScriptedBackend
-from faultfinder.methods import create_method, run_method
+from faultfinder.registry import create_method
 from faultfinder.shortlist import conformal, sets
 from faultfinder.shortlist.features import feature_names
 from faultfinder.shortlist.model import ShortlistModel, softmax, trace_hash

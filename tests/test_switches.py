@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from faultfinder.judging.answers import match_agent, roster_of
+from faultfinder.judging.method import run_method
+from faultfinder.judging.render import RenderOptions, render_steps
 from faultfinder.llm import LLM, ChatRequest
 from faultfinder.llm.doubles import FunctionBackend
-from faultfinder.methods import create_method, run_method
-from faultfinder.methods.answers import match_agent, roster_of
 from faultfinder.methods.echo import prompts as echo_prompts
-from faultfinder.methods.registry import available
-from faultfinder.methods.render import RenderOptions, render_steps
+from faultfinder.registry import create_method, methods
 from faultfinder.testing.oracle import ORACLE_METHODS, OracleJudge
 from faultfinder.traces.loader import load_trace
 from faultfinder.traces.schema import Step, Trace
@@ -24,14 +24,14 @@ FIVE = Path(__file__).parent / "fixtures" / "baselines" / "five_steps.json"
 
 
 def test_every_method_has_the_same_observability_default() -> None:
-    defaults = {name: cls.Config().observability for name, cls in available().items()}
+    defaults = {name: cls.Config().observability for name, cls in methods().items()}
     assert set(defaults.values()) == {"outputs"}, defaults
 
 
-def test_only_methods_reference_reads_the_reference_answer() -> None:
+def test_only_judging_reference_reads_the_reference_answer() -> None:
     readers = [
         str(p.relative_to(SRC))
-        for p in (SRC / "methods").rglob("*.py")
+        for p in [*(SRC / "methods").rglob("*.py"), *(SRC / "judging").rglob("*.py")]
         if re.search(r"\.ground_truth\b(?!_)", p.read_text(encoding="utf-8"))
         and p.name != "reference.py"
     ]

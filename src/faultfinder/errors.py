@@ -33,8 +33,12 @@ class UnknownNameError(FaultfinderError):
         self.kind = kind
         self.name = name
         self.known = sorted(known)
+        import difflib
+
+        close = difflib.get_close_matches(name, self.known, n=1, cutoff=0.6)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
         super().__init__(
-            f"Unknown {kind} '{name}'. Available: {', '.join(self.known) or '(none)'}."
+            f"Unknown {kind} '{name}'.{hint} Available: {', '.join(self.known) or '(none)'}."
         )
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from faultfinder.errors import ConfigError, FaultfinderError
-from faultfinder.methods.base import Attribution
+from faultfinder.judging.method import Attribution
 from faultfinder.traces.schema import Step, Trace
 
 TIMEOUT = 30.0

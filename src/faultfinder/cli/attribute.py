@@ -23,14 +23,8 @@ from faultfinder.cli.common import (
     with_progress,
 )
 from faultfinder.exitcodes import CaseCounts
-from faultfinder.methods import (
-    available,
-    create_method,
-    get_method_class,
-    needs_model,
-    run_method,
-)
-from faultfinder.methods.base import Attribution
+from faultfinder.judging.method import Attribution, run_method
+from faultfinder.registry import BUILTIN, METHODS, create_method, method_class, methods
 from faultfinder.shortlist.sets import describe as describe_step_set
 from faultfinder.traces.loader import load_trace
 
@@ -106,7 +100,7 @@ def attribute(
     overrides.update(pop_sampling(llm_options))
     method = create_method(method_spec, **overrides)
     progress = llm_options.pop("progress")
-    llm = with_progress(build_llm(**llm_options, needs_model=needs_model(method)), progress)
+    llm = with_progress(build_llm(**llm_options, needs_model=method.needs_model), progress)
     result = asyncio.run(run_method(method, trace, llm, label=method_spec, step_set=step_set))
     shown = format_attribution(result, len(trace.steps))
     click.echo(result.model_dump_json(indent=2) if as_json else shown)
@@ -121,9 +115,11 @@ def list_methods(name: str | None) -> None:
     if name:
         click.echo(describe_method(name))
         return
-    for method_name, cls in available().items():
+    for method_name, cls in methods().items():
         presets = f"  [presets: {', '.join(cls.presets)}]" if cls.presets else ""
-        click.echo(f"{method_name:<16} {cls.summary}{presets}")
+        origin = METHODS.origin(method_name)
+        source = "" if origin == BUILTIN else f"  ({origin})"
+        click.echo(f"{method_name:<16} {cls.summary}{presets}{source}")
 
 
 def _show(value: Any) -> str:
@@ -142,9 +138,9 @@ def describe_method(spec: str) -> str:
     """A method's summary, whether it needs a model, its presets, and every option (--set
     KEY=VALUE) with its type, default and documentation (the field docstrings)."""
     name, _, _ = spec.partition(":")
-    cls = get_method_class(name)
-    lines = [f"{name}: {cls.summary}"]
-    lines.append("model:   " + ("needed (--model)" if needs_model(cls) else "none (no --model)"))
+    cls = method_class(name)
+    lines = [f"{name}: {cls.summary}", f"from:    {METHODS.origin(name)}"]
+    lines.append("model:   " + ("needed (--model)" if cls.needs_model else "none (no --model)"))
     if cls.presets:
         lines.append("presets (use as NAME:PRESET):")
         for preset, settings in cls.presets.items():

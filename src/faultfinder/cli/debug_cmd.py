@@ -150,7 +150,7 @@ def debug(
     from faultfinder.dover.checker import make_checker
     from faultfinder.dover.pipeline import DoverConfig, ReplayExecutor, run_dover
     from faultfinder.dover.report import aggregate, format_summary
-    from faultfinder.methods import create_method
+    from faultfinder.registry import create_method
 
     temperature: float | None = None
     if live_temperature != "program":
@@ -338,8 +338,8 @@ def check(
     faultfinder check runs/RUN --model openai:gpt-4o --upstream URL -- python my_team.py "task"
     faultfinder check runs/RUN --method compose --check-below 0.6 -- python my_team.py "task"
     """
-    from faultfinder.dover.dynamic import dynamic_check
-    from faultfinder.methods import create_method
+    from faultfinder.methods.agentic.dynamic import dynamic_check
+    from faultfinder.registry import create_method
 
     program = require_command(run_dir, command)
     live = _live_upstream(run_dir, upstream, trust_run)

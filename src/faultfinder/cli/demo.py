@@ -22,8 +22,8 @@ from faultfinder.cli.common import (
     with_progress,
 )
 from faultfinder.exitcodes import CaseCounts
-from faultfinder.methods import create_method, needs_model, run_method
-from faultfinder.methods.base import Attribution
+from faultfinder.judging.method import Attribution, run_method
+from faultfinder.registry import create_method
 from faultfinder.traces.io import trace_from_dict
 from faultfinder.traces.schema import Trace
 
@@ -124,7 +124,7 @@ def demo(
     overrides.update(pop_sampling(llm_options))
     method = create_method(method_spec, **overrides)
     progress = llm_options.pop("progress")
-    llm = with_progress(build_llm(**llm_options, needs_model=needs_model(method)), progress)
+    llm = with_progress(build_llm(**llm_options, needs_model=method.needs_model), progress)
     result = asyncio.run(run_method(method, trace, llm, label=method_spec))
     click.echo(format_attribution(result))
     click.echo("")

@@ -28,8 +28,7 @@ from faultfinder.eval.report import FORMATS, plot_tolerance, render, summarise
 from faultfinder.eval.rows import EvalRow, read_result_files
 from faultfinder.eval.runner import EvalOptions, plan_methods, repeat_warnings, run_eval
 from faultfinder.exitcodes import CaseCounts
-from faultfinder.methods import needs_model
-from faultfinder.methods.base import Observability
+from faultfinder.judging.method import Observability
 
 OBSERVABILITIES: tuple[str, ...] = get_args(Observability)
 
@@ -196,7 +195,7 @@ def eval_command(
         raise click.ClickException(f"No traces to evaluate in {dataset} with these filters.")
     if executor == "local" and (ray_address or ray_workers):
         raise click.UsageError("--ray-address and --ray-workers go with --executor ray.")
-    llm_options["needs_model"] = any(needs_model(p.cls) for p in plans)
+    llm_options["needs_model"] = any(p.cls.needs_model for p in plans)
     llm = build_llm(**llm_options)
     options = EvalOptions(
         runs=runs,

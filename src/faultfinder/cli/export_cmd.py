@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from faultfinder.cli.common import pass_errors
 from faultfinder.errors import ConfigError
-from faultfinder.methods.base import Attribution
+from faultfinder.judging.method import Attribution
 from faultfinder.traces.loader import load_trace
 from faultfinder.writeback import TARGETS, payload_for, send
 

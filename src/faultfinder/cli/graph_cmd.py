@@ -22,8 +22,9 @@ from faultfinder.cli.common import (
 )
 from faultfinder.exitcodes import CaseCounts
 from faultfinder.llm.client import track_usage
-from faultfinder.methods import create_method
 from faultfinder.methods.chief import CausalGraph, ChiefConfig, build_graph, write_graph
+from faultfinder.methods.chief.graph_render import render_dot, render_mermaid
+from faultfinder.registry import create_method
 from faultfinder.traces.loader import load_trace
 
 
@@ -127,10 +128,10 @@ def graph(
         write_graph(result, out_path)
         written.append(out_path)
     if dot_path:
-        Path(dot_path).write_text(result.to_dot(), encoding="utf-8")
+        Path(dot_path).write_text(render_dot(result), encoding="utf-8")
         written.append(dot_path)
     if mermaid_path:
-        Path(mermaid_path).write_text(result.to_mermaid(), encoding="utf-8")
+        Path(mermaid_path).write_text(render_mermaid(result), encoding="utf-8")
         written.append(mermaid_path)
     stages = CaseCounts.of(record.status for record in result.stages.values())
     if not written:

@@ -8,8 +8,8 @@ logs; its step is mapped back to the whole log's index.
 from __future__ import annotations
 
 from faultfinder.dover.models import Hypothesis, Trial
+from faultfinder.judging.method import Method, run_method
 from faultfinder.llm.client import LLM
-from faultfinder.methods.base import Method, run_method
 from faultfinder.traces.schema import Trace
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Literal
 
 from faultfinder.dover import prompts
-from faultfinder.dover.common import MAX_STEP_CHARS, json_parser, schema_constraint
 from faultfinder.dover.models import Hypothesis, Intervention, InterventionProposal, Trial
+from faultfinder.judging.render import RenderOptions, render_steps
+from faultfinder.judging.structured import MAX_STEP_CHARS, json_parser, schema_constraint
 from faultfinder.llm.client import LLM, Reply
-from faultfinder.methods.render import RenderOptions, render_steps
 from faultfinder.replay.outcome import normalise_text
 from faultfinder.traces.schema import Trace
 

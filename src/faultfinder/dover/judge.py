@@ -7,8 +7,8 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from faultfinder.dover import prompts
-from faultfinder.dover.common import json_parser, render_log, schema_constraint
 from faultfinder.dover.models import Fulfilment, Intervention, Milestone, MilestoneEvaluation
+from faultfinder.judging.structured import json_parser, render_log, schema_constraint
 from faultfinder.llm.client import LLM, ParseError
 from faultfinder.traces.schema import Trace
 

@@ -35,8 +35,8 @@ from faultfinder.dover.models import (
 from faultfinder.dover.segment import segment
 from faultfinder.dover.verdict import classify, wilson_interval
 from faultfinder.errors import CaseBudgetExceededError, FaultfinderError
+from faultfinder.judging.method import Method
 from faultfinder.llm.client import LLM, track_usage
-from faultfinder.methods.base import Method
 from faultfinder.replay.recorder import build_trace, new_run_id
 from faultfinder.replay.replayer import Edit, ReplayOptions
 from faultfinder.replay.session import ReplayOutcome, SessionOptions, replay_run

@@ -13,8 +13,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from faultfinder.dover import prompts
-from faultfinder.dover.common import json_parser, render_log, schema_constraint
 from faultfinder.dover.models import PlanningStep, Segmentation, Trial
+from faultfinder.judging.structured import json_parser, render_log, schema_constraint
 from faultfinder.llm.client import LLM, ParseError
 from faultfinder.traces.schema import Trace
 

@@ -15,8 +15,7 @@ from faultfinder.eval.rows import EvalRow
 from faultfinder.eval.runner import plan_cases, plan_methods, run_case
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import NoModelBackend
-from faultfinder.methods import registry
-from faultfinder.methods.registry import available
+from faultfinder.registry import methods
 from faultfinder.traces.schema import Trace
 
 FLOORS: tuple[str, ...] = (
@@ -34,8 +33,8 @@ RANDOM_RUNS = 10
 def is_floor(label: str) -> bool:
     """Whether a method label ('random', 'baseline:position', ...) names a floor (a method
     class with ``floor = True``)."""
-    cls = available().get(label.partition(":")[0])
-    return cls is not None and registry.is_floor(cls)
+    cls = methods().get(label.partition(":")[0])
+    return cls is not None and cls.floor
 
 
 def floor_rows(

@@ -18,7 +18,7 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from faultfinder.errors import FaultfinderError
-from faultfinder.methods.base import Attribution
+from faultfinder.judging.method import Attribution
 from faultfinder.traces.schema import GoldLabel
 
 ROW_VERSION = "1"

@@ -34,11 +34,11 @@ from faultfinder.eval.rows import (
     read_rows,
     row_key,
 )
+from faultfinder.judging.method import Attribution, Method, MethodConfig, Observability, run_method
+from faultfinder.judging.reference import ground_truth_status
+from faultfinder.judging.render import own_text
 from faultfinder.llm.client import LLM, CallRecord, run_index, track_usage
-from faultfinder.methods.base import Attribution, Method, MethodConfig, Observability, run_method
-from faultfinder.methods.reference import ground_truth_status
-from faultfinder.methods.registry import create_method
-from faultfinder.methods.render import own_text
+from faultfinder.registry import create_method
 from faultfinder.shortlist.sets import DEFAULT_LEVEL
 from faultfinder.traces.schema import Trace
 from faultfinder.usage import Usage

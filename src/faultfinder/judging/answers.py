@@ -278,7 +278,7 @@ def parse_step_number(value: str | int, n_steps: int | None = None) -> int:
     search)'. Two candidate steps ('7 or 8', '7-8') are ambiguous; no number raises.
 
     With ``n_steps`` a step outside [0, n_steps) raises; without it the caller decides
-    (methods keep the step and :func:`faultfinder.methods.pairing.check_step` marks it).
+    (methods keep the step and :func:`faultfinder.judging.pairing.check_step` marks it).
     """
     if isinstance(value, bool):
         raise ParseError(f"no step number in '{value}'")

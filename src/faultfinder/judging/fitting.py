@@ -20,8 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from faultfinder.llm.base import approx_token_count
-from faultfinder.methods.render import (
+from faultfinder.judging.render import (
     MIN_STEP_CHARS,
     ContextBudgetError,
     RenderOptions,
@@ -29,6 +28,7 @@ from faultfinder.methods.render import (
     TokenCounter,
     all_parts,
 )
+from faultfinder.llm.base import approx_token_count
 from faultfinder.traces.schema import Step, Trace
 
 PieceRole = Literal["judged", "context", "other"]

@@ -15,9 +15,9 @@ from typing import Any, ClassVar, Literal, Protocol, TypedDict, runtime_checkabl
 from pydantic import BaseModel, ConfigDict, Field
 
 from faultfinder.errors import BudgetExceededError, CaseBudgetExceededError, FaultfinderError
+from faultfinder.judging.pairing import apply_step_rule
+from faultfinder.judging.reference import GroundTruthStatus, ground_truth_status
 from faultfinder.llm.client import LLM, CallRecord, track_usage
-from faultfinder.methods.pairing import apply_step_rule
-from faultfinder.methods.reference import GroundTruthStatus, ground_truth_status
 from faultfinder.shortlist.sets import DEFAULT_LEVEL
 from faultfinder.shortlist.sets import step_set as step_set_of
 from faultfinder.traces.schema import Trace
@@ -128,7 +128,7 @@ class Verdict(BaseModel):
     """Method's confidence in [0, 1], when it has one."""
     status: VerdictStatus = "ok"
     """'unparsed' when the model's answer could not be read. What was readable is kept: a
-    verdict whose step broke the agent/step rule (``methods/pairing.py``) keeps its agent,
+    verdict whose step broke the agent/step rule (``judging/pairing.py``) keeps its agent,
     has step None and says why in ``details['step_unparsed']``."""
     details: dict[str, Any] = Field(default_factory=dict)
     """Method-specific evidence (votes, candidates, search path...)."""
@@ -169,7 +169,9 @@ class Attribution(Verdict):
 
 @runtime_checkable
 class Method(Protocol):
-    """An attribution method. One module per method; register it with ``@register``."""
+    """An attribution method: one module (or package) per method, listed in
+    ``faultfinder.registry`` or declared by a plugin in the entry-point group
+    ``faultfinder.methods``. Subclass :class:`MethodBase` for the defaults."""
 
     name: ClassVar[str]
     """Registry name, e.g. 'all-at-once'."""
@@ -179,11 +181,72 @@ class Method(Protocol):
     """The method's configuration class."""
     presets: ClassVar[dict[str, dict[str, Any]]]
     """Named configurations (ablations), selectable as 'name:preset'."""
-    config: MethodConfig
+    needs_model: ClassVar[bool]
+    """Whether the method calls a model. False: commands build none (results say
+    ``model: none``) and any call it makes fails loudly."""
+    floor: ClassVar[bool]
+    """A score the others must beat (``random``, ``baseline``): ``report`` lists it last
+    and ``report --floors`` computes it."""
+    pairs_agent_and_step: ClassVar[bool]
+    """Whether the named agent must be the one who took the named step (the agent/step
+    rule of ``judging/pairing.py``). False for methods whose agent and step are
+    independent draws (the random floor): the range check only."""
+    proposes_candidates: ClassVar[bool]
+    """Whether the verdict's ``details['candidates']`` lists steps worth verifying
+    (``compose``); the dynamic check replays those first."""
+
+    def __init__(self, config: MethodConfig) -> None: ...
+
+    @property
+    def config(self) -> MethodConfig:
+        """The configuration the method was built with."""
+        ...
 
     async def attribute(self, trace: Trace, llm: LLM) -> Verdict:
         """Find the responsible agent and decisive step of a failed trace."""
         ...
+
+    async def judge_candidates(
+        self, trace: Trace, llm: LLM, candidates: list[int]
+    ) -> Verdict | None:
+        """Judge only these steps, when the method can (``compose`` asks its judge this);
+        None when it cannot, and ``compose`` then lets it read the whole view."""
+        ...
+
+    def candidates_cost(self, trace: Trace, llm: LLM, candidates: list[int]) -> int | None:
+        """The most tokens :meth:`judge_candidates` may reserve on these steps, when that
+        is known before asking; None otherwise."""
+        ...
+
+
+class MethodBase:
+    """Defaults for :class:`Method`: subclass it, set ``name``, ``summary`` and
+    ``Config``, and write ``attribute``. Every capability is declared here with its
+    default, so nothing is read with a fallback."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    Config: ClassVar[type[MethodConfig]]
+    presets: ClassVar[dict[str, dict[str, Any]]] = {}
+    needs_model: ClassVar[bool] = True
+    floor: ClassVar[bool] = False
+    pairs_agent_and_step: ClassVar[bool] = True
+    proposes_candidates: ClassVar[bool] = False
+    config: MethodConfig
+
+    def __init__(self, config: MethodConfig) -> None:
+        self.config = config
+
+    async def attribute(self, trace: Trace, llm: LLM) -> Verdict:
+        raise NotImplementedError
+
+    async def judge_candidates(
+        self, trace: Trace, llm: LLM, candidates: list[int]
+    ) -> Verdict | None:
+        return None
+
+    def candidates_cost(self, trace: Trace, llm: LLM, candidates: list[int]) -> int | None:
+        return None
 
 
 async def run_method(
@@ -252,11 +315,11 @@ async def run_method(
 
 
 def _step_rule(method: Method, trace: Trace, verdict: Verdict) -> Verdict:
-    """The one agent/step rule (``methods/pairing.py``): a step outside the trace or taken
+    """The one agent/step rule (``judging/pairing.py``): a step outside the trace or taken
     by another agent than the named one is marked unparsed; the agent is kept. Methods
     whose agent and step are independent draws (``pairs_agent_and_step = False``, the
     random floor) get the range check only."""
-    paired = getattr(method, "pairs_agent_and_step", True)
+    paired = method.pairs_agent_and_step
     agent = verdict.agent if paired else None
     details = verdict.details
     if not paired:

@@ -11,7 +11,7 @@ while the agent is still a readable answer:
 In both cases the agent is kept, the step becomes ``None``, the verdict's status becomes
 ``unparsed`` and ``details['step_unparsed']`` says why in words (``details['rejected_step']``
 keeps the value; ``details['out_of_range_step']`` too when it was outside the trace).
-:func:`faultfinder.methods.base.run_method` applies this to every method's verdict, and
+:func:`faultfinder.judging.method.run_method` applies this to every method's verdict, and
 ECHO's vote applies :func:`check_step` to each ballot before it counts (a ballot whose
 pair disagrees votes for its agent, not for its step). Documented in ``docs/eval.md``.
 """

@@ -2,7 +2,7 @@
 
 ``--with-ground-truth`` (``MethodConfig.with_ground_truth``) means the same in every
 method: the judge's prompt carries :func:`reference_answer` of the trace. When the trace
-has none, every method runs as without it, :func:`faultfinder.methods.base.run_method`
+has none, every method runs as without it, :func:`faultfinder.judging.method.run_method`
 logs a warning and the result records ``ground_truth: "unavailable"`` (else ``"shown"``,
 or ``"off"`` when not asked for). The gold *label* (agent, step) is never shown.
 """

@@ -41,7 +41,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from faultfinder.errors import FaultfinderError
-from faultfinder.methods.base import MethodConfig, Observability
+from faultfinder.judging.method import MethodConfig, Observability
 from faultfinder.traces.schema import Step, Trace
 
 TokenCounter = Callable[[str], int]
@@ -67,7 +67,7 @@ class RenderOptions(BaseModel):
     step_indices: bool = True
     """Prefix each step with 'Step N' (DoVer's refinement); off: the paper's 'name: content'."""
     observability: Observability = "outputs"
-    """What of each step to show; see ``faultfinder.methods.base.Observability``."""
+    """What of each step to show; see ``faultfinder.judging.method.Observability``."""
     max_step_chars: int | None = None
     """Truncate each step's text beyond this many characters (with a marker)."""
     compact_inputs: bool = True

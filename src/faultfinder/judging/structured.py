@@ -7,11 +7,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from faultfinder.judging.answers import extract_json
+from faultfinder.judging.fitting import fit_steps
+from faultfinder.judging.render import RenderOptions
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import ParseError
-from faultfinder.methods.answers import extract_json
-from faultfinder.methods.fitting import fit_steps
-from faultfinder.methods.render import RenderOptions
 from faultfinder.traces.schema import Step, Trace
 
 M = TypeVar("M", bound=BaseModel)

@@ -6,7 +6,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from faultfinder.errors import ConfigError, UnknownNameError
 from faultfinder.llm.base import Backend
@@ -18,9 +18,26 @@ BACKENDS: dict[str, str] = {
     "function": "Python function called per request: function:package.module:callable",
     "none": "no model, for methods that call none (random, baseline:*): none",
 }
+"""Help text of the built-in backends (the factories are listed in ``faultfinder.registry``;
+plugins add theirs through the entry-point group ``faultfinder.backends``)."""
 
 NO_MODEL = "none"
 """The spec of the stand-in used when no method of a command calls a model."""
+
+
+class BackendFactory(Protocol):
+    """What a backend kind registers: called with the part of ``--model KIND:NAME`` after
+    the colon and the endpoint options the command line gave."""
+
+    def __call__(
+        self,
+        name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        **options: Any,
+    ) -> Backend: ...
 
 
 def make_backend(
@@ -32,38 +49,69 @@ def make_backend(
     **options: Any,
 ) -> Backend:
     """Build the backend a spec names. Unknown kinds list the known ones."""
+    from faultfinder.registry import BACKENDS as FACTORIES
+
     kind, _, rest = spec.partition(":")
-    if spec == NO_MODEL:
-        from faultfinder.llm.doubles import NoModelBackend
-
-        return NoModelBackend()
-    if kind == "openai":
-        from faultfinder.llm.openai_compat import OpenAICompatBackend
-
+    if kind not in FACTORIES.entries():
         if not rest:
-            raise ConfigError("Name a model: --model openai:MODEL (e.g. openai:gpt-4o).")
-        key = api_key if api_key is not None else os.environ.get(api_key_env)
-        return OpenAICompatBackend(model=rest, base_url=base_url, api_key=key, **options)
-    if kind == "local":
-        from faultfinder.llm.local import LocalBackend
+            raise ConfigError(
+                f"Unknown model '{spec}': write KIND:NAME, e.g. openai:{spec}. "
+                f"Kinds: {', '.join(FACTORIES.names())}."
+            )
+        raise UnknownNameError("model backend", kind, FACTORIES.names())
+    factory: BackendFactory = FACTORIES.get(kind)
+    return factory(rest, base_url=base_url, api_key=api_key, api_key_env=api_key_env, **options)
 
-        return LocalBackend(model_path=rest or None, **options)
-    if kind == "scripted":
-        from faultfinder.llm.doubles import ScriptedBackend
 
-        if not rest:
-            raise ConfigError("Name a replies file: --model scripted:replies.json")
-        return ScriptedBackend.from_file(rest)
-    if kind == "function":
-        from faultfinder.llm.doubles import FunctionBackend
+def openai_backend(
+    name: str,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    api_key_env: str = "OPENAI_API_KEY",
+    **options: Any,
+) -> Backend:
+    """``openai:MODEL``: any OpenAI-compatible endpoint."""
+    from faultfinder.llm.openai_compat import OpenAICompatBackend
 
-        return FunctionBackend(load_function(rest), model=rest)
-    if kind not in BACKENDS and not rest:
-        raise ConfigError(
-            f"Unknown model '{spec}': write KIND:NAME, e.g. openai:{spec}. "
-            f"Kinds: {', '.join(sorted(BACKENDS))}."
-        )
-    raise UnknownNameError("model backend", kind, list(BACKENDS))
+    if not name:
+        raise ConfigError("Name a model: --model openai:MODEL (e.g. openai:gpt-4o).")
+    key = api_key if api_key is not None else os.environ.get(api_key_env)
+    return OpenAICompatBackend(model=name, base_url=base_url, api_key=key, **options)
+
+
+def local_backend(name: str, **options: Any) -> Backend:
+    """``local[:GGUF]``: the embedded model (the ``[local]`` extra)."""
+    from faultfinder.llm.local import LocalBackend
+
+    options = {k: v for k, v in options.items() if k not in _ENDPOINT_OPTIONS}
+    return LocalBackend(model_path=name or None, **options)
+
+
+def scripted_backend(name: str, **options: Any) -> Backend:
+    """``scripted:replies.json``: replies in order (a test double)."""
+    from faultfinder.llm.doubles import ScriptedBackend
+
+    if not name:
+        raise ConfigError("Name a replies file: --model scripted:replies.json")
+    return ScriptedBackend.from_file(name)
+
+
+def function_backend(name: str, **options: Any) -> Backend:
+    """``function:module:callable``: a Python function answers (a test double)."""
+    from faultfinder.llm.doubles import FunctionBackend
+
+    return FunctionBackend(load_function(name), model=name)
+
+
+def no_backend(name: str, **options: Any) -> Backend:
+    """``none``: for commands whose methods call no model."""
+    from faultfinder.llm.doubles import NoModelBackend
+
+    return NoModelBackend()
+
+
+_ENDPOINT_OPTIONS = ("base_url", "api_key", "api_key_env")
 
 
 def load_function(ref: str) -> Callable[..., Any]:

@@ -1,23 +1,5 @@
-"""Attribution methods. Each lives in its own module and registers itself by name."""
+"""Attribution methods, one module or package each, listed in ``faultfinder.registry``.
 
-from faultfinder.methods.base import Attribution, Method, MethodConfig, Verdict, run_method
-from faultfinder.methods.registry import (
-    available,
-    create_method,
-    get_method_class,
-    needs_model,
-    register,
-)
-
-__all__ = [
-    "Attribution",
-    "Method",
-    "MethodConfig",
-    "Verdict",
-    "available",
-    "create_method",
-    "get_method_class",
-    "needs_model",
-    "register",
-    "run_method",
-]
+The interface they follow and the machinery they share (rendering, answer parsing,
+prompt fitting) live in ``faultfinder.judging``.
+"""

@@ -20,9 +20,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
 from faultfinder.llm.client import LLM
-from faultfinder.methods.base import MethodConfig, Verdict
-from faultfinder.methods.registry import register
 from faultfinder.traces.schema import Step, Trace
 
 BaselineRule = Literal["first-speaker", "majority-agent", "position"]
@@ -59,8 +58,7 @@ def pick(trace: Trace, config: BaselineConfig) -> Step | None:
     return steps[position]
 
 
-@register
-class BaselineMethod:
+class BaselineMethod(MethodBase):
     """A floor computed from the log's shape alone; makes no model call."""
 
     name: ClassVar[str] = "baseline"

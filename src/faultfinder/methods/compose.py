@@ -21,21 +21,19 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from faultfinder.errors import ConfigError
+from faultfinder.judging.answers import parse_agent_step_reason, roster_of
+from faultfinder.judging.grammars import agent_step_grammar
+from faultfinder.judging.method import Method, MethodBase, MethodConfig, Verdict
+from faultfinder.judging.render import RenderOptions, render_step, step_output_text
 from faultfinder.llm.client import LLM, case_tokens_left, track_usage
-from faultfinder.methods import _whowhen as ww
-from faultfinder.methods.answers import parse_agent_step_reason, roster_of
-from faultfinder.methods.base import Method, MethodConfig, Verdict
-from faultfinder.methods.grammars import agent_step_grammar
-from faultfinder.methods.registry import create_method, register
-from faultfinder.methods.render import RenderOptions, render_step, step_output_text
 from faultfinder.methods.shortlist import (
     load_configured_model,
     rank_with,
     ranking_details,
     surprisal_scorer,
 )
-from faultfinder.methods.step_by_step import StepByStepConfig, StepByStepMethod, judge_steps
-from faultfinder.methods.step_by_step import step_prompt as step_by_step_prompt
+from faultfinder.methods.whowhen import common as ww
+from faultfinder.registry import create_method
 from faultfinder.shortlist.rank import Ranking
 from faultfinder.traces.schema import Step, Trace
 
@@ -175,18 +173,8 @@ def worst_case_tokens(
     if judge is None:
         prompt = judge_prompt(trace, set(candidates), config)
         return llm.reservation(prompt, config.reply_tokens(ww.ALL_AT_ONCE_REPLY_TOKENS))
-    if type(judge) is StepByStepMethod:
-        cfg = judge.config
-        assert isinstance(cfg, StepByStepConfig)
-        view = compressed_view(trace, set(candidates), config.compressed_chars)
-        return sum(
-            llm.reservation(
-                step_by_step_prompt(view, llm, cfg, i)[0],
-                cfg.reply_tokens(ww.JUDGEMENT_REPLY_TOKENS),
-            )
-            for i in sorted(candidates)
-        )
-    return None
+    view = compressed_view(trace, set(candidates), config.compressed_chars)
+    return judge.candidates_cost(view, llm, sorted(candidates))
 
 
 def fit_candidates(
@@ -208,8 +196,7 @@ def fit_candidates(
     return [], tokens, left
 
 
-@register
-class ComposeMethod:
+class ComposeMethod(MethodBase):
     """Shortlist, then a judge (all-at-once by default) over the shortlisted steps only."""
 
     name: ClassVar[str] = "compose"
@@ -224,6 +211,7 @@ class ComposeMethod:
         "k8": {"top_k": 8},
     }
     proposes_candidates: ClassVar[bool] = True
+    config: ComposeConfig
     """``details['candidates']`` are the steps worth verifying (``check`` replays them)."""
 
     def __init__(self, config: ComposeConfig) -> None:
@@ -301,15 +289,16 @@ class ComposeMethod:
         self, trace: Trace, candidates: list[int], llm: LLM, details: dict[str, Any]
     ) -> Verdict:
         """Another method as judge, in its own prompt format, on the abbreviated view.
-        Step-by-step is asked about the candidates only (in order); any other method
-        reads the whole view and may name any step (kept only if it is a candidate)."""
+        A judge that can judge given steps only (``judge_candidates``: step-by-step) is
+        asked about the candidates (in order); any other method reads the whole view and
+        may name any step (kept only if it is a candidate)."""
         judge = self.judge
         assert judge is not None
         view = compressed_view(trace, set(candidates), self.config.compressed_chars)
         with track_usage() as scope:
-            if type(judge) is StepByStepMethod:
-                assert isinstance(judge.config, StepByStepConfig)
-                verdict = await judge_steps(view, llm, judge.config, sorted(candidates))
+            judged = await judge.judge_candidates(view, llm, sorted(candidates))
+            if judged is not None:
+                verdict = judged
                 details["judge_scope"] = "candidates"
             else:
                 verdict = await judge.attribute(view, llm)

@@ -8,9 +8,8 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
 from faultfinder.llm.client import LLM
-from faultfinder.methods.base import MethodConfig, Verdict
-from faultfinder.methods.registry import register
 from faultfinder.traces.schema import Trace
 
 
@@ -21,8 +20,7 @@ class RandomConfig(MethodConfig):
     """Repeat index, set by the harness so repeated runs draw differently."""
 
 
-@register
-class RandomMethod:
+class RandomMethod(MethodBase):
     """Agent and step drawn independently and uniformly; makes no model call."""
 
     name: ClassVar[str] = "random"
@@ -34,7 +32,7 @@ class RandomMethod:
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
     pairs_agent_and_step: ClassVar[bool] = False
     """The agent and the step are independent draws (a floor for each field), so the
-    agent/step rule of ``methods/pairing.py`` checks only that the step is in the trace."""
+    agent/step rule of ``judging/pairing.py`` checks only that the step is in the trace."""
 
     def __init__(self, config: RandomConfig) -> None:
         self.config = config

@@ -16,9 +16,8 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
 from faultfinder.llm.client import LLM
-from faultfinder.methods.base import MethodConfig, Verdict
-from faultfinder.methods.registry import register
 from faultfinder.shortlist.rank import Ranking, rank_trace
 from faultfinder.shortlist.surprisal import CachedSurprisal, LlamaSurprisal, SurprisalScorer
 from faultfinder.shortlist.weights import Chosen, Weights, load_weights
@@ -81,8 +80,7 @@ def ranking_details(trace: Trace, chosen: Chosen, ranking: Ranking, top_k: int) 
     }
 
 
-@register
-class ShortlistMethod:
+class ShortlistMethod(MethodBase):
     """Offline learned step ranker; no API call."""
 
     name: ClassVar[str] = "shortlist"

@@ -24,7 +24,7 @@ the oracle fails loudly. Step-by-step needs the step indices in the log (the def
 
 With the perfect judge, a method that reads answers correctly scores 100% agent and step
 on every trace whose labelled agent speaks at the labelled step; on the others the
-agent/step rule (``methods/pairing.py``) decides which field a method can recover.
+agent/step rule (``judging/pairing.py``) decides which field a method can recover.
 """
 
 from __future__ import annotations
@@ -221,8 +221,9 @@ async def run_oracle(
     """Every method on every (labelled) trace with a fresh perfect (or wrong) judge, scored
     with the evaluation's metrics."""
     from faultfinder.eval.metrics import agent_correct, step_correct
+    from faultfinder.judging.method import run_method
     from faultfinder.llm.client import LLM
-    from faultfinder.methods import create_method, run_method
+    from faultfinder.registry import create_method
 
     rows: list[OracleRow] = []
     for trace in traces:

@@ -23,7 +23,7 @@ from faultfinder.dover.models import DoverRow
 from faultfinder.dover.report import read_rows as read_dover_rows
 from faultfinder.errors import FaultfinderError
 from faultfinder.eval.rows import EvalRow, latest_by_key, read_rows
-from faultfinder.methods.base import Attribution
+from faultfinder.judging.method import Attribution
 from faultfinder.methods.chief.graph import CausalGraph
 from faultfinder.replay.recorder import (
     BRANCHES_DIR,

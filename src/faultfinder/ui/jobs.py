@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Literal
 
 from faultfinder.errors import FaultfinderError
+from faultfinder.judging.method import run_method
 from faultfinder.llm.client import LLM, track_usage
-from faultfinder.methods import create_method, run_method
+from faultfinder.registry import create_method
 from faultfinder.ui.catalog import AttributionEntry, Catalog
 
 JobState = Literal["queued", "running", "done", "failed"]

@@ -14,10 +14,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from faultfinder.judging.answers import extract_json, find_field, parse_step_number
+from faultfinder.judging.grammars import gbnf_choice, gbnf_literal
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import ParseError
-from faultfinder.methods.answers import extract_json, find_field, parse_step_number
-from faultfinder.methods.grammars import gbnf_choice, gbnf_literal
 
 # The leading run stays on the ACTION line (blank lines above it are not part of the match):
 # from every line start of a long run of blank lines it would scan to the end of the run.

@@ -6,8 +6,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from faultfinder.judging.method import MethodConfig
 from faultfinder.methods.agentic.prompts import PROMPT_VERSION
-from faultfinder.methods.base import MethodConfig
 
 REPLY_TOKENS = 1024
 """Reply bound of every navigator call: a short thought and one action (a tool name and

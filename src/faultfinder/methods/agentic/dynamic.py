@@ -18,10 +18,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from faultfinder.dover.common import json_parser, render_log, schema_constraint
 from faultfinder.errors import CaseBudgetExceededError, FaultfinderError
+from faultfinder.judging.method import Attribution, Method, run_method
+from faultfinder.judging.reference import ground_truth_for
+from faultfinder.judging.structured import json_parser, render_log, schema_constraint
 from faultfinder.llm.client import LLM, ParseError, track_usage
-from faultfinder.methods.base import Attribution, Method, run_method
 from faultfinder.replay.recorder import build_trace, new_run_id
 from faultfinder.replay.replayer import Edit, ReplayOptions
 from faultfinder.replay.session import SessionOptions, replay_run
@@ -224,11 +225,8 @@ async def propose_candidates(
             if c.agent not in agents:
                 raise ParseError(f"candidate agent {c.agent!r} is not in the log")
 
-    reference = (
-        f"Reference answer: {trace.ground_truth}\n"
-        if with_ground_truth and trace.ground_truth
-        else ""
-    )
+    gold = ground_truth_for(trace, with_ground_truth)
+    reference = f"Reference answer: {gold}\n" if gold else ""
     fields = {
         "task": trace.task,
         "reference": reference,
@@ -299,7 +297,7 @@ def shortlisted_steps(method: Method, attribution: Attribution) -> list[int] | N
     """The steps a method shortlisted as worth verifying (``proposes_candidates``), its
     chosen step first; None for methods that do not shortlist."""
     steps = attribution.details.get("candidates")
-    if not getattr(method, "proposes_candidates", False) or not steps:
+    if not method.proposes_candidates or not steps:
         return None
     chosen = [attribution.step] if attribution.step in steps else []
     return chosen + [s for s in steps if s not in chosen]
@@ -482,11 +480,8 @@ async def _judge(
         budget=None if budget is None else budget // 3,
         count_tokens=llm.count_tokens,
     )
-    reference = (
-        f"Reference answer: {original.ground_truth}\n"
-        if with_ground_truth and original.ground_truth
-        else ""
-    )
+    gold = ground_truth_for(original, with_ground_truth)
+    reference = f"Reference answer: {gold}\n" if gold else ""
     reply = await llm.chat(
         JUDGE.format(
             step=k,

@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from faultfinder.judging.reference import ground_truth_for
+from faultfinder.judging.render import context_budget
 from faultfinder.llm.base import messages_text
 from faultfinder.llm.client import LLM, ParseError, Reply
 from faultfinder.methods.agentic import prompts
@@ -27,8 +29,6 @@ from faultfinder.methods.agentic.actions import (
 )
 from faultfinder.methods.agentic.config import REPLY_TOKENS, AgenticConfig
 from faultfinder.methods.agentic.tools import Submission, ToolOutcome, TraceTools
-from faultfinder.methods.reference import ground_truth_for
-from faultfinder.methods.render import context_budget
 from faultfinder.traces.schema import ToolCall, Trace
 
 Mode = Literal["tools", "text"]

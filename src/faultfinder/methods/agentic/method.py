@@ -5,16 +5,14 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
 from faultfinder.llm.client import LLM
 from faultfinder.methods.agentic.config import AgenticConfig
 from faultfinder.methods.agentic.loop import Navigator
-from faultfinder.methods.base import MethodConfig, Verdict
-from faultfinder.methods.registry import register
 from faultfinder.traces.schema import Trace
 
 
-@register
-class AgenticMethod:
+class AgenticMethod(MethodBase):
     """Tool-using trace navigator; the verdict comes from its submit call."""
 
     name: ClassVar[str] = "agentic"

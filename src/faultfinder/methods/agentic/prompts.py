@@ -10,7 +10,7 @@ text here changes.
 
 from __future__ import annotations
 
-from faultfinder.methods.base import Observability
+from faultfinder.judging.method import Observability
 
 PROMPT_VERSION = "agentic-v1"
 

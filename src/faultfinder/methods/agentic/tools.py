@@ -15,12 +15,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from faultfinder.llm.base import approx_token_count
-from faultfinder.llm.client import ParseError
-from faultfinder.methods.answers import match_agent, roster_of
-from faultfinder.methods.base import Observability
-from faultfinder.methods.reference import ground_truth_for
-from faultfinder.methods.render import (
+from faultfinder.judging.answers import match_agent, roster_of
+from faultfinder.judging.method import Observability
+from faultfinder.judging.reference import ground_truth_for
+from faultfinder.judging.render import (
     CompactInput,
     compact_inputs,
     full_input_text,
@@ -30,6 +28,8 @@ from faultfinder.methods.render import (
     step_output_text,
     visible_agents,
 )
+from faultfinder.llm.base import approx_token_count
+from faultfinder.llm.client import ParseError
 from faultfinder.traces.schema import Trace
 
 TokenCounter = Callable[[str], int]

@@ -5,19 +5,17 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
 from faultfinder.llm.client import LLM
-from faultfinder.methods.base import MethodConfig, Verdict
 from faultfinder.methods.chief.config import ChiefConfig
 from faultfinder.methods.chief.graph import CausalGraph
 from faultfinder.methods.chief.pipeline import Chief, write_graph
-from faultfinder.methods.registry import register
 from faultfinder.traces.schema import Trace
 
 __all__ = ["CausalGraph", "Chief", "ChiefConfig", "ChiefMethod", "build_graph", "write_graph"]
 
 
-@register
-class ChiefMethod:
+class ChiefMethod(MethodBase):
     """Graph (M1) → oracles and backtracking (M2) → counterfactual attribution (M3)."""
 
     name: ClassVar[str] = "chief"

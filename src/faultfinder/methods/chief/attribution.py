@@ -25,8 +25,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from faultfinder.judging.answers import AgentStepAnswer, match_agent, parse_agent_step_reason
+from faultfinder.judging.grammars import agent_step_grammar
 from faultfinder.llm.client import ParseError
-from faultfinder.methods.answers import AgentStepAnswer, match_agent, parse_agent_step_reason
 from faultfinder.methods.chief import prompts
 from faultfinder.methods.chief.context import (
     StageContext,
@@ -36,8 +37,7 @@ from faultfinder.methods.chief.context import (
     reply_bound,
 )
 from faultfinder.methods.chief.graph import CausalGraph, StageRecord
-from faultfinder.methods.chief.graph_render import json_lines
-from faultfinder.methods.grammars import agent_step_grammar
+from faultfinder.methods.chief.graph_render import graph_sections, json_lines, prompt_view
 
 STAGES = ("Local", "Planning-Control", "Data-Flow", "Final Screening")
 DataFlowRole = Literal["fabricates", "misinterprets", "misuses", "propagates", "none"]
@@ -339,12 +339,12 @@ async def counterfactual(
         prompts.ATTRIBUTION,
         {
             "candidates": candidate_view(graph, steps, pruned),
-            "graph": graph.to_prompt_text(
-                include_oracles=pruned, max_step_edges=ctx.config.prompt_step_edges
+            "graph": prompt_view(
+                graph, include_oracles=pruned, max_step_edges=ctx.config.prompt_step_edges
             ),
         },
-        sections=graph.sections(
-            include_oracles=pruned, max_step_edges=ctx.config.prompt_step_edges
+        sections=graph_sections(
+            graph, include_oracles=pruned, max_step_edges=ctx.config.prompt_step_edges
         ),
     )
     roster = ctx.roster
@@ -369,11 +369,13 @@ async def direct(
         "direct",
         prompts.DIRECT,
         {
-            "graph": graph.to_prompt_text(
-                include_oracles=False, max_step_edges=ctx.config.prompt_step_edges
+            "graph": prompt_view(
+                graph, include_oracles=False, max_step_edges=ctx.config.prompt_step_edges
             )
         },
-        sections=graph.sections(include_oracles=False, max_step_edges=ctx.config.prompt_step_edges),
+        sections=graph_sections(
+            graph, include_oracles=False, max_step_edges=ctx.config.prompt_step_edges
+        ),
     )
     roster = ctx.roster
     constraint = agent_step_grammar(roster, range(ctx.n_steps)) if ctx.config.grammar else None

@@ -15,11 +15,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from faultfinder.judging.answers import Roster, match_agent
 from faultfinder.llm.client import ParseError
-from faultfinder.methods.answers import Roster, match_agent
 from faultfinder.methods.chief import prompts
 from faultfinder.methods.chief.context import StageContext, as_int, as_text, get_field
 from faultfinder.methods.chief.graph import Candidates, CausalGraph, StageRecord
+from faultfinder.methods.chief.graph_render import graph_sections, prompt_view
 from faultfinder.methods.chief.otar import match_subtask
 
 
@@ -157,10 +158,10 @@ async def backtrack(ctx: StageContext, graph: CausalGraph) -> tuple[Candidates |
         "backtrack",
         prompts.BACKTRACK,
         {
-            "graph": graph.to_prompt_text(max_step_edges=ctx.config.prompt_step_edges),
+            "graph": prompt_view(graph, max_step_edges=ctx.config.prompt_step_edges),
             "order": " -> ".join(order),
         },
-        sections=graph.sections(max_step_edges=ctx.config.prompt_step_edges),
+        sections=graph_sections(graph, max_step_edges=ctx.config.prompt_step_edges),
     )
     reply = await ctx.ask_json(
         prompt,

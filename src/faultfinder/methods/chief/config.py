@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from faultfinder.methods.base import MethodConfig
+from faultfinder.judging.method import MethodConfig
 from faultfinder.methods.chief.prompts import PROMPT_VERSION, Layout
 
 Modules = Literal["M1", "M1+M2", "M1+M3", "full"]

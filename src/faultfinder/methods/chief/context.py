@@ -8,14 +8,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from faultfinder.judging.answers import Roster, extract_json, roster_of
+from faultfinder.judging.fitting import fit_steps
+from faultfinder.judging.reference import ground_truth_for
+from faultfinder.judging.render import RenderOptions, context_budget, render_metadata
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import LLM, ParseError, Reply
-from faultfinder.methods.answers import Roster, extract_json, roster_of
 from faultfinder.methods.chief import instructions, prompts
 from faultfinder.methods.chief.config import ChiefConfig
-from faultfinder.methods.fitting import fit_steps
-from faultfinder.methods.reference import ground_truth_for
-from faultfinder.methods.render import RenderOptions, context_budget, render_metadata
 from faultfinder.traces.schema import Step, Trace
 
 T = TypeVar("T")

@@ -12,8 +12,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from faultfinder.judging.render import message_text, new_input_messages, step_output_text
 from faultfinder.methods.chief.graph import DataType, StepEdge
-from faultfinder.methods.render import message_text, new_input_messages, step_output_text
 from faultfinder.traces.schema import Step, Trace
 
 _URL = re.compile(r"https?://[^\s<>\"'()\[\]{}]+")

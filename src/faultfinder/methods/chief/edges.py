@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from faultfinder.judging.answers import Roster, match_agent
 from faultfinder.llm.client import ParseError
-from faultfinder.methods.answers import Roster, match_agent
 from faultfinder.methods.chief import prompts
 from faultfinder.methods.chief.context import (
     StageContext,

@@ -1,4 +1,5 @@
-"""The hierarchical causal graph (HCG) CHIEF builds (its renderings: ``graph_render.py``).
+"""The hierarchical causal graph (HCG) CHIEF builds (its renderings, which import this
+module: ``graph_render.py``).
 
 Nodes are subtasks and agent-within-subtask instances; edges are subtask edges, agent
 edges (both carrying counterfactual patterns) and step edges (data flow). Loop groups,
@@ -11,13 +12,6 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-
-from faultfinder.methods.chief.graph_render import (
-    prompt_view,
-    render_dot,
-    render_mermaid,
-    section_texts,
-)
 
 SubtaskEdgeType = Literal["data_dependency", "logical_prereq"]
 AgentEdgeType = Literal[
@@ -353,27 +347,3 @@ class CausalGraph(BaseModel):
             "repaired": bool(self.decomposition.repaired),
             "stages": {name: rec.status for name, rec in self.stages.items()},
         }
-
-    # --- renderings ---------------------------------------------------------
-
-    def to_dot(self) -> str:
-        """Graphviz DOT: subtasks as clusters of agent nodes, edges labelled by type."""
-        return render_dot(self)
-
-    def to_mermaid(self) -> str:
-        """Mermaid flowchart text of the same picture."""
-        return render_mermaid(self)
-
-    def sections(self, *, include_oracles: bool = True, max_step_edges: int = 80) -> list[str]:
-        """The graph as the 'instructions-first' prompt layout shows it, in three sections."""
-        return section_texts(
-            self.subtasks,
-            self.agents,
-            self,
-            include_oracles=include_oracles,
-            max_step_edges=max_step_edges,
-        )
-
-    def to_prompt_text(self, *, include_oracles: bool = True, max_step_edges: int = 80) -> str:
-        """A compact JSON view for prompts (OTAR, edges, loops, oracles), one entry a line."""
-        return prompt_view(self, include_oracles=include_oracles, max_step_edges=max_step_edges)

@@ -1,5 +1,5 @@
 """Renderings of CHIEF's causal graph: Graphviz DOT, Mermaid, and the compact JSON view
-its prompts show (``CausalGraph.to_dot``, ``to_mermaid``, ``to_prompt_text``)."""
+its prompts show (``render_dot``, ``render_mermaid``, ``prompt_view``, ``graph_sections``)."""
 
 from __future__ import annotations
 
@@ -177,7 +177,9 @@ def _ranges(steps: list[int]) -> str:
     return ",".join(parts)
 
 
-def prompt_view(graph: CausalGraph, *, include_oracles: bool, max_step_edges: int) -> str:
+def prompt_view(
+    graph: CausalGraph, *, include_oracles: bool = True, max_step_edges: int = 80
+) -> str:
     """The graph as compact JSON for prompts: one entry (subtask, edge, loop group) a line.
 
     The text is one valid JSON object with the content of ``view_data``, written without
@@ -355,3 +357,16 @@ def _links(graph: CausalGraph, max_step_edges: int) -> dict[str, Any]:
     if len(graph.step_edges) > len(shown):
         view["step_edges_omitted"] = len(graph.step_edges) - len(shown)
     return view
+
+
+def graph_sections(
+    graph: CausalGraph, *, include_oracles: bool = True, max_step_edges: int = 80
+) -> list[str]:
+    """The graph as the 'instructions-first' prompt layout shows it, in three sections."""
+    return section_texts(
+        graph.subtasks,
+        graph.agents,
+        graph,
+        include_oracles=include_oracles,
+        max_step_edges=max_step_edges,
+    )

@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from faultfinder.judging.answers import Roster, match_agent
 from faultfinder.llm.client import ParseError
-from faultfinder.methods.answers import Roster, match_agent
 from faultfinder.methods.chief import prompts
 from faultfinder.methods.chief.context import StageContext, as_list, as_text, get_field
 from faultfinder.methods.chief.graph import OTAR, AgentNode, StageRecord, Subtask

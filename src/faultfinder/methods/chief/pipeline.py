@@ -20,9 +20,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from faultfinder.errors import ConfigError
+from faultfinder.judging.method import Verdict
+from faultfinder.judging.render import shows_inputs
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import ScriptedBackend
-from faultfinder.methods.base import Verdict
 from faultfinder.methods.chief import cache as stage_cache
 from faultfinder.methods.chief.attribution import counterfactual, direct, screen
 from faultfinder.methods.chief.backtrack import backtrack
@@ -44,7 +45,6 @@ from faultfinder.methods.chief.loops import LoopConfig, detect_loops
 from faultfinder.methods.chief.oracles import synthesize_oracles
 from faultfinder.methods.chief.otar import agent_nodes, parse_otar_stage
 from faultfinder.methods.chief.prompts import PROMPT_VERSION
-from faultfinder.methods.render import shows_inputs
 from faultfinder.traces.schema import Trace
 
 _GRAPH_OPTIONS = (

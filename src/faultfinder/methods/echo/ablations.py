@@ -12,22 +12,22 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from faultfinder.llm.base import OutputConstraint
-from faultfinder.llm.client import LLM
-from faultfinder.methods.base import Verdict
-from faultfinder.methods.echo import prompts
-from faultfinder.methods.echo.config import ARGUMENT_REPLY_TOKENS, JUDGE_REPLY_TOKENS, EchoConfig
-from faultfinder.methods.echo.context import Compressed, step_context_pieces
-from faultfinder.methods.echo.schema import judge_json_schema, parse_judge, parse_sections
-from faultfinder.methods.fitting import Piece, fit_pieces, fit_text, min_cap
-from faultfinder.methods.reference import ground_truth_for
-from faultfinder.methods.render import (
+from faultfinder.judging.fitting import Piece, fit_pieces, fit_text, min_cap
+from faultfinder.judging.method import Verdict
+from faultfinder.judging.reference import ground_truth_for
+from faultfinder.judging.render import (
     RenderOptions,
     context_budget,
     render_metadata,
     render_step,
     truncate,
 )
+from faultfinder.llm.base import OutputConstraint
+from faultfinder.llm.client import LLM
+from faultfinder.methods.echo import prompts
+from faultfinder.methods.echo.config import ARGUMENT_REPLY_TOKENS, JUDGE_REPLY_TOKENS, EchoConfig
+from faultfinder.methods.echo.context import Compressed, step_context_pieces
+from faultfinder.methods.echo.schema import judge_json_schema, parse_judge, parse_sections
 from faultfinder.traces.schema import Step, Trace
 
 # Tokens kept free for the reply's framing when a prompt is fitted to the budget.

@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from faultfinder.methods.base import MethodConfig
+from faultfinder.judging.method import MethodConfig
 from faultfinder.methods.echo.context import ContextKind, ContextTypeMode
 from faultfinder.methods.echo.prompts import PROMPT_VERSION, AnalystRole, PromptLayout
 

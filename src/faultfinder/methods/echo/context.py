@@ -32,12 +32,12 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel
 
+from faultfinder.judging.fitting import Piece, PieceRole, fit_pieces, fit_text, min_cap
+from faultfinder.judging.render import RenderOptions, render_step, step_output_text, truncate
 from faultfinder.llm.base import approx_token_count
 from faultfinder.llm.client import LLM
 from faultfinder.methods.echo import prompts
 from faultfinder.methods.echo.schema import compressed_json_schema, constraint, parse_compressed
-from faultfinder.methods.fitting import Piece, PieceRole, fit_pieces, fit_text, min_cap
-from faultfinder.methods.render import RenderOptions, render_step, step_output_text, truncate
 from faultfinder.traces.schema import Step, Trace
 
 ContextType = Literal["handoff", "decision_quality", "error_propagation", "general"]
@@ -428,7 +428,7 @@ def entry_piece(
     tagged: bool = False,
     group: str | None = None,
 ) -> Piece:
-    """One context entry as a piece for :func:`faultfinder.methods.fitting.fit_pieces`."""
+    """One context entry as a piece for :func:`faultfinder.judging.fitting.fit_pieces`."""
 
     def render(cap: int | None) -> str:
         limit = min_cap(cap, options.max_step_chars)

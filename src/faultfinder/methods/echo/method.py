@@ -15,9 +15,11 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from faultfinder.judging.answers import roster_of
+from faultfinder.judging.fitting import fit_pieces, fit_steps
+from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
+from faultfinder.judging.render import RenderOptions, context_budget, render_metadata
 from faultfinder.llm.client import LLM
-from faultfinder.methods.answers import roster_of
-from faultfinder.methods.base import MethodConfig, Verdict
 from faultfinder.methods.echo import prompts
 from faultfinder.methods.echo.ablations import run_context_aware
 from faultfinder.methods.echo.config import ANALYSIS_REPLY_TOKENS, PRESETS, EchoConfig
@@ -38,9 +40,6 @@ from faultfinder.methods.echo.panel import (
 )
 from faultfinder.methods.echo.schema import analysis_json_schema
 from faultfinder.methods.echo.voting import CompareOn, Consensus, consensus
-from faultfinder.methods.fitting import fit_pieces, fit_steps
-from faultfinder.methods.registry import register
-from faultfinder.methods.render import RenderOptions, context_budget, render_metadata
 from faultfinder.traces.schema import Trace
 
 # Tokens kept free for message framing when a prompt is fitted to the context budget.
@@ -288,8 +287,7 @@ def _no_attribution(found: Consensus, results: list[AnalystResult]) -> Verdict |
     return None
 
 
-@register
-class EchoMethod:
+class EchoMethod(MethodBase):
     """ECHO (Banerjee et al.): hierarchical context, objective analyst panel, consensus vote."""
 
     name: ClassVar[str] = "echo"

@@ -23,7 +23,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from faultfinder.methods.reference import ground_truth_for
+from faultfinder.judging.reference import ground_truth_for
 from faultfinder.traces.schema import Step, Trace
 
 PROMPT_VERSION = "echo-2"

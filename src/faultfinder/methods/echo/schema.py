@@ -14,14 +14,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator
 
-from faultfinder.llm.base import OutputConstraint
-from faultfinder.llm.client import ParseError
-from faultfinder.methods.answers import (
+from faultfinder.judging.answers import (
     closing_bracket,
     extract_json,
     match_agent,
     parse_step_number,
 )
+from faultfinder.llm.base import OutputConstraint
+from faultfinder.llm.client import ParseError
 from faultfinder.methods.echo.voting import ConclusionType
 
 _NO_STEP = {"", "none", "null", "n/a", "na", "unknown", "-"}
@@ -213,7 +213,7 @@ def parse_judge(text: str, agents: Sequence[str], n_steps: int) -> JudgeVerdict:
         raise ParseError(_validation_message(exc)) from None
     return JudgeVerdict(
         agent=match_agent(answer.mistake_agent, agents),
-        # Range and speaker are checked by the agent/step rule (methods/pairing.py), which
+        # Range and speaker are checked by the agent/step rule (judging/pairing.py), which
         # keeps the agent when the step cannot stand.
         step=parse_step_number(str(answer.mistake_step)),
         reason=answer.mistake_reason,

@@ -9,7 +9,7 @@ Plain functions over plain data, so each rule can be checked by hand:
    (:func:`vote_agents`);
 4. steps win by summed confidence among the same ballots, after dropping steps that break
    the agent/step rule: outside the trace, or taken by an agent the ballot does not name
-   (:func:`vote_step`, ``methods/pairing.py``);
+   (:func:`vote_step`, ``judging/pairing.py``);
 5. the disagreement analysis reports conclusion diversity, confidence spread, conflicting
    high-confidence attributions and step/agent consistency (:func:`analyze_disagreement`).
 
@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from faultfinder.methods.pairing import check_step
+from faultfinder.judging.pairing import check_step
 
 ConclusionType = Literal["single_agent", "multi_agent"]
 CompareOn = Literal["agents", "steps", "both"]
@@ -106,7 +106,7 @@ class Consensus(BaseModel):
     """Summed confidence per in-trace step, over the winning type's ballots."""
     rejected_steps: list[int]
     """Claimed steps left out of the step vote: outside the trace, or taken by an agent
-    the ballot does not name (``methods/pairing.py``)."""
+    the ballot does not name (``judging/pairing.py``)."""
     accepted: list[Ballot]
     """Ballots at or above the threshold."""
     below_threshold: list[Ballot]
@@ -174,7 +174,7 @@ def vote_step(
     """Winning step by summed confidence, the sums, and the steps left out.
 
     A ballot's step counts only when it could be its agents' mistake (the one agent/step
-    rule, :func:`faultfinder.methods.pairing.check_step`): inside the trace and taken by
+    rule, :func:`faultfinder.judging.pairing.check_step`): inside the trace and taken by
     one of the agents the ballot names. Otherwise the ballot still votes for its agents
     (:func:`vote_agents`) but not for the step."""
     scores: dict[int, float] = {}

@@ -5,13 +5,12 @@ from __future__ import annotations
 import functools
 from typing import Any, ClassVar
 
+from faultfinder.judging.answers import parse_agent_step_reason, roster_of
+from faultfinder.judging.grammars import agent_step_grammar
+from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
+from faultfinder.judging.pairing import check_step
 from faultfinder.llm.client import LLM
-from faultfinder.methods import _whowhen as ww
-from faultfinder.methods.answers import parse_agent_step_reason, roster_of
-from faultfinder.methods.base import MethodConfig, Verdict
-from faultfinder.methods.grammars import agent_step_grammar
-from faultfinder.methods.pairing import check_step
-from faultfinder.methods.registry import register
+from faultfinder.methods.whowhen import common as ww
 from faultfinder.traces.schema import Trace
 
 
@@ -59,8 +58,7 @@ async def locate_all_at_once(trace: Trace, llm: LLM, config: ww.WhoWhenConfig) -
     return Verdict(agent=answer.agent, step=answer.step, reason=answer.reason, details=details)
 
 
-@register
-class AllAtOnceMethod:
+class AllAtOnceMethod(MethodBase):
     """Who&When's all-at-once judge, with DoVer's two prompt refinements by default."""
 
     name: ClassVar[str] = "all-at-once"

@@ -12,10 +12,9 @@ from __future__ import annotations
 import functools
 from typing import Any, ClassVar
 
+from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
 from faultfinder.llm.client import LLM
-from faultfinder.methods import _whowhen as ww
-from faultfinder.methods.base import MethodConfig, Verdict
-from faultfinder.methods.registry import register
+from faultfinder.methods.whowhen import common as ww
 from faultfinder.traces.schema import Trace
 
 
@@ -111,8 +110,7 @@ async def bisect(trace: Trace, llm: LLM, config: BinarySearchConfig) -> Verdict:
     return Verdict(agent=step.agent, step=low, reason=reason, details=details)
 
 
-@register
-class BinarySearchMethod:
+class BinarySearchMethod(MethodBase):
     """Who&When's binary-search judge, with DoVer's two prompt refinements by default."""
 
     name: ClassVar[str] = "binary-search"

@@ -17,14 +17,14 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel
 
+from faultfinder.judging import reference
+from faultfinder.judging.answers import parse_yes_no
+from faultfinder.judging.fitting import fit_steps
+from faultfinder.judging.grammars import REASON_GBNF, choice_grammar, gbnf_choice
+from faultfinder.judging.method import MethodConfig
+from faultfinder.judging.render import RenderOptions, context_budget, render_metadata
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import LLM, ParseError
-from faultfinder.methods import reference
-from faultfinder.methods.answers import parse_yes_no
-from faultfinder.methods.base import MethodConfig
-from faultfinder.methods.fitting import fit_steps
-from faultfinder.methods.grammars import REASON_GBNF, choice_grammar, gbnf_choice
-from faultfinder.methods.render import RenderOptions, context_budget, render_metadata
 from faultfinder.traces.schema import Step, Trace
 
 PROMPT_FAMILY = "whowhen-v1"

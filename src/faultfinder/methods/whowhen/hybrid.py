@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
 from faultfinder.llm.client import LLM
-from faultfinder.methods import _whowhen as ww
-from faultfinder.methods.all_at_once import locate_all_at_once
-from faultfinder.methods.base import MethodConfig, Verdict
-from faultfinder.methods.registry import register
-from faultfinder.methods.step_by_step import StepByStepConfig, judge_steps
+from faultfinder.methods.whowhen import common as ww
+from faultfinder.methods.whowhen.all_at_once import locate_all_at_once
+from faultfinder.methods.whowhen.step_by_step import StepByStepConfig, judge_steps
 from faultfinder.traces.schema import Trace
 
 
@@ -50,8 +49,7 @@ async def hybrid(trace: Trace, llm: LLM, config: HybridConfig) -> Verdict:
     return second.model_copy(update={"details": details})
 
 
-@register
-class HybridMethod:
+class HybridMethod(MethodBase):
     """Who&When's hybrid of all-at-once and step-by-step, with DoVer's refinements."""
 
     name: ClassVar[str] = "hybrid"

@@ -13,10 +13,9 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Literal
 
+from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
 from faultfinder.llm.client import LLM
-from faultfinder.methods import _whowhen as ww
-from faultfinder.methods.base import MethodConfig, Verdict
-from faultfinder.methods.registry import register
+from faultfinder.methods.whowhen import common as ww
 from faultfinder.traces.schema import Trace
 
 
@@ -119,8 +118,7 @@ async def judge_steps(
     return Verdict(status="no-error-found", reason="no step was judged erroneous", details=details)
 
 
-@register
-class StepByStepMethod:
+class StepByStepMethod(MethodBase):
     """Who&When's step-by-step judge, with DoVer's two prompt refinements by default."""
 
     name: ClassVar[str] = "step-by-step"
@@ -136,3 +134,21 @@ class StepByStepMethod:
         if not trace.steps:
             return Verdict(status="no-error-found", reason="empty trace")
         return await judge_steps(trace, llm, self.config, range(len(trace.steps)))
+
+    async def judge_candidates(
+        self, trace: Trace, llm: LLM, candidates: list[int]
+    ) -> Verdict | None:
+        """Algorithm 1 over the given steps only, in order (``compose``'s judge)."""
+        assert isinstance(self.config, StepByStepConfig)
+        return await judge_steps(trace, llm, self.config, sorted(candidates))
+
+    def candidates_cost(self, trace: Trace, llm: LLM, candidates: list[int]) -> int | None:
+        """One question per candidate: the sum of their reservations."""
+        cfg = self.config
+        assert isinstance(cfg, StepByStepConfig)
+        return sum(
+            llm.reservation(
+                step_prompt(trace, llm, cfg, i)[0], cfg.reply_tokens(ww.JUDGEMENT_REPLY_TOKENS)
+            )
+            for i in sorted(candidates)
+        )

@@ -1,13 +1,11 @@
-"""Importers: other formats → canonical traces. One module per format, registered by name."""
+"""Importers: other formats → canonical traces. One module per format, listed in
+``faultfinder.registry`` (third parties: entry-point group ``faultfinder.importers``)."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from faultfinder.errors import UnknownNameError
 from faultfinder.traces.schema import Trace
 
 
@@ -29,29 +27,16 @@ class Importer(Protocol):
         ...
 
 
-_IMPORTERS: dict[str, type[Any]] = {}
-_discovered = False
-C = TypeVar("C", bound=type[Any])
-
-
-def register_importer(cls: C) -> C:
-    _IMPORTERS[cls.name] = cls
-    return cls
-
-
 def importers() -> dict[str, type[Any]]:
-    global _discovered
-    if not _discovered:
-        for info in pkgutil.iter_modules(__path__):
-            if not info.name.startswith("_"):
-                importlib.import_module(f"{__name__}.{info.name}")
-        _discovered = True
-    return dict(sorted(_IMPORTERS.items()))
+    """Every trace importer that loads, by name: the built-ins and the plugins declared in
+    the entry-point group ``faultfinder.importers`` (``faultfinder.registry``)."""
+    from faultfinder.registry import IMPORTERS
+
+    return IMPORTERS.load_all()
 
 
 def get_importer(name: str) -> Importer:
-    known = importers()
-    if name not in known:
-        raise UnknownNameError("trace format", name, list(known))
-    importer: Importer = known[name]()
+    from faultfinder.registry import IMPORTERS
+
+    importer: Importer = IMPORTERS.get(name)()
     return importer

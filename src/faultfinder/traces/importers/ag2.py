@@ -17,7 +17,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from faultfinder.traces.importers import register_importer
 from faultfinder.traces.importers._common import (
     check_options,
     fail,
@@ -415,7 +414,6 @@ def _is_file_log(head: bytes) -> bool:
     )
 
 
-@register_importer
 class Ag2Importer:
     name: ClassVar[str] = "ag2"
     summary: ClassVar[str] = (

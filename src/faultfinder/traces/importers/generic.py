@@ -43,7 +43,6 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field
 
 from faultfinder.errors import TraceFormatError
-from faultfinder.traces.importers import register_importer
 from faultfinder.traces.importers._common import (
     check_options,
     fail,
@@ -141,7 +140,6 @@ def _is_wrapper(item: Any, mapping: GenericMapping) -> bool:
     return isinstance(item, dict) and isinstance(item.get(mapping.messages_key), list)
 
 
-@register_importer
 class GenericImporter:
     """Reads chat-message lists with a configurable field mapping."""
 

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from faultfinder.errors import TraceFormatError
-from faultfinder.traces.importers import register_importer
 from faultfinder.traces.importers._common import check_options, fail
 from faultfinder.traces.importers._messages import message_list, output_messages
 from faultfinder.traces.importers._semconv import build_trace
@@ -219,7 +218,6 @@ def traces_from(data: Any, path: Path, fmt: str) -> list[Trace]:
     return out
 
 
-@register_importer
 class LangfuseImporter:
     name: ClassVar[str] = "langfuse"
     summary: ClassVar[str] = (

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from faultfinder.errors import ConfigError, TraceFormatError
-from faultfinder.traces.importers import register_importer
 from faultfinder.traces.importers._common import check_options, fail
 from faultfinder.traces.importers._semconv import build_traces
 from faultfinder.traces.importers._spans import Span, spans_from_otlp
@@ -163,7 +162,6 @@ def stem_of(path: Path) -> str:
     return name or path.name
 
 
-@register_importer
 class OtlpImporter:
     name: ClassVar[str] = "otlp"
     summary: ClassVar[str] = (

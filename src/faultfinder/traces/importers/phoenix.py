@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from faultfinder.errors import ConfigError, TraceFormatError
-from faultfinder.traces.importers import register_importer
 from faultfinder.traces.importers._common import check_options, fail
 from faultfinder.traces.importers._semconv import build_traces
 from faultfinder.traces.importers._spans import (
@@ -160,7 +159,6 @@ def _plain(value: Any) -> Any:
     return value
 
 
-@register_importer
 class PhoenixImporter:
     name: ClassVar[str] = "phoenix"
     summary: ClassVar[str] = (

@@ -19,7 +19,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from faultfinder.traces.importers import register_importer
 from faultfinder.traces.importers._common import (
     check_options,
     fail,
@@ -92,7 +91,6 @@ def find_trace_dirs(root: Path, depth: int = 0) -> list[Path]:
     return found
 
 
-@register_importer
 class TraceElephantImporter:
     """Reads one TraceElephant trace directory or a directory of them."""
 

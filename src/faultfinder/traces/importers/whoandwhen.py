@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from faultfinder.errors import TraceFormatError
-from faultfinder.traces.importers import register_importer
 from faultfinder.traces.importers._common import (
     check_options,
     fail,
@@ -96,7 +95,6 @@ def _json_files(directory: Path) -> list[Path]:
     )
 
 
-@register_importer
 class WhoAndWhenImporter:
     """Reads Who&When files, subset directories, or the dataset root."""
 

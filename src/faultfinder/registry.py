@@ -1,0 +1,269 @@
+"""One small registry for what faultfinder can be extended with: attribution methods,
+trace importers and model backends.
+
+Built-ins are listed here by name as ``"module:attribute"`` references, so listing names
+imports nothing. Third-party packages add their own through entry points in the groups
+``faultfinder.methods``, ``faultfinder.importers`` and ``faultfinder.backends`` (see
+docs/plugins.md)::
+
+    [project.entry-points."faultfinder.methods"]
+    my-method = "my_package.my_method:MyMethod"
+
+A component is imported the first time it is asked for. A plugin that cannot be imported
+is skipped with a warning naming it and the reason, never a crash; a plugin may not take a
+built-in's name (the built-in wins, with a warning).
+
+This module is a leaf: it imports nothing of faultfinder's but ``errors``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import warnings
+from dataclasses import dataclass
+from importlib import metadata
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from faultfinder.errors import ConfigError, FaultfinderWarning, UnknownNameError
+
+if TYPE_CHECKING:
+    from faultfinder.judging.method import Method
+
+T = TypeVar("T")
+
+BUILTIN = "built-in"
+
+
+class PluginWarning(FaultfinderWarning):
+    """A plugin's entry point could not be loaded; it was skipped."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One registered component, not yet imported."""
+
+    name: str
+    """The name users type (``--method NAME``, ``--format NAME``, ``--model NAME:…``)."""
+    target: str
+    """``module:attribute`` to import."""
+    origin: str
+    """``built-in``, or the distribution that declared it: ``plugin my-dist 1.0``."""
+
+
+class Registry(Generic[T]):
+    """Components of one kind by name: the built-ins listed here, then entry points."""
+
+    def __init__(self, kind: str, group: str, builtins: dict[str, str]) -> None:
+        self.kind = kind
+        """What the components are, for messages ('method', 'trace format', …)."""
+        self.group = group
+        """The entry-point group third parties declare their components in."""
+        self._builtins = dict(builtins)
+        self._entries: dict[str, Entry] | None = None
+        self._loaded: dict[str, T] = {}
+        self._broken: set[str] = set()
+
+    def entries(self) -> dict[str, Entry]:
+        """Every component by name, built-ins first, without importing any."""
+        if self._entries is None:
+            found = {name: Entry(name, target, BUILTIN) for name, target in self._builtins.items()}
+            for ep in _entry_points(self.group):
+                dist = ep.dist
+                origin = f"plugin {dist.name} {dist.version}" if dist else "plugin"
+                if ep.name in found:
+                    first = found[ep.name]
+                    if first.origin != origin or first.target != ep.value:
+                        _warn(
+                            f"{self.kind} '{ep.name}' from {origin} ignored: the name is "
+                            f"taken by {first.origin} ({first.target})"
+                        )
+                    continue
+                found[ep.name] = Entry(ep.name, ep.value, origin)
+            self._entries = found
+        return self._entries
+
+    def names(self) -> list[str]:
+        """All names, sorted; nothing is imported."""
+        return sorted(self.entries())
+
+    def origin(self, name: str) -> str:
+        """Where a component comes from: 'built-in' or 'plugin DIST VERSION'."""
+        return self.entries()[name].origin
+
+    def get(self, name: str) -> T:
+        """The component registered as ``name``, imported on first use. An unknown name
+        raises UnknownNameError (with a 'did you mean'); a plugin that cannot be imported
+        raises ConfigError naming the plugin and the reason."""
+        if name in self._loaded:
+            return self._loaded[name]
+        entries = self.entries()
+        if name not in entries:
+            raise UnknownNameError(self.kind, name, list(entries))
+        entry = entries[name]
+        try:
+            value: T = _load(entry.target)
+        except Exception as exc:
+            if entry.origin == BUILTIN:
+                raise
+            raise ConfigError(
+                f"The {self.kind} '{name}' from {entry.origin} ({entry.target}) could not be "
+                f"loaded: {type(exc).__name__}: {exc}. Reinstall or remove that package."
+            ) from None
+        self._loaded[name] = value
+        return value
+
+    def load_all(self) -> dict[str, T]:
+        """Every component that imports, by name; a plugin that does not is skipped with a
+        warning naming it (once)."""
+        result: dict[str, T] = {}
+        for name, entry in sorted(self.entries().items()):
+            try:
+                result[name] = self.get(name)
+            except ConfigError as exc:
+                if entry.origin == BUILTIN:
+                    raise
+                if name not in self._broken:
+                    self._broken.add(name)
+                    _warn(str(exc))
+        return result
+
+    def add(self, name: str, value: T, origin: str = "in-process") -> None:
+        """Register a component from running code (a test double, a notebook): it is
+        found by name like any other until :meth:`remove`."""
+        entries = self.entries()
+        if name in entries and entries[name].origin != origin:
+            raise ValueError(f"{self.kind} '{name}' is registered already ({entries[name].origin})")
+        entries[name] = Entry(name, f"<{origin}>", origin)
+        self._loaded[name] = value
+
+    def remove(self, name: str) -> None:
+        """Forget a component registered with :meth:`add`."""
+        self.entries().pop(name, None)
+        self._loaded.pop(name, None)
+
+    def reset(self) -> None:
+        """Forget what was found and loaded (tests; after installing a plugin)."""
+        self._entries = None
+        self._loaded.clear()
+        self._broken.clear()
+
+
+def _entry_points(group: str) -> list[metadata.EntryPoint]:
+    try:
+        return list(metadata.entry_points(group=group))
+    except Exception as exc:  # a broken distribution's metadata must not stop the CLI
+        _warn(f"could not read the entry points of group '{group}': {exc}")
+        return []
+
+
+def _load(target: str) -> Any:
+    module_name, _, attr = target.partition(":")
+    value: Any = importlib.import_module(module_name)
+    for part in attr.split(".") if attr else []:
+        value = getattr(value, part)
+    return value
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, PluginWarning, stacklevel=3)
+
+
+# -- the built-ins -------------------------------------------------------------------------
+
+METHODS: Registry[type[Method]] = Registry(
+    "method",
+    "faultfinder.methods",
+    {
+        "random": "faultfinder.methods.random:RandomMethod",
+        "baseline": "faultfinder.methods.baseline:BaselineMethod",
+        "all-at-once": "faultfinder.methods.whowhen.all_at_once:AllAtOnceMethod",
+        "step-by-step": "faultfinder.methods.whowhen.step_by_step:StepByStepMethod",
+        "binary-search": "faultfinder.methods.whowhen.binary_search:BinarySearchMethod",
+        "hybrid": "faultfinder.methods.whowhen.hybrid:HybridMethod",
+        "echo": "faultfinder.methods.echo.method:EchoMethod",
+        "chief": "faultfinder.methods.chief:ChiefMethod",
+        "agentic": "faultfinder.methods.agentic.method:AgenticMethod",
+        "shortlist": "faultfinder.methods.shortlist:ShortlistMethod",
+        "compose": "faultfinder.methods.compose:ComposeMethod",
+    },
+)
+"""Attribution methods: classes following ``faultfinder.judging.method.Method``."""
+
+IMPORTERS: Registry[type[Any]] = Registry(
+    "trace format",
+    "faultfinder.importers",
+    {
+        "ag2": "faultfinder.traces.importers.ag2:Ag2Importer",
+        "generic": "faultfinder.traces.importers.generic:GenericImporter",
+        "langfuse": "faultfinder.traces.importers.langfuse:LangfuseImporter",
+        "otlp": "faultfinder.traces.importers.otlp:OtlpImporter",
+        "phoenix": "faultfinder.traces.importers.phoenix:PhoenixImporter",
+        "traceelephant": "faultfinder.traces.importers.traceelephant:TraceElephantImporter",
+        "who-and-when": "faultfinder.traces.importers.whoandwhen:WhoAndWhenImporter",
+    },
+)
+"""Trace importers: classes following ``faultfinder.traces.importers.Importer``."""
+
+BACKENDS: Registry[Any] = Registry(
+    "model backend",
+    "faultfinder.backends",
+    {
+        "openai": "faultfinder.llm.registry:openai_backend",
+        "local": "faultfinder.llm.registry:local_backend",
+        "scripted": "faultfinder.llm.registry:scripted_backend",
+        "function": "faultfinder.llm.registry:function_backend",
+        "none": "faultfinder.llm.registry:no_backend",
+    },
+)
+"""Model backends: factories following ``faultfinder.llm.registry.BackendFactory``, called
+with the part of ``--model KIND:NAME`` after the colon and the endpoint options."""
+
+
+# -- methods -------------------------------------------------------------------------------
+
+
+def method_class(name: str) -> type[Method]:
+    """The method class registered as ``name`` (without a preset)."""
+    cls = METHODS.get(name)
+    if getattr(cls, "name", None) != name:
+        raise ConfigError(
+            f"The method registered as '{name}' ({METHODS.entries()[name].target}) calls "
+            f"itself '{getattr(cls, 'name', None)}': the entry point's name must be the "
+            "class's `name`."
+        )
+    return cls
+
+
+def methods() -> dict[str, type[Method]]:
+    """Every method that loads, by name (a broken plugin is skipped with a warning)."""
+    return METHODS.load_all()
+
+
+def create_method(spec: str, **overrides: Any) -> Method:
+    """Build a method from 'name' or 'name:preset', with config overrides on top."""
+    from pydantic import ValidationError
+
+    name, _, preset = spec.partition(":")
+    cls = method_class(name)
+    settings: dict[str, Any] = {}
+    if preset:
+        if preset not in cls.presets:
+            raise UnknownNameError(f"preset of method '{name}'", preset, list(cls.presets))
+        settings.update(cls.presets[preset])
+    settings.update(overrides)
+    try:
+        config = cls.Config(**settings)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        if first["type"] == "extra_forbidden":
+            valid = list(cls.Config.model_fields)
+            close = difflib.get_close_matches(where, valid, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise ConfigError(
+                f"Method '{spec}' has no option '{where}'.{hint} Options: {', '.join(valid)} "
+                f"(see `faultfinder methods {name}`)."
+            ) from None
+        raise ConfigError(f"Method '{spec}': option '{where}': {first['msg']}") from None
+    return cls(config)
