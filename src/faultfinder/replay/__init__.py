@@ -8,9 +8,10 @@ the program from any step with an edit.
 - :mod:`~faultfinder.replay.local_server`: serve any faultfinder model as an endpoint.
 """
 
+from faultfinder.replay.edits import Edit
 from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
 from faultfinder.replay.recorder import RecordedCall, RunMeta, RunStore, build_trace, rebuild_trace
-from faultfinder.replay.replayer import Edit, ReplayOptions, ReplayPlan, ReplayReport
+from faultfinder.replay.replayer import ReplayOptions, ReplayPlan, ReplayReport
 from faultfinder.replay.session import (
     ReplayOutcome,
     RunOutcome,

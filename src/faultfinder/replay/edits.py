@@ -263,10 +263,9 @@ def changed_tool_calls(
     return calls
 
 
-def recorded_tool_calls(response: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The tool calls of a recorded chat completion."""
-    choices = (response or {}).get("choices") or [{}]
-    return list((choices[0].get("message") or {}).get("tool_calls") or [])
+def recorded_tool_calls(message: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The tool calls of a canonical assistant message."""
+    return list((message or {}).get("tool_calls") or [])
 
 
 def reply_message(
@@ -275,10 +274,10 @@ def reply_message(
     tool_calls: list[dict[str, Any]] | None,
     changes: list[ToolCallChange] | None,
 ) -> dict[str, Any]:
-    """The assistant message served at an edited step."""
+    """The canonical assistant message served at an edited step; ``recorded`` is the
+    recorded reply's canonical message."""
     if changes:
-        choices = (recorded or {}).get("choices") or [{}]
-        message = copy.deepcopy(choices[0].get("message") or {"role": "assistant"})
+        message = copy.deepcopy(recorded or {"role": "assistant"})
         message["tool_calls"] = changed_tool_calls(recorded_tool_calls(recorded), changes)
         return message
     reply: dict[str, Any] = {"role": "assistant", "content": output or ""}
@@ -300,7 +299,8 @@ def reply_message(
 
 
 def tool_result_target(change: ToolResultChange, recorded: dict[str, Any] | None) -> str:
-    """The tool call id whose result is edited."""
+    """The tool call id whose result is edited (``recorded``: the step's canonical reply
+    message)."""
     if change.tool_call_id:
         return change.tool_call_id
     calls = recorded_tool_calls(recorded)
@@ -310,21 +310,3 @@ def tool_result_target(change: ToolResultChange, recorded: dict[str, Any] | None
             f"{change.index}; name the call with tool_call_id"
         )
     return str(calls[change.index].get("id"))
-
-
-def rewrite_tool_result(
-    body: dict[str, Any], tool_call_id: str, content: str
-) -> dict[str, Any] | None:
-    """``body`` with the result of ``tool_call_id`` replaced (None: the request has none)."""
-    messages = body.get("messages") or []
-    positions = [
-        i
-        for i, m in enumerate(messages)
-        if isinstance(m, dict) and m.get("role") == "tool" and m.get("tool_call_id") == tool_call_id
-    ]
-    if not positions:
-        return None
-    changed = copy.deepcopy(body)
-    for position in positions:
-        changed["messages"][position]["content"] = content
-    return changed

@@ -1,12 +1,16 @@
-"""The recording proxy: an OpenAI-compatible endpoint that forwards to any upstream and
-writes each chat-completion call as a step of a run.
+"""The recording proxy: forwards a program's model calls to any upstream and writes each
+one as a step of a run, whatever API it speaks.
 
 Point a program's ``OPENAI_BASE_URL`` at ``<proxy>/v1`` (or ``<proxy>/agent/<name>/v1``
-to name the calling agent). Chat completions are recorded, streamed or not, tool calls
-and usage included; other endpoints (``/v1/models``...) are forwarded unrecorded.
+to name the calling agent), ``ANTHROPIC_BASE_URL`` at ``<proxy>``. Model calls of every
+API with an adapter (:mod:`faultfinder.replay.apis`: Chat Completions, Responses,
+Messages) are recorded, streamed or not, with tool calls, usage and, for streams, the
+events as sent. Requests on other paths (``/v1/models``, embeddings, files...) are not
+model calls: they are forwarded unrecorded and counted (:attr:`RecordingProxy.passthrough`).
 
 In replay mode a :class:`~faultfinder.replay.replayer.ReplayPlan` decides per call
-whether the answer comes from the recording, from an edit, or live from the upstream.
+whether the answer comes from the recording, from an edit, or live from the upstream;
+every request that reaches the upstream, model call or not, is reported to the plan.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -23,25 +27,19 @@ from pydantic import BaseModel, Field
 
 from faultfinder.errors import ConfigError
 from faultfinder.redact import KEY_HEADERS
+from faultfinder.replay.apis import Chains, SSEEvent, WireAdapter, adapter_for
+from faultfinder.replay.canonical import remember_calls
 from faultfinder.replay.httpserver import (
     LOOPBACK,
     HttpServer,
     Request,
     Response,
-    error_response,
     json_response,
 )
 from faultfinder.replay.matching import AGENT_HEADER, Matcher, split_agent_path
-from faultfinder.replay.recorder import Origin, RecordedCall, RunStore, utcnow
-from faultfinder.replay.replayer import Decision, ReplayPlan
-from faultfinder.replay.sse import (
-    DONE,
-    CompletionBuilder,
-    SSEParser,
-    event_data,
-    is_usage_only,
-    stream_bytes,
-)
+from faultfinder.replay.recorder import RecordedCall, RunStore, utcnow
+from faultfinder.replay.replayer import Decision, LiveRequest, ReplayPlan
+from faultfinder.replay.sse import SSEParser
 
 _HOP_BY_HOP = {
     "host",
@@ -62,6 +60,20 @@ NO_UPSTREAM = (
     "faultfinder replay: this call would go live, but no upstream was named; pass "
     "--upstream URL (or --trust-run to use the one recorded in the run directory)"
 )
+NO_PASSTHROUGH = (
+    "faultfinder replay: {what} is not a model call, so the recording cannot answer it, "
+    "and it is forwarded only to an upstream named on the command line (--upstream URL)"
+)
+
+
+class Passthrough(BaseModel):
+    """A request on a path that is not a model call."""
+
+    method: str
+    path: str
+    status: int | None = None
+    """What the upstream answered (None: not forwarded, or unreachable)."""
+    forwarded: bool = False
 
 
 class ProxyConfig(BaseModel):
@@ -71,16 +83,23 @@ class ProxyConfig(BaseModel):
     """Base URL of the model endpoint, usually ending in /v1 (e.g. http://127.0.0.1:8080/v1).
     None (a replay with no upstream named): every live call is refused without any
     connection, so no request, and no key, leaves the proxy."""
+    upstreams: dict[str, str] = Field(default_factory=dict)
+    """Per-API upstreams by adapter name ('messages': 'https://api.anthropic.com/v1'),
+    for programs whose APIs live at different endpoints; others go to ``upstream``."""
+    passthrough: bool = True
+    """Forward requests that are not model calls (models list, embeddings...). A replay
+    turns this off unless the upstream was named on the command line."""
     api_key_env: str | None = None
     """Environment variable holding the upstream's key; when unset, the client's own
-    Authorization header is forwarded. Keys are never written to the recording."""
+    credential header is forwarded. Keys are never written to the recording."""
     host: str = LOOPBACK
     """Interface to bind; loopback unless you deliberately expose the proxy."""
     port: int = Field(default=0, ge=0, le=65535)
     """Port to bind; 0 picks a free one."""
     stream_usage: bool = True
-    """Ask the upstream for token usage on streamed calls (stream_options.include_usage)
-    and hide that extra chunk from clients that did not ask for it."""
+    """Ask the upstream for token usage on streamed calls where the API needs asking
+    (Chat Completions' stream_options.include_usage) and hide that extra event from
+    clients that did not ask for it."""
     timeout: float = Field(default=600.0, gt=0)
     """Seconds to wait for the upstream's reply."""
 
@@ -105,6 +124,11 @@ class RecordingProxy:
                     "set it, or leave the option out to forward the client's own key."
                 )
             self.redactor.add(self.upstream_key)
+        # Replies by id, for requests that name an earlier reply (previous_response_id):
+        # in a replay, the recording's replies are known from the start.
+        self.chains = remember_calls(plan.recorded) if plan is not None else Chains()
+        self.passthrough: list[Passthrough] = []
+        """Requests on paths that are not model calls, in arrival order."""
         self.stop_requested = asyncio.Event()
         self.in_flight = 0
         self._server = HttpServer(self.handle, config.host, config.port)
@@ -144,21 +168,26 @@ class RecordingProxy:
         path_agent, path = split_agent_path(request.path)
         self.redactor.learn_headers(request.headers)
         self.redactor.learn_query(request.query)
-        if request.method == "POST" and path.rstrip("/").endswith("/chat/completions"):
+        adapter = adapter_for(request.method, path)
+        if adapter is not None:
             self.in_flight += 1
             try:
-                return await self._chat(request, path_agent, path)
+                return await self._model_call(adapter, request, path_agent, path)
             finally:
                 self.in_flight -= 1
         return await self._passthrough(request, path)
 
-    def _upstream_url(self, path: str, query: str) -> str:
-        assert self.config.upstream is not None
-        base = self.config.upstream.rstrip("/")
+    def _upstream_base(self, adapter: WireAdapter | None) -> str | None:
+        if adapter is not None and adapter.name in self.config.upstreams:
+            return self.config.upstreams[adapter.name]
+        return self.config.upstream
+
+    def _upstream_url(self, base: str, path: str, query: str) -> str:
+        base = base.rstrip("/")
         rest = path[3:] if path.startswith("/v1/") or path == "/v1" else path
         return base + rest + (f"?{query}" if query else "")
 
-    def _headers(self, request: Request) -> dict[str, str]:
+    def _headers(self, request: Request, adapter: WireAdapter | None) -> dict[str, str]:
         headers = {
             k: v
             for k, v in request.headers
@@ -167,42 +196,81 @@ class RecordingProxy:
         if self.upstream_key:
             for key in KEY_HEADERS:
                 headers.pop(key, None)
-            headers["authorization"] = f"Bearer {self.upstream_key}"
+            if adapter is not None:
+                headers.update(adapter.auth_headers(self.upstream_key))
+            else:
+                headers["authorization"] = f"Bearer {self.upstream_key}"
         headers["accept-encoding"] = "identity"
         return headers
 
+    def _error(
+        self,
+        adapter: WireAdapter | None,
+        status: int,
+        message: str,
+        kind: str = "faultfinder_proxy_error",
+        headers: list[tuple[str, str]] | None = None,
+    ) -> Response:
+        if adapter is None:
+            body: dict[str, Any] = {"error": {"message": message, "type": kind, "code": status}}
+        else:
+            body = adapter.error_body(status, message, kind)
+        return json_response(status, body, headers)
+
     async def _passthrough(self, request: Request, path: str) -> Response:
         assert self._client is not None
-        if self.config.upstream is None:
-            return error_response(502, NO_UPSTREAM, headers=[("x-should-retry", "false")])
+        what = f"{request.method} {request.path}"
+        entry = Passthrough(method=request.method, path=request.path)
+        self.passthrough.append(entry)
+        upstream_base = self.config.upstream
+        if upstream_base is None or not self.config.passthrough:
+            message = NO_UPSTREAM if upstream_base is None else NO_PASSTHROUGH.format(what=what)
+            if self.plan is not None:
+                self.plan.blocked(LiveRequest(method=request.method, path=request.path))
+            return self._error(None, 502, message, headers=[("x-should-retry", "false")])
+        entry.forwarded = True
         try:
             upstream = await self._client.request(
                 request.method,
-                self._upstream_url(path, request.query),
+                self._upstream_url(upstream_base, path, request.query),
                 content=request.body or None,
-                headers=self._headers(request),
+                headers=self._headers(request, None),
             )
         except httpx.HTTPError as exc:
-            return error_response(502, f"faultfinder proxy: upstream unreachable: {exc}")
+            self._sent_live(LiveRequest(method=request.method, path=request.path))
+            return self._error(None, 502, f"faultfinder proxy: upstream unreachable: {exc}")
+        entry.status = upstream.status_code
+        self._sent_live(
+            LiveRequest(method=request.method, path=request.path, status=upstream.status_code)
+        )
         headers = [(k, v) for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP]
         headers = [(k, v) for k, v in headers if k.lower() != "content-encoding"]
         return Response(upstream.status_code, headers, upstream.content)
 
-    # --- chat completions ------------------------------------------------------------------
+    def _sent_live(self, live: LiveRequest) -> None:
+        if self.plan is not None:
+            self.plan.sent_live(live)
 
-    async def _chat(self, request: Request, path_agent: str | None, path: str) -> Response:
+    # --- model calls -----------------------------------------------------------------------
+
+    async def _model_call(
+        self, adapter: WireAdapter, request: Request, path_agent: str | None, path: str
+    ) -> Response:
         started_at, started = utcnow(), time.perf_counter()
         try:
             body = json.loads(request.body or b"{}")
         except json.JSONDecodeError as exc:
-            return error_response(400, f"faultfinder proxy: request body is not JSON: {exc}")
+            return self._error(adapter, 400, f"faultfinder proxy: request body is not JSON: {exc}")
         if not isinstance(body, dict):
-            return error_response(400, "faultfinder proxy: request body must be a JSON object")
-        agent, source = self.matcher.agent(request.header(AGENT_HEADER), path_agent, body)
+            return self._error(
+                adapter, 400, "faultfinder proxy: request body must be a JSON object"
+            )
+        canonical = adapter.canonical_request(body, self.chains)
+        agent, source = self.matcher.agent(request.header(AGENT_HEADER), path_agent, canonical)
         call = self.store.next_call_index()
-        stream = bool(body.get("stream"))
+        stream = adapter.is_stream(body)
         decision = (
-            self.plan.decide(agent, body, self.redactor.request(body))
+            self.plan.decide(agent, body, self.redactor.request(canonical), adapter)
             if self.plan is not None
             else Decision("live", "recorded", body=body)
         )
@@ -212,6 +280,8 @@ class RecordingProxy:
             status: int = 200,
             error: str | None = None,
             sent: dict[str, Any] | None = None,
+            events: list[bytes] | None = None,
+            writes: list[int] | None = None,
         ) -> None:
             asked = sent if sent is not None else body
             clean = self.redactor.request(asked)
@@ -221,9 +291,14 @@ class RecordingProxy:
                     agent=agent,
                     agent_source=source,
                     path=request.path,
+                    api=adapter.name,
                     request=clean,
-                    request_hash=self.matcher.hash(clean),
+                    request_hash=self.matcher.hash(
+                        self.redactor.request(adapter.canonical_request(asked, self.chains))
+                    ),
                     response=self.redactor.data(response) if response is not None else None,
+                    events=None if events is None else [e.decode("utf-8") for e in events],
+                    writes=writes,
                     status=status,
                     error=self.redactor.text(error) if error else None,
                     stream=stream,
@@ -235,12 +310,15 @@ class RecordingProxy:
                     latency_s=time.perf_counter() - started,
                 )
             )
+            if response is not None and status == 200:
+                adapter.remember(self.chains, body, response)
 
         if decision.action == "reject":
             record(None, decision.status, decision.message)
             if decision.stop:
                 self.stop_requested.set()
-            return error_response(
+            return self._error(
+                adapter,
                 decision.status,
                 decision.message,
                 "faultfinder_replay",
@@ -248,28 +326,73 @@ class RecordingProxy:
             )
         if decision.action == "serve":
             assert decision.response is not None
+            recorded = decision.recorded
+            # A recorded stream is sent again as it was; an edited reply (or a stream asked
+            # of a call recorded without one) is streamed afresh by the adapter.
+            replay_events = (
+                recorded.events
+                if recorded is not None and decision.origin == "cached" and recorded.events
+                else None
+            )
             record(decision.response)
             self._check_stop()
-            return self._serve(decision.response, body, stream)
+            return self._serve(adapter, decision.response, body, stream, replay_events, recorded)
+        # The plan applied the edits and live overrides; what goes upstream may also ask
+        # for stream usage, and a chained request is made self-contained in a replay.
         sent = decision.body if decision.body is not None else body
-        if self.config.upstream is None:
+        forwarded = adapter.for_upstream(
+            sent,
+            self.chains,
+            overrides={},
+            stream_usage=self.config.stream_usage,
+            expand=self.plan is not None,
+        )
+        base = self._upstream_base(adapter)
+        if base is None:
             record(None, 502, NO_UPSTREAM, sent)
-            return error_response(502, NO_UPSTREAM, headers=[("x-should-retry", "false")])
+            return self._error(adapter, 502, NO_UPSTREAM, headers=[("x-should-retry", "false")])
+        live = LiveRequest(
+            method=request.method,
+            path=request.path,
+            api=adapter.name,
+            agent=agent,
+            step=decision.step,
+            origin=decision.origin,
+        )
+        url = self._upstream_url(base, path, request.query)
+        headers = {**self._headers(request, adapter), "content-type": "application/json"}
         if stream:
-            return await self._live_stream(request, path, sent, body, record, decision.origin)
-        return await self._live(request, path, sent, record)
+            return await self._live_stream(
+                adapter, url, headers, sent, forwarded, body, record, live
+            )
+        return await self._live(adapter, url, headers, sent, forwarded, record, live)
 
-    def _serve(self, response: dict[str, Any], body: dict[str, Any], stream: bool) -> Response:
+    def _serve(
+        self,
+        adapter: WireAdapter,
+        response: dict[str, Any],
+        body: dict[str, Any],
+        stream: bool,
+        events: list[str] | None,
+        recorded: RecordedCall | None,
+    ) -> Response:
         if not stream:
             return json_response(200, response)
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        events = stream_bytes(response, include_usage=include_usage)
+        if events is not None:
+            groups = _regroup(events, recorded.writes if recorded is not None else None)
+            chunks = [
+                b"".join(e for e in group if adapter.visible(SSEEvent.parse(e), body))
+                for group in groups
+            ]
+        else:
+            chunks = adapter.synthesise(response, body)
 
-        async def chunks() -> AsyncIterator[bytes]:
-            for event in events:
-                yield event
+        async def send() -> AsyncIterator[bytes]:
+            for chunk in chunks:
+                if chunk:
+                    yield chunk
 
-        return Response(200, _SSE_HEADERS, chunks())
+        return Response(200, _SSE_HEADERS, send())
 
     def _check_stop(self) -> None:
         if self.plan is not None and self.plan.should_stop:
@@ -281,65 +404,68 @@ class RecordingProxy:
             self._check_stop()
 
     async def _live(
-        self, request: Request, path: str, sent: dict[str, Any], record: Any
+        self,
+        adapter: WireAdapter,
+        url: str,
+        headers: dict[str, str],
+        sent: dict[str, Any],
+        forwarded: dict[str, Any],
+        record: Callable[..., None],
+        live: LiveRequest,
     ) -> Response:
         assert self._client is not None
         try:
             upstream = await self._client.post(
-                self._upstream_url(path, request.query),
-                content=json.dumps(sent).encode("utf-8"),
-                headers={**self._headers(request), "content-type": "application/json"},
+                url, content=json.dumps(forwarded).encode("utf-8"), headers=headers
             )
         except httpx.HTTPError as exc:
-            message = f"faultfinder proxy: upstream {self.config.upstream} unreachable: {exc}"
+            message = f"faultfinder proxy: upstream {url} unreachable: {exc}"
+            self._sent_live(live)
             record(None, 502, message, sent)
-            return error_response(502, message)
+            return self._error(adapter, 502, message)
+        live.status = upstream.status_code
+        self._sent_live(live)
         content = upstream.content
-        headers = [("content-type", upstream.headers.get("content-type", "application/json"))]
+        reply_headers = [("content-type", upstream.headers.get("content-type", "application/json"))]
         if upstream.status_code != 200:
             record(None, upstream.status_code, _error_text(content), sent)
-            return Response(upstream.status_code, headers, content)
+            return Response(upstream.status_code, reply_headers, content)
         try:
             payload = json.loads(content)
         except json.JSONDecodeError:
             record(None, 502, "upstream reply is not JSON", sent)
-            return Response(upstream.status_code, headers, content)
-        if not isinstance(payload, dict) or not payload.get("choices"):
-            record(None, 502, "upstream reply has no choices", sent)
+            return Response(upstream.status_code, reply_headers, content)
+        if not adapter.reply_ok(payload):
+            record(None, 502, f"upstream reply is not a complete {adapter.name} reply", sent)
         else:
             record(payload, sent=sent)
             self._live_done()
-        return Response(200, headers, content)
+        return Response(200, reply_headers, content)
 
     async def _live_stream(
         self,
-        request: Request,
-        path: str,
+        adapter: WireAdapter,
+        url: str,
+        headers: dict[str, str],
         sent: dict[str, Any],
+        forwarded: dict[str, Any],
         asked: dict[str, Any],
-        record: Any,
-        origin: Origin,
+        record: Callable[..., None],
+        live: LiveRequest,
     ) -> Response:
         assert self._client is not None
-        client_wants_usage = bool((asked.get("stream_options") or {}).get("include_usage"))
-        forwarded = dict(sent)
-        if self.config.stream_usage and not client_wants_usage:
-            forwarded["stream_options"] = {
-                **(sent.get("stream_options") or {}),
-                "include_usage": True,
-            }
         upstream_request = self._client.build_request(
-            "POST",
-            self._upstream_url(path, request.query),
-            content=json.dumps(forwarded).encode("utf-8"),
-            headers={**self._headers(request), "content-type": "application/json"},
+            "POST", url, content=json.dumps(forwarded).encode("utf-8"), headers=headers
         )
         try:
             upstream = await self._client.send(upstream_request, stream=True)
         except httpx.HTTPError as exc:
-            message = f"faultfinder proxy: upstream {self.config.upstream} unreachable: {exc}"
+            message = f"faultfinder proxy: upstream {url} unreachable: {exc}"
+            self._sent_live(live)
             record(None, 502, message, sent)
-            return error_response(502, message)
+            return self._error(adapter, 502, message)
+        live.status = upstream.status_code
+        self._sent_live(live)
         if upstream.status_code != 200:
             content = await upstream.aread()
             await upstream.aclose()
@@ -349,42 +475,48 @@ class RecordingProxy:
 
         async def relay() -> AsyncIterator[bytes]:
             parser = SSEParser()
-            builder = CompletionBuilder()
+            accumulator = adapter.accumulator()
+            events: list[bytes] = []
+            writes: list[int] = []
             recorded = False
 
-            def record_reply() -> None:
+            def take(raw_events: list[bytes]) -> bytes:
                 nonlocal recorded
-                record(builder.completion(), sent=sent)
-                self._live_done()
-                recorded = True
-
-            def forward(events: list[bytes]) -> list[bytes]:
                 out: list[bytes] = []
-                for event in events:
-                    keep, done = _inspect_event(event, builder, client_wants_usage)
-                    if done and builder.chunks and not recorded:
+                if raw_events:
+                    writes.append(len(raw_events))
+                for raw in raw_events:
+                    event = SSEEvent.parse(raw)
+                    events.append(raw)
+                    accumulator.add(event)
+                    if accumulator.finished and not recorded:
                         # Write the step before the client sees the end of the stream: a
                         # program may exit as soon as it has its last reply.
-                        record_reply()
-                    if keep:
-                        out.append(event)
-                return out
+                        reply = accumulator.result()
+                        if reply is not None:
+                            record(reply, sent=sent, events=list(events), writes=list(writes))
+                            self._live_done()
+                            recorded = True
+                    if adapter.visible(event, asked):
+                        out.append(raw)
+                return b"".join(out)
 
             try:
                 async for data in upstream.aiter_bytes():
-                    for event in forward(parser.feed(data)):
-                        yield event
-                for event in forward(parser.flush()):
-                    yield event
+                    chunk = take(parser.feed(data))
+                    if chunk:
+                        yield chunk
+                chunk = take(parser.flush())
+                if chunk:
+                    yield chunk
             finally:
                 await upstream.aclose()
                 if not recorded:
-                    complete = builder.choices and all(
-                        c["finish_reason"] is not None for c in builder.choices.values()
-                    )
+                    reply = accumulator.result()
                     # A stream cut short (client gone, upstream died) is not a reply.
-                    if builder.chunks and complete:
-                        record_reply()
+                    if reply is not None:
+                        record(reply, sent=sent, events=events, writes=writes)
+                        self._live_done()
                     else:
                         record(None, 502, "stream ended before the reply was complete", sent)
 
@@ -394,28 +526,25 @@ class RecordingProxy:
 _SSE_HEADERS = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
 
 
-def _inspect_event(event: bytes, builder: CompletionBuilder, keep_usage: bool) -> tuple[bool, bool]:
-    """(forward this event?, is it the end marker?)."""
-    data = event_data(event)
-    if data is None:
-        return True, False
-    if data.strip() == DONE:
-        return True, True
-    try:
-        chunk = json.loads(data)
-    except json.JSONDecodeError:
-        return True, False
-    if isinstance(chunk, dict):
-        builder.add(chunk)
-        if is_usage_only(chunk) and not keep_usage:
-            return False, False
-    return True, False
+def _regroup(events: list[str], writes: list[int] | None) -> list[list[bytes]]:
+    """Recorded events grouped as the upstream wrote them (one group per event when the
+    grouping was not kept)."""
+    raw = [e.encode("utf-8") for e in events]
+    if not writes or sum(writes) != len(raw):
+        return [[e] for e in raw]
+    groups: list[list[bytes]] = []
+    position = 0
+    for count in writes:
+        groups.append(raw[position : position + count])
+        position += count
+    return groups
 
 
 def _error_text(content: bytes) -> str:
     try:
         payload = json.loads(content)
-        message = payload.get("error", {}).get("message") if isinstance(payload, dict) else None
+        error = payload.get("error") if isinstance(payload, dict) else None
+        message = error.get("message") if isinstance(error, dict) else None
         if message:
             return f"upstream error: {message}"
     except (json.JSONDecodeError, AttributeError):

@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 from faultfinder import __version__
 from faultfinder.errors import TraceFormatError
 from faultfinder.redact import Redactor, redact_argv
+from faultfinder.replay.canonical import canonical_reply, canonical_requests
 from faultfinder.replay.matching import content_text, system_prompt
 from faultfinder.replay.outcome import answers_match, final_answer_from_output
 from faultfinder.traces.io import split_lines, write_trace
@@ -49,10 +50,10 @@ BRANCHES_DIR = "branches"
 
 
 class RecordedCall(BaseModel):
-    """One chat-completion call as the proxy saw it (credentials removed)."""
+    """One model call as the proxy saw it (credentials removed), in its API's wire format."""
 
     call: int
-    """Arrival order among this run's chat calls (0-based)."""
+    """Arrival order among this run's model calls (0-based)."""
     agent: str
     """Calling agent."""
     agent_source: str = "default"
@@ -61,12 +62,21 @@ class RecordedCall(BaseModel):
     """This agent's call number among its successful calls (0-based); -1 for failed calls."""
     path: str = "/v1/chat/completions"
     """Request path as the client sent it."""
+    api: str = "chat"
+    """The model API ('chat', 'responses', 'messages': see faultfinder.replay.apis)."""
     request: dict[str, Any]
     """The request body (what the model was asked), credentials removed."""
     request_hash: str
-    """Hash of the normalised request (see faultfinder.replay.matching)."""
+    """Hash of the normalised canonical request (see faultfinder.replay.matching)."""
     response: dict[str, Any] | None = None
-    """The complete chat.completion (rebuilt from chunks when streamed); None on failure."""
+    """The complete reply (for a stream: the reply its events add up to); None on
+    failure."""
+    events: list[str] | None = None
+    """For a streamed reply: its server-sent events exactly as the upstream sent them,
+    in order (a replay sends them again as they were)."""
+    writes: list[int] | None = None
+    """For a streamed reply: how many of ``events`` each upstream write carried (a replay
+    keeps those boundaries)."""
     status: int = 200
     """HTTP status returned to the client."""
     error: str | None = None
@@ -112,6 +122,12 @@ class RunMeta(BaseModel):
     """End of the run."""
     exit_code: int | None = None
     """The program's exit status (None while running or when it was not started)."""
+    failed_calls: int = 0
+    """Model calls that failed (upstream errors, streams cut short): kept in steps.jsonl,
+    not steps."""
+    unrecorded: dict[str, int] = Field(default_factory=dict)
+    """Requests on paths that are not model calls, forwarded unrecorded, by
+    'METHOD path' (e.g. 'GET /v1/models': 1)."""
     killed: bool = False
     """The program was stopped by faultfinder (replay window reached or timeout)."""
     task: str | None = None
@@ -263,12 +279,6 @@ def load_calls(directory: str | Path, *, include_failed: bool = False) -> list[R
     return [c for c in calls if include_failed or c.ok]
 
 
-def _message(call: RecordedCall) -> dict[str, Any]:
-    choices = (call.response or {}).get("choices") or [{}]
-    message = choices[0].get("message") or {}
-    return dict(message)
-
-
 def _tool_calls(message: dict[str, Any]) -> list[ToolCall]:
     out = []
     for call in message.get("tool_calls") or []:
@@ -283,22 +293,14 @@ def _tool_calls(message: dict[str, Any]) -> list[ToolCall]:
     return out
 
 
-def _usage(response: dict[str, Any] | None) -> Usage | None:
-    usage = (response or {}).get("usage")
-    if not isinstance(usage, dict):
-        return None
-    return Usage(
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
-        calls=1,
-    )
-
-
-def call_to_step(index: int, call: RecordedCall) -> Step:
-    """One recorded call as a canonical step (tool results are attached later)."""
-    message = _message(call)
-    response = call.response or {}
-    choices = response.get("choices") or [{}]
+def call_to_step(index: int, call: RecordedCall, canonical: dict[str, Any] | None = None) -> Step:
+    """One recorded call as a canonical step (tool results are attached later);
+    ``canonical`` is its canonical request (see faultfinder.replay.canonical), computed
+    here when not given (a chained request then stays unresolved)."""
+    if canonical is None:
+        canonical = canonical_requests([call])[0]
+    reply = canonical_reply(call)
+    message = reply.message if reply is not None else {}
     metadata: dict[str, Any] = {
         "call": call.call,
         "agent_call": call.agent_call,
@@ -307,25 +309,40 @@ def call_to_step(index: int, call: RecordedCall) -> Step:
         "origin": call.origin,
         "latency_s": round(call.latency_s, 4),
         "stream": call.stream,
+        "api": call.api,
     }
-    if choices[0].get("finish_reason"):
-        metadata["finish_reason"] = choices[0]["finish_reason"]
+    if reply is not None and reply.finish_reason:
+        metadata["finish_reason"] = reply.finish_reason
+    if reply is not None and reply.reply_id:
+        metadata["reply_id"] = reply.reply_id
+    if reply is not None:
+        metadata.update(reply.extra)
+    if call.events is not None:
+        metadata["stream_events"] = len(call.events)
     if call.replay_of is not None:
         metadata["replay_of"] = call.replay_of
     if call.note:
         metadata["note"] = call.note
-    request = {k: v for k, v in call.request.items() if k != "messages"}
+    request = {k: v for k, v in canonical.items() if k not in ("messages", "api")}
+    usage = None
+    if reply is not None and reply.prompt_tokens is not None:
+        usage = Usage(
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens or 0,
+            cached_prompt_tokens=reply.cached_tokens or 0,
+            calls=1,
+        )
     return Step(
         index=index,
         agent=call.agent,
         role=str(message.get("role") or "assistant"),
         kind="llm",
         content=content_text(message.get("content")),
-        input_messages=list(call.request.get("messages") or []),
+        input_messages=list(canonical.get("messages") or []),
         request=request,
         tool_calls=_tool_calls(message),
-        model=str(response.get("model") or call.request.get("model") or "") or None,
-        usage=_usage(call.response),
+        model=str((reply.model if reply else None) or call.request.get("model") or "") or None,
+        usage=usage,
         started_at=call.started_at,
         ended_at=call.ended_at,
         metadata=metadata,
@@ -362,20 +379,21 @@ def build_trace(directory: str | Path, meta: RunMeta | None = None) -> Trace:
     has_steps = (directory / STEPS_FILE).exists()
     all_calls = load_calls(directory, include_failed=True) if has_steps else []
     calls = [c for c in all_calls if c.ok]
-    steps = [call_to_step(i, c) for i, c in enumerate(calls)]
+    canonical = canonical_requests(calls)
+    steps = [call_to_step(i, c, r) for i, (c, r) in enumerate(zip(calls, canonical, strict=True))]
     _attach_tool_results(steps)
     agents: dict[str, Agent] = {}
-    for call, step in zip(calls, steps, strict=True):
+    for call, request, step in zip(calls, canonical, steps, strict=True):
         if call.agent not in agents:
             agents[call.agent] = Agent(
-                name=call.agent, system_prompt=system_prompt(call.request), model=step.model
+                name=call.agent, system_prompt=system_prompt(request), model=step.model
             )
     task = meta.task
     if not task and calls:
         task = next(
             (
                 content_text(m.get("content"))
-                for m in calls[0].request.get("messages") or []
+                for m in canonical[0].get("messages") or []
                 if m.get("role") == "user"
             ),
             "",
@@ -390,6 +408,7 @@ def build_trace(directory: str | Path, meta: RunMeta | None = None) -> Trace:
         "command": meta.command,
         "exit_code": meta.exit_code,
         "failed_calls": len(all_calls) - len(calls),
+        "apis": sorted({c.api for c in calls}),
         "final_answer_source": "output" if meta.final_answer is not None else "last-step",
     }
     if meta.reference_steps:

@@ -29,12 +29,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from faultfinder.replay.edits import (
-    Edit,
-    reply_message,
-    rewrite_tool_result,
-    tool_result_target,
-)
+from faultfinder.replay.apis import Chains, WireAdapter
+from faultfinder.replay.apis.chat import ChatAdapter
+from faultfinder.replay.canonical import adapter_of, canonical_reply, canonical_requests
+from faultfinder.replay.edits import Edit, reply_message, tool_result_target
 from faultfinder.replay.matching import (
     DEFAULT_NORMALISERS,
     Matcher,
@@ -44,6 +42,19 @@ from faultfinder.replay.matching import (
     request_diff,
 )
 from faultfinder.replay.recorder import Origin, RecordedCall
+
+__all__ = [
+    "REFUSAL_STATUS",
+    "Decision",
+    "Divergence",
+    "Edit",
+    "LiveRequest",
+    "ReplayOptions",
+    "ReplayPlan",
+    "ReplayReport",
+    "apply_input_edit",
+    "edited_response",
+]
 
 REFUSAL_STATUS = 422
 """Status of a refused replay call. OpenAI's SDK (and SDK-based frameworks) retry 408,
@@ -74,7 +85,8 @@ class ReplayOptions(BaseModel):
     """Stop the program once this many steps from ``at`` on (the edited step included)
     have completed: an observation window, as in TraceElephant's dynamic check."""
     live_overrides: dict[str, Any] = Field(default_factory=dict)
-    """Request parameters forced on live calls (e.g. {"temperature": 0.3})."""
+    """Request parameters forced on live calls (e.g. {"temperature": 0.3}), where the
+    call's API has them (the Responses and Messages APIs have no ``seed``)."""
 
     @field_validator("normalisers")
     @classmethod
@@ -135,6 +147,25 @@ class Divergence(BaseModel):
     """'refused' or 'went live'."""
 
 
+class LiveRequest(BaseModel):
+    """One request of a replay that reached (or would have reached) the upstream."""
+
+    method: str
+    """HTTP method."""
+    path: str
+    """Request path as the program sent it (query string left out)."""
+    api: str | None = None
+    """The model API for a model call ('chat', 'responses', ...); None for other paths."""
+    agent: str | None = None
+    """Calling agent of a model call."""
+    step: int | None = None
+    """Recorded step the call matched, if any."""
+    origin: str | None = None
+    """'live' or 'edited-input' for a model call; None for other paths."""
+    status: int | None = None
+    """HTTP status the upstream answered (None: unreachable, or not sent)."""
+
+
 class ReplayReport(BaseModel):
     """What a replay did, for ``report.json`` and for fidelity figures."""
 
@@ -157,7 +188,15 @@ class ReplayReport(BaseModel):
     edit_applied: bool = False
     """The program reached step ``at`` with the recorded request and got the edit."""
     live_calls: int = 0
-    """Calls answered by the upstream."""
+    """Every request that reached the upstream during the replay, whatever its path:
+    model calls answered live and forwarded non-model requests (``live``)."""
+    live: list[LiveRequest] = Field(default_factory=list)
+    """Each of those requests, in arrival order."""
+    passthrough_calls: int = 0
+    """Of ``live_calls``, the requests on paths that are not model calls (models list,
+    embeddings, files...), forwarded because an upstream was named on the command line."""
+    blocked: list[LiveRequest] = Field(default_factory=list)
+    """Non-model requests refused because no upstream was named on the command line."""
     extra_calls: int = 0
     """Calls with no recorded counterpart (beyond the recording, or a new agent)."""
     refused_calls: int = 0
@@ -169,6 +208,15 @@ class ReplayReport(BaseModel):
     normalised_fields: dict[str, list[str]] = Field(default_factory=dict)
     """Request fields (e.g. 'messages[0].content') whose volatile text was normalised,
     in the recording or the replay, with the rules that changed them."""
+    apis: dict[str, int] = Field(default_factory=dict)
+    """Model calls of this replay per API ('chat', 'responses', 'messages')."""
+    program_exit_code: int | None = None
+    """The replayed program's exit status (negative: killed by that signal; None: it did
+    not start)."""
+    program_stopped: bool = False
+    """faultfinder stopped the program (the live window was used up, or the timeout)."""
+    program_timed_out: bool = False
+    """The program ran past the timeout and was stopped."""
 
     @property
     def fidelity(self) -> float:
@@ -177,8 +225,29 @@ class ReplayReport(BaseModel):
 
     @property
     def faithful(self) -> bool:
-        """Every prefix step reproduced and nothing diverged."""
-        return self.reproduced == self.prefix_steps and not self.divergences
+        """Every prefix step reproduced, nothing diverged, and (without ``at``) no model
+        call went live."""
+        return (
+            self.reproduced == self.prefix_steps
+            and not self.divergences
+            and (self.at is not None or self.live_calls == self.passthrough_calls)
+        )
+
+    @property
+    def program_failed(self) -> bool:
+        """The program failed on its own: a non-zero exit status or the timeout (being
+        stopped because the live window was used up is not a failure)."""
+        if self.program_timed_out:
+            return True
+        if self.program_stopped and self.window_reached:
+            return False
+        return self.program_exit_code is not None and self.program_exit_code != 0
+
+    def note_program(self, exit_code: int | None, stopped: bool, timed_out: bool) -> None:
+        """Record how the replayed program ended."""
+        self.program_exit_code = exit_code
+        self.program_stopped = stopped
+        self.program_timed_out = timed_out
 
 
 class ReplayPlan:
@@ -193,8 +262,11 @@ class ReplayPlan:
             )
         self.matcher = options.matcher()
         self._fields: dict[str, set[str]] = {}
-        self.agents = [self._recorded_agent(c) for c in self.recorded]
-        self.normalised = [self.matcher.normalise(c.request, self._fields) for c in self.recorded]
+        self.canonical = canonical_requests(self.recorded)
+        self.agents = [
+            self._recorded_agent(c, r) for c, r in zip(self.recorded, self.canonical, strict=True)
+        ]
+        self.normalised = [self.matcher.normalise(c, self._fields) for c in self.canonical]
         self.hashes = [hash_normalised(n) for n in self.normalised]
         self.by_content: dict[tuple[str, str], list[int]] = {}
         for step, key in enumerate(zip(self.agents, self.hashes, strict=True)):
@@ -218,11 +290,11 @@ class ReplayPlan:
         self._tool_result: tuple[str, str] | None = None
         """(tool call id, new content) once a tool-result edit is active."""
 
-    def _recorded_agent(self, call: RecordedCall) -> str:
+    def _recorded_agent(self, call: RecordedCall, canonical: dict[str, Any]) -> str:
         # An agent known by its system prompt is named again with this replay's
         # normalisers and masks, as incoming calls are.
         if call.agent_source == "system-prompt":
-            return self.matcher.agent(None, None, call.request)[0]
+            return self.matcher.agent(None, None, canonical)[0]
         return call.agent
 
     def agent(
@@ -234,13 +306,20 @@ class ReplayPlan:
     # --- decisions -------------------------------------------------------------------
 
     def decide(
-        self, agent: str, body: dict[str, Any], compare: dict[str, Any] | None = None
+        self,
+        agent: str,
+        body: dict[str, Any],
+        compare: dict[str, Any] | None = None,
+        adapter: WireAdapter | None = None,
     ) -> Decision:
-        """The decision for a call of ``agent`` asking ``body``.
+        """The decision for a call of ``agent`` asking ``body`` (in ``adapter``'s wire
+        format; Chat Completions by default).
 
-        ``compare`` is the request as it would be recorded (credentials scrubbed), used
-        for matching; ``body`` is what would be sent upstream.
+        ``compare`` is the canonical request as it would be recorded (credentials
+        scrubbed), used for matching; ``body`` is what would be sent upstream.
         """
+        adapter = adapter or _CHAT
+        self.report.apis[adapter.name] = self.report.apis.get(adapter.name, 0) + 1
         compare = body if compare is None else compare
         normalised = self.matcher.normalise(compare, self._fields)
         got = hash_normalised(normalised)
@@ -253,16 +332,16 @@ class ReplayPlan:
         if ordinal >= len(candidates):
             if self._at_reached:
                 self.report.extra_calls += 1
-                return self._live(body, "live", None, None, "no recorded call matches")
-            return self._diverged(agent, number, normalised, got, body)
+                return self._live(adapter, body, "live", None, None, "no recorded call matches")
+            return self._diverged(adapter, agent, number, normalised, got, body)
         step = candidates[ordinal]
         self._claimed.add(step)
         recorded = self.recorded[step]
         at = self.options.at
         if agent in self.live_agents or (at is not None and step > at):
-            return self._live(body, "live", recorded, step)
+            return self._live(adapter, body, "live", recorded, step)
         if at is not None and step == at:
-            return self._at_step(recorded, step, body)
+            return self._at_step(adapter, recorded, step, body)
         self._served.add(step)
         self.report.served_steps.append(step)
         self.report.reproduced += 1
@@ -280,6 +359,7 @@ class ReplayPlan:
 
     def _diverged(
         self,
+        adapter: WireAdapter,
         agent: str,
         number: int,
         normalised: dict[str, Any],
@@ -331,38 +411,41 @@ class ReplayPlan:
                 note=note,
             )
         self.live_agents.add(agent)
-        return self._live(body, "live", recorded, step, note)
+        return self._live(adapter, body, "live", recorded, step, note)
 
-    def _at_step(self, recorded: RecordedCall, step: int, body: dict[str, Any]) -> Decision:
+    def _at_step(
+        self, adapter: WireAdapter, recorded: RecordedCall, step: int, body: dict[str, Any]
+    ) -> Decision:
         self._at_reached = True
         edit = self.options.edit
         self.report.edit_applied = edit is not None and edit.kind != "tool_result"
         if edit is None:
-            return self._live(body, "live", recorded, step, "re-run live from this step")
+            return self._live(adapter, body, "live", recorded, step, "re-run live from this step")
         if edit.kind == "input":
             assert edit.input is not None
-            changed = apply_input_edit(body, edit.input, edit.input_mode)
-            return self._live(changed, "edited-input", recorded, step, "edited request")
+            changed = adapter.edit_input(body, edit.input, edit.input_mode)
+            return self._live(adapter, changed, "edited-input", recorded, step, "edited request")
         if edit.kind == "tool_result":
-            return self._tool_result_at_step(recorded, step, body)
-        response = edited_response(recorded.response or {}, edit)
+            return self._tool_result_at_step(adapter, recorded, step, body)
+        response = edited_response(recorded, edit)
         self._count_live_done()
         return Decision("serve", "edited", recorded, step, response=response, note="edited reply")
 
     def _tool_result_at_step(
-        self, recorded: RecordedCall, step: int, body: dict[str, Any]
+        self, adapter: WireAdapter, recorded: RecordedCall, step: int, body: dict[str, Any]
     ) -> Decision:
         # From this step on, every request carrying the result gets the edited one. If the
         # step's own request carries it, the step goes live; if the step's reply makes the
         # call, that reply is served and the edit lands on the request sending the result.
         edit = self.options.edit
         assert edit is not None and edit.tool_result is not None
+        reply = canonical_reply(recorded)
         self._tool_result = (
-            tool_result_target(edit.tool_result, recorded.response),
+            tool_result_target(edit.tool_result, reply.message if reply else None),
             edit.tool_result.content,
         )
-        if rewrite_tool_result(body, *self._tool_result) is not None:
-            return self._live(body, "edited-input", recorded, step, "edited tool result")
+        if adapter.rewrite_tool_result(body, *self._tool_result) is not None:
+            return self._live(adapter, body, "edited-input", recorded, step, "edited tool result")
         self._count_live_done()
         return Decision(
             "serve",
@@ -375,6 +458,7 @@ class ReplayPlan:
 
     def _live(
         self,
+        adapter: WireAdapter,
         body: dict[str, Any],
         origin: Origin,
         recorded: RecordedCall | None,
@@ -395,15 +479,34 @@ class ReplayPlan:
                 stop=True,
             )
         self._live_started += 1
-        self.report.live_calls += 1
         if self._tool_result is not None:
-            rewritten = rewrite_tool_result(body, *self._tool_result)
+            rewritten = adapter.rewrite_tool_result(body, *self._tool_result)
             if rewritten is not None:
                 body, origin = rewritten, "edited-input"
                 note = note or "edited tool result"
                 self.report.edit_applied = True
-        sent = {**body, **self.options.live_overrides} if self.options.live_overrides else body
-        return Decision("live", origin, recorded, step, body=sent, note=note)
+        if self.options.live_overrides:
+            body = adapter.for_upstream(
+                body,
+                Chains(),
+                overrides=self.options.live_overrides,
+                stream_usage=False,
+                expand=False,
+            )
+        return Decision("live", origin, recorded, step, body=body, note=note)
+
+    # --- what reached the upstream -------------------------------------------------------
+
+    def sent_live(self, request: LiveRequest) -> None:
+        """A request was sent to the upstream (called by the proxy, for every path)."""
+        self.report.live_calls += 1
+        if request.api is None:
+            self.report.passthrough_calls += 1
+        self.report.live.append(request)
+
+    def blocked(self, request: LiveRequest) -> None:
+        """A non-model request was refused: no upstream was named on the command line."""
+        self.report.blocked.append(request)
 
     # --- progress ----------------------------------------------------------------------
 
@@ -432,36 +535,20 @@ class ReplayPlan:
         return self.report
 
 
-def last_user_index(messages: list[dict[str, Any]]) -> int | None:
-    for position in range(len(messages) - 1, -1, -1):
-        if messages[position].get("role") == "user":
-            return position
-    return None
+_CHAT = ChatAdapter()
 
 
 def apply_input_edit(body: dict[str, Any], text: str, mode: str) -> dict[str, Any]:
-    """The request with its instruction edited."""
-    changed = copy.deepcopy(body)
-    messages: list[dict[str, Any]] = list(changed.get("messages") or [])
-    position = last_user_index(messages)
-    if mode == "append-user" or position is None:
-        messages.append({"role": "user", "content": text})
-    else:
-        messages[position] = {**messages[position], "content": text}
-    changed["messages"] = messages
-    return changed
+    """A chat request with its instruction edited (see ``WireAdapter.edit_input``)."""
+    return _CHAT.edit_input(body, text, mode)
 
 
-def edited_response(recorded: dict[str, Any], edit: Edit) -> dict[str, Any]:
-    """The recorded completion with its message replaced as the edit says."""
-    response: dict[str, Any] = (
-        copy.deepcopy(recorded) if recorded else {"object": "chat.completion"}
+def edited_response(recorded: RecordedCall, edit: Edit) -> dict[str, Any]:
+    """The recorded reply with its message replaced as the edit says, in the recorded
+    call's wire format."""
+    adapter = adapter_of(recorded)
+    reply = canonical_reply(recorded)
+    message = reply_message(
+        reply.message if reply else None, edit.output, edit.tool_calls, edit.tool_call_changes
     )
-    choices = response.get("choices") or [{"index": 0}]
-    first = dict(choices[0])
-    message = reply_message(recorded, edit.output, edit.tool_calls, edit.tool_call_changes)
-    first["message"] = message
-    first["finish_reason"] = "tool_calls" if message.get("tool_calls") else "stop"
-    response["choices"] = [first]
-    response["id"] = str(response.get("id") or "chatcmpl-faultfinder") + "-edited"
-    return response
+    return adapter.with_reply(recorded.response or {}, message)

@@ -16,8 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from faultfinder.errors import ConfigError, FaultfinderError
 from faultfinder.redact import Redactor
+from faultfinder.replay.apis import ADAPTERS
 from faultfinder.replay.httpserver import LOOPBACK
-from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
+from faultfinder.replay.proxy import Passthrough, ProxyConfig, RecordingProxy
 from faultfinder.replay.recorder import (
     BRANCHES_DIR,
     REPORT_FILE,
@@ -35,8 +36,9 @@ from faultfinder.replay.replayer import ReplayOptions, ReplayPlan, ReplayReport
 from faultfinder.traces.schema import Trace
 
 PLACEHOLDER_KEY = "faultfinder-placeholder-key"
-"""Given to the program as OPENAI_API_KEY when it has none: SDKs insist on a key, and a
-local upstream ignores it."""
+"""Given to the program as OPENAI_API_KEY (and ANTHROPIC_API_KEY) when it has none: SDKs
+insist on a key, and a local upstream ignores it."""
+PLACEHOLDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 
 STOP_GRACE_S = 5.0
 """Seconds a stopped program gets to exit after SIGTERM before it is killed."""
@@ -80,6 +82,8 @@ class SessionOptions(BaseModel):
     """Working directory for the program (default: the current one)."""
     env: dict[str, str] = Field(default_factory=dict)
     """Extra environment variables for the program."""
+    upstreams: dict[str, str] = Field(default_factory=dict)
+    """Per-API upstreams by adapter name (see ProxyConfig.upstreams)."""
 
 
 class RunOutcome(BaseModel):
@@ -108,15 +112,20 @@ class ReplayOutcome(BaseModel):
 def child_env(
     base_url: str, proxy_url: str, run_dir: Path, extra: dict[str, str]
 ) -> dict[str, str]:
-    """The program's environment: the OpenAI SDK variables point at the proxy."""
+    """The program's environment: every API's SDK variables (``OPENAI_BASE_URL``,
+    ``ANTHROPIC_BASE_URL``...: each adapter's ``client_env``) point at the proxy, and the
+    SDKs that insist on a key get a placeholder when the program has none."""
     env = dict(os.environ)
     env.update(extra)
+    for adapter in ADAPTERS:
+        env.update(adapter.client_env(proxy_url))
     env["OPENAI_BASE_URL"] = base_url
     env["OPENAI_API_BASE"] = base_url
     env["FAULTFINDER_PROXY_URL"] = proxy_url
     env["FAULTFINDER_RUN_DIR"] = str(run_dir)
-    if not env.get("OPENAI_API_KEY"):
-        env["OPENAI_API_KEY"] = PLACEHOLDER_KEY
+    for key in PLACEHOLDER_KEYS:
+        if not env.get(key):
+            env[key] = PLACEHOLDER_KEY
     return env
 
 
@@ -280,12 +289,14 @@ async def record_run(
     store.write_meta(meta)
     config = ProxyConfig(
         upstream=upstream,
+        upstreams=options.upstreams,
         api_key_env=options.api_key_env,
         host=options.host,
         port=options.port,
         stream_usage=options.stream_usage,
     )
     child = ChildResult(exit_code=None)
+    proxy: RecordingProxy | None = None
     try:
         async with RecordingProxy(config, store) as proxy:
             meta.proxy_url = proxy.url
@@ -296,10 +307,22 @@ async def record_run(
         meta.ended_at = utcnow()
         meta.exit_code = child.exit_code
         meta.killed = child.killed
+        meta.failed_calls = store.failed
+        if proxy is not None:
+            meta.unrecorded = count_requests(proxy.passthrough)
         finish_meta(meta, child.stdout)
         store.write_meta(meta)
         trace = rebuild_trace(run_dir)
     return RunOutcome(run_dir=run_dir, meta=meta, trace=trace, child=child)
+
+
+def count_requests(requests: list[Passthrough]) -> dict[str, int]:
+    """'METHOD path' -> how many times, in first-seen order."""
+    counts: dict[str, int] = {}
+    for request in requests:
+        key = f"{request.method} {request.path}"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def stored_command_note(meta: RunMeta) -> str:
@@ -348,6 +371,7 @@ async def replay_run(
             f"{run_dir}: give the program to replay after '--' ({stored_command_note(parent)})."
         )
     command = list(command)
+    upstream_named = bool(upstream)
     upstream = replay_upstream(parent, upstream, trust_run)
     options = options or SessionOptions()
     try:
@@ -389,6 +413,9 @@ async def replay_run(
         # With no upstream every call must come from the recording; a live call is refused
         # without any connection.
         upstream=upstream,
+        upstreams=options.upstreams,
+        # Requests that are not model calls go only to an upstream the user named.
+        passthrough=upstream_named,
         api_key_env=options.api_key_env,
         host=options.host,
         port=options.port,
@@ -404,6 +431,7 @@ async def replay_run(
             )
     finally:
         report = plan.finish()
+        report.note_program(child.exit_code, child.killed, child.timed_out)
         clean = redactor.data(report.model_dump(mode="json"))
         (branch_dir / REPORT_FILE).write_text(
             json.dumps(clean, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"

@@ -12,12 +12,20 @@ only.
 a string, ``{"text": ..., "tool_calls": [{"name", "arguments"}], "usage": {...},
 "finish_reason": ...}``, or a complete chat-completion dict (one with ``"choices"``).
 The callable may be async, and may raise :class:`ReplyError` to answer with an HTTP error.
+
+Besides Chat Completions the server speaks every API mounted on it (:class:`FakeAPI`):
+the Responses API (:mod:`faultfinder.testing.fake_responses`) and, when its module is
+present, Anthropic's Messages API (``faultfinder.testing.fake_messages.FakeMessages``).
+For those the reply callable gets the request in canonical chat form (``messages``,
+chat-style ``tools``) with ``"api"`` naming the API and ``"raw"`` holding the body as
+sent, so one scripted model can play a team whatever API its agents speak.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import inspect
 import itertools
 import json
@@ -25,7 +33,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from faultfinder.replay.httpserver import (
     LOOPBACK,
@@ -67,6 +75,68 @@ class RecordedRequest:
     """The parsed JSON body (None for GET or an unparseable body)."""
     received_at: float = field(default_factory=time.perf_counter)
     """time.perf_counter() when the request was read."""
+    api: str | None = None
+    """The model API of a model call ('chat', 'responses', ...); None for other paths."""
+
+
+class FakeAPI(Protocol):
+    """A model API the fake serves besides Chat Completions (one module each: see
+    :mod:`faultfinder.testing.fake_responses`). Mount one with
+    :meth:`FakeOpenAIServer.mount`; :func:`default_apis` lists those mounted by default."""
+
+    name: str
+    """The API's adapter name ('responses', 'messages')."""
+
+    def handles(self, method: str, path: str) -> bool:
+        """Is ``method path`` (agent prefix removed) a model call of this API?"""
+        ...
+
+    def check(self, body: dict[str, Any]) -> str | None:
+        """Why the server refuses the request (answered 400), or None."""
+        ...
+
+    def canonical(self, body: dict[str, Any]) -> dict[str, Any]:
+        """What the reply callable gets: the request in canonical chat form, with "api"
+        and "raw" (the body as sent)."""
+        ...
+
+    def is_complete(self, value: Any) -> bool:
+        """Is a callable's answer already a complete reply of this API (sent as is)?"""
+        ...
+
+    def build(
+        self, body: dict[str, Any], spec: dict[str, Any], model: str, cached: int | None
+    ) -> dict[str, Any]:
+        """The complete reply for ``spec`` (``text``, ``tool_calls``, ``usage``...)."""
+        ...
+
+    def remember(self, body: dict[str, Any], response: dict[str, Any]) -> None:
+        """Keep a reply sent as is (for APIs whose later requests can name it)."""
+        ...
+
+    def stream(self, response: dict[str, Any]) -> list[bytes]:
+        """The reply as a stream: encoded events, each sent as its own write."""
+        ...
+
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        """An error in the API's own format."""
+        ...
+
+
+def default_apis() -> list[FakeAPI]:
+    """The APIs a new fake server speaks besides Chat Completions: Responses, and
+    Messages when ``faultfinder.testing.fake_messages`` is present."""
+    from faultfinder.testing.fake_responses import FakeResponses
+
+    apis: list[FakeAPI] = [FakeResponses()]
+    try:
+        module = importlib.import_module("faultfinder.testing.fake_messages")
+    except ModuleNotFoundError as exc:
+        if exc.name != "faultfinder.testing.fake_messages":
+            raise
+    else:
+        apis.append(module.FakeMessages())
+    return apis
 
 
 def _approx_tokens(text: str) -> int:
@@ -121,6 +191,13 @@ class FakeOpenAIServer:
         self._failures_sent = 0
         self._ids = itertools.count(1)
         self._thread: ServerThread | None = None
+        self.apis: list[FakeAPI] = default_apis()
+        """APIs served besides Chat Completions (see :class:`FakeAPI`)."""
+
+    def mount(self, api: FakeAPI) -> FakeOpenAIServer:
+        """Serve ``api`` too (replacing a mounted API of the same name)."""
+        self.apis = [a for a in self.apis if a.name != api.name] + [api]
+        return self
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -139,6 +216,15 @@ class FakeOpenAIServer:
     def chat_requests(self) -> list[RecordedRequest]:
         """Received POST /chat/completions requests (including failed ones)."""
         return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    @property
+    def model_requests(self) -> list[RecordedRequest]:
+        """Received model calls of every API (including failed ones)."""
+        return [r for r in self.requests if r.api is not None]
+
+    def requests_of(self, api: str) -> list[RecordedRequest]:
+        """Received model calls of one API ('chat', 'responses', 'messages')."""
+        return [r for r in self.requests if r.api == api]
 
     def start(self) -> FakeOpenAIServer:
         async def serve() -> HttpServer:
@@ -172,6 +258,9 @@ class FakeOpenAIServer:
         if method == "GET" and path.rstrip("/").endswith("/models"):
             self.requests.append(RecordedRequest(method, path, headers))
             return json_response(200, self._models())
+        api = next((a for a in self.apis if a.handles(method, path)), None)
+        if api is not None:
+            return await self._api_call(api, request)
         if not path.rstrip("/").endswith("/chat/completions"):
             self.requests.append(RecordedRequest(method, path, headers))
             return _error(404, f"no route {method} {path}")
@@ -181,9 +270,9 @@ class FakeOpenAIServer:
         try:
             body = json.loads(request.body or b"{}")
         except json.JSONDecodeError as exc:
-            self.requests.append(RecordedRequest(method, path, headers))
+            self.requests.append(RecordedRequest(method, path, headers, api="chat"))
             return _error(400, f"invalid JSON: {exc}")
-        self.requests.append(RecordedRequest(method, path, headers, body))
+        self.requests.append(RecordedRequest(method, path, headers, body, api="chat"))
         self._in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self._in_flight)
         # A caching server serves what earlier *completed* requests computed: look the
@@ -199,6 +288,64 @@ class FakeOpenAIServer:
         if self.prefix_cache is not None and response.status == 200:
             self.prefix_cache.remember(prompt)
         return response
+
+    async def _api_call(self, api: FakeAPI, request: Request) -> Response:
+        """A model call of a mounted API: the same faults, latency and scripted replies
+        as chat completions, in that API's wire format."""
+        method, path, headers = request.method, request.path, dict(request.headers)
+
+        def error(status: int, message: str, extra: dict[str, str] | None = None) -> Response:
+            return json_response(
+                status, api.error_body(status, message), list((extra or {}).items())
+            )
+
+        try:
+            body = json.loads(request.body or b"{}")
+        except json.JSONDecodeError as exc:
+            self.requests.append(RecordedRequest(method, path, headers, api=api.name))
+            return error(400, f"invalid JSON: {exc}")
+        self.requests.append(RecordedRequest(method, path, headers, body, api=api.name))
+        if not isinstance(body, dict):
+            return error(400, "the body must be a JSON object")
+        problem = api.check(body)
+        if problem:
+            return error(400, problem)
+        self._in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        try:
+            if self.latency > 0:
+                await asyncio.sleep(self.latency)
+            if self._failures_sent < self.fail_first:
+                self._failures_sent += 1
+                extra = {} if self.retry_after is None else {"Retry-After": str(self.retry_after)}
+                return error(self.fail_status, "fake failure", extra)
+            stream = bool(body.get("stream"))
+            if stream and not self.stream_support:
+                return error(400, "streaming is not supported here")
+            try:
+                value = await self._reply_value(api.canonical(body))
+            except ReplyError as exc:
+                return error(exc.status, exc.message, exc.headers)
+            if api.is_complete(value):
+                assert isinstance(value, dict)
+                reply = value
+                api.remember(body, reply)
+            else:
+                spec = {"text": value} if isinstance(value, str) else dict(value)
+                reply = api.build(body, spec, self.model, None)
+        finally:
+            self._in_flight -= 1
+        if stream:
+            events = api.stream(reply)
+
+            async def send() -> AsyncIterator[bytes]:
+                for event in events:
+                    yield event
+                if self.stream_linger:
+                    await asyncio.sleep(self.stream_linger)
+
+            return Response(200, _SSE_HEADERS, send())
+        return json_response(200, reply)
 
     async def _chat(self, body: dict[str, Any], cached: int | None = None) -> Response:
         if self._failures_sent < self.fail_first:

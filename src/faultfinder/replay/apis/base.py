@@ -1,0 +1,244 @@
+"""The contract between the proxy and one model wire format (:class:`WireAdapter`).
+
+The proxy, the matcher, edits, the trace builder, DoVer, the importers and the UI speak
+one **canonical call**: a request shaped like a Chat Completions request (``messages``
+with ``system``/``user``/``assistant``/``tool`` roles, assistant ``tool_calls`` in
+OpenAI's function format, ``tool`` messages carrying ``tool_call_id``; every other
+parameter kept under its own name) and a reply that is one assistant message
+(:class:`CanonicalReply`). An adapter translates one wire format to and from it:
+
+- requests: :meth:`WireAdapter.canonical_request` (for matching, agent identity and the
+  trace), :meth:`~WireAdapter.rewrite_tool_result` and :meth:`~WireAdapter.edit_input`
+  (request edits applied to the wire body), :meth:`~WireAdapter.for_upstream` (what a
+  live call sends);
+- replies: :meth:`~WireAdapter.reply_ok`, :meth:`~WireAdapter.canonical_reply`,
+  :meth:`~WireAdapter.with_reply` (the wire reply carrying an edited message);
+- streams: :meth:`~WireAdapter.accumulator` adds a stream's events up to the complete
+  reply it stands for, :meth:`~WireAdapter.synthesise` makes a stream of a complete
+  reply (edited replies, or a streamed request matched to a non-streamed recording),
+  :meth:`~WireAdapter.visible` hides events the client did not ask for;
+- chains: :meth:`~WireAdapter.remember` files a finished call in a :class:`Chains`
+  store, so a later request naming it (the Responses API's ``previous_response_id``) is
+  understood, and :meth:`~WireAdapter.for_upstream` can make it self-contained;
+- the program's environment: :meth:`~WireAdapter.client_env`, and the credential
+  header of a key: :meth:`~WireAdapter.auth_headers`.
+
+Recorded streams are kept as the events the upstream sent, grouped as they arrived
+(:class:`~faultfinder.replay.recorder.RecordedCall` ``events``/``writes``), and replayed
+as such for every API: an adapter only parses events (:class:`SSEEvent`), it never
+re-encodes a recorded stream.
+
+A new API is one module with one class following this protocol, added to
+:data:`faultfinder.replay.apis.ADAPTERS` (or registered with
+:func:`faultfinder.replay.apis.register` from a plugin). Adapters are stateless; all
+per-run state (chains) is passed in.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class SSEEvent:
+    """One server-sent event as received: its raw bytes, ``event:`` name and data."""
+
+    raw: bytes
+    """The event exactly as sent, blank-line terminator included."""
+    name: str | None
+    """The ``event:`` field, when present."""
+    data: Any
+    """The ``data:`` field parsed as JSON (a str when it is not JSON, e.g. ``[DONE]``;
+    None for an event without data, e.g. a comment)."""
+
+    @classmethod
+    def parse(cls, raw: bytes) -> SSEEvent:
+        name: str | None = None
+        data_lines: list[bytes] = []
+        for line in raw.split(b"\n"):
+            if line.startswith(b"event:"):
+                name = line[6:].strip().decode("utf-8", errors="replace")
+            elif line.startswith(b"data:"):
+                data_lines.append(line[5:].lstrip(b" "))
+        if not data_lines:
+            return cls(raw, name, None)
+        text = b"\n".join(data_lines).decode("utf-8", errors="replace")
+        try:
+            data: Any = json.loads(text)
+        except json.JSONDecodeError:
+            data = text
+        return cls(raw, name, data)
+
+
+def encode_sse(data: Any, name: str | None = None) -> bytes:
+    """One SSE event (``event:`` line when named, one ``data:`` line)."""
+    text = data if isinstance(data, str) else json.dumps(data)
+    head = f"event: {name}\n" if name else ""
+    return f"{head}data: {text}\n\n".encode()
+
+
+@dataclass
+class CanonicalReply:
+    """A reply as one assistant message, whatever the wire format."""
+
+    message: dict[str, Any]
+    """``{"role": "assistant", "content": str | None, "tool_calls": [...]}`` in Chat
+    Completions form; tool call ids are the API's own (``call_...``, ``toolu_...``)."""
+    finish_reason: str | None = None
+    """Why the reply ended ('stop', 'tool_calls', 'length'...), as the API says it."""
+    model: str | None = None
+    """Model that answered."""
+    prompt_tokens: int | None = None
+    """Input tokens, when the reply reports usage."""
+    completion_tokens: int | None = None
+    """Output tokens, when the reply reports usage."""
+    cached_tokens: int | None = None
+    """Input tokens served from the provider's prompt cache, when reported."""
+    reply_id: str | None = None
+    """The reply's id (``chatcmpl-...``, ``resp_...``, ``msg_...``)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """What the canonical message cannot hold, kept for the trace (e.g. reasoning)."""
+
+
+class Chains:
+    """Finished calls by reply id, for APIs whose requests can name an earlier reply
+    instead of repeating it (``previous_response_id``). What is filed under an id is
+    the adapter's business."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, Any] = {}
+
+    def put(self, reply_id: str, value: Any) -> None:
+        self._items[reply_id] = value
+
+    def get(self, reply_id: str) -> Any:
+        return self._items.get(reply_id)
+
+    def __contains__(self, reply_id: object) -> bool:
+        return reply_id in self._items
+
+
+@runtime_checkable
+class StreamAccumulator(Protocol):
+    """Adds a stream's events up to the complete reply they stand for."""
+
+    def add(self, event: SSEEvent) -> None:
+        """Take the next event."""
+        ...
+
+    @property
+    def finished(self) -> bool:
+        """The stream has sent its last event (Chat's ``[DONE]``, a Responses terminal
+        event, Messages' ``message_stop``); the proxy records the call right then."""
+        ...
+
+    def result(self) -> dict[str, Any] | None:
+        """The complete reply (the same object a non-streamed call returns), or None
+        when the stream ended before the reply was complete."""
+        ...
+
+
+@runtime_checkable
+class WireAdapter(Protocol):
+    """One model API's wire format (see the module docstring for the contract)."""
+
+    name: str
+    """Short stable name, stored with every recorded call ('chat', 'responses', ...)."""
+
+    def handles(self, method: str, path: str) -> bool:
+        """Is ``method path`` (agent prefix removed, e.g. ``/v1/chat/completions``) a
+        model call of this API?"""
+        ...
+
+    # --- requests ------------------------------------------------------------------
+
+    def is_stream(self, body: dict[str, Any]) -> bool:
+        """Did the client ask for a streamed reply?"""
+        ...
+
+    def canonical_request(self, body: dict[str, Any], chains: Chains) -> dict[str, Any]:
+        """The request as a canonical call: ``messages`` (the whole conversation,
+        chains resolved through ``chains``), ``tools`` and every parameter that changes
+        the answer. Keys that do not (stream, store, user, metadata...) may stay: the
+        matcher drops them."""
+        ...
+
+    def for_upstream(
+        self,
+        body: dict[str, Any],
+        chains: Chains,
+        *,
+        overrides: dict[str, Any],
+        stream_usage: bool,
+        expand: bool,
+    ) -> dict[str, Any]:
+        """What a live call sends upstream: ``overrides`` applied where the API has the
+        parameter, usage asked for on streams when ``stream_usage``, and, when
+        ``expand``, a chained request made self-contained from ``chains`` (the upstream
+        may never have seen a reply the recording served)."""
+        ...
+
+    def rewrite_tool_result(
+        self, body: dict[str, Any], call_id: str, content: str
+    ) -> dict[str, Any] | None:
+        """``body`` with the result of tool call ``call_id`` replaced by ``content``
+        (None when the request carries no such result)."""
+        ...
+
+    def edit_input(self, body: dict[str, Any], text: str, mode: str) -> dict[str, Any]:
+        """``body`` with its last user message's text replaced by ``text``
+        (mode 'replace-last-user') or a user message ``text`` added ('append-user')."""
+        ...
+
+    # --- replies -------------------------------------------------------------------
+
+    def reply_ok(self, payload: Any) -> bool:
+        """Is ``payload`` a complete, successful reply of this API?"""
+        ...
+
+    def canonical_reply(self, response: dict[str, Any]) -> CanonicalReply:
+        """The reply as one assistant message."""
+        ...
+
+    def with_reply(self, response: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
+        """``response`` (a recorded reply) carrying the canonical assistant ``message``
+        instead of its own, ids kept where the message keeps them; a new reply id
+        (the recorded one plus '-edited')."""
+        ...
+
+    def remember(self, chains: Chains, body: dict[str, Any], response: dict[str, Any]) -> None:
+        """File a finished call for later requests that name its reply."""
+        ...
+
+    # --- streams -------------------------------------------------------------------
+
+    def accumulator(self) -> StreamAccumulator:
+        """A fresh accumulator for one stream."""
+        ...
+
+    def synthesise(self, response: dict[str, Any], body: dict[str, Any]) -> list[bytes]:
+        """A conformant stream (encoded events, in order) of the complete reply
+        ``response`` for a client asking ``body``."""
+        ...
+
+    def visible(self, event: SSEEvent, body: dict[str, Any]) -> bool:
+        """Should a recorded event reach a client asking ``body``? (Chat hides the usage
+        chunk the proxy asked for on the client's behalf.)"""
+        ...
+
+    # --- errors and environment ----------------------------------------------------
+
+    def error_body(self, status: int, message: str, kind: str) -> dict[str, Any]:
+        """An error in the API's own error format, so its SDK shows ``message``."""
+        ...
+
+    def client_env(self, proxy_url: str) -> dict[str, str]:
+        """Environment variables pointing this API's SDKs at the proxy at
+        ``proxy_url`` (scheme, host and port, no path)."""
+        ...
+
+    def auth_headers(self, key: str) -> dict[str, str]:
+        """The header(s) carrying ``key`` to this API's upstream."""
+        ...

@@ -1,0 +1,158 @@
+"""The loopback fake's OpenAI Responses endpoint (``POST /v1/responses``), mounted by
+:class:`faultfinder.testing.FakeOpenAIServer`.
+
+It answers as the real API does in what programs rely on: ``instructions`` and ``input``
+items in, a ``response`` object out (``reasoning``, ``message`` and ``function_call``
+output items, ids ``resp_``/``msg_``/``fc_``/``rs_``, usage as ``input_tokens`` /
+``output_tokens``); ``stream: true`` gives named events with sequence numbers, text in
+several deltas, each event its own write. ``previous_response_id`` continues a stored
+response; responses are stored unless the request says ``store: false``, and a
+reference to one the server does not hold is refused (400), as the real API does.
+
+The reply callable gets the request in canonical chat form (``messages``, chat-style
+``tools``), with ``api: "responses"`` and the body as sent under ``raw``; it may answer
+with text, a spec (``text``, ``tool_calls``, ``reasoning``, ``usage``) or a complete
+``response`` object (one with ``output``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from typing import Any
+
+from faultfinder.replay.apis.base import Chains
+from faultfinder.replay.apis.responses import ResponsesAdapter, response_events
+
+
+def _approx_tokens(text: str) -> int:
+    return (len(text) + 3) // 4
+
+
+class FakeResponses:
+    """``POST /v1/responses`` for the fake server."""
+
+    name = "responses"
+
+    def __init__(self) -> None:
+        self.stored = Chains()
+        self._adapter = ResponsesAdapter()
+        self._ids = itertools.count(1)
+
+    def handles(self, method: str, path: str) -> bool:
+        return method == "POST" and path.rstrip("/").endswith("/responses")
+
+    def check(self, body: dict[str, Any]) -> str | None:
+        """Why the request is refused (400), or None."""
+        previous = body.get("previous_response_id")
+        if previous and str(previous) not in self.stored:
+            return f"Previous response with id '{previous}' not found."
+        if "input" not in body and not previous:
+            return "Missing required parameter: 'input'."
+        return None
+
+    def canonical(self, body: dict[str, Any]) -> dict[str, Any]:
+        canonical = self._adapter.canonical_request(body, self.stored)
+        canonical["raw"] = body
+        return canonical
+
+    def is_complete(self, value: Any) -> bool:
+        return isinstance(value, dict) and "output" in value
+
+    def build(
+        self, body: dict[str, Any], spec: dict[str, Any], model: str, cached: int | None
+    ) -> dict[str, Any]:
+        """The ``response`` for ``spec``; stored for later ``previous_response_id``."""
+        number = next(self._ids)
+        text = str(spec.get("text") or "")
+        output: list[dict[str, Any]] = []
+        if spec.get("reasoning"):
+            output.append(
+                {
+                    "type": "reasoning",
+                    "id": f"rs_fake_{number}",
+                    "summary": [{"type": "summary_text", "text": str(spec["reasoning"])}],
+                }
+            )
+        if text:
+            output.append(
+                {
+                    "type": "message",
+                    "id": f"msg_fake_{number}",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+            )
+        for position, call in enumerate(spec.get("tool_calls") or []):
+            arguments = call.get("arguments", {})
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": f"fc_fake_{number}_{position}",
+                    "call_id": call.get("id") or f"call_{number}_{position}",
+                    "name": call["name"],
+                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                    "status": "completed",
+                }
+            )
+        response: dict[str, Any] = {
+            "id": f"resp_fake_{number}",
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "completed",
+            "error": None,
+            "incomplete_details": None,
+            "instructions": body.get("instructions"),
+            "max_output_tokens": body.get("max_output_tokens"),
+            "model": body.get("model") or model,
+            "output": output,
+            "parallel_tool_calls": body.get("parallel_tool_calls", True),
+            "previous_response_id": body.get("previous_response_id"),
+            "store": body.get("store", True),
+            "temperature": body.get("temperature"),
+            "text": body.get("text") or {"format": {"type": "text"}},
+            "tool_choice": body.get("tool_choice", "auto"),
+            "tools": body.get("tools") or [],
+            "top_p": body.get("top_p"),
+            "truncation": body.get("truncation", "disabled"),
+            "metadata": body.get("metadata") or {},
+        }
+        usage = spec.get("usage", "auto")
+        if usage == "auto":
+            canonical = self._adapter.canonical_request(body, self.stored)
+            prompt = _approx_tokens(json.dumps(canonical.get("messages") or []))
+            produced = _approx_tokens(text + "".join(json.dumps(c) for c in output[1:]))
+            usage = {
+                "input_tokens": prompt,
+                "input_tokens_details": {"cached_tokens": min(cached or 0, prompt)},
+                "output_tokens": produced,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": prompt + produced,
+            }
+        response["usage"] = usage
+        self.remember(body, response)
+        return response
+
+    def remember(self, body: dict[str, Any], response: dict[str, Any]) -> None:
+        if body.get("store", True) is not False:
+            self._adapter.remember(self.stored, body, response)
+
+    def stream(self, response: dict[str, Any]) -> list[bytes]:
+        """The events of ``response``, text and arguments in word-sized deltas."""
+        words = 1
+        for item in response.get("output") or []:
+            for part in item.get("content") or []:
+                words = max(words, len(str(part.get("text", "")).split()))
+        return response_events(response, pieces=words)
+
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": None,
+                "code": status,
+            }
+        }
