@@ -9,7 +9,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar, overload
 
 import click
 from click.core import ParameterSource
@@ -40,6 +40,13 @@ SEED = click.IntRange(min=0)
 """Max prompt tokens per call (the smallest budget a prompt can be fitted into)."""
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@overload
+def model_options(fn: F, *, timeout_flag: str = "--timeout") -> F: ...
+@overload
+def model_options(fn: None = None, *, timeout_flag: str = "--timeout") -> Callable[[F], F]: ...
 def model_options(fn: Callable[..., Any] | None = None, *, timeout_flag: str = "--timeout") -> Any:
     """--model and the LLM layer's knobs. ``@model_options`` or, for a command whose own
     ``--timeout`` means something else, ``@model_options(timeout_flag="--call-timeout")``."""

@@ -37,8 +37,9 @@ from faultfinder.dover.verdict import classify, wilson_interval
 from faultfinder.errors import CaseBudgetExceededError, FaultfinderError
 from faultfinder.judging.method import Method
 from faultfinder.llm.client import LLM, track_usage
+from faultfinder.replay.edits import Edit
 from faultfinder.replay.recorder import build_trace, new_run_id
-from faultfinder.replay.replayer import Edit, ReplayOptions
+from faultfinder.replay.replayer import ReplayOptions
 from faultfinder.replay.session import ReplayOutcome, SessionOptions, replay_run
 from faultfinder.traces.schema import Trace
 from faultfinder.usage import Usage

@@ -136,12 +136,13 @@ class LocalBackend:
 
     def _checked_grammar(self, source: str) -> Any:
         import llama_cpp
+        from llama_cpp.llama_grammar import LlamaGrammar
 
         # llama.cpp crashes on an invalid grammar during sampling; parse it once here
         # so a bad grammar is a readable error instead.
         vocab = getattr(getattr(self._model(), "_model", None), "vocab", None)
         if vocab is None:
-            return llama_cpp.LlamaGrammar.from_string(source, verbose=False)
+            return LlamaGrammar.from_string(source, verbose=False)
         sampler = llama_cpp.llama_sampler_init_grammar(vocab, source.encode("utf-8"), b"root")
         if not sampler:
             raise errors.ConfigError(
@@ -149,7 +150,7 @@ class LocalBackend:
                 f"Grammar starts: {source[:200]!r}"
             )
         llama_cpp.llama_sampler_free(sampler)
-        return llama_cpp.LlamaGrammar.from_string(source, verbose=False)
+        return LlamaGrammar.from_string(source, verbose=False)
 
     def _check_fits(self, request: ChatRequest) -> int:
         prompt_tokens = sum(

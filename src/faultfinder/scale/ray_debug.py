@@ -53,7 +53,7 @@ def write_files(root: Path, files: Files) -> None:
         target.write_bytes(data)
 
 
-@ray.remote(num_cpus=1, max_retries=REPLAY_RETRIES)
+@ray.remote(num_cpus=1, max_retries=REPLAY_RETRIES)  # type: ignore[untyped-decorator]
 def replay_on_worker(
     files: Files,
     executor: ReplayExecutor,

@@ -114,7 +114,8 @@ class _Doc:
 
 
 def _copy_values(doc: _Doc) -> list[Any]:
-    return json.loads(json.dumps(doc.values))
+    values: list[Any] = json.loads(json.dumps(doc.values))
+    return values
 
 
 def mutate(files: dict[str, bytes], rng: random.Random) -> Mutation:

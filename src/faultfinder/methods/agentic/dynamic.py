@@ -23,8 +23,9 @@ from faultfinder.judging.method import Attribution, Method, run_method
 from faultfinder.judging.reference import ground_truth_for
 from faultfinder.judging.structured import json_parser, render_log, schema_constraint
 from faultfinder.llm.client import LLM, ParseError, track_usage
+from faultfinder.replay.edits import Edit
 from faultfinder.replay.recorder import build_trace, new_run_id
-from faultfinder.replay.replayer import Edit, ReplayOptions
+from faultfinder.replay.replayer import ReplayOptions
 from faultfinder.replay.session import SessionOptions, replay_run
 from faultfinder.traces.schema import Trace
 from faultfinder.usage import Usage

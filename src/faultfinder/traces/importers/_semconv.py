@@ -18,12 +18,11 @@ from faultfinder.traces.importers._messages import (
     MESSAGE_EVENTS,
     Message,
     input_messages,
-    maybe_json,
     output_messages,
     request_of,
     usage_of,
 )
-from faultfinder.traces.importers._spans import Span
+from faultfinder.traces.importers._spans import Span, maybe_json
 from faultfinder.traces.schema import Agent, SourceInfo, Step, ToolCall, ToolResult, Trace
 
 _LLM_OPS = {"chat", "text_completion", "generate_content", "completion", "responses"}
