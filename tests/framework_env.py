@@ -6,6 +6,10 @@ interpreter; later calls (and later test runs) reuse it. The cache is
 ``$FAULTFINDER_ENV_CACHE``, else ``~/.cache/faultfinder/envs``. A file lock keeps two
 test processes from building the same environment at once. The framework program then
 runs in that interpreter as a subprocess, recorded and replayed by the project's proxy.
+
+Tests that call this carry the ``frameworks_env`` marker (registered in pyproject.toml):
+building an environment takes minutes the first time, and ``pytest -m "not
+frameworks_env"`` leaves those tests out. The README's full test command runs them.
 """
 
 from __future__ import annotations

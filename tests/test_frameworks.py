@@ -156,7 +156,13 @@ def quiet_frameworks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-@pytest.mark.parametrize("name", list(CASES))
+def marks(case: Case) -> list[pytest.MarkDecorator]:
+    """``frameworks_env`` on a case whose framework runs in an environment of its own
+    (built with pip the first time: minutes), so ``-m "not frameworks_env"`` leaves it out."""
+    return [pytest.mark.frameworks_env] if case.python.__qualname__.startswith("own_env.") else []
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=marks(c)) for n, c in CASES.items()])
 def test_framework_is_recorded_and_replayed_unmodified(
     name: str, tmp_path: Path, quiet_frameworks: None
 ) -> None:
