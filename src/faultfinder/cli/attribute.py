@@ -24,9 +24,11 @@ from faultfinder.cli.common import (
 )
 from faultfinder.exitcodes import CaseCounts
 from faultfinder.judging.method import Attribution, run_method
+from faultfinder.judging.why import why
 from faultfinder.registry import BUILTIN, METHODS, create_method, method_class, methods
 from faultfinder.shortlist.sets import describe as describe_step_set
 from faultfinder.traces.loader import load_trace
+from faultfinder.traces.schema import Trace
 
 
 def format_attribution(result: Attribution, n_steps: int | None = None) -> str:
@@ -35,7 +37,7 @@ def format_attribution(result: Attribution, n_steps: int | None = None) -> str:
     step = "-" if result.step is None else str(result.step)
     lines = [
         f"method:     {result.method}  (model {result.model}, prompts {result.prompt_version})",
-        f"status:     {result.status}" + (f"  ({result.error})" if result.error else ""),
+        f"status:     {result.status}" + (f"  ({reason})" if (reason := why(result)) else ""),
         f"agent:      {result.agent or '-'}",
         f"step:       {step}  (0-based)",
         f"reason:     {result.reason or '-'}",
@@ -56,6 +58,27 @@ def format_attribution(result: Attribution, n_steps: int | None = None) -> str:
         )
     )
     return "\n".join(lines)
+
+
+def gold_lines(trace: Trace, result: Attribution) -> list[str]:
+    """The trace's gold label beside the answer (a labelled trace: Who&When, the demo)."""
+    gold = trace.label
+    if gold is None:
+        return []
+
+    def mark(ok: bool) -> str:
+        return "match" if ok else "no match"
+
+    step = "-" if gold.step is None else str(gold.step)
+    in_set = ""
+    if result.step_set is not None and gold.step is not None:
+        inside = gold.step in result.step_set
+        in_set = f"; {'in' if inside else 'not in'} the step set"
+    return [
+        f"gold agent: {gold.agent or '-'}    ({mark(result.agent == gold.agent)})",
+        f"gold step:  {step}    ({mark(result.step in gold.acceptable_steps)}{in_set})",
+        f"gold why:   {gold.reason or '-'}",
+    ]
 
 
 def format_step_set(result: Attribution, n_steps: int | None = None) -> str:
@@ -102,7 +125,7 @@ def attribute(
     progress = llm_options.pop("progress")
     llm = with_progress(build_llm(**llm_options, needs_model=method.needs_model), progress)
     result = asyncio.run(run_method(method, trace, llm, label=method_spec, step_set=step_set))
-    shown = format_attribution(result, len(trace.steps))
+    shown = "\n".join([format_attribution(result, len(trace.steps)), *gold_lines(trace, result)])
     click.echo(result.model_dump_json(indent=2) if as_json else shown)
     exit_for(CaseCounts.of([result.status]))
 
