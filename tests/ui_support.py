@@ -242,3 +242,41 @@ def shared(factory: object) -> Artifacts:
     if "a" not in _BUILT:
         _BUILT["a"] = build(factory.mktemp("ui-artifacts"))  # type: ignore[attr-defined]
     return _BUILT["a"]
+
+
+TEAM = [sys.executable, "-m", "faultfinder.demo_team", "--quiet", "--task-id", "avalon-2020"]
+"""The offline demo team on the task its recording fails (a dropped year)."""
+FIX = "NEXT: Researcher | Look up the population of Avalon in 2020"
+"""The edit of step 1 that makes it succeed."""
+
+
+def record_team(runs: Path, upstream: str) -> Path:
+    """Record the demo team on 'avalon-2020' into ``runs/avalon`` (it answers 154131, not
+    144630: the Orchestrator dropped the year at step 1)."""
+    _ok(
+        [
+            "record", "--upstream", upstream, "--out", str(runs), "--run-id", "avalon",
+            "--ground-truth", "144630", "--quiet", "--", *TEAM,
+        ]
+    )  # fmt: skip
+    return runs / "avalon"
+
+
+def plant_hostile_recording(runs: Path, upstream: str, marker: Path) -> Path:
+    """A recording as someone else might hand it over: script in its task and steps, a
+    stored command that would create ``marker``, and a stored upstream (``upstream``, a
+    canary server that must never be contacted)."""
+    with FakeOpenAIServer(reply=mock_model.reply) as real:
+        run = record_team(runs, real.base_url)
+    meta = json.loads((run / "meta.json").read_text("utf-8"))
+    meta["command"] = [sys.executable, "-c", f"open({str(marker)!r}, 'w').write('ran')"]
+    meta["upstream"] = upstream
+    meta["task"] = PAYLOADS[0] + " " + (meta.get("task") or "")
+    (run / "meta.json").write_text(json.dumps(meta), "utf-8")
+    trace = json.loads((run / "trace.json").read_text("utf-8"))
+    trace["task"] = PAYLOADS[0] + " " + trace["task"]
+    last = trace["steps"][-1]
+    last["content"] = PAYLOADS[1] + PAYLOADS[3] + last["content"]
+    trace["steps"][0]["agent"] = 'Orchestrator<img src=x onerror="window.__pwned=12">'
+    (run / "trace.json").write_text(json.dumps(trace), "utf-8")
+    return run

@@ -1,9 +1,11 @@
 """`faultfinder ui`: browse traces, attributions, CHIEF graphs, replays, DoVer results and
-evaluations in a local web page (needs the `ui` extra)."""
+evaluations in a local web page (needs the `ui` extra); with `--allow-replay -- COMMAND`,
+change a recorded step and replay the program from the page."""
 
 from __future__ import annotations
 
 import ipaddress
+import shlex
 import socket
 import sys
 from pathlib import Path
@@ -12,10 +14,22 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from faultfinder.cli.common import PORT, build_llm, model_options, pass_errors
+from faultfinder.cli.common import PORT, SECONDS, build_llm, model_options, pass_errors
 
 DEFAULT_RESULTS = Path(".faultfinder") / "ui-results.jsonl"
 LOOPBACK_NAMES = ("localhost",)
+PROGRAM_KEY = "faultfinder.ui.program"
+
+
+class ProgramAfterDashes(click.Command):
+    """A command whose arguments after '--' are a program's argv (kept apart from PATHS)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            cut = args.index("--")
+            ctx.meta[PROGRAM_KEY] = list(args[cut + 1 :])
+            args = args[:cut]
+        return super().parse_args(ctx, args)
 
 
 def free_port(host: str) -> int:
@@ -45,7 +59,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-@click.command("ui")
+@click.command("ui", cls=ProgramAfterDashes)
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=PORT, default=8765, show_default=True, help="Port (0: any free port).")
@@ -67,6 +81,45 @@ def is_loopback(host: str) -> bool:
     show_default=True,
     help="JSONL file that receives attributions run from the page (also read at start).",
 )
+@click.option(
+    "--allow-replay",
+    is_flag=True,
+    help="Let the page change a recorded step and replay the program given after '--' "
+    "(writes branches and DoVer rows into the run directories).",
+)
+@click.option(
+    "--upstream",
+    default=None,
+    help="Endpoint for the live calls of replays (with --allow-replay).",
+)
+@click.option(
+    "--trust-run",
+    is_flag=True,
+    help="Send replays' live calls (and your key) to the upstream each recording names.",
+)
+@click.option(
+    "--upstream-key-env",
+    default=None,
+    metavar="VAR",
+    help="Environment variable with the upstream's key for replays (default: forward the "
+    "program's own key).",
+)
+@click.option(
+    "--replay-timeout", type=SECONDS, default=None, help="Stop each replay after this many seconds."
+)
+@click.option(
+    "--cwd",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="Directory replays run the program in (default: the current one).",
+)
+@click.option(
+    "--check",
+    "check_command",
+    default=None,
+    metavar="COMMAND",
+    help="Success checker for replays, as `debug --check` (default: exact match).",
+)
 @model_options
 @pass_errors
 def ui(
@@ -76,13 +129,28 @@ def ui(
     allow_run: bool,
     method_spec: str | None,
     results_path: str,
+    allow_replay: bool,
+    upstream: str | None,
+    trust_run: bool,
+    upstream_key_env: str | None,
+    replay_timeout: float | None,
+    cwd: str | None,
+    check_command: str | None,
     **llm_options: Any,
 ) -> None:
     """Serve a local web UI over the traces and results found under PATHS.
 
     PATHS may be trace files or directories, recordings (runs/), eval result files,
     DoVer result files, CHIEF graph files and `attribute --json` outputs. Browsing never
-    modifies anything; only --allow-run adds an endpoint that runs a method.
+    modifies anything; only --allow-run adds an endpoint that runs a method, and only
+    --allow-replay one that replays the program given after '--' with a changed step:
+
+    \b
+    faultfinder ui runs/ --allow-replay --upstream URL -- python my_team.py "task"
+
+    The program, the upstream (--upstream, or each recording's own with --trust-run), the
+    key (an environment variable) and the judge (--model, for "Run N times") come from
+    this command line only; the page chooses the recording, the step, the edit and N.
     """
     try:
         import uvicorn
@@ -90,6 +158,7 @@ def ui(
         from faultfinder.ui.app import UIConfig, create_app
         from faultfinder.ui.catalog import build_catalog
         from faultfinder.ui.jobs import JobRunner
+        from faultfinder.ui.replay_jobs import ReplayRunner, ReplaySettings
     except ImportError as exc:
         raise click.ClickException(
             f"the UI needs the 'ui' extra: pip install 'faultfinder[ui]' ({exc.name} missing)"
@@ -100,6 +169,26 @@ def ui(
         raise click.UsageError("--allow-run needs both --method and --model")
     if not allow_run and method_spec is not None:
         raise click.UsageError("--method only makes sense with --allow-run")
+    program: list[str] = ctx.meta.get(PROGRAM_KEY) or []
+    dashes = PROGRAM_KEY in ctx.meta
+    if allow_replay and not program:
+        raise click.UsageError(
+            "--allow-replay needs the program to replay after '--', e.g. "
+            "faultfinder ui runs/ --allow-replay --upstream URL -- python my_team.py"
+        )
+    if dashes and not allow_replay:
+        raise click.UsageError("a program after '--' is only run with --allow-replay")
+    replay_only = {
+        "--upstream": upstream is not None,
+        "--trust-run": trust_run,
+        "--upstream-key-env": upstream_key_env is not None,
+        "--replay-timeout": replay_timeout is not None,
+        "--cwd": cwd is not None,
+        "--check": check_command is not None,
+    }
+    stray_flags = [flag for flag, given in replay_only.items() if given]
+    if stray_flags and not allow_replay:
+        raise click.UsageError(f"{', '.join(stray_flags)} only make(s) sense with --allow-replay")
     if not is_loopback(host):
         click.echo(
             f"warning: listening on {host}, not loopback: anyone who can reach this address "
@@ -112,9 +201,24 @@ def ui(
     if allow_run:
         assert method_spec is not None
         runner = JobRunner(catalog, method_spec, lambda: build_llm(**llm_options), results)
+    replays = None
+    if allow_replay:
+        settings = ReplaySettings(
+            command=tuple(program),
+            upstream=upstream,
+            trust_run=trust_run,
+            api_key_env=upstream_key_env,
+            timeout=replay_timeout,
+            cwd=cwd,
+            check=check_command,
+            judge=(lambda: build_llm(**llm_options)) if model_given else None,
+        )
+        replays = ReplayRunner(catalog, settings)
     if port == 0:
         port = free_port(host)
-    app = create_app(catalog, runner=runner, config=UIConfig(allowed_hosts=host_headers(host)))
+    app = create_app(
+        catalog, runner=runner, replays=replays, config=UIConfig(allowed_hosts=host_headers(host))
+    )
     config = uvicorn.Config(
         app,
         host=host,
@@ -138,6 +242,15 @@ def ui(
     )
     if runner is not None:
         click.echo(f"runs enabled: {method_spec} with {llm_options['model']}; results -> {results}")
+    if replays is not None:
+        live = upstream or ("each recording's own upstream (--trust-run)" if trust_run else None)
+        judge = llm_options["model"] if model_given else "none (no 'refuted' verdicts)"
+        click.echo(f"replays enabled: {shlex.join(program)}")
+        click.echo(
+            f"  live calls -> {live}; judge: {judge}"
+            if live
+            else "  no --upstream: only replays without live calls (no edit) can run"
+        )
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"serving http://{shown}:{port}/  (Ctrl-C to stop)")
     sys.stdout.flush()

@@ -1,10 +1,12 @@
 """The Starlette application behind `faultfinder ui`: read-only pages over a Catalog, plus
-one POST endpoint when (and only when) attribution runs were enabled on the command line."""
+POST endpoints when (and only when) the command line enabled them: attribution runs
+(`--allow-run`) and replays with an edited step (`--allow-replay -- COMMAND`)."""
 
 from __future__ import annotations
 
 import json
 import secrets
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +26,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from faultfinder.ui import pages
 from faultfinder.ui.catalog import Catalog
 from faultfinder.ui.jobs import JobRunner
+from faultfinder.ui.repeats import REPEAT_TEMPERATURE, recorded_parts
+from faultfinder.ui.replay_jobs import MAX_REPEATS, JobRequestError, ReplayJob, ReplayRunner
 
 MAX_BODY = 4096
-"""Largest request body accepted (the only body is the empty POST that starts a run)."""
+"""Largest request body accepted, but for an edit (the POST that starts a run is empty)."""
+MAX_EDIT_BODY = 1_000_000
+"""Largest body of ``POST /replay-jobs`` (an edited step's text)."""
+EDIT_PATH = "/replay-jobs"
 MAX_RAW_FILE = 5_000_000
 """Largest file /raw serves."""
 CSP = (
@@ -84,8 +91,9 @@ class LimitBody:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = MAX_EDIT_BODY if scope.get("path") == EDIT_PATH else MAX_BODY
         for name, value in scope.get("headers", []):
-            if name == b"content-length" and (not value.isdigit() or int(value) > MAX_BODY):
+            if name == b"content-length" and (not value.isdigit() or int(value) > limit):
                 await PlainTextResponse("request body too large", 413)(scope, receive, send)
                 return
         seen = 0
@@ -94,7 +102,7 @@ class LimitBody:
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > MAX_BODY:
+            if seen > limit:
                 raise HTTPException(413, "request body too large")
             return message
 
@@ -125,15 +133,24 @@ class SecurityHeaders:
 
 
 def create_app(
-    catalog: Catalog, *, runner: JobRunner | None = None, config: UIConfig | None = None
+    catalog: Catalog,
+    *,
+    runner: JobRunner | None = None,
+    replays: ReplayRunner | None = None,
+    config: UIConfig | None = None,
 ) -> Starlette:
-    """The app over ``catalog``; the POST endpoint exists only when ``runner`` is given."""
+    """The app over ``catalog``; the POST endpoints exist only when ``runner`` (attribution
+    runs) or ``replays`` (replays with an edit) is given."""
     cfg = config or UIConfig()
     env = templates()
     token = secrets.token_urlsafe(24)
 
     def render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
         context.setdefault("run_method", runner.method_spec if runner else None)
+        context.setdefault(
+            "replay_program", shlex.join(replays.settings.command) if replays else None
+        )
+        context.setdefault("max_repeats", MAX_REPEATS)
         context["token"] = token
         context["shown"] = catalog.roots.shown
         return HTMLResponse(env.get_template(name).render(**context), status_code=status)
@@ -147,6 +164,7 @@ def create_app(
             raise HTTPException(404, "no such trace")
         selected = request.query_params.get("a", "")
         ctx = pages.trace(catalog, entry, int(selected) if selected.isdigit() else None)
+        ctx["editable"] = replays is not None and entry.run_dir is not None
         return render("trace.html", **ctx)
 
     async def step(request: Request) -> Response:
@@ -214,6 +232,55 @@ def create_app(
             }
         )
 
+    def token_ok(request: Request) -> bool:
+        sent = request.headers.get("x-faultfinder-token", "")
+        return secrets.compare_digest(sent, token)
+
+    async def step_edit(request: Request) -> Response:
+        entry = catalog.traces.get(request.path_params["key"])
+        n = request.path_params["n"]
+        if entry is None or not 0 <= n < len(entry.trace.steps):
+            raise HTTPException(404, "no such step")
+        return JSONResponse(recorded_parts(entry.trace.steps[n]))
+
+    async def start_replay(request: Request) -> Response:
+        assert replays is not None
+        if not token_ok(request):
+            return JSONResponse({"error": "missing or wrong page token"}, status_code=403)
+        try:
+            body = json.loads(await request.body())
+            job = replays.start(body)
+        except json.JSONDecodeError:
+            return JSONResponse({"error": "the request is not JSON"}, status_code=400)
+        except JobRequestError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=exc.status)
+        url = f"/replay-jobs/{job.id}"
+        return JSONResponse({"job": job.id, "url": url}, status_code=202)
+
+    def replay_job_of(request: Request) -> ReplayJob:
+        assert replays is not None
+        job = replays.jobs.get(request.path_params["job"])
+        if job is None:
+            raise HTTPException(404, "no such job")
+        return job
+
+    async def replay_job_page(request: Request) -> Response:
+        job = replay_job_of(request)
+        base = catalog.traces[job.trace_key]
+        return render("replay_job.html", job=job, base=base, temperature=REPEAT_TEMPERATURE)
+
+    async def replay_job_status(request: Request) -> Response:
+        assert replays is not None
+        return JSONResponse(replays.status(replay_job_of(request)))
+
+    async def cancel_replay_job(request: Request) -> Response:
+        assert replays is not None
+        job = replay_job_of(request)
+        if not token_ok(request):
+            return JSONResponse({"error": "missing or wrong page token"}, status_code=403)
+        replays.cancel(job)
+        return JSONResponse({"job": job.id}, status_code=202)
+
     async def error(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
         detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
@@ -235,6 +302,14 @@ def create_app(
         routes += [
             Route("/trace/{key}/attribute", start_run, methods=["POST"]),
             Route("/jobs/{job}", job_status),
+        ]
+    if replays is not None:
+        routes += [
+            Route("/trace/{key}/step/{n:int}/edit", step_edit),
+            Route(EDIT_PATH, start_replay, methods=["POST"]),
+            Route("/replay-jobs/{job}", replay_job_page),
+            Route("/replay-jobs/{job}/status", replay_job_status),
+            Route("/replay-jobs/{job}/cancel", cancel_replay_job, methods=["POST"]),
         ]
     return Starlette(
         routes=routes,

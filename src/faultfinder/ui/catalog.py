@@ -362,8 +362,26 @@ def _dover_attribution(row: DoverRow) -> Attribution:
 
 
 def _read_run(run_dir: Path, catalog: Catalog) -> None:
-    """A recording: its trace, and each replay branch with its own trace and report."""
+    """A recording: its trace, each replay branch with its own trace and report (and the
+    branches replayed from a branch, under it), and the DoVer rows `debug` and the UI write
+    into its ``dover/`` directory."""
     original_key = _run_trace(run_dir, catalog, "recording")
+    _read_branches(run_dir, original_key, catalog)
+    dover = run_dir / DOVER_DIR
+    if dover.is_dir() and catalog.roots.contains(dover) is not None:
+        for rows in sorted(dover.glob("*.jsonl")):
+            if catalog.roots.contains(rows) is not None:
+                _read_any(rows, catalog)
+
+
+DOVER_DIR = "dover"
+"""Where `faultfinder debug` (and the UI's "Run N times") write DoVer rows in a run."""
+MAX_BRANCH_DEPTH = 32
+
+
+def _read_branches(
+    run_dir: Path, original_key: str | None, catalog: Catalog, depth: int = 0
+) -> None:
     branches = run_dir / BRANCHES_DIR
     if not branches.is_dir():
         return
@@ -386,6 +404,8 @@ def _read_run(run_dir: Path, catalog: Catalog) -> None:
         catalog.replays[key] = ReplayEntry(
             key, branch, run_dir, meta, report, trace_key, original_key
         )
+        if depth < MAX_BRANCH_DEPTH:
+            _read_branches(branch, trace_key, catalog, depth + 1)
 
 
 def _run_trace(directory: Path, catalog: Catalog, kind: TraceKind) -> str | None:

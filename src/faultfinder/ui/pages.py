@@ -115,6 +115,8 @@ def trace(catalog: Catalog, entry: TraceEntry, selected: int | None) -> dict[str
         "chief": trace_view.chief_path(chosen.details) if chosen else None,
         "graphs": catalog.graphs_for(t.id),
         "replays": catalog.replays_of(entry.key),
+        "branches": branch_tree(catalog, entry.key),
+        "suggestions": suggested_edits(catalog, t.id) if entry.run_dir is not None else [],
         "lane_height": trace_view.LANE_HEIGHT,
         "step_width": trace_view.step_width(len(t.steps)),
     }
@@ -166,7 +168,28 @@ def replay(catalog: Catalog, entry: ReplayEntry) -> dict[str, Any]:
     edit = (entry.report.edit if entry.report else None) or (entry.meta.replay or {}).get("edit")
     reference = entry.meta.ground_truth
     answer = branch.trace.final_answer if branch else None
+    original_answer = original.trace.final_answer if original else None
+    compare = {
+        "original": {
+            "answer": original_answer,
+            "success": answers_match(original_answer, reference)
+            if original_answer is not None and reference
+            else None,
+            "steps": len(original.trace.steps) if original else 0,
+        },
+        "branch": {
+            "answer": answer,
+            "success": answers_match(answer, reference)
+            if answer is not None and reference
+            else None,
+            "steps": len(branch.trace.steps) if branch else 0,
+            "live_calls": entry.report.live_calls if entry.report else None,
+            "tokens": replay_view.live_tokens(branch.trace) if branch else 0,
+        },
+    }
     return {
+        "compare": compare,
+        "reference": reference,
         "entry": entry,
         "original": original,
         "branch": branch,
@@ -230,3 +253,70 @@ def evaluation(catalog: Catalog, entry: EvalEntry) -> dict[str, Any]:
         "columns": columns,
         "cases": cases,
     }
+
+
+@dataclass
+class BranchNode:
+    """A replay branch in the tree of a recording (its children replayed it in turn)."""
+
+    entry: ReplayEntry
+    trace_key: str | None
+    at: int | None
+    edit: str
+    answer: str | None
+    success: bool | None
+    live_calls: int
+    children: list[BranchNode]
+
+
+MAX_TREE_DEPTH = 32
+
+
+def branch_tree(catalog: Catalog, trace_key: str, depth: int = 0) -> list[BranchNode]:
+    """The branches made from ``trace_key`` and, under each, those made from it."""
+    if depth >= MAX_TREE_DEPTH:
+        return []
+    nodes: list[BranchNode] = []
+    for r in sorted(catalog.replays_of(trace_key), key=lambda r: r.branch_dir.name):
+        branch = catalog.traces.get(r.trace_key) if r.trace_key else None
+        answer = branch.trace.final_answer if branch else None
+        reference = r.meta.ground_truth
+        replay_opts = r.meta.replay or {}
+        edit = (r.report.edit if r.report else None) or replay_opts.get("edit")
+        at = r.report.at if r.report else replay_opts.get("at")
+        nodes.append(
+            BranchNode(
+                entry=r,
+                trace_key=r.trace_key,
+                at=at if isinstance(at, int) else None,
+                edit=replay_view.edit_summary(edit),
+                answer=answer,
+                success=answers_match(answer, reference) if answer and reference else None,
+                live_calls=r.report.live_calls if r.report else 0,
+                children=branch_tree(catalog, r.trace_key, depth + 1) if r.trace_key else [],
+            )
+        )
+    return nodes
+
+
+def suggested_edits(catalog: Catalog, trace_id: str) -> list[dict[str, Any]]:
+    """DoVer's interventions on this trace, each a one-click edit of its step."""
+    out: list[dict[str, Any]] = []
+    for d in catalog.dovers.values():
+        for row in d.rows:
+            iv = row.intervention
+            if row.trace_id != trace_id or iv is None:
+                continue
+            out.append(
+                {
+                    "step": iv.step,
+                    "agent": iv.agent,
+                    "replacement": iv.replacement,
+                    "verdict": row.verdict or "-",
+                    "hypothesis": f"{row.hypothesis.agent or '-'} @ step {row.hypothesis.step}",
+                    "method": row.hypothesis.method,
+                    "trial": row.trial.index,
+                    "file": d,
+                }
+            )
+    return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from faultfinder.traces.schema import Step, Trace
 
@@ -65,3 +66,36 @@ def _text(step: Step) -> str:
 
 def first_difference(pairs: list[StepPair]) -> int | None:
     return next((p.index for p in pairs if not p.same), None)
+
+
+def edit_summary(edit: dict[str, Any] | None, limit: int = 100) -> str:
+    """One line saying what a replay's edit changed (from ``report.json``'s ``edit``)."""
+    if not edit:
+        return "no edit"
+
+    def short(text: Any) -> str:
+        flat = " ".join(str(text).split())
+        return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+    if edit.get("input") is not None:
+        return "instruction: " + short(edit["input"])
+    if isinstance(edit.get("tool_result"), dict):
+        return "tool result: " + short(edit["tool_result"].get("content", ""))
+    changes = edit.get("tool_call_changes")
+    if isinstance(changes, list) and changes and isinstance(changes[0], dict):
+        change = changes[0]
+        arguments = change.get("arguments", change.get("set_arguments", ""))
+        name = change.get("name") or "call"
+        return f"tool call {change.get('index', 0)}: " + short(f"{name}({arguments})")
+    if edit.get("tool_calls"):
+        return "reply: " + short(edit.get("output") or "") + " + tool calls"
+    return "output: " + short(edit.get("output", ""))
+
+
+def live_tokens(trace: Trace) -> int:
+    """Tokens of the steps the upstream answered (live, or an edited request)."""
+    return sum(
+        s.usage.total_tokens
+        for s in trace.steps
+        if s.usage is not None and s.metadata.get("origin") in ("live", "edited-input")
+    )

@@ -1,0 +1,526 @@
+"""Replays started from the page (only with `faultfinder ui --allow-replay -- COMMAND`).
+
+Everything that decides *what runs and what is contacted* is fixed when the server starts:
+the program (the command after '--', never one read from a run directory), where live
+calls go (``--upstream``, or a recording's own upstream only with ``--trust-run``), the key
+(``--api-key-env``: a variable of the server's environment), the success checker and the
+judge model. The page chooses only which recording or branch, which step, the edit (one
+object of the edit-file format of ``faultfinder replay --edit-file``) and how many times.
+
+Each replay is :func:`faultfinder.replay.session.replay_run`, the function behind
+``faultfinder replay``, so it writes the same branch directory
+(``<base>/branches/<id>/``); the edit is kept as the edit file the command would read
+(``<base>/edits/<session>.json``). "Run N times" replays the edit N times and writes one
+DoVer row (``<base>/dover/<session>.jsonl``, the row ``faultfinder debug`` writes) whose
+flip rate, interval and verdict come from DoVer's own code
+(:func:`faultfinder.dover.verdict.classify`, :func:`wilson_interval`).
+
+One job runs at a time per recording (its branches included); a job can be cancelled,
+which stops the program (SIGTERM, then SIGKILL) and keeps what the branch recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from faultfinder.dover.checker import make_checker
+from faultfinder.errors import FaultfinderError
+from faultfinder.llm.client import LLM
+from faultfinder.replay.edits import parse_edit_file, read_edit_file
+from faultfinder.replay.recorder import (
+    BRANCHES_DIR,
+    REPORT_FILE,
+    STEPS_FILE,
+    TRACE_FILE,
+    new_run_id,
+    read_meta,
+)
+from faultfinder.replay.replayer import ReplayOptions, ReplayReport
+from faultfinder.replay.session import ReplayOutcome, SessionOptions, replay_run
+from faultfinder.traces.loader import load_traces
+from faultfinder.ui.catalog import Catalog, DoverEntry, ReplayEntry, TraceEntry, make_key
+from faultfinder.ui.repeats import REPEAT_TEMPERATURE, Attempt, judge_repeats
+
+JobState = Literal["queued", "running", "done", "failed", "cancelled"]
+MAX_REPEATS = 10
+"""Most replays one "Run N times" job may ask for."""
+MAX_JOBS = 100
+"""Jobs remembered (the oldest finished ones are forgotten first)."""
+REQUEST_FIELDS = frozenset({"trace", "at", "edit", "repeats", "verdict"})
+"""All a page may send: which trace, which step, the edit, how many times, verdict or not."""
+OUTPUT_TAIL = 12_000
+"""Characters of the program's stdout and stderr sent to the page (the end)."""
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """What a replay from the page runs and contacts: all of it from the command line."""
+
+    command: tuple[str, ...]
+    """The program, given after '--'."""
+    upstream: str | None = None
+    """Endpoint for live calls (--upstream)."""
+    trust_run: bool = False
+    """Send live calls to the upstream the recording names (--trust-run)."""
+    api_key_env: str | None = None
+    """Environment variable holding the upstream's key (default: the program's own)."""
+    timeout: float | None = None
+    """Stop each replay after this many seconds."""
+    cwd: str | None = None
+    """Directory the program runs in (default: the server's)."""
+    check: str | None = None
+    """Success checker command (``debug --check``); default: exact match."""
+    judge: Callable[[], LLM] | None = None
+    """Model judging whether a repeated edit was carried out (``debug``'s fulfilment
+    judge); without it a failed repeat cannot be called refuted."""
+
+
+@dataclass
+class ReplayJob:
+    id: str
+    trace_key: str
+    base_dir: Path
+    root_dir: Path
+    """The recording the base belongs to (one job at a time per recording)."""
+    at: int | None
+    spec: dict[str, Any] | None
+    """The edit as an edit-file object (None: replay without an edit)."""
+    repeats: int
+    verdict_wanted: bool
+    session: str
+    edit_file: Path | None = None
+    state: JobState = "queued"
+    message: str = ""
+    attempts: list[Attempt] = field(default_factory=list)
+    verdict: str | None = None
+    verdict_reason: str = ""
+    flip_rate: float | None = None
+    flip_rate_ci: tuple[float, float] | None = None
+    dover_file: Path | None = None
+    dover_key: str | None = None
+    commands: list[str] = field(default_factory=list)
+    task: asyncio.Task[None] | None = None
+
+
+class JobRequestError(ValueError):
+    """A job request the server refuses (the message says why)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def root_of(run_dir: Path) -> Path:
+    """The recording a run or branch directory belongs to (branches nest as
+    ``<run>/branches/<id>/branches/<id>/...``)."""
+    path = run_dir
+    while path.parent.name == BRANCHES_DIR:
+        path = path.parent.parent
+    return path
+
+
+def _usage_of(branch_dir: Path) -> tuple[list[dict[str, Any]], int]:
+    """The calls a branch has made so far (origin, agent, replayed step) and the tokens of
+    those the upstream answered."""
+    calls: list[dict[str, Any]] = []
+    tokens = 0
+    path = branch_dir / STEPS_FILE
+    if not path.is_file():
+        return calls, tokens
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line being written
+            if not isinstance(data, dict):
+                continue
+            origin = str(data.get("origin", ""))
+            usage = (data.get("response") or {}).get("usage") or {}
+            used = int(usage.get("total_tokens") or 0) if isinstance(usage, dict) else 0
+            if origin in ("live", "edited-input"):
+                tokens += used
+            calls.append(
+                {
+                    "call": data.get("call"),
+                    "agent": str(data.get("agent", "")),
+                    "origin": origin,
+                    "replay_of": data.get("replay_of"),
+                    "status": data.get("status"),
+                    "tokens": used if origin in ("live", "edited-input") else 0,
+                }
+            )
+    return calls, tokens
+
+
+def _tail(path: Path) -> str:
+    if not path.is_file():
+        return ""
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        handle.seek(max(0, size - OUTPUT_TAIL))
+        return handle.read().decode("utf-8", errors="replace")
+
+
+def _shown(path: Path) -> str:
+    """A path as the user would type it in the server's directory (relative when it lies
+    below it)."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return str(path) if relative.startswith("..") else relative
+
+
+class ReplayRunner:
+    """Starts, watches and cancels replays of the recordings in ``catalog``."""
+
+    def __init__(self, catalog: Catalog, settings: ReplaySettings) -> None:
+        if not settings.command:
+            raise ValueError("replays need the program to run (the command after '--')")
+        self.catalog = catalog
+        self.settings = settings
+        self.checker = make_checker(settings.check)
+        self.jobs: dict[str, ReplayJob] = {}
+        self._busy: dict[Path, str] = {}
+
+    # --- starting -------------------------------------------------------------------
+
+    def base_entry(self, trace_key: str) -> TraceEntry:
+        entry = self.catalog.traces.get(trace_key)
+        if entry is None:
+            raise JobRequestError("no such trace", 404)
+        if entry.kind not in ("recording", "replay") or entry.run_dir is None:
+            raise JobRequestError(
+                "only a recording (faultfinder record) or one of its branches can be replayed"
+            )
+        return entry
+
+    def parse(self, body: Any) -> tuple[str, int | None, dict[str, Any] | None, int, bool]:
+        """(trace key, step, edit-file object, repeats, verdict?) from a request body."""
+        if not isinstance(body, dict):
+            raise JobRequestError("the request is a JSON object")
+        unknown = sorted(set(body) - REQUEST_FIELDS)
+        if unknown:
+            raise JobRequestError(
+                f"the page cannot choose {', '.join(unknown)}: the program, the upstream and "
+                "everything else but the step, the edit and the repeats come from the "
+                "command line"
+            )
+        trace_key = body.get("trace")
+        if not isinstance(trace_key, str):
+            raise JobRequestError("'trace' names the recording or branch to replay")
+        entry = self.base_entry(trace_key)
+        at = body.get("at")
+        if at is not None and (not isinstance(at, int) or isinstance(at, bool)):
+            raise JobRequestError("'at' is a step number")
+        if at is not None and not 0 <= at < len(entry.trace.steps):
+            raise JobRequestError(f"step {at} is not in this trace")
+        spec = body.get("edit")
+        if spec is not None:
+            if at is None:
+                raise JobRequestError("an edit needs the step it changes ('at')")
+            try:
+                parse_edit_file(spec, "edit")
+            except FaultfinderError as exc:
+                raise JobRequestError(str(exc)) from None
+        repeats = body.get("repeats", 1)
+        if not isinstance(repeats, int) or isinstance(repeats, bool):
+            raise JobRequestError("'repeats' is a whole number")
+        if not 1 <= repeats <= MAX_REPEATS:
+            raise JobRequestError(f"'repeats' is between 1 and {MAX_REPEATS}")
+        verdict = bool(body.get("verdict", False))
+        if verdict and spec is None:
+            raise JobRequestError("a verdict needs an edit")
+        return trace_key, at, spec, repeats, verdict
+
+    def start(self, body: Any) -> ReplayJob:
+        trace_key, at, spec, repeats, verdict = self.parse(body)
+        entry = self.base_entry(trace_key)
+        assert entry.run_dir is not None
+        root = root_of(entry.run_dir)
+        running = self._busy.get(root)
+        if running is not None:
+            raise JobRequestError(
+                f"a job is already running on this recording ({running}); wait or cancel it",
+                409,
+            )
+        session = new_run_id("ui-")
+        job = ReplayJob(
+            id=secrets.token_hex(6),
+            trace_key=trace_key,
+            base_dir=entry.run_dir,
+            root_dir=root,
+            at=at,
+            spec=spec,
+            repeats=repeats,
+            verdict_wanted=verdict,
+            session=session,
+        )
+        if spec is not None:
+            job.edit_file = entry.run_dir / "edits" / f"{session}.json"
+        for number in range(repeats):
+            branch_id = session if repeats == 1 else f"{session}-r{number}"
+            job.attempts.append(
+                Attempt(
+                    number,
+                    branch_id,
+                    entry.run_dir / BRANCHES_DIR / branch_id,
+                    self.command_line(job, branch_id),
+                )
+            )
+        job.commands = [a.command for a in job.attempts]
+        self._forget_old()
+        self.jobs[job.id] = job
+        self._busy[root] = job.id
+        job.task = asyncio.get_running_loop().create_task(self._run(job))
+        return job
+
+    def command_line(self, job: ReplayJob, branch_id: str) -> str:
+        """The `faultfinder replay` command that makes the same branch."""
+        s = self.settings
+        argv = ["faultfinder", "replay", _shown(job.base_dir)]
+        if job.at is not None:
+            argv += ["--at", str(job.at)]
+        if job.edit_file is not None:
+            argv += ["--edit-file", _shown(job.edit_file)]
+        if job.verdict_wanted and REPEAT_TEMPERATURE is not None:
+            argv += ["--live-temperature", str(REPEAT_TEMPERATURE)]
+        if s.upstream:
+            argv += ["--upstream", s.upstream]
+        elif s.trust_run:
+            argv += ["--trust-run"]
+        if s.api_key_env:
+            argv += ["--api-key-env", s.api_key_env]
+        if s.timeout is not None:
+            argv += ["--timeout", f"{s.timeout:g}"]
+        if s.cwd:
+            argv += ["--cwd", s.cwd]
+        argv += ["--branch-id", branch_id, "--quiet", "--", *s.command]
+        return shlex.join(argv)
+
+    def verdict_command(self, job: ReplayJob) -> str | None:
+        if job.dover_file is None:
+            return None
+        return shlex.join(["faultfinder", "debug-report", _shown(job.dover_file)])
+
+    def cancel(self, job: ReplayJob) -> None:
+        if job.task is not None and not job.task.done():
+            job.task.cancel()
+
+    def _forget_old(self) -> None:
+        if len(self.jobs) < MAX_JOBS:
+            return
+        finished = [j.id for j in self.jobs.values() if j.task is None or j.task.done()]
+        for old in finished[: len(self.jobs) - MAX_JOBS + 1]:
+            del self.jobs[old]
+
+    # --- running --------------------------------------------------------------------
+
+    async def _run(self, job: ReplayJob) -> None:
+        job.state = "running"
+        try:
+            edit = None
+            if job.spec is not None and job.edit_file is not None:
+                job.edit_file.parent.mkdir(parents=True, exist_ok=True)
+                job.edit_file.write_text(
+                    json.dumps(job.spec, ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
+                )
+                edit = read_edit_file(job.edit_file)  # what `replay --edit-file` reads
+            for attempt in job.attempts:
+                await self._attempt(job, attempt, edit)
+            if job.verdict_wanted:
+                await self._verdict(job)
+            job.state = "done"
+            job.message = self._summary(job)
+        except asyncio.CancelledError:
+            job.state = "cancelled"
+            job.message = "cancelled: the program was stopped; what it recorded is kept"
+            for attempt in job.attempts:
+                if attempt.state in ("waiting", "running"):
+                    attempt.state = "cancelled"
+        except Exception as exc:  # a background job must never die silently
+            job.state = "failed"
+            job.message = _first_line(exc)
+        finally:
+            self._busy.pop(job.root_dir, None)
+
+    async def _attempt(self, job: ReplayJob, attempt: Attempt, edit: Any) -> None:
+        s = self.settings
+        overrides: dict[str, Any] = {}
+        if job.verdict_wanted:
+            overrides["temperature"] = REPEAT_TEMPERATURE
+        options = ReplayOptions(at=job.at, edit=edit, live_overrides=overrides)
+        attempt.state = "running"
+        try:
+            outcome = await replay_run(
+                job.base_dir,
+                list(s.command),
+                options,
+                upstream=s.upstream,
+                trust_run=s.trust_run,
+                branch_id=attempt.branch_id,
+                options=SessionOptions(
+                    echo=False, api_key_env=s.api_key_env, timeout=s.timeout, cwd=s.cwd
+                ),
+            )
+        except asyncio.CancelledError:
+            attempt.state = "cancelled"
+            self._register_partial(job, attempt)
+            raise
+        except FaultfinderError as exc:
+            attempt.state, attempt.error = "failed", _first_line(exc)
+            if not job.verdict_wanted:
+                raise
+            return
+        self._register(job, attempt, outcome)
+        trace = outcome.trace
+        attempt.answer = trace.final_answer
+        attempt.success = self.checker.check(
+            trace.final_answer,
+            trace.ground_truth,
+            task=trace.task,
+            run_dir=str(outcome.branch_dir),
+        ).passed
+        attempt.edit_applied = outcome.report.edit_applied if job.at is not None else None
+        attempt.live_calls = outcome.report.live_calls
+        attempt.divergences = len(outcome.report.divergences)
+        attempt.exit_code = outcome.child.exit_code
+        attempt.state = "done"
+
+    def _register(self, job: ReplayJob, attempt: Attempt, outcome: ReplayOutcome) -> None:
+        """Add the new branch to the catalog, as `faultfinder ui` would find it at start."""
+        branch = outcome.branch_dir
+        trace_key = self.catalog.add_trace(outcome.trace, branch / TRACE_FILE, "replay", branch)
+        key = make_key("replay", str(branch))
+        self.catalog.replays[key] = ReplayEntry(
+            key, branch, job.base_dir, outcome.meta, outcome.report, trace_key, job.trace_key
+        )
+        attempt.replay_key, attempt.trace = key, outcome.trace
+
+    def _register_partial(self, job: ReplayJob, attempt: Attempt) -> None:
+        """A cancelled branch is listed too (its trace and report were written)."""
+        branch = attempt.branch_dir
+        try:
+            trace = load_traces(branch / TRACE_FILE, format="faultfinder")[0]
+            report_path = branch / REPORT_FILE
+            report = (
+                ReplayReport.model_validate_json(report_path.read_text(encoding="utf-8"))
+                if report_path.is_file()
+                else None
+            )
+            meta = read_meta(branch)
+        except (FaultfinderError, OSError, ValueError, IndexError):
+            return
+        trace_key = self.catalog.add_trace(trace, branch / TRACE_FILE, "replay", branch)
+        key = make_key("replay", str(branch))
+        self.catalog.replays[key] = ReplayEntry(
+            key, branch, job.base_dir, meta, report, trace_key, job.trace_key
+        )
+        attempt.replay_key, attempt.trace = key, trace
+
+    async def _verdict(self, job: ReplayJob) -> None:
+        """Flip rate, interval and DoVer's verdict over the replays: one DoVer row, in
+        ``<base>/dover/<session>.jsonl`` (where `debug` writes its rows by default)."""
+        assert job.spec is not None and job.at is not None
+        judge = self.settings.judge() if self.settings.judge is not None else None
+        config = {
+            "source": "faultfinder ui",
+            "at": job.at,
+            "edit": job.spec,
+            "repeats": job.repeats,
+            "live_temperature": REPEAT_TEMPERATURE,
+            "commands": job.commands,
+        }
+        verdict = await judge_repeats(
+            self.catalog.traces[job.trace_key].trace,
+            job.at,
+            job.spec,
+            job.attempts,
+            run_dir=job.base_dir,
+            checker=self.checker,
+            judge=judge,
+            config=config,
+        )
+        row = verdict.row
+        job.verdict, job.verdict_reason = row.verdict, row.verdict_reason
+        job.flip_rate, job.flip_rate_ci = verdict.flip_rate, verdict.interval
+        path = job.base_dir / "dover" / f"{job.session}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(row.model_dump_json() + "\n")
+        job.dover_file = path
+        key = make_key("dover", str(path))
+        self.catalog.dovers[key] = DoverEntry(key, path, [row])
+        job.dover_key = key
+
+    def _summary(self, job: ReplayJob) -> str:
+        if job.verdict is not None:
+            rate = "-" if job.flip_rate is None else f"{job.flip_rate:.0%}"
+            return f"{job.verdict}: flip rate {rate} ({job.verdict_reason})"
+        attempt = job.attempts[-1]
+        if attempt.success is None:
+            return f"answer {attempt.answer!r}"
+        said = "matches" if attempt.success else "does not match"
+        return f"answer {attempt.answer!r} {said} the reference"
+
+    # --- watching -------------------------------------------------------------------
+
+    def status(self, job: ReplayJob) -> dict[str, Any]:
+        """What the job page shows: state, per replay its calls and output, the verdict."""
+        attempts = []
+        for attempt in job.attempts:
+            calls, tokens = _usage_of(attempt.branch_dir)
+            counts = {"replayed": 0, "edited": 0, "live": 0}
+            for call in calls:
+                origin = call["origin"]
+                if origin == "cached":
+                    counts["replayed"] += 1
+                elif origin == "edited":
+                    counts["edited"] += 1
+                elif origin in ("live", "edited-input"):
+                    counts["live"] += 1
+            attempts.append(
+                {
+                    "number": attempt.number,
+                    "branch": attempt.branch_id,
+                    "state": attempt.state,
+                    "command": attempt.command,
+                    "calls": calls,
+                    "counts": counts,
+                    "tokens": tokens,
+                    "stdout": _tail(attempt.branch_dir / "stdout.txt"),
+                    "stderr": _tail(attempt.branch_dir / "stderr.txt"),
+                    "replay": f"/replay/{attempt.replay_key}" if attempt.replay_key else None,
+                    "answer": attempt.answer,
+                    "success": attempt.success,
+                    "edit_applied": attempt.edit_applied,
+                    "exit_code": attempt.exit_code,
+                    "error": attempt.error,
+                }
+            )
+        return {
+            "id": job.id,
+            "state": job.state,
+            "message": job.message,
+            "attempts": attempts,
+            "verdict": job.verdict,
+            "verdict_reason": job.verdict_reason,
+            "flip_rate": job.flip_rate,
+            "flip_rate_ci": list(job.flip_rate_ci) if job.flip_rate_ci else None,
+            "dover": f"/dover/{job.dover_key}" if job.dover_key else None,
+            "verdict_command": self.verdict_command(job),
+        }
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

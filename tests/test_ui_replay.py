@@ -1,0 +1,309 @@
+"""Replays from the page (`faultfinder ui --allow-replay -- COMMAND`), without a browser:
+what the page may choose (and what it may not), the files a job writes (those of
+`replay` and `debug`), the equivalent command line, verdicts, one job per recording,
+cancelling, branches of branches, and a planted recording that must run and contact
+nothing."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("starlette", reason="needs the 'ui' extra")
+
+from click.testing import CliRunner
+from starlette.testclient import TestClient
+
+from faultfinder.cli import main
+from faultfinder.demo_team import mock_debugger, mock_model
+from faultfinder.dover.report import read_rows
+from faultfinder.llm.client import LLM
+from faultfinder.llm.doubles import FunctionBackend
+from faultfinder.testing import FakeOpenAIServer
+from faultfinder.ui.app import create_app
+from faultfinder.ui.catalog import Catalog, build_catalog
+from faultfinder.ui.replay_jobs import ReplayRunner, ReplaySettings
+from ui_support import FIX, TEAM, plant_hostile_recording, record_team
+
+HOST = "http://127.0.0.1"
+_OPEN: list[TestClient] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    """Clients run the app's event loop for as long as the test needs its jobs; closing
+    one cancels what still runs."""
+    yield
+    while _OPEN:
+        _OPEN.pop().__exit__(None, None, None)
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer(reply=mock_model.reply) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory, upstream: FakeOpenAIServer) -> Path:
+    return record_team(tmp_path_factory.mktemp("recorded") / "runs", upstream.base_url).parent
+
+
+@pytest.fixture
+def runs(recorded: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the recording per test (jobs write branches into it)."""
+    import shutil
+
+    target = tmp_path / "runs"
+    shutil.copytree(recorded, target)
+    return target
+
+
+def app_for(
+    runs: Path, upstream: FakeOpenAIServer | None, **settings: Any
+) -> tuple[TestClient, Catalog, ReplayRunner]:
+    catalog = build_catalog([runs])
+    runner = ReplayRunner(
+        catalog,
+        ReplaySettings(
+            command=tuple(settings.pop("command", TEAM)),
+            upstream=upstream.base_url if upstream is not None else None,
+            **settings,
+        ),
+    )
+    client = TestClient(create_app(catalog, replays=runner), base_url=HOST)
+    client.__enter__()  # keep the event loop (and the jobs in it) running between requests
+    _OPEN.append(client)
+    return client, catalog, runner
+
+
+def token_of(client: TestClient) -> str:
+    page = client.get("/").text
+    return page.split('name="ff-token" content="', 1)[1].split('"', 1)[0]
+
+
+def recording_key(catalog: Catalog) -> str:
+    return next(k for k, t in catalog.traces.items() if t.kind == "recording")
+
+
+def start(client: TestClient, body: dict[str, Any], token: str | None = None) -> Any:
+    headers = {"X-Faultfinder-Token": token if token is not None else token_of(client)}
+    return client.post("/replay-jobs", json=body, headers=headers)
+
+
+def wait(client: TestClient, url: str, timeout: float = 120) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status: dict[str, Any] = client.get(url + "/status").json()
+        if status["state"] not in ("queued", "running"):
+            return status
+        time.sleep(0.2)
+    raise AssertionError(f"job did not finish: {status}")
+
+
+def test_read_only_without_allow_replay(runs: Path) -> None:
+    client = TestClient(create_app(build_catalog([runs])), base_url=HOST)
+    key = recording_key(build_catalog([runs]))
+    page = client.get(f"/trace/{key}").text
+    assert "change this step" not in page and 'id="edit-panel"' not in page
+    body = {"trace": key, "at": 1, "edit": {"kind": "message", "text": FIX}}
+    response = client.post("/replay-jobs", json=body, headers={"X-Faultfinder-Token": "x"})
+    assert response.status_code in (404, 405)
+    assert not (runs / "avalon" / "branches").exists()
+
+
+def test_the_form_is_prefilled_with_the_recorded_step(
+    runs: Path, upstream: FakeOpenAIServer
+) -> None:
+    client, catalog, _ = app_for(runs, upstream)
+    key = recording_key(catalog)
+    trace = catalog.traces[key].trace
+    page = client.get(f"/trace/{key}").text
+    assert page.count('class="change-step"') == len(trace.steps)
+    parts = client.get(f"/trace/{key}/step/1/edit").json()
+    assert parts["output"] == trace.steps[1].content and parts["agent"] == trace.steps[1].agent
+    assert parts["instruction"]  # the last user message of the step's request
+    with_call = next(s for s in trace.steps if s.tool_calls)
+    parts = client.get(f"/trace/{key}/step/{with_call.index}/edit").json()
+    assert parts["tool_calls"][0]["name"] == with_call.tool_calls[0].name
+    assert parts["tool_calls"][0]["arguments"] == with_call.tool_calls[0].arguments
+
+
+def test_a_job_needs_the_token_and_a_valid_edit(runs: Path, upstream: FakeOpenAIServer) -> None:
+    client, catalog, _ = app_for(runs, upstream)
+    key = recording_key(catalog)
+    good = {"trace": key, "at": 1, "edit": {"kind": "message", "text": FIX}}
+    assert start(client, good, token="wrong").status_code == 403
+    bad = [
+        {**good, "edit": {"kind": "shell", "text": "rm -rf /"}},
+        {**good, "edit": {"kind": "message"}},
+        {**good, "at": 999},
+        {**good, "repeats": 0},
+        {**good, "repeats": 11},
+        {**good, "command": ["sh", "-c", "touch pwned"]},
+        {**good, "upstream": "http://evil.example/v1"},
+        {"trace": "nope", "at": 1},
+    ]
+    for body in bad:
+        response = start(client, body)
+        assert response.status_code in (400, 404), (body, response.text)
+    assert not (runs / "avalon" / "branches").exists()
+    assert not Path("pwned").exists()
+
+
+def test_edit_replay_writes_the_replay_files_and_the_command_reproduces_them(
+    runs: Path, upstream: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    client, catalog, _ = app_for(runs, upstream)
+    key = recording_key(catalog)
+    response = start(client, {"trace": key, "at": 1, "edit": {"kind": "message", "text": FIX}})
+    assert response.status_code == 202, response.text
+    url = response.json()["url"]
+    assert "Cancel" in client.get(url).text
+    status = wait(client, url)
+    assert status["state"] == "done", status
+    (attempt,) = status["attempts"]
+    assert attempt["success"] is True and attempt["answer"] == "144630"
+    assert attempt["counts"]["replayed"] == 1 and attempt["counts"]["edited"] == 1
+    assert attempt["counts"]["live"] >= 1 and attempt["tokens"] > 0
+    assert "FINAL ANSWER: 144630" in attempt["stdout"]
+    branch = runs / "avalon" / "branches" / attempt["branch"]
+    for name in ("steps.jsonl", "trace.json", "meta.json", "report.json", "stdout.txt"):
+        assert (branch / name).is_file(), name
+    report = json.loads((branch / "report.json").read_text())
+    assert report["edit_applied"] and report["at"] == 1
+    # The page's branch page compares it with the original.
+    page = client.get(attempt["replay"]).text
+    assert 'id="compare"' in page and "matches the reference" in page
+    # The command line shown makes the same branch.
+    argv = shlex.split(attempt["command"])
+    assert argv[:2] == ["faultfinder", "replay"] and argv[argv.index("--") + 1 :] == TEAM
+    argv[argv.index("--branch-id") + 1] = "again"
+    result = CliRunner().invoke(main, argv[1:])
+    assert result.exit_code == 0, result.output
+    again = json.loads((runs / "avalon" / "branches" / "again" / "report.json").read_text())
+    assert again["edit"] == report["edit"] and again["edit_applied"]
+    assert "matches the reference" in result.output
+
+
+def test_run_n_times_gives_the_flip_rate_and_debug_s_verdict(
+    runs: Path, upstream: FakeOpenAIServer
+) -> None:
+    client, catalog, _ = app_for(
+        runs, upstream, judge=lambda: LLM(FunctionBackend(mock_debugger.respond))
+    )
+    key = recording_key(catalog)
+    body = {"trace": key, "at": 1, "edit": {"kind": "message", "text": FIX}, "repeats": 3}
+    status = wait(client, start(client, {**body, "verdict": True}).json()["url"])
+    assert status["state"] == "done", status
+    assert status["verdict"] == "validated" and status["flip_rate"] == 1.0
+    low, high = status["flip_rate_ci"]
+    assert 0.4 < low < 0.6 and high == 1.0  # Wilson 95% for 3/3
+    (rows_file,) = (runs / "avalon" / "dover").glob("*.jsonl")
+    (row,) = read_rows([rows_file])
+    assert row.verdict == "validated" and len(row.repeats) == 3
+    assert all(r.temperatures and all(t == 0.7 for t in r.temperatures) for r in row.repeats)
+    assert status["verdict_command"].startswith("faultfinder debug-report ")
+    report = CliRunner().invoke(main, ["debug-report", str(rows_file)])
+    assert report.exit_code == 0 and "validated" in report.output
+    # An edit that keeps the mistake: carried out, still failing -> refuted.
+    wrong = {
+        **body,
+        "edit": {"kind": "message", "text": "NEXT: Researcher | Look up the population of Avalon"},
+    }
+    status = wait(client, start(client, {**wrong, "verdict": True}).json()["url"])
+    assert status["verdict"] == "refuted" and status["flip_rate"] == 0.0, status
+    # Without a judge the same repeats cannot be called refuted.
+    client, catalog, _ = app_for(runs, upstream)
+    status = wait(client, start(client, {**wrong, "verdict": True}).json()["url"])
+    assert status["verdict"] == "inconclusive" and "no judge model" in status["verdict_reason"]
+
+
+def test_one_job_per_recording_and_cancel_stops_the_program(
+    runs: Path, upstream: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    marker = tmp_path / "still-running"
+    slow = [
+        sys.executable,
+        "-c",
+        f"import time, pathlib\ntime.sleep(60)\npathlib.Path({str(marker)!r}).write_text('x')",
+    ]
+    client, catalog, _ = app_for(runs, upstream, command=slow)
+    key = recording_key(catalog)
+    first = start(client, {"trace": key})
+    assert first.status_code == 202, first.text
+    second = start(client, {"trace": key})
+    assert second.status_code == 409 and "already running" in second.json()["error"]
+    url = first.json()["url"]
+    time.sleep(0.5)
+    token = token_of(client)
+    assert client.post(url + "/cancel", headers={"X-Faultfinder-Token": "no"}).status_code == 403
+    assert client.post(url + "/cancel", headers={"X-Faultfinder-Token": token}).status_code == 202
+    status = wait(client, url, timeout=20)
+    assert status["state"] == "cancelled"
+    time.sleep(0.5)
+    assert not marker.exists()
+    assert start(client, {"trace": key}).status_code == 202  # free again
+
+
+def test_a_branch_is_the_base_of_the_next_edit(runs: Path, upstream: FakeOpenAIServer) -> None:
+    client, catalog, _ = app_for(runs, upstream)
+    key = recording_key(catalog)
+    wrong = {"kind": "message", "text": "NEXT: Researcher | Look up the population of Avalon"}
+    status = wait(client, start(client, {"trace": key, "at": 1, "edit": wrong}).json()["url"])
+    first = catalog.traces[next(k for k, t in catalog.traces.items() if t.kind == "replay")]
+    assert status["attempts"][0]["success"] is False
+    fix = {"kind": "message", "text": FIX}
+    status = wait(client, start(client, {"trace": first.key, "at": 1, "edit": fix}).json()["url"])
+    assert status["state"] == "done" and status["attempts"][0]["success"] is True
+    assert first.run_dir is not None
+    assert (first.run_dir / "branches" / status["attempts"][0]["branch"] / "report.json").is_file()
+    # Read again from disk (a restart), the tree is there.
+    fresh = build_catalog([runs])
+    assert len(fresh.replays) == 2
+    page = TestClient(create_app(fresh), base_url=HOST).get(f"/trace/{recording_key(fresh)}").text
+    tree = page.split('id="branches"', 1)[1].split("</section>", 1)[0]
+    assert tree.count("<ul") == 2 and "matches the reference" in tree
+
+
+def test_a_planted_recording_runs_and_contacts_nothing(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    with FakeOpenAIServer(reply="planted") as canary:
+        run = plant_hostile_recording(tmp_path / "runs", canary.base_url, marker)
+        client, catalog, _ = app_for(run.parent, None)
+        key = recording_key(catalog)
+        page = client.get(f"/trace/{key}").text
+        assert "<script>window.__pwned" not in page
+        status = wait(
+            client,
+            start(client, {"trace": key, "at": 0, "edit": {"kind": "message", "text": "x"}}).json()[
+                "url"
+            ],
+        )
+        assert status["state"] == "failed" and "--upstream" in status["message"]
+        # A replay without live calls runs the program from the command line, not the
+        # recorded one.
+        status = wait(client, start(client, {"trace": key}).json()["url"])
+        assert status["state"] == "done", status
+        assert not marker.exists()
+        assert canary.requests == []
+
+
+def test_the_ui_command_takes_the_program_only_after_dashes(runs: Path) -> None:
+    runner = CliRunner()
+    cases = [
+        (["ui", str(runs), "--allow-replay"], "needs the program to replay after '--'"),
+        (["ui", str(runs), "--", *TEAM], "only run with --allow-replay"),
+        (["ui", str(runs), "--upstream", "http://127.0.0.1:9/v1"], "--upstream only make"),
+        (["ui", str(runs), "--trust-run"], "--trust-run only make"),
+    ]
+    for args, message in cases:
+        result = runner.invoke(main, args)
+        assert result.exit_code == 2 and message in result.output, (args, result.output)
