@@ -138,3 +138,39 @@ def crewai(body: dict[str, Any]) -> Any:
     found = re.findall(r"(\d[\d,]*) inhabitants", text)
     answer = found[-1] if found else "unknown"
     return f"Thought: I now know the final answer\nFinal Answer: {answer}"
+
+
+def mixed(body: dict[str, Any]) -> Any:
+    """tests/fixtures/apis/mixed_apis.py, whatever API each agent speaks (the fake hands
+    every request over in canonical chat form): the Planner names the lookup with the
+    wrong year (the mistake), the Researcher looks up what it was asked with a tool and
+    reports the number, the Writer states it."""
+    system, last = _system(body), body["messages"][-1]
+    text = str(last.get("content") or "")
+    if "Planner" in system:
+        return "population of Avalon in 2019"
+    if "Researcher" in system:
+        if last.get("role") == "tool":
+            return _first_number(text)
+        query = text.split("Look up:")[-1].strip()
+        return {"tool_calls": [_call("lookup", {"query": query}, _call_id(body))]}
+    return _first_number(text)
+
+
+def debugger(request: Any) -> str:
+    """DoVer's debugging model for these programs: the demo's scripted debugger, except
+    that its intervention states the right answer (the demo's rules only know the demo
+    team's messages). ``--model function:frameworks_scripts:debugger``."""
+    from faultfinder.demo_team import mock_debugger
+
+    last = request.messages[-1].get("content") if request.messages else ""
+    prompt = last if isinstance(last, str) else ""
+    if "Intervention categories:" in prompt:
+        return json.dumps(
+            {
+                "category": "modified_instruction",
+                "replacement": ANSWER,
+                "rationale": "state the 2020 figure",
+            }
+        )
+    return mock_debugger.answer(prompt)

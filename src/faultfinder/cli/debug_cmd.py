@@ -244,12 +244,23 @@ def debug(
 
 
 def _debug_exit(rows: list[Any]) -> None:
-    """Exit 5 when some trial ran out of its --budget-tokens (docs/exit-codes.md)."""
+    """Exit 5 when some trial ran out of its --budget-tokens, else 4 when a replayed
+    program failed (non-zero exit or timeout) (docs/exit-codes.md)."""
     over = sum(row.status == "budget-exceeded" for row in rows)
     if over:
         counts = exitcodes.CaseCounts(total=len(rows), budget_exceeded=over)
         click.echo(counts.message("trial"), err=True)
         click.get_current_context().exit(counts.exit_code)
+    replays = [r for row in rows for r in row.repeats]
+    failed = [r for r in replays if r.program_failed]
+    if failed:
+        codes = sorted({str(r.exit_code) for r in failed})
+        click.echo(
+            f"exit {exitcodes.ERRORED}: of {len(replays)} replays, {len(failed)} ran a program "
+            f"that failed (exit status {', '.join(codes)}; see each branch's stderr.txt)",
+            err=True,
+        )
+        click.get_current_context().exit(exitcodes.ERRORED)
 
 
 @click.command("debug-report")

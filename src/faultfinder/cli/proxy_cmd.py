@@ -80,6 +80,8 @@ def proxy(
     """
     warn_if_exposed(host)
     plan: ReplayPlan | None = None
+    # Requests that are not model calls go only to an upstream named on the command line.
+    passthrough = bool(upstream)
     if replay_dir:
         parent = read_meta(replay_dir)
         given, trusted = choose_upstream(replay_dir, upstream, trust_run)
@@ -107,7 +109,13 @@ def proxy(
             raise click.UsageError("--upstream is required when recording")
         run_dir = run_dir_in(out, run_id, new_run_id())
         meta = RunMeta(run_id=run_dir.name, upstream=upstream)
-    config = ProxyConfig(upstream=upstream, api_key_env=api_key_env, host=host, port=port)
+    config = ProxyConfig(
+        upstream=upstream,
+        passthrough=passthrough,
+        api_key_env=api_key_env,
+        host=host,
+        port=port,
+    )
     run_sync(_serve_proxy(config, run_dir, meta, plan))
 
 
@@ -132,6 +140,7 @@ async def _serve_proxy(
             target = config.upstream or "(recording only: no upstream)"
             click.echo(f"faultfinder proxy on {server.base_url} -> {target}", err=True)
             click.echo(f"  export OPENAI_BASE_URL={server.base_url}", err=True)
+            click.echo(f"  export ANTHROPIC_BASE_URL={server.url}", err=True)
             click.echo(f"  recording into {run_dir} (Ctrl-C to stop)", err=True)
             await stop.wait()
     finally:

@@ -14,6 +14,7 @@ from faultfinder.cli.proxy_options import (
     read_lines,
     session_options,
 )
+from faultfinder.replay.proxy_notes import recording_notes
 from faultfinder.replay.session import record_run, run_sync
 
 
@@ -65,9 +66,11 @@ def record(
     \b
     faultfinder record --upstream http://127.0.0.1:8080/v1 -- python my_team.py "task"
 
-    The program gets OPENAI_BASE_URL (and OPENAI_API_BASE) pointing at the proxy. The
-    run's trace.json is written even when the program fails; the exit status is the
-    program's.
+    The program gets OPENAI_BASE_URL (and OPENAI_API_BASE) and ANTHROPIC_BASE_URL
+    pointing at the proxy; Chat Completions, Responses and Messages calls are recorded.
+    The run's trace.json is written even when the program fails; the exit status is the
+    program's. Model calls that failed and requests that are not model calls are
+    reported; a run with no step says why.
     """
     outcome = run_sync(
         record_run(
@@ -83,11 +86,15 @@ def record(
         )
     )
     trace = outcome.trace
+    apis = trace.metadata.get("apis") or []
+    over = f" over {', '.join(apis)}" if apis else ""
     click.echo(
-        f"recorded {plural(len(trace.steps), 'step')} from {plural(len(trace.agents), 'agent')} "
-        f"(program exit status {outcome.child.exit_code}) -> {outcome.run_dir}",
+        f"recorded {plural(len(trace.steps), 'step')} from {plural(len(trace.agents), 'agent')}"
+        f"{over} (program exit status {outcome.child.exit_code}) -> {outcome.run_dir}",
         err=True,
     )
+    for line in recording_notes(outcome.meta, outcome.run_dir, len(trace.steps)):
+        click.echo(line, err=True)
     if trace.metadata.get("outcome"):
         click.echo(f"final answer {trace.final_answer!r}: {trace.metadata['outcome']}", err=True)
     code = outcome.child.exit_code

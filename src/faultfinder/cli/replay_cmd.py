@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from faultfinder import exitcodes
 from faultfinder.cli.common import COUNT, SECONDS, STEP, TEMPERATURE, pass_errors
 from faultfinder.cli.proxy_options import (
     choose_upstream,
@@ -104,7 +105,24 @@ def format_report(outcome: ReplayOutcome) -> str:
             lines.extend("    " + line for line in divergence.diff.split("\n"))
     if report.missing_steps:
         lines.append(f"missing:     recorded steps never asked for: {report.missing_steps}")
-    lines.append(f"live calls:  {report.live_calls} (beyond the recording: {report.extra_calls})")
+    model_live = report.live_calls - report.passthrough_calls
+    lines.append(
+        f"live calls:  {report.live_calls} reached the upstream ({model_live} model "
+        f"call(s), {report.extra_calls} beyond the recording; "
+        f"{report.passthrough_calls} other request(s))"
+    )
+    for live in report.live:
+        what = f"{live.api} call by {live.agent}" if live.api else "not a model call"
+        step = "" if live.step is None else f", step {live.step}"
+        lines.append(f"    {live.method} {live.path} ({what}{step}) -> {live.status}")
+    if report.blocked:
+        blocked = ", ".join(f"{b.method} {b.path}" for b in report.blocked)
+        lines.append(
+            f"not sent:    {len(report.blocked)} request(s) that are not model calls "
+            f"(no --upstream named): {blocked}"
+        )
+    if report.apis:
+        lines.append("apis:        " + ", ".join(f"{k} {v}" for k, v in report.apis.items()))
     if report.window_reached:
         lines.append("window:      live window used up; the program was stopped")
     if report.normalised_fields:
@@ -120,8 +138,23 @@ def format_report(outcome: ReplayOutcome) -> str:
             else " (does not match the reference)"
         )
     lines.append(f"answer:      {trace.final_answer!r}{verdict}")
-    lines.append(f"exit status: {outcome.child.exit_code}")
+    state = ""
+    if report.program_failed:
+        state = " (the program FAILED" + (": timed out)" if report.program_timed_out else ")")
+    elif report.program_stopped:
+        state = " (stopped: live window used up)"
+    lines.append(f"exit status: {outcome.child.exit_code}{state}")
     return "\n".join(lines)
+
+
+def replay_exit(report: ReplayReport, on_divergence: str) -> int:
+    """3 when the program diverged (policy 'fail'), 4 when the replayed program failed
+    (non-zero exit or timeout), else 0 (docs/exit-codes.md)."""
+    if report.divergences and on_divergence == "fail":
+        return DIVERGED_EXIT
+    if report.program_failed:
+        return exitcodes.ERRORED
+    return exitcodes.OK
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -225,7 +258,9 @@ def replay(
 
     The program is the one given after '--'; the command stored in the run directory is
     shown for reference and never run. Without --at every recorded call is replayed (a
-    fidelity check); a call matching no recorded one is refused and the exit status is 3.
+    fidelity check); a call matching no recorded one is refused and the exit status is 3;
+    a replayed program that fails (non-zero exit, timeout) makes the exit status 4.
+    Every request that reaches the upstream is counted and listed.
     """
     program = require_command(run_dir, command)
     options = replay_options(
@@ -259,5 +294,14 @@ def replay(
         click.echo(outcome.report.model_dump_json(indent=2))
     else:
         click.echo(format_report(outcome))
-    if outcome.report.divergences and on_divergence == "fail":
-        sys.exit(DIVERGED_EXIT)
+    code = replay_exit(outcome.report, on_divergence)
+    if code == DIVERGED_EXIT:
+        click.echo(f"exit 3: the program diverged from the recording ({run_dir})", err=True)
+    elif code:
+        click.echo(
+            f"exit {code}: the replayed program failed (exit status "
+            f"{outcome.report.program_exit_code})",
+            err=True,
+        )
+    if code:
+        sys.exit(code)

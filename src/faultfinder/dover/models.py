@@ -184,6 +184,11 @@ class RepeatResult(BaseModel):
     """Calls before the edit that differed from the recording."""
     exit_code: int | None = None
     """The replayed program's exit status."""
+    program_failed: bool = False
+    """The replayed program failed on its own (non-zero exit or timeout; being stopped
+    when the live window was used up is not a failure)."""
+    live_calls: int = 0
+    """Requests of the replay that reached the upstream (every path)."""
     steps: int = 0
     """Steps in the replay's trace."""
     error: str | None = None

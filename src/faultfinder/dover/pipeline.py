@@ -455,6 +455,8 @@ async def _execute(
         edit_applied=report.edit_applied,
         divergences=len(report.divergences),
         exit_code=outcome.child.exit_code,
+        program_failed=report.program_failed,
+        live_calls=report.live_calls,
         steps=len(replayed.steps),
         seed=seed,
         temperatures=[

@@ -334,7 +334,14 @@ class RecordingProxy:
                 if recorded is not None and decision.origin == "cached" and recorded.events
                 else None
             )
-            record(decision.response)
+            if stream and replay_events is not None:
+                record(
+                    decision.response,
+                    events=[e.encode("utf-8") for e in replay_events],
+                    writes=recorded.writes if recorded is not None else None,
+                )
+            else:
+                record(decision.response)
             self._check_stop()
             return self._serve(adapter, decision.response, body, stream, replay_events, recorded)
         # The plan applied the edits and live overrides; what goes upstream may also ask
