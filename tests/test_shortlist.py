@@ -19,8 +19,8 @@ from faultfinder.shortlist.model import ShortlistModel, softmax, trace_hash
 from faultfinder.shortlist.rank import rank_trace
 from faultfinder.shortlist.surprisal import CachedSurprisal
 from faultfinder.shortlist.weights import load_weights
-from faultfinder.traces.loader import load_traces
 from faultfinder.traces.schema import GoldLabel, Step, Trace
+from shortlist_helpers import labelled_fixtures
 
 FIXTURES = Path(__file__).parent / "fixtures" / "oracle"
 
@@ -204,7 +204,7 @@ def test_cross_validation_never_scores_a_trace_with_a_model_that_saw_it() -> Non
     pytest.importorskip("sklearn")
     from faultfinder.shortlist.train import assign_folds, build_table, cross_validate, fit
 
-    traces = [t for t in load_traces(FIXTURES) if t.label is not None]
+    traces = labelled_fixtures()
     groups = ("position", "agent", "errors")
     table = build_table(traces, groups)
     cv = cross_validate(table, groups, k=4)

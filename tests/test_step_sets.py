@@ -29,6 +29,7 @@ from faultfinder.shortlist.sets import step_ranges
 from faultfinder.shortlist.weights import Weights, from_json, load_weights, shipped_weights
 from faultfinder.traces.loader import load_trace, load_traces
 from faultfinder.traces.schema import GoldLabel, Step, Trace
+from shortlist_helpers import labelled_fixtures
 
 FIXTURES = Path(__file__).parent / "fixtures" / "oracle"
 ONE = FIXTURES / "Algorithm-Generated" / "1.json"
@@ -178,7 +179,7 @@ def test_held_out_models_exclude_the_fold_from_training_and_calibration() -> Non
     pytest.importorskip("sklearn")
     from faultfinder.shortlist.train import build_table, calibrated, fit, held_out_models, ship
 
-    traces = [t for t in load_traces(FIXTURES) if t.label is not None]
+    traces = labelled_fixtures()
     groups = ("position", "agent", "errors")
     table = build_table(traces, groups)
     held = held_out_models(table, groups, k=4)

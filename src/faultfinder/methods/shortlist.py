@@ -59,9 +59,10 @@ def ranking_details(trace: Trace, chosen: Chosen, ranking: Ranking, top_k: int) 
     model ranked them, and whether that model was trained on this very trace."""
     if chosen.contaminated:
         logger.warning(
-            "warning: the shortlist weights were trained on trace '%s'; its score is "
+            "warning: the shortlist weights were trained on trace '%s'%s; its score is "
             "contaminated (details.trained_on_this_trace).",
             trace.id,
+            " (a near-copy of it)" if chosen.near_copy is not None else "",
         )
     return {
         "scores": [
@@ -77,6 +78,7 @@ def ranking_details(trace: Trace, chosen: Chosen, ranking: Ranking, top_k: int) 
         "features": chosen.model.groups,
         "shortlist_model": chosen.source,
         "trained_on_this_trace": chosen.contaminated,
+        "near_copy_similarity": chosen.near_copy,
     }
 
 

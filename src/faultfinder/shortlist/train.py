@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from faultfinder.shortlist import conformal
+from faultfinder.shortlist import conformal, neardup
 from faultfinder.shortlist.features import trace_features
 from faultfinder.shortlist.model import ShortlistModel, softmax, trace_hash
 from faultfinder.shortlist.weights import Weights
@@ -80,18 +80,32 @@ def subset_of(trace: Trace) -> str:
     return trace.source.subset or "all"
 
 
+def content_groups(traces: Sequence[Trace]) -> list[str]:
+    """A group key per trace: near-duplicate logs (``neardup.NEAR`` or more similar,
+    transitively; identical logs included) share one, the smallest content hash among
+    them."""
+    hashes = [trace_hash(t) for t in traces]
+    roots = neardup.clusters(neardup.sketch(t) for t in traces)
+    smallest: dict[int, str] = {}
+    for root, h in zip(roots, hashes, strict=True):
+        smallest[root] = min(smallest.get(root, h), h)
+    return [smallest[r] for r in roots]
+
+
 def assign_folds(traces: Sequence[Trace], k: int, seed: int = 0) -> list[int]:
-    """Fold of each trace: by content hash (identical logs together), balanced per subset."""
+    """Fold of each trace: by content (near-duplicate logs together), balanced per subset
+    (a group goes with the subset of its first trace)."""
     import random
 
-    fold_of_hash: dict[str, int] = {}
+    groups = content_groups(traces)
+    fold_of_group: dict[str, int] = {}
     for subset in sorted({subset_of(t) for t in traces}):
-        hashes = sorted({trace_hash(t) for t in traces if subset_of(t) == subset})
-        hashes = [h for h in hashes if h not in fold_of_hash]
-        random.Random(f"{seed}:{subset}").shuffle(hashes)
-        for n, h in enumerate(hashes):
-            fold_of_hash[h] = n % k
-    return [fold_of_hash[trace_hash(t)] for t in traces]
+        keys = sorted({g for g, t in zip(groups, traces, strict=True) if subset_of(t) == subset})
+        keys = [g for g in keys if g not in fold_of_group]
+        random.Random(f"{seed}:{subset}").shuffle(keys)
+        for n, g in enumerate(keys):
+            fold_of_group[g] = n % k
+    return [fold_of_group[g] for g in groups]
 
 
 @dataclass
@@ -191,4 +205,5 @@ def ship(table: Table, groups: Sequence[str], k: int = 5, seed: int = 0) -> Weig
         "note": "A trace listed in fold_of is answered by the held-out model of its fold, "
         "which neither trained nor calibrated on it.",
     }
-    return Weights(held.deploy, held.models, fold_of, trained_on=provenance)
+    sketches = {trace_hash(t): neardup.sketch(t) for t in table.traces}
+    return Weights(held.deploy, held.models, fold_of, trained_on=provenance, sketches=sketches)

@@ -11,11 +11,16 @@ Two formats are read:
   calibration fold's scores under that same model. ``fold_of`` maps the content hash of
   every training trace to its fold, so a training trace is always answered by the one
   model that neither trained nor calibrated on it: results on Who&When are out-of-sample
-  by construction.
+  by construction. ``sketches`` holds a content sketch of every training trace
+  (``neardup.py``), so a near-copy (one trailing space, an edited step, another release
+  of the benchmark) is found too: it goes to the held-out model of the fold its original
+  is in, or, when its near-duplicates span folds that every model trained on, is flagged
+  as contaminated.
 """
 
 from __future__ import annotations
 
+import binascii
 import json
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -24,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from faultfinder.errors import ConfigError
+from faultfinder.shortlist import neardup
 from faultfinder.shortlist.model import FORMAT, SHIPPED, ShortlistModel, trace_hash
 from faultfinder.traces.schema import Trace
 
@@ -40,7 +46,10 @@ class Chosen:
     """'deploy', 'fold-N' (the held-out model of the trace's fold) or 'single' (a format-1
     file), prefixed with the file: 'shipped:fold-3'."""
     contaminated: bool = False
-    """The model was trained on this trace (only possible with a format-1 file)."""
+    """The model was trained on this trace or on a near-copy of it."""
+    near_copy: float | None = None
+    """Estimated similarity to the most similar training trace, when the trace is a
+    near-copy of one (``neardup.NEAR`` or more) but not byte-identical to it."""
 
 
 @dataclass
@@ -57,6 +66,8 @@ class Weights:
     """How results name the file: 'shipped' or the file's name."""
     trained_on: dict[str, Any] = field(default_factory=dict)
     """Provenance of the whole file: dataset, trace count, folds, seed."""
+    sketches: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """Training trace content hash -> content sketch (``neardup.py``), format 2."""
 
     @property
     def groups(self) -> list[str]:
@@ -69,9 +80,20 @@ class Weights:
             seen = self.deploy.seen(trace)
             return Chosen(self.deploy, f"{self.name}:single", contaminated=seen)
         fold = self.fold_of.get(trace_hash(trace))
-        if fold is None:
+        if fold is not None:
+            return Chosen(self.folds[fold], f"{self.name}:fold-{fold}")
+        near = neardup.nearest(neardup.sketch(trace), self.sketches) if self.sketches else []
+        if not near:
             return Chosen(self.deploy, f"{self.name}:deploy")
-        return Chosen(self.folds[fold], f"{self.name}:fold-{fold}")
+        similarity = round(near[0][1], 3)
+        hit = {self.fold_of[h] for h, _ in near if h in self.fold_of}
+        # The held-out model of the best match's fold first, then any other that trained
+        # on none of the folds holding a near-duplicate.
+        order = [self.fold_of[near[0][0]], *range(len(self.folds))]
+        for f in order:
+            if not hit & set(_trained_folds(self.folds[f], f, len(self.folds))):
+                return Chosen(self.folds[f], f"{self.name}:fold-{f}", near_copy=similarity)
+        return Chosen(self.deploy, f"{self.name}:deploy", contaminated=True, near_copy=similarity)
 
     def to_json(self) -> dict[str, Any]:
         """The format-2 file (compact: one line per model in ``dumps``)."""
@@ -83,6 +105,7 @@ class Weights:
             "deploy": _model_fields(self.deploy),
             "folds": [_model_fields(m) for m in self.folds],
             "fold_of": dict(sorted(self.fold_of.items())),
+            "sketches": {h: neardup.encode(sk) for h, sk in sorted(self.sketches.items())},
         }
 
     def dumps(self) -> str:
@@ -95,13 +118,21 @@ class Weights:
             if key == "folds":
                 inner = ",\n".join("  " + json.dumps(m) for m in value)
                 lines.append(f' "folds": [\n{inner}\n ]{comma}')
-            elif key == "fold_of":
-                inner = ",\n".join(f"  {json.dumps(h)}: {f}" for h, f in value.items())
-                lines.append(f' "fold_of": {{\n{inner}\n }}{comma}')
+            elif key in ("fold_of", "sketches"):
+                inner = ",\n".join(f"  {json.dumps(h)}: {json.dumps(f)}" for h, f in value.items())
+                lines.append(f" {json.dumps(key)}: {{\n{inner}\n }}{comma}")
             else:
                 lines.append(f" {json.dumps(key)}: {json.dumps(value)}{comma}")
         lines.append("}")
         return "\n".join(lines) + "\n"
+
+
+def _trained_folds(model: ShortlistModel, fold: int, k: int) -> list[int]:
+    """The folds a held-out model trained on (every fold but its own when not recorded)."""
+    folds = model.trained_on.get("trained_on_folds")
+    if isinstance(folds, list):
+        return [int(f) for f in folds]
+    return [f for f in range(k) if f != fold]
 
 
 def _model_fields(model: ShortlistModel) -> dict[str, Any]:
@@ -134,14 +165,15 @@ def from_json(data: dict[str, Any], where: str, name: str) -> Weights:
         deploy = model(data["deploy"], "deploy")
         folds = [model(m, f"folds[{i}]") for i, m in enumerate(data.get("folds", []))]
         fold_of = {str(h): int(f) for h, f in data.get("fold_of", {}).items()}
+        sketches = {str(h): neardup.decode(v) for h, v in data.get("sketches", {}).items()}
     except KeyError as exc:
         raise ConfigError(f"{where}: missing field {exc.args[0]!r}") from None
-    except (TypeError, ValueError, AttributeError) as exc:
+    except (TypeError, ValueError, AttributeError, binascii.Error) as exc:
         raise ConfigError(f"{where}: {exc}") from None
     bad = sorted({f for f in fold_of.values() if not 0 <= f < len(folds)})
     if bad:
         raise ConfigError(f"{where}: 'fold_of' names fold(s) {bad}; the file has {len(folds)}")
-    return Weights(deploy, folds, fold_of, name, trained_on)
+    return Weights(deploy, folds, fold_of, name, trained_on, sketches)
 
 
 def load_weights(path: str | Path | None = None) -> Weights:

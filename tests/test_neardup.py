@@ -1,0 +1,134 @@
+"""Near-copies of training traces: found by content, never ranked by a model that saw them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from faultfinder.shortlist import neardup
+from faultfinder.shortlist.model import trace_hash
+from faultfinder.shortlist.weights import from_json, load_weights
+from faultfinder.traces.schema import Step, Trace
+from shortlist_helpers import labelled_fixtures
+
+FIXTURES = Path(__file__).parent / "fixtures" / "oracle"
+
+
+def _edit(trace: Trace, edit: object) -> Trace:
+    steps = [s.model_copy(update={"content": edit(s.index, s.content)}) for s in trace.steps]  # type: ignore[operator]
+    return trace.model_copy(update={"steps": steps, "id": trace.id + "-copy"})
+
+
+def _trace(texts: list[str]) -> Trace:
+    return Trace(
+        id="x", task="t", steps=[Step(index=i, agent="A", content=t) for i, t in enumerate(texts)]
+    )
+
+
+LONG = [
+    f"Step {i}: the agent looked up the population of town number {i} in the fact book "
+    f"and found {1000 + 37 * i} inhabitants, then passed the figure to the calculator."
+    for i in range(12)
+]
+
+
+def test_whitespace_and_case_do_not_change_a_sketch() -> None:
+    a = _trace(LONG)
+    b = _trace([" ".join(t.upper().split()) + "  \n" for t in LONG])
+    assert neardup.sketch(a) == neardup.sketch(b)
+    assert trace_hash(a) != trace_hash(b)
+    assert neardup.similarity(neardup.sketch(a), neardup.sketch(b)) == 1.0
+
+
+def test_an_edited_step_stays_near_and_another_log_does_not() -> None:
+    a = neardup.sketch(_trace(LONG))
+    edited = neardup.sketch(_trace([*LONG[:5], "Something else entirely.", *LONG[6:]]))
+    assert neardup.similarity(a, edited) >= neardup.NEAR
+    other = neardup.sketch(
+        _trace([f"Unrelated message {i} about weather in May." for i in range(12)])
+    )
+    assert neardup.similarity(a, other) < 0.2
+
+
+def test_sketches_round_trip_as_text() -> None:
+    sk = neardup.sketch(_trace(LONG))
+    assert len(sk) == neardup.SKETCH
+    assert neardup.decode(neardup.encode(sk)) == sk
+
+
+def test_clusters_join_near_duplicates_transitively() -> None:
+    a = neardup.sketch(_trace(LONG))
+    b = neardup.sketch(_trace([t + " " for t in LONG]))
+    c = neardup.sketch(_trace(["Nothing alike here at all, a different log."]))
+    roots = neardup.clusters([a, c, b])
+    assert roots[0] == roots[2] != roots[1]
+
+
+@pytest.fixture(scope="module")
+def shipped_on_fixtures() -> tuple[list[Trace], object]:
+    pytest.importorskip("sklearn")
+    from faultfinder.shortlist.train import build_table, ship
+
+    traces = labelled_fixtures()
+    groups = ("position", "agent", "errors")
+    return traces, ship(build_table(traces, groups), groups, k=4)
+
+
+@pytest.mark.parametrize(
+    "perturb",
+    [
+        lambda i, c: c + " ",  # one trailing space: the exact-hash check misses it
+        lambda i, c: " ".join(c.split()).lower(),
+        lambda i, c: "An edited message." if i == 1 else c,
+    ],
+    ids=["trailing-space", "reflowed", "one-step-edited"],
+)
+def test_a_near_copy_goes_to_the_model_of_its_originals_fold(
+    shipped_on_fixtures: tuple[list[Trace], object], perturb: object, tmp_path: Path
+) -> None:
+    traces, weights = shipped_on_fixtures
+    # Through the file, as users load it.
+    path = tmp_path / "w.json"
+    path.write_text(weights.dumps())  # type: ignore[attr-defined]
+    loaded = load_weights(path)
+    checked = 0
+    for trace in traces:
+        copy = _edit(trace, perturb)
+        if neardup.similarity(neardup.sketch(copy), neardup.sketch(trace)) < neardup.NEAR:
+            continue  # a short trace whose edit changed most of its text is not a near copy
+        fold = loaded.fold_of[trace_hash(trace)]
+        chosen = loaded.choose(copy)
+        model = (
+            loaded.folds[int(chosen.source.rsplit("-", 1)[1])]
+            if ":fold-" in chosen.source
+            else None
+        )
+        if chosen.contaminated:
+            assert chosen.near_copy is not None
+        else:
+            assert model is not None, chosen.source
+            assert fold not in model.trained_on["trained_on_folds"], (trace.id, chosen.source)
+            assert chosen.near_copy is not None or trace_hash(copy) == trace_hash(trace)
+        checked += 1
+    assert checked >= len(traces) // 2
+
+
+def test_a_near_copy_of_traces_in_every_fold_is_flagged(
+    shipped_on_fixtures: tuple[list[Trace], object],
+) -> None:
+    traces, weights = shipped_on_fixtures
+    # A log near-identical to training traces of every fold: every model trained on one of
+    # them, so no model can rank it out of sample and the result must say so.
+    query = _trace(LONG)
+    custom = from_json(weights.to_json(), "w", "w")  # type: ignore[attr-defined]
+    first_of_fold = {custom.fold_of[trace_hash(t)]: trace_hash(t) for t in traces}
+    assert len(first_of_fold) == len(custom.folds)
+    custom.sketches = {h: neardup.sketch(query) for h in first_of_fold.values()}
+    chosen = custom.choose(query)
+    assert chosen.contaminated and chosen.source == "w:deploy" and chosen.near_copy == 1.0
+    # Near only one fold's trace: that fold's held-out model answers, unflagged.
+    only = next(iter(first_of_fold.items()))
+    custom.sketches = {only[1]: neardup.sketch(query)}
+    chosen = custom.choose(query)
+    assert chosen.source == f"w:fold-{only[0]}" and not chosen.contaminated
