@@ -27,7 +27,10 @@ def invoke(*args: str) -> Any:
 
 def numeric_options() -> list[tuple[str, click.Option]]:
     out = []
-    for name, command in sorted(main.commands.items()):
+    ctx = click.Context(main)
+    for name in main.list_commands(ctx):
+        command = main.get_command(ctx, name)
+        assert command is not None
         for param in command.params:
             if isinstance(param, click.Option) and isinstance(
                 param.type, click.types.IntParamType | click.types.FloatParamType

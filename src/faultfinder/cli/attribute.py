@@ -1,11 +1,9 @@
-"""`faultfinder attribute` and `faultfinder methods`."""
+"""`faultfinder attribute`."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import textwrap
-from typing import Any, Literal, get_args, get_origin
+from typing import Any
 
 import click
 
@@ -25,7 +23,7 @@ from faultfinder.cli.common import (
 from faultfinder.exitcodes import CaseCounts
 from faultfinder.judging.method import Attribution, run_method
 from faultfinder.judging.why import why
-from faultfinder.registry import BUILTIN, METHODS, create_method, method_class, methods
+from faultfinder.registry import create_method
 from faultfinder.shortlist.sets import describe as describe_step_set
 from faultfinder.traces.loader import load_trace
 from faultfinder.traces.schema import Trace
@@ -58,6 +56,27 @@ def format_attribution(result: Attribution, n_steps: int | None = None) -> str:
         )
     )
     return "\n".join(lines)
+
+
+def gold_lines(trace: Trace, result: Attribution) -> list[str]:
+    """The trace's gold label beside the answer (a labelled trace: Who&When, the demo)."""
+    gold = trace.label
+    if gold is None:
+        return []
+
+    def mark(ok: bool) -> str:
+        return "match" if ok else "no match"
+
+    step = "-" if gold.step is None else str(gold.step)
+    in_set = ""
+    if result.step_set is not None and gold.step is not None:
+        inside = gold.step in result.step_set
+        in_set = f"; {'in' if inside else 'not in'} the step set"
+    return [
+        f"gold agent: {gold.agent or '-'}    ({mark(result.agent == gold.agent)})",
+        f"gold step:  {step}    ({mark(result.step in gold.acceptable_steps)}{in_set})",
+        f"gold why:   {gold.reason or '-'}",
+    ]
 
 
 def gold_lines(trace: Trace, result: Attribution) -> list[str]:
@@ -129,50 +148,3 @@ def attribute(
     click.echo(result.model_dump_json(indent=2) if as_json else shown)
     exit_for(CaseCounts.of([result.status]))
 
-
-@click.command("methods")
-@click.argument("name", required=False)
-@pass_errors
-def list_methods(name: str | None) -> None:
-    """List attribution methods and their presets; with NAME, that method's options."""
-    if name:
-        click.echo(describe_method(name))
-        return
-    for method_name, cls in methods().items():
-        presets = f"  [presets: {', '.join(cls.presets)}]" if cls.presets else ""
-        origin = METHODS.origin(method_name)
-        source = "" if origin == BUILTIN else f"  ({origin})"
-        click.echo(f"{method_name:<16} {cls.summary}{presets}{source}")
-
-
-def _show(value: Any) -> str:
-    return json.dumps(value) if not isinstance(value, str) else value
-
-
-def _type_name(annotation: Any) -> str:
-    """'bool', 'int | None', or the choices of a Literal: 'a|b|c'."""
-    if get_origin(annotation) is Literal:
-        return "|".join(str(a) for a in get_args(annotation))
-    name = getattr(annotation, "__name__", None)
-    return name if name else str(annotation).replace("typing.", "")
-
-
-def describe_method(spec: str) -> str:
-    """A method's summary, whether it needs a model, its presets, and every option (--set
-    KEY=VALUE) with its type, default and documentation (the field docstrings)."""
-    name, _, _ = spec.partition(":")
-    cls = method_class(name)
-    lines = [f"{name}: {cls.summary}", f"from:    {METHODS.origin(name)}"]
-    lines.append("model:   " + ("needed (--model)" if cls.needs_model else "none (no --model)"))
-    if cls.presets:
-        lines.append("presets (use as NAME:PRESET):")
-        for preset, settings in cls.presets.items():
-            shown = ", ".join(f"{k}={_show(v)}" for k, v in settings.items()) or "(defaults)"
-            lines.append(f"  {name}:{preset:<14} {shown}")
-    lines.append("options (--set KEY=VALUE, JSON values allowed):")
-    for field, info in cls.Config.model_fields.items():
-        default = info.get_default(call_default_factory=True)
-        lines.append(f"  {field}  ({_type_name(info.annotation)}, default {_show(default)})")
-        doc = " ".join((info.description or "").split())
-        lines.extend("      " + line for line in textwrap.wrap(doc, 84))
-    return "\n".join(lines)

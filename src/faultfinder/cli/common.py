@@ -6,7 +6,6 @@ import functools
 import json
 import sys
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO, TypeVar, overload
@@ -15,7 +14,9 @@ import click
 from click.core import ParameterSource
 
 from faultfinder import exitcodes
-from faultfinder.errors import FaultfinderWarning
+from faultfinder.cli.handling import BudgetError as BudgetError  # re-exported: the
+from faultfinder.cli.handling import EndpointError as EndpointError  # commands import
+from faultfinder.cli.handling import pass_errors as pass_errors  # them from here
 from faultfinder.llm.client import DEFAULT_TIMEOUT, LLM, CallRecord
 from faultfinder.llm.registry import BACKENDS, NO_MODEL
 from faultfinder.llm.spec import LLMSpec
@@ -317,61 +318,11 @@ def method_overrides(
     return overrides
 
 
-class BudgetError(click.ClickException):
-    """One-line error: the token or call budget ran out."""
-
-    exit_code = exitcodes.BUDGET_EXCEEDED
-
-
-class EndpointError(click.ClickException):
-    """One-line error: the model endpoint kept failing."""
-
-    exit_code = exitcodes.ERRORED
-
-
 def exit_for(counts: exitcodes.CaseCounts, noun: str = "case") -> None:
     """End the command with the exit code the counts call for; the counts go to stderr."""
     if counts.exit_code != exitcodes.OK:
         click.echo(counts.message(noun), err=True)
         click.get_current_context().exit(counts.exit_code)
-
-
-def pass_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Show FaultfinderError as a one-line message (no traceback) and exit with its code
-    (a budget overrun 5, an endpoint that kept failing 4, anything else 1); show each
-    FaultfinderWarning (unknown keys in a trace, a cache set aside) as one 'warning:' line
-    on stderr."""
-    from faultfinder.errors import BudgetExceededError, FaultfinderError, LLMCallError
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with warnings.catch_warnings():
-            warnings.simplefilter("always", FaultfinderWarning)
-            warnings.showwarning = _show_warning
-            try:
-                return fn(*args, **kwargs)
-            except BudgetExceededError as exc:
-                raise BudgetError(str(exc)) from None
-            except LLMCallError as exc:
-                raise EndpointError(str(exc)) from None
-            except FaultfinderError as exc:
-                raise click.ClickException(str(exc)) from None
-
-    return wrapper
-
-
-def _show_warning(
-    message: Warning | str,
-    category: type[Warning],
-    filename: str,
-    lineno: int,
-    file: Any = None,
-    line: str | None = None,
-) -> None:
-    if issubclass(category, FaultfinderWarning):
-        click.echo(f"warning: {message}", err=True)
-    else:
-        click.echo(warnings.formatwarning(message, category, filename, lineno, line), err=True)
 
 
 strict_option = click.option(

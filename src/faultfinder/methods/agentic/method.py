@@ -3,13 +3,14 @@ Agentic method) and submits the responsible agent and decisive step."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
-from faultfinder.llm.client import LLM
 from faultfinder.methods.agentic.config import AgenticConfig
-from faultfinder.methods.agentic.loop import Navigator
-from faultfinder.traces.schema import Trace
+
+if TYPE_CHECKING:
+    from faultfinder.llm.client import LLM
+    from faultfinder.traces.schema import Trace
 
 
 class AgenticMethod(MethodBase):
@@ -37,6 +38,8 @@ class AgenticMethod(MethodBase):
         assert isinstance(cfg, AgenticConfig)
         if not trace.steps:
             return Verdict(status="no-error-found", reason="empty trace")
+        from faultfinder.methods.agentic.loop import Navigator  # imported when it runs
+
         result = await Navigator(trace, llm, cfg).run()
         details = {
             "mode": result.mode,

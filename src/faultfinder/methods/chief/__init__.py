@@ -3,16 +3,34 @@ counterfactual attribution. See docs/methods/chief.md."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
-from faultfinder.llm.client import LLM
 from faultfinder.methods.chief.config import ChiefConfig
-from faultfinder.methods.chief.graph import CausalGraph
-from faultfinder.methods.chief.pipeline import Chief, write_graph
-from faultfinder.traces.schema import Trace
+
+if TYPE_CHECKING:
+    from faultfinder.llm.client import LLM
+    from faultfinder.methods.chief.graph import CausalGraph
+    from faultfinder.methods.chief.pipeline import Chief, write_graph
+    from faultfinder.traces.schema import Trace
 
 __all__ = ["CausalGraph", "Chief", "ChiefConfig", "ChiefMethod", "build_graph", "write_graph"]
+
+# The pipeline (graph, oracles, prompts of every stage) is imported when CHIEF runs, not
+# when the method is listed: `faultfinder methods` stays fast (tests/test_startup.py).
+_LAZY = {
+    "CausalGraph": "faultfinder.methods.chief.graph",
+    "Chief": "faultfinder.methods.chief.pipeline",
+    "write_graph": "faultfinder.methods.chief.pipeline",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ChiefMethod(MethodBase):
@@ -42,6 +60,8 @@ class ChiefMethod(MethodBase):
         assert isinstance(cfg, ChiefConfig)
         if not trace.steps:
             return Verdict(status="no-error-found", reason="empty trace")
+        from faultfinder.methods.chief.pipeline import Chief
+
         return await Chief(trace, llm, cfg).attribute()
 
 
@@ -50,6 +70,8 @@ async def build_graph(
 ) -> CausalGraph:
     """The causal graph of ``trace`` (M1), plus oracles and backtracking candidates (M2)
     when ``with_oracles``. Uses and fills the stage cache like the method does."""
+    from faultfinder.methods.chief.pipeline import Chief
+
     run = Chief(trace, llm, config)
     graph = await run.graph()
     if with_oracles:

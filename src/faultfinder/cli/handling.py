@@ -1,0 +1,65 @@
+"""How every command reports a faultfinder error or warning: one line, the documented exit
+code (docs/exit-codes.md). A leaf of the CLI: it imports no model, trace or method code,
+so commands that only list things start fast."""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from faultfinder import exitcodes
+from faultfinder.errors import FaultfinderWarning
+
+
+class BudgetError(click.ClickException):
+    """One-line error: the token or call budget ran out."""
+
+    exit_code = exitcodes.BUDGET_EXCEEDED
+
+
+class EndpointError(click.ClickException):
+    """One-line error: the model endpoint kept failing."""
+
+    exit_code = exitcodes.ERRORED
+
+
+def pass_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Show FaultfinderError as a one-line message (no traceback) and exit with its code
+    (a budget overrun 5, an endpoint that kept failing 4, anything else 1); show each
+    FaultfinderWarning (unknown keys in a trace, a cache set aside) as one 'warning:' line
+    on stderr."""
+    from faultfinder.errors import BudgetExceededError, FaultfinderError, LLMCallError
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", FaultfinderWarning)
+            warnings.showwarning = _show_warning
+            try:
+                return fn(*args, **kwargs)
+            except BudgetExceededError as exc:
+                raise BudgetError(str(exc)) from None
+            except LLMCallError as exc:
+                raise EndpointError(str(exc)) from None
+            except FaultfinderError as exc:
+                raise click.ClickException(str(exc)) from None
+
+    return wrapper
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    if issubclass(category, FaultfinderWarning):
+        click.echo(f"warning: {message}", err=True)
+    else:
+        click.echo(warnings.formatwarning(message, category, filename, lineno, line), err=True)
