@@ -210,6 +210,7 @@ BACKENDS: Registry[Any] = Registry(
     "faultfinder.backends",
     {
         "openai": "faultfinder.llm.registry:openai_backend",
+        "anthropic": "faultfinder.llm.anthropic_messages:anthropic_backend",
         "local": "faultfinder.llm.registry:local_backend",
         "scripted": "faultfinder.llm.registry:scripted_backend",
         "function": "faultfinder.llm.registry:function_backend",

@@ -16,6 +16,10 @@ class Usage(BaseModel):
     """Of ``prompt_tokens``, those the server reports it served from its prompt (prefix)
     cache: OpenAI-compatible ``usage.prompt_tokens_details.cached_tokens``. Included in
     ``prompt_tokens``; 0 when the server does not say."""
+    cache_write_prompt_tokens: int = 0
+    """Of ``prompt_tokens``, those the server wrote into its prompt cache for later calls
+    (Anthropic's ``cache_creation_input_tokens``, billed above the plain input price).
+    Included in ``prompt_tokens``; 0 when the server does not say."""
     calls: int = 0
     """Model calls made (cache hits are counted in ``cached_calls`` instead)."""
     cached_calls: int = 0
@@ -37,6 +41,8 @@ class Usage(BaseModel):
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cached_prompt_tokens=self.cached_prompt_tokens + other.cached_prompt_tokens,
+            cache_write_prompt_tokens=self.cache_write_prompt_tokens
+            + other.cache_write_prompt_tokens,
             calls=self.calls + other.calls,
             cached_calls=self.cached_calls + other.cached_calls,
             estimated=self.estimated or other.estimated,

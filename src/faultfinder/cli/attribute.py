@@ -54,6 +54,7 @@ def format_attribution(result: Attribution, n_steps: int | None = None) -> str:
             if u.cached_prompt_tokens
             else ""
         )
+        + (f"; {u.cache_write_prompt_tokens} written to it" if u.cache_write_prompt_tokens else "")
     )
     return "\n".join(lines)
 

@@ -61,12 +61,18 @@ def model_options(fn: Callable[..., Any] | None = None, *, timeout_flag: str = "
             show_default=True,
             help="Model spec. " + "; ".join(f"{k}: {v}" for k, v in BACKENDS.items()),
         ),
-        click.option("--base-url", default=None, help="OpenAI-compatible endpoint URL."),
+        click.option(
+            "--base-url",
+            default=None,
+            help="Endpoint URL: the /v1 root of an OpenAI-compatible server (openai:), or "
+            "the root of an Anthropic Messages API server (anthropic:).",
+        ),
         click.option(
             "--api-key-env",
             default="OPENAI_API_KEY",
             show_default=True,
-            help="Environment variable holding the API key (never stored or cached).",
+            help="Environment variable holding the API key (never stored or cached); "
+            "anthropic: models read ANTHROPIC_API_KEY unless another is named.",
         ),
         click.option(
             "--cache",

@@ -432,6 +432,7 @@ class LLM:
             prompt_tokens=prompt,
             completion_tokens=completion,
             cached_prompt_tokens=min(c.usage.cached_prompt_tokens, prompt),
+            cache_write_prompt_tokens=min(c.usage.cache_write_prompt_tokens, prompt),
             estimated=estimated,
         )
         return c.model_copy(update={"usage": usage})

@@ -13,6 +13,7 @@ from faultfinder.llm.base import Backend
 
 BACKENDS: dict[str, str] = {
     "openai": "OpenAI-compatible endpoint: openai:MODEL (--base-url, key from --api-key-env)",
+    "anthropic": "Anthropic Messages API: anthropic:MODEL (--base-url, key from ANTHROPIC_API_KEY)",
     "local": "embedded SmolLM2-135M-Instruct via llama-cpp-python ([local] extra): local[:GGUF]",
     "scripted": "scripted replies in order from a JSON file: scripted:replies.json",
     "function": "Python function called per request: function:package.module:callable",
