@@ -12,6 +12,8 @@ where they fail instead.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -56,15 +58,29 @@ def _require_browser() -> None:
 
 _require_browser()
 
+import httpx  # noqa: E402
 import uvicorn  # noqa: E402
 from playwright.sync_api import BrowserContext, Page, expect, sync_playwright  # noqa: E402
 
+from faultfinder.demo_team import mock_model  # noqa: E402
+from faultfinder.dover.report import read_rows  # noqa: E402
 from faultfinder.llm.client import LLM  # noqa: E402
 from faultfinder.llm.doubles import ScriptedBackend  # noqa: E402
+from faultfinder.testing import FakeOpenAIServer  # noqa: E402
 from faultfinder.ui.app import UIConfig, create_app  # noqa: E402
 from faultfinder.ui.catalog import Catalog, build_catalog  # noqa: E402
 from faultfinder.ui.jobs import JobRunner  # noqa: E402
-from ui_support import XSS_ID, Artifacts, shared  # noqa: E402
+from faultfinder.ui.replay_jobs import ReplayRunner, ReplaySettings  # noqa: E402
+from ui_support import (  # noqa: E402
+    FIX,
+    TEAM,
+    XSS_ID,
+    Artifacts,
+    debug_team,
+    plant_hostile_recording,
+    record_team,
+    shared,
+)
 
 
 class Server:
@@ -293,3 +309,137 @@ def test_run_an_attribution_from_the_page(art: Artifacts, tmp_path: Path, page: 
         expect(page.locator("details.decisive-step")).to_have_id("step-3")
         shot(page, "run-from-page")
     assert results.read_text().count("\n") == 1
+
+
+# --- time travel: change a step, replay, compare, repeat for a verdict ------------------
+
+
+class UIProcess:
+    """`faultfinder ui` started as a user starts it (a subprocess), on a free port."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.args = [sys.executable, "-m", "faultfinder", "ui", "--port", "0", *args]
+        self.child: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> str:
+        self.child = subprocess.Popen(
+            self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        assert self.child.stdout is not None
+        url = ""
+        for _ in range(10):
+            line = self.child.stdout.readline()
+            if line.startswith("serving "):
+                url = line.split()[1].rstrip("/")
+                break
+        assert url, self.child.stderr.read() if self.child.stderr else "no url"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/", timeout=2).status_code == 200:
+                    return url
+            except httpx.TransportError:
+                time.sleep(0.05)
+        raise AssertionError("the UI did not answer")
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.child is not None
+        self.child.terminate()
+        self.child.wait(timeout=15)
+
+
+def off_loop(fn: Any, *args: Any) -> Any:
+    """Run ``fn`` in another thread: Playwright's sync API keeps an event loop running in
+    this one, and the recorder runs its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(fn, *args).result()
+
+
+JUDGE = ["--model", "function:faultfinder.demo_team.mock_debugger:respond", "--cache", "none"]
+
+
+def test_from_a_failed_run_to_a_validated_fix(tmp_path: Path, page: Page) -> None:
+    runs = tmp_path / "runs"
+    with FakeOpenAIServer(reply=mock_model.reply) as upstream:
+        run = off_loop(record_team, runs, upstream.base_url)
+        rows = off_loop(debug_team, run, upstream.base_url)
+        (row,) = read_rows([rows])
+        assert row.intervention is not None
+        suggested, suggested_step = row.intervention.replacement, row.intervention.step
+        args = [str(runs), "--allow-replay", "--upstream", upstream.base_url, *JUDGE, "--", *TEAM]
+        with UIProcess(args) as url:
+            page.goto(url + "/")
+            page.locator("#runs a", has_text="avalon").first.click()
+            page.wait_for_url("**/trace/**")
+            expect(page.locator("#edit-panel")).to_be_hidden()
+            recorded = page.locator("#step-1 pre.content").text_content() or ""
+            page.locator("#step-1 > summary").click()
+            page.locator("#step-1 button.change-step").click()
+            expect(page.locator("#edit-panel")).to_be_visible()
+            expect(page.locator("#edit-output")).to_have_value(recorded)
+            page.fill("#edit-output", FIX)
+            shot(page, "edit-step")
+            page.click("#edit-replay")
+            page.wait_for_url("**/replay-jobs/**")
+            link = page.locator("#attempt-0 a.branch-link")
+            expect(link).to_be_visible(timeout=90_000)
+            counts = page.locator("#attempt-0 .counts")
+            expect(counts).to_contain_text("1 replayed · 1 edited")
+            expect(page.locator("#attempt-0 .answer")).to_contain_text("matches the reference")
+            expect(page.locator("#attempt-0 .command pre")).to_contain_text("faultfinder replay")
+            shot(page, "replay-job")
+            link.click()
+            page.wait_for_url("**/replay/**")
+            expect(page.locator("#compare")).to_contain_text("matches the reference")
+            expect(page.locator("#compare")).to_contain_text("does not match the reference")
+            expect(page.locator("#diff tr.first-diff")).to_have_id("pair-1")
+            shot(page, "replay-branch")
+            # Back on the recording: the branch is in its tree. DoVer's intervention is
+            # one click away; run it 3 times for a verdict.
+            page.locator("#replay-original").click()
+            page.wait_for_url("**/trace/**")
+            expect(page.locator("#branches")).to_contain_text("matches the reference")
+            page.locator("#suggested button.change-step").first.click()
+            expect(page.locator("#edit-output")).to_have_value(suggested)
+            expect(page.locator("#edit-step")).to_have_text(str(suggested_step))
+            page.fill("#edit-repeats", "3")
+            page.click("#edit-verify")
+            page.wait_for_url("**/replay-jobs/**")
+            verdict = page.locator("#job-verdict .verdict")
+            expect(verdict).to_have_text("verdict: validated", timeout=180_000)
+            expect(page.locator("#job-verdict")).to_contain_text("flip rate 100%")
+            expect(page.locator("#attempts section.attempt")).to_have_count(3)
+            shot(page, "replay-verdict")
+    assert len(list((runs / "avalon" / "branches").iterdir())) == 5  # 1 + DoVer's 1 + 3
+    assert len(list((runs / "avalon" / "dover").glob("*.jsonl"))) == 2
+
+
+def test_a_planted_recording_runs_and_contacts_nothing_from_the_page(
+    tmp_path: Path, page: Page
+) -> None:
+    marker = tmp_path / "pwned"
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    with FakeOpenAIServer(reply="planted") as canary:
+        run = off_loop(plant_hostile_recording, tmp_path / "runs", canary.base_url, marker)
+        catalog = build_catalog([run.parent])
+        replays = ReplayRunner(catalog, ReplaySettings(command=tuple(TEAM)))
+        app = create_app(catalog, replays=replays, config=UIConfig(csp=False))
+        with Server(app) as url:
+            key = next(k for k, t in catalog.traces.items() if t.kind == "recording")
+            page.goto(f"{url}/trace/{key}")
+            for summary in page.locator("details.step > summary").all():
+                summary.click()
+            page.locator("#step-0 button.change-step").click()
+            expect(page.locator("#edit-output")).not_to_have_value("")
+            page.fill("#edit-output", "NEXT: Researcher | anything")
+            page.click("#edit-replay")
+            page.wait_for_url("**/replay-jobs/**")
+            expect(page.locator("#job-state")).to_contain_text("--upstream", timeout=30_000)
+            assert page.evaluate("typeof window.__pwned") == "undefined"
+            shot(page, "planted-recording")
+        assert canary.requests == []
+    assert not marker.exists()
+    assert dialogs == []

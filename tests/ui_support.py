@@ -280,3 +280,14 @@ def plant_hostile_recording(runs: Path, upstream: str, marker: Path) -> Path:
     trace["steps"][0]["agent"] = 'Orchestrator<img src=x onerror="window.__pwned=12">'
     (run / "trace.json").write_text(json.dumps(trace), "utf-8")
     return run
+
+
+def debug_team(run: Path, upstream: str) -> Path:
+    """DoVer on a recording of the team (scripted debugger): its rows go where `debug`
+    puts them by default, ``run/dover/``."""
+    _ok(
+        ["debug", str(run), "--repeats", "1", "--segment", "pattern:^PLAN", "--upstream",
+         upstream, *DEBUGGER, "--", *TEAM]
+    )  # fmt: skip
+    (rows,) = (run / "dover").glob("*.jsonl")
+    return rows

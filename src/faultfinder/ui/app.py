@@ -58,6 +58,12 @@ def pretty(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=1, default=str)
 
 
+def program_label(argv: tuple[str, ...]) -> str:
+    """The replayed program as the header shows it: its executable by name (the full
+    command line is the element's title)."""
+    return shlex.join([Path(argv[0]).name, *argv[1:]]) if argv else ""
+
+
 T = TypeVar("T")
 
 
@@ -148,8 +154,9 @@ def create_app(
     def render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
         context.setdefault("run_method", runner.method_spec if runner else None)
         context.setdefault(
-            "replay_program", shlex.join(replays.settings.command) if replays else None
+            "replay_program", program_label(replays.settings.command) if replays else None
         )
+        context.setdefault("replay_argv", shlex.join(replays.settings.command) if replays else None)
         context.setdefault("max_repeats", MAX_REPEATS)
         context["token"] = token
         context["shown"] = catalog.roots.shown

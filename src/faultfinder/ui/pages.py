@@ -305,8 +305,8 @@ def suggested_edits(catalog: Catalog, trace_id: str) -> list[dict[str, Any]]:
     for d in catalog.dovers.values():
         for row in d.rows:
             iv = row.intervention
-            if row.trace_id != trace_id or iv is None:
-                continue
+            if row.trace_id != trace_id or iv is None or row.hypothesis.method == "ui":
+                continue  # (the UI's own rows are edits made here, not suggestions)
             out.append(
                 {
                     "step": iv.step,
