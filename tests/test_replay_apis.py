@@ -277,3 +277,24 @@ def test_debug_runs(name: str, tmp_path: Path, quiet_env: None) -> None:
     if "mixed" not in name:  # the edit there lands on the Planner: the lookup then fails
         assert all(r["final_answer"] == scripts.ANSWER for r in repeats)
         assert "-> validated" in result.output
+
+
+@pytest.mark.parametrize(
+    "recorded,replayed",
+    [
+        ("responses-chain", "responses-chain-streamed"),
+        ("responses-chain-streamed", "responses-chain"),
+    ],
+)
+def test_streamed_and_plain_calls_match_each_other(
+    recorded: str, replayed: str, tmp_path: Path, quiet_env: None
+) -> None:
+    with FakeOpenAIServer(reply=PROGRAMS[recorded].script) as upstream:
+        run = record(PROGRAMS[recorded], upstream, tmp_path)
+        asked = len(upstream.requests)
+        same = asyncio.run(
+            replay_run(run.run_dir, PROGRAMS[replayed].command(), ReplayOptions(), options=QUIET)
+        )
+        assert len(upstream.requests) == asked
+    assert same.report.faithful and same.report.live_calls == 0
+    assert same.trace.final_answer == scripts.WRONG and same.child.exit_code == 0
