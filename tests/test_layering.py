@@ -160,3 +160,50 @@ def test_methods_holds_only_methods() -> None:
 @pytest.mark.parametrize("pkg", sorted(LAYER_OF))
 def test_layers_name_real_packages(pkg: str) -> None:
     assert (SRC / pkg).is_dir() or (SRC / f"{pkg}.py").exists()
+
+
+# --- docs/architecture.md matches src/ ----------------------------------------------------
+
+ARCHITECTURE = SRC.parents[1] / "docs" / "architecture.md"
+
+
+def test_architecture_doc_names_every_package_and_module() -> None:
+    """Every directory under src/faultfinder (as `traces/importers/`) and every top-level
+    module (as `redact.py`) is named in docs/architecture.md."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    directories = {
+        path.relative_to(SRC).as_posix() + "/"
+        for path in SRC.rglob("*")
+        if path.is_dir() and path.name != "__pycache__"
+    }
+    modules = {path.name for path in SRC.glob("*.py")}
+    missing = sorted(name for name in directories | modules if name not in text)
+    assert not missing, f"docs/architecture.md does not mention: {missing}"
+
+
+def _doc_layers() -> dict[str, int]:
+    """Line of the '## Layers' diagram (top = 0) that names each package or module."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    section = text[text.index("\n## Layers\n") :]
+    block = section.split("```\n", 2)[1]
+    lines: dict[str, int] = {}
+    for number, line in enumerate(block.splitlines()):
+        names = line.strip().split("  ")[0].split()  # the first column: the names
+        for name in names:
+            if name.endswith(("/", ".py")):
+                lines.setdefault(name.removesuffix("/").removesuffix(".py"), number)
+    return lines
+
+
+def test_architecture_doc_draws_the_layers_of_this_test() -> None:
+    """The diagram lists the packages of ``LAYERS`` top to bottom in the same order."""
+    drawn = _doc_layers()
+    packages = set(LAYER_OF) - {"__init__", "__main__"}
+    assert set(drawn) == packages, sorted(set(drawn) ^ packages)
+    wrong = [
+        f"{a} (layer {LAYER_OF[a]}) is drawn at or above {b} (layer {LAYER_OF[b]})"
+        for a in packages
+        for b in packages
+        if LAYER_OF[a] < LAYER_OF[b] and drawn[a] <= drawn[b]
+    ]
+    assert not wrong, "\n".join(sorted(wrong))
