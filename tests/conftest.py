@@ -10,6 +10,15 @@ from faultfinder.llm import base
 
 
 @pytest.fixture(autouse=True)
+def _results_store_in_tmp(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`attribute` appends to a results store: keep it out of the working directory."""
+    store = tmp_path_factory.mktemp("results") / "results.jsonl"
+    monkeypatch.setenv("FAULTFINDER_RESULTS", str(store))
+
+
+@pytest.fixture(autouse=True)
 def _forbid_model_requests(request: pytest.FixtureRequest) -> Iterator[None]:
     previous = base.ALLOW_MODEL_REQUESTS
     base.ALLOW_MODEL_REQUESTS = request.node.get_closest_marker("smoke") is not None

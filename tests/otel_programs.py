@@ -107,6 +107,40 @@ def crewai_upstream(body: dict[str, Any]) -> Any:
     return "Thought: I now can give a great answer\nFinal Answer: The answer is 6."
 
 
+def crewai_agents_upstream(body: dict[str, Any]) -> Any:
+    """Agents-only crew: the Researcher calls add three times (the first with a wrong
+    operand), then answers; the Writer states the result."""
+    messages = body["messages"]
+    system = next((str(m.get("content")) for m in messages if m["role"] == "system"), "")
+    if "Researcher" in system:
+        later = " ".join(str(m.get("content") or "") for m in messages if m["role"] != "system")
+        done = sum(1 for m in messages if m.get("role") == "tool") + later.count("Observation:")
+        calls = [(2, 4), (6, 1), (7, 0)]
+        if done < len(calls):
+            args = json.dumps(dict(zip("ab", calls[done], strict=True)))
+            if body.get("tools"):
+                call = {"id": f"call_c{done + 1}", "name": "add", "arguments": args}
+                return {"tool_calls": [call]}
+            return f"Thought: I must add.\nAction: add\nAction Input: {args}"
+        return "Thought: I now know the final answer\nFinal Answer: 7"
+    return "Thought: I now can give a great answer\nFinal Answer: The answer is 7."
+
+
+def team_upstream(body: dict[str, Any]) -> Any:
+    """The two-agent team of the Traceloop, Logfire, MLflow and LangSmith programs: the
+    Planner restates the question; the Solver calls add with a wrong operand (3 read as 4),
+    then reports the tool's result."""
+    messages = body["messages"]
+    system = " ".join(str(m.get("content")) for m in messages if m["role"] == "system")
+    if "Planner" in system:
+        return "Solver, please add 2 and 3."
+    results = [m for m in messages if m.get("role") == "tool"]
+    if results:
+        return f"The answer is {results[-1]['content']}."
+    args = json.dumps({"a": 2, "b": 4})
+    return {"tool_calls": [{"id": "call_t1", "name": "add", "arguments": args}]}
+
+
 @dataclass
 class Run:
     """What one program run produced."""
@@ -142,10 +176,12 @@ def run_program(
             **os.environ,
             **QUIET_ENV,
             "OPENAI_BASE_URL": fake.base_url,
-            "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url if collect else "http://127.0.0.1:9",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
             "OTEL_BSP_SCHEDULE_DELAY": "100",
         }
+        if not collect:  # the program writes its own export (MLflow would send OTLP)
+            del env["OTEL_EXPORTER_OTLP_ENDPOINT"]
         proc = subprocess.run(
             [python, str(PROGRAMS / args[0]), *args[1:]],
             env=env,
@@ -210,9 +246,90 @@ def regenerate_crewai(python: str) -> None:
         print(f"{target}: {len(run.traces)} trace(s), {run.llm_requests} LLM calls")
 
 
+@dataclass(frozen=True)
+class Producer:
+    """A program whose library pins clash with the dev environment: run with its own
+    interpreter (`python tests/otel_programs.py --producer NAME PYTHON`)."""
+
+    program: list[str]
+    upstream: Callable[[dict[str, Any]], Any]
+    fixture: str
+    output: str | None = None
+    """A file the program writes (its own export) instead of sending OTLP."""
+
+
+PRODUCERS = {
+    "crewai": Producer(
+        ["crewai_crew.py", QUESTION], crewai_upstream, "crewai-openinference.otlp.jsonl"
+    ),
+    "crewai-agents-only": Producer(
+        ["crewai_crew.py", QUESTION, "--agents-only"],
+        crewai_agents_upstream,
+        "crewai-agents-only.otlp.jsonl",
+    ),
+    "traceloop": Producer(
+        ["traceloop_team.py", QUESTION], team_upstream, "traceloop-team.otlp.jsonl"
+    ),
+    "logfire": Producer(
+        ["logfire_team.py", QUESTION], team_upstream, "logfire-pydantic-ai.otlp.jsonl"
+    ),
+    "mlflow": Producer(
+        ["mlflow_team.py", QUESTION, "trace.json"],
+        team_upstream,
+        "mlflow-team.trace.json",
+        "trace.json",
+    ),
+    "langsmith": Producer(
+        ["langsmith_team.py", QUESTION, "runs.json"],
+        team_upstream,
+        "langsmith-team.runs.json",
+        "runs.json",
+    ),
+}
+"""Versions used for the committed fixtures are listed in docs/import.md."""
+
+
+def scrub(text: str, *places: Path) -> str:
+    """The fixture's text without this machine's paths (source file names, stores)."""
+    for place in places:
+        text = text.replace(str(place) + "/", "").replace(str(place), ".")
+    return text
+
+
+def regenerate_producer(name: str, python: str) -> None:
+    import tempfile
+
+    producer = PRODUCERS[name]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp).resolve()
+        run = run_program(
+            producer.program,
+            producer.upstream,
+            out,
+            python=python,
+            collect=producer.output is None,
+        )
+        source = out / producer.output if producer.output else run.raw
+        target = FIXTURES / producer.fixture
+        text = scrub(source.read_text(encoding="utf-8"), PROGRAMS.resolve(), out)
+        target.write_text(text, encoding="utf-8")
+        print(f"{target}: {run.llm_requests} LLM calls")
+
+
+QUIET_ENV.update(
+    {
+        "TRACELOOP_TELEMETRY": "false",
+        "LANGSMITH_ENDPOINT": "http://127.0.0.1:9",  # local tracing; the client's probe fails
+        "DO_NOT_TRACK": "1",
+    }
+)
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(HERE.parent / "src"))
     if len(sys.argv) == 3 and sys.argv[1] == "--crewai-python":
         regenerate_crewai(sys.argv[2])
+    elif len(sys.argv) == 4 and sys.argv[1] == "--producer":
+        regenerate_producer(sys.argv[2], sys.argv[3])
     else:
         regenerate()

@@ -197,6 +197,8 @@ IMPORTERS: Registry[type[Any]] = Registry(
         "ag2": "faultfinder.traces.importers.ag2:Ag2Importer",
         "generic": "faultfinder.traces.importers.generic:GenericImporter",
         "langfuse": "faultfinder.traces.importers.langfuse:LangfuseImporter",
+        "langsmith": "faultfinder.traces.importers.langsmith:LangsmithImporter",
+        "mlflow": "faultfinder.traces.importers.mlflow:MlflowImporter",
         "otlp": "faultfinder.traces.importers.otlp:OtlpImporter",
         "phoenix": "faultfinder.traces.importers.phoenix:PhoenixImporter",
         "traceelephant": "faultfinder.traces.importers.traceelephant:TraceElephantImporter",

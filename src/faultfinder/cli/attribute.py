@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import click
@@ -24,6 +25,7 @@ from faultfinder.exitcodes import CaseCounts
 from faultfinder.judging.method import Attribution, run_method
 from faultfinder.judging.why import why
 from faultfinder.registry import create_method
+from faultfinder.results_store import DEFAULT_RESULTS, append_result
 from faultfinder.shortlist.sets import describe as describe_step_set
 from faultfinder.traces.loader import load_trace
 from faultfinder.traces.schema import Trace
@@ -119,6 +121,16 @@ def format_step_set(result: Attribution, n_steps: int | None = None) -> str:
 )
 @click.option("--format", "trace_format", default=None, help="Input format (default: detect).")
 @click.option("--json", "as_json", is_flag=True, help="Print the full result object as JSON.")
+@click.option(
+    "--results",
+    "results_path",
+    default=str(DEFAULT_RESULTS),
+    show_default=True,
+    envvar="FAULTFINDER_RESULTS",
+    type=click.Path(dir_okay=False),
+    help="Results store the answer is appended to (`faultfinder ui` reads it).",
+)
+@click.option("--save/--no-save", default=True, help="Append the answer to the results store.")
 @step_set_option
 @strict_option
 @method_options
@@ -130,6 +142,8 @@ def attribute(
     method_spec: str,
     trace_format: str | None,
     as_json: bool,
+    results_path: str,
+    save: bool,
     step_set: float | None,
     strict: bool,
     with_ground_truth: bool,
@@ -147,5 +161,9 @@ def attribute(
     result = asyncio.run(run_method(method, trace, llm, label=method_spec, step_set=step_set))
     shown = "\n".join([format_attribution(result, len(trace.steps)), *gold_lines(trace, result)])
     click.echo(result.model_dump_json(indent=2) if as_json else shown)
+    if save:
+        saved = append_result(result, Path(results_path))
+        if not as_json:  # stdout stays one JSON document with --json
+            click.echo(f"saved to {saved}", err=True)
     exit_for(CaseCounts.of([result.status]))
 

@@ -9,6 +9,8 @@ from typing import Any
 import click
 
 from faultfinder.cli.common import pass_errors, strict_option
+from faultfinder.cli.handling import InputPath
+from faultfinder.cli.kinds import explained
 from faultfinder.errors import ConfigError
 from faultfinder.traces.importers import importers
 from faultfinder.traces.io import write_trace
@@ -73,9 +75,11 @@ def describe(trace: Trace) -> str:
         step = "-" if trace.label.step is None else str(trace.label.step)
         label = f"{trace.label.agent or '-'} @ step {step}"
     inputs = ", inputs" if trace.has_inputs else ""
+    under = trace.metadata.get("otlp_under")
+    where = f"; OTLP under {', '.join(repr(p) for p in under)}" if isinstance(under, list) else ""
     return (
         f"{trace.id}: {len(trace.steps)} steps, {len(trace.agent_names())} agents{inputs}; "
-        f"label {label}"
+        f"label {label}{where}"
     )
 
 
@@ -86,7 +90,7 @@ def _format_help() -> str:
 
 
 @click.command("import")
-@click.argument("path", type=click.Path(exists=True), required=False)
+@click.argument("path", type=InputPath(), required=False)
 @click.option("--format", "trace_format", default=None, help=_format_help())
 @click.option(
     "--out",
@@ -153,7 +157,8 @@ def import_traces(
     elif path is None:
         raise click.UsageError("Give a PATH to import (or --from-langfuse TRACE_ID).")
     else:
-        traces = load_traces(path, format=trace_format, strict=strict, **options)
+        with explained(path, "trace", "a trace in a format to import"):
+            traces = load_traces(path, format=trace_format, strict=strict, **options)
     if out:
         target = Path(out)
         if target.suffix == ".jsonl":

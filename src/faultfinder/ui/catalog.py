@@ -189,7 +189,9 @@ READ_ERRORS = (FaultfinderError, ValidationError, ValueError, OSError, KeyError,
 
 
 def build_catalog(paths: Iterable[str | Path], results_file: Path | None = None) -> Catalog:
-    """Walk ``paths`` and read every artefact found."""
+    """Walk ``paths`` and read every artefact found, file by file: a file that cannot be
+    read is listed as a problem and hides nothing else. ``results_file`` (the results
+    store `attribute` and the page append to) is read too when it exists."""
     catalog = Catalog(Roots(paths))
     own = results_file.resolve() if results_file is not None else None
     for root in catalog.roots.paths:
@@ -206,8 +208,14 @@ def build_catalog(paths: Iterable[str | Path], results_file: Path | None = None)
     return catalog
 
 
-def _walk(root: Path, catalog: Catalog) -> Iterator[Path]:
-    """Files and run directories under ``root``, in sorted order, links checked."""
+TRACE_SUFFIXES = (".json", ".jsonl", ".gz", ".pb", ".binpb", ".db", ".sqlite", ".parquet")
+"""Files the walk reads: JSON and JSON lines (traces, results, evaluations, graphs), gzip
+and protobuf OTLP exports, AG2 logging databases, Phoenix parquet exports."""
+
+
+def _walk(root: Path, catalog: Catalog, whole: Path | None = None) -> Iterator[Path]:
+    """Files and run directories under ``root``, in sorted order, links checked. ``whole``:
+    a directory that could not be read as one importer's input, walked file by file."""
     if root.is_file():
         yield root
         return
@@ -218,7 +226,7 @@ def _walk(root: Path, catalog: Catalog) -> Iterator[Path]:
         if (directory / STEPS_FILE).is_file():
             yield directory  # a recording (or a branch): read as a whole
             continue
-        if _importer_dir(directory):
+        if directory != whole and _importer_dir(directory):
             yield directory
             continue
         try:
@@ -235,7 +243,7 @@ def _walk(root: Path, catalog: Catalog) -> Iterator[Path]:
                 continue
             if real.is_dir():
                 stack.append(child)
-            elif child.suffix in (".json", ".jsonl"):
+            elif child.suffix in TRACE_SUFFIXES:
                 seen += 1
                 if seen > MAX_FILES:
                     catalog.problems.append(Problem(root, f"stopped after {MAX_FILES} files"))
@@ -255,19 +263,35 @@ def _importer_dir(directory: Path) -> bool:
 
 
 def _read_any(path: Path, catalog: Catalog) -> None:
+    if path.is_dir() and not (path / STEPS_FILE).is_file():
+        _read_dir(path, catalog)
+        return
     try:
         if path.is_dir():
-            if (path / STEPS_FILE).is_file():
-                _read_run(path, catalog)
-            else:
-                for trace in load_traces(path):
-                    catalog.add_trace(trace, path, "trace", None)
+            _read_run(path, catalog)
         elif path.suffix == ".jsonl":
             _read_jsonl(path, catalog, origin="attribution")
-        else:
+        elif path.suffix == ".json":
             _read_json(path, catalog)
+        else:
+            for trace in load_traces(path):
+                catalog.add_trace(trace, path, "trace", None)
     except READ_ERRORS as exc:
         catalog.problems.append(Problem(path, _one_line(exc)))
+
+
+def _read_dir(path: Path, catalog: Catalog) -> None:
+    """A directory an importer recognises (a TraceElephant run, a Who&When subset): read
+    whole when that works, else file by file, so one foreign file (an attribution result
+    next to the traces) hides nothing."""
+    try:
+        traces = load_traces(path)
+    except READ_ERRORS:
+        for child in _walk(path, catalog, whole=path):
+            _read_any(child, catalog)
+        return
+    for trace in traces:
+        catalog.add_trace(trace, path, "trace", None)
 
 
 def _read_json(path: Path, catalog: Catalog) -> None:

@@ -18,6 +18,7 @@ from faultfinder.traces.importers._messages import (
     MESSAGE_EVENTS,
     Message,
     input_messages,
+    message_list,
     output_messages,
     request_of,
     usage_of,
@@ -27,6 +28,7 @@ from faultfinder.traces.schema import Agent, SourceInfo, Step, ToolCall, ToolRes
 
 _LLM_OPS = {"chat", "text_completion", "generate_content", "completion", "responses"}
 _AGENT_OPS = {"invoke_agent", "create_agent"}
+_MLFLOW_KINDS = {"LLM": "llm", "CHAT_MODEL": "llm", "AGENT": "agent", "TOOL": "tool"}
 _MESSAGE_PREFIXES = (
     "gen_ai.prompt.",
     "gen_ai.completion.",
@@ -48,6 +50,9 @@ def span_kind(span: Span) -> str | None:
         return "agent"
     if oi == "TOOL" or op == "execute_tool" or a.get("traceloop.span.kind") == "tool":
         return "tool"
+    mlflow = str(maybe_json(a.get("mlflow.spanType")) or "")
+    if mlflow in _MLFLOW_KINDS:
+        return _MLFLOW_KINDS[mlflow]
     hint = span.hints.get("kind")
     if hint in ("llm", "agent", "tool"):
         return str(hint)
@@ -86,7 +91,7 @@ def named_agent(span: Span, keys: tuple[str, ...] = _AGENT_KEYS + _NODE_KEYS) ->
 
 def agent_span_name(span: Span) -> str:
     """The name of an agent span: explicit attribute, CrewAI role, else the span name."""
-    explicit = named_agent(span)
+    explicit = named_agent(span) or _str(span.attributes.get("traceloop.entity.name"))
     if explicit:
         return explicit
     value = maybe_json(span.attributes.get("input.value"))
@@ -148,38 +153,71 @@ def build_traces(spans: list[Span], *, path: str | Path, fmt: str, id_prefix: st
     ]
 
 
+def dedupe(spans: list[Span]) -> tuple[list[Span], int]:
+    """Spans with each span id once (an exporter retry or a file written twice repeats
+    spans); of two copies the one with more attributes is kept, at the first one's place."""
+    kept: dict[str, Span] = {}
+    for span in spans:
+        first = kept.get(span.span_id)
+        if first is None:
+            kept[span.span_id] = span
+        elif len(span.attributes) > len(first.attributes) or (first.end is None and span.end):
+            span.hints.setdefault("_position", first.hints.get("_position", 0))
+            kept[span.span_id] = span
+    return list(kept.values()), len(spans) - len(kept)
+
+
 def build_trace(
     spans: list[Span], *, path: str | Path, fmt: str, trace_id: str, task: str | None = None
 ) -> Trace:
     """The canonical trace of one trace's spans."""
+    spans, duplicates = dedupe(spans)
     tree = SpanTree(spans)
     order = tree.walk()
     kinds = {s.span_id: span_kind(s) for s in order}
+    agent_steps = _agent_step_spans(order, tree, kinds)
     steps: list[Step] = []
-    step_of_span: dict[str, Step] = {}
     roster: dict[str, Agent] = {}
     handoffs: list[dict[str, Any]] = []
+    step_of_agent_span: dict[str, Step] = {}
     for span in order:
         kind = kinds[span.span_id]
         ancestors = tree.ancestors(span)
-        if kind == "agent" and (named_agent(span) or _encloses_llm(span, tree, kinds)):
+        if kind == "agent" and (
+            named_agent(span) or span.span_id in agent_steps or _encloses_llm(span, tree, kinds)
+        ):
             name = agent_span_name(span)
             roster.setdefault(
                 name,
                 Agent(name=name, description=_str(span.attributes.get("gen_ai.agent.description"))),
             )
+            owner = agent_steps.get(span.span_id)
+            if owner == span.span_id:
+                step = _agent_step(span, name, index=len(steps))
+                steps.append(step)
+                step_of_agent_span[span.span_id] = step
+            elif owner is not None:
+                step_of_agent_span[span.span_id] = step_of_agent_span[owner]
+                step_of_agent_span[owner].metadata.setdefault("merged_agent_spans", []).append(
+                    span.span_id
+                )
         elif kind == "handoff":
             handoffs.append(_handoff(span, ancestors, kinds))
         elif kind == "llm":
             if any(kinds[a.span_id] == "llm" for a in ancestors):
                 continue  # the same call seen by a second instrumentation (nested LLM spans)
-            step = _llm_step(span, ancestors, kinds, index=len(steps))
-            steps.append(step)
-            step_of_span[span.span_id] = step
+            steps.append(_llm_step(span, ancestors, kinds, index=len(steps)))
     for span in order:
-        if kinds[span.span_id] == "tool" and not any(
-            kinds[a.span_id] in ("llm", "tool") for a in tree.ancestors(span)
-        ):
+        if kinds[span.span_id] != "tool":
+            continue
+        ancestors = tree.ancestors(span)
+        if any(kinds[a.span_id] in ("llm", "tool") for a in ancestors):
+            continue  # a tool inside a tool (the same call seen twice) or inside a model call
+        owner_span = next((a for a in ancestors if kinds[a.span_id] == "agent"), None)
+        owner_step = step_of_agent_span.get(owner_span.span_id) if owner_span else None
+        if owner_span is not None and owner_step is not None:
+            _add_tool(owner_step, span, f"TOOL span under agent span '{owner_span.name}'")
+        else:
             _attach_tool(span, tree, kinds, steps)
     for step in steps:
         roster.setdefault(step.agent, Agent(name=step.agent, model=step.model))
@@ -191,6 +229,10 @@ def build_trace(
         "trace_id": spans[0].trace_id if spans else None,
         "spans": len(spans),
     }
+    if duplicates:
+        metadata["duplicate_spans"] = duplicates
+    if agent_steps:
+        metadata["agent_steps"] = len(set(agent_steps.values()))
     if handoffs:
         metadata["handoffs"] = handoffs
     scopes = sorted({s.scope for s in spans if s.scope})
@@ -203,7 +245,9 @@ def build_trace(
         metadata["service"] = service
     if task is None:
         task = _task(root, steps)
-    final = _str(root.attributes.get("output.value")) if root else None
+    final, final_from = _final_answer(order, kinds, tree)
+    if final_from:
+        metadata["final_answer_from"] = final_from
     return make_trace(
         path,
         id=trace_id,
@@ -214,6 +258,203 @@ def build_trace(
         source=SourceInfo(format=fmt, path=str(path)),
         metadata=metadata,
     )
+
+
+def span_input(span: Span) -> Any:
+    """The span's input payload (OpenInference, Traceloop, MLflow or the source's own)."""
+    a = span.attributes
+    for key in ("input.value", "traceloop.entity.input", "mlflow.spanInputs"):
+        if a.get(key) is not None:
+            return a[key]
+    return span.hints.get("input")
+
+
+def span_output(span: Span) -> Any:
+    """The span's output payload (OpenInference, Traceloop, MLflow or the source's own)."""
+    a = span.attributes
+    for key in ("output.value", "traceloop.entity.output", "mlflow.spanOutputs", "final_result"):
+        if a.get(key) is not None:
+            return a[key]
+    return span.hints.get("output")
+
+
+def _has_io(span: Span) -> bool:
+    a = span.attributes
+    return (
+        span_input(span) is not None
+        or span_output(span) is not None
+        or "gen_ai.input.messages" in a
+        or "gen_ai.output.messages" in a
+    )
+
+
+def _agent_step_spans(
+    order: list[Span], tree: SpanTree, kinds: dict[str, str | None]
+) -> dict[str, str]:
+    """Agent spans that are steps themselves: those with an input or output and no LLM span
+    anywhere under them (the model client was not instrumented). Maps each such span id to
+    the span id of its step: an agent span nested in another of the same agent (a framework
+    that wraps one execution twice) is part of the outer one's step."""
+    owner: dict[str, str] = {}
+    for span in order:
+        if kinds[span.span_id] != "agent" or not _has_io(span):
+            continue
+        if _subtree_has(span, tree, kinds, "llm"):
+            continue
+        name = agent_span_name(span)
+        outer = next(
+            (
+                owner[a.span_id]
+                for a in tree.ancestors(span)
+                if a.span_id in owner and agent_span_name(a) == name
+            ),
+            None,
+        )
+        owner[span.span_id] = outer or span.span_id
+    return owner
+
+
+def _subtree_has(span: Span, tree: SpanTree, kinds: dict[str, str | None], kind: str) -> bool:
+    stack = list(tree.children.get(span.span_id, []))
+    seen: set[str] = set()
+    while stack:
+        s = stack.pop()
+        if s.span_id in seen:
+            continue
+        seen.add(s.span_id)
+        if kinds.get(s.span_id) == kind:
+            return True
+        stack.extend(tree.children.get(s.span_id, []))
+    return False
+
+
+def payload_text(value: Any) -> str:
+    """An agent's or a chain's input or output payload as text: a framework's result object
+    (CrewAI's ``raw``, an ``output`` / ``final_output`` / ``content`` field, one chat
+    message) reduced to its text; anything else as its JSON text."""
+    value = maybe_json(value)
+    if isinstance(value, str) and len(value) > 1 and value[0] == value[-1] == '"':
+        value = maybe_json(f"[{value}]")  # a JSON string literal (Traceloop's entity output)
+        value = value[0] if isinstance(value, list) and value else value
+    if isinstance(value, dict):
+        for key in ("raw", "final_output", "output", "content", "answer", "result"):
+            if isinstance(value.get(key), str):
+                return str(value[key])
+        messages = message_list(value)
+        if messages and len(messages) == 1 and messages[0]["content"]:
+            return str(messages[0]["content"])
+    if isinstance(value, list):
+        messages = message_list(value)
+        replies = [m["content"] for m in messages or [] if m["role"] == "assistant"]
+        if replies and replies[-1]:
+            return str(replies[-1])
+    return text_of(value)
+
+
+def _agent_step(span: Span, agent: str, index: int) -> Step:
+    """The step of an agent span that has no LLM span under it."""
+    inputs, in_conv = input_messages(span)
+    result = maybe_json(span_output(span))
+    if not inputs and isinstance(result, dict) and isinstance(result.get("messages"), list):
+        inputs = message_list(result["messages"])  # CrewAI: the agent's conversation
+        in_conv = "messages of the agent's output" if inputs else ""
+    if not inputs:
+        raw = span_input(span)
+        inputs = [{"role": "user", "content": payload_text(raw)}] if raw is not None else None
+    outputs, out_conv = (
+        output_messages(span)
+        if "gen_ai.output.messages" in span.attributes
+        else (
+            None,
+            "",
+        )
+    )
+    if outputs:
+        content = "\n".join(m["content"] for m in outputs if m.get("content"))
+    else:
+        raw_out = span_output(span)
+        content = payload_text(raw_out) if raw_out is not None else ""
+    metadata: dict[str, Any] = {
+        "span_id": span.span_id,
+        "span_name": span.name,
+        "inferred": {
+            "agent": f"agent span '{span.name}'",
+            "step": "agent span with input/output and no LLM span under it: the content is "
+            "the agent's output, its tool calls the TOOL spans under it",
+        },
+    }
+    if in_conv or out_conv:
+        metadata["conventions"] = sorted({c for c in (in_conv, out_conv) if c})
+    if span.status == "error":
+        metadata["status"] = "error"
+        if span.status_message:
+            metadata["status_message"] = span.status_message
+    a = span.attributes
+    model = next(
+        (str(a[k]) for k in ("gen_ai.response.model", "gen_ai.request.model") if a.get(k)),
+        span.hints.get("model"),
+    )
+    return Step(
+        index=index,
+        agent=agent,
+        role="assistant",
+        kind="llm",
+        content=content,
+        input_messages=[_clean(m) for m in inputs] if inputs else None,
+        model=model,
+        usage=usage_of(span),
+        started_at=span.start,
+        ended_at=span.end,
+        source_id=span.span_id,
+        metadata=metadata,
+    )
+
+
+def _add_tool(step: Step, span: Span, rule: str) -> None:
+    """One tool span as a call and its result on ``step`` (the agent step enclosing it)."""
+    fields = tool_fields(span)
+    step.tool_calls.append(
+        ToolCall(id=fields["call_id"], name=fields["name"], arguments=fields["arguments"])
+    )
+    step.tool_results.append(
+        ToolResult(
+            call_id=fields["call_id"],
+            name=fields["name"],
+            content=fields["content"],
+            status=fields["status"],
+        )
+    )
+    step.metadata.setdefault("tool_spans", []).append({"span_id": span.span_id, "matched_by": rule})
+
+
+def _final_answer(
+    order: list[Span], kinds: dict[str, str | None], tree: SpanTree
+) -> tuple[str | None, str]:
+    """The run's final answer: the root span's output, else the output of the outermost
+    span that is neither a model call nor a tool (a crew, chain or workflow span), else
+    that of the last agent span not inside another agent span."""
+    for n, span in enumerate(order):
+        if n and kinds[span.span_id] is not None:
+            continue  # below the root, only a crew, chain or workflow span
+        text = _output_text(span)
+        if text:
+            return text, f"output of span '{span.name}'"
+    outermost = [
+        s
+        for s in order
+        if kinds[s.span_id] == "agent"
+        and not any(kinds[a.span_id] == "agent" for a in tree.ancestors(s))
+    ]
+    for span in reversed(outermost):
+        text = _output_text(span)
+        if text:
+            return text, f"output of the last agent span '{span.name}'"
+    return None, ""
+
+
+def _output_text(span: Span) -> str | None:
+    value = span_output(span)
+    return payload_text(value) or None if value is not None and value != "" else None
 
 
 def _encloses_llm(span: Span, tree: SpanTree, kinds: dict[str, str | None]) -> bool:
@@ -233,7 +474,7 @@ def _str(value: Any) -> str | None:
 
 def _task(root: Span | None, steps: list[Step]) -> str:
     if root is not None:
-        value = root.attributes.get("input.value") or root.hints.get("input")
+        value = span_input(root)
         found = _first_user(value)
         if found:
             return found
@@ -341,15 +582,18 @@ def tool_fields(span: Span) -> dict[str, Any]:
     """Name, call id, arguments, result and status of a tool span."""
     a = span.attributes
     name = (
-        _str(a.get("gen_ai.tool.name")) or _str(a.get("tool.name")) or span.hints.get("tool_name")
+        _str(a.get("gen_ai.tool.name"))
+        or _str(a.get("tool.name"))
+        or _str(a.get("traceloop.entity.name"))
+        or span.hints.get("tool_name")
     )
     call_id = (
         _str(a.get("gen_ai.tool.call.id"))
         or _str(a.get("tool_call.id"))
         or span.hints.get("call_id")
     )
-    args = a.get("gen_ai.tool.call.arguments", a.get("input.value", span.hints.get("input")))
-    result = a.get("gen_ai.tool.call.result", a.get("output.value", span.hints.get("output")))
+    args = a.get("gen_ai.tool.call.arguments", span_input(span))
+    result = a.get("gen_ai.tool.call.result", span_output(span))
     status = "error" if span.status == "error" else "success"
     return {
         "name": name or _PREFIX.sub("", span.name) or span.name,
@@ -425,10 +669,10 @@ def _attach_tool(
             )
         )
         return
-    if not any(
-        c.id == fields["call_id"] or (c.name == fields["name"] and not fields["call_id"])
-        for c in target.tool_calls
-    ) and not any(c.name == fields["name"] for c in target.tool_calls):
+    asked = [c for c in target.tool_calls if c.name == fields["name"]]
+    given = [r for r in target.tool_results if r.name == fields["name"]]
+    known = fields["call_id"] and any(c.id == fields["call_id"] for c in target.tool_calls)
+    if not known and len(given) >= len(asked):  # every call of that name already answered
         target.tool_calls.append(
             ToolCall(id=fields["call_id"], name=fields["name"], arguments=fields["arguments"])
         )

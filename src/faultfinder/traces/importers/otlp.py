@@ -10,6 +10,7 @@ semantic conventions are mapped by ``_semconv``.
 from __future__ import annotations
 
 import gzip
+import re
 import zlib
 from pathlib import Path
 from typing import Any, ClassVar
@@ -17,14 +18,14 @@ from typing import Any, ClassVar
 from faultfinder.errors import ConfigError, TraceFormatError
 from faultfinder.traces.importers._common import check_options, fail
 from faultfinder.traces.importers._semconv import build_traces
-from faultfinder.traces.importers._spans import Span, spans_from_otlp
+from faultfinder.traces.importers._spans import Span, maybe_json, spans_from_otlp
 from faultfinder.traces.io import parse_json, split_lines
 from faultfinder.traces.schema import Trace
 
 MAX_FILE = 512 * 1024 * 1024
 """Decompressed size limit: a gzip bomb stops here instead of filling memory."""
 _SNIFF = 1 << 16
-_MARKERS = (b'"resourceSpans"', b'"resource_spans"')
+_MARKERS = (b'"resourceSpans"', b'"resource_spans"', b'\\"resourceSpans\\"')
 
 
 def read_bytes(path: Path, limit: int = MAX_FILE) -> bytes:
@@ -109,25 +110,79 @@ def json_lines(text: str, path: Path) -> list[tuple[int, Any]] | None:
     return [(n, parse_json(line, path, line=n)) for n, line in lines]
 
 
-def _json_spans(text: str, path: Path) -> list[Span]:
-    """Spans of JSON lines, or of one JSON document (an export or a list of them)."""
+_REQUEST_KEYS = ("resourceSpans", "resource_spans")
+_ENVELOPE_DEPTH = 4
+
+
+def find_requests(value: Any, where: str = "", depth: int = 0) -> list[tuple[Any, str]]:
+    """The OTLP requests in one JSON value, with where each sits: the value itself, the
+    items of a list, or objects under another key (an envelope such as ``{"timestamp": ...,
+    "data": {"resourceSpans": [...]}}``, also when ``data`` holds the request as JSON text).
+    Nothing found: an empty list."""
+    if isinstance(value, str) and depth and value.lstrip()[:1] == "{" and "esource" in value:
+        value = maybe_json(value)
+    if isinstance(value, dict):
+        if any(k in value for k in _REQUEST_KEYS):
+            return [(value, where)]
+        if depth >= _ENVELOPE_DEPTH:
+            return []
+        return [
+            found
+            for key, inner in value.items()
+            for found in find_requests(inner, f"{where}.{key}" if where else str(key), depth + 1)
+        ]
+    if isinstance(value, list) and depth < _ENVELOPE_DEPTH:
+        return [
+            found
+            for n, inner in enumerate(value)
+            for found in find_requests(inner, f"{where}[{n}]", depth + 1)
+        ]
+    return []
+
+
+def envelope_of(where: str) -> str:
+    """The envelope path of a request, list positions generalised (``[3].data`` → ``data``)."""
+    return re.sub(r"\[\d+\]", "[]", where).removeprefix("[]").lstrip(".")
+
+
+def _item_spans(item: Any, path: str | Path, base: str, envelopes: set[str]) -> list[Span]:
+    """Spans of one JSON document or line: its OTLP requests wherever they sit."""
+    found = find_requests(item, base.rstrip("."))
+    if not found:  # not a request anywhere: the strict reader says what is wrong
+        return spans_from_otlp(item, path=path, where=base)
+    spans: list[Span] = []
+    for request, where in found:
+        envelope = envelope_of(where[len(base.rstrip(".")) :])
+        if envelope:
+            envelopes.add(envelope)
+        spans += spans_from_otlp(request, path=path, where=f"{where}." if where else "")
+    return spans
+
+
+def _json_spans(text: str, path: Path, envelopes: set[str]) -> list[Span]:
+    """Spans of JSON lines, or of one JSON document (an export, a list of them, or either
+    inside an envelope)."""
     records = json_lines(text, path)
     if records is not None:
-        return [s for n, item in records for s in spans_from_otlp(item, path=f"{path}:{n}")]
+        return [s for n, item in records for s in _item_spans(item, f"{path}:{n}", "", envelopes)]
     whole = parse_json(text, path)
-    items = whole if isinstance(whole, list) else [whole]
-    return [
-        s
-        for n, item in enumerate(items)
-        for s in spans_from_otlp(item, path=path, where=f"[{n}]." if len(items) > 1 else "")
-    ]
+    if whole == []:
+        return []
+    if isinstance(whole, list) and len(whole) > 1:
+        return [
+            s for n, item in enumerate(whole) for s in _item_spans(item, path, f"[{n}].", envelopes)
+        ]
+    return _item_spans(
+        whole[0] if isinstance(whole, list) and whole else whole, path, "", envelopes
+    )
 
 
-def read_otlp(path: Path) -> list[Span]:
-    """Every span in an OTLP file (JSON, JSON lines or protobuf; gzipped or not)."""
+def read_otlp(path: Path, envelopes: set[str] | None = None) -> list[Span]:
+    """Every span in an OTLP file (JSON, JSON lines or protobuf; gzipped or not). The
+    envelope paths requests were found under are added to ``envelopes``."""
     data = read_bytes(path)
     if is_json_text(data[:64].lstrip(b"\xef\xbb\xbf")):
-        return _json_spans(decode_text(data, path), path)
+        return _json_spans(decode_text(data, path), path, set() if envelopes is None else envelopes)
     return _protobuf_spans(data, path)
 
 
@@ -181,5 +236,10 @@ class OtlpImporter:
     def load(self, path: Path, **options: Any) -> list[Trace]:
         check_options(self.name, options, {})
         path = Path(path)
-        spans = read_otlp(path)
-        return build_traces(spans, path=path, fmt=self.name, id_prefix=stem_of(path))
+        envelopes: set[str] = set()
+        spans = read_otlp(path, envelopes)
+        traces = build_traces(spans, path=path, fmt=self.name, id_prefix=stem_of(path))
+        if envelopes:  # say where the requests were found
+            for trace in traces:
+                trace.metadata["otlp_under"] = sorted(envelopes)
+        return traces
