@@ -15,8 +15,9 @@ import click
 from click.core import ParameterSource
 
 from faultfinder.cli.common import PORT, SECONDS, build_llm, model_options, pass_errors
+from faultfinder.results_store import DEFAULT_RESULTS as RESULTS_STORE
 
-DEFAULT_RESULTS = Path(".faultfinder") / "ui-results.jsonl"
+DEFAULT_RESULTS = RESULTS_STORE
 LOOPBACK_NAMES = ("localhost",)
 PROGRAM_KEY = "faultfinder.ui.program"
 
@@ -79,7 +80,9 @@ def is_loopback(host: str) -> bool:
     "results_path",
     default=str(DEFAULT_RESULTS),
     show_default=True,
-    help="JSONL file that receives attributions run from the page (also read at start).",
+    envvar="FAULTFINDER_RESULTS",
+    help="Results store: attributions saved by `attribute` and run from the page (read at "
+    "start; the page appends to it).",
 )
 @click.option(
     "--allow-replay",
@@ -196,7 +199,7 @@ def ui(
             err=True,
         )
     results = Path(results_path)
-    catalog = build_catalog(paths, results_file=results if allow_run else None)
+    catalog = build_catalog(paths, results_file=results)
     runner = None
     if allow_run:
         assert method_spec is not None

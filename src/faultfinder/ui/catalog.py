@@ -40,7 +40,9 @@ from faultfinder.traces.loader import load_traces
 from faultfinder.traces.schema import Trace
 
 TraceKind = Literal["trace", "recording", "replay"]
-AttributionOrigin = Literal["attribution", "eval", "dover", "ui"]
+AttributionOrigin = Literal["attribution", "eval", "dover", "ui", "saved"]
+"""Where an answer was found: an `attribute --json` file, an eval or DoVer file, a run from
+the page, or the results store (``saved``)."""
 
 MAX_FILES = 20_000
 """Stop walking after this many files (a guard against pointing the UI at '/')."""
@@ -202,7 +204,7 @@ def build_catalog(paths: Iterable[str | Path], results_file: Path | None = None)
         catalog.results_file = results_file
         if results_file.is_file():
             try:
-                _read_jsonl(results_file, catalog, origin="ui")
+                _read_jsonl(results_file, catalog, origin="saved")
             except READ_ERRORS as exc:
                 catalog.problems.append(Problem(results_file, _one_line(exc)))
     return catalog

@@ -73,7 +73,11 @@ def index(catalog: Catalog, query: dict[str, str]) -> dict[str, Any]:
         "dovers": sorted(catalog.dovers.values(), key=lambda d: str(d.path)),
         "replays": sorted(catalog.replays.values(), key=lambda r: str(r.branch_dir)),
         "answer_files": sorted(
-            {str(a.path) for a in catalog.attributions if a.origin in ("attribution", "ui")}
+            {
+                str(a.path)
+                for a in catalog.attributions
+                if a.origin in ("attribution", "ui", "saved")
+            }
         ),
         "problems": catalog.problems,
     }
