@@ -29,7 +29,7 @@ from faultfinder.judging.answers import (
 from faultfinder.llm.client import ParseError
 from faultfinder.methods.agentic.actions import parse_action
 from faultfinder.methods.chief.dataflow import extract_values, link_values
-from faultfinder.methods.echo.context import extract_key_decision, extract_milestone
+from faultfinder.methods.echo.context import compress
 from faultfinder.methods.echo.schema import parse_sections
 from faultfinder.methods.whowhen.common import parse_half
 from faultfinder.replay.matching import Matcher, agent_from_system_prompt
@@ -143,13 +143,13 @@ def test_sections_after_long_blank_runs() -> None:
 
 def test_compression_of_a_long_line_repeating_a_cue() -> None:
     text = run_of("got ") + "nothing. Received the data from the API."
-    assert finishes(lambda: extract_milestone(text, "handoff")) == (
+    assert finishes(lambda: compress(text, "milestone", "handoff")) == (
         "Received the data from the API."
     )
     text = run_of("got ") + "the results."
-    assert finishes(lambda: extract_milestone(text, "handoff")).startswith("got got got")
+    assert finishes(lambda: compress(text, "milestone", "handoff")).startswith("got got got")
     text = run_of("will ") + "wait. I will continue with the next file."
-    assert finishes(lambda: extract_key_decision(text, "handoff")) == (
+    assert finishes(lambda: compress(text, "key_decision", "handoff")) == (
         "I will continue with the next file."
     )
 

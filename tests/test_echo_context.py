@@ -8,27 +8,27 @@ from pathlib import Path
 
 import pytest
 
+from faultfinder.judging.fitting import fit_pieces
 from faultfinder.judging.render import RenderOptions
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend, ScriptedBackend
+from faultfinder.llm.base import approx_token_count
 from faultfinder.methods.echo.context import (
     NO_CONTENT,
     NO_MILESTONES,
+    Compressed,
     LLMExtractor,
     PatternExtractor,
     classify,
     clip_words,
     compress,
     compress_with_patterns,
-    extract_key_decision,
-    extract_milestone,
+    focused_pieces,
     level_for_distance,
     plan_context,
-    render_focused_view,
     render_step_context,
-    summarize,
 )
 from faultfinder.traces.loader import load_trace
-from faultfinder.traces.schema import Step
+from faultfinder.traces.schema import Step, Trace
 
 FIXTURES = Path(__file__).parent / "fixtures" / "echo"
 
@@ -38,10 +38,10 @@ def test_key_decision_prefers_conclusions_for_decision_quality() -> None:
         "Let me look at the numbers. The table has 40 rows. "
         "Therefore, we should use the median price. Some trailing remark."
     )
-    assert extract_key_decision(text) == "Therefore, we should use the median price."
+    assert compress(text, "key_decision") == "Therefore, we should use the median price."
     # The first pattern that matches anywhere wins, not the first sentence.
     text = "So far so good. I conclude the optimal parameters are x=0.5, y=1.0."
-    assert extract_key_decision(text) == "I conclude the optimal parameters are x=0.5, y=1.0."
+    assert compress(text, "key_decision") == "I conclude the optimal parameters are x=0.5, y=1.0."
 
 
 def test_each_context_type_has_its_own_patterns() -> None:
@@ -50,29 +50,29 @@ def test_each_context_type_has_its_own_patterns() -> None:
         "However, the model training failed: insufficient data. "
         "I decided to switch to regression."
     )
-    assert extract_key_decision(text, "handoff").startswith("Received the dataset")
-    assert extract_key_decision(text, "error_propagation") == (
+    assert compress(text, "key_decision", "handoff").startswith("Received the dataset")
+    assert compress(text, "key_decision", "error_propagation") == (
         "However, the model training failed: insufficient data."
     )
-    assert extract_key_decision(text, "decision_quality") == "I decided to switch to regression."
-    assert summarize(text, "error_propagation") == (
+    assert compress(text, "key_decision", "decision_quality") == (
+        "I decided to switch to regression."
+    )
+    assert compress(text, "summary", "error_propagation") == (
         "However, the model training failed: insufficient data."
     )
-    assert extract_milestone("Step 3: data cleaned and saved.", "general") == (
+    assert compress("Step 3: data cleaned and saved.", "milestone", "general") == (
         "Step 3: data cleaned and saved."
     )
-    assert extract_milestone("We found an issue in the join keys. Moving on.", "error_propagation")
-    assert extract_milestone(
-        "We found an issue in the join keys. Moving on.", "error_propagation"
-    ).startswith("We found an issue")
+    issue = "We found an issue in the join keys. Moving on."
+    assert compress(issue, "milestone", "error_propagation").startswith("We found an issue")
 
 
 def test_word_limits_per_level() -> None:
     long_sentence = "Therefore " + " ".join(f"w{i}" for i in range(80)) + "."
-    assert len(extract_key_decision(long_sentence).split()) == 50
-    assert extract_key_decision(long_sentence).endswith("...")
-    assert len(summarize(long_sentence).split()) == 20
-    assert len(extract_milestone(long_sentence).split()) == 15
+    assert len(compress(long_sentence, "key_decision").split()) == 50
+    assert compress(long_sentence, "key_decision").endswith("...")
+    assert len(compress(long_sentence, "summary").split()) == 20
+    assert len(compress(long_sentence, "milestone").split()) == 15
     assert clip_words("a b c", 5) == "a b c"
 
 
@@ -80,17 +80,17 @@ def test_fallbacks_first_substantive_sentence_then_words() -> None:
     # No pattern of any type matches: the first sentence with three words or more that is
     # not a heading is kept.
     text = 'Updated Ledger:\n{\n  "reason": "The album title is not yet confirmed here"\n}'
-    assert summarize(text) == '"reason": "The album title is not yet confirmed here"'
+    assert compress(text, "summary") == '"reason": "The album title is not yet confirmed here"'
     # Only a heading: it is still shown rather than nothing.
-    assert summarize("Plan:") == "Plan:"
-    assert extract_key_decision("TERMINATE") == "TERMINATE"
+    assert compress("Plan:", "summary") == "Plan:"
+    assert compress("TERMINATE", "key_decision") == "TERMINATE"
 
 
 @pytest.mark.parametrize("empty", ["", "   ", "\n\n"])
 def test_empty_content_says_so(empty: str) -> None:
-    assert extract_key_decision(empty) == NO_CONTENT
-    assert summarize(empty) == NO_CONTENT
-    assert extract_milestone(empty) == NO_MILESTONES
+    assert compress(empty, "key_decision") == NO_CONTENT
+    assert compress(empty, "summary") == NO_CONTENT
+    assert compress(empty, "milestone") == NO_MILESTONES
 
 
 def test_classify_picks_the_context_type_from_content() -> None:
@@ -175,17 +175,23 @@ def test_step_context_is_grouped_by_level_in_trace_order() -> None:
     assert "Step 7" in milestones and "Step 9" in milestones and "Step 6" not in milestones
 
 
+def focused_view(trace: Trace, focus: list[int], compressed: dict[int, Compressed]) -> str:
+    """The focused view as the step-level pass sends it when nothing needs cutting."""
+    pieces = focused_pieces(trace, focus, compressed, "hierarchical", RenderOptions())
+    return fit_pieces(pieces, None, approx_token_count, what="")[0]
+
+
 def test_focused_view_tags_every_step_and_shows_focus_in_full() -> None:
     trace = load_trace(FIXTURES / "rooms_outputs_only.json")
     compressed = asyncio.run(PatternExtractor().compress_trace(trace, LLM(ScriptedBackend([]))))
-    view = render_focused_view(trace, [3], compressed, "hierarchical", RenderOptions())
+    view = focused_view(trace, [3], compressed)
     lines = [ln for ln in view.splitlines() if ln.startswith("[")]
     assert len(lines) == len(trace.steps)
     assert lines[3].startswith("[full] Step 3 - Coder")
     assert "print(len(df[df.capacity > 12]))" in view
     assert lines[0].startswith("[key decision] Step 0")  # distance 3
     assert lines[7].startswith("[summary] Step 7") and lines[9].startswith("[summary] Step 9")
-    far = render_focused_view(trace, [0], compressed, "hierarchical", RenderOptions())
+    far = focused_view(trace, [0], compressed)
     assert far.splitlines()[-1].startswith("[milestone] Step 9 - Planner: TERMINATE")
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from faultfinder.demo_team import mock_model
 from faultfinder.demo_team.tasks import find_task
-from faultfinder.replay.matching import first_difference, normalise_request, request_hash
+from faultfinder.replay.matching import Matcher, first_difference, request_hash
 from faultfinder.replay.recorder import RecordedCall, load_calls
 from faultfinder.replay.replayer import Edit, ReplayOptions, ReplayPlan, apply_input_edit
 from faultfinder.replay.session import SessionOptions, record_run, replay_run
@@ -188,7 +188,8 @@ def test_masks_hide_volatile_text() -> None:
 
 
 def test_first_difference_names_the_field() -> None:
-    found = first_difference(normalise_request(body("a")), normalise_request(body("b")))
+    matcher = Matcher()
+    found = first_difference(matcher.normalise(body("a")), matcher.normalise(body("b")))
     assert found == "messages[0].content: 'a' != 'b'"
 
 

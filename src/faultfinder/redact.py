@@ -103,14 +103,6 @@ def is_secret_name(name: str, loose: bool = False) -> bool:
     return lowered in SECRET_NAMES or lowered.endswith(SECRET_SUFFIXES)
 
 
-def bearer_token(authorization: str | None) -> str | None:
-    """The token of an ``Authorization: Bearer ...`` header."""
-    if not authorization:
-        return None
-    scheme, _, token = authorization.strip().partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
-
-
 def _authorization_secrets(value: str) -> list[str]:
     scheme, _, token = value.strip().partition(" ")
     token = token.strip()

@@ -111,11 +111,6 @@ def choose_upstream(run_dir: str, upstream: str | None, trust_run: bool) -> tupl
     return None, False
 
 
-def show_recorded_command(run_dir: str) -> None:
-    """Print the recorded command for reference (it is never run)."""
-    click.echo(stored_command_note(read_meta(run_dir)), err=True)
-
-
 def require_command(run_dir: str, command: tuple[str, ...]) -> list[str]:
     """The program to run, given after '--'; never the one stored in the run directory."""
     if not command:

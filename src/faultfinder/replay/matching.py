@@ -316,15 +316,6 @@ def _canonical_message(message: Any) -> Any:
     return out
 
 
-def normalise_request(
-    body: dict[str, Any],
-    masks: Sequence[str] = (),
-    normalisers: Sequence[str] = DEFAULT_NORMALISERS,
-) -> dict[str, Any]:
-    """The normalised request (see :meth:`Matcher.normalise`)."""
-    return Matcher(tuple(normalisers), tuple(masks)).normalise(body)
-
-
 def request_hash(
     body: dict[str, Any],
     masks: Sequence[str] = (),

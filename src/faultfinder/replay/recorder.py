@@ -447,7 +447,3 @@ def finish_meta(meta: RunMeta, stdout_text: str | None) -> RunMeta:
     if stdout_text and meta.final_answer is None:
         meta.final_answer = final_answer_from_output(stdout_text)
     return meta
-
-
-def read_json_file(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))

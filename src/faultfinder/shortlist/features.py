@@ -63,11 +63,6 @@ class FeatureSpec:
     """Feature groups in use, a subset of ``GROUPS``."""
 
 
-def names_of(group: str) -> list[str]:
-    """Column names of one feature group."""
-    return list(_NAMES[group])
-
-
 def feature_names(groups: Sequence[str]) -> list[str]:
     """Column names for ``groups`` in canonical order."""
     unknown = [g for g in groups if g not in GROUPS]

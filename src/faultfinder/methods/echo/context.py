@@ -221,21 +221,6 @@ def compress(text: str, level: Compression, context_type: ContextType | None = N
     return clip_words(text, limit) or (NO_MILESTONES if level == "milestone" else NO_CONTENT)
 
 
-def extract_key_decision(text: str, context_type: ContextType = "decision_quality") -> str:
-    """L2: the key decision or main point (≤ 50 words)."""
-    return compress(text, "key_decision", context_type)
-
-
-def summarize(text: str, context_type: ContextType = "general") -> str:
-    """L3: a brief outcome summary (≤ 20 words)."""
-    return compress(text, "summary", context_type)
-
-
-def extract_milestone(text: str, context_type: ContextType = "general") -> str:
-    """L4: the milestone or major state change (≤ 15 words)."""
-    return compress(text, "milestone", context_type)
-
-
 class Compressed(BaseModel):
     """A step's three compressed forms."""
 
@@ -491,15 +476,3 @@ def focused_pieces(
         entry_piece(trace, e, compressed, options, tagged=True)
         for e in plan_context(len(trace.steps), focus, kind)
     ]
-
-
-def render_focused_view(
-    trace: Trace,
-    focus: Sequence[int],
-    compressed: dict[int, Compressed],
-    kind: ContextKind,
-    options: RenderOptions,
-) -> str:
-    """The focused view uncut (see :func:`focused_pieces`)."""
-    pieces = focused_pieces(trace, focus, compressed, kind, options)
-    return fit_pieces(pieces, None, approx_token_count, what="")[0]
