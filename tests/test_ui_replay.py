@@ -307,3 +307,42 @@ def test_the_ui_command_takes_the_program_only_after_dashes(runs: Path) -> None:
     for args, message in cases:
         result = runner.invoke(main, args)
         assert result.exit_code == 2 and message in result.output, (args, result.output)
+
+
+def test_every_edit_kind_the_form_sends_is_replayed(runs: Path, upstream: FakeOpenAIServer) -> None:
+    """The bodies the page's script builds for a tool call, a tool result and an
+    instruction, on the Researcher's lookup (step 2) and the Orchestrator's step 1."""
+    client, catalog, _ = app_for(runs, upstream)
+    key = recording_key(catalog)
+    lookup = client.get(f"/trace/{key}/step/2/edit").json()
+    assert lookup["tool_calls"][0]["name"] == "lookup"
+    assert "2023" in lookup["tool_results"][0]["content"]
+    cases: list[tuple[dict[str, Any], int, bool | None]] = [
+        (
+            {
+                "kind": "tool_call",
+                "index": 0,
+                "name": "lookup",
+                "arguments": {"query": "the population of Avalon in 2020"},
+            },
+            2,
+            True,
+        ),
+        (
+            {"kind": "tool_result", "index": 0, "content": "population of Avalon in 2020: 48210"},
+            2,
+            True,
+        ),
+        ({"kind": "input", "text": "Say hello.", "mode": "append-user"}, 1, None),
+    ]
+    for edit, at, succeeds in cases:
+        status = wait(client, start(client, {"trace": key, "at": at, "edit": edit}).json()["url"])
+        assert status["state"] == "done", (edit, status)
+        (attempt,) = status["attempts"]
+        assert attempt["edit_applied"] is True, (edit, attempt)
+        if succeeds is not None:
+            assert attempt["success"] is succeeds, (edit, attempt["answer"])
+        report = json.loads(
+            (runs / "avalon" / "branches" / attempt["branch"] / "report.json").read_text()
+        )
+        assert report["edit_applied"] and report["at"] == at

@@ -252,7 +252,8 @@ def create_method(spec: str, **overrides: Any) -> Method:
     settings: dict[str, Any] = {}
     if preset:
         if preset not in cls.presets:
-            raise UnknownNameError(f"preset of method '{name}'", preset, list(cls.presets))
+            known = [f"{name}:{p}" for p in cls.presets]
+            raise UnknownNameError("method preset", spec, known)
         settings.update(cls.presets[preset])
     settings.update(overrides)
     try:

@@ -21,6 +21,8 @@ from faultfinder.cli.common import (
     strict_option,
     with_progress,
 )
+from faultfinder.cli.handling import InputPath
+from faultfinder.cli.kinds import explained
 from faultfinder.exitcodes import CaseCounts
 from faultfinder.judging.method import Attribution, run_method
 from faultfinder.judging.why import why
@@ -82,27 +84,6 @@ def gold_lines(trace: Trace, result: Attribution) -> list[str]:
     ]
 
 
-def gold_lines(trace: Trace, result: Attribution) -> list[str]:
-    """The trace's gold label beside the answer (a labelled trace: Who&When, the demo)."""
-    gold = trace.label
-    if gold is None:
-        return []
-
-    def mark(ok: bool) -> str:
-        return "match" if ok else "no match"
-
-    step = "-" if gold.step is None else str(gold.step)
-    in_set = ""
-    if result.step_set is not None and gold.step is not None:
-        inside = gold.step in result.step_set
-        in_set = f"; {'in' if inside else 'not in'} the step set"
-    return [
-        f"gold agent: {gold.agent or '-'}    ({mark(result.agent == gold.agent)})",
-        f"gold step:  {step}    ({mark(result.step in gold.acceptable_steps)}{in_set})",
-        f"gold why:   {gold.reason or '-'}",
-    ]
-
-
 def format_step_set(result: Attribution, n_steps: int | None = None) -> str:
     """'{2-4, 7} at 90%: 4 of 12 steps (33% of the trace); ranked by shipped:deploy'."""
     return describe_step_set(
@@ -111,7 +92,7 @@ def format_step_set(result: Attribution, n_steps: int | None = None) -> str:
 
 
 @click.command()
-@click.argument("trace_path", type=click.Path(exists=True))
+@click.argument("trace_path", type=InputPath())
 @click.option(
     "--method",
     "method_spec",
@@ -152,7 +133,8 @@ def attribute(
     **llm_options: Any,
 ) -> None:
     """Find the responsible agent and decisive step of a failed trace."""
-    trace = load_trace(trace_path, format=trace_format, strict=strict)
+    with explained(trace_path, "trace", "a trace"):
+        trace = load_trace(trace_path, format=trace_format, strict=strict)
     overrides = method_overrides(with_ground_truth, observability, settings)
     overrides.update(pop_sampling(llm_options))
     method = create_method(method_spec, **overrides)

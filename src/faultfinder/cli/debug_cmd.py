@@ -22,6 +22,7 @@ from faultfinder.cli.common import (
     pass_errors,
     with_progress,
 )
+from faultfinder.cli.handling import InputPath
 from faultfinder.cli.proxy_options import choose_upstream, require_command, trust_options
 from faultfinder.replay.recorder import new_run_id, read_meta
 from faultfinder.replay.session import SessionOptions, replay_upstream, run_sync
@@ -33,7 +34,7 @@ def _live_upstream(run_dir: str, upstream: str | None, trust_run: bool) -> str |
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("run_dir", type=InputPath(file_okay=False))
 @click.option(
     "--method",
     "method_spec",
@@ -264,7 +265,7 @@ def _debug_exit(rows: list[Any]) -> None:
 
 
 @click.command("debug-report")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.argument("paths", nargs=-1, required=True, type=InputPath(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @pass_errors
 def debug_report(paths: tuple[str, ...], as_json: bool) -> None:
@@ -276,7 +277,7 @@ def debug_report(paths: tuple[str, ...], as_json: bool) -> None:
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("run_dir", type=InputPath(file_okay=False))
 @click.option(
     "--method",
     "method_spec",

@@ -21,6 +21,8 @@ from faultfinder.cli.common import (
     step_set_option,
     strict_option,
 )
+from faultfinder.cli.handling import InputPath
+from faultfinder.cli.kinds import explained
 from faultfinder.eval import prompt_cost, reliability, step_sets
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
 from faultfinder.eval.floors import floor_rows
@@ -61,7 +63,7 @@ def parse_observabilities(value: str | None) -> list[Any]:
 
 
 @click.command("eval")
-@click.argument("dataset", type=click.Path(exists=True))
+@click.argument("dataset", type=InputPath())
 @click.option(
     "--method",
     "method_specs",
@@ -181,16 +183,17 @@ def eval_command(
     plans = plan_methods(split_list(method_specs), overrides, parse_observabilities(observability))
     for warning in repeat_warnings(plans, runs):
         click.echo(f"warning: {warning}", err=True)
-    traces = load_dataset(
-        dataset,
-        DatasetOptions(
-            subsets=split_list(subset_names),
-            limit=limit,
-            labelled_only=not include_unlabelled,
-            format=trace_format,
-            strict=strict,
-        ),
-    )
+    with explained(dataset, "trace", "a trace or a folder of traces"):
+        traces = load_dataset(
+            dataset,
+            DatasetOptions(
+                subsets=split_list(subset_names),
+                limit=limit,
+                labelled_only=not include_unlabelled,
+                format=trace_format,
+                strict=strict,
+            ),
+        )
     if not traces:
         raise click.ClickException(f"No traces to evaluate in {dataset} with these filters.")
     if executor == "local" and (ray_address or ray_workers):
@@ -279,7 +282,7 @@ def floors_for(rows: list[EvalRow], dataset: str) -> list[EvalRow]:
 
 
 @click.command("report")
-@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.argument("results", nargs=-1, required=True, type=InputPath(dir_okay=False))
 @click.option(
     "--format",
     "fmt",
@@ -304,7 +307,7 @@ def floors_for(rows: list[EvalRow], dataset: str) -> list[EvalRow]:
 @click.option(
     "--floors",
     "floors_from",
-    type=click.Path(exists=True),
+    type=InputPath(),
     default=None,
     help="Dataset the results were run on: compute the floors (random, baseline:*) on the "
     "same traces and list them under each subset (needs no model).",
@@ -327,7 +330,8 @@ def report_command(
 ) -> None:
     """Accuracy tables (per subset, mean ± std over runs, 95% intervals, floors) from eval
     result files; then step sets, calibration and prompt tokens with the prefix cache."""
-    rows = read_result_files(results)
+    with explained(results, "results", "eval results"):
+        rows = read_result_files(results)
     if not rows:
         raise click.ClickException("No result rows in " + ", ".join(results))
     if floors_from:

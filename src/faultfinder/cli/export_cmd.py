@@ -9,6 +9,7 @@ import click
 from pydantic import ValidationError
 
 from faultfinder.cli.common import pass_errors
+from faultfinder.cli.handling import InputPath
 from faultfinder.errors import ConfigError
 from faultfinder.judging.method import Attribution
 from faultfinder.traces.loader import load_trace
@@ -26,8 +27,8 @@ def read_attribution(path: Path) -> Attribution:
 
 
 @click.command("export")
-@click.argument("attribution_file", type=click.Path(exists=True, dir_okay=False))
-@click.argument("trace_path", type=click.Path(exists=True))
+@click.argument("attribution_file", type=InputPath(dir_okay=False))
+@click.argument("trace_path", type=InputPath())
 @click.option("--to", "target", type=click.Choice(TARGETS), required=True, help="Where to write.")
 @click.option(
     "--url",

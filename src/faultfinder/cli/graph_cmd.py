@@ -20,6 +20,7 @@ from faultfinder.cli.common import (
     pop_sampling,
     with_progress,
 )
+from faultfinder.cli.handling import InputPath
 from faultfinder.exitcodes import CaseCounts
 from faultfinder.llm.client import track_usage
 from faultfinder.methods.chief import CausalGraph, ChiefConfig, build_graph, write_graph
@@ -69,7 +70,7 @@ def format_graph(graph: CausalGraph) -> str:
 
 
 @click.command("graph")
-@click.argument("trace_path", type=click.Path(exists=True))
+@click.argument("trace_path", type=InputPath())
 @click.option("--out", "out_path", default=None, help="Write the graph as JSON to this file.")
 @click.option("--dot", "dot_path", default=None, help="Write a Graphviz DOT rendering here.")
 @click.option("--mermaid", "mermaid_path", default=None, help="Write a Mermaid rendering here.")

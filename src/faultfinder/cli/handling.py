@@ -5,6 +5,7 @@ so commands that only list things start fast."""
 from __future__ import annotations
 
 import functools
+import os
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -63,3 +64,26 @@ def _show_warning(
         click.echo(f"warning: {message}", err=True)
     else:
         click.echo(warnings.formatwarning(message, category, filename, lineno, line), err=True)
+
+
+class MissingInputError(click.ClickException):
+    """One-line error: an input path does not exist (exit 1: a bad input, like an
+    unreadable file; exit 2 is kept for a malformed command line)."""
+
+    exit_code = exitcodes.FAILURE
+
+
+class InputPath(click.Path):
+    """``click.Path(exists=True)`` whose missing path is exit 1 with one line naming it
+    (docs/exit-codes.md), not a usage error. The other checks (a file where a folder is
+    expected...) stay click's."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.pop("exists", None)
+        super().__init__(exists=False, **kwargs)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str | os.PathLike) and not os.path.lexists(value):
+            name = param.human_readable_name if param is not None else "path"
+            raise MissingInputError(f"{name}: {os.fspath(value)!r} does not exist.")
+        return super().convert(value, param, ctx)

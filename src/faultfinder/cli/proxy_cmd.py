@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from faultfinder.cli.common import PORT, STEP, build_llm, model_options, pass_errors
+from faultfinder.cli.handling import InputPath
 from faultfinder.cli.proxy_options import (
     choose_upstream,
     proxy_options,
@@ -46,7 +47,7 @@ from faultfinder.replay.session import replay_upstream, run_redactor, run_sync
 @click.option(
     "--replay",
     "replay_dir",
-    type=click.Path(exists=True, file_okay=False),
+    type=InputPath(file_okay=False),
     default=None,
     help="Serve a replay of this run instead of recording a new one.",
 )

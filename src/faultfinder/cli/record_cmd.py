@@ -7,6 +7,7 @@ import sys
 import click
 
 from faultfinder.cli.common import SECONDS, pass_errors
+from faultfinder.cli.handling import InputPath
 from faultfinder.cli.proxy_options import (
     PASSTHROUGH,
     plural,
@@ -34,7 +35,7 @@ from faultfinder.replay.session import record_run, run_sync
 @click.option("--ground-truth", default=None, help="Reference answer (enables success checks).")
 @click.option(
     "--reference-steps",
-    type=click.Path(exists=True, dir_okay=False),
+    type=InputPath(dir_okay=False),
     default=None,
     help="Text file with a reference solution, one step per line (DoVer milestones).",
 )

@@ -12,6 +12,7 @@ import click
 
 from faultfinder import exitcodes
 from faultfinder.cli.common import COUNT, SECONDS, STEP, TEMPERATURE, pass_errors
+from faultfinder.cli.handling import InputPath
 from faultfinder.cli.proxy_options import (
     choose_upstream,
     proxy_options,
@@ -158,14 +159,14 @@ def replay_exit(report: ReplayReport, on_divergence: str) -> int:
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("run_dir", type=InputPath(file_okay=False))
 @click.option(
     "--at", type=STEP, default=None, help="Step (0-based, as in trace.json) from which to go live."
 )
 @click.option("--edit", default=None, help="Replacement text for step --at's output.")
 @click.option(
     "--edit-file",
-    type=click.Path(exists=True, dir_okay=False),
+    type=InputPath(dir_okay=False),
     default=None,
     help="The edit from a file: a .json file is an edit object (any kind of step: message, "
     "reply, tool_call, tool_result, input; see docs/replay.md), any other file is --edit's text.",
@@ -214,7 +215,7 @@ def replay_exit(report: ReplayReport, on_divergence: str) -> int:
 @click.option("--branch-id", default=None, help="Name of the branch directory.")
 @click.option(
     "--cwd",
-    type=click.Path(exists=True, file_okay=False),
+    type=InputPath(file_okay=False),
     default=None,
     help="Directory to run the program in (default: the current one; never the recorded one).",
 )

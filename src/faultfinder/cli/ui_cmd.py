@@ -15,6 +15,8 @@ import click
 from click.core import ParameterSource
 
 from faultfinder.cli.common import PORT, SECONDS, build_llm, model_options, pass_errors
+from faultfinder.cli.handling import InputPath
+from faultfinder.cli.kinds import unusable
 from faultfinder.results_store import DEFAULT_RESULTS as RESULTS_STORE
 
 DEFAULT_RESULTS = RESULTS_STORE
@@ -61,7 +63,7 @@ def is_loopback(host: str) -> bool:
 
 
 @click.command("ui", cls=ProgramAfterDashes)
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.argument("paths", nargs=-1, required=True, type=InputPath())
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=PORT, default=8765, show_default=True, help="Port (0: any free port).")
 @click.option(
@@ -112,7 +114,7 @@ def is_loopback(host: str) -> bool:
 )
 @click.option(
     "--cwd",
-    type=click.Path(exists=True, file_okay=False),
+    type=InputPath(file_okay=False),
     default=None,
     help="Directory replays run the program in (default: the current one).",
 )
@@ -200,6 +202,9 @@ def ui(
         )
     results = Path(results_path)
     catalog = build_catalog(paths, results_file=results)
+    found = [(problem.path, problem.reason) for problem in catalog.problems]
+    for line in unusable(paths, found):
+        click.echo(f"warning: {line}", err=True)
     runner = None
     if allow_run:
         assert method_spec is not None

