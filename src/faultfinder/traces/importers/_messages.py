@@ -64,7 +64,8 @@ def _tool_call(tc: Any) -> dict[str, Any] | None:
     """One tool call in OpenAI form, from OpenAI, OpenInference or flat spellings."""
     if not isinstance(tc, dict):
         return None
-    tc = tc.get("tool_call", tc)  # OpenInference wraps each call in 'tool_call'
+    inner = tc.get("tool_call")  # OpenInference wraps each call in 'tool_call'
+    tc = inner if isinstance(inner, dict) else tc
     function = tc.get("function") if isinstance(tc.get("function"), dict) else {}
     name = function.get("name") or tc.get("name")
     if not isinstance(name, str) or not name:
@@ -195,11 +196,18 @@ def _from_parts(role: str, raw: dict[str, Any]) -> Message:
     return message
 
 
+_REPR_ITEMS = ("ResponseFunctionToolCall(",)
+"""Responses API output items the GenAI Agents SDK instrumentation writes as their repr
+in a text part (a function call made on the Responses API)."""
+
+
 def _repr_message(text: str) -> Message | None:
     """A message written as the Python repr of a dict (``"{'content': None, 'role':
-    'assistant', 'tool_calls': [...]}"``), as one GenAI instrumentation puts in text parts.
-    Read with the safe repr parser (nothing is evaluated); None when it is not one."""
-    if not (text.startswith("{'") and "'role'" in text):
+    'assistant', 'tool_calls': [...]}"``) or of a Responses function-call item
+    (``"ResponseFunctionToolCall(arguments='{}', call_id=..., name=...)"``), as one GenAI
+    instrumentation puts in text parts. Read with the safe repr parser (nothing is
+    evaluated); None when it is not one."""
+    if not (text.startswith("{'") and "'role'" in text) and not text.startswith(_REPR_ITEMS):
         return None
     try:
         value = plain(parse_repr(text))

@@ -1,0 +1,82 @@
+"""The spans an Agents SDK team on the Responses API emits (OpenInference and the
+OpenTelemetry GenAI instrumentation, exported by the real OTLP/HTTP exporter) import
+with the same agents and steps as faultfinder's recording of the same run."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from faultfinder.collect.collector import Collector, CollectorConfig
+from faultfinder.replay.httpserver import ServerThread
+from faultfinder.replay.session import SessionOptions, record_run
+from faultfinder.testing import FakeOpenAIServer
+from faultfinder.traces.loader import load_traces
+from otel_programs import QUESTION, QUIET_ENV, agents_upstream
+
+PROGRAM = Path(__file__).parent / "fixtures" / "apis" / "agents_otel_responses.py"
+
+
+@pytest.mark.parametrize("kind", ["openinference", "genai"])
+def test_responses_spans_import_as_recorded(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = {
+        "openinference": "openinference.instrumentation.openai_agents",
+        "genai": "opentelemetry.instrumentation.openai_agents",
+    }[kind]
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed")
+    raw = tmp_path / "raw.otlp.jsonl"
+    config = CollectorConfig(out_dir=tmp_path / "traces", port=0, quiet_seconds=0.3, raw_file=raw)
+
+    async def factory() -> Collector:
+        return await Collector(config).start()
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with FakeOpenAIServer(reply=agents_upstream) as upstream, ServerThread(factory) as collector:
+        env = {
+            **QUIET_ENV,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        }
+        recorded = asyncio.run(
+            record_run(
+                [sys.executable, str(PROGRAM), kind, QUESTION],
+                upstream.base_url,
+                tmp_path / "runs",
+                run_id="run",
+                options=SessionOptions(echo=False, timeout=180, env=env),
+            )
+        )
+        assert recorded.child.exit_code == 0, recorded.child.stderr[-3000:]
+        server: Collector = collector.server
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if server.traces and all(not t.dirty for t in server.traces.values()):
+                break
+            time.sleep(0.05)
+    ours = recorded.trace
+    assert [s.metadata["api"] for s in ours.steps] == ["responses"] * 3
+    (theirs,) = load_traces(raw)
+
+    def shape(trace: object) -> list[tuple[str, list[str]]]:
+        return [
+            (s.content, [c.name for c in s.tool_calls])
+            for s in trace.steps  # type: ignore[attr-defined]
+        ]
+
+    assert shape(theirs) == shape(ours)
+    # The same agents step for step. The spans name them as the program did ('Math
+    # tutor'); the proxy, seeing only requests, names them from their instructions
+    # ('You are the Math tutor' gives 'Math': a capitalised name).
+    pairs = {(t.agent, o.agent) for t, o in zip(theirs.steps, ours.steps, strict=True)}
+    assert pairs == {("Triage", "Triage"), ("Math tutor", "Math")}
+    assert ours.steps[1].tool_results[0].content == "6"
+    assert [r.content for r in theirs.steps[1].tool_results] == ["6"]
