@@ -149,6 +149,8 @@ def test_a_job_needs_the_token_and_a_valid_edit(runs: Path, upstream: FakeOpenAI
         {**good, "repeats": 11},
         {**good, "command": ["sh", "-c", "touch pwned"]},
         {**good, "upstream": "http://evil.example/v1"},
+        {**good, "edit": {"kind": "tool_call", "index": 0, "name": "lookup"}},  # step 1: none
+        {**good, "at": 2, "edit": {"kind": "tool_result", "index": 3, "content": "x"}},
         {"trace": "nope", "at": 1},
     ]
     for body in bad:
@@ -303,6 +305,10 @@ def test_the_ui_command_takes_the_program_only_after_dashes(runs: Path) -> None:
         (["ui", str(runs), "--", *TEAM], "only run with --allow-replay"),
         (["ui", str(runs), "--upstream", "http://127.0.0.1:9/v1"], "--upstream only make"),
         (["ui", str(runs), "--trust-run"], "--trust-run only make"),
+        (
+            ["ui", str(runs), "--host", "0.0.0.0", "--allow-replay", "--", *TEAM],
+            "loopback only",
+        ),
     ]
     for args, message in cases:
         result = runner.invoke(main, args)

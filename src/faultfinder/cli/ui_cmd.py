@@ -191,6 +191,11 @@ def ui(
         "--cwd": cwd is not None,
         "--check": check_command is not None,
     }
+    if allow_replay and not is_loopback(host):
+        raise click.UsageError(
+            f"--allow-replay serves on loopback only (not {host}): whoever reaches the page "
+            "can run the program"
+        )
     stray_flags = [flag for flag, given in replay_only.items() if given]
     if stray_flags and not allow_replay:
         raise click.UsageError(f"{', '.join(stray_flags)} only make(s) sense with --allow-replay")

@@ -127,6 +127,17 @@ def root_of(run_dir: Path) -> Path:
     return path
 
 
+def _check_target(spec: dict[str, Any], calls: int) -> None:
+    """A tool call or tool result edit must name a call the step made (by index)."""
+    if spec.get("kind") not in ("tool_call", "tool_result") or spec.get("tool_call_id"):
+        return
+    index = spec.get("index", 0)
+    if not isinstance(index, int) or not 0 <= index < calls:
+        raise JobRequestError(
+            f"this step made {calls} tool call(s); {spec['kind']} index {index} names none"
+        )
+
+
 def _usage_of(branch_dir: Path) -> tuple[list[dict[str, Any]], int]:
     """The calls a branch has made so far (origin, agent, replayed step) and the tokens of
     those the upstream answered."""
@@ -232,6 +243,7 @@ class ReplayRunner:
                 parse_edit_file(spec, "edit")
             except FaultfinderError as exc:
                 raise JobRequestError(str(exc)) from None
+            _check_target(spec, len(entry.trace.steps[at].tool_calls))
         repeats = body.get("repeats", 1)
         if not isinstance(repeats, int) or isinstance(repeats, bool):
             raise JobRequestError("'repeats' is a whole number")
