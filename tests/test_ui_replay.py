@@ -352,3 +352,17 @@ def test_every_edit_kind_the_form_sends_is_replayed(runs: Path, upstream: FakeOp
             (runs / "avalon" / "branches" / attempt["branch"] / "report.json").read_text()
         )
         assert report["edit_applied"] and report["at"] == at
+
+
+def test_without_a_reference_the_verdict_is_unverifiable(
+    runs: Path, upstream: FakeOpenAIServer
+) -> None:
+    meta_path = runs / "avalon" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["ground_truth"] = None
+    meta_path.write_text(json.dumps(meta))
+    client, catalog, _ = app_for(runs, upstream)
+    body = {"trace": recording_key(catalog), "at": 1, "edit": {"kind": "message", "text": FIX}}
+    status = wait(client, start(client, {**body, "repeats": 2, "verdict": True}).json()["url"])
+    assert status["verdict"] == "unverifiable" and status["flip_rate"] is None, status
+    assert status["flip_rate_ci"] is None
