@@ -110,6 +110,15 @@ PROGRAMS = {
         message_edit_at=1,
         message="144,630",
     ),
+    "responses-chain-retrieve": Program(
+        [*CHAIN, "--retrieve"],
+        scripts.agents_sdk,
+        ["Researcher", "Researcher"],
+        ["responses"] * 2,
+        tool_edit_at=0,
+        message_edit_at=1,
+        message="144,630",
+    ),
     "mixed-chat-responses": Program(
         MIXED,
         scripts.mixed,

@@ -127,6 +127,12 @@ class RecordingProxy:
         # Replies by id, for requests that name an earlier reply (previous_response_id):
         # in a replay, the recording's replies are known from the start.
         self.chains = remember_calls(plan.recorded) if plan is not None else Chains()
+        self.replies: dict[str, dict[str, Any]] = {}
+        """Replies by id (recorded ones in a replay), for a program that fetches a stored
+        reply again (``GET /v1/responses/<id>``)."""
+        for recorded in plan.recorded if plan is not None else []:
+            if recorded.response and recorded.response.get("id"):
+                self.replies[str(recorded.response["id"])] = recorded.response
         self.passthrough: list[Passthrough] = []
         """Requests on paths that are not model calls, in arrival order."""
         self.stop_requested = asyncio.Event()
@@ -169,6 +175,9 @@ class RecordingProxy:
         self.redactor.learn_headers(request.headers)
         self.redactor.learn_query(request.query)
         adapter = adapter_for(request.method, path)
+        stored = self._stored_reply(request.method, path)
+        if stored is not None:
+            return json_response(200, stored)
         if adapter is not None:
             self.in_flight += 1
             try:
@@ -176,6 +185,16 @@ class RecordingProxy:
             finally:
                 self.in_flight -= 1
         return await self._passthrough(request, path)
+
+    def _stored_reply(self, method: str, path: str) -> dict[str, Any] | None:
+        """In a replay, a reply the recording holds, fetched again by id
+        (``GET <model call path>/<reply id>``); never sent upstream."""
+        if self.plan is None or method != "GET":
+            return None
+        parent, _, reply_id = path.rstrip("/").rpartition("/")
+        if reply_id not in self.replies or adapter_for("POST", parent) is None:
+            return None
+        return self.replies[reply_id]
 
     def _upstream_base(self, adapter: WireAdapter | None) -> str | None:
         if adapter is not None and adapter.name in self.config.upstreams:
@@ -312,6 +331,8 @@ class RecordingProxy:
             )
             if response is not None and status == 200:
                 adapter.remember(self.chains, body, response)
+                if response.get("id"):
+                    self.replies[str(response["id"])] = response
 
         if decision.action == "reject":
             record(None, decision.status, decision.message)

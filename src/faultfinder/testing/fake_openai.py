@@ -261,6 +261,12 @@ class FakeOpenAIServer:
         api = next((a for a in self.apis if a.handles(method, path)), None)
         if api is not None:
             return await self._api_call(api, request)
+        for mounted in self.apis:
+            retrieve = getattr(mounted, "retrieve", None)
+            stored = retrieve(method, path) if retrieve is not None else None
+            if stored is not None:
+                self.requests.append(RecordedRequest(method, path, headers))
+                return json_response(200, stored)
         if not path.rstrip("/").endswith("/chat/completions"):
             self.requests.append(RecordedRequest(method, path, headers))
             return _error(404, f"no route {method} {path}")

@@ -6,8 +6,9 @@ items in, a ``response`` object out (``reasoning``, ``message`` and ``function_c
 output items, ids ``resp_``/``msg_``/``fc_``/``rs_``, usage as ``input_tokens`` /
 ``output_tokens``); ``stream: true`` gives named events with sequence numbers, text in
 several deltas, each event its own write. ``previous_response_id`` continues a stored
-response; responses are stored unless the request says ``store: false``, and a
-reference to one the server does not hold is refused (400), as the real API does.
+response; responses are stored unless the request says ``store: false`` (and can be
+fetched again: ``GET /v1/responses/<id>``), and a reference to one the server does not
+hold is refused (400), as the real API does.
 
 The reply callable gets the request in canonical chat form (``messages``, chat-style
 ``tools``), with ``api: "responses"`` and the body as sent under ``raw``; it may answer
@@ -37,6 +38,8 @@ class FakeResponses:
 
     def __init__(self) -> None:
         self.stored = Chains()
+        self.responses: dict[str, dict[str, Any]] = {}
+        """Stored responses by id (``GET /v1/responses/<id>``)."""
         self._adapter = ResponsesAdapter()
         self._ids = itertools.count(1)
 
@@ -138,6 +141,14 @@ class FakeResponses:
     def remember(self, body: dict[str, Any], response: dict[str, Any]) -> None:
         if body.get("store", True) is not False:
             self._adapter.remember(self.stored, body, response)
+            self.responses[str(response.get("id"))] = response
+
+    def retrieve(self, method: str, path: str) -> dict[str, Any] | None:
+        """A stored response fetched by id (``GET /v1/responses/<id>``), or None."""
+        parent, _, reply_id = path.rstrip("/").rpartition("/")
+        if method != "GET" or not parent.endswith("/responses"):
+            return None
+        return self.responses.get(reply_id)
 
     def stream(self, response: dict[str, Any]) -> list[bytes]:
         """The events of ``response``, text and arguments in word-sized deltas."""

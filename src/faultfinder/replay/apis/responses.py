@@ -34,7 +34,7 @@ TERMINAL = frozenset({"response.completed", "response.incomplete"})
 FAILED = frozenset({"response.failed", "error"})
 OVERRIDABLE = frozenset({"temperature", "top_p", "max_output_tokens"})
 """Live-call overrides the Responses API has (it has no ``seed``)."""
-_DROPPED = frozenset({"input", "instructions", "previous_response_id", "conversation"})
+_DROPPED = frozenset({"input", "instructions", "previous_response_id"})
 
 
 def _text(content: Any) -> Any:
