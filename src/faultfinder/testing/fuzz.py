@@ -78,16 +78,20 @@ TARGETS: list[FuzzTarget] = [
 
 SPAN_TARGETS: list[FuzzTarget] = [
     FuzzTarget("otlp", f"{_FIX}/importers/otlp/genai.json"),
+    FuzzTarget("otlp", f"{_FIX}/importers/otlp/envelope.jsonl"),
     FuzzTarget("otlp", f"{_FIX}/otel/openai-agents-openinference.otlp.jsonl"),
+    FuzzTarget("otlp", f"{_FIX}/otel/crewai-agents-only.otlp.jsonl"),
+    FuzzTarget("otlp", f"{_FIX}/otel/traceloop-team.otlp.jsonl"),
     FuzzTarget("langfuse", f"{_FIX}/importers/langfuse/observations-page.json"),
     FuzzTarget("phoenix", f"{_FIX}/importers/phoenix/rest-spans.json"),
     FuzzTarget("phoenix", f"{_FIX}/importers/phoenix/spans.jsonl"),
+    FuzzTarget("mlflow", f"{_FIX}/otel/mlflow-team.trace.json"),
+    FuzzTarget("langsmith", f"{_FIX}/otel/langsmith-team.runs.json"),
     FuzzTarget("ag2", f"{_FIX}/importers/ag2/runtime.jsonl"),
 ]
-"""Readers of tracing formats (OTLP, Langfuse, Phoenix, AG2 logs). They must never crash;
-their misreads are counted but not yet zero: span attributes and payload fields they do not
-map (an attribute key with a typo, a damaged key inside a free-form message) are dropped
-rather than kept verbatim, which the judge counts as a misread."""
+"""Readers of tracing formats (OTLP, Langfuse, Phoenix, MLflow, LangSmith, AG2 logs), held
+to the same rule as :data:`TARGETS`: a damaged field the mapping does not use is kept
+verbatim (each span's or record's source in the trace), so it is never lost silently."""
 
 Verdict = Literal["ok", "error", "crash", "misread"]
 

@@ -8,6 +8,7 @@ siblings in start-time order, so causality (parent before child) wins over clock
 
 from __future__ import annotations
 
+import json
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -153,10 +154,13 @@ def build_traces(spans: list[Span], *, path: str | Path, fmt: str, id_prefix: st
     ]
 
 
-def dedupe(spans: list[Span]) -> tuple[list[Span], int]:
+def dedupe(spans: list[Span]) -> tuple[list[Span], int, list[Any]]:
     """Spans with each span id once (an exporter retry or a file written twice repeats
-    spans); of two copies the one with more attributes is kept, at the first one's place."""
+    spans); of two copies the one with more attributes is kept, at the first one's place.
+    Returns the spans, how many copies were dropped, and the source records of dropped
+    copies that differ from the kept one (kept in the trace, so nothing is lost)."""
     kept: dict[str, Span] = {}
+    dropped: list[Span] = []
     for span in spans:
         first = kept.get(span.span_id)
         if first is None:
@@ -164,14 +168,18 @@ def dedupe(spans: list[Span]) -> tuple[list[Span], int]:
         elif len(span.attributes) > len(first.attributes) or (first.end is None and span.end):
             span.hints.setdefault("_position", first.hints.get("_position", 0))
             kept[span.span_id] = span
-    return list(kept.values()), len(spans) - len(kept)
+            dropped.append(first)
+        else:
+            dropped.append(span)
+    differing = [s.raw for s in dropped if s.raw is not None and s.raw != kept[s.span_id].raw]
+    return list(kept.values()), len(dropped), differing
 
 
 def build_trace(
     spans: list[Span], *, path: str | Path, fmt: str, trace_id: str, task: str | None = None
 ) -> Trace:
     """The canonical trace of one trace's spans."""
-    spans, duplicates = dedupe(spans)
+    spans, duplicates, differing = dedupe(spans)
     tree = SpanTree(spans)
     order = tree.walk()
     kinds = {s.span_id: span_kind(s) for s in order}
@@ -231,6 +239,9 @@ def build_trace(
     }
     if duplicates:
         metadata["duplicate_spans"] = duplicates
+    if differing:
+        metadata["duplicate_spans_differing"] = differing
+    _keep_sources(spans, steps, metadata)
     if agent_steps:
         metadata["agent_steps"] = len(set(agent_steps.values()))
     if handoffs:
@@ -258,6 +269,39 @@ def build_trace(
         source=SourceInfo(format=fmt, path=str(path)),
         metadata=metadata,
     )
+
+
+def _keep_sources(spans: list[Span], steps: list[Step], metadata: dict[str, Any]) -> None:
+    """Every span's source record, verbatim: on the step it became (``metadata.source``),
+    on the step a tool span was attached to (``tool_spans[*].source``), else in the trace's
+    ``metadata.other_spans``; resources and scopes once in ``metadata.sources``."""
+    used: set[str] = set()
+    raws = {s.span_id: s.raw for s in spans if s.raw is not None}
+    for step in steps:
+        span_id = step.metadata.get("span_id")
+        raw = raws.get(str(span_id)) if span_id else None
+        if raw is not None:
+            step.metadata["source"] = raw
+            used.add(str(span_id))
+        for tool in step.metadata.get("tool_spans", []):
+            found = raws.get(tool["span_id"])
+            if found is not None:
+                tool["source"] = found
+                used.add(tool["span_id"])
+        for merged in step.metadata.get("merged_agent_spans", []):
+            found = raws.get(merged)
+            if found is not None:
+                step.metadata.setdefault("merged_sources", []).append(found)
+                used.add(merged)
+    others = [s.raw for s in spans if s.raw is not None and s.span_id not in used]
+    if others:
+        metadata["other_spans"] = others
+    contexts: dict[str, Any] = {}
+    for span in spans:
+        if span.context is not None:
+            contexts.setdefault(json.dumps(span.context, sort_keys=True, default=str), span.context)
+    if contexts:
+        metadata["sources"] = list(contexts.values())
 
 
 def span_input(span: Span) -> Any:

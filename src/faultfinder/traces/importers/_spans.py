@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from faultfinder.errors import TraceFormatError, TraceFormatWarning
-from faultfinder.traces.importers._common import fail
+from faultfinder.traces.importers._common import fail, is_credential_key
 from faultfinder.traces.io import is_strict
 
 
@@ -57,6 +57,35 @@ class Span:
     """Source-specific facts the mapper reads before the attributes: ``kind`` ('llm',
     'agent', 'tool', 'chain'), ``input`` / ``output`` (messages or text), ``model``,
     ``usage`` ({'input', 'output'}), ``agent`` (a name), ``tool_calls`` (list of dicts)."""
+    raw: dict[str, Any] | None = None
+    """The source record as read (credentials removed): kept in the trace verbatim, so
+    whatever the mapping does not use (an unknown attribute, a damaged field) is not lost."""
+    context: dict[str, Any] | None = None
+    """What the record came with (OTLP resource and scope, an envelope's other fields),
+    kept once per trace."""
+
+
+def keep_raw(value: Any) -> Any:
+    """A source record to keep verbatim in a trace, credentials removed: keys that name a
+    secret (``api_key``, ``authorization``...) and OTLP ``{key, value}`` pairs whose key, or
+    its last dotted part, does."""
+    if isinstance(value, dict):
+        out = {
+            k: keep_raw(v)
+            for k, v in value.items()
+            if not (isinstance(k, str) and is_credential_key(k))
+        }
+        key = value.get("key")
+        if isinstance(key, str) and "value" in out and _secret(key):
+            out["value"] = None  # an OTLP attribute holding a secret
+        return out
+    if isinstance(value, list):
+        return [keep_raw(v) for v in value]
+    return value
+
+
+def _secret(key: str) -> bool:
+    return is_credential_key(key) or is_credential_key(key.rsplit(".", 1)[-1])
 
 
 # --- attribute values -------------------------------------------------------------------
@@ -359,9 +388,25 @@ def spans_from_otlp(data: Any, *, path: str | Path, where: str = "") -> list[Spa
             raw_spans = _get(ss, "spans") or []
             if not isinstance(raw_spans, list):
                 fail(path, f"{sat}.spans", "expected a list")
+            context = keep_raw(
+                {
+                    "resource": {k: v for k, v in rs.items() if k not in _SCOPE_LISTS},
+                    "scope": {k: v for k, v in ss.items() if k not in ("spans",)},
+                }
+            )
             for n, raw in enumerate(raw_spans):
-                spans.append(_otlp_span(raw, resource, scope, path=path, where=f"{sat}.spans[{n}]"))
+                span = _otlp_span(raw, resource, scope, path=path, where=f"{sat}.spans[{n}]")
+                span.context = context
+                spans.append(span)
     return spans
+
+
+_SCOPE_LISTS = (
+    "scopeSpans",
+    "scope_spans",
+    "instrumentationLibrarySpans",
+    "instrumentation_library_spans",
+)
 
 
 def _otlp_span(
@@ -426,6 +471,7 @@ def _otlp_span(
         status_message=status.get("message") or None,
         resource=resource,
         scope=str(scope) if scope else None,
+        raw=keep_raw(raw),
     )
 
 

@@ -25,7 +25,7 @@ from faultfinder.traces.importers._common import (
     without_credentials,
 )
 from faultfinder.traces.importers._openai import read_completion, split_request
-from faultfinder.traces.importers._spans import check_keys, maybe_json, parse_time
+from faultfinder.traces.importers._spans import check_keys, keep_raw, maybe_json, parse_time
 from faultfinder.traces.importers.otlp import decode_text, read_bytes, sniff, stem_of
 from faultfinder.traces.io import parse_json, split_lines
 from faultfinder.traces.schema import Agent, SourceInfo, Step, ToolCall, ToolResult, Trace
@@ -41,6 +41,8 @@ class Session:
     agents: dict[str, dict[str, Any]] = field(default_factory=dict)
     calls: list[dict[str, Any]] = field(default_factory=list)
     events: int = 0
+    others: list[dict[str, Any]] = field(default_factory=list)
+    """Agent and event records as written (kept in the trace's metadata)."""
 
 
 def _rows(con: sqlite3.Connection, table: str) -> Iterator[dict[str, Any]]:
@@ -259,13 +261,21 @@ def read_file_log(path: Path) -> dict[str, Session]:
                 "class": record.get("agent_type"),
                 "init_args": record.get("args"),
             }
+            s.others.append(record)
         elif kind == "call":
             s.calls.append(record)
         elif kind == "event":
             s.events += 1
+            s.others.append(record)
+        else:
+            s.others.append(record)
     found = {k: v for k, v in sessions.items() if v.completions or v.calls}
     if not found:
         fail(path, "(file)", "no chat completion or function call records: nothing to import")
+    first = next(iter(found.values()))
+    for sid, session in sessions.items():
+        if sid not in found:  # records of a session with no call: kept with the first one
+            first.others.extend(session.others)
     return found
 
 
@@ -284,6 +294,7 @@ def _step(row: dict[str, Any], index: int, path: Path, where: str) -> Step:
         )
     parts = read_completion(response, path=path, where=f"{where}.response")
     metadata: dict[str, Any] = {**parts.metadata, "invocation_id": row.get("invocation_id")}
+    metadata["source"] = keep_raw(row)  # the record as logged
     if row.get("is_cached"):
         metadata["is_cached"] = True
     if row.get("cost") is not None:
@@ -340,12 +351,16 @@ def _attach(record: dict[str, Any], steps: list[Step], path: Path) -> None:
                 tool_calls=[ToolCall(name=name or "function", arguments=text_of(args))],
                 tool_results=[tool_result],
                 started_at=moment,
-                metadata={"inferred": {"attached": "no earlier step asked for this function"}},
+                metadata={
+                    "inferred": {"attached": "no earlier step asked for this function"},
+                    "source": keep_raw(record),
+                },
             )
         )
         return
     target.tool_results.append(tool_result)
     target.metadata.setdefault("executed_by", []).append(record.get("source_name"))
+    target.metadata.setdefault("function_calls", []).append(keep_raw(record))
 
 
 def _agent(name: str, info: dict[str, Any]) -> Agent:
@@ -401,7 +416,12 @@ def sessions_to_traces(sessions: dict[str, Session], path: Path, fmt: str) -> li
                 agents=roster,
                 steps=steps,
                 source=SourceInfo(format=fmt, path=str(path)),
-                metadata={"session_id": sid, "events": s.events, "function_calls": len(s.calls)},
+                metadata={
+                    "session_id": sid,
+                    "events": s.events,
+                    "function_calls": len(s.calls),
+                    **({"other_records": keep_raw(s.others)} if s.others else {}),
+                },
             )
         )
     return traces

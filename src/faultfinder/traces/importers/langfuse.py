@@ -25,6 +25,7 @@ from faultfinder.traces.importers._spans import (
     Span,
     check_keys,
     flatten,
+    keep_raw,
     maybe_json,
     parse_time,
 )
@@ -173,6 +174,7 @@ def span_of(obs: Any, *, path: Path, where: str, trace_id: str | None) -> Span:
         resource=resource if isinstance(resource, dict) else {},
         scope=scope.get("name") if isinstance(scope, dict) else None,
         hints={k: v for k, v in hints.items() if v is not None},
+        raw=keep_raw(obs),
     )
 
 
@@ -211,9 +213,9 @@ def traces_from(data: Any, path: Path, fmt: str) -> list[Trace]:
             group, path=path, fmt=fmt, trace_id=f"{stem_of(path)}/{tid}", task=task
         )
         if trace is not None:
-            result.metadata["langfuse_trace"] = {
-                k: trace[k] for k in ("name", "tags", "sessionId", "userId") if trace.get(k)
-            }
+            result.metadata["langfuse_trace"] = keep_raw(
+                {k: v for k, v in trace.items() if k != "observations"}
+            )
         out.append(result)
     return out
 

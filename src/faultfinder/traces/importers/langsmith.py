@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 from faultfinder.errors import TraceFormatError
 from faultfinder.traces.importers._common import check_options, fail
 from faultfinder.traces.importers._semconv import build_trace
-from faultfinder.traces.importers._spans import Span, check_keys, parse_time
+from faultfinder.traces.importers._spans import Span, check_keys, keep_raw, parse_time
 from faultfinder.traces.importers.otlp import decode_text, json_lines, read_bytes, sniff, stem_of
 from faultfinder.traces.io import parse_json
 from faultfinder.traces.schema import Trace
@@ -237,6 +237,7 @@ def span_of(run: Any, *, path: str | Path, where: str, parent: str | None) -> Sp
         status="error" if error or status == "error" else None,
         status_message=error,
         hints={k: v for k, v in hints.items() if v is not None},
+        raw=keep_raw({k: v for k, v in run.items() if k != "child_runs"}),
     )
 
 

@@ -28,6 +28,7 @@ from faultfinder.traces.importers._spans import (
     _otlp_span,
     check_keys,
     flatten,
+    keep_raw,
     maybe_json,
     parse_time,
 )
@@ -153,6 +154,7 @@ def span_of(raw: Any, *, path: str | Path, where: str) -> Span:
         {k: v for k, v in a.items() if k not in ("mlflow.spanInputs", "mlflow.spanOutputs")}
     )
     span.hints.update({k: v for k, v in hints.items() if v is not None})
+    span.raw = keep_raw(raw)
     return span
 
 
@@ -192,11 +194,10 @@ def trace_of(value: Any, *, path: Path, where: str) -> Trace:
     trace = build_trace(
         spans, path=path, fmt=MlflowImporter.name, trace_id=f"{stem_of(path)}/{ident or 'trace'}"
     )
-    trace.metadata["mlflow"] = {
-        k: info[k]
-        for k in ("trace_id", "request_id", "state", "status", "request_time")
-        if k in info
-    }
+    trace.metadata["mlflow"] = keep_raw(info)  # trace info, tags and metadata as written
+    others = {k: v for k, v in value["data"].items() if k != "spans"}
+    if others:
+        trace.metadata["mlflow_data"] = keep_raw(others)
     return trace
 
 

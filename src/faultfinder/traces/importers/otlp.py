@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from faultfinder.errors import ConfigError, TraceFormatError
 from faultfinder.traces.importers._common import check_options, fail
 from faultfinder.traces.importers._semconv import build_traces
-from faultfinder.traces.importers._spans import Span, maybe_json, spans_from_otlp
+from faultfinder.traces.importers._spans import Span, keep_raw, maybe_json, spans_from_otlp
 from faultfinder.traces.io import parse_json, split_lines
 from faultfinder.traces.schema import Trace
 
@@ -156,7 +156,30 @@ def _item_spans(item: Any, path: str | Path, base: str, envelopes: set[str]) -> 
         if envelope:
             envelopes.add(envelope)
         spans += spans_from_otlp(request, path=path, where=f"{where}." if where else "")
+    if any(where != base.rstrip(".") for _, where in found):
+        shell = keep_raw(_shell(item))  # the envelope's own fields, kept with the spans
+        for span in spans:
+            span.context = {**(span.context or {}), "envelope": shell}
     return spans
+
+
+_MARK = "(OTLP request)"
+
+
+def _shell(value: Any, depth: int = 0) -> Any:
+    """An envelope with each OTLP request in it replaced by a marker."""
+    if isinstance(value, str) and depth and value.lstrip()[:1] == "{" and "esource" in value:
+        parsed = maybe_json(value)
+        if isinstance(parsed, dict) and any(k in parsed for k in _REQUEST_KEYS):
+            return _MARK
+    if isinstance(value, dict):
+        if any(k in value for k in _REQUEST_KEYS):
+            return _MARK
+        if depth < _ENVELOPE_DEPTH:
+            return {k: _shell(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list) and depth < _ENVELOPE_DEPTH:
+        return [_shell(v, depth + 1) for v in value]
+    return value
 
 
 def _json_spans(text: str, path: Path, envelopes: set[str]) -> list[Span]:

@@ -22,6 +22,7 @@ from faultfinder.traces.importers._spans import (
     SpanEvent,
     check_keys,
     flatten,
+    keep_raw,
     maybe_json,
     parse_time,
 )
@@ -120,6 +121,7 @@ def span_of(record: Any, *, path: str | Path, where: str) -> Span:
         events=events,
         status="error" if status == "ERROR" else "ok" if status == "OK" else None,
         status_message=top.get("status_message") or None,
+        raw=keep_raw(record),
     )
 
 
