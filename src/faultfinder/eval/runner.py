@@ -440,7 +440,7 @@ async def _run_locked(
                 elif row.status in FAILED_STATUSES:
                     counts["error"] += 1
                 if opts.progress and (reason := why(row)):
-                    # Say why as it happens, not only in the rows (docs/eval.md).
+                    # Say why as it happens, not only in the rows (docs/exit-codes.md).
                     bar.write(f"{row.trace_id} · {row.method}: {row.status}: {reason}", sys.stderr)
                 bar.update(1)
                 bar.set_postfix(counts, refresh=False)
