@@ -366,3 +366,29 @@ def test_without_a_reference_the_verdict_is_unverifiable(
     status = wait(client, start(client, {**body, "repeats": 2, "verdict": True}).json()["url"])
     assert status["verdict"] == "unverifiable" and status["flip_rate"] is None, status
     assert status["flip_rate_ci"] is None
+
+
+def test_progress_reads_only_complete_new_lines(tmp_path: Path) -> None:
+    from faultfinder.ui.job_progress import BranchWatch
+
+    def line(call: int, origin: str, tokens: int) -> str:
+        usage = {"total_tokens": tokens}
+        return json.dumps(
+            {"call": call, "agent": "A", "origin": origin, "response": {"usage": usage}}
+        )
+
+    steps = tmp_path / "steps.jsonl"
+    watch = BranchWatch(tmp_path)
+    watch.poll()  # nothing written yet
+    steps.write_text(line(0, "cached", 50) + "\n" + line(1, "edited", 0) + "\n")
+    watch.poll()
+    half = line(2, "live", 30)
+    with steps.open("a") as handle:
+        handle.write(half[:10])
+    watch.poll()
+    assert watch.counts() == {"replayed": 1, "edited": 1, "live": 0}
+    with steps.open("a") as handle:
+        handle.write(half[10:] + "\n")
+    watch.poll()
+    assert watch.counts() == {"replayed": 1, "edited": 1, "live": 1}
+    assert watch.tokens == 30  # replayed calls cost nothing

@@ -24,12 +24,11 @@ from faultfinder.dover.models import DoverRow, Hypothesis, Intervention, RepeatR
 from faultfinder.dover.verdict import classify, wilson_interval
 from faultfinder.llm.client import LLM, track_usage
 from faultfinder.traces.schema import Step, Trace
+from faultfinder.ui.job_progress import LIVE_ORIGINS
 
 REPEAT_TEMPERATURE = 0.7
 """Temperature forced on the live calls of a repeated edit (``debug``'s default), so the
 repeats are samples rather than one run counted N times."""
-LIVE_ORIGINS = ("live", "edited-input")
-"""Step origins the upstream answered."""
 
 
 @dataclass

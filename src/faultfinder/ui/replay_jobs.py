@@ -38,7 +38,6 @@ from faultfinder.replay.edits import parse_edit_file, read_edit_file
 from faultfinder.replay.recorder import (
     BRANCHES_DIR,
     REPORT_FILE,
-    STEPS_FILE,
     TRACE_FILE,
     new_run_id,
     read_meta,
@@ -47,6 +46,7 @@ from faultfinder.replay.replayer import ReplayOptions, ReplayReport
 from faultfinder.replay.session import ReplayOutcome, SessionOptions, replay_run
 from faultfinder.traces.loader import load_traces
 from faultfinder.ui.catalog import Catalog, DoverEntry, ReplayEntry, TraceEntry, make_key
+from faultfinder.ui.job_progress import BranchWatch, tail
 from faultfinder.ui.repeats import REPEAT_TEMPERATURE, Attempt, judge_repeats
 
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
@@ -56,8 +56,6 @@ MAX_JOBS = 100
 """Jobs remembered (the oldest finished ones are forgotten first)."""
 REQUEST_FIELDS = frozenset({"trace", "at", "edit", "repeats", "verdict"})
 """All a page may send: which trace, which step, the edit, how many times, verdict or not."""
-OUTPUT_TAIL = 12_000
-"""Characters of the program's stdout and stderr sent to the page (the end)."""
 
 
 @dataclass(frozen=True)
@@ -138,49 +136,6 @@ def _check_target(spec: dict[str, Any], calls: int) -> None:
         )
 
 
-def _usage_of(branch_dir: Path) -> tuple[list[dict[str, Any]], int]:
-    """The calls a branch has made so far (origin, agent, replayed step) and the tokens of
-    those the upstream answered."""
-    calls: list[dict[str, Any]] = []
-    tokens = 0
-    path = branch_dir / STEPS_FILE
-    if not path.is_file():
-        return calls, tokens
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line being written
-            if not isinstance(data, dict):
-                continue
-            origin = str(data.get("origin", ""))
-            usage = (data.get("response") or {}).get("usage") or {}
-            used = int(usage.get("total_tokens") or 0) if isinstance(usage, dict) else 0
-            if origin in ("live", "edited-input"):
-                tokens += used
-            calls.append(
-                {
-                    "call": data.get("call"),
-                    "agent": str(data.get("agent", "")),
-                    "origin": origin,
-                    "replay_of": data.get("replay_of"),
-                    "status": data.get("status"),
-                    "tokens": used if origin in ("live", "edited-input") else 0,
-                }
-            )
-    return calls, tokens
-
-
-def _tail(path: Path) -> str:
-    if not path.is_file():
-        return ""
-    size = path.stat().st_size
-    with path.open("rb") as handle:
-        handle.seek(max(0, size - OUTPUT_TAIL))
-        return handle.read().decode("utf-8", errors="replace")
-
-
 def _shown(path: Path) -> str:
     """A path as the user would type it in the server's directory (relative when it lies
     below it)."""
@@ -201,6 +156,7 @@ class ReplayRunner:
         self.settings = settings
         self.checker = make_checker(settings.check)
         self.jobs: dict[str, ReplayJob] = {}
+        self._watches: dict[tuple[str, int], BranchWatch] = {}
         self._busy: dict[Path, str] = {}
 
     # --- starting -------------------------------------------------------------------
@@ -334,6 +290,8 @@ class ReplayRunner:
         finished = [j.id for j in self.jobs.values() if j.task is None or j.task.done()]
         for old in finished[: len(self.jobs) - MAX_JOBS + 1]:
             del self.jobs[old]
+            for key in [k for k in self._watches if k[0] == old]:
+                del self._watches[key]
 
     # --- running --------------------------------------------------------------------
 
@@ -490,27 +448,22 @@ class ReplayRunner:
         """What the job page shows: state, per replay its calls and output, the verdict."""
         attempts = []
         for attempt in job.attempts:
-            calls, tokens = _usage_of(attempt.branch_dir)
-            counts = {"replayed": 0, "edited": 0, "live": 0}
-            for call in calls:
-                origin = call["origin"]
-                if origin == "cached":
-                    counts["replayed"] += 1
-                elif origin == "edited":
-                    counts["edited"] += 1
-                elif origin in ("live", "edited-input"):
-                    counts["live"] += 1
+            watch = self._watches.setdefault(
+                (job.id, attempt.number), BranchWatch(attempt.branch_dir)
+            )
+            if attempt.state != "waiting":
+                watch.poll()
             attempts.append(
                 {
                     "number": attempt.number,
                     "branch": attempt.branch_id,
                     "state": attempt.state,
                     "command": attempt.command,
-                    "calls": calls,
-                    "counts": counts,
-                    "tokens": tokens,
-                    "stdout": _tail(attempt.branch_dir / "stdout.txt"),
-                    "stderr": _tail(attempt.branch_dir / "stderr.txt"),
+                    "calls": watch.calls,
+                    "counts": watch.counts(),
+                    "tokens": watch.tokens,
+                    "stdout": tail(attempt.branch_dir / "stdout.txt"),
+                    "stderr": tail(attempt.branch_dir / "stderr.txt"),
                     "replay": f"/replay/{attempt.replay_key}" if attempt.replay_key else None,
                     "answer": attempt.answer,
                     "success": attempt.success,

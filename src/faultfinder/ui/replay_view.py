@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from faultfinder.traces.schema import Step, Trace
+from faultfinder.ui.job_progress import LIVE_ORIGINS
 
 Segment = tuple[str, str]
 """(op, text): op is 'same', 'del' (only in the original) or 'ins' (only in the replay)."""
@@ -97,5 +98,5 @@ def live_tokens(trace: Trace) -> int:
     return sum(
         s.usage.total_tokens
         for s in trace.steps
-        if s.usage is not None and s.metadata.get("origin") in ("live", "edited-input")
+        if s.usage is not None and s.metadata.get("origin") in LIVE_ORIGINS
     )

@@ -1,0 +1,89 @@
+"""What a running replay has done so far, read from the files it writes: each call of
+``steps.jsonl`` with its origin (replayed from the recording, edited, live) and the tokens
+the upstream spent, and the end of the program's ``stdout.txt`` / ``stderr.txt``.
+
+A :class:`BranchWatch` reads ``steps.jsonl`` incrementally (only the bytes appended since
+the last poll, whole lines only), so polling a long replay stays linear in its size.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from faultfinder.replay.recorder import STEPS_FILE
+
+OUTPUT_TAIL = 12_000
+"""Characters of the program's stdout and stderr sent to the page (the end)."""
+LIVE_ORIGINS = ("live", "edited-input")
+"""Origins of calls the upstream answered."""
+COUNTED = {"cached": "replayed", "edited": "edited", "live": "live", "edited-input": "live"}
+"""How each origin is counted on the page."""
+
+
+@dataclass
+class BranchWatch:
+    """The calls of one branch directory, read as they are appended."""
+
+    branch_dir: Path
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    tokens: int = 0
+    """Tokens of the calls the upstream answered."""
+    _offset: int = 0
+
+    def poll(self) -> None:
+        path = self.branch_dir / STEPS_FILE
+        try:
+            with path.open("rb") as handle:
+                handle.seek(self._offset)
+                data = handle.read()
+        except OSError:
+            return
+        complete = data.rfind(b"\n") + 1  # a line still being written waits for the next poll
+        self._offset += complete
+        for line in data[:complete].splitlines():
+            self._add(line)
+
+    def _add(self, line: bytes) -> None:
+        try:
+            data = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return
+        if not isinstance(data, dict):
+            return
+        origin = str(data.get("origin", ""))
+        usage = (data.get("response") or {}).get("usage")
+        used = int(usage.get("total_tokens") or 0) if isinstance(usage, dict) else 0
+        used = used if origin in LIVE_ORIGINS else 0
+        self.tokens += used
+        self.calls.append(
+            {
+                "call": data.get("call"),
+                "agent": str(data.get("agent", "")),
+                "origin": origin,
+                "replay_of": data.get("replay_of"),
+                "status": data.get("status"),
+                "tokens": used,
+            }
+        )
+
+    def counts(self) -> dict[str, int]:
+        counts = {"replayed": 0, "edited": 0, "live": 0}
+        for call in self.calls:
+            shown = COUNTED.get(call["origin"])
+            if shown is not None:
+                counts[shown] += 1
+        return counts
+
+
+def tail(path: Path) -> str:
+    """The last OUTPUT_TAIL bytes of a file, as text ('' when it does not exist yet)."""
+    try:
+        with path.open("rb") as handle:
+            size = handle.seek(0, 2)
+            handle.seek(max(0, size - OUTPUT_TAIL))
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
