@@ -215,6 +215,27 @@ def ranked_note(rows: Sequence[EvalRow], subsets: Sequence[str]) -> str:
     )
 
 
+def shift_note(figures: Sequence[Coverage], subsets: Sequence[str]) -> str:
+    """How many traces the shift score withdraws the claim from, and coverage where claimed."""
+    parts = []
+    for subset in subsets:
+        c = next(
+            f for f in figures if f.subset == subset and f.method == "shortlist" and f.level == 0.9
+        )
+        low, high = wilson(c.claimed_covered, c.claimed) if c.claimed else (0.0, 0.0)
+        parts.append(
+            f"{subset}: {c.cases - c.claimed} of {c.cases} traces past the shift threshold; "
+            f"90% coverage where claimed {100 * c.claimed_rate:.1f}% "
+            f"[{100 * low:.0f}–{100 * high:.0f}]"
+        )
+    return (
+        'Shift score (docs/step-sets.md, "When a trace is unlike the calibration data"; '
+        "each Who&When trace compared with the other folds' traces only): "
+        + "; ".join(parts)
+        + ". Those traces' sets are shown without a coverage claim."
+    )
+
+
 def set_cost(traces: Sequence[Trace]) -> float:
     """CPU milliseconds per trace to compute a set from scratch (the memo emptied)."""
     sets._memo.clear()
@@ -254,6 +275,7 @@ def main() -> int:
     for subset in n:
         out += ["", f"**{subset}** ({n[subset]} traces)", "", *table(figures, subset)]
     out += ["", reading(figures, list(n)), "", ranked_note(shortlist_rows, list(n))]
+    out += ["", shift_note(figures, list(n))]
     text = "\n".join(out)
     print(text)
     if not args.no_readme:

@@ -49,7 +49,9 @@ def test_the_first_command_answers_offline_and_replays_the_fix() -> None:
     assert re.search(r"^agent:      \w+", out, re.MULTILINE)
     assert re.search(r"^step:       \d+  \(0-based\)", out, re.MULTILINE)
     assert re.search(r"^reason:     \S", out, re.MULTILINE)
-    assert re.search(r"^step set:   \{.*\} at 90%", out, re.MULTILINE)
+    # The embedded demo trace is unlike Who&When (the calibration data): its set is shown
+    # with the 90% level withdrawn (docs/step-sets.md).
+    assert re.search(r"^step set:   \{.*\} — 90% NOT claimed \(trace unlike", out, re.MULTILINE)
     assert "gold agent: WebSurfer" in out and "gold step:  3" in out
     for floor in (
         "random",

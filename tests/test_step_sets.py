@@ -254,7 +254,10 @@ def test_cli_attribute_prints_the_set_and_off_removes_it(tmp_path: Path) -> None
     expected = sets.step_set(trace, 0.8, include=2)
     assert expected is not None and 2 in expected.steps
     size = len(expected.steps)
-    assert "{" + step_ranges(expected.steps) + "} at 80%" in line
+    # The synthetic fixture is unlike Who&When (the calibration data): the set is shown,
+    # its level is not claimed.
+    assert not expected.calibrated and expected.shift is not None
+    assert "{" + step_ranges(expected.steps) + "} — 80% NOT claimed (trace unlike" in line
     assert (
         f"{size} of {len(trace.steps)} steps ({100 * size / len(trace.steps):.0f}% of the trace)"
         in line
@@ -309,4 +312,8 @@ def test_cli_eval_and_report_show_coverage_per_method_and_level(tmp_path: Path) 
         low, high = figure.ci
         cell = f"{100 * figure.rate:.1f} ({100 * low:.1f}–{100 * high:.1f})"
         assert f"| {figure.subset} | {figure.method} | 95% | {figure.cases} | {cell} |" in text
+        # The fixtures are unlike the calibration data: no case claims the level.
+        assert figure.claimed == 0 and f"| 0/{figure.cases} | - |" in text
+    assert all(r.step_set_calibrated is False and r.step_set_shift for r in read_rows(out))
+    assert "carry no coverage claim" in text
     assert "Reliability of stated confidence: shortlist" in text

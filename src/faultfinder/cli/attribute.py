@@ -87,7 +87,12 @@ def gold_lines(trace: Trace, result: Attribution) -> list[str]:
 def format_step_set(result: Attribution, n_steps: int | None = None) -> str:
     """'{2-4, 7} at 90%: 4 of 12 steps (33% of the trace); ranked by shipped:deploy'."""
     return describe_step_set(
-        result.step_set or [], result.step_set_level or 0.0, n_steps, result.step_set_source
+        result.step_set or [],
+        result.step_set_level or 0.0,
+        n_steps,
+        result.step_set_source,
+        result.step_set_calibrated,
+        result.step_set_shift,
     )
 
 

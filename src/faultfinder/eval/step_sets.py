@@ -33,6 +33,15 @@ class Coverage:
     """Mean over rows of set size / trace length."""
     sources: tuple[str, ...]
     """Model families that ranked the steps ('fold', 'deploy', ...)."""
+    claimed: int = 0
+    """Cases whose set claims its level (``step_set_calibrated`` not False): the trace is
+    like the calibration data. The others' sets are shown without a coverage claim."""
+    claimed_covered: float = 0.0
+    """``covered`` over the claimed cases only."""
+
+    @property
+    def claimed_rate(self) -> float:
+        return self.claimed_covered / self.claimed if self.claimed else float("nan")
 
     @property
     def rate(self) -> float:
@@ -67,8 +76,12 @@ def coverage(rows: Iterable[EvalRow]) -> list[Coverage]:
     for (subset, method, level), items in sorted(groups.items()):
         sizes = [len(r.step_set or []) for r in items]
         per_case: dict[str, list[bool]] = {}
+        unclaimed: set[str] = set()
         for r in items:
             per_case.setdefault(r.trace_id, []).append(bool(covers(r)))
+            if r.step_set_calibrated is False:
+                unclaimed.add(r.trace_id)
+        claimed = {k: v for k, v in per_case.items() if k not in unclaimed}
         out.append(
             Coverage(
                 subset=subset,
@@ -82,16 +95,33 @@ def coverage(rows: Iterable[EvalRow]) -> list[Coverage]:
                 )
                 / len(items),
                 sources=tuple(sorted({_family(r.step_set_source) for r in items})),
+                claimed=len(claimed),
+                claimed_covered=sum(sum(v) / len(v) for v in claimed.values()),
             )
         )
     return out
 
 
-HEADERS = ["subset", "method", "level", "cases", "coverage %", "mean size", "size / length"]
+HEADERS = [
+    "subset",
+    "method",
+    "level",
+    "cases",
+    "coverage %",
+    "mean size",
+    "size / length",
+    "claimed",
+    "coverage where claimed %",
+]
 
 
 def cells(c: Coverage) -> list[str]:
     low, high = c.ci
+    if c.claimed:
+        lo2, hi2 = wilson(c.claimed_covered, c.claimed)
+        where = f"{100 * c.claimed_rate:.1f} ({100 * lo2:.1f}–{100 * hi2:.1f})"
+    else:
+        where = "-"
     return [
         c.subset,
         c.method,
@@ -100,6 +130,8 @@ def cells(c: Coverage) -> list[str]:
         f"{100 * c.rate:.1f} ({100 * low:.1f}–{100 * high:.1f})",
         f"{c.mean_size:.1f}",
         f"{100 * c.mean_relative_size:.0f}%",
+        f"{c.claimed}/{c.cases}",
+        where,
     ]
 
 
@@ -124,6 +156,11 @@ def render_rows(rows: Iterable[EvalRow], fmt: str = "text") -> str:
         "set is the offline shortlist's split-conformal set plus the method's own step "
         "(docs/step-sets.md)."
     )
+    if any(c.claimed < c.cases for c in figures):
+        notes += (
+            " Claimed: cases like the calibration data; the others' sets carry no coverage "
+            "claim (step_set_calibrated: false; shift score past the threshold)."
+        )
     if any("single" in c.sources or "?" in c.sources for c in figures):
         notes += " Some sets come from a custom weights file: their level is not calibrated."
     heading = f"### {title}\n" if fmt == "markdown" else f"{title}:"

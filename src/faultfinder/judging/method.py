@@ -163,6 +163,11 @@ class Attribution(Verdict):
     step_set_source: str | None = None
     """The shortlist model that ranked the steps: 'shipped:fold-N' (a Who&When trace, by
     the model that neither trained nor calibrated on its fold) or 'shipped:deploy'."""
+    step_set_shift: float | None = None
+    """How unlike the calibration traces this trace is (``shortlist/shift.py``)."""
+    step_set_calibrated: bool | None = None
+    """False: the trace is unlike the calibration data (or the ranker trained on it), so
+    ``step_set_level`` is not a coverage claim for this trace. None: no set."""
     wall_time_s: float = 0.0
     created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())
 
@@ -298,6 +303,8 @@ async def run_method(
         step_set=chosen.steps if chosen else None,
         step_set_level=chosen.level if chosen else None,
         step_set_source=chosen.source if chosen else None,
+        step_set_shift=chosen.shift if chosen else None,
+        step_set_calibrated=chosen.calibrated if chosen else None,
         trace_id=trace.id,
         method=label or method.name,
         config=cfg.model_dump(mode="json"),

@@ -39,6 +39,8 @@ class _Ranked:
     probs: list[float]
     source: str
     thresholds: dict[str, float]
+    shift: float | None
+    calibrated: bool
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,11 @@ class StepSet:
     """Target coverage."""
     source: str
     """Which model ranked the steps, e.g. 'shipped:fold-2' or 'shipped:deploy'."""
+    shift: float | None = None
+    """How unlike the calibration traces the trace is (``shift.py``; None: not measured)."""
+    calibrated: bool = True
+    """False when the shift score passes the weights' threshold (or the ranking model
+    trained on this trace): the set is still the ranking's, but ``level`` is not claimed."""
 
 
 def check_level(level: float) -> float:
@@ -73,7 +80,16 @@ def _ranked(trace: Trace, weights: Weights) -> _Ranked:
     if "surprisal" in chosen.model.groups:
         raise ConfigError("step sets need a shortlist model without the 'surprisal' feature group")
     probs = rank_trace(trace, chosen.model).probs
-    value = _Ranked(weights, probs, chosen.source, chosen.model.conformal)
+    shift = weights.shift_score(trace)
+    unlike = shift is not None and weights.shift is not None and shift > weights.shift.threshold
+    value = _Ranked(
+        weights,
+        probs,
+        chosen.source,
+        chosen.model.conformal,
+        None if shift is None else round(shift, 3),
+        not unlike and not chosen.contaminated,
+    )
     _memo[key] = value
     if len(_memo) > _MEMO_SIZE:
         _memo.popitem(last=False)
@@ -95,7 +111,7 @@ def step_set(
     steps = set(conformal.prediction_set(ranked.probs, tau))
     if include is not None and 0 <= include < len(trace.steps):
         steps.add(include)
-    return StepSet(sorted(steps), level, ranked.source)
+    return StepSet(sorted(steps), level, ranked.source, ranked.shift, ranked.calibrated)
 
 
 def step_ranges(steps: list[int]) -> str:
@@ -115,10 +131,23 @@ def step_ranges(steps: list[int]) -> str:
 
 
 def describe(
-    steps: list[int], level: float, n_steps: int | None = None, source: str | None = None
+    steps: list[int],
+    level: float,
+    n_steps: int | None = None,
+    source: str | None = None,
+    calibrated: bool | None = True,
+    shift: float | None = None,
 ) -> str:
-    """'{2-4, 7} at 90%: 4 of 12 steps (33% of the trace); ranked by shipped:deploy'."""
-    text = "{" + step_ranges(steps) + "}" + f" at {100 * level:g}%"
+    """'{2-4, 7} at 90%: 4 of 12 steps (33% of the trace); ranked by shipped:deploy', or,
+    when the coverage claim is withdrawn, '{2-4, 7} — 90% NOT claimed (...): ...'."""
+    text = "{" + step_ranges(steps) + "}"
+    if calibrated is False:
+        why = "trace unlike the calibration data"
+        if shift is not None:
+            why += f", shift {shift:.2f}"
+        text += f" — {100 * level:g}% NOT claimed ({why})"
+    else:
+        text += f" at {100 * level:g}%"
     if n_steps:
         share = 100 * len(steps) / n_steps
         text += f": {len(steps)} of {n_steps} steps ({share:.0f}% of the trace)"

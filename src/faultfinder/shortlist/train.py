@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from faultfinder.shortlist import conformal, neardup
 from faultfinder.shortlist.features import trace_features
 from faultfinder.shortlist.model import ShortlistModel, softmax, trace_hash
+from faultfinder.shortlist.shift import build_reference
 from faultfinder.shortlist.weights import Weights
 from faultfinder.traces.schema import Trace
 
@@ -206,4 +207,12 @@ def ship(table: Table, groups: Sequence[str], k: int = 5, seed: int = 0) -> Weig
         "which neither trained nor calibrated on it.",
     }
     sketches = {trace_hash(t): neardup.sketch(t) for t in table.traces}
-    return Weights(held.deploy, held.models, fold_of, trained_on=provenance, sketches=sketches)
+    reference = build_reference(table.traces, held.folds)
+    return Weights(
+        held.deploy,
+        held.models,
+        fold_of,
+        trained_on=provenance,
+        sketches=sketches,
+        shift=reference,
+    )

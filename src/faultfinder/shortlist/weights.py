@@ -31,6 +31,7 @@ from typing import Any
 from faultfinder.errors import ConfigError
 from faultfinder.shortlist import neardup
 from faultfinder.shortlist.model import FORMAT, SHIPPED, ShortlistModel, trace_hash
+from faultfinder.shortlist.shift import ShiftReference
 from faultfinder.traces.schema import Trace
 
 FORMAT_V2 = "faultfinder-shortlist/2"
@@ -68,6 +69,16 @@ class Weights:
     """Provenance of the whole file: dataset, trace count, folds, seed."""
     sketches: dict[str, tuple[int, ...]] = field(default_factory=dict)
     """Training trace content hash -> content sketch (``neardup.py``), format 2."""
+    shift: ShiftReference | None = None
+    """The calibration traces' shape and the threshold past which a trace is too unlike
+    them for a step set to claim its level (``shift.py``); None: no claim is checked."""
+
+    def shift_score(self, trace: Trace) -> float | None:
+        """How unlike the calibration traces ``trace`` is (None without a reference). A
+        training trace is compared with the other folds' traces only."""
+        if self.shift is None or not trace.steps:
+            return None
+        return self.shift.score(trace, self.fold_of.get(trace_hash(trace)))
 
     @property
     def groups(self) -> list[str]:
@@ -106,6 +117,7 @@ class Weights:
             "folds": [_model_fields(m) for m in self.folds],
             "fold_of": dict(sorted(self.fold_of.items())),
             "sketches": {h: neardup.encode(sk) for h, sk in sorted(self.sketches.items())},
+            **({"shift": self.shift.to_json()} if self.shift is not None else {}),
         }
 
     def dumps(self) -> str:
@@ -166,6 +178,7 @@ def from_json(data: dict[str, Any], where: str, name: str) -> Weights:
         folds = [model(m, f"folds[{i}]") for i, m in enumerate(data.get("folds", []))]
         fold_of = {str(h): int(f) for h, f in data.get("fold_of", {}).items()}
         sketches = {str(h): neardup.decode(v) for h, v in data.get("sketches", {}).items()}
+        shift = ShiftReference.from_json(data["shift"]) if "shift" in data else None
     except KeyError as exc:
         raise ConfigError(f"{where}: missing field {exc.args[0]!r}") from None
     except (TypeError, ValueError, AttributeError, binascii.Error) as exc:
@@ -173,7 +186,7 @@ def from_json(data: dict[str, Any], where: str, name: str) -> Weights:
     bad = sorted({f for f in fold_of.values() if not 0 <= f < len(folds)})
     if bad:
         raise ConfigError(f"{where}: 'fold_of' names fold(s) {bad}; the file has {len(folds)}")
-    return Weights(deploy, folds, fold_of, name, trained_on, sketches)
+    return Weights(deploy, folds, fold_of, name, trained_on, sketches, shift)
 
 
 def load_weights(path: str | Path | None = None) -> Weights:
