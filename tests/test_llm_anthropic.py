@@ -431,3 +431,21 @@ def test_cli_attribute_with_an_anthropic_model(
     (request,) = [r for r in server.requests if r.api == "messages"]
     assert "sk-ant-cli-key-4242" in json.dumps(request.headers)
     assert "sk-ant-cli-key-4242" not in out.output
+
+
+def test_chief_reads_its_shared_instructions_from_the_prompt_cache(
+    loopback_requests: None,
+) -> None:
+    """CHIEF's instructions-first layout sends every stage's instructions as one system
+    message (~3.5k tokens): marked, it is written once and read by every later call, and
+    the method's usage counts both."""
+    with FakeOpenAIServer(judge) as server:
+        server.mount(FakeMessages(prompt_cache=PromptCache()))
+        llm = LLM(make_backend("anthropic:claude-test", base_url=server.base_url))
+        result = asyncio.run(run_method(create_method("chief"), marked_trace(), llm))
+    calls = sent(server)
+    assert len(calls) > 2
+    assert all("cache_control" in c["system"][-1] for c in calls)
+    usage = result.usage
+    assert usage.cache_write_prompt_tokens > 3000
+    assert usage.cached_prompt_tokens >= usage.cache_write_prompt_tokens  # read back

@@ -21,7 +21,9 @@ Usage is estimated (~4 characters per token) unless the spec gives one. With a
 the prompt up to it into the cache (prefixes under the minimum are not cached), and a
 request reads the longest cached prefix ending at one of its block boundaries, looking
 back at most 20 blocks from its last mark; usage then splits the prompt into
-``input_tokens``, ``cache_read_input_tokens`` and ``cache_creation_input_tokens``.
+``input_tokens``, ``cache_read_input_tokens`` and ``cache_creation_input_tokens``. The
+cache is consulted and filled as each reply is built (the fake builds one at a time), so
+unlike a real server it lets requests that arrive together serve each other.
 Anthropic clients take the server's root as base URL: :func:`anthropic_base_url`.
 """
 
