@@ -436,7 +436,7 @@ def _agent_step(span: Span, agent: str, index: int) -> Step:
     a = span.attributes
     model = next(
         (str(a[k]) for k in ("gen_ai.response.model", "gen_ai.request.model") if a.get(k)),
-        span.hints.get("model"),
+        _str(span.hints.get("model")),
     )
     return Step(
         index=index,
@@ -584,7 +584,7 @@ def _llm_step(span: Span, ancestors: list[Span], kinds: dict[str, str | None], i
             for k in ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name")
             if a.get(k)
         ),
-        span.hints.get("model"),
+        _str(span.hints.get("model")),
     )
     metadata: dict[str, Any] = {
         "span_id": span.span_id,

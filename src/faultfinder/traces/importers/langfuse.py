@@ -212,6 +212,10 @@ def traces_from(data: Any, path: Path, fmt: str) -> list[Trace]:
         result = build_trace(
             group, path=path, fmt=fmt, trace_id=f"{stem_of(path)}/{tid}", task=task
         )
+        skip = ("data", "observations", "trace")
+        page = {k: v for k, v in data.items() if k not in skip} if isinstance(data, dict) else {}
+        if page:  # a page's meta (cursor...), as written
+            result.metadata["langfuse_page"] = keep_raw(page)
         if trace is not None:
             result.metadata["langfuse_trace"] = keep_raw(
                 {k: v for k, v in trace.items() if k != "observations"}

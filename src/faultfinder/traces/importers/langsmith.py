@@ -206,12 +206,19 @@ def span_of(run: Any, *, path: str | Path, where: str, parent: str | None) -> Sp
         hints["input"] = _messages_in(inputs)
         hints["output"] = _reply_of(outputs)
         hints["usage"] = _usage(run, meta)
-        hints["model"] = (
-            meta.get("ls_model_name")
-            or params.get("model")
-            or params.get("model_name")
-            or (inputs or {}).get("model")
-            or (outputs or {}).get("model")
+        hints["model"] = next(
+            (
+                m
+                for m in (
+                    meta.get("ls_model_name"),
+                    params.get("model"),
+                    params.get("model_name"),
+                    (inputs or {}).get("model"),
+                    (outputs or {}).get("model"),
+                )
+                if isinstance(m, str) and m
+            ),
+            None,
         )
         request = {k: v for k, v in params.items() if k not in ("messages",)}
         if request:
