@@ -210,10 +210,11 @@ def test_run_from_the_page_needs_the_token_and_lands_on_the_trace(
     saved = [json.loads(line) for line in results.read_text().splitlines()]
     assert saved[0]["agent"] == "WebSurfer" and saved[0]["step"] == 3
     again = build_catalog([art.root / "traces" / "demo.json"], results_file=results)
-    assert [a.origin for a in again.attributions] == ["ui"]
+    # Read back at the next start from the results store, it is a saved answer.
+    assert [a.origin for a in again.attributions] == ["saved"]
     # Under a given path too, the results file is still read once.
     inside = build_catalog([tmp_path], results_file=results)
-    assert [a.origin for a in inside.attributions] == ["ui"]
+    assert [a.origin for a in inside.attributions] == ["saved"]
 
 
 @pytest.mark.parametrize("damage", [b"{not json\n", b"\xff\xfe broken\n", b"[1, 2]\n{}\n"])
