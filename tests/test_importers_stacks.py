@@ -111,6 +111,40 @@ def test_crewai_agent_spans_without_llm_spans() -> None:
     attribute(trace, "Researcher", 0)
 
 
+def test_genai_invoke_agent_spans_without_chat_spans(tmp_path: Path) -> None:
+    """The OpenAI Agents SDK run traced by the OTel GenAI instrumentation, its `chat` spans
+    removed (as if the model calls were not traced): the `invoke_agent` spans give each
+    agent's step, `execute_tool` its call and result, the last agent's reply the answer."""
+    lines = []
+    for line in (FIXTURES / "openai-agents-genai.otlp.jsonl").read_text().splitlines():
+        request = json.loads(line)
+        for rs in request["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                ss["spans"] = [
+                    s
+                    for s in ss["spans"]
+                    if not any(
+                        a["key"] == "gen_ai.operation.name"
+                        and a["value"].get("stringValue") == "chat"
+                        for a in s.get("attributes", [])
+                    )
+                ]
+        lines.append(json.dumps(request))
+    path = tmp_path / "agents-only.otlp.jsonl"
+    path.write_text("\n".join(lines))
+    (trace,) = load_traces(path)
+    assert [s.agent for s in trace.steps] == ["Triage", "Math tutor"]
+    tutor = trace.steps[1]
+    assert [(c.name, json.loads(c.arguments)) for c in tutor.tool_calls] == [
+        ("add", {"a": 2, "b": 4})
+    ]
+    assert [r.content for r in tutor.tool_results] == ["6"]
+    assert tutor.content == "The answer is 6." and trace.final_answer == "The answer is 6."
+    assert all("no LLM span" in s.metadata["inferred"]["step"] for s in trace.steps)
+    (handoff,) = trace.metadata["handoffs"]
+    assert (handoff["from"], handoff["to"]) == ("Triage", "Math tutor")
+
+
 def test_crewai_with_llm_spans_still_gives_the_finer_steps() -> None:
     (trace,) = load_traces(FIXTURES / "crewai-openinference.otlp.jsonl")
     assert [s.agent for s in trace.steps] == ["Researcher", "Researcher", "Writer"]

@@ -256,7 +256,7 @@ def build_trace(
         metadata["service"] = service
     if task is None:
         task = _task(root, steps)
-    final, final_from = _final_answer(order, kinds, tree)
+    final, final_from = _final_answer(order, kinds)
     if final_from:
         metadata["final_answer_from"] = final_from
     return make_trace(
@@ -471,9 +471,7 @@ def _add_tool(step: Step, span: Span, rule: str) -> None:
     step.metadata.setdefault("tool_spans", []).append({"span_id": span.span_id, "matched_by": rule})
 
 
-def _final_answer(
-    order: list[Span], kinds: dict[str, str | None], tree: SpanTree
-) -> tuple[str | None, str]:
+def _final_answer(order: list[Span], kinds: dict[str, str | None]) -> tuple[str | None, str]:
     """The run's final answer: the root span's output, else the output of the outermost
     span that is neither a model call nor a tool (a crew, chain or workflow span), else
     that of the last agent span not inside another agent span."""
@@ -483,13 +481,9 @@ def _final_answer(
         text = _output_text(span)
         if text:
             return text, f"output of span '{span.name}'"
-    outermost = [
-        s
-        for s in order
-        if kinds[s.span_id] == "agent"
-        and not any(kinds[a.span_id] == "agent" for a in tree.ancestors(s))
-    ]
-    for span in reversed(outermost):
+    agents = [s for s in order if kinds[s.span_id] == "agent"]
+    agents.sort(key=lambda s: s.end.timestamp() if s.end else float("-inf"))
+    for span in reversed(agents):  # the agent that finished last
         text = _output_text(span)
         if text:
             return text, f"output of the last agent span '{span.name}'"
@@ -498,7 +492,12 @@ def _final_answer(
 
 def _output_text(span: Span) -> str | None:
     value = span_output(span)
-    return payload_text(value) or None if value is not None and value != "" else None
+    if value is not None and value != "":
+        return payload_text(value) or None
+    if "gen_ai.output.messages" in span.attributes:  # an invoke_agent span's reply
+        outputs, _ = output_messages(span)
+        return "\n".join(m["content"] for m in outputs or [] if m.get("content")) or None
+    return None
 
 
 def _encloses_llm(span: Span, tree: SpanTree, kinds: dict[str, str | None]) -> bool:

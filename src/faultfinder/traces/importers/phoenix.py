@@ -127,6 +127,11 @@ def span_of(record: Any, *, path: str | Path, where: str) -> Span:
 
 def _records(path: Path) -> list[tuple[Any, str]]:
     """(record, field path) pairs from a JSON, JSON lines or parquet file."""
+    return _read(path)[0]
+
+
+def _read(path: Path) -> tuple[list[tuple[Any, str]], dict[str, Any]]:
+    """(record, field path) pairs, and a REST page's other fields (``next_cursor``...)."""
     if sniff(path).startswith(_PARQUET_MAGIC):
         try:
             import pyarrow.parquet as pq
@@ -138,16 +143,17 @@ def _records(path: Path) -> list[tuple[Any, str]]:
             rows = pq.read_table(path).to_pylist()
         except Exception as exc:
             fail(path, "(parquet)", f"cannot read: {exc}")
-        return [(_plain(r), f"[{n}]") for n, r in enumerate(rows)]
+        return [(_plain(r), f"[{n}]") for n, r in enumerate(rows)], {}
     text = decode_text(read_bytes(path), path)
     records = json_lines(text, path)
     if records is not None:
-        return [(value, f"(line {n})") for n, value in records]
+        return [(value, f"(line {n})") for n, value in records], {}
     whole = parse_json(text, path)
     items = whole.get("data") if isinstance(whole, dict) else whole
     if not isinstance(items, list):
-        items = [whole]
-    return [(r, f"[{n}]") for n, r in enumerate(items)]
+        return [(whole, "[0]")], {}
+    page = {k: v for k, v in whole.items() if k != "data"} if isinstance(whole, dict) else {}
+    return [(r, f"[{n}]") for n, r in enumerate(items)], page
 
 
 def _plain(value: Any) -> Any:
@@ -185,6 +191,10 @@ class PhoenixImporter:
     def load(self, path: Path, **options: Any) -> list[Trace]:
         check_options(self.name, options, {})
         path = Path(path)
-        records = _records(path)
+        records, page = _read(path)
         spans = [span_of(r, path=path, where=w) for r, w in records]
-        return build_traces(spans, path=path, fmt=self.name, id_prefix=stem_of(path))
+        traces = build_traces(spans, path=path, fmt=self.name, id_prefix=stem_of(path))
+        if page:
+            for trace in traces:
+                trace.metadata["phoenix_page"] = keep_raw(page)
+        return traces
