@@ -220,6 +220,11 @@ async def run_child(
                 await _terminate(process)
         except BaseException:
             await _terminate(process)
+            # Cancelled (a job stopped from `faultfinder ui`, Ctrl-C): collect the output
+            # readers too, so no "exception was never retrieved" is logged.
+            readers.cancel()
+            with contextlib.suppress(BaseException):
+                await readers
             raise
         finally:
             for waiter in waiters[1:]:
