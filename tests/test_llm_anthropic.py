@@ -24,6 +24,7 @@ from faultfinder.llm.anthropic_messages import (
     place_cache_marks,
 )
 from faultfinder.llm.cache import ResponseCache
+from faultfinder.llm.prompt_prefixes import PrefixMemory, shared_line_prefix
 from faultfinder.registry import create_method, methods
 from faultfinder.testing import FakeOpenAIServer, ReplyError
 from faultfinder.testing.fake_messages import FakeMessages, PromptCache
@@ -433,19 +434,44 @@ def test_cli_attribute_with_an_anthropic_model(
     assert "sk-ant-cli-key-4242" not in out.output
 
 
-def test_chief_reads_its_shared_instructions_from_the_prompt_cache(
-    loopback_requests: None,
+def long_trace() -> Any:
+    """The observability probe with long step outputs: a log of ~5k tokens."""
+    trace = marked_trace()
+    for step in trace.steps:
+        step.content += " " + "detail of the computation, checked twice. " * 40
+    return trace
+
+
+@pytest.mark.parametrize("name", ["echo", "chief"])
+def test_echo_and_chief_read_their_shared_prefix_from_the_prompt_cache(
+    name: str, loopback_requests: None
 ) -> None:
-    """CHIEF's instructions-first layout sends every stage's instructions as one system
-    message (~3.5k tokens): marked, it is written once and read by every later call, and
-    the method's usage counts both."""
+    """Both layouts send each user message as one text that starts with the case and the
+    log; the backend learns where that shared part ends, marks it, and later calls read
+    it from the cache (CHIEF's instructions-first system prompt is marked as well)."""
     with FakeOpenAIServer(judge) as server:
         server.mount(FakeMessages(prompt_cache=PromptCache()))
         llm = LLM(make_backend("anthropic:claude-test", base_url=server.base_url))
-        result = asyncio.run(run_method(create_method("chief"), marked_trace(), llm))
+        result = asyncio.run(run_method(create_method(name), long_trace(), llm))
     calls = sent(server)
-    assert len(calls) > 2
-    assert all("cache_control" in c["system"][-1] for c in calls)
+    cut = [c for c in calls if len(c["messages"][-1]["content"]) > 1]
+    assert len(cut) >= len(calls) - 1  # all but the first call of the case
+    for body in cut:
+        first, *_, last = body["messages"][-1]["content"]
+        assert "cache_control" in first and "cache_control" not in last
+    if name == "chief":
+        assert all("cache_control" in c["system"][-1] for c in calls)
     usage = result.usage
-    assert usage.cache_write_prompt_tokens > 3000
-    assert usage.cached_prompt_tokens >= usage.cache_write_prompt_tokens  # read back
+    assert usage.cache_write_prompt_tokens > 0
+    assert usage.cached_prompt_tokens > usage.prompt_tokens / 2
+
+
+def test_learned_prefixes_cut_at_a_line_end_after_the_same_context() -> None:
+    memory = PrefixMemory(min_chars=20)
+    case = "Case: Avalon.\nLog: step 0 said 140,210.\n"
+    assert memory.cuts("ctx", case + "Question one?") == []  # nothing to share yet
+    assert memory.cuts("ctx", case + "Question two?") == [len(case)]
+    assert memory.cuts("ctx", case + "Question three?") == [len(case)]
+    assert memory.cuts("other", case + "Question four?") == []  # another system prompt
+    assert memory.cuts("ctx", "Case: Brigadoon.\nQuestion?") == []
+    assert shared_line_prefix("ab\ncd", "ab\nce") == 3 and shared_line_prefix("abc", "abd") == 0

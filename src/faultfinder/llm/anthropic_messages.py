@@ -14,11 +14,13 @@ this module maps a request to a Messages body and the reply back:
   response-cache entry); ``max_tokens`` is required, so a request without one sends
   ``UNCAPPED_OUTPUT``.
 
-Prompt caching (docs/llm.md, "Anthropic"): ``cache_control`` marks go at the prefix
-boundaries the prompt itself shows — the end of the system prompt (which caches the tool
-definitions with it), the end of each text part but the last of a message whose content
-is a list of parts (a method that wants a boundary inside a message sends the message as
-parts), and, in a conversation that already holds a reply of the model, the end of the
+Prompt caching (docs/llm.md, "Prompt caching"): ``cache_control`` marks go at the prefix
+boundaries of the prompt — the end of the system prompt (which caches the tool
+definitions with it); the end of each text part but the last of a message whose content
+is a list of parts (a method can name a boundary inside a message so); inside a last user
+message sent as one text, where it stops sharing its prefix with earlier ones
+(:mod:`faultfinder.llm.prompt_prefixes`: the case-and-log prefix of ECHO's and CHIEF's
+layouts); and, in a conversation that already holds a reply of the model, the end of the
 last message (so the next turn reads the whole dialogue from the cache). At most four
 marks are sent, as the API allows: the first and the last three.
 
@@ -30,6 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import itertools
 import json
 import os
 import re
@@ -41,6 +45,7 @@ from faultfinder import errors
 from faultfinder.llm.base import ChatRequest, Completion, TransientLLMError, approx_token_count
 from faultfinder.llm.client import UNCAPPED_OUTPUT
 from faultfinder.llm.openai_compat import _unreachable, parse_retry_after
+from faultfinder.llm.prompt_prefixes import PrefixMemory
 from faultfinder.redact import Redactor
 from faultfinder.traces.schema import ToolCall
 from faultfinder.usage import Usage
@@ -358,6 +363,7 @@ class AnthropicBackend:
         self.prompt_cache = prompt_cache
         self._api_key = api_key
         self._redactor = Redactor([api_key])
+        self._prefixes = PrefixMemory()
         self._client: anthropic.AsyncAnthropic | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
 
@@ -387,8 +393,33 @@ class AnthropicBackend:
         return self._client
 
     def body(self, request: ChatRequest) -> dict[str, Any]:
-        """What :meth:`complete` sends for ``request``."""
-        return messages_body(request, self.model, prompt_cache=self.prompt_cache)
+        """What :meth:`complete` sends for ``request`` (learning prefix boundaries)."""
+        body = messages_body(request, self.model, prompt_cache=False)
+        if self.prompt_cache:
+            self._cut_shared_prefix(body)
+            place_cache_marks(body)
+        return body
+
+    def _cut_shared_prefix(self, body: dict[str, Any]) -> None:
+        """Cut a last user message sent as one text where it stops sharing its prefix with
+        earlier ones sent after the same context (:mod:`faultfinder.llm.prompt_prefixes`),
+        so the cache marks go there."""
+        turns: list[dict[str, Any]] = body["messages"]
+        if not turns or turns[-1]["role"] != "user" or len(turns[-1]["content"]) != 1:
+            return
+        (block,) = turns[-1]["content"]
+        if block.get("type") != "text":
+            return
+        context = hashlib.sha256(
+            json.dumps([body.get("tools"), body.get("system"), turns[:-1]], sort_keys=True).encode()
+        ).hexdigest()
+        text: str = block["text"]
+        cuts = self._prefixes.cuts(context, text)
+        if cuts:
+            edges = [0, *cuts, len(text)]
+            turns[-1]["content"] = [
+                {"type": "text", "text": text[a:b]} for a, b in itertools.pairwise(edges)
+            ]
 
     async def complete(self, request: ChatRequest) -> Completion:
         client = await self._get_client()

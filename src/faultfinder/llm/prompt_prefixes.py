@@ -1,0 +1,62 @@
+"""Prefix boundaries learned from the prompts a backend has sent, for APIs whose prompt
+cache serves only prefixes the request marks (Anthropic's ``cache_control``).
+
+Methods lay their prompts out so that the calls of a case share a long prefix (ECHO's
+``shared-prefix`` and CHIEF's layouts: the case and the conversation first, the call's
+own question last) but send each user message as one text, so where the shared part ends
+is not written anywhere. A server with automatic prefix caching finds it by itself; an
+API with explicit marks needs it named. :class:`PrefixMemory` finds it the same way the
+automatic caches do, from the prompts seen: the longest prefix (cut at a line end) that
+a user text shares with an earlier one sent after the same context (tools, system prompt
+and earlier turns) becomes a boundary, and every later text that starts with a known
+boundary is cut there, so the backend can mark it. The first call of a case cannot know
+its boundary; from the second on, the shared part is written once and read after.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+MIN_CHARS = 4096
+"""Shortest shared prefix worth a boundary (~1,024 tokens, the API's usual minimum)."""
+
+
+def shared_line_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix of ``a`` and ``b`` that ends a line (0: none)."""
+    limit = min(len(a), len(b))
+    n = 0
+    step = 4096
+    while n < limit:  # compare in slices: C speed for long prompts
+        end = min(n + step, limit)
+        if a[n:end] == b[n:end]:
+            n = end
+            continue
+        while n < end and a[n] == b[n]:
+            n += 1
+        break
+    cut = a.rfind("\n", 0, n)
+    return cut + 1 if cut >= 0 else 0
+
+
+class PrefixMemory:
+    """Recent user texts and the boundaries learned from them, per context."""
+
+    def __init__(self, keep: int = 32, min_chars: int = MIN_CHARS) -> None:
+        self.keep = keep
+        """Texts (and boundaries) remembered per context, newest first."""
+        self.min_chars = min_chars
+        self._texts: dict[str, deque[str]] = {}
+        self._bounds: dict[str, deque[str]] = {}
+
+    def cuts(self, context: str, text: str, limit: int = 2) -> list[int]:
+        """Where to cut ``text`` (ascending, at most ``limit``; the longest known
+        boundaries it starts with), after learning from it."""
+        texts = self._texts.setdefault(context, deque(maxlen=self.keep))
+        bounds = self._bounds.setdefault(context, deque(maxlen=self.keep))
+        for earlier in texts:
+            n = shared_line_prefix(text, earlier)
+            if n >= self.min_chars and n < len(text) and text[:n] not in bounds:
+                bounds.appendleft(text[:n])
+        texts.appendleft(text)
+        found = sorted({len(b) for b in bounds if len(b) < len(text) and text.startswith(b)})
+        return found[-limit:]
