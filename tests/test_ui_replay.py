@@ -273,6 +273,9 @@ def test_a_branch_is_the_base_of_the_next_edit(runs: Path, upstream: FakeOpenAIS
     page = TestClient(create_app(fresh), base_url=HOST).get(f"/trace/{recording_key(fresh)}").text
     tree = page.split('id="branches"', 1)[1].split("</section>", 1)[0]
     assert tree.count("<ul") == 2 and "matches the reference" in tree
+    assert "its trace" in tree and "edit from here" not in tree  # read-only
+    live = client.get(f"/trace/{key}").text.split('id="branches"', 1)[1]
+    assert "edit from here" in live.split("</section>", 1)[0]
 
 
 def test_a_planted_recording_runs_and_contacts_nothing(tmp_path: Path) -> None:
