@@ -152,3 +152,28 @@ def test_chat_streams_are_replayed_as_they_were(
         [recorded] = load_calls(run_dir)
         [served] = load_calls(branch)
         assert served.events == recorded.events and served.writes == recorded.writes
+
+
+def test_each_api_can_have_its_own_upstream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import frameworks_scripts as scripts
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    mixed = str(Path(__file__).parent / "fixtures" / "apis" / "mixed_apis.py")
+    with (
+        FakeOpenAIServer(reply=scripts.mixed) as chat,
+        FakeOpenAIServer(reply=scripts.mixed) as responses,
+    ):
+        code, output = run(
+            ["record", "--upstream", chat.base_url, "--api-upstream",
+             f"responses={responses.base_url}", "--out", str(tmp_path), "--quiet", "--",
+             sys.executable, mixed, scripts.TASK],
+            monkeypatch,
+        )  # fmt: skip
+        assert code == 0, output
+        assert [r.api for r in chat.model_requests] == ["chat"]
+        assert [r.api for r in responses.model_requests] == ["responses", "responses"]
+    bad = CliRunner().invoke(main, ["record", "--upstream", "http://127.0.0.1:9/v1",
+                                    "--api-upstream", "nope=http://x", "--", "true"])  # fmt: skip
+    assert bad.exit_code == 2 and "API=URL" in bad.output

@@ -71,6 +71,7 @@ def proxy(
     edit: str | None,
     edit_input: str | None,
     api_key_env: str | None,
+    api_upstream: dict[str, str],
     host: str,
     port: int,
 ) -> None:
@@ -112,6 +113,7 @@ def proxy(
         meta = RunMeta(run_id=run_dir.name, upstream=upstream)
     config = ProxyConfig(
         upstream=upstream,
+        upstreams=api_upstream,
         passthrough=passthrough,
         api_key_env=api_key_env,
         host=host,

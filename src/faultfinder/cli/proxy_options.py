@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from faultfinder.cli.common import PORT
+from faultfinder.replay.apis import ADAPTERS
 from faultfinder.replay.httpserver import LOOPBACK
 from faultfinder.replay.recorder import read_meta, safe_child
 from faultfinder.replay.session import SessionOptions, stored_command_note
@@ -40,16 +41,51 @@ def session_options(
     quiet: bool,
     timeout: float | None,
     cwd: str | None = None,
+    upstreams: dict[str, str] | None = None,
 ) -> SessionOptions:
     warn_if_exposed(host)
     return SessionOptions(
-        api_key_env=api_key_env, host=host, port=port, echo=not quiet, timeout=timeout, cwd=cwd
+        api_key_env=api_key_env,
+        host=host,
+        port=port,
+        echo=not quiet,
+        timeout=timeout,
+        cwd=cwd,
+        upstreams=dict(upstreams or {}),
     )
 
 
+def _api_upstreams(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> dict[str, str]:
+    """``--api-upstream messages=https://api.anthropic.com/v1`` (repeatable) as a dict."""
+    known = [a.name for a in ADAPTERS]
+    out: dict[str, str] = {}
+    for value in values:
+        name, sep, url = value.partition("=")
+        if not sep or not url or name not in known:
+            raise click.BadParameter(
+                f"{value!r}: give API=URL with API one of {', '.join(known)}",
+                ctx=ctx,
+                param=param,
+            )
+        out[name] = url
+    return out
+
+
 def proxy_options(fn: Any) -> Any:
-    """--api-key-env, --host and --port."""
+    """--api-key-env, --api-upstream, --host and --port."""
     options = [
+        click.option(
+            "--api-upstream",
+            "api_upstream",
+            multiple=True,
+            metavar="API=URL",
+            callback=_api_upstreams,
+            help="Send one API's model calls to an upstream of its own (chat, responses, "
+            "messages), e.g. messages=https://api.anthropic.com/v1 for a program that "
+            "also talks to Claude; the others go to --upstream. Repeatable.",
+        ),
         click.option(
             "--api-key-env",
             default=None,

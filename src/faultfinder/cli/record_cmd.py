@@ -58,6 +58,7 @@ def record(
     timeout: float | None,
     quiet: bool,
     api_key_env: str | None,
+    api_upstream: dict[str, str],
     host: str,
     port: int,
     command: tuple[str, ...],
@@ -83,7 +84,9 @@ def record(
             ground_truth=ground_truth,
             reference_steps=read_lines(reference_steps),
             system=system_name,
-            options=session_options(api_key_env, host, port, quiet, timeout),
+            options=session_options(
+                api_key_env, host, port, quiet, timeout, upstreams=api_upstream
+            ),
         )
     )
     trace = outcome.trace

@@ -247,6 +247,7 @@ def replay(
     quiet: bool,
     as_json: bool,
     api_key_env: str | None,
+    api_upstream: dict[str, str],
     host: str,
     port: int,
     command: tuple[str, ...],
@@ -288,7 +289,9 @@ def replay(
             upstream=upstream,
             trust_run=trusted,
             branch_id=branch_id,
-            options=session_options(api_key_env, host, port, quiet, timeout, cwd),
+            options=session_options(
+                api_key_env, host, port, quiet, timeout, cwd, upstreams=api_upstream
+            ),
         )
     )
     if as_json:
