@@ -153,4 +153,3 @@ def attribute(
         if not as_json:  # stdout stays one JSON document with --json
             click.echo(f"saved to {saved}", err=True)
     exit_for(CaseCounts.of([result.status]))
-
