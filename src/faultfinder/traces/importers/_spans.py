@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from faultfinder.errors import TraceFormatError, TraceFormatWarning
+from faultfinder.redact import Redactor
 from faultfinder.traces.importers._common import fail, is_credential_key
 from faultfinder.traces.io import is_strict
 
@@ -67,11 +68,15 @@ class Span:
 
 def keep_raw(value: Any) -> Any:
     """A source record to keep verbatim in a trace, credentials removed: keys that name a
-    secret (``api_key``, ``authorization``...) and OTLP ``{key, value}`` pairs whose key, or
-    its last dotted part, does."""
+    secret (``api_key``, ``authorization``...), OTLP ``{key, value}`` pairs whose key, or
+    its last dotted part, does, and key-shaped tokens anywhere (``faultfinder.redact``)."""
+    return Redactor().data(_without_secrets(value))
+
+
+def _without_secrets(value: Any) -> Any:
     if isinstance(value, dict):
         out = {
-            k: keep_raw(v)
+            k: _without_secrets(v)
             for k, v in value.items()
             if not (isinstance(k, str) and is_credential_key(k))
         }
@@ -80,7 +85,7 @@ def keep_raw(value: Any) -> Any:
             out["value"] = None  # an OTLP attribute holding a secret
         return out
     if isinstance(value, list):
-        return [keep_raw(v) for v in value]
+        return [_without_secrets(v) for v in value]
     return value
 
 
