@@ -475,3 +475,8 @@ def test_learned_prefixes_cut_at_a_line_end_after_the_same_context() -> None:
     assert memory.cuts("other", case + "Question four?") == []  # another system prompt
     assert memory.cuts("ctx", "Case: Brigadoon.\nQuestion?") == []
     assert shared_line_prefix("ab\ncd", "ab\nce") == 3 and shared_line_prefix("abc", "abd") == 0
+    small = PrefixMemory(min_chars=20, contexts=2)
+    for context in ("a", "b", "c"):
+        small.cuts(context, case + "Question one?")
+    assert small.cuts("a", case + "Question two?") == []  # 'a' was forgotten
+    assert small.cuts("c", case + "Question two?") == [len(case)]

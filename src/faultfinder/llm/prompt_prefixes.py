@@ -15,7 +15,7 @@ its boundary; from the second on, the shared part is written once and read after
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 
 MIN_CHARS = 4096
 """Shortest shared prefix worth a boundary (~1,024 tokens, the API's usual minimum)."""
@@ -41,18 +41,24 @@ def shared_line_prefix(a: str, b: str) -> int:
 class PrefixMemory:
     """Recent user texts and the boundaries learned from them, per context."""
 
-    def __init__(self, keep: int = 32, min_chars: int = MIN_CHARS) -> None:
+    def __init__(self, keep: int = 32, contexts: int = 256, min_chars: int = MIN_CHARS) -> None:
         self.keep = keep
         """Texts (and boundaries) remembered per context, newest first."""
+        self.contexts = contexts
+        """Contexts remembered, the least recently used forgotten first."""
         self.min_chars = min_chars
-        self._texts: dict[str, deque[str]] = {}
-        self._bounds: dict[str, deque[str]] = {}
+        self._memory: OrderedDict[str, tuple[deque[str], deque[str]]] = OrderedDict()
 
     def cuts(self, context: str, text: str, limit: int = 2) -> list[int]:
         """Where to cut ``text`` (ascending, at most ``limit``; the longest known
         boundaries it starts with), after learning from it."""
-        texts = self._texts.setdefault(context, deque(maxlen=self.keep))
-        bounds = self._bounds.setdefault(context, deque(maxlen=self.keep))
+        if context in self._memory:
+            self._memory.move_to_end(context)
+        else:
+            self._memory[context] = (deque(maxlen=self.keep), deque(maxlen=self.keep))
+            while len(self._memory) > self.contexts:
+                self._memory.popitem(last=False)
+        texts, bounds = self._memory[context]
         for earlier in texts:
             n = shared_line_prefix(text, earlier)
             if n >= self.min_chars and n < len(text) and text[:n] not in bounds:
