@@ -26,7 +26,7 @@ LAYERS: list[set[str]] = [
     {"replay"},
     {"methods"},
     {"dover", "eval"},
-    {"scale", "collect", "writeback", "demo_team", "testing"},
+    {"scale", "collect", "writeback", "results_store", "demo_team", "testing"},
     {"ui"},
     {"cli"},
     {"__main__"},

@@ -8,13 +8,23 @@ before it in the same run, so requests are resolved in arrival order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 from faultfinder.replay.apis import CanonicalReply, Chains, WireAdapter, adapter_named
 
-if TYPE_CHECKING:
-    from faultfinder.replay.recorder import RecordedCall
+
+class RecordedCall(Protocol):
+    """What this module reads of a recorded call (``faultfinder.replay.recorder.
+    RecordedCall``, which imports this module: typed here by its shape, not imported)."""
+
+    call: int
+    api: str
+    request: dict[str, Any]
+    response: dict[str, Any] | None
+
+    @property
+    def ok(self) -> bool: ...
 
 
 def adapter_of(call: RecordedCall) -> WireAdapter:
@@ -31,7 +41,7 @@ def remember_calls(calls: Iterable[RecordedCall], chains: Chains | None = None) 
     return chains
 
 
-def canonical_requests(calls: list[RecordedCall]) -> list[dict[str, Any]]:
+def canonical_requests(calls: Sequence[RecordedCall]) -> list[dict[str, Any]]:
     """The canonical request of each call (same order as ``calls``), chains resolved
     through the replies that arrived before it."""
     chains = Chains()
