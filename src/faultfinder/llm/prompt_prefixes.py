@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 
 MIN_CHARS = 4096
-"""Shortest shared prefix worth a boundary (~1,024 tokens, the API's usual minimum)."""
+"""Shortest shared prefix worth a boundary (~1,024 tokens, the smallest of the minimums
+the API's models cache; shorter marks would cost nothing but change nothing)."""
 
 
 def shared_line_prefix(a: str, b: str) -> int:
