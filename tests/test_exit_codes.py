@@ -132,3 +132,26 @@ def test_graph_exits_5_on_budget_and_4_on_endpoint_failure(tmp_path: Path) -> No
     down = run("graph", CHIEF_TRACE, "--model", "function:test_exit_codes:endpoint_down")
     assert down.exit_code == exitcodes.ERRORED, down.output
     assert down.stderr.count("\n") == 1 and "endpoint down" in down.stderr
+
+
+def test_attribute_and_eval_say_why_a_case_is_unparsed(tmp_path: Path) -> None:
+    """The reason is in the text output and eval's progress, not only in --json."""
+    demo = tmp_path / "demo.json"
+    from faultfinder.cli.demo import demo_trace_text
+
+    demo.write_text(demo_trace_text(), encoding="utf-8")
+    paired = "Agent Name: Verifier\nStep Number: 2\nReason for Mistake: checked badly"
+    shown = run(
+        "attribute", str(demo), "--method", "all-at-once", "--model", replies(tmp_path, paired)
+    )
+    assert shown.exit_code == exitcodes.UNPARSED
+    reason = "step 2 was taken by WebSurfer, not by the named agent Verifier"
+    assert f"status:     unparsed  ({reason})" in shown.stdout
+    assert "gold agent: WebSurfer    (no match)" in shown.stdout  # the gold beside the answer
+    out = tmp_path / "r.jsonl"
+    model = replies(tmp_path, "I cannot tell.", repeat_last=True)
+    ran = run("eval", str(demo), "--method", "all-at-once", "--model", model, "--out", str(out))
+    assert ran.exit_code == exitcodes.UNPARSED
+    assert (
+        "demo-riverton-library-loans · all-at-once: unparsed: no 'Agent Name:' line" in ran.stderr
+    )
