@@ -226,6 +226,21 @@ def test_langsmith_flat_runs_and_dotted_order(tmp_path: Path) -> None:
     check_team(by_dotted_order)
 
 
+def test_langsmith_langgraph_nodes_name_the_agents(tmp_path: Path) -> None:
+    """A LangGraph run: each run carries its node in `extra.metadata.langgraph_node`."""
+    tree = json.loads((FIXTURES / "langsmith-team.runs.json").read_text())
+    for agent_run, node in zip(tree["child_runs"], ["plan", "solve"], strict=True):
+        agent_run["name"] = "RunnableSequence"  # LangGraph's node runs are not named after agents
+        for run in [agent_run, *agent_run["child_runs"]]:
+            run["extra"]["metadata"]["langgraph_node"] = node
+    path = tmp_path / "graph.json"
+    path.write_text(json.dumps(tree))
+    (trace,) = load_traces(path)
+    assert [s.agent for s in trace.steps] == ["plan", "solve", "solve"]
+    assert all("graph node" in s.metadata["inferred"]["agent"] for s in trace.steps)
+    assert [r.content for r in trace.steps[1].tool_results] == ["6"]
+
+
 def test_langsmith_langchain_messages(tmp_path: Path) -> None:
     """LangChain chat-model runs: serialised messages in, `generations` out."""
     tree = json.loads((FIXTURES / "langsmith-team.runs.json").read_text())

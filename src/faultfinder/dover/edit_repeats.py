@@ -1,0 +1,318 @@
+"""A given edit of one step, replayed N times and judged as `faultfinder debug` judges
+DoVer's interventions: the same :class:`~faultfinder.dover.models.RepeatResult` per replay,
+the same verdict rules (:func:`faultfinder.dover.verdict.classify`), the same Wilson
+interval on the flip rate, written as the same :class:`~faultfinder.dover.models.DoverRow`.
+`faultfinder verify-edit` and the UI's "Run N times" both run it.
+
+Each replay is :func:`faultfinder.replay.session.replay_run` (what `faultfinder replay`
+runs) with the edit at its step. The edited step is the hypothesis (method ``edit``) and
+the edit the intervention: its ``replacement`` is the new text (output, instruction or
+tool result) or, for a tool call, ``name(arguments)``; ``original`` the recorded
+counterpart. Whether a replay carried the intervention out is DoVer's fulfilment
+judgement, made by a judge model when one is given; without one it is not judged, so a
+failed edit comes out ``inconclusive`` rather than ``refuted``, and the reason says so.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from faultfinder.dover.checker import Checker
+from faultfinder.dover.judge import judge_fulfilment
+from faultfinder.dover.models import DoverRow, Hypothesis, Intervention, RepeatResult, Trial
+from faultfinder.dover.verdict import classify, wilson_interval
+from faultfinder.errors import FaultfinderError
+from faultfinder.llm.client import LLM, track_usage
+from faultfinder.replay.edits import Edit
+from faultfinder.replay.replayer import ReplayOptions
+from faultfinder.replay.session import ReplayOutcome, SessionOptions, replay_run
+from faultfinder.traces.schema import Step, Trace
+
+REPEAT_TEMPERATURE = 0.7
+"""Temperature forced on the live calls of a repeated edit (``debug``'s default), so the
+repeats are samples rather than one run counted N times."""
+LIVE_ORIGINS = ("live", "edited-input")
+"""Origins of the calls (and steps) the upstream answered."""
+DOVER_DIR = "dover"
+"""Where DoVer rows go in a run directory (as `faultfinder debug` puts them)."""
+
+
+@dataclass(frozen=True)
+class Program:
+    """What a replay runs and contacts, all of it given by the user (never read from a
+    run directory)."""
+
+    command: tuple[str, ...]
+    """The program, given after '--'."""
+    upstream: str | None = None
+    """Endpoint for live calls (--upstream)."""
+    trust_run: bool = False
+    """Send live calls to the upstream the recording names (--trust-run)."""
+    api_key_env: str | None = None
+    """Environment variable holding the upstream's key (default: the program's own)."""
+    timeout: float | None = None
+    """Stop each replay after this many seconds."""
+    cwd: str | None = None
+    """Directory the program runs in (default: the current one)."""
+
+
+@dataclass
+class Attempt:
+    """One replay of an edit."""
+
+    number: int
+    branch_id: str
+    branch_dir: Path
+    command: str = ""
+    """The equivalent `faultfinder replay` command line."""
+    state: Literal["waiting", "running", "done", "failed", "cancelled"] = "waiting"
+    replay_key: str | None = None
+    trace: Trace | None = None
+    """The branch's trace, once written."""
+    answer: str | None = None
+    success: bool | None = None
+    edit_applied: bool | None = None
+    live_calls: int = 0
+    divergences: int = 0
+    exit_code: int | None = None
+    error: str | None = None
+
+
+async def run_attempt(
+    attempt: Attempt,
+    base_dir: Path,
+    at: int | None,
+    edit: Edit | None,
+    program: Program,
+    checker: Checker,
+    *,
+    temperature: float | None = None,
+) -> ReplayOutcome | None:
+    """Replay ``base_dir`` with ``edit`` at step ``at`` into ``attempt.branch_id``, filling
+    ``attempt`` (None: the replay could not run; ``attempt.error`` says why)."""
+    overrides: dict[str, Any] = {} if temperature is None else {"temperature": temperature}
+    attempt.state = "running"
+    try:
+        outcome = await replay_run(
+            base_dir,
+            list(program.command),
+            ReplayOptions(at=at, edit=edit, live_overrides=overrides),
+            upstream=program.upstream,
+            trust_run=program.trust_run,
+            branch_id=attempt.branch_id,
+            options=SessionOptions(
+                echo=False,
+                api_key_env=program.api_key_env,
+                timeout=program.timeout,
+                cwd=program.cwd,
+            ),
+        )
+    except FaultfinderError as exc:
+        lines = str(exc).strip().splitlines()
+        attempt.state, attempt.error = "failed", lines[0] if lines else type(exc).__name__
+        return None
+    trace = outcome.trace
+    attempt.trace = trace
+    attempt.answer = trace.final_answer
+    attempt.success = checker.check(
+        trace.final_answer, trace.ground_truth, task=trace.task, run_dir=str(outcome.branch_dir)
+    ).passed
+    attempt.edit_applied = outcome.report.edit_applied if at is not None else None
+    attempt.live_calls = outcome.report.live_calls
+    attempt.divergences = len(outcome.report.divergences)
+    attempt.exit_code = outcome.child.exit_code
+    attempt.state = "done"
+    return outcome
+
+
+def verify_config(
+    source: str, at: int, spec: dict[str, Any], repeats: int, temperature: float | None
+) -> dict[str, Any]:
+    """The ``config`` of a verification row (the same keys from the CLI and the UI)."""
+    return {
+        "source": source,
+        "at": at,
+        "edit": spec,
+        "repeats": repeats,
+        "live_temperature": temperature,
+    }
+
+
+def write_row(base_dir: Path, session: str, row: DoverRow) -> Path:
+    """Append ``row`` to ``base_dir/dover/<session>.jsonl`` (where `debug` writes)."""
+    path = base_dir / DOVER_DIR / f"{session}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(row.model_dump_json() + "\n")
+    return path
+
+
+@dataclass
+class Verdict:
+    row: DoverRow
+    flip_rate: float | None
+    interval: tuple[float, float] | None
+
+
+def recorded_parts(step: Step) -> dict[str, Any]:
+    """What the edit form is prefilled with: the step's recorded output, tool calls, tool
+    results (with the index of the call each answers) and the last user message of its
+    request."""
+    last_user = ""
+    for message in reversed(step.input_messages or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            last_user = str(content or "")
+            break
+    ids = [c.id for c in step.tool_calls]
+    results = []
+    for position, result in enumerate(step.tool_results):
+        index = ids.index(result.call_id) if result.call_id in ids else position
+        results.append({"index": index, "content": result.content, "call_id": result.call_id})
+    return {
+        "step": step.index,
+        "agent": step.agent,
+        "output": step.content,
+        "tool_calls": [
+            {"index": i, "name": c.name, "arguments": c.arguments}
+            for i, c in enumerate(step.tool_calls)
+        ],
+        "tool_results": results,
+        "instruction": last_user,
+    }
+
+
+def original_text(step: Step, spec: dict[str, Any]) -> str:
+    """The recorded counterpart of an edit."""
+    kind = spec.get("kind")
+    index = int(spec.get("index") or 0)
+    if kind == "tool_call" and index < len(step.tool_calls):
+        call = step.tool_calls[index]
+        return f"{call.name}({call.arguments})"
+    if kind == "tool_result":
+        for result in recorded_parts(step)["tool_results"]:
+            if result["index"] == index:
+                return str(result["content"])
+        return ""
+    if kind == "input":
+        return str(recorded_parts(step)["instruction"])
+    return step.content
+
+
+def replacement_text(spec: dict[str, Any]) -> str:
+    """The edit as one text (DoVer's ``replacement``)."""
+    kind = spec.get("kind")
+    if kind in ("message", "input"):
+        return str(spec.get("text") or "")
+    if kind == "tool_result":
+        return str(spec.get("content") or "")
+    if kind == "tool_call":
+        arguments = spec.get("arguments", spec.get("set_arguments", ""))
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        return f"{spec.get('name') or '(same tool)'}({text})"
+    return json.dumps({k: v for k, v in spec.items() if k != "kind"}, ensure_ascii=False)
+
+
+async def judge_repeats(
+    original: Trace,
+    at: int,
+    spec: dict[str, Any],
+    attempts: list[Attempt],
+    *,
+    run_dir: Path,
+    checker: Checker,
+    judge: LLM | None,
+    config: dict[str, Any],
+) -> Verdict:
+    """DoVer's row for ``attempts`` (replays of ``spec`` at step ``at`` of ``original``)."""
+    step = original.steps[at]
+    intervention = Intervention(
+        category="modified_instruction",
+        replacement=replacement_text(spec) or "(empty)",
+        rationale="a given edit (faultfinder verify-edit, or the UI's Run N times)",
+        step=at,
+        agent=step.agent,
+        original=original_text(step, spec),
+    )
+    results: list[RepeatResult] = []
+    with track_usage() as scope:
+        for attempt in attempts:
+            results.append(await _result(original, attempt, intervention, judge))
+    verdict, reason = classify(results, changed=True)
+    if judge is None and verdict == "inconclusive":
+        reason += "; no judge model (--model), so fulfilment was not judged"
+    judged = [r for r in results if r.success is not None and r.edit_applied]
+    flips = sum(1 for r in judged if r.success)
+    temperatures = [t for r in results for t in r.temperatures]
+    flip_rate = flips / len(judged) if judged else None
+    interval = wilson_interval(flips, len(judged))
+    check = checker.check(original.final_answer, original.ground_truth, task=original.task)
+    row = DoverRow(
+        run_dir=str(run_dir),
+        trace_id=original.id,
+        task=original.task,
+        ground_truth=original.ground_truth,
+        original_answer=original.final_answer,
+        original_success=check.passed,
+        checker=checker.name,
+        n_steps=len(original.steps),
+        trial=Trial(index=0, start=0, end=max(len(original.steps) - 1, 0)),
+        segmentation="none",
+        hypothesis=Hypothesis(
+            trial=0, agent=step.agent, step=at, reason="the edited step", method="edit"
+        ),
+        intervention=intervention,
+        repeats=results,
+        successes=sum(1 for r in results if r.success),
+        fulfilled=sum(1 for r in results if r.fulfilled),
+        trial_success_rate=(flips / len(results)) if judged else None,
+        flip_rate=flip_rate,
+        flip_rate_ci=interval,
+        # No seeds are sent (the `replay` command has none): independence rests on sampling.
+        independent_repeats=bool(temperatures) and all(t is None or t > 0 for t in temperatures),
+        verdict=verdict,
+        verdict_reason=reason,
+        model=judge.name if judge is not None else "",
+        config=config,
+        usage=scope.usage,
+    )
+    return Verdict(row, flip_rate, interval)
+
+
+async def _result(
+    original: Trace, attempt: Attempt, intervention: Intervention, judge: LLM | None
+) -> RepeatResult:
+    result = RepeatResult(
+        repeat=attempt.number,
+        branch=str(attempt.branch_dir),
+        final_answer=attempt.answer,
+        success=attempt.success if attempt.edit_applied else None,
+        edit_applied=bool(attempt.edit_applied),
+        divergences=attempt.divergences,
+        exit_code=attempt.exit_code,
+        judge_status="skipped",
+        error=attempt.error,
+    )
+    replayed = attempt.trace
+    if replayed is None:
+        return result
+    result.steps = len(replayed.steps)
+    result.temperatures = [
+        (s.request or {}).get("temperature")
+        for s in replayed.steps
+        if s.metadata.get("origin") in LIVE_ORIGINS
+    ]
+    if not attempt.edit_applied:
+        result.error = result.error or "the edit was not applied"
+        return result
+    if judge is not None:
+        fulfilment = await judge_fulfilment(original, replayed, intervention, judge)
+        result.fulfilment = fulfilment
+        result.fulfilled = None if fulfilment is None else fulfilment.is_intervention_fulfilled
+        result.judge_status = "ok" if fulfilment is not None else "unparsed"
+    return result
