@@ -411,6 +411,7 @@ def test_from_a_failed_run_to_a_validated_fix(tmp_path: Path, page: Page) -> Non
             expect(verdict).to_have_text("verdict: validated", timeout=180_000)
             expect(page.locator("#job-verdict")).to_contain_text("flip rate 100%")
             expect(page.locator("#attempts section.attempt")).to_have_count(3)
+            expect(page.locator("#job-command")).to_contain_text("faultfinder verify-edit")
             shot(page, "replay-verdict")
     assert len(list((runs / "avalon" / "branches").iterdir())) == 5  # 1 + DoVer's 1 + 3
     assert len(list((runs / "avalon" / "dover").glob("*.jsonl"))) == 2

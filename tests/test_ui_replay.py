@@ -33,6 +33,7 @@ from faultfinder.ui.replay_jobs import ReplayRunner, ReplaySettings
 from ui_support import FIX, TEAM, plant_hostile_recording, record_team
 
 HOST = "http://127.0.0.1"
+JUDGE = ["--model", "function:faultfinder.demo_team.mock_debugger:respond", "--cache", "none"]
 _OPEN: list[TestClient] = []
 
 
@@ -199,7 +200,10 @@ def test_run_n_times_gives_the_flip_rate_and_debug_s_verdict(
     runs: Path, upstream: FakeOpenAIServer
 ) -> None:
     client, catalog, _ = app_for(
-        runs, upstream, judge=lambda: LLM(FunctionBackend(mock_debugger.respond))
+        runs,
+        upstream,
+        judge=lambda: LLM(FunctionBackend(mock_debugger.respond)),
+        judge_args=tuple(JUDGE),
     )
     key = recording_key(catalog)
     body = {"trace": key, "at": 1, "edit": {"kind": "message", "text": FIX}, "repeats": 3}
@@ -208,13 +212,25 @@ def test_run_n_times_gives_the_flip_rate_and_debug_s_verdict(
     assert status["verdict"] == "validated" and status["flip_rate"] == 1.0
     low, high = status["flip_rate_ci"]
     assert 0.4 < low < 0.6 and high == 1.0  # Wilson 95% for 3/3
-    (rows_file,) = (runs / "avalon" / "dover").glob("*.jsonl")
+    (rows_file,) = (runs / "avalon" / "dover").glob("ui-*.jsonl")
     (row,) = read_rows([rows_file])
     assert row.verdict == "validated" and len(row.repeats) == 3
     assert all(r.temperatures and all(t == 0.7 for t in r.temperatures) for r in row.repeats)
     assert status["verdict_command"].startswith("faultfinder debug-report ")
     report = CliRunner().invoke(main, ["debug-report", str(rows_file)])
     assert report.exit_code == 0 and "validated" in report.output
+    # The job's one command line does the same: 3 branches and a row with the same verdict.
+    argv = shlex.split(status["command"])
+    assert argv[:2] == ["faultfinder", "verify-edit"] and argv[argv.index("--") + 1 :] == TEAM
+    argv[argv.index("--session") + 1] = "again"
+    result = CliRunner().invoke(main, argv[1:])
+    assert result.exit_code == 0, result.output
+    assert "verdict: validated" in result.output and "flip rate 100%" in result.output
+    (again,) = read_rows([runs / "avalon" / "dover" / "again.jsonl"])
+    assert again.verdict == row.verdict and again.flip_rate_ci == row.flip_rate_ci
+    assert again.config["edit"] == row.config["edit"]
+    for n in range(3):
+        assert (runs / "avalon" / "branches" / f"again-r{n}" / "report.json").is_file()
     # An edit that keeps the mistake: carried out, still failing -> refuted.
     wrong = {
         **body,

@@ -88,6 +88,12 @@ COMMANDS: list[Command] = [
         "Aggregate DoVer result rows: trial success rate, progress made, verdicts.",
     ),
     Command(
+        "verify-edit",
+        "faultfinder.cli.verify_edit_cmd",
+        "verify_edit",
+        "Replay a recording with one edit, --repeats times, and give it DoVer's verdict.",
+    ),
+    Command(
         "check",
         "faultfinder.cli.debug_cmd",
         "check",

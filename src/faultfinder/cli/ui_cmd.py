@@ -62,6 +62,25 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def judge_args(ctx: click.Context, llm_options: dict[str, Any]) -> tuple[str, ...]:
+    """The model options given on this command line, as `verify-edit` takes them (its
+    per-call timeout is --call-timeout)."""
+    args: list[str] = []
+    for param in ctx.command.params:
+        name = param.name
+        if name not in llm_options or not isinstance(param, click.Option):
+            continue
+        if ctx.get_parameter_source(name) != ParameterSource.COMMANDLINE:
+            continue
+        flag = "--call-timeout" if name == "call_timeout" else param.opts[0]
+        value = llm_options[name]
+        if param.is_flag:
+            args += [flag] if value else []
+        else:
+            args += [flag, str(value)]
+    return tuple(args)
+
+
 @click.command("ui", cls=ProgramAfterDashes)
 @click.argument("paths", nargs=-1, required=True, type=InputPath())
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
@@ -225,6 +244,7 @@ def ui(
             cwd=cwd,
             check=check_command,
             judge=(lambda: build_llm(**llm_options)) if model_given else None,
+            judge_args=judge_args(ctx, llm_options) if model_given else (),
         )
         replays = ReplayRunner(catalog, settings)
     if port == 0:

@@ -23,10 +23,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from faultfinder.dover.edit_repeats import REPEAT_TEMPERATURE, recorded_parts
 from faultfinder.ui import pages
 from faultfinder.ui.catalog import Catalog
 from faultfinder.ui.jobs import JobRunner
-from faultfinder.ui.repeats import REPEAT_TEMPERATURE, recorded_parts
 from faultfinder.ui.replay_jobs import MAX_REPEATS, JobRequestError, ReplayJob, ReplayRunner
 
 MAX_BODY = 4096

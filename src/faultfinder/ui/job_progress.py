@@ -13,12 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from faultfinder.dover.edit_repeats import LIVE_ORIGINS
 from faultfinder.replay.recorder import STEPS_FILE
 
 OUTPUT_TAIL = 12_000
 """Characters of the program's stdout and stderr sent to the page (the end)."""
-LIVE_ORIGINS = ("live", "edited-input")
-"""Origins of calls the upstream answered."""
 COUNTED = {"cached": "replayed", "edited": "edited", "live": "live", "edited-input": "live"}
 """How each origin is counted on the page."""
 

@@ -309,8 +309,8 @@ def suggested_edits(catalog: Catalog, trace_id: str) -> list[dict[str, Any]]:
     for d in catalog.dovers.values():
         for row in d.rows:
             iv = row.intervention
-            if row.trace_id != trace_id or iv is None or row.hypothesis.method == "ui":
-                continue  # (the UI's own rows are edits made here, not suggestions)
+            if row.trace_id != trace_id or iv is None or row.hypothesis.method == "edit":
+                continue  # (rows of verify-edit and the UI are given edits, not suggestions)
             out.append(
                 {
                     "step": iv.step,

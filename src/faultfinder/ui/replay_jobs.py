@@ -32,9 +32,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 from faultfinder.dover.checker import make_checker
+from faultfinder.dover.edit_repeats import (
+    REPEAT_TEMPERATURE,
+    Attempt,
+    Program,
+    judge_repeats,
+    run_attempt,
+    verify_config,
+    write_row,
+)
 from faultfinder.errors import FaultfinderError
 from faultfinder.llm.client import LLM
-from faultfinder.replay.edits import parse_edit_file, read_edit_file
+from faultfinder.replay.edits import Edit, parse_edit_file, read_edit_file
 from faultfinder.replay.recorder import (
     BRANCHES_DIR,
     REPORT_FILE,
@@ -42,12 +51,11 @@ from faultfinder.replay.recorder import (
     new_run_id,
     read_meta,
 )
-from faultfinder.replay.replayer import ReplayOptions, ReplayReport
-from faultfinder.replay.session import ReplayOutcome, SessionOptions, replay_run
+from faultfinder.replay.replayer import ReplayReport
+from faultfinder.replay.session import ReplayOutcome
 from faultfinder.traces.loader import load_traces
 from faultfinder.ui.catalog import Catalog, DoverEntry, ReplayEntry, TraceEntry, make_key
 from faultfinder.ui.job_progress import BranchWatch, tail
-from faultfinder.ui.repeats import REPEAT_TEMPERATURE, Attempt, judge_repeats
 
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
 MAX_REPEATS = 10
@@ -79,6 +87,15 @@ class ReplaySettings:
     judge: Callable[[], LLM] | None = None
     """Model judging whether a repeated edit was carried out (``debug``'s fulfilment
     judge); without it a failed repeat cannot be called refuted."""
+    judge_args: tuple[str, ...] = ()
+    """The judge's options as given on the command line (``--model X ...``), for the
+    equivalent `faultfinder verify-edit` command."""
+
+    @property
+    def program(self) -> Program:
+        return Program(
+            self.command, self.upstream, self.trust_run, self.api_key_env, self.timeout, self.cwd
+        )
 
 
 @dataclass
@@ -95,6 +112,8 @@ class ReplayJob:
     verdict_wanted: bool
     session: str
     edit_file: Path | None = None
+    command: str = ""
+    """The one command line that does the whole job (`replay`, or `verify-edit`)."""
     state: JobState = "queued"
     message: str = ""
     attempts: list[Attempt] = field(default_factory=list)
@@ -236,7 +255,7 @@ class ReplayRunner:
         if spec is not None:
             job.edit_file = entry.run_dir / "edits" / f"{session}.json"
         for number in range(repeats):
-            branch_id = session if repeats == 1 else f"{session}-r{number}"
+            branch_id = f"{session}-r{number}" if verdict else session
             job.attempts.append(
                 Attempt(
                     number,
@@ -246,6 +265,7 @@ class ReplayRunner:
                 )
             )
         job.commands = [a.command for a in job.attempts]
+        job.command = self.verify_command(job) if verdict else job.commands[0]
         self._forget_old()
         self.jobs[job.id] = job
         self._busy[root] = job.id
@@ -273,6 +293,28 @@ class ReplayRunner:
         if s.cwd:
             argv += ["--cwd", s.cwd]
         argv += ["--branch-id", branch_id, "--quiet", "--", *s.command]
+        return shlex.join(argv)
+
+    def verify_command(self, job: ReplayJob) -> str:
+        """The `faultfinder verify-edit` command that makes the same branches and row."""
+        s = self.settings
+        assert job.edit_file is not None and job.at is not None
+        argv = ["faultfinder", "verify-edit", _shown(job.base_dir), "--at", str(job.at)]
+        argv += ["--edit-file", _shown(job.edit_file), "--repeats", str(job.repeats)]
+        argv += ["--session", job.session]
+        if s.upstream:
+            argv += ["--upstream", s.upstream]
+        elif s.trust_run:
+            argv += ["--trust-run"]
+        if s.api_key_env:
+            argv += ["--upstream-key-env", s.api_key_env]
+        if s.timeout is not None:
+            argv += ["--replay-timeout", f"{s.timeout:g}"]
+        if s.cwd:
+            argv += ["--cwd", s.cwd]
+        if s.check:
+            argv += ["--check", s.check]
+        argv += [*s.judge_args, "--", *s.command]
         return shlex.join(argv)
 
     def verdict_command(self, job: ReplayJob) -> str | None:
@@ -323,48 +365,25 @@ class ReplayRunner:
         finally:
             self._busy.pop(job.root_dir, None)
 
-    async def _attempt(self, job: ReplayJob, attempt: Attempt, edit: Any) -> None:
-        s = self.settings
-        overrides: dict[str, Any] = {}
-        if job.verdict_wanted:
-            overrides["temperature"] = REPEAT_TEMPERATURE
-        options = ReplayOptions(at=job.at, edit=edit, live_overrides=overrides)
-        attempt.state = "running"
+    async def _attempt(self, job: ReplayJob, attempt: Attempt, edit: Edit | None) -> None:
+        temperature = REPEAT_TEMPERATURE if job.verdict_wanted else None
         try:
-            outcome = await replay_run(
+            outcome = await run_attempt(
+                attempt,
                 job.base_dir,
-                list(s.command),
-                options,
-                upstream=s.upstream,
-                trust_run=s.trust_run,
-                branch_id=attempt.branch_id,
-                options=SessionOptions(
-                    echo=False, api_key_env=s.api_key_env, timeout=s.timeout, cwd=s.cwd
-                ),
+                job.at,
+                edit,
+                self.settings.program,
+                self.checker,
+                temperature=temperature,
             )
         except asyncio.CancelledError:
             attempt.state = "cancelled"
             self._register_partial(job, attempt)
             raise
-        except FaultfinderError as exc:
-            attempt.state, attempt.error = "failed", _first_line(exc)
-            if not job.verdict_wanted:
-                raise
-            return
+        if outcome is None:  # could not run at all (no upstream...): the job stops, as
+            raise FaultfinderError(attempt.error or "the replay did not run")  # the CLI does
         self._register(job, attempt, outcome)
-        trace = outcome.trace
-        attempt.answer = trace.final_answer
-        attempt.success = self.checker.check(
-            trace.final_answer,
-            trace.ground_truth,
-            task=trace.task,
-            run_dir=str(outcome.branch_dir),
-        ).passed
-        attempt.edit_applied = outcome.report.edit_applied if job.at is not None else None
-        attempt.live_calls = outcome.report.live_calls
-        attempt.divergences = len(outcome.report.divergences)
-        attempt.exit_code = outcome.child.exit_code
-        attempt.state = "done"
 
     def _register(self, job: ReplayJob, attempt: Attempt, outcome: ReplayOutcome) -> None:
         """Add the new branch to the catalog, as `faultfinder ui` would find it at start."""
@@ -402,14 +421,8 @@ class ReplayRunner:
         ``<base>/dover/<session>.jsonl`` (where `debug` writes its rows by default)."""
         assert job.spec is not None and job.at is not None
         judge = self.settings.judge() if self.settings.judge is not None else None
-        config = {
-            "source": "faultfinder ui",
-            "at": job.at,
-            "edit": job.spec,
-            "repeats": job.repeats,
-            "live_temperature": REPEAT_TEMPERATURE,
-            "commands": job.commands,
-        }
+        config = verify_config("faultfinder ui", job.at, job.spec, job.repeats, REPEAT_TEMPERATURE)
+        config["commands"] = [job.command] if job.command else job.commands
         verdict = await judge_repeats(
             self.catalog.traces[job.trace_key].trace,
             job.at,
@@ -423,10 +436,7 @@ class ReplayRunner:
         row = verdict.row
         job.verdict, job.verdict_reason = row.verdict, row.verdict_reason
         job.flip_rate, job.flip_rate_ci = verdict.flip_rate, verdict.interval
-        path = job.base_dir / "dover" / f"{job.session}.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as handle:
-            handle.write(row.model_dump_json() + "\n")
+        path = write_row(job.base_dir, job.session, row)
         job.dover_file = path
         key = make_key("dover", str(path))
         self.catalog.dovers[key] = DoverEntry(key, path, [row])
@@ -483,6 +493,7 @@ class ReplayRunner:
             "flip_rate_ci": list(job.flip_rate_ci) if job.flip_rate_ci else None,
             "dover": f"/dover/{job.dover_key}" if job.dover_key else None,
             "verdict_command": self.verdict_command(job),
+            "command": job.command,
         }
 
 

@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from faultfinder.dover.edit_repeats import LIVE_ORIGINS
 from faultfinder.traces.schema import Step, Trace
-from faultfinder.ui.job_progress import LIVE_ORIGINS
 
 Segment = tuple[str, str]
 """(op, text): op is 'same', 'del' (only in the original) or 'ins' (only in the replay)."""
