@@ -33,7 +33,7 @@ from faultfinder.eval.datasets import load_dataset, subset_of
 from faultfinder.eval.metrics import normalise_agent
 from faultfinder.eval.reliability import ece, markdown, reliability
 from faultfinder.shortlist import conformal
-from faultfinder.shortlist.features import trace_features
+from faultfinder.shortlist.features import FeatureSpec, trace_features
 from faultfinder.shortlist.model import softmax
 from faultfinder.shortlist.surprisal import CachedSurprisal, LlamaSurprisal
 from faultfinder.shortlist.train import build_table, cross_validate, held_out_models, ship
@@ -44,15 +44,19 @@ DEFAULT_DATA = ROOT.parent / "shared" / "data" / "who-and-when"
 README = ROOT / "bench" / "README.md"
 WEIGHTS = ROOT / "src" / "faultfinder" / "shortlist" / "weights.json"
 BEGIN, END = "<!-- shortlist:begin -->", "<!-- shortlist:end -->"
-DEFAULT_GROUPS = ("position", "agent", "errors")
+DEFAULT_GROUPS = FeatureSpec().groups
 KS = (1, 3, 5)
 ABLATIONS: list[tuple[str, ...]] = [
     ("position",),
     ("agent",),
+    ("structure",),
     ("errors",),
-    ("position", "agent"),
-    ("position", "errors"),
-    ("agent", "errors"),
+    ("cause",),
+    ("position", "agent", "errors"),
+    ("structure", "errors"),
+    ("errors", "cause"),
+    ("structure", "cause"),
+    ("position", "structure", "errors", "cause"),
     DEFAULT_GROUPS,
 ]
 

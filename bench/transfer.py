@@ -35,9 +35,9 @@ from shortlist import Ranked, first_speaker, majority_agent, recall_hits, same_a
 
 from faultfinder.eval.datasets import load_dataset, subset_of
 from faultfinder.shortlist import conformal
-from faultfinder.shortlist.features import FeatureSpec
+from faultfinder.shortlist.features import FeatureSpec, trace_features
 from faultfinder.shortlist.model import softmax
-from faultfinder.shortlist.train import build_table, cross_validate, fit
+from faultfinder.shortlist.train import CrossValidation, build_table, cross_validate, fit
 from faultfinder.traces.schema import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -135,6 +135,55 @@ def floors_for(
     }
 
 
+NOISE_STEPS = 5
+
+
+def with_noise(trace: Trace, steps: int = NOISE_STEPS) -> Trace:
+    """``trace`` with ``steps`` bland steps appended, spoken in turn by its own agents."""
+    agents = trace.agent_names() or ["agent"]
+    extra = [
+        trace.steps[-1].model_copy(
+            update={
+                "index": len(trace.steps) + i,
+                "agent": agents[i % len(agents)],
+                "content": "Noted. Nothing further to add at this point.",
+                "tool_calls": [],
+                "tool_results": [],
+            }
+        )
+        for i in range(steps)
+    ]
+    return trace.model_copy(update={"steps": [*trace.steps, *extra]})
+
+
+def noise_lines(traces: list[Trace], groups: Sequence[str], cv: CrossValidation) -> list[str]:
+    """Recall@1 with bland steps appended (the gold step keeps its index), per subset."""
+    out = [
+        "",
+        f"Robustness to appended noise ({NOISE_STEPS} bland steps appended to every trace, "
+        "scored by the same cross-validated models):",
+        "",
+        "| subset | recall@1 % | recall@1 with noise % | top step unchanged % |",
+        "|---|---:|---:|---:|",
+    ]
+    for subset in sorted({subset_of(t) for t in traces}):
+        idx = [i for i, t in enumerate(traces) if subset_of(t) == subset]
+        clean = noisy = same = 0
+        for i in idx:
+            model = cv.models[cv.folds[i]]
+            noisy_trace = with_noise(traces[i])
+            probs = softmax(model.logits(trace_features(noisy_trace, groups)))
+            top = conformal.ranking(probs)[0]
+            top_clean = conformal.ranking(cv.probs[i])[0]
+            gold = traces[i].label.acceptable_steps  # type: ignore[union-attr]
+            clean += top_clean in gold
+            noisy += top in gold
+            same += top == top_clean
+        n = len(idx)
+        out.append(f"| {subset} | {cell(clean, n)} | {cell(noisy, n)} | {cell(same, n, False)} |")
+    return out
+
+
 def cross_validated(
     traces: list[Trace], groups: Sequence[str], folds: int
 ) -> tuple[list[str], dict[str, list[bool]]]:
@@ -154,6 +203,7 @@ def cross_validated(
         rankings = {"shortlist (cross-validated)": mine, **floors_for(ts, prior)}
         out += report(f"{subset}, cross-validated", ts, rankings)
         top1[subset] = hits(ts, mine, 1)
+    out += noise_lines(traces, groups, cv)
     return out, top1
 
 
@@ -192,8 +242,7 @@ def leave_one_source_out(
     if ablation_rows:
         out += [
             "",
-            "Which evidence transfers (same protocol, feature groups switched off; %, no "
-            "intervals):",
+            "Which evidence transfers (same protocol, other feature groups; %, no intervals):",
             "",
             "| test source | features | recall@1 | recall@3 | recall@5 | top-1 agent |",
             "|---|---|---:|---:|---:|---:|",
@@ -214,8 +263,17 @@ def main() -> int:
     for extra in args.also:
         traces += load_dataset(extra)
     groups = tuple(args.groups)
-    ablations = [g for g in (("position",), ("position", "agent"), ("position", "errors"))]
-    ablations = [g for g in ablations if set(g) <= set(groups) and tuple(g) != groups]
+    ablations = [
+        g
+        for g in (
+            ("position", "agent", "errors"),  # the weights shipped before issue 26
+            ("errors",),
+            ("structure", "errors"),
+            ("errors", "cause"),
+            ("position", "structure", "errors", "cause"),
+        )
+        if tuple(g) != groups
+    ]
     counts = Counter(subset_of(t) for t in traces)
     today = datetime.now(UTC).date().isoformat()
     out = [

@@ -317,3 +317,38 @@ def test_embedded_model_surprisal_per_step() -> None:
     assert len(values) == 3
     assert all(0 < mean <= top for mean, top in values)
     assert values[1][0] > values[0][0]  # gibberish is more surprising than plain English
+
+
+def test_cause_and_structure_features_are_relative_to_the_trace() -> None:
+    trace = make_trace(
+        [
+            ("Boss", "Plan: look the figure up, then compute."),
+            ("Finder", "The population of Avalon is 51377 according to the book."),
+            ("Maths", "Computing 51377 times 3 gives 154131."),
+            ("Maths", "Error: the total 154131 failed the check against the reference."),
+        ],
+        step=1,
+    )
+    names = feature_names(["structure", "cause"])
+    rows = trace_features(trace, ["structure", "cause"])
+    col = {n: [r[names.index(n)] for r in rows] for n in names}
+    # The first failure signal is step 3; step 1 introduced the number later steps reuse.
+    assert col["cause.is_first_signal"] == [0.0, 0.0, 0.0, 1.0]
+    assert col["cause.before_first_signal"] == [1.0, 1.0, 1.0, 0.0]
+    assert col["cause.new_numbers_reused"][1] > 0 and col["cause.new_numbers_reused"][0] == 0
+    assert col["cause.signal_rank"][3] == 1.0
+    # Speaker evidence without names: renaming every agent changes nothing.
+    renamed = trace.model_copy(
+        update={"steps": [s.model_copy(update={"agent": f"x{s.agent}"}) for s in trace.steps]}
+    )
+    assert trace_features(renamed, ["structure", "cause"]) == rows
+    # Appended bland steps leave the earlier steps' cause evidence as it was.
+    noisy = make_trace(
+        [(s.agent, s.content) for s in trace.steps] + [("Boss", "Noted.")] * 3, step=1
+    )
+    noisy_rows = trace_features(noisy, ["cause"])
+    cause_names = feature_names(["cause"])
+    keep = [cause_names.index(f"cause.{n}") for n in ("is_first_signal", "source_of_first_signal")]
+    assert [[r[k] for k in keep] for r in noisy_rows[:4]] == [
+        [r[names.index(cause_names[k])] for k in keep] for r in rows
+    ]

@@ -10,6 +10,13 @@ a whole kind of evidence off:
 * ``errors``: failure signals in the step's own text (tracebacks, tool errors, 'unable',
   'failed'...), in the steps it feeds (the next two), repeated actions and near-duplicate
   outputs, changes of plan, code, the step's length;
+* ``structure``: who speaks, without reading names (the first speaker's agent, the
+  agent's first turn, its share of the steps, the order agents appear in, a tool or human
+  step by its kind, the same speaker twice in a row);
+* ``cause``: cause-before-symptom evidence, relative to the trace: where the step stands
+  against the first failure signal, whether the failing step reuses this step's words
+  (word-trigram overlap) or numbers it introduced, whether its tool call led to an error,
+  and ranks and z-scores of its failure signals and length within the trace;
 * ``surprisal``: the embedded model's token surprisal over the step's output given the
   preceding log (``shortlist/surprisal.py``); absent unless a scorer supplied it.
 
@@ -19,6 +26,7 @@ training and inference.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Sequence
@@ -26,7 +34,7 @@ from dataclasses import dataclass
 
 from faultfinder.traces.schema import Step, Trace
 
-GROUPS: tuple[str, ...] = ("position", "agent", "errors", "surprisal")
+GROUPS: tuple[str, ...] = ("position", "agent", "structure", "errors", "cause", "surprisal")
 """Feature groups, in the order their columns appear."""
 
 _PLANNER = re.compile(r"orchestrat|planner|manager|captain|coordinat|lead|supervis", re.I)
@@ -59,8 +67,10 @@ _WORD = re.compile(r"[a-z0-9_]+")
 class FeatureSpec:
     """Which feature groups to compute."""
 
-    groups: tuple[str, ...] = ("position", "agent", "errors")
-    """Feature groups in use, a subset of ``GROUPS``."""
+    groups: tuple[str, ...] = ("structure", "errors", "cause")
+    """Feature groups in use, a subset of ``GROUPS``: the shipped weights' (issue 26: no
+    absolute position and no role names, which did not transfer between Who&When's
+    subsets)."""
 
 
 def feature_names(groups: Sequence[str]) -> list[str]:
@@ -111,6 +121,32 @@ _NAMES: dict[str, tuple[str, ...]] = {
         "near_duplicate",
         "later_errors_share",
         "first_error_after",
+    ),
+    "structure": (
+        "tool_step",
+        "human_step",
+        "first_speaker_agent",
+        "agent_first_turn",
+        "agent_share",
+        "agent_turn_rel",
+        "speaker_changes",
+        "same_speaker_as_previous",
+        "agent_order",
+    ),
+    "cause": (
+        "before_first_signal",
+        "is_first_signal",
+        "steps_to_first_signal",
+        "just_before_first_signal",
+        "source_of_first_signal",
+        "reused_by_first_signal",
+        "reused_later",
+        "new_numbers",
+        "new_numbers_reused",
+        "tool_call_then_error",
+        "signal_rank",
+        "signal_z",
+        "length_rank",
     ),
     "surprisal": ("mean", "max", "z_mean", "rank_rel"),
 }
@@ -228,6 +264,123 @@ def _errors(trace: Trace) -> list[list[float]]:
     return rows
 
 
+def _structure(trace: Trace) -> list[list[float]]:
+    """Speaker evidence that reads no agent name (transfers across frameworks' roles)."""
+    steps = trace.steps
+    n = len(steps)
+    counts: dict[str, int] = {}
+    order: dict[str, int] = {}
+    for s in steps:
+        counts[s.agent] = counts.get(s.agent, 0) + 1
+        order.setdefault(s.agent, len(order))
+    seen: dict[str, int] = {}
+    rows: list[list[float]] = []
+    changes = 0
+    for i, s in enumerate(steps):
+        turn = seen.get(s.agent, 0)
+        seen[s.agent] = turn + 1
+        same = i > 0 and steps[i - 1].agent == s.agent
+        if i and not same:
+            changes += 1
+        rows.append(
+            [
+                float(s.kind == "tool" or bool(s.tool_results)),
+                float(s.kind == "human"),
+                float(s.agent == steps[0].agent),
+                float(turn == 0),
+                counts[s.agent] / n,
+                turn / max(counts[s.agent] - 1, 1),
+                changes / max(n - 1, 1),
+                float(same),
+                order[s.agent] / max(len(order) - 1, 1),
+            ]
+        )
+    return rows
+
+
+_NUM = re.compile(r"\d+(?:[.,]\d+)*")
+_TRIGRAM = 3
+_REUSE_WINDOW = 30
+"""How many later steps the reuse evidence looks at (bounds the cost on long traces)."""
+
+
+def _trigrams(text: str) -> set[tuple[str, ...]]:
+    toks = _WORD.findall(text.lower())
+    return {tuple(toks[i : i + _TRIGRAM]) for i in range(len(toks) - _TRIGRAM + 1)}
+
+
+def _rank_rel(values: Sequence[float]) -> list[float]:
+    """Each value's rank within the trace: share of the other steps strictly below it."""
+    n = len(values)
+    if n < 2:
+        return [1.0] * n
+    ordered = sorted(values)
+    return [bisect.bisect_left(ordered, v) / (n - 1) for v in values]
+
+
+def _zscores(values: Sequence[float]) -> list[float]:
+    n = len(values)
+    mu = sum(values) / n
+    sd = math.sqrt(sum((v - mu) ** 2 for v in values) / n)
+    return [(v - mu) / sd if sd else 0.0 for v in values]
+
+
+def _overlap(part: set[tuple[str, ...]], whole: set[tuple[str, ...]]) -> float:
+    """Share of ``part``'s trigrams found in ``whole``."""
+    return len(part & whole) / len(part) if part else 0.0
+
+
+def _cause(trace: Trace) -> list[list[float]]:
+    """Cause-before-symptom evidence, every column relative to the trace."""
+    steps = trace.steps
+    texts = [step_text(s) for s in steps]
+    n = len(texts)
+    strength = [
+        float(bool(_TRACEBACK.search(t))) + _count(_ERROR_WORD, t) + _count(_UNABLE, t)
+        for t in texts
+    ]
+    first = next((i for i in range(n) if strength[i] > 0), n)
+    grams = [_trigrams(t) for t in texts]
+    numbers = [{m for m in _NUM.findall(t) if len(m) > 1} for t in texts]
+    seen: set[str] = set()
+    introduced: list[set[str]] = []
+    for nums in numbers:
+        introduced.append(nums - seen)
+        seen |= nums
+    # The earlier step whose words the first failing step reuses most: its likely source.
+    source, best = -1, 0.0
+    if first < n:
+        for j in range(max(0, first - _REUSE_WINDOW), first):
+            share = _overlap(grams[j], grams[first])
+            if share > best:
+                source, best = j, share
+    strength_rank = _rank_rel(strength)
+    strength_z = _zscores(strength)
+    length_rank = _rank_rel([math.log1p(len(t)) for t in texts])
+    rows: list[list[float]] = []
+    for i in range(n):
+        later = range(i + 1, min(n, i + 1 + _REUSE_WINDOW))
+        reused = sum(1 for m in introduced[i] if any(m in numbers[j] for j in later))
+        rows.append(
+            [
+                float(i < first),
+                float(i == first),
+                math.log1p(first - i) if i < first else 0.0,
+                float(i == first - 1),
+                float(i == source),
+                _overlap(grams[i], grams[first]) if i < first < n else 0.0,
+                max((_overlap(grams[i], grams[j]) for j in later), default=0.0),
+                math.log1p(len(introduced[i])),
+                math.log1p(reused),
+                float(bool(steps[i].tool_calls) and any(strength[j] > 0 for j in later[:1])),
+                strength_rank[i],
+                strength_z[i],
+                length_rank[i],
+            ]
+        )
+    return rows
+
+
 def _surprisal(values: Sequence[tuple[float, float]]) -> list[list[float]]:
     """Columns from per-step (mean, max) token surprisal in nats."""
     n = len(values)
@@ -258,8 +411,12 @@ def trace_features(
         blocks.append([_position(n, i) for i in range(n)])
     if "agent" in groups:
         blocks.append(_agent(trace))
+    if "structure" in groups:
+        blocks.append(_structure(trace))
     if "errors" in groups:
         blocks.append(_errors(trace))
+    if "cause" in groups:
+        blocks.append(_cause(trace))
     if "surprisal" in groups:
         if surprisal is None or len(surprisal) != n:
             raise ValueError("the 'surprisal' feature group needs one (mean, max) pair per step")
