@@ -157,3 +157,18 @@ def test_agent_path_form_and_sdk_parse_of_a_served_stream(tmp_path: Any) -> None
     assert (call.agent, call.agent_source, call.api) == ("Writer", "path", "responses")
     assert call.events is not None and len(call.events) > 5
     assert json.loads(call.events[0].split("data: ", 1)[1])["type"] == "response.created"
+
+
+def test_input_edits_and_tool_result_rewrites_on_responses_requests() -> None:
+    body = turn("fc_1", "call_1", "msg_1", "rs_1")
+    edited = RESPONSES.edit_input(body, "another question", "replace-last-user")
+    assert edited["input"][0] == {"role": "user", "content": "another question"}
+    appended = RESPONSES.edit_input({"model": "m", "input": "q"}, "more", "append-user")
+    assert appended["input"] == [
+        {"role": "user", "content": "q"},
+        {"role": "user", "content": "more"},
+    ]
+    rewritten = RESPONSES.rewrite_tool_result(body, "call_1", "43")
+    assert rewritten is not None and rewritten["input"][-1]["output"] == "43"
+    assert body["input"][-1]["output"] == "42"  # the program's own request is untouched
+    assert RESPONSES.rewrite_tool_result(body, "call_x", "43") is None

@@ -31,7 +31,7 @@ import frameworks_scripts as scripts
 from faultfinder.cli import main
 from faultfinder.cli.replay_cmd import replay_exit
 from faultfinder.replay.apis import adapter_for
-from faultfinder.replay.edits import Edit, ToolCallChange
+from faultfinder.replay.edits import Edit, ToolCallChange, ToolResultChange
 from faultfinder.replay.recorder import load_calls
 from faultfinder.replay.replayer import ReplayOptions
 from faultfinder.replay.session import RunOutcome, SessionOptions, record_run, replay_run
@@ -201,9 +201,11 @@ def test_program_records_replays_and_is_edited(name: str, tmp_path: Path, quiet_
         assert replay_exit(report, "fail") == 0
         assert same.child.stdout == recorded.child.stdout  # streamed programs count deltas
 
-        # An edit at a tool call, and one at a message, fix the answer.
+        # An edit at a tool call, at the tool's result, and at a message fix the answer.
+        fixed_result = ToolResultChange(content="Avalon had 144,630 inhabitants in 2020.")
         for at, edit in (
             (program.tool_edit_at, set_query("population of Avalon in 2020")),
+            (program.tool_edit_at, Edit(tool_result=fixed_result)),
             (program.message_edit_at, Edit(output=program.message)),
         ):
             edited = asyncio.run(
