@@ -145,6 +145,42 @@ def test_genai_invoke_agent_spans_without_chat_spans(tmp_path: Path) -> None:
     assert (handoff["from"], handoff["to"]) == ("Triage", "Math tutor")
 
 
+def _span(span_id: str, parent: str | None, start: int, attrs: dict[str, str]) -> dict[str, Any]:
+    return {
+        "traceId": "ab" * 16,
+        "spanId": span_id * 8,
+        **({"parentSpanId": parent * 8} if parent else {}),
+        "name": attrs["gen_ai.operation.name"],
+        "startTimeUnixNano": str(start),
+        "endTimeUnixNano": str(start + 1),
+        "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()],
+    }
+
+
+def test_repeated_calls_of_one_tool_stay_separate_calls(tmp_path: Path) -> None:
+    """One model call, then three executions of the same tool without call ids: three
+    calls with their results in start order, not one call with three results."""
+    call = {"type": "tool_call", "name": "add", "arguments": "{}"}
+    out = json.dumps([{"role": "assistant", "parts": [call]}])
+    op = "gen_ai.operation.name"
+    agent = {op: "invoke_agent", "gen_ai.agent.name": "Solver"}
+    tools = [
+        {op: "execute_tool", "gen_ai.tool.name": "add", "gen_ai.tool.call.result": str(n)}
+        for n in (3, 4, 5)
+    ]
+    spans = [
+        _span("01", None, 1, agent),
+        _span("02", "01", 2, {op: "chat", "gen_ai.output.messages": out}),
+        *(_span(f"0{n}", "01", n, tool) for n, tool in zip((3, 4, 5), tools, strict=True)),
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
+    (trace,) = load_traces(path)
+    (step,) = trace.steps
+    assert [c.name for c in step.tool_calls] == ["add", "add", "add"]
+    assert [r.content for r in step.tool_results] == ["3", "4", "5"]
+
+
 def test_crewai_with_llm_spans_still_gives_the_finer_steps() -> None:
     (trace,) = load_traces(FIXTURES / "crewai-openinference.otlp.jsonl")
     assert [s.agent for s in trace.steps] == ["Researcher", "Researcher", "Writer"]
