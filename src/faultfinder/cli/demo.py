@@ -218,14 +218,19 @@ def show_replay(run_dir: Path) -> str:
         f"{flip.before}"
     )
     [ranked] = asyncio.run(run_offline(recorded, ("shortlist",)))
+    same = " (the step fixed below)" if ranked.step == flip.step else ""
     holds = ""
     if ranked.step_set is not None and ranked.step_set_level is not None:
-        level = f"{ranked.step_set_level:.0%}"
+        claimed = ranked.step_set_calibrated is not False
+        level = f"{ranked.step_set_level:.0%} " if claimed else ""
+        size = f"{len(ranked.step_set)} of {len(recorded.steps)} steps"
+        if not claimed:
+            size += ", no coverage claimed: unlike the calibration data"
         has = "holds" if flip.step in ranked.step_set else "does not hold"
-        holds = f"; its {level} step set ({len(ranked.step_set)} steps) {has} step {flip.step}"
+        holds = f"; its {level}step set ({size}) {has} step {flip.step}"
     click.echo(
         f"shortlist:  {ranked.agent or '-'} at step {'-' if ranked.step is None else ranked.step}"
-        f"{holds}"
+        f"{same}{holds}"
     )
     click.echo(f"fix:        step {flip.step} ({flip.agent}), one line of it:")
     for was, now in changed_lines(flip.original, flip.fixed):
