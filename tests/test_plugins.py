@@ -90,7 +90,8 @@ def pip_install(project: Path, target: Path) -> None:
 def faultfinder(
     site: Path, *args: str, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``faultfinder ARGS`` in a new process that sees the packages installed in ``site``."""
+    """``faultfinder ARGS`` in a new process that sees the packages installed in ``site``,
+    run in ``site``'s parent directory (what a command writes stays in the test's files)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH")) if p)
     return subprocess.run(
@@ -98,7 +99,7 @@ def faultfinder(
         capture_output=True,
         text=True,
         env=env,
-        cwd=cwd,
+        cwd=cwd or site.parent,
         timeout=300,
         check=False,
     )
