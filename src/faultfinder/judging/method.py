@@ -61,7 +61,7 @@ class MethodConfig(BaseModel):
 
     with_ground_truth: bool = False
     """Show the task's reference answer to the judge (the paper's 'with ground truth'),
-    looked up by ``methods.reference.reference_answer``. A trace without one runs as
+    looked up by ``judging.reference.reference_answer``. A trace without one runs as
     without it, with a warning and ``ground_truth: unavailable`` in the result."""
     observability: Observability = "outputs"
     """What of the trace the method may see; see ``Observability``. The same default for
@@ -71,7 +71,7 @@ class MethodConfig(BaseModel):
     (TraceElephant's setting); see docs/eval.md."""
     context_budget: int | None = Field(default=None, ge=256)
     """Max prompt tokens per call (counted with the model's tokenizer where the backend has
-    one). Logs over it are cut by ``methods.fitting.fit_steps``: never the steps under
+    one). Logs over it are cut by ``judging.fitting.fit_steps``: never the steps under
     judgement, always with visible markers, never a prompt over the budget."""
     temperature: float | None = Field(default=0.0, ge=0.0, le=2.0)
     """Sampling temperature of every call; None sends none (the backend's default). The

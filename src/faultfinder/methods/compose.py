@@ -9,7 +9,7 @@ which then runs in its own prompt format on that view (:func:`compressed_view`).
 Either way the judge's answer counts only when it names a shortlisted step. Under a
 per-case token budget (``budget_tokens``) k is lowered until the judge's worst case fits
 what the case may still spend. Stage 3, the replay check when the confidence is low,
-is ``faultfinder check --check-below`` (``dover.dynamic``). See docs/methods/compose.md.
+is ``faultfinder check --check-below`` (``methods.agentic.dynamic``). See docs/methods/compose.md.
 """
 
 from __future__ import annotations

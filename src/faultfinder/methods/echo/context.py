@@ -5,7 +5,7 @@ Around a target step, every other step is shown at a detail level set by its dis
 ====================  ========  ====================================================
 distance              level     content
 ====================  ========  ====================================================
-0 (the target), 1     L1 full   the step as rendered by ``methods.render`` (inputs
+0 (the target), 1     L1 full   the step as rendered by ``judging.render`` (inputs
                                 shown when observability allows)
 2–3                   L2        its key decision (≤ 50 words)
 4–6                   L3        a brief summary (≤ 20 words)

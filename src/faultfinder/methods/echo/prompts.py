@@ -1,7 +1,7 @@
 """ECHO's prompts. They follow the paper's Appendix A.4–A.6 (context-aware step agent,
 objective analyst, final judge); the agent- and step-level variants of the analyst prompt
 and the LLM extractor prompt are ours (the paper does not print them). Steps are always
-numbered from 0, as ``methods.render`` shows them.
+numbered from 0, as ``judging.render`` shows them.
 
 The analyst prompt has two layouts with the same instructions in the same words:
 
