@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, ClassVar
 
 import click
 import pytest
@@ -66,16 +67,55 @@ def test_help_imports_no_command(tmp_path: Path) -> None:
     assert not under(modules, ("pydantic", *HEAVY))
 
 
-def test_methods_imports_no_heavy_stack(tmp_path: Path) -> None:
+def test_methods_imports_no_method(tmp_path: Path) -> None:
+    """The listing reads the shipped cards: no method module, no pydantic."""
     modules = loaded_after("methods", cwd=tmp_path)
-    assert "faultfinder.registry" in modules and "faultfinder.methods.echo.method" in modules
-    assert not under(modules, HEAVY), under(modules, HEAVY)
-    # the listing names CHIEF without running its pipeline
-    assert "faultfinder.methods.chief" in modules
+    assert "faultfinder.registry" in modules
+    assert not under(modules, (*HEAVY, "pydantic", "faultfinder.methods", "faultfinder.judging"))
+
+
+def test_methods_name_imports_that_method_without_heavy_stacks(tmp_path: Path) -> None:
+    modules = loaded_after("methods", "chief", cwd=tmp_path)
+    assert "faultfinder.methods.chief" in modules  # its options come from its class
+    assert not under(modules, HEAVY), under(modules, HEAVY)  # ... not its pipeline
+
+
+def test_the_shipped_cards_are_the_classes() -> None:
+    """methods/cards.json says what the classes say, for every built-in; regenerate it
+    with `python -m faultfinder.cli.methods_cmd` after adding or changing a method."""
+    from faultfinder.cli.methods_cmd import card_of, read_cards
+    from faultfinder.registry import BUILTIN, METHODS
+
+    shipped = read_cards()
+    built_in = {n: e for n, e in METHODS.entries().items() if e.origin == BUILTIN}
+    assert set(shipped) == set(built_in)
+    for name, entry in built_in.items():
+        expected = {"target": entry.target, **card_of(METHODS.get(name))}
+        assert shipped[name] == expected, f"{name}: run python -m faultfinder.cli.methods_cmd"
+
+
+def test_a_method_without_a_card_is_listed_from_its_class() -> None:
+    from click.testing import CliRunner
+
+    from faultfinder.methods.random import RandomMethod
+    from faultfinder.registry import METHODS
+
+    class Toy(RandomMethod):
+        name: ClassVar[str] = "toy"
+        summary: ClassVar[str] = "a toy for this test"
+        presets: ClassVar[dict[str, dict[str, Any]]] = {"small": {}}
+
+    METHODS.add("toy", Toy)
+    try:
+        listed = CliRunner().invoke(main, ["methods"])
+    finally:
+        METHODS.remove("toy")
+    assert listed.exit_code == 0, listed.output
+    assert "toy              a toy for this test  [presets: small]  (in-process)" in listed.output
 
 
 def test_a_command_imports_only_its_own_module(tmp_path: Path) -> None:
-    modules = loaded_after("methods", cwd=tmp_path)
+    modules = loaded_after("methods", "chief", cwd=tmp_path)
     others = {c.module for c in COMMANDS} - {"faultfinder.cli.methods_cmd"}
     assert not set(modules) & others, set(modules) & others
 

@@ -1,18 +1,76 @@
 """`faultfinder methods`: the attribution methods, their presets and options.
 
-Kept apart from `attribute` so that listing methods imports the registry and the method
-classes, not the LLM client, a trace loader or a replay proxy (tests/test_startup.py)."""
+Listing the methods imports none of them: the built-ins' one-line cards (summary, presets)
+are read from ``methods/cards.json``, which tests/test_startup.py keeps equal to the
+classes (regenerate it with ``python -m faultfinder.cli.methods_cmd``). A method without a
+card (a plugin, a built-in added since) is imported to read its class, as before. So
+`faultfinder methods` starts without pydantic or the method interface; `faultfinder
+methods NAME` imports that one method to show its options."""
 
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
+import warnings
+from importlib import resources
+from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 import click
 
 from faultfinder.cli.handling import pass_errors
-from faultfinder.registry import BUILTIN, METHODS, method_class, methods
+from faultfinder.errors import ConfigError
+from faultfinder.registry import BUILTIN, METHODS, PluginWarning, method_class
+
+CARDS = "methods/cards.json"
+"""The built-in methods' cards, inside the package."""
+
+
+def card_of(cls: Any) -> dict[str, Any]:
+    """What `faultfinder methods` shows of a method class: its summary and preset names."""
+    return {"summary": str(cls.summary), "presets": list(cls.presets)}
+
+
+def read_cards() -> dict[str, dict[str, Any]]:
+    """The shipped cards by method name, each with the ``target`` it describes."""
+    try:
+        text = resources.files("faultfinder").joinpath(CARDS).read_text(encoding="utf-8")
+    except (FileNotFoundError, OSError):
+        return {}
+    cards: dict[str, dict[str, Any]] = json.loads(text)
+    return cards
+
+
+def cards() -> dict[str, dict[str, Any]]:
+    """Every method's card by name, in name order: the shipped card of a built-in whose
+    target it names, else the class's own (imported; a plugin that does not import is
+    skipped with a warning, as everywhere)."""
+    shipped = read_cards()
+    found: dict[str, dict[str, Any]] = {}
+    for name, entry in sorted(METHODS.entries().items()):
+        card = shipped.get(name)
+        if entry.origin == BUILTIN and card is not None and card.get("target") == entry.target:
+            found[name] = card
+            continue
+        try:
+            found[name] = card_of(METHODS.get(name))
+        except ConfigError as exc:
+            if entry.origin == BUILTIN:
+                raise
+            warnings.warn(str(exc), PluginWarning, stacklevel=2)
+    return found
+
+
+def write_cards(path: Path) -> dict[str, dict[str, Any]]:
+    """Regenerate the shipped cards from the built-in classes."""
+    built_in = {n: e for n, e in METHODS.entries().items() if e.origin == BUILTIN}
+    written = {
+        name: {"target": entry.target, **card_of(method_class(name))}
+        for name, entry in sorted(built_in.items())
+    }
+    path.write_text(json.dumps(written, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return written
 
 
 @click.command("methods")
@@ -23,11 +81,11 @@ def list_methods(name: str | None) -> None:
     if name:
         click.echo(describe_method(name))
         return
-    for method_name, cls in methods().items():
-        presets = f"  [presets: {', '.join(cls.presets)}]" if cls.presets else ""
+    for method_name, card in cards().items():
+        presets = f"  [presets: {', '.join(card['presets'])}]" if card["presets"] else ""
         origin = METHODS.origin(method_name)
         source = "" if origin == BUILTIN else f"  ({origin})"
-        click.echo(f"{method_name:<16} {cls.summary}{presets}{source}")
+        click.echo(f"{method_name:<16} {card['summary']}{presets}{source}")
 
 
 def _show(value: Any) -> str:
@@ -61,3 +119,8 @@ def describe_method(spec: str) -> str:
         doc = " ".join((info.description or "").split())
         lines.extend("      " + line for line in textwrap.wrap(doc, 84))
     return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    target = Path(__file__).resolve().parents[1] / CARDS
+    print(f"wrote {len(write_cards(target))} cards to {target}", file=sys.stderr)
