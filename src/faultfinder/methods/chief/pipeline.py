@@ -71,7 +71,6 @@ _GRAPH_OPTIONS = (
     "json_grammar",
 )
 _M2_OPTIONS = ("oracle_mode", "prompt_step_edges")
-_OK = ("ok", "cached", "loaded")
 OWN_INSTRUCTIONS_NOTE = "own instructions only: every stage's did not fit context_budget"
 """A stage's note when the 'instructions-first' prompt did not fit and the stage was sent
 with its own instructions (the 'shared-prefix' form)."""
