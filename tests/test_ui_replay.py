@@ -411,3 +411,18 @@ def test_progress_reads_only_complete_new_lines(tmp_path: Path) -> None:
     watch.poll()
     assert watch.counts() == {"replayed": 1, "edited": 1, "live": 1}
     assert watch.tokens == 30  # replayed calls cost nothing
+
+
+def test_verify_edit_exits_4_when_a_replayed_program_fails(
+    runs: Path, upstream: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    edit = tmp_path / "fix.json"
+    edit.write_text(json.dumps({"kind": "message", "text": FIX}))
+    failing = ["sh", "-c", shlex.join(TEAM) + "; exit 1"]
+    args = ["verify-edit", str(runs / "avalon"), "--at", "1", "--edit-file", str(edit)]
+    args += ["--repeats", "1", "--session", "crash", "--upstream", upstream.base_url]
+    result = CliRunner().invoke(main, [*args, "--", *failing])
+    assert result.exit_code == 4, result.output
+    assert "ran a program that failed (exit status 1" in result.output
+    (row,) = read_rows([runs / "avalon" / "dover" / "crash.jsonl"])
+    assert row.repeats[0].program_failed and row.repeats[0].success is True

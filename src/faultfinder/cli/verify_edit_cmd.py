@@ -10,6 +10,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from faultfinder import exitcodes
 from faultfinder.cli.common import COUNT, SECONDS, STEP, TEMPERATURE, build_llm, model_options
 from faultfinder.cli.handling import InputPath, pass_errors
 from faultfinder.cli.proxy_options import require_command, trust_options
@@ -168,3 +169,13 @@ def verify_edit(
     click.echo(f"verdict: {row.verdict} ({row.verdict_reason}); flip rate {rate}{interval}")
     click.echo(format_summary(aggregate([row])))
     click.echo(f"rows: {path}")
+    failed = [r for r in row.repeats if r.program_failed]
+    if failed:  # as `debug` and `replay`: a replay used as a check never passes a crash
+        codes = sorted({str(r.exit_code) for r in failed})
+        click.echo(
+            f"exit {exitcodes.ERRORED}: of {len(row.repeats)} replays, {len(failed)} ran a "
+            f"program that failed (exit status {', '.join(codes)}; see each branch's "
+            "stderr.txt)",
+            err=True,
+        )
+        ctx.exit(exitcodes.ERRORED)

@@ -78,6 +78,8 @@ class Attempt:
     live_calls: int = 0
     divergences: int = 0
     exit_code: int | None = None
+    program_failed: bool = False
+    """The replayed program failed on its own (non-zero exit or timeout)."""
     error: str | None = None
 
 
@@ -124,6 +126,7 @@ async def run_attempt(
     attempt.live_calls = outcome.report.live_calls
     attempt.divergences = len(outcome.report.divergences)
     attempt.exit_code = outcome.child.exit_code
+    attempt.program_failed = outcome.report.program_failed
     attempt.state = "done"
     return outcome
 
@@ -295,6 +298,8 @@ async def _result(
         edit_applied=bool(attempt.edit_applied),
         divergences=attempt.divergences,
         exit_code=attempt.exit_code,
+        program_failed=attempt.program_failed,
+        live_calls=attempt.live_calls,
         judge_status="skipped",
         error=attempt.error,
     )

@@ -479,6 +479,7 @@ class ReplayRunner:
                     "success": attempt.success,
                     "edit_applied": attempt.edit_applied,
                     "exit_code": attempt.exit_code,
+                    "program_failed": attempt.program_failed,
                     "error": attempt.error,
                 }
             )

@@ -143,6 +143,7 @@ function renderAttempt(a) {
     box.appendChild(el("p", "answer: " + (a.answer === null ? "-" : a.answer) + verdict,
       "answer " + (a.success === true ? "outcome-success" : a.success === false ? "outcome-failure" : "")));
   }
+  if (a.program_failed) box.appendChild(el("p", "the program failed (exit status " + a.exit_code + "): see its output below", "error"));
   if (a.error) box.appendChild(el("p", a.error, "error"));
   if (a.replay) {
     const link = el("a", "open the branch beside the original", "branch-link");
