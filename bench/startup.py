@@ -75,6 +75,7 @@ def main() -> int:
             ("`python -c pass` (the interpreter alone)", [sys.executable, "-c", "pass"]),
             ("`faultfinder --help`", [*ff, "--help"]),
             ("`faultfinder methods`", [*ff, "methods"]),
+            ("`faultfinder methods chief`", [*ff, "methods", "chief"]),
             ("`faultfinder attribute --help`", [*ff, "attribute", "--help"]),
             (
                 "`faultfinder attribute demo-trace.json --method shortlist`",
