@@ -249,3 +249,36 @@ def test_many_concurrent_requests_share_the_latency() -> None:
     assert in_flight == n
     # Serially that is 16 s; even 8 at a time would take 4 * latency. Allow for a busy CPU.
     assert wall < 3.5 * latency
+
+
+def test_responses_endpoint_chains_stores_and_streams() -> None:
+    def reply(body: dict[str, Any]) -> Any:
+        # The callable gets the request in canonical chat form.
+        assert body["api"] == "responses" and body["raw"]["model"] == "m"
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            return f"result was {last['content']}"
+        return {"tool_calls": [{"name": "lookup", "arguments": {"q": 1}}], "reasoning": "r"}
+
+    with FakeOpenAIServer(reply=reply) as server:
+        sdk = client(server)
+        first = sdk.responses.create(model="m", instructions="I", input="hi")
+        kinds = [item.type for item in first.output]
+        assert kinds == ["reasoning", "function_call"] and first.id.startswith("resp_")
+        call = first.output[1]
+        results = [{"type": "function_call_output", "call_id": call.call_id, "output": "42"}]
+        second = sdk.responses.create(
+            model="m", instructions="I", previous_response_id=first.id, input=results
+        )
+        assert second.output_text == "result was 42"
+        assert sdk.responses.retrieve(second.id).output_text == "result was 42"
+        with sdk.responses.stream(
+            model="m", instructions="I", previous_response_id=first.id, input=results
+        ) as events:
+            deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
+            final = events.get_final_response()
+        assert len(deltas) == 3 and "".join(deltas) == final.output_text == "result was 42"
+        unstored = sdk.responses.create(model="m", input="hi", store=False)
+        with pytest.raises(openai.BadRequestError, match="not found"):
+            sdk.responses.create(model="m", previous_response_id=unstored.id, input=results)
+    assert [r.api for r in server.model_requests] == ["responses"] * 5
