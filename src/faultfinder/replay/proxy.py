@@ -192,9 +192,11 @@ class RecordingProxy:
         if self.plan is None or method != "GET":
             return None
         parent, _, reply_id = path.rstrip("/").rpartition("/")
-        if reply_id not in self.replies or adapter_for("POST", parent) is None:
+        stored = self.replies.get(reply_id)
+        # A reply created with store: false was never fetchable; the upstream answers that.
+        if stored is None or stored.get("store") is False or adapter_for("POST", parent) is None:
             return None
-        return self.replies[reply_id]
+        return stored
 
     def _upstream_base(self, adapter: WireAdapter | None) -> str | None:
         if adapter is not None and adapter.name in self.config.upstreams:
