@@ -4,9 +4,11 @@ and from the canonical call; the registry; the agent path form for every API."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import openai
+import pytest
 
 from faultfinder.replay.apis import ADAPTERS, Chains, SSEEvent, WireAdapter, adapter_for
 from faultfinder.replay.apis.responses import ResponsesAdapter, response_events
@@ -172,3 +174,40 @@ def test_input_edits_and_tool_result_rewrites_on_responses_requests() -> None:
     assert rewritten is not None and rewritten["input"][-1]["output"] == "43"
     assert body["input"][-1]["output"] == "42"  # the program's own request is untouched
     assert RESPONSES.rewrite_tool_result(body, "call_x", "43") is None
+
+
+def test_serve_local_speaks_the_responses_api(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Agents SDK at its default settings runs offline against serve-local (any
+    faultfinder model, here a function double), and is recorded and replayed."""
+    import asyncio
+    import sys
+
+    import frameworks_scripts as scripts
+    from faultfinder.llm.client import LLM
+    from faultfinder.llm.doubles import FunctionBackend
+    from faultfinder.replay.local_server import LocalModelServer
+    from faultfinder.replay.replayer import ReplayOptions
+    from faultfinder.replay.session import SessionOptions, record_run, replay_run
+
+    def model(request: Any) -> Any:
+        return scripts.agents_sdk({"messages": request.messages, "tools": request.tools})
+
+    async def factory() -> LocalModelServer:
+        return await LocalModelServer(LLM(FunctionBackend(model)), model_name="local").start()
+
+    monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    program = Path(__file__).parent / "fixtures" / "frameworks" / "agents_sdk_default.py"
+    command = [sys.executable, str(program), "--stream", scripts.TASK]
+    quiet = SessionOptions(echo=False, timeout=180)
+    with ServerThread(factory) as local:
+        recorded = asyncio.run(record_run(command, local.url + "/v1", tmp_path, options=quiet))
+        assert recorded.child.exit_code == 0, recorded.child.stderr[-2000:]
+        assert [s.agent for s in recorded.trace.steps] == ["Triage", "Researcher", "Researcher"]
+        assert recorded.trace.final_answer == scripts.WRONG
+        served = local.server.requests
+        same = asyncio.run(replay_run(recorded.run_dir, command, ReplayOptions(), options=quiet))
+        assert same.report.faithful and same.report.live_calls == 0
+        assert local.server.requests == served

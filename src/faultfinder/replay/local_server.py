@@ -1,5 +1,6 @@
 """Serve any faultfinder model (the embedded one, a scripted or function double, or another
-endpoint) as an OpenAI-compatible chat-completions endpoint on loopback.
+endpoint) as an OpenAI-compatible endpoint on loopback: Chat Completions, and the
+Responses API (what the OpenAI Agents SDK speaks at its default settings).
 
 This is how an unmodified agent program runs offline: ``faultfinder serve-local`` and
 ``OPENAI_BASE_URL=http://127.0.0.1:8080/v1``. Requests go through the LLM layer, so the
@@ -16,6 +17,8 @@ from typing import Any
 
 from faultfinder.errors import FaultfinderError
 from faultfinder.llm.client import LLM, Reply
+from faultfinder.replay.apis import Chains
+from faultfinder.replay.apis.responses import ResponsesAdapter, response_events
 from faultfinder.replay.httpserver import (
     LOOPBACK,
     HttpServer,
@@ -26,6 +29,9 @@ from faultfinder.replay.httpserver import (
 )
 from faultfinder.replay.matching import split_agent_path
 from faultfinder.replay.sse import stream_bytes
+
+_RESPONSES = ResponsesAdapter()
+_CHAT_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
 DEFAULT_MAX_TOKENS = 512
 """Reply length when the request names none (small models ramble)."""
@@ -42,6 +48,8 @@ class LocalModelServer:
         self._server = HttpServer(self.handle, host, port)
         self._ids = itertools.count(1)
         self.requests = 0
+        self.chains = Chains()
+        """Responses by id, for ``previous_response_id``."""
 
     async def start(self) -> LocalModelServer:
         await self._server.start()
@@ -82,6 +90,8 @@ class LocalModelServer:
                     ],
                 },
             )
+        if request.method == "POST" and path.endswith("/responses"):
+            return await self._responses(request)
         if request.method != "POST" or not path.endswith("/chat/completions"):
             return error_response(404, f"no route {request.method} {request.path}", "not_found")
         try:
@@ -107,6 +117,111 @@ class LocalModelServer:
 
             return Response(200, [("content-type", "text/event-stream")], chunks())
         return json_response(200, completion)
+
+    async def _responses(self, request: Request) -> Response:
+        """``POST /v1/responses``: the request in canonical form answered by the model, the
+        reply as a ``response`` object (streamed as the Responses API streams); replies
+        are kept for ``previous_response_id`` unless the request says ``store: false``."""
+        try:
+            body = json.loads(request.body or b"{}")
+        except json.JSONDecodeError as exc:
+            return error_response(400, f"request body is not JSON: {exc}", "invalid_request_error")
+        if not isinstance(body, dict):
+            return error_response(400, "expected a JSON object", "invalid_request_error")
+        previous = body.get("previous_response_id")
+        if previous and str(previous) not in self.chains:
+            message = f"Previous response with id '{previous}' not found."
+            return error_response(400, message, "invalid_request_error")
+        canonical = _RESPONSES.canonical_request(body, self.chains)
+        chat: dict[str, Any] = {
+            "messages": [
+                {k: v for k, v in m.items() if k in _CHAT_KEYS}
+                for m in canonical["messages"]
+                if m.get("role") in ("system", "developer", "user", "assistant", "tool")
+            ],
+            "temperature": body.get("temperature"),
+            "max_tokens": body.get("max_output_tokens"),
+        }
+        tools = [t for t in canonical.get("tools") or [] if isinstance(t, dict) and "function" in t]
+        if tools:
+            chat["tools"] = tools
+            choice = body.get("tool_choice")
+            if isinstance(choice, dict) and choice.get("name"):
+                choice = {"type": "function", "function": {"name": choice["name"]}}
+            chat["tool_choice"] = choice
+        self.requests += 1
+        try:
+            completion = await self._complete(chat)
+        except FaultfinderError as exc:
+            return error_response(502, str(exc), "model_error")
+        response = self._as_response(body, completion)
+        if body.get("store", True) is not False:
+            _RESPONSES.remember(self.chains, body, response)
+        if body.get("stream"):
+            events = response_events(response)
+
+            async def send() -> AsyncIterator[bytes]:
+                for event in events:
+                    yield event
+
+            return Response(200, [("content-type", "text/event-stream")], send())
+        return json_response(200, response)
+
+    def _as_response(self, body: dict[str, Any], completion: dict[str, Any]) -> dict[str, Any]:
+        number = next(self._ids)
+        message = completion["choices"][0]["message"]
+        output: list[dict[str, Any]] = []
+        if message.get("content"):
+            output.append(
+                {
+                    "type": "message",
+                    "id": f"msg_local_{number}",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [
+                        {"type": "output_text", "text": message["content"], "annotations": []}
+                    ],
+                }
+            )
+        for position, call in enumerate(message.get("tool_calls") or []):
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": f"fc_local_{number}_{position}",
+                    "call_id": call["id"],
+                    "name": call["function"]["name"],
+                    "arguments": call["function"]["arguments"],
+                    "status": "completed",
+                }
+            )
+        usage = completion["usage"]
+        return {
+            "id": f"resp_local_{number}",
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "completed",
+            "error": None,
+            "incomplete_details": None,
+            "instructions": body.get("instructions"),
+            "model": self.model_name,
+            "output": output,
+            "parallel_tool_calls": body.get("parallel_tool_calls", True),
+            "previous_response_id": body.get("previous_response_id"),
+            "store": body.get("store", True),
+            "temperature": body.get("temperature"),
+            "text": body.get("text") or {"format": {"type": "text"}},
+            "tool_choice": body.get("tool_choice", "auto"),
+            "tools": body.get("tools") or [],
+            "top_p": body.get("top_p"),
+            "metadata": body.get("metadata") or {},
+            "usage": {
+                "input_tokens": usage["prompt_tokens"],
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": usage["completion_tokens"],
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": usage["total_tokens"],
+            },
+        }
 
     async def _complete(self, body: dict[str, Any]) -> dict[str, Any]:
         stop = body.get("stop")
