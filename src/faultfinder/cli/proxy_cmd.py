@@ -75,7 +75,8 @@ def proxy(
     host: str,
     port: int,
 ) -> None:
-    """Run the recording proxy until interrupted; point OPENAI_BASE_URL at it.
+    """Run the recording proxy until interrupted; point OPENAI_BASE_URL (and, for Claude
+    programs, ANTHROPIC_BASE_URL) at it.
 
     Agents are told apart by the X-Faultfinder-Agent header, an /agent/<name>/v1 base
     URL, or their system prompt. On Ctrl-C the run's trace.json is written.
