@@ -217,6 +217,8 @@ def test_run_n_times_gives_the_flip_rate_and_debug_s_verdict(
     assert row.verdict == "validated" and len(row.repeats) == 3
     assert all(r.temperatures and all(t == 0.7 for t in r.temperatures) for r in row.repeats)
     assert status["verdict_command"].startswith("faultfinder debug-report ")
+    dover_page = client.get(status["dover"])
+    assert dover_page.status_code == 200 and "validated" in dover_page.text
     report = CliRunner().invoke(main, ["debug-report", str(rows_file)])
     assert report.exit_code == 0 and "validated" in report.output
     # The job's one command line does the same: 3 branches and a row with the same verdict.
