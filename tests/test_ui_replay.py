@@ -304,6 +304,10 @@ def test_a_planted_recording_runs_and_contacts_nothing(tmp_path: Path) -> None:
         key = recording_key(catalog)
         page = client.get(f"/trace/{key}").text
         assert "<script>window.__pwned" not in page
+        # The stored command is shown for reference, never as what replays run.
+        note = page.split('id="recorded-command">', 1)[1].split("</p>", 1)[0]
+        assert "shown for reference and never run" in note and str(marker) in note
+        assert str(marker) not in page.split('id="replay-program"', 1)[1].split("</span>", 1)[0]
         status = wait(
             client,
             start(client, {"trace": key, "at": 0, "edit": {"kind": "message", "text": "x"}}).json()[

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from faultfinder.errors import FaultfinderError
 from faultfinder.replay.outcome import answers_match
+from faultfinder.replay.recorder import read_meta
+from faultfinder.replay.session import stored_command_note
 from faultfinder.traces.schema import Step
 from faultfinder.ui import eval_view, graph_svg, replay_view, trace_view
 from faultfinder.ui.catalog import (
@@ -121,6 +125,7 @@ def trace(catalog: Catalog, entry: TraceEntry, selected: int | None) -> dict[str
         "replays": catalog.replays_of(entry.key),
         "branches": branch_tree(catalog, entry.key),
         "suggestions": suggested_edits(catalog, t.id) if entry.run_dir is not None else [],
+        "recorded_command": recorded_command(entry.run_dir) if entry.run_dir else "",
         "lane_height": trace_view.LANE_HEIGHT,
         "step_width": trace_view.step_width(len(t.steps)),
     }
@@ -324,3 +329,11 @@ def suggested_edits(catalog: Catalog, trace_id: str) -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+def recorded_command(run_dir: Path) -> str:
+    """The command a run directory says it recorded, quoted for reference (never run)."""
+    try:
+        return stored_command_note(read_meta(run_dir))
+    except (FaultfinderError, OSError, ValueError):
+        return "the recording's meta.json could not be read"
