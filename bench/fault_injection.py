@@ -1,0 +1,266 @@
+"""Labelled failures with no API: faults injected into successful runs and replayed forward.
+
+Each base program is run once, recorded through faultfinder's proxy against the scripted
+demo model on a loopback server (``faultfinder.demo_team.mock_model``: it follows
+instructions faithfully, so an injected fault propagates the way a real one would). Every
+successful base run is then replayed by the replay engine (``faultfinder.replay``,
+``replay_run``) with **one** step edited — the fault — and the program runs on live from
+there, so the visible symptom (a wrong final answer, a give-up) appears later. A branch
+whose final answer is still right is dropped; every other one is a labelled trace whose
+decisive step is the injected step (its agent the step's agent).
+
+Faults (each where the base run has a step of that kind; the variant drawn with the seed):
+
+* ``corrupted-number``: a worker's report with its number changed;
+* ``wrong-tool-result``: the fact book's (or calculator's) result for a tool call changed;
+* ``wrong-handoff``: the Orchestrator hands the instruction to the other worker;
+* ``dropped-instruction``: one line of the Orchestrator's plan dropped;
+* ``premature-stop``: the Orchestrator answers FINAL before the work is done;
+* ``ignored-error``: a tool call fails (its result an error message) and the run goes on.
+
+Base programs: the demo team (``python -m faultfinder.demo_team``) on the demo task that
+succeeds as scripted and on one-lookup tasks over each fact of its fact book. The
+framework programs of tests/frameworks_scripts.py are not covered yet.
+
+    python bench/fault_injection.py [--out DIR] [--seed N]
+
+Traces go to ``.faultfinder/generated/demo-team/`` (git-ignored) as canonical JSON, with
+``source.subset`` = ``generated:demo-team``; ``python bench/transfer.py --also DIR`` adds
+them as a source to leave out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import re
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from faultfinder.demo_team import TASKS, mock_model
+from faultfinder.demo_team.tools import FACTS
+from faultfinder.replay import Edit, ReplayOptions, SessionOptions, record_run, replay_run
+from faultfinder.replay.edits import ToolResultChange
+from faultfinder.testing import FakeOpenAIServer
+from faultfinder.traces.io import write_trace
+from faultfinder.traces.schema import GoldLabel, Trace
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / ".faultfinder" / "generated" / "demo-team"
+SOURCE = "generated:demo-team"
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+@dataclass(frozen=True)
+class Base:
+    """A base program run: its id, the task text and the right answer."""
+
+    id: str
+    task: str
+    answer: str
+
+
+def bases() -> list[Base]:
+    """The demo task that succeeds as scripted, and one lookup task per fact."""
+    out = [Base(t.id, t.text, t.answer) for t in TASKS if t.mock_flaw is None]
+    for n, (key, value) in enumerate(FACTS.items()):
+        out.append(Base(f"fact-{n}", f"What is the {key}?", value))
+    return out
+
+
+def corrupt(number: str, rng: random.Random) -> str:
+    """A plausible wrong number: off by a small factor or a digit."""
+    value = float(number)
+    wrong = value * rng.choice([0.5, 0.9, 1.1, 2, 3]) + rng.choice([0, 1, -1, 10])
+    text = f"{wrong:.0f}" if float(wrong).is_integer() or "." not in number else f"{wrong:.2f}"
+    return text if text != number else str(int(value) + 7)
+
+
+Injector = Callable[[Trace, random.Random], list[tuple[int, Edit]]]
+
+
+def corrupted_number(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
+    out = []
+    for s in trace.steps:
+        if s.agent != "Orchestrator" and not s.tool_calls and _NUMBER.search(s.content):
+            numbers = _NUMBER.findall(s.content)
+            last = numbers[-1]
+            head, _, tail = s.content.rpartition(last)
+            out.append((s.index, Edit(output=head + corrupt(last, rng) + tail)))
+    return out
+
+
+def wrong_tool_result(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
+    out = []
+    for s in trace.steps:
+        for r in s.tool_results[:1]:
+            numbers = _NUMBER.findall(r.content)
+            if numbers:
+                head, _, tail = r.content.rpartition(numbers[-1])
+                wrong = head + corrupt(numbers[-1], rng) + tail
+                out.append((s.index, Edit(tool_result=ToolResultChange(content=wrong))))
+    return out
+
+
+def wrong_handoff(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
+    out = []
+    for s in trace.steps:
+        found = re.match(r"NEXT: (Researcher|Calculator) \| (.+)", s.content, re.S)
+        if s.agent == "Orchestrator" and found:
+            other = "Calculator" if found.group(1) == "Researcher" else "Researcher"
+            out.append((s.index, Edit(output=f"NEXT: {other} | {found.group(2)}")))
+    return out
+
+
+def dropped_instruction(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
+    out = []
+    for s in trace.steps:
+        if s.agent == "Orchestrator" and s.content.startswith("PLAN:"):
+            lines = s.content.splitlines()
+            plan = [n for n, line in enumerate(lines) if re.match(r"\s*\d+\.", line)]
+            if plan:
+                drop = rng.choice(plan)
+                kept = [line for n, line in enumerate(lines) if n != drop]
+                out.append((s.index, Edit(output="\n".join(kept))))
+    return out
+
+
+def premature_stop(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
+    out = []
+    seen: list[str] = []
+    for s in trace.steps:
+        if s.agent == "Orchestrator" and s.content.startswith("NEXT:"):
+            guess = seen[-1] if seen else str(rng.randint(2, 999))
+            out.append((s.index, Edit(output=f"FINAL: {guess}")))
+        seen += _NUMBER.findall(s.content)
+    return out
+
+
+def ignored_error(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
+    message = rng.choice(
+        [
+            "Error: the service timed out",
+            "Traceback (most recent call last):\n  ValueError: bad input",
+            "error: connection refused",
+        ]
+    )
+    return [
+        (s.index, Edit(tool_result=ToolResultChange(content=message)))
+        for s in trace.steps
+        if s.tool_calls
+    ]
+
+
+FAULTS: dict[str, Injector] = {
+    "corrupted-number": corrupted_number,
+    "wrong-tool-result": wrong_tool_result,
+    "wrong-handoff": wrong_handoff,
+    "dropped-instruction": dropped_instruction,
+    "premature-stop": premature_stop,
+    "ignored-error": ignored_error,
+}
+
+
+def final_answer(trace: Trace) -> str | None:
+    for s in reversed(trace.steps):
+        found = re.search(r"FINAL:\s*(.+)", s.content)
+        if found:
+            return found.group(1).strip()
+    return None
+
+
+def is_right(answer: str | None, truth: str) -> bool:
+    if answer is None:
+        return False
+    numbers = _NUMBER.findall(answer.replace(",", ""))
+    return bool(numbers) and abs(float(numbers[-1]) - float(truth)) < 1e-6
+
+
+def labelled(branch: Trace, base: Base, fault: str, step: int, seed: int) -> Trace:
+    agent = branch.steps[step].agent
+    source = branch.source.model_copy(update={"subset": SOURCE})
+    label = GoldLabel(agent=agent, step=step, reason=f"injected fault: {fault}")
+    metadata = {**branch.metadata, "fault": fault, "injected_step": step, "seed": seed}
+    return branch.model_copy(
+        update={
+            "id": f"{base.id}-{fault}-{step}",
+            "task": base.task,
+            "label": label,
+            "source": source,
+            "metadata": metadata,
+        }
+    )
+
+
+async def generate(
+    out: Path, seed: int, only: Sequence[str] | None = None, faults: Sequence[str] | None = None
+) -> Counter[str]:
+    """Write the labelled traces into ``out``; counts of what was kept and dropped.
+    ``only`` / ``faults`` restrict the base runs (by id) and the fault kinds."""
+    rng = random.Random(seed)
+    counts: Counter[str] = Counter()
+    quiet = SessionOptions(echo=False, timeout=60)
+    out.mkdir(parents=True, exist_ok=True)
+    with FakeOpenAIServer(reply=mock_model.reply) as upstream, tempfile.TemporaryDirectory() as tmp:
+        for base in bases():
+            if only is not None and base.id not in only:
+                continue
+            command = [sys.executable, "-m", "faultfinder.demo_team", "--quiet", base.task]
+            recorded = await record_run(
+                command, upstream.base_url, Path(tmp), run_id=base.id, options=quiet
+            )
+            if not is_right(final_answer(recorded.trace), base.answer):
+                counts["base runs that fail (skipped)"] += 1
+                continue
+            counts["successful base runs"] += 1
+            for fault, inject in FAULTS.items():
+                if faults is not None and fault not in faults:
+                    continue
+                for step, edit in inject(recorded.trace, rng):
+                    replay = ReplayOptions(at=step, edit=edit, on_divergence="live")
+                    try:
+                        branch = await replay_run(
+                            recorded.run_dir,
+                            command,
+                            replay,
+                            upstream=upstream.base_url,
+                            branch_id=f"{fault}-{step}",
+                            options=quiet,
+                        )
+                    except Exception as exc:  # a replay that cannot run is reported, not kept
+                        counts[f"replay errors ({type(exc).__name__})"] += 1
+                        continue
+                    trace = branch.trace
+                    if len(trace.steps) <= step or is_right(final_answer(trace), base.answer):
+                        counts[f"{fault}: recovered (dropped)"] += 1
+                        continue
+                    trace = labelled(trace, base, fault, step, seed)
+                    write_trace(trace, out / f"{trace.id}.json")
+                    counts[fault] += 1
+    return counts
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", nargs="*", default=None, help="base run ids (default: all)")
+    parser.add_argument("--faults", nargs="*", default=None, choices=sorted(FAULTS))
+    args = parser.parse_args()
+    started = time.perf_counter()
+    counts = asyncio.run(generate(args.out, args.seed, args.only, args.faults))
+    for key, value in sorted(counts.items()):
+        print(f"{key}: {value}")
+    kept = sum(v for k, v in counts.items() if k in FAULTS)
+    print(f"{kept} labelled traces in {args.out} ({time.perf_counter() - started:.0f} s)")
+    return 0 if kept else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""bench/fault_injection.py: a fault injected into a successful demo run and replayed
+forward is a labelled failure whose decisive step is the injected one."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from faultfinder.eval.datasets import load_dataset
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "fault_injection.py"
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("fault_injection", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fault_injection"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_injected_faults_become_labelled_failures(tmp_path: Path) -> None:
+    bench = _bench()
+    faults = ["corrupted-number", "premature-stop", "wrong-tool-result"]
+    counts = asyncio.run(bench.generate(tmp_path, seed=0, only=["round-trip"], faults=faults))
+    assert counts["successful base runs"] == 1
+    traces = load_dataset(tmp_path)
+    assert {t.metadata["fault"] for t in traces} == set(faults)
+    for trace in traces:
+        label = trace.label
+        assert label is not None and label.step is not None
+        assert trace.source.subset == "generated:demo-team"
+        assert label.step == trace.metadata["injected_step"]
+        assert label.agent == trace.steps[label.step].agent
+        # The symptom comes later: the final answer, after the injected step, is wrong.
+        final = bench.final_answer(trace)
+        assert not bench.is_right(final, "684"), (trace.id, final)
+        assert any("FINAL" in s.content for s in trace.steps[label.step :])
+    corrupted = next(t for t in traces if t.metadata["fault"] == "corrupted-number")
+    step = corrupted.label.step  # type: ignore[union-attr]
+    assert corrupted.steps[step].agent != "Orchestrator"
+    assert "342" not in corrupted.steps[step].content  # the reported distance was changed
+    # The Orchestrator carried the wrong number forward on its own: a replayed consequence.
+    later = " ".join(s.content for s in corrupted.steps[step + 1 :])
+    assert "Calculator" in later or "FINAL" in later
+
+
+def test_every_fault_kind_finds_a_step_in_a_successful_run() -> None:
+    bench = _bench()
+    from faultfinder.traces.schema import Step, ToolResult, Trace
+
+    steps = [
+        Step(
+            index=0,
+            agent="Orchestrator",
+            content="PLAN:\n1. Researcher: Look up x\n"
+            "2. Calculator: Compute [result of step 1] * 2",
+        ),
+        Step(index=1, agent="Orchestrator", content="NEXT: Researcher | Look up x"),
+        Step(
+            index=2,
+            agent="Researcher",
+            content="",
+            tool_calls=[{"name": "lookup", "arguments": "{}"}],
+            tool_results=[ToolResult(content="x: 342")],
+        ),
+        Step(index=3, agent="Researcher", content="The fact book says: x: 342"),
+        Step(index=4, agent="Orchestrator", content="FINAL: 684"),
+    ]
+    trace = Trace(id="t", task="x", steps=steps)
+    import random
+
+    for name, inject in bench.FAULTS.items():
+        found = inject(trace, random.Random(0))
+        assert found, name
+        for step, edit in found:
+            assert 0 <= step < len(steps) and edit.kind in ("output", "tool_result"), name
