@@ -132,3 +132,33 @@ def test_a_near_copy_of_traces_in_every_fold_is_flagged(
     custom.sketches = {only[1]: neardup.sketch(query)}
     chosen = custom.choose(query)
     assert chosen.source == f"w:fold-{only[0]}" and not chosen.contaminated
+
+
+def test_cli_attribute_ranks_a_near_copy_with_a_model_that_never_saw_it(
+    shipped_on_fixtures: tuple[list[Trace], object], tmp_path: Path
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from faultfinder.cli import main
+    from faultfinder.traces.io import write_trace
+
+    traces, weights = shipped_on_fixtures
+    path = tmp_path / "w.json"
+    path.write_text(weights.dumps())  # type: ignore[attr-defined]
+    original = traces[0]
+    copy = _edit(original, lambda i, c: c + " ")  # one trailing space per step
+    file = tmp_path / "copy.json"
+    write_trace(copy, file)
+    shown = CliRunner().invoke(
+        main,
+        ["attribute", str(file), "--method", "shortlist", "--set", f"model_path={path}", "--json"],
+        catch_exceptions=False,
+    )
+    assert shown.exit_code == 0, shown.output
+    details = json.loads(shown.output)["details"]
+    fold = weights.fold_of[trace_hash(original)]  # type: ignore[attr-defined]
+    assert details["shortlist_model"] == f"w.json:fold-{fold}"
+    assert details["trained_on_this_trace"] is False
+    assert details["near_copy_similarity"] == 1.0
