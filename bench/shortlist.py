@@ -227,7 +227,8 @@ def main() -> int:
         "",
         "Split-conformal step sets of the shortlist alone, from the held-out model of each "
         "trace's fold (trained on three folds, calibrated on a fourth, tested on the fifth; "
-        "the models `--ship` writes). With every method's step added, through the eval "
+        "the models `--ship` writes), with the thresholds of the trace's own subset. "
+        "With every method's step added, through the eval "
         'harness: section "Calibrated step sets".',
         "",
     ]
@@ -244,7 +245,10 @@ def main() -> int:
                 model = held.models[held.folds[i]]
                 start, end = table.spans[i]
                 probs = softmax(model.logits(table.rows[start:end]))
-                chosen = conformal.prediction_set(probs, model.conformal[str(level)])
+                tau = model.conformal.get(
+                    conformal.source_key(subset, level), model.conformal[str(level)]
+                )
+                chosen = conformal.prediction_set(probs, tau)
                 covered += any(s in chosen for s in t.label.acceptable_steps)  # type: ignore[union-attr]
                 sizes += len(chosen)
                 rel += len(chosen) / len(t.steps)

@@ -165,7 +165,7 @@ def test_shipped_weights_load_and_list_their_training_traces() -> None:
     assert set(weights.groups) <= set(GROUPS)
     assert "Who&When" in weights.trained_on["dataset"]
     assert len(weights.fold_of) >= 180
-    assert set(weights.deploy.conformal) == {"0.8", "0.9", "0.95"}
+    assert {"0.8", "0.9", "0.95"} <= set(weights.deploy.conformal)
     assert weights.choose(TRACE).source == "shipped:deploy"
 
 

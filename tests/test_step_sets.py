@@ -151,7 +151,11 @@ def test_shipped_fold_models_never_trained_or_calibrated_on_their_fold() -> None
         assert info["held_out_fold"] == fold
         assert fold not in info["trained_on_folds"] and info["calibrated_on_fold"] != fold
         assert info["calibrated_on_fold"] not in info["trained_on_folds"]
-        assert set(model.conformal) == {"0.8", "0.9", "0.95"}
+        # Pooled thresholds, and per-source ones for each Who&When subset (issue 26).
+        levels = {"0.8", "0.9", "0.95"}
+        per_source = {f"{s}:{a}" for s in ("Algorithm-Generated", "Hand-Crafted") for a in levels}
+        assert levels <= set(model.conformal) <= levels | per_source
+        assert any(key in model.conformal for key in per_source)
     assert (
         weights.deploy.trained_on["calibrated_on_fold"]
         not in weights.deploy.trained_on["trained_on_folds"]
@@ -317,3 +321,18 @@ def test_cli_eval_and_report_show_coverage_per_method_and_level(tmp_path: Path) 
     assert all(r.step_set_calibrated is False and r.step_set_shift for r in read_rows(out))
     assert "carry no coverage claim" in text
     assert "Reliability of stated confidence: shortlist" in text
+
+
+def test_a_trace_of_a_known_source_gets_that_sources_threshold() -> None:
+    model = position_model("is_first", 1.0, {"0.9": 0.99, "Hand-Crafted:0.9": 0.2})
+    weights = Weights(model)
+    trace = make_trace(8)
+    pooled = sets.step_set(trace, 0.9, weights=weights)
+    sourced = trace.model_copy(
+        update={"source": trace.source.model_copy(update={"subset": "Hand-Crafted"})}
+    )
+    own = sets.step_set(sourced, 0.9, weights=weights)
+    assert pooled is not None and own is not None
+    assert len(own.steps) < len(pooled.steps)
+    assert own.source.endswith("(calibrated on Hand-Crafted)")
+    assert "calibrated on" not in pooled.source

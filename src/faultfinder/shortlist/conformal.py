@@ -55,3 +55,9 @@ def prediction_set(probs: Sequence[float], tau: float) -> list[int]:
         if mass >= tau - 1e-12:
             break
     return chosen
+
+
+def source_key(source: str, level: float) -> str:
+    """The key of a per-source threshold in a model's ``conformal`` map ('Hand-Crafted:0.9';
+    the pooled threshold's key is the level alone, '0.9')."""
+    return f"{source}:{level}"

@@ -105,13 +105,19 @@ def step_set(
         return None
     level = check_level(level)
     ranked = _ranked(trace, weights or shipped_weights())
-    tau = ranked.thresholds.get(str(level))
+    source = ranked.source
+    subset = trace.source.subset
+    tau = ranked.thresholds.get(conformal.source_key(subset, level)) if subset else None
+    if tau is not None:
+        source += f" (calibrated on {subset})"
+    else:
+        tau = ranked.thresholds.get(str(level))
     if tau is None:
         raise ConfigError(f"the shortlist weights ({ranked.source}) have no threshold for {level}")
     steps = set(conformal.prediction_set(ranked.probs, tau))
     if include is not None and 0 <= include < len(trace.steps):
         steps.add(include)
-    return StepSet(sorted(steps), level, ranked.source, ranked.shift, ranked.calibrated)
+    return StepSet(sorted(steps), level, source, ranked.shift, ranked.calibrated)
 
 
 def step_ranges(steps: list[int]) -> str:

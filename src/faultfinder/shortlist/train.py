@@ -24,6 +24,8 @@ SurprisalOf = Callable[[Trace], Sequence[tuple[float, float]]]
 
 C = 0.5
 """Inverse L2 regularisation strength of the logistic regression."""
+MIN_PER_SOURCE = 10
+"""Calibration traces a source needs for thresholds of its own."""
 
 
 @dataclass
@@ -150,13 +152,24 @@ def calibrated(
     own scores of the traces at ``calibrate`` (split conformal: disjoint from ``train``)."""
     assert not set(train) & set(calibrate), "calibration traces must not be trained on"
     model = fit(table, groups, train)
-    scores = []
+    scores: list[float] = []
+    by_source: dict[str, list[float]] = {}
     for i in calibrate:
         start, end = table.spans[i]
         label = table.traces[i].label
         probs = softmax(model.logits(table.rows[start:end]))
-        scores.append(conformal.nonconformity(probs, label.acceptable_steps if label else []))
+        score = conformal.nonconformity(probs, label.acceptable_steps if label else [])
+        scores.append(score)
+        by_source.setdefault(subset_of(table.traces[i]), []).append(score)
     model.conformal = {str(a): round(conformal.threshold(scores, a), 6) for a in conformal.LEVELS}
+    if len(by_source) > 1:
+        # Per-source thresholds where the source is known (``Trace.source.subset``): the
+        # guarantee then holds per source, not only pooled over them.
+        for source, values in sorted(by_source.items()):
+            if len(values) >= MIN_PER_SOURCE:
+                for a in conformal.LEVELS:
+                    key = conformal.source_key(source, a)
+                    model.conformal[key] = round(conformal.threshold(values, a), 6)
     return model
 
 
