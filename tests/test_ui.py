@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import ScriptedBackend
-from faultfinder.shortlist.sets import step_ranges
+from faultfinder.shortlist.sets import describe as describe_step_set
 from faultfinder.ui.app import CSP, UIConfig, create_app
 from faultfinder.ui.catalog import build_catalog
 from faultfinder.ui.jobs import JobRunner
@@ -97,13 +97,36 @@ def test_trace_page_shows_answers_gold_and_evidence(client: TestClient) -> None:
     assert "ECHO's panel votes" in echo and "agent scores" in echo
 
 
+def test_a_step_set_without_its_coverage_claim_is_never_shown_at_90(
+    art: Artifacts, tmp_path: Path
+) -> None:
+    """A trace unlike the shortlist's calibration data gets its set, but no '90%'."""
+    result = json.loads((art.root / "results" / "loop-chief.json").read_text("utf-8"))
+    result.update(step_set_calibrated=False, step_set_shift=0.97)
+    (tmp_path / "loop-chief.json").write_text(json.dumps(result), "utf-8")
+    trace = (art.root / "traces" / "loop_trace.json").read_text("utf-8")
+    (tmp_path / "loop_trace.json").write_text(trace, "utf-8")
+    client = TestClient(create_app(build_catalog([tmp_path])), base_url="http://127.0.0.1")
+    page = client.get(f"/trace/{key_of(client, 'chief-loop-1')}").text
+    assert "90% NOT claimed (trace unlike the calibration data, shift 0.97)" in page
+    assert "at 90%" not in page
+
+
 def test_trace_page_shows_confidence_and_the_step_set(art: Artifacts, client: TestClient) -> None:
     result = json.loads((art.root / "results" / "loop-chief.json").read_text("utf-8"))
     steps = result["step_set"]
     n = len(json.loads((art.root / "traces" / "loop_trace.json").read_text("utf-8"))["steps"])
     assert steps and len(steps) < n  # a real subset, so the badges below can be wrong
     page = client.get(f"/trace/{key_of(client, 'chief-loop-1')}").text
-    assert f"step set {{{step_ranges(steps)}}} at 90%: {len(steps)} of {n} steps" in page
+    shown = describe_step_set(
+        steps,
+        0.9,
+        n,
+        result["step_set_source"],
+        result["step_set_calibrated"],
+        result["step_set_shift"],
+    )
+    assert f"step set {shown}" in page
     badged = {
         int(i)
         for i in re.findall(

@@ -175,7 +175,12 @@ def answer_rows(trace: Trace, entries: Sequence[AttributionEntry]) -> list[Answe
                     None
                     if a.step_set is None or a.step_set_level is None
                     else describe_step_set(
-                        a.step_set, a.step_set_level, len(trace.steps), a.step_set_source
+                        a.step_set,
+                        a.step_set_level,
+                        len(trace.steps),
+                        a.step_set_source,
+                        a.step_set_calibrated,
+                        a.step_set_shift,
                     )
                 ),
             )
