@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,115 @@ def test_cli_attribute_ranks_a_near_copy_with_a_model_that_never_saw_it(
     assert details["shortlist_model"] == f"w.json:fold-{fold}"
     assert details["trained_on_this_trace"] is False
     assert details["near_copy_similarity"] == 1.0
+
+
+def _rewrite_one_step(trace: Trace) -> Trace:
+    target = len(trace.steps) // 3
+    return _edit(
+        trace, lambda i, c: "I have rewritten this message entirely." if i == target else c
+    )
+
+
+def _cut_last_quarter(trace: Trace) -> Trace:
+    keep = max(1, len(trace.steps) - len(trace.steps) // 4)
+    return trace.model_copy(update={"steps": trace.steps[:keep], "id": trace.id + "-cut"})
+
+
+@pytest.mark.parametrize(
+    "perturb", [_rewrite_one_step, _cut_last_quarter], ids=["one-step-rewritten", "quarter-cut"]
+)
+def test_a_heavier_edit_is_never_ranked_by_a_model_that_saw_the_original(
+    shipped_on_fixtures: tuple[list[Trace], object], perturb: object
+) -> None:
+    traces, weights = shipped_on_fixtures
+    clean = 0
+    for trace in traces:
+        copy = perturb(trace)  # type: ignore[operator]
+        assert trace_hash(copy) != trace_hash(trace)
+        fold = weights.fold_of[trace_hash(trace)]  # type: ignore[attr-defined]
+        chosen = weights.choose(copy)  # type: ignore[attr-defined]
+        assert chosen.near_copy is not None, trace.id  # found, however heavy the edit
+        if chosen.contaminated:
+            continue  # said so: no model could be shown not to have seen it
+        assert ":fold-" in chosen.source, (trace.id, chosen.source)
+        assert fold not in chosen.model.trained_on["trained_on_folds"], (trace.id, chosen.source)
+        clean += 1
+    # Every fixture log is its own (distinct traces are < neardup.FLOOR similar), so the
+    # original is the one nearest trace and its fold's model answers.
+    assert clean == len(traces)
+
+
+def test_an_unrelated_trace_gets_the_deploy_model(
+    shipped_on_fixtures: tuple[list[Trace], object],
+) -> None:
+    _, weights = shipped_on_fixtures
+    chosen = weights.choose(_trace(LONG))  # type: ignore[attr-defined]
+    assert chosen.source == "shipped:deploy"
+    assert not chosen.contaminated and chosen.near_copy is None
+
+
+def test_the_estimate_against_a_stored_sketch_tracks_the_true_similarity() -> None:
+    base = _trace(LONG)
+    for changed in (1, 3, 6, 9):
+        other = _trace([*LONG[:-changed], *(f"Unrelated note {i} on May." for i in range(changed))])
+        full_a = set(neardup.shingle_hashes(base))
+        full_b = set(neardup.shingle_hashes(other))
+        truth = len(full_a & full_b) / len(full_a | full_b)
+        (found,) = neardup.matches(neardup.shingle_hashes(other), {"a": neardup.sketch(base)}, 0.0)
+        assert found.sample >= neardup.SKETCH
+        assert abs(found.similarity - truth) <= 3 * found.variance**0.5 + 1e-9, changed
+
+
+def test_possible_originals_in_folds_no_model_excludes_are_flagged(
+    shipped_on_fixtures: tuple[list[Trace], object],
+) -> None:
+    traces, weights = shipped_on_fixtures
+    custom = from_json(weights.to_json(), "w", "w")  # type: ignore[attr-defined]
+    key_of = {custom.fold_of[trace_hash(t)]: trace_hash(t) for t in traces}
+    query = _trace(LONG)
+    same = neardup.sketch(query)
+    unlike = neardup.sketch(_trace([*LONG[:4], *(f"Unrelated note {i} on May." for i in range(8))]))
+    # Folds 0 and 2 (k = 4): fold f's model skips f and f + 1, so none skips both.
+    custom.sketches = {key_of[0]: same, key_of[2]: same}
+    chosen = custom.choose(query)
+    assert chosen.contaminated and chosen.source == "w:deploy"
+    # Folds 0 and 1: fold 0's model trained on neither.
+    custom.sketches = {key_of[0]: same, key_of[1]: same}
+    chosen = custom.choose(query)
+    assert chosen.source == "w:fold-0" and not chosen.contaminated
+    # A second trace clearly less similar is not a possible original: the nearest decides.
+    custom.sketches = {key_of[2]: same, key_of[0]: unlike}
+    found = neardup.matches(neardup.shingle_hashes(query), custom.sketches)
+    assert [m.key for m in found] == [key_of[2], key_of[0]]
+    assert [m.key for m in neardup.rivals(found)] == [key_of[2]]
+    chosen = custom.choose(query)
+    assert chosen.source == "w:fold-2" and not chosen.contaminated
+
+
+def test_an_edit_that_changes_most_of_a_short_log_is_still_caught(
+    shipped_on_fixtures: tuple[list[Trace], object],
+) -> None:
+    # Who&When's misses under the old 0.6 rule: short logs in which one long step holds
+    # much of the text, so rewriting it, or cutting the end, leaves a copy ~0.4 similar.
+    traces, weights = shipped_on_fixtures
+    custom = from_json(weights.to_json(), "w", "w")  # type: ignore[attr-defined]
+    key = trace_hash(traces[0])
+    fold = custom.fold_of[key]
+    rng = random.Random(7)
+
+    def said(n: int) -> str:
+        syllables = [a + b for a in "bdfklmnprst" for b in "aeiou"]
+        return " ".join("".join(rng.choices(syllables, k=3)) for _ in range(n))
+
+    rewritten = [said(10), said(120), said(60), said(10)]
+    cut = [said(10), said(60), said(10), said(120)]
+    for log, copy in (
+        (rewritten, [rewritten[0], "I have rewritten this message entirely.", *rewritten[2:]]),
+        (cut, cut[:3]),  # the last quarter of the steps cut (one step of four)
+    ):
+        custom.sketches[key] = neardup.sketch(_trace(log))  # a training log of fold `fold`
+        chosen = custom.choose(_trace(copy))
+        assert chosen.near_copy is not None
+        assert neardup.FLOOR <= chosen.near_copy < neardup.NEAR
+        assert not chosen.contaminated and ":fold-" in chosen.source
+        assert fold not in chosen.model.trained_on["trained_on_folds"]

@@ -12,10 +12,11 @@ Two formats are read:
   every training trace to its fold, so a training trace is always answered by the one
   model that neither trained nor calibrated on it: results on Who&When are out-of-sample
   by construction. ``sketches`` holds a content sketch of every training trace
-  (``neardup.py``), so a near-copy (one trailing space, an edited step, another release
-  of the benchmark) is found too: it goes to the held-out model of the fold its original
-  is in, or, when its near-duplicates span folds that every model trained on, is flagged
-  as contaminated.
+  (``neardup.py``), so a near-copy (one trailing space, an edited step, a cut log,
+  another release of the benchmark) is found too: any trace at least ``neardup.FLOOR``
+  similar to a training trace goes to a held-out model that trained on none of the
+  training traces that could be its original (``neardup.rivals``), or, when no model
+  excludes them all, is flagged as contaminated.
 """
 
 from __future__ import annotations
@@ -47,10 +48,11 @@ class Chosen:
     """'deploy', 'fold-N' (the held-out model of the trace's fold) or 'single' (a format-1
     file), prefixed with the file: 'shipped:fold-3'."""
     contaminated: bool = False
-    """The model was trained on this trace or on a near-copy of it."""
+    """The model was trained on this trace or on a near-copy of it, or may have been: the
+    trace is similar to training traces of folds that every model trained on some of."""
     near_copy: float | None = None
-    """Estimated similarity to the most similar training trace, when the trace is a
-    near-copy of one (``neardup.NEAR`` or more) but not byte-identical to it."""
+    """Estimated similarity to the most similar training trace, when the trace may be a
+    near-copy of one (``neardup.FLOOR`` or more) but is not byte-identical to it."""
 
 
 @dataclass
@@ -86,24 +88,31 @@ class Weights:
 
     def choose(self, trace: Trace) -> Chosen:
         """The model for ``trace``: its fold's held-out model when the trace was in the
-        training data, else the deploy model."""
+        training data; when it is at least ``neardup.FLOOR`` similar to training traces,
+        a held-out model that trained on none of those that could be its original (that
+        of the nearest one's fold first), or the deploy model flagged as contaminated when
+        none qualifies; else the deploy model."""
         if not self.folds:
             seen = self.deploy.seen(trace)
             return Chosen(self.deploy, f"{self.name}:single", contaminated=seen)
         fold = self.fold_of.get(trace_hash(trace))
         if fold is not None:
             return Chosen(self.folds[fold], f"{self.name}:fold-{fold}")
-        near = neardup.nearest(neardup.sketch(trace), self.sketches) if self.sketches else []
-        if not near:
+        if not self.sketches:
             return Chosen(self.deploy, f"{self.name}:deploy")
-        similarity = round(near[0][1], 3)
-        hit = {self.fold_of[h] for h, _ in near if h in self.fold_of}
-        # The held-out model of the best match's fold first, then any other that trained
-        # on none of the folds holding a near-duplicate.
-        order = [self.fold_of[near[0][0]], *range(len(self.folds))]
-        for f in order:
-            if not hit & set(_trained_folds(self.folds[f], f, len(self.folds))):
-                return Chosen(self.folds[f], f"{self.name}:fold-{f}", near_copy=similarity)
+        found = neardup.matches(neardup.shingle_hashes(trace), self.sketches)
+        if not found:
+            return Chosen(self.deploy, f"{self.name}:deploy")
+        similarity = round(found[0].similarity, 3)
+        candidates = neardup.rivals(found)
+        if all(m.key in self.fold_of for m in candidates):
+            hit = {self.fold_of[m.key] for m in candidates}
+            # The held-out model of the nearest trace's fold first, then any other that
+            # trained on none of the folds holding a possible original.
+            order = [self.fold_of[candidates[0].key], *range(len(self.folds))]
+            for f in order:
+                if not hit & set(_trained_folds(self.folds[f], f, len(self.folds))):
+                    return Chosen(self.folds[f], f"{self.name}:fold-{f}", near_copy=similarity)
         return Chosen(self.deploy, f"{self.name}:deploy", contaminated=True, near_copy=similarity)
 
     def to_json(self) -> dict[str, Any]:
