@@ -10,8 +10,8 @@ leaks: traces silently ranked by a model that trained on the original.
 
 It also shows what the rule costs on traces that are not copies: each Who&When trace with
 its own log taken out of the weights (what a new trace of the same benchmark would get),
-and the generated demo-team traces of ``bench/fault_injection.py`` (out of domain: they
-should get the deploy model). And it prints the similarities between distinct Who&When
+and the generated traces of ``bench/fault_injection.py`` (demo team, LangGraph: out of
+domain, they should get the deploy model). And it prints the similarities between distinct Who&When
 traces from which ``neardup.FLOOR`` is set.
 
     python bench/contamination.py [DATA] [--also DIR ...] [--no-readme]
@@ -39,7 +39,7 @@ from faultfinder.traces.schema import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "who-and-when"
-GENERATED = ROOT / ".faultfinder" / "generated" / "demo-team"
+GENERATED = ROOT / ".faultfinder" / "generated"
 README = ROOT / "bench" / "README.md"
 BEGIN, END = "<!-- contamination:begin -->", "<!-- contamination:end -->"
 
@@ -122,8 +122,8 @@ def main() -> int:
         "--also",
         type=Path,
         nargs="*",
-        default=[GENERATED] if GENERATED.is_dir() else [],
-        help="traces outside the training data (default: the generated demo-team traces)",
+        default=sorted(d for d in GENERATED.iterdir() if d.is_dir()) if GENERATED.is_dir() else [],
+        help="traces outside the training data (default: each generated source present)",
     )
     parser.add_argument("--no-readme", action="store_true", help="print only")
     args = parser.parse_args()

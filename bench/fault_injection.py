@@ -18,15 +18,24 @@ Faults (each where the base run has a step of that kind; the variant drawn with 
 * ``premature-stop``: the Orchestrator answers FINAL before the work is done;
 * ``ignored-error``: a tool call fails (its result an error message) and the run goes on.
 
-Base programs: the demo team (``python -m faultfinder.demo_team``) on the demo task that
-succeeds as scripted and on one-lookup tasks over each fact of its fact book. The
-framework programs of tests/frameworks_scripts.py are not covered yet.
+Base programs (``--program``):
 
-    python bench/fault_injection.py [--out DIR] [--seed N]
+* ``demo-team`` (default): the demo team (``python -m faultfinder.demo_team``) on the demo
+  task that succeeds as scripted and on one-lookup tasks over each fact of its fact book;
+* ``langgraph``: the LangGraph supervisor program of the framework tests
+  (tests/fixtures/frameworks/langgraph_team.py, unmodified, LangGraph and
+  langgraph-supervisor from the ``frameworks`` extra) on six population tasks, every agent
+  played faithfully by a scripted model (``bench/_fault_langgraph.py``, with its own
+  fault kinds: a wrong lookup argument instead of a dropped plan line).
 
-Traces go to ``.faultfinder/generated/demo-team/`` (git-ignored) as canonical JSON, with
-``source.subset`` = ``generated:demo-team``; ``python bench/transfer.py --also DIR`` adds
-them as a source to leave out.
+The other framework programs of tests/frameworks_scripts.py (OpenAI Agents SDK: three
+steps; AG2 GroupChat and CrewAI: environments of their own) are not covered yet.
+
+    python bench/fault_injection.py [--program demo-team|langgraph] [--out DIR] [--seed N]
+
+Traces go to ``.faultfinder/generated/<program>/`` (git-ignored) as canonical JSON, with
+``source.subset`` = ``generated:<program>``; ``python bench/transfer.py --also DIR ...``
+adds each as a source to leave out.
 """
 
 from __future__ import annotations
@@ -42,6 +51,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import _fault_langgraph
 
 from faultfinder.demo_team import TASKS, mock_model
 from faultfinder.demo_team.tools import FACTS
@@ -52,7 +64,8 @@ from faultfinder.traces.io import write_trace
 from faultfinder.traces.schema import GoldLabel, Trace
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = ROOT / ".faultfinder" / "generated" / "demo-team"
+GENERATED = ROOT / ".faultfinder" / "generated"
+DEFAULT_OUT = GENERATED / "demo-team"
 SOURCE = "generated:demo-team"
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -182,9 +195,48 @@ def is_right(answer: str | None, truth: str) -> bool:
     return bool(numbers) and abs(float(numbers[-1]) - float(truth)) < 1e-6
 
 
-def labelled(branch: Trace, base: Base, fault: str, step: int, seed: int) -> Trace:
+@dataclass(frozen=True)
+class Program:
+    """A base program: its runs, the scripted model that plays it and its fault kinds."""
+
+    name: str
+    bases: Callable[[], list[Base]]
+    command: Callable[[Base], list[str]]
+    reply: Callable[[dict[str, Any]], Any]
+    """The scripted upstream model (a request body in, a reply out)."""
+    faults: dict[str, Injector]
+    final_answer: Callable[[Trace], str | None]
+
+    @property
+    def source(self) -> str:
+        return f"generated:{self.name}"
+
+
+PROGRAMS: dict[str, Program] = {
+    "demo-team": Program(
+        "demo-team",
+        bases,
+        lambda base: [sys.executable, "-m", "faultfinder.demo_team", "--quiet", base.task],
+        mock_model.reply,
+        FAULTS,
+        final_answer,
+    ),
+    "langgraph": Program(
+        "langgraph",
+        lambda: [Base(*t) for t in _fault_langgraph.tasks()],
+        lambda base: _fault_langgraph.command(base.task),
+        _fault_langgraph.faithful,
+        _fault_langgraph.injectors(corrupt),
+        _fault_langgraph.final_answer,
+    ),
+}
+
+
+def labelled(
+    branch: Trace, base: Base, fault: str, step: int, seed: int, source_name: str = SOURCE
+) -> Trace:
     agent = branch.steps[step].agent
-    source = branch.source.model_copy(update={"subset": SOURCE})
+    source = branch.source.model_copy(update={"subset": source_name})
     label = GoldLabel(agent=agent, step=step, reason=f"injected fault: {fault}")
     metadata = {**branch.metadata, "fault": fault, "injected_step": step, "seed": seed}
     return branch.model_copy(
@@ -199,27 +251,32 @@ def labelled(branch: Trace, base: Base, fault: str, step: int, seed: int) -> Tra
 
 
 async def generate(
-    out: Path, seed: int, only: Sequence[str] | None = None, faults: Sequence[str] | None = None
+    out: Path,
+    seed: int,
+    only: Sequence[str] | None = None,
+    faults: Sequence[str] | None = None,
+    program: str = "demo-team",
 ) -> Counter[str]:
-    """Write the labelled traces into ``out``; counts of what was kept and dropped.
-    ``only`` / ``faults`` restrict the base runs (by id) and the fault kinds."""
+    """Write the labelled traces of ``program`` into ``out``; counts of what was kept and
+    dropped. ``only`` / ``faults`` restrict the base runs (by id) and the fault kinds."""
+    prog = PROGRAMS[program]
     rng = random.Random(seed)
     counts: Counter[str] = Counter()
-    quiet = SessionOptions(echo=False, timeout=60)
+    quiet = SessionOptions(echo=False, timeout=120)
     out.mkdir(parents=True, exist_ok=True)
-    with FakeOpenAIServer(reply=mock_model.reply) as upstream, tempfile.TemporaryDirectory() as tmp:
-        for base in bases():
+    with FakeOpenAIServer(reply=prog.reply) as upstream, tempfile.TemporaryDirectory() as tmp:
+        for base in prog.bases():
             if only is not None and base.id not in only:
                 continue
-            command = [sys.executable, "-m", "faultfinder.demo_team", "--quiet", base.task]
+            command = prog.command(base)
             recorded = await record_run(
                 command, upstream.base_url, Path(tmp), run_id=base.id, options=quiet
             )
-            if not is_right(final_answer(recorded.trace), base.answer):
+            if not is_right(prog.final_answer(recorded.trace), base.answer):
                 counts["base runs that fail (skipped)"] += 1
                 continue
             counts["successful base runs"] += 1
-            for fault, inject in FAULTS.items():
+            for fault, inject in prog.faults.items():
                 if faults is not None and fault not in faults:
                     continue
                 for step, edit in inject(recorded.trace, rng):
@@ -237,10 +294,11 @@ async def generate(
                         counts[f"replay errors ({type(exc).__name__})"] += 1
                         continue
                     trace = branch.trace
-                    if len(trace.steps) <= step or is_right(final_answer(trace), base.answer):
+                    answer = prog.final_answer(trace)
+                    if len(trace.steps) <= step or is_right(answer, base.answer):
                         counts[f"{fault}: recovered (dropped)"] += 1
                         continue
-                    trace = labelled(trace, base, fault, step, seed)
+                    trace = labelled(trace, base, fault, step, seed, prog.source)
                     write_trace(trace, out / f"{trace.id}.json")
                     counts[fault] += 1
     return counts
@@ -248,16 +306,25 @@ async def generate(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--program", choices=sorted(PROGRAMS), default="demo-team")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="default: .faultfinder/generated/<program>"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="*", default=None, help="base run ids (default: all)")
-    parser.add_argument("--faults", nargs="*", default=None, choices=sorted(FAULTS))
+    parser.add_argument("--faults", nargs="*", default=None, help="fault kinds (default: all)")
     args = parser.parse_args()
+    kinds = PROGRAMS[args.program].faults
+    unknown = sorted(set(args.faults or []) - set(kinds))
+    if unknown:
+        parser.error(f"{args.program} has no fault kind {unknown}; it has {sorted(kinds)}")
+    out = args.out or GENERATED / args.program
+    args.out = out
     started = time.perf_counter()
-    counts = asyncio.run(generate(args.out, args.seed, args.only, args.faults))
+    counts = asyncio.run(generate(out, args.seed, args.only, args.faults, args.program))
     for key, value in sorted(counts.items()):
         print(f"{key}: {value}")
-    kept = sum(v for k, v in counts.items() if k in FAULTS)
+    kept = sum(v for k, v in counts.items() if k in kinds)
     print(f"{kept} labelled traces in {args.out} ({time.perf_counter() - started:.0f} s)")
     return 0 if kept else 1
 

@@ -370,8 +370,9 @@ def main() -> int:
     if not args.no_readme:
         heading = (
             "\n## Transfer and paired tests — `bench/transfer.py`\n\n"
-            "Reproduce: `python bench/fault_injection.py`, then `python bench/transfer.py "
-            "--also .faultfinder/generated/demo-team` (needs the `shortlist` extra). Every "
+            "Reproduce: `python bench/fault_injection.py [--program langgraph]`, then "
+            "`python bench/transfer.py --also .faultfinder/generated/demo-team "
+            ".faultfinder/generated/langgraph` (needs the `shortlist` extra). Every "
             "claim about the shortlist in docs/methods/shortlist.md, "
             "docs/step-sets.md and docs/methods/compose.md follows from these tables.\n\n"
         )

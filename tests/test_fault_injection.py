@@ -9,12 +9,16 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from faultfinder.eval.datasets import load_dataset
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "fault_injection.py"
 
 
 def _bench() -> ModuleType:
+    if str(BENCH.parent) not in sys.path:
+        sys.path.insert(0, str(BENCH.parent))  # its helper modules, as when run as a script
     spec = importlib.util.spec_from_file_location("fault_injection", BENCH)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -79,3 +83,31 @@ def test_every_fault_kind_finds_a_step_in_a_successful_run() -> None:
         assert found, name
         for step, edit in found:
             assert 0 <= step < len(steps) and edit.kind in ("output", "tool_result"), name
+
+
+def test_a_langgraph_program_gets_injected_faults_replayed_forward(tmp_path: Path) -> None:
+    pytest.importorskip("langgraph_supervisor", reason="needs the frameworks extra")
+    bench = _bench()
+    faults = ["wrong-handoff", "wrong-tool-result", "wrong-tool-argument"]
+    counts = asyncio.run(
+        bench.generate(tmp_path, seed=0, only=["both-2020"], faults=faults, program="langgraph")
+    )
+    assert counts["successful base runs"] == 1
+    traces = load_dataset(tmp_path)
+    assert {t.metadata["fault"] for t in traces} == set(faults)
+    program = bench.PROGRAMS["langgraph"]
+    for trace in traces:
+        label = trace.label
+        assert label is not None and label.step is not None
+        assert trace.source.subset == "generated:langgraph"
+        assert label.agent == trace.steps[label.step].agent
+        # The unmodified program ran on from the fault: a wrong answer, given later.
+        answer = program.final_answer(trace)
+        assert answer is not None and not bench.is_right(answer, "164630"), (trace.id, answer)
+        assert trace.steps[-1].agent == "Supervisor" and len(trace.steps) > label.step + 1
+    result = next(t for t in traces if t.metadata["fault"] == "wrong-tool-result")
+    step = result.steps[result.label.step]  # type: ignore[union-attr]
+    assert step.agent == "Researcher" and any(c.name == "lookup" for c in step.tool_calls)
+    # The Calculator added the wrong number it was told, after the Researcher reported it.
+    later = [s for s in result.steps[result.label.step + 1 :] if s.agent == "Calculator"]  # type: ignore[union-attr]
+    assert later and "164630" not in " ".join(s.content for s in later)
