@@ -21,7 +21,8 @@ from faultfinder.llm import (
     make_backend,
 )
 from faultfinder.llm.cache import ResponseCache
-from faultfinder.llm.openai_compat import PLACEHOLDER_KEY, OpenAICompatBackend, parse_retry_after
+from faultfinder.llm.openai_compat import PLACEHOLDER_KEY, OpenAICompatBackend
+from faultfinder.llm.sdk import parse_retry_after
 from faultfinder.testing import FakeOpenAIServer, ReplyError
 
 TOOLS = [

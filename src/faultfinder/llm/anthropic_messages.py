@@ -30,8 +30,6 @@ retries; this module only tells transient failures from the others.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import itertools
 import json
@@ -44,8 +42,8 @@ import anthropic
 from faultfinder import errors
 from faultfinder.llm.base import ChatRequest, Completion, TransientLLMError, approx_token_count
 from faultfinder.llm.client import UNCAPPED_OUTPUT
-from faultfinder.llm.openai_compat import _unreachable, parse_retry_after
 from faultfinder.llm.prompt_prefixes import PrefixMemory
+from faultfinder.llm.sdk import ClientPerLoop, parse_retry_after, unreachable
 from faultfinder.redact import Redactor
 from faultfinder.traces.schema import ToolCall
 from faultfinder.usage import Usage
@@ -364,8 +362,7 @@ class AnthropicBackend:
         self._api_key = api_key
         self._redactor = Redactor([api_key])
         self._prefixes = PrefixMemory()
-        self._client: anthropic.AsyncAnthropic | None = None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._clients = ClientPerLoop(self._new_client)
 
     def __repr__(self) -> str:
         return f"AnthropicBackend(model={self.model!r}, base_url={self.base_url!r})"
@@ -377,20 +374,10 @@ class AnthropicBackend:
     def count_tokens(self, text: str) -> int:
         return approx_token_count(text)
 
-    async def _get_client(self) -> anthropic.AsyncAnthropic:
-        # One client per event loop, as in openai_compat (connection pools are per loop).
-        loop = asyncio.get_running_loop()
-        if self._client is not None and self._client_loop is loop:
-            return self._client
-        stale, stale_loop = self._client, self._client_loop
-        self._client = anthropic.AsyncAnthropic(
+    def _new_client(self) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
             api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
         )
-        self._client_loop = loop
-        if stale is not None and stale_loop is not None and stale_loop.is_closed():
-            with contextlib.suppress(Exception):
-                await stale.close()
-        return self._client
 
     def body(self, request: ChatRequest) -> dict[str, Any]:
         """What :meth:`complete` sends for ``request`` (learning prefix boundaries)."""
@@ -422,7 +409,7 @@ class AnthropicBackend:
             ]
 
     async def complete(self, request: ChatRequest) -> Completion:
-        client = await self._get_client()
+        client = await self._clients.get()
         where = f"{self.name} at {self.base_url}"
         try:
             # The generic ``post`` (as in openai_compat): no per-call model construction;
@@ -431,10 +418,10 @@ class AnthropicBackend:
         except anthropic.APIStatusError as exc:
             raise self._status_error(exc) from exc
         except anthropic.APIConnectionError as exc:
-            unreachable = _unreachable(exc)
-            if unreachable:
+            why = unreachable(exc)
+            if why:
                 raise errors.LLMCallError(
-                    f"{self.name}: cannot connect to {self.base_url}: {unreachable}. Check "
+                    f"{self.name}: cannot connect to {self.base_url}: {why}. Check "
                     "--base-url and that the server is running."
                 ) from exc
             raise TransientLLMError(self._redactor.text(f"{where}: {exc}")) from exc

@@ -10,19 +10,14 @@ LLM layer fill in an estimate (:func:`faultfinder.llm.base.approx_token_count`),
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import email.utils
 import os
-import socket
-import time
-from collections.abc import Mapping
 from typing import Any
 
 import openai
 
 from faultfinder import errors
 from faultfinder.llm.base import ChatRequest, Completion, TransientLLMError, approx_token_count
+from faultfinder.llm.sdk import ClientPerLoop, parse_retry_after, unreachable
 from faultfinder.redact import Redactor
 from faultfinder.traces.schema import ToolCall
 from faultfinder.usage import Usage
@@ -34,34 +29,6 @@ but the SDK insists on one."""
 
 # The statuses the SDK itself would retry: timeouts, lock conflicts, rate limits, server errors.
 _TRANSIENT_STATUSES = {408, 409, 429}
-
-
-def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
-    if not headers:
-        return None
-    lowered = {k.lower(): v for k, v in headers.items()}
-    ms = lowered.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(float(ms) / 1000.0, 0.0)
-        except ValueError:
-            pass
-    value = lowered.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when is None:
-        return None
-    current = time.time() if now is None else now
-    return max(when.timestamp() - current, 0.0)
 
 
 class OpenAICompatBackend:
@@ -98,8 +65,7 @@ class OpenAICompatBackend:
         # Error texts can echo the key (some endpoints quote it back); they end up in
         # result rows, so they are scrubbed.
         self._redactor = Redactor([api_key])
-        self._client: openai.AsyncOpenAI | None = None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._clients = ClientPerLoop(self._new_client)
 
     def __repr__(self) -> str:
         # Never show the key.
@@ -111,27 +77,10 @@ class OpenAICompatBackend:
     def count_tokens(self, text: str) -> int:
         return approx_token_count(text)
 
-    async def _get_client(self) -> openai.AsyncOpenAI:
-        # The SDK's connection pool is tied to the event loop it first ran on; eval runs and
-        # tests may use several loops in turn, so keep one client per loop.
-        loop = asyncio.get_running_loop()
-        if self._client is not None and self._client_loop is loop:
-            return self._client
-        stale, stale_loop = self._client, self._client_loop
-        self._client = openai.AsyncOpenAI(
-            api_key=self._api_key,
-            base_url=self.base_url,
-            timeout=self.timeout,
-            max_retries=0,
+    def _new_client(self) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(
+            api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
         )
-        self._client_loop = loop
-        if stale is not None and stale_loop is not None and stale_loop.is_closed():
-            # Its connections belong to a finished loop, so closing them fails; trying
-            # still marks the client closed, which stops the SDK from scheduling the same
-            # failing close on this loop when the client is garbage-collected.
-            with contextlib.suppress(Exception):
-                await stale.close()
-        return self._client
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -163,7 +112,7 @@ class OpenAICompatBackend:
         return params
 
     async def complete(self, request: ChatRequest) -> Completion:
-        client = await self._get_client()
+        client = await self._clients.get()
         try:
             # The SDK's generic ``post`` skips its per-request parameter transformation and
             # model construction, which cost more CPU than everything else per call; errors
@@ -176,10 +125,10 @@ class OpenAICompatBackend:
         except openai.APIConnectionError as exc:
             # Includes APITimeoutError. Nothing listening, or no such host, will not get
             # better by waiting: say so at once instead of retrying.
-            unreachable = _unreachable(exc)
-            if unreachable:
+            why = unreachable(exc)
+            if why:
                 raise errors.LLMCallError(
-                    f"{self.name}: cannot connect to {self.base_url}: {unreachable}. Check "
+                    f"{self.name}: cannot connect to {self.base_url}: {why}. Check "
                     "--base-url and that the server is running."
                 ) from exc
             raise TransientLLMError(self._scrub(f"{self.name} at {self.base_url}: {exc}")) from exc
@@ -302,22 +251,3 @@ def reported_usage(reported: Any) -> Usage:
         # Part of the prompt, served from the server's prefix cache (never more than it).
         cached_prompt_tokens=min(cached, prompt),
     )
-
-
-def _unreachable(exc: BaseException) -> str | None:
-    """Why a connection failed for good (refused, unknown host), or None if it may pass."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, ConnectionRefusedError):
-            return "connection refused (nothing is listening there)"
-        if isinstance(current, socket.gaierror):
-            return f"cannot resolve the host name ({current.strerror or current})"
-        text = str(current)
-        if "Connection refused" in text or "[Errno 111]" in text:
-            return "connection refused (nothing is listening there)"
-        if "Name or service not known" in text or "nodename nor servname" in text:
-            return "cannot resolve the host name"
-        current = current.__cause__ or current.__context__
-    return None
