@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from faultfinder.traces.importers._common import make_trace, text_of
+from faultfinder.traces.importers._langgraph import span_graph_node_agent
 from faultfinder.traces.importers._messages import (
     MESSAGE_EVENTS,
     Message,
@@ -80,14 +81,17 @@ _NODE_KEYS = ("graph.node.id", "gen_ai.agent.id")
 
 def named_agent(span: Span, keys: tuple[str, ...] = _AGENT_KEYS + _NODE_KEYS) -> str | None:
     """An agent name written explicitly on the span (``keys`` in order, then the source's
-    own hint: a Langfuse LangGraph node, for example)."""
+    own hint: a Langfuse LangGraph node, for example, then LangGraph's metadata on the span
+    as OpenInference's LangChain instrumentation writes it)."""
     a = span.attributes
     for key in keys:
         value = a.get(key)
         if isinstance(value, str) and value.strip():
             return value.strip()
-    hint = span.hints.get("agent") if keys[-1] in _NODE_KEYS else None
-    return str(hint) if hint else None
+    if keys[-1] not in _NODE_KEYS:
+        return None
+    hint = span.hints.get("agent")
+    return str(hint) if hint else span_graph_node_agent(a)
 
 
 def agent_span_name(span: Span) -> str:

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from faultfinder.errors import TraceFormatError
 from faultfinder.traces.importers._common import check_options, fail
+from faultfinder.traces.importers._langgraph import graph_node_agent
 from faultfinder.traces.importers._messages import message_list, output_messages
 from faultfinder.traces.importers._semconv import build_trace
 from faultfinder.traces.importers._spans import (
@@ -153,8 +154,7 @@ def span_of(obs: Any, *, path: Path, where: str, trace_id: str | None) -> Span:
     }
     if isinstance(obs.get("modelParameters"), dict):
         hints["request"] = obs["modelParameters"]
-    if isinstance(meta.get("langgraph_node"), str):
-        hints["agent"] = meta["langgraph_node"]
+    hints["agent"] = graph_node_agent(meta)
     out = hints["output"]
     if isinstance(out, dict) and out.get("type") == "tool" and "content" in out:
         hints["output"] = out["content"]  # a LangChain ToolMessage

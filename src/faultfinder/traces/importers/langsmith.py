@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from faultfinder.errors import TraceFormatError
 from faultfinder.traces.importers._common import check_options, fail
+from faultfinder.traces.importers._langgraph import graph_node_agent
 from faultfinder.traces.importers._semconv import build_trace
 from faultfinder.traces.importers._spans import Span, check_keys, keep_raw, parse_time
 from faultfinder.traces.importers.otlp import decode_text, json_lines, read_bytes, sniff, stem_of
@@ -230,8 +231,7 @@ def span_of(run: Any, *, path: str | Path, where: str, parent: str | None) -> Sp
         hints["input"] = inputs
         only = list(outputs) if isinstance(outputs, dict) else []
         hints["output"] = outputs["output"] if outputs and only == ["output"] else outputs
-    if isinstance(meta.get("langgraph_node"), str):
-        hints["agent"] = meta["langgraph_node"]
+    hints["agent"] = graph_node_agent(meta)
     error = run.get("error") or None
     status = run.get("status")
     return Span(
