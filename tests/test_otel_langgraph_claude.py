@@ -123,7 +123,7 @@ def test_openinference_langgraph_spans_import_with_the_recorded_agents_and_steps
     ]
     assert sum(len(s.tool_calls) for s in steps) == 5
     assert [s.content for s in steps] == [s.content for s in proxy.steps]
-    assert steps[-1].content == proxy.final_answer == "164130"
+    assert imported.final_answer == proxy.final_answer == "164130"
 
 
 # --- the reading of LangGraph's metadata, unit by unit ---------------------------------
@@ -154,6 +154,17 @@ def test_graph_node_agent(meta: dict[str, Any], agent: str | None) -> None:
     assert graph_node_agent(meta) == agent
 
 
+STATE = json.dumps(
+    {
+        "messages": [
+            {"type": "human", "data": {"content": "Find it.", "type": "human"}},
+            {"type": "ai", "data": {"content": "Found.", "type": "ai"}},
+        ]
+    }
+)
+"""The graph's final state as OpenInference writes it (LangChain's ``messages_to_dict``)."""
+
+
 def langgraph_export(metadata: Callable[[dict[str, str]], dict[str, str]]) -> dict[str, Any]:
     """An OpenInference LangChain trace: a CHAIN node span, the inner AGENT span ``agent``
     and its LLM span, each carrying LangGraph's metadata as OpenInference writes it."""
@@ -167,7 +178,8 @@ def langgraph_export(metadata: Callable[[dict[str, str]], dict[str, str]]) -> di
     outer = {"langgraph_node": "research", "langgraph_checkpoint_ns": "research:a1"}
     return h.export(
         [
-            h.span("a" * 16, None, "LangGraph", 0, {"openinference.span.kind": "CHAIN"}),
+            h.span("a" * 16, None, "LangGraph", 0,
+                   {"openinference.span.kind": "CHAIN", "output.value": STATE}),
             h.span("b" * 16, "a" * 16, "research", 1,
                    {"openinference.span.kind": "CHAIN", **metadata(outer)}),
             h.span("c" * 16, "b" * 16, "agent", 2,
@@ -197,3 +209,4 @@ def test_openinference_span_agent_is_the_graph_node_that_holds_the_inner_agent(
     (step,) = trace.steps
     assert step.agent == "research" and step.content == "Found."
     assert [a.name for a in trace.agents] == ["research"]
+    assert trace.final_answer == "Found."  # the state's last reply

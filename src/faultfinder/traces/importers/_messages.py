@@ -118,6 +118,8 @@ def chat_message(raw: Any) -> Message | None:
     if not isinstance(raw, dict):
         return None
     raw = raw.get("message", raw) if isinstance(raw.get("message"), dict) else raw
+    if isinstance(raw.get("data"), dict) and str(raw.get("type")) in _LANGCHAIN_ROLES:
+        raw = {**raw["data"], "type": raw["type"]}  # LangChain's messages_to_dict form
     kind = raw.get("type")
     if kind == "function_call":  # Responses API item
         call = _tool_call(raw)

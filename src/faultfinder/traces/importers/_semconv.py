@@ -391,6 +391,8 @@ def payload_text(value: Any) -> str:
         messages = message_list(value)
         if messages and len(messages) == 1 and messages[0]["content"]:
             return str(messages[0]["content"])
+        if isinstance(value.get("messages"), list):
+            value = value["messages"]  # a graph's state (LangGraph): its last reply
     if isinstance(value, list):
         messages = message_list(value)
         replies = [m["content"] for m in messages or [] if m["role"] == "assistant"]
