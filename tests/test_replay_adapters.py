@@ -10,7 +10,14 @@ from typing import Any
 import openai
 import pytest
 
-from faultfinder.replay.apis import ADAPTERS, Chains, SSEEvent, WireAdapter, adapter_for
+from faultfinder.replay.apis import (
+    ADAPTERS,
+    Chains,
+    ChatAdapter,
+    SSEEvent,
+    WireAdapter,
+    adapter_for,
+)
 from faultfinder.replay.apis.responses import ResponsesAdapter, response_events
 from faultfinder.replay.httpserver import ServerThread
 from faultfinder.replay.matching import Matcher
@@ -211,3 +218,38 @@ def test_serve_local_speaks_the_responses_api(
         same = asyncio.run(replay_run(recorded.run_dir, command, ReplayOptions(), options=quiet))
         assert same.report.faithful and same.report.live_calls == 0
         assert local.server.requests == served
+
+
+class _EchoAdapter(ChatAdapter):
+    """A fourth API for the plugin test: Chat Completions served under another path."""
+
+    name = "echo-api"
+
+    def handles(self, method: str, path: str) -> bool:
+        return method == "POST" and path.rstrip("/").endswith("/echo/complete")
+
+
+def test_an_api_adapter_plugin_is_found_through_its_entry_point(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from importlib import metadata
+
+    from faultfinder import registry
+    from faultfinder.replay.apis import load_adapters
+
+    plugin = metadata.EntryPoint(
+        name="echo-api", value=f"{__name__}:_EchoAdapter", group="faultfinder.apis"
+    )
+    monkeypatch.setattr(
+        registry, "_entry_points", lambda group: [plugin] if group == "faultfinder.apis" else []
+    )
+    registry.APIS.reset()
+    try:
+        assert registry.APIS.origin("echo-api") == "plugin"
+        adapters = load_adapters()
+        assert [a.name for a in adapters] == ["chat", "echo-api", "messages", "responses"]
+        assert next(a for a in adapters if a.handles("POST", "/v1/echo/complete")).name == (
+            "echo-api"
+        )
+    finally:
+        registry.APIS.reset()

@@ -1,10 +1,10 @@
 """One small registry for what faultfinder can be extended with: attribution methods,
-trace importers and model backends.
+trace importers, model backends and the model APIs the recording proxy speaks.
 
 Built-ins are listed here by name as ``"module:attribute"`` references, so listing names
 imports nothing. Third-party packages add their own through entry points in the groups
-``faultfinder.methods``, ``faultfinder.importers`` and ``faultfinder.backends`` (see
-docs/plugins.md)::
+``faultfinder.methods``, ``faultfinder.importers``, ``faultfinder.backends`` and
+``faultfinder.apis`` (see docs/plugins.md)::
 
     [project.entry-points."faultfinder.methods"]
     my-method = "my_package.my_method:MyMethod"
@@ -221,6 +221,19 @@ BACKENDS: Registry[Any] = Registry(
 )
 """Model backends: factories following ``faultfinder.llm.registry.BackendFactory``, called
 with the part of ``--model KIND:NAME`` after the colon and the endpoint options."""
+
+
+APIS: Registry[type[Any]] = Registry(
+    "model API",
+    "faultfinder.apis",
+    {
+        "chat": "faultfinder.replay.apis.chat:ChatAdapter",
+        "responses": "faultfinder.replay.apis.responses:ResponsesAdapter",
+        "messages": "faultfinder.replay.apis.messages:MessagesAdapter",
+    },
+)
+"""Model wire formats the recording proxy speaks: classes following
+``faultfinder.replay.apis.base.WireAdapter``, one per API."""
 
 
 # -- methods -------------------------------------------------------------------------------

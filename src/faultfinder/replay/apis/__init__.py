@@ -10,8 +10,10 @@ name           path                        module
 
 Every path also works behind an agent prefix (``/agent/<name>/v1/...``). The contract an
 adapter follows is :class:`~faultfinder.replay.apis.base.WireAdapter` (read its module
-docstring). To add an API: write one module with one class following it and add an
-instance to :data:`ADAPTERS` below, or call :func:`register` from a plugin. The proxy
+docstring). To add an API: write one module with one class following it and list it in
+``faultfinder.registry.APIS`` (in the tree), or declare it in the entry-point group
+``faultfinder.apis`` of a package of your own (docs/plugins.md); :func:`register` adds
+one from running code (a test). The proxy
 asks each adapter in order whether it handles a request; a request no adapter handles is
 not a model call (models list, embeddings, files...): it is forwarded unrecorded while
 recording, and during a replay only to an upstream named on the command line, listed
@@ -20,8 +22,7 @@ apart in the report.
 
 from __future__ import annotations
 
-import importlib
-
+from faultfinder.registry import APIS
 from faultfinder.replay.apis.base import (
     CanonicalReply,
     Chains,
@@ -33,11 +34,15 @@ from faultfinder.replay.apis.base import (
 from faultfinder.replay.apis.chat import ChatAdapter
 from faultfinder.replay.apis.responses import ResponsesAdapter
 
-ADAPTERS: list[WireAdapter] = [ChatAdapter(), ResponsesAdapter()]
-"""The adapters in force, asked in order."""
 
-_OPTIONAL = ("faultfinder.replay.apis.messages:MessagesAdapter",)
-"""In-tree adapters loaded when their module is present."""
+def load_adapters() -> list[WireAdapter]:
+    """One adapter per registered API: the built-ins and the ``faultfinder.apis`` entry
+    points (a plugin that fails to load is skipped with a warning naming it)."""
+    return [cls() for cls in APIS.load_all().values()]
+
+
+ADAPTERS: list[WireAdapter] = load_adapters()
+"""The adapters in force, asked in order."""
 
 
 def register(adapter: WireAdapter) -> WireAdapter:
@@ -45,21 +50,6 @@ def register(adapter: WireAdapter) -> WireAdapter:
     ADAPTERS[:] = [a for a in ADAPTERS if a.name != adapter.name]
     ADAPTERS.append(adapter)
     return adapter
-
-
-def _load_optional() -> None:
-    for spec in _OPTIONAL:
-        module_name, _, attr = spec.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue
-        register(getattr(module, attr)())
-
-
-_load_optional()
 
 
 def adapter_for(method: str, path: str) -> WireAdapter | None:
@@ -88,5 +78,6 @@ __all__ = [
     "adapter_for",
     "adapter_named",
     "encode_sse",
+    "load_adapters",
     "register",
 ]
