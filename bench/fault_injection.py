@@ -27,9 +27,15 @@ Base programs (``--program``):
   langgraph-supervisor from the ``frameworks`` extra) on six population tasks, every agent
   played faithfully by a scripted model (``bench/_fault_langgraph.py``, with its own
   fault kinds: a wrong lookup argument instead of a dropped plan line).
+* ``crewai``: the CrewAI crew of the framework tests
+  (tests/fixtures/frameworks/crewai_team.py, unmodified, in the tests' cached CrewAI
+  environment: a Researcher with a lookup tool, then a Writer, run sequentially) on nine
+  tasks of one, two or four lookups, both agents played faithfully by a scripted model
+  (``bench/_fault_crewai.py``; no wrong handoff, as a sequential crew has none, and a
+  wrong lookup argument instead of a dropped plan line).
 
 The other framework programs of tests/frameworks_scripts.py (OpenAI Agents SDK: three
-steps; AG2 GroupChat and CrewAI: environments of their own) are not covered yet.
+steps; AG2 GroupChat: an environment of its own) are not covered yet.
 
     python bench/fault_injection.py [--program demo-team|langgraph] [--out DIR] [--seed N]
 
@@ -49,10 +55,11 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import _fault_crewai
 import _fault_langgraph
 
 from faultfinder.demo_team import TASKS, mock_model
@@ -206,6 +213,8 @@ class Program:
     """The scripted upstream model (a request body in, a reply out)."""
     faults: dict[str, Injector]
     final_answer: Callable[[Trace], str | None]
+    env: dict[str, str] = field(default_factory=dict)
+    """Extra environment variables for the program (a framework's telemetry switches)."""
 
     @property
     def source(self) -> str:
@@ -228,6 +237,15 @@ PROGRAMS: dict[str, Program] = {
         _fault_langgraph.faithful,
         _fault_langgraph.injectors(corrupt),
         _fault_langgraph.final_answer,
+    ),
+    "crewai": Program(
+        "crewai",
+        lambda: [Base(*t) for t in _fault_crewai.tasks()],
+        lambda base: _fault_crewai.command(base.task),
+        _fault_crewai.faithful,
+        _fault_crewai.injectors(corrupt),
+        _fault_crewai.final_answer,
+        _fault_crewai.NO_TELEMETRY,
     ),
 }
 
@@ -262,7 +280,7 @@ async def generate(
     prog = PROGRAMS[program]
     rng = random.Random(seed)
     counts: Counter[str] = Counter()
-    quiet = SessionOptions(echo=False, timeout=120)
+    quiet = SessionOptions(echo=False, timeout=120, env=prog.env)
     out.mkdir(parents=True, exist_ok=True)
     with FakeOpenAIServer(reply=prog.reply) as upstream, tempfile.TemporaryDirectory() as tmp:
         for base in prog.bases():

@@ -111,3 +111,52 @@ def test_a_langgraph_program_gets_injected_faults_replayed_forward(tmp_path: Pat
     # The Calculator added the wrong number it was told, after the Researcher reported it.
     later = [s for s in result.steps[result.label.step + 1 :] if s.agent == "Calculator"]  # type: ignore[union-attr]
     assert later and "164630" not in " ".join(s.content for s in later)
+
+
+@pytest.mark.frameworks_env
+def test_a_crewai_crew_gets_injected_faults_replayed_forward(tmp_path: Path) -> None:
+    bench = _bench()
+    import _fault_crewai
+
+    from framework_env import framework_python
+    from test_frameworks import CREWAI, NO_TELEMETRY
+
+    assert _fault_crewai.REQUIREMENTS == CREWAI  # the tests' cached environment, no install
+    assert _fault_crewai.NO_TELEMETRY.items() <= NO_TELEMETRY.items()
+    try:
+        framework_python(_fault_crewai.ENV_NAME, _fault_crewai.REQUIREMENTS)
+    except RuntimeError as exc:  # no registry to build it from
+        pytest.skip(f"the CrewAI environment cannot be built: {exc}")
+    faults = ["wrong-tool-result", "corrupted-number", "premature-stop"]
+    counts = asyncio.run(
+        bench.generate(tmp_path, seed=0, only=["both-2020"], faults=faults, program="crewai")
+    )
+    assert counts["successful base runs"] == 1, counts
+    traces = load_dataset(tmp_path)
+    assert {t.metadata["fault"] for t in traces} == set(faults)
+    program = bench.PROGRAMS["crewai"]
+    for trace in traces:
+        label = trace.label
+        assert label is not None and label.step is not None
+        assert trace.source.subset == "generated:crewai"
+        assert label.step == trace.metadata["injected_step"]
+        assert label.agent == trace.steps[label.step].agent == "Researcher"
+        assert {s.agent for s in trace.steps} == {"Researcher", "Writer"}
+        # The unmodified crew ran on from the fault: the Writer's wrong answer, given later.
+        answer = program.final_answer(trace)
+        assert answer is not None and not bench.is_right(answer, "164630"), (trace.id, answer)
+        assert trace.steps[-1].agent == "Writer" and len(trace.steps) > label.step + 1
+    result = next(t for t in traces if t.metadata["fault"] == "wrong-tool-result")
+    step = result.steps[result.label.step]  # type: ignore[union-attr]
+    assert any(c.name == "lookup" for c in step.tool_calls)
+    wrong = step.tool_results[0].content
+    # The Researcher reported the wrong result it was given; CrewAI passed the report on.
+    report = result.steps[-2]
+    assert report.agent == "Researcher" and wrong in report.content
+    corrupted = next(t for t in traces if t.metadata["fault"] == "corrupted-number")
+    step = corrupted.steps[corrupted.label.step]  # type: ignore[union-attr]
+    assert not step.tool_calls and step.content.startswith("Final Answer:")
+    assert "144,630" not in step.content or "20,000" not in step.content
+    stopped = [t for t in traces if t.metadata["fault"] == "premature-stop"]
+    # A stop at the first lookup leaves only the report and the Writer: two steps.
+    assert min(len(t.steps) for t in stopped) == 2
