@@ -27,6 +27,11 @@ Base programs (``--program``):
   langgraph-supervisor from the ``frameworks`` extra) on six population tasks, every agent
   played faithfully by a scripted model (``bench/_fault_langgraph.py``, with its own
   fault kinds: a wrong lookup argument instead of a dropped plan line).
+* ``agents-sdk``: the OpenAI Agents SDK program at its default settings
+  (tests/fixtures/frameworks/agents_sdk_default.py, unmodified: Responses API, a Triage
+  agent handing off to a Researcher with a lookup tool) on eleven tasks of one, two or
+  four lookups, played faithfully by a scripted model (``bench/_fault_agents_sdk.py``; no
+  wrong handoff, as Triage has one agent to hand off to).
 * ``crewai``: the CrewAI crew of the framework tests
   (tests/fixtures/frameworks/crewai_team.py, unmodified, in the tests' cached CrewAI
   environment: a Researcher with a lookup tool, then a Writer, run sequentially) on nine
@@ -34,8 +39,8 @@ Base programs (``--program``):
   (``bench/_fault_crewai.py``; no wrong handoff, as a sequential crew has none, and a
   wrong lookup argument instead of a dropped plan line).
 
-The other framework programs of tests/frameworks_scripts.py (OpenAI Agents SDK: three
-steps; AG2 GroupChat: an environment of its own) are not covered yet.
+The other framework program of tests/frameworks_scripts.py (AG2 GroupChat: an
+environment of its own) is not covered yet.
 
     python bench/fault_injection.py [--program demo-team|langgraph] [--out DIR] [--seed N]
 
@@ -59,6 +64,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import _fault_agents_sdk
 import _fault_crewai
 import _fault_langgraph
 
@@ -237,6 +243,15 @@ PROGRAMS: dict[str, Program] = {
         _fault_langgraph.faithful,
         _fault_langgraph.injectors(corrupt),
         _fault_langgraph.final_answer,
+    ),
+    "agents-sdk": Program(
+        "agents-sdk",
+        lambda: [Base(*t) for t in _fault_agents_sdk.tasks()],
+        lambda base: _fault_agents_sdk.command(base.task),
+        _fault_agents_sdk.faithful,
+        _fault_agents_sdk.injectors(corrupt),
+        _fault_agents_sdk.final_answer,
+        _fault_agents_sdk.ENV,
     ),
     "crewai": Program(
         "crewai",

@@ -160,3 +160,43 @@ def test_a_crewai_crew_gets_injected_faults_replayed_forward(tmp_path: Path) -> 
     stopped = [t for t in traces if t.metadata["fault"] == "premature-stop"]
     # A stop at the first lookup leaves only the report and the Writer: two steps.
     assert min(len(t.steps) for t in stopped) == 2
+
+
+def test_an_agents_sdk_program_gets_injected_faults_replayed_forward(tmp_path: Path) -> None:
+    pytest.importorskip("agents", reason="needs the frameworks extra")
+    bench = _bench()
+    faults = ["corrupted-number", "wrong-tool-result", "wrong-tool-argument"]
+    counts = asyncio.run(
+        bench.generate(tmp_path, seed=0, only=["both-2020"], faults=faults, program="agents-sdk")
+    )
+    assert counts["successful base runs"] == 1
+    traces = load_dataset(tmp_path)
+    assert {t.metadata["fault"] for t in traces} == set(faults)
+    program = bench.PROGRAMS["agents-sdk"]
+    for trace in traces:
+        label = trace.label
+        assert label is not None and label.step is not None
+        assert trace.source.subset == "generated:agents-sdk"
+        assert label.step == trace.metadata["injected_step"]
+        # The SDK's own agent names, from the unmodified program's instructions.
+        assert trace.steps[0].agent == "Triage"
+        assert {s.agent for s in trace.steps[1:]} == {"Researcher"} == {label.agent}
+        # The program ran on from the fault: a wrong answer, given later.
+        answer = program.final_answer(trace)
+        assert answer is not None and not bench.is_right(answer, "164630"), (trace.id, answer)
+        assert len(trace.steps) > label.step + 1 and not trace.steps[-1].tool_calls
+    noted = next(t for t in traces if t.metadata["fault"] == "corrupted-number")
+    step = noted.steps[noted.label.step]  # type: ignore[union-attr]
+    assert step.content.startswith("Avalon in 2020: ") and "144,630" not in step.content
+    assert [c.name for c in step.tool_calls] == ["lookup"]  # the call kept beside the note
+    # The Researcher added its own wrong note to Brigadoon's 20,000 in its answer.
+    wrong = float(step.content.split(": ")[1].replace(",", ""))
+    assert bench.is_right(program.final_answer(noted), str(wrong + 20_000))
+    for result in (t for t in traces if t.metadata["fault"] == "wrong-tool-result"):
+        at = result.label.step  # type: ignore[union-attr]
+        assert [c.name for c in result.steps[at].tool_calls] == ["lookup"]
+        # The Researcher added up the results as it was given them, the changed one too.
+        results = [r.content for s in result.steps[1:] for r in s.tool_results]
+        seen = [r.split(" had ")[1].split()[0] for r in results]
+        total = sum(float(n.replace(",", "")) for n in seen)
+        assert total != 164_630 and bench.is_right(program.final_answer(result), str(total))
