@@ -169,8 +169,13 @@ def main() -> int:
     parser.add_argument("--ship", action="store_true", help="write the shipped weights")
     parser.add_argument("--surprisal", action="store_true", help="compute missing surprisal")
     parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument(
+        "--also", type=Path, nargs="*", default=[], help="more labelled sources to train on"
+    )
     args = parser.parse_args()
     traces = load_dataset(args.data)
+    for extra in args.also:
+        traces += load_dataset(extra)
     subsets = sorted({subset_of(t) for t in traces})
     out: list[str] = []
 
