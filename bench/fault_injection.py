@@ -38,9 +38,12 @@ Base programs (``--program``):
   tasks of one, two or four lookups, both agents played faithfully by a scripted model
   (``bench/_fault_crewai.py``; no wrong handoff, as a sequential crew has none, and a
   wrong lookup argument instead of a dropped plan line).
-
-The other framework program of tests/frameworks_scripts.py (AG2 GroupChat: an
-environment of its own) is not covered yet.
+* ``ag2``: the AG2 GroupChat of the framework tests
+  (tests/fixtures/frameworks/ag2_groupchat.py, unmodified, in the tests' cached AG2 0.14
+  environment: a Planner, a Researcher with a lookup tool and a Writer, the next speaker
+  chosen by the model) on eleven tasks of one, two or four lookups, every agent and the
+  speaker selection played faithfully by a scripted model (``bench/_fault_ag2.py``, with
+  a wrong speaker for a wrong handoff; speaker selections named ``chat_manager``).
 
     python bench/fault_injection.py [--program demo-team|langgraph] [--out DIR] [--seed N]
 
@@ -64,6 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import _fault_ag2
 import _fault_agents_sdk
 import _fault_crewai
 import _fault_langgraph
@@ -221,6 +225,9 @@ class Program:
     final_answer: Callable[[Trace], str | None]
     env: dict[str, str] = field(default_factory=dict)
     """Extra environment variables for the program (a framework's telemetry switches)."""
+    agents: Callable[[Trace], Trace] | None = None
+    """Names the agents of a recorded trace where the proxy's names are not the program's
+    (AG2's speaker selections); None: the proxy's names stand."""
 
     @property
     def source(self) -> str:
@@ -261,6 +268,16 @@ PROGRAMS: dict[str, Program] = {
         _fault_crewai.injectors(corrupt),
         _fault_crewai.final_answer,
         _fault_crewai.NO_TELEMETRY,
+    ),
+    "ag2": Program(
+        "ag2",
+        lambda: [Base(*t) for t in _fault_ag2.tasks()],
+        lambda base: _fault_ag2.command(base.task),
+        _fault_ag2.faithful,
+        _fault_ag2.injectors(corrupt),
+        _fault_ag2.final_answer,
+        _fault_ag2.ENV,
+        _fault_ag2.name_agents,
     ),
 }
 
@@ -305,14 +322,15 @@ async def generate(
             recorded = await record_run(
                 command, upstream.base_url, Path(tmp), run_id=base.id, options=quiet
             )
-            if not is_right(prog.final_answer(recorded.trace), base.answer):
+            base_trace = prog.agents(recorded.trace) if prog.agents else recorded.trace
+            if not is_right(prog.final_answer(base_trace), base.answer):
                 counts["base runs that fail (skipped)"] += 1
                 continue
             counts["successful base runs"] += 1
             for fault, inject in prog.faults.items():
                 if faults is not None and fault not in faults:
                     continue
-                for step, edit in inject(recorded.trace, rng):
+                for step, edit in inject(base_trace, rng):
                     replay = ReplayOptions(at=step, edit=edit, on_divergence="live")
                     try:
                         branch = await replay_run(
@@ -326,7 +344,7 @@ async def generate(
                     except Exception as exc:  # a replay that cannot run is reported, not kept
                         counts[f"replay errors ({type(exc).__name__})"] += 1
                         continue
-                    trace = branch.trace
+                    trace = prog.agents(branch.trace) if prog.agents else branch.trace
                     answer = prog.final_answer(trace)
                     if len(trace.steps) <= step or is_right(answer, base.answer):
                         counts[f"{fault}: recovered (dropped)"] += 1

@@ -162,6 +162,63 @@ def test_a_crewai_crew_gets_injected_faults_replayed_forward(tmp_path: Path) -> 
     assert min(len(t.steps) for t in stopped) == 2
 
 
+@pytest.mark.frameworks_env
+def test_an_ag2_groupchat_gets_injected_faults_replayed_forward(tmp_path: Path) -> None:
+    bench = _bench()
+    import _fault_ag2
+
+    from framework_env import framework_python
+    from test_frameworks import AG2_GROUPCHAT, NO_TELEMETRY
+
+    assert _fault_ag2.REQUIREMENTS == AG2_GROUPCHAT  # the tests' cached environment
+    assert _fault_ag2.ENV.items() <= NO_TELEMETRY.items()
+    try:
+        framework_python(_fault_ag2.ENV_NAME, _fault_ag2.REQUIREMENTS)
+    except RuntimeError as exc:  # no registry to build it from
+        pytest.skip(f"the AG2 0.14 environment cannot be built: {exc}")
+    faults = ["wrong-speaker", "wrong-tool-result", "corrupted-number"]
+    counts = asyncio.run(
+        bench.generate(tmp_path, seed=0, only=["both-2020"], faults=faults, program="ag2")
+    )
+    assert counts["successful base runs"] == 1, counts
+    traces = load_dataset(tmp_path)
+    assert {t.metadata["fault"] for t in traces} == set(faults)
+    program = bench.PROGRAMS["ag2"]
+    for trace in traces:
+        label = trace.label
+        assert label is not None and label.step is not None
+        assert trace.source.subset == "generated:ag2"
+        assert label.step == trace.metadata["injected_step"]
+        assert label.agent == trace.steps[label.step].agent
+        # Speaker selections are the manager's, not the Planner's the proxy would name.
+        for s in trace.steps:
+            chose = _fault_ag2.is_selection(s.input_messages or [])
+            assert (s.agent == "chat_manager") == chose, (trace.id, s.index, s.agent)
+        assert {s.agent for s in trace.steps} <= {"chat_manager", "Planner", "Researcher", "Writer"}
+        # The unmodified GroupChat ran on from the fault: a wrong answer or none, later.
+        assert not bench.is_right(program.final_answer(trace), "164630"), trace.id
+        assert len(trace.steps) > label.step + 1
+    for trace in (t for t in traces if t.metadata["fault"] == "wrong-speaker"):
+        step = trace.steps[trace.label.step]  # type: ignore[union-attr]
+        assert step.agent == "chat_manager"
+        # AG2 gave the turn to the role the edited selection named.
+        assert trace.steps[step.index + 1].agent == step.content.strip()
+    result = next(t for t in traces if t.metadata["fault"] == "wrong-tool-result")
+    step = result.steps[result.label.step]  # type: ignore[union-attr]
+    assert step.agent == "Researcher" and any(c.name == "lookup" for c in step.tool_calls)
+    right = {"Avalon had 144,630 inhabitants in 2020.", "Brigadoon had 20,000 inhabitants in 2020."}
+    wrong = [r.content for r in step.tool_results if r.content not in right]
+    assert len(wrong) == 1 and len(step.tool_results) == 2
+    # The Researcher reported the wrong result it was given, the Writer added it.
+    report = next(s for s in result.steps[step.index + 1 :] if s.agent == "Researcher")
+    assert wrong[0] in report.content and result.steps[-1].agent == "Writer"
+    corrupted = next(t for t in traces if t.metadata["fault"] == "corrupted-number")
+    step = corrupted.steps[corrupted.label.step]  # type: ignore[union-attr]
+    assert step.agent == "Researcher" and not step.tool_calls
+    assert "144,630" not in step.content or "20,000" not in step.content
+    assert corrupted.steps[-1].agent == "Writer"
+
+
 def test_an_agents_sdk_program_gets_injected_faults_replayed_forward(tmp_path: Path) -> None:
     pytest.importorskip("agents", reason="needs the frameworks extra")
     bench = _bench()
