@@ -45,7 +45,7 @@ Base programs (``--program``):
   speaker selection played faithfully by a scripted model (``bench/_fault_ag2.py``, with
   a wrong speaker for a wrong handoff; speaker selections named ``chat_manager``).
 
-    python bench/fault_injection.py [--program demo-team|langgraph] [--out DIR] [--seed N]
+    python bench/fault_injection.py [--program NAME] [--out DIR] [--seed N]
 
 Traces go to ``.faultfinder/generated/<program>/`` (git-ignored) as canonical JSON, with
 ``source.subset`` = ``generated:<program>``; ``python bench/transfer.py --also DIR ...``
