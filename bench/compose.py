@@ -1,31 +1,47 @@
-"""Accuracy against tokens for ``compose`` on Who&When, with the perfect judge as verifier.
+"""Accuracy against tokens for ``compose``, per source, with the perfect judge as verifier.
 
 The perfect judge (``faultfinder.testing.oracle``) names the gold step whenever it may:
 ``compose`` only accepts one of its k shortlisted steps, so its step accuracy is the
 shortlist's recall@k (minus the cases whose labelled agent does not speak at the labelled
 step, which the agent/step rule marks unparsed), and the curve is measurable offline.
-The shortlist weights of each trace come from the cross-validation fold that did not see
-it (``bench/shortlist.py``'s protocol). Tokens are the judge's prompt + completion as the
-test backend counts them (about 4 characters a token, marked estimated); the whole-log
-all-at-once and step-by-step judges are the reference points. Rows with ``judge
-step-by-step`` run Who&When's step-by-step judge over the shortlisted steps only (the
-oracle answers Yes at the gold step), so their tokens show what a many-call judge costs
-on the abbreviated view.
 
-    python bench/compose.py [DATA] [--no-readme]
+The shortlist is the one users get: the shipped weights (or ``--weights FILE``), each
+trace ranked by the model that file's own rule picks (``Weights.choose``): a trace of its
+training data by the held-out model of its fold, which neither trained nor calibrated on
+it; any other trace by the deploy model, which never saw its source. Every table says
+which, and a trace the chosen model may have trained on (a near-copy the file cannot
+route to a held-out model) stops the bench. Sources: Who&When's two subsets and every
+labelled directory passed with ``--also`` (``bench/fault_injection.py``'s generated
+runs), each reported on its own.
+
+Tokens are the judge's prompt + completion as the test backend counts them (about 4
+characters a token, marked estimated); the whole-log all-at-once and step-by-step judges
+are the reference points. Rows with ``judge step-by-step`` run Who&When's step-by-step
+judge over the shortlisted steps only (the oracle answers Yes at the gold step), so their
+tokens show what a many-call judge costs on the abbreviated view.
+
+``--against FILE`` runs compose's k = 1, 3, 5 points with a second weights file too (for
+example the previously shipped one, ``git show REV:src/faultfinder/shortlist/weights.json``)
+and prints, per source, the paired exact McNemar test of step accuracy on the same traces.
+
+    python bench/compose.py [DATA] [--also DIR ...] [--weights FILE] [--against FILE]
+                            [--no-readme]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
-import tempfile
 import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from _readme import write_section
+from _stats import cell, paired
 
 from faultfinder.eval.datasets import load_dataset, subset_of
 from faultfinder.eval.metrics import step_correct
@@ -33,7 +49,8 @@ from faultfinder.judging.method import run_method
 from faultfinder.llm.client import LLM
 from faultfinder.registry import create_method
 from faultfinder.shortlist import conformal
-from faultfinder.shortlist.train import build_table, cross_validate
+from faultfinder.shortlist.rank import rank_trace
+from faultfinder.shortlist.weights import Weights, load_weights
 from faultfinder.testing.oracle import perfect_judge
 from faultfinder.traces.schema import Trace
 
@@ -41,7 +58,6 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "who-and-when"
 README = ROOT / "bench" / "README.md"
 BEGIN, END = "<!-- compose:begin -->", "<!-- compose:end -->"
-GROUPS = ("position", "agent", "errors")
 POINTS: list[tuple[str, dict[str, object]]] = [
     ("compose k=1", {"top_k": 1}),
     ("compose k=2", {"top_k": 2}),
@@ -61,112 +77,229 @@ POINTS: list[tuple[str, dict[str, object]]] = [
 prompt plus reply of every call of the case; compose lowers k to fit it."""
 REFERENCES = ("all-at-once", "step-by-step")
 """Whole-log judges the points are compared with (tokens relative to the first)."""
+RECALL_KS = (1, 2, 3, 5, 8)
+AGAINST_KS = (1, 3, 5)
+"""The built-in-judge points compared between two weights files (``--against``)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One trace's result at one point."""
+
+    correct: bool
+    tokens: int
+    status: str
+    shown: float
+    """Share of the trace's steps the judge saw in full (compose's candidates; 1 for a
+    whole-log judge)."""
 
 
 async def run_point(
-    traces: list[Trace], spec: str, settings: dict[str, object], fold_files: dict[str, str]
-) -> list[tuple[str, bool, int, str]]:
-    """(subset, step correct, tokens, status) per trace."""
+    traces: Sequence[Trace], spec: str, settings: dict[str, object], weights: str | None
+) -> list[Outcome]:
+    """Each trace's outcome (same order as ``traces``), the perfect judge answering."""
+    options = dict(settings)
+    if spec == "compose" and weights is not None:
+        options["model_path"] = weights
+    method = create_method(spec, **options)
     out = []
     for trace in traces:
-        options = dict(settings)
-        if spec == "compose":
-            options["model_path"] = fold_files[trace.id]
-        method = create_method(spec, **options)
         result = await run_method(method, trace, LLM(perfect_judge(trace)), label=spec)
         assert trace.label is not None
+        candidates = result.details.get("candidates")
+        shown = len(candidates) / len(trace.steps) if isinstance(candidates, list) else 1.0
         out.append(
-            (
-                subset_of(trace),
+            Outcome(
                 step_correct(result.step, trace.label),
                 result.usage.total_tokens,
                 result.status,
+                shown,
             )
         )
     return out
 
 
+def ranked_by(traces: Sequence[Trace], weights: Weights) -> tuple[list[str], list[list[int]]]:
+    """Per trace, the family of the model that ranks it ('fold' or 'deploy') and its
+    ranking. Stops when a trace would be ranked by a model that may have trained on it."""
+    families: list[str] = []
+    rankings: list[list[int]] = []
+    seen: list[str] = []
+    for trace in traces:
+        chosen = weights.choose(trace)
+        if chosen.contaminated:
+            seen.append(f"{subset_of(trace)} {trace.id} ({chosen.source})")
+        families.append("fold" if ":fold-" in chosen.source else "deploy")
+        rankings.append(conformal.ranking(rank_trace(trace, chosen.model).probs))
+    if seen:
+        raise SystemExit(
+            f"{len(seen)} trace(s) would be ranked by a model that may have trained on them, "
+            f"e.g. {seen[0]}: figures on them would not be out-of-sample"
+        )
+    return families, rankings
+
+
+def provenance(families: Sequence[str]) -> str:
+    counts = Counter(families)
+    parts = []
+    if counts["fold"]:
+        parts.append(
+            f"{counts['fold']} ranked by the held-out model of their fold, which trained and "
+            "calibrated on neither them nor their fold"
+        )
+    if counts["deploy"]:
+        parts.append(f"{counts['deploy']} by the deploy model: outside the weights' training data")
+    return "; ".join(parts)
+
+
+def describe_weights(weights: Weights, name: str) -> str:
+    about = weights.trained_on
+    what = about.get("dataset") or about.get("sources") or "unrecorded data"
+    if isinstance(what, list | dict):
+        what = ", ".join(map(str, what))
+    traces = about.get("traces")
+    return (
+        f"{name} (features {', '.join(weights.groups)}; trained on {what}"
+        + (f", {traces} traces" if traces else "")
+        + ")"
+    )
+
+
+def row(name: str, rs: Sequence[Outcome], recall: float | None, base_tokens: float) -> str:
+    n = len(rs)
+    acc = 100 * sum(r.correct for r in rs) / n
+    tokens = sum(r.tokens for r in rs) / n
+    unparsed = sum(r.status == "unparsed" for r in rs)
+    over = sum(r.status == "budget-exceeded" for r in rs)
+    rec = "-" if recall is None else f"{recall:.1f}"
+    shown = 100 * sum(r.shown for r in rs) / n
+    return (
+        f"| {name} | {acc:.1f} | {rec} | {shown:.0f}% | {tokens:.0f} | "
+        f"{100 * tokens / base_tokens:.0f}% | {unparsed} | {over} |"
+    )
+
+
+def against_lines(
+    traces: Sequence[Trace],
+    mine: dict[str, list[Outcome]],
+    theirs: dict[str, list[Outcome]],
+    other: str,
+    other_families: Sequence[str],
+) -> list[str]:
+    """Per source and k: step accuracy with both weights files, paired exact McNemar."""
+    out = [
+        "",
+        f"**Against {other}** (same traces, same perfect judge, built-in judge; "
+        "+ only these weights right / − only the other right, two-sided exact McNemar p; "
+        "the last column says which model of the other file ranked the source):",
+        "",
+        "| source | k | these weights % | other weights % | paired | other ranked by |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for subset in sorted({subset_of(t) for t in traces}):
+        idx = [i for i, t in enumerate(traces) if subset_of(t) == subset]
+        fams = Counter(other_families[i] for i in idx)
+        by = ", ".join(f"{k} {v}" for k, v in sorted(fams.items()))
+        for k in AGAINST_KS:
+            a = [mine[f"compose k={k}"][i].correct for i in idx]
+            b = [theirs[f"compose k={k}"][i].correct for i in idx]
+            test = paired(a, b)
+            out.append(
+                f"| {subset} | {k} | {cell(sum(a), len(idx))} | {cell(sum(b), len(idx))} "
+                f"| {test.text()} | {by} |"
+            )
+    return out
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("data", nargs="?", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--also", type=Path, nargs="*", default=[], help="more labelled sources")
+    parser.add_argument(
+        "--weights", type=Path, default=None, help="shortlist weights file (default: shipped)"
+    )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        default=None,
+        help="a second weights file: paired tests of compose k=1,3,5 against it",
+    )
     parser.add_argument("--no-readme", action="store_true", help="print only")
     args = parser.parse_args()
     traces = load_dataset(args.data)
+    for extra in args.also:
+        traces += load_dataset(extra)
+    weights_path = str(args.weights) if args.weights else None
+    weights = load_weights(weights_path)
     started = time.perf_counter()
-    table = build_table(traces, GROUPS)
-    cv = cross_validate(table, GROUPS)
+    families, rankings = ranked_by(traces, weights)
     recall = {
-        k: {
-            t.id: any(s in conformal.ranking(p)[:k] for s in t.label.acceptable_steps)  # type: ignore[union-attr]
-            for t, p in zip(traces, cv.probs, strict=True)
-        }
-        for k in (1, 2, 3, 5, 8)
+        k: [
+            any(s in order[:k] for s in t.label.acceptable_steps)  # type: ignore[union-attr]
+            for t, order in zip(traces, rankings, strict=True)
+        ]
+        for k in RECALL_KS
     }
-    subsets = sorted({subset_of(t) for t in traces})
-    lines = [
-        "| subset | method | step accuracy % | shortlist recall@k % | tokens/case | "
-        "tokens vs all-at-once | unparsed | budget-exceeded |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    with tempfile.TemporaryDirectory() as tmp:
-        fold_files: dict[str, str] = {}
-        for fold, model in enumerate(cv.models):
-            path = Path(tmp) / f"fold{fold}.json"
-            path.write_text(json.dumps(model.to_json()), encoding="utf-8")
-            for t, f in zip(traces, cv.folds, strict=True):
-                if f == fold:
-                    fold_files[t.id] = str(path)
-        whole = {spec: asyncio.run(run_point(traces, spec, {}, fold_files)) for spec in REFERENCES}
-        results = {
-            name: asyncio.run(run_point(traces, "compose", s, fold_files)) for name, s in POINTS
+    whole = {spec: asyncio.run(run_point(traces, spec, {}, None)) for spec in REFERENCES}
+    results = {
+        name: asyncio.run(run_point(traces, "compose", s, weights_path)) for name, s in POINTS
+    }
+    extra: list[str] = []
+    if args.against is not None:
+        other = load_weights(args.against)
+        other_families, _ = ranked_by(traces, other)
+        theirs = {
+            f"compose k={k}": asyncio.run(
+                run_point(traces, "compose", {"top_k": k}, str(args.against))
+            )
+            for k in AGAINST_KS
         }
-    for subset in subsets:
-        base = [r for r in whole[REFERENCES[0]] if r[0] == subset]
-        base_tokens = sum(r[2] for r in base) / len(base)
+        extra = against_lines(
+            traces,
+            results,
+            theirs,
+            describe_weights(other, f"the weights file {args.against.name}"),
+            other_families,
+        )
+    elapsed = time.perf_counter() - started
+    counts = Counter(subset_of(t) for t in traces)
+    today = datetime.now(UTC).date().isoformat()
+    name = f"the weights file {args.weights.name}" if args.weights else "the shipped weights"
+    lines = [
+        f"Measured {today}. {len(traces)} labelled traces "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}); perfect judge; "
+        f"shortlist: {describe_weights(weights, name)}, each trace ranked by the model the "
+        f"file picks for it (below, per source); {elapsed:.0f} s in all. Tokens estimated "
+        "by the test backend (about 4 characters a token).",
+    ]
+    for subset in sorted(counts):
+        idx = [i for i, t in enumerate(traces) if subset_of(t) == subset]
+        base = [whole[REFERENCES[0]][i] for i in idx]
+        base_tokens = sum(r.tokens for r in base) / len(base)
+        lines += [
+            "",
+            f"**{subset}** ({len(idx)} traces; {provenance([families[i] for i in idx])})",
+            "",
+            "| method | step accuracy % | shortlist recall@k % | steps in full | tokens/case "
+            "| tokens vs all-at-once | unparsed | budget-exceeded |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for spec in REFERENCES:
-            rs = [r for r in whole[spec] if r[0] == subset]
-            lines.append(row(subset, f"{spec} (whole log)", rs, None, base_tokens))
-        for name, settings in POINTS:
-            rs = [r for r in results[name] if r[0] == subset]
+            lines.append(
+                row(f"{spec} (whole log)", [whole[spec][i] for i in idx], None, base_tokens)
+            )
+        for point, settings in POINTS:
             k = int(settings["top_k"])  # type: ignore[call-overload]
             rec = None
             if "budget_tokens" not in settings:
-                members = [t for t in traces if subset_of(t) == subset]
-                rec = 100 * sum(recall[k][t.id] for t in members) / len(members)
-            lines.append(row(subset, name, rs, rec, base_tokens))
-    elapsed = time.perf_counter() - started
-    text = "\n".join(
-        [
-            f"{len(traces)} labelled traces; perfect judge; shortlist weights from the fold "
-            f"that did not see each trace; {elapsed:.0f} s in all. Tokens estimated by the "
-            "test backend (about 4 characters a token).",
-            "",
-            *lines,
-        ]
-    )
+                rec = 100 * sum(recall[k][i] for i in idx) / len(idx)
+            lines.append(row(point, [results[point][i] for i in idx], rec, base_tokens))
+    lines += extra
+    text = "\n".join(lines)
     print(text)
     if not args.no_readme:
         write_readme(text)
     return 0
-
-
-def row(
-    subset: str,
-    name: str,
-    rs: list[tuple[str, bool, int, str]],
-    recall: float | None,
-    base_tokens: float,
-) -> str:
-    n = len(rs)
-    acc = 100 * sum(r[1] for r in rs) / n
-    tokens = sum(r[2] for r in rs) / n
-    unparsed = sum(r[3] == "unparsed" for r in rs)
-    over = sum(r[3] == "budget-exceeded" for r in rs)
-    rec = "-" if recall is None else f"{recall:.1f}"
-    return (
-        f"| {subset} | {name} | {acc:.1f} | {rec} | {tokens:.0f} | "
-        f"{100 * tokens / base_tokens:.0f}% | {unparsed} | {over} |"
-    )
 
 
 def write_readme(text: str) -> None:

@@ -31,6 +31,7 @@ requests sent together do not serve each other);
     python bench/cost_probe.py --out /tmp/cost-probe.jsonl
     python bench/cost_probe.py --methods step-by-step --limit 5 --force
     python bench/cost_probe.py --report-only --out /tmp/cost-probe.jsonl
+    python bench/cost_probe.py --methods compose,compose:k5 --out /tmp/cost-compose.jsonl
 
 By default no context window is declared, so no prompt is truncated (the papers' models
 have long contexts); ``--context-window 8192`` makes the methods fit their prompts to the
@@ -81,6 +82,8 @@ DEFAULT_METHODS = (
     "chief",
     "chief:M1",
     "agentic",
+    "compose",
+    "compose:k5",
 )
 OWN_DEFAULT_OBSERVABILITY = ("echo", "chief")
 """Methods also run with their own default observability (both 'full')."""
@@ -738,11 +741,27 @@ def table(rows: list[EvalRow], own_tokens: dict[str, int]) -> str:
     return "\n".join(lines)
 
 
+def outside_shortlist(row: EvalRow) -> bool:
+    """A compose row whose judge named a step the shortlist did not offer (the gold step was
+    not among its k candidates): compose's normal outcome then, not a stand-in failure."""
+    candidates = row.details.get("candidates")
+    rejected = row.details.get("rejected_step")
+    return (
+        row.status == "unparsed"
+        and isinstance(candidates, list)
+        and rejected is not None
+        and rejected not in candidates
+        and not unparsed_replies(row)
+    )
+
+
 def problems(rows: list[EvalRow]) -> list[str]:
     """Rows where the answerer did not keep the method on its normal path."""
     out: list[str] = []
     for row in rows:
         bad = unparsed_replies(row)
+        if outside_shortlist(row):
+            continue
         if row.status in ("unparsed", "error", "budget-exceeded") or bad:
             why = row.error or row.details.get("parse_error") or row.reason or ""
             out.append(
@@ -870,6 +889,16 @@ def main() -> int:
             file=sys.stderr,
         )
     print(table(rows, trace_tokens(traces, tokenizer.count)))
+    outside: dict[tuple[str, str], int] = defaultdict(int)
+    for row in rows:
+        if outside_shortlist(row):
+            outside[(row.subset, row.method)] += 1
+    if outside:
+        print(
+            "\ncompose: the judge named the gold step, which the shortlist did not offer "
+            "(status unparsed by compose's rule, not a problem): "
+            + "; ".join(f"{m} {s} {n}" for (s, m), n in sorted(outside.items()))
+        )
     issues = problems(rows)
     if prose_cut is not None and ran and prose_cut.cut == 0:
         issues.append(
