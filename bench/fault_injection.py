@@ -45,7 +45,7 @@ Base programs (``--program``):
   speaker selection played faithfully by a scripted model (``bench/_fault_ag2.py``, with
   a wrong speaker for a wrong handoff; speaker selections named ``chat_manager``).
 
-    python bench/fault_injection.py [--program NAME] [--out DIR] [--seed N]
+    python bench/fault_injection.py [--program NAME|all] [--out DIR] [--seed N]
 
 Traces go to ``.faultfinder/generated/<program>/`` (git-ignored) as canonical JSON, with
 ``source.subset`` = ``generated:<program>``; ``python bench/transfer.py --also DIR ...``
@@ -357,7 +357,12 @@ async def generate(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--program", choices=sorted(PROGRAMS), default="demo-team")
+    parser.add_argument(
+        "--program",
+        choices=[*sorted(PROGRAMS), "all"],
+        default="demo-team",
+        help="a base program, or 'all' (each in turn, into its own directory)",
+    )
     parser.add_argument(
         "--out", type=Path, default=None, help="default: .faultfinder/generated/<program>"
     )
@@ -365,19 +370,25 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=None, help="base run ids (default: all)")
     parser.add_argument("--faults", nargs="*", default=None, help="fault kinds (default: all)")
     args = parser.parse_args()
-    kinds = PROGRAMS[args.program].faults
-    unknown = sorted(set(args.faults or []) - set(kinds))
-    if unknown:
-        parser.error(f"{args.program} has no fault kind {unknown}; it has {sorted(kinds)}")
-    out = args.out or GENERATED / args.program
-    args.out = out
-    started = time.perf_counter()
-    counts = asyncio.run(generate(out, args.seed, args.only, args.faults, args.program))
-    for key, value in sorted(counts.items()):
-        print(f"{key}: {value}")
-    kept = sum(v for k, v in counts.items() if k in kinds)
-    print(f"{kept} labelled traces in {args.out} ({time.perf_counter() - started:.0f} s)")
-    return 0 if kept else 1
+    programs = sorted(PROGRAMS) if args.program == "all" else [args.program]
+    if len(programs) > 1 and (args.out or args.only or args.faults):
+        parser.error("--out, --only and --faults name one program's runs: use them without 'all'")
+    status = 0
+    for program in programs:
+        kinds = PROGRAMS[program].faults
+        unknown = sorted(set(args.faults or []) - set(kinds))
+        if unknown:
+            parser.error(f"{program} has no fault kind {unknown}; it has {sorted(kinds)}")
+        out = args.out or GENERATED / program
+        started = time.perf_counter()
+        counts = asyncio.run(generate(out, args.seed, args.only, args.faults, program))
+        print(f"== {program}")
+        for key, value in sorted(counts.items()):
+            print(f"{key}: {value}")
+        kept = sum(v for k, v in counts.items() if k in kinds)
+        print(f"{kept} labelled traces in {out} ({time.perf_counter() - started:.0f} s)")
+        status = status or (0 if kept else 1)
+    return status
 
 
 if __name__ == "__main__":
