@@ -336,3 +336,68 @@ def test_a_trace_of_a_known_source_gets_that_sources_threshold() -> None:
     assert len(own.steps) < len(pooled.steps)
     assert own.source.endswith("(calibrated on Hand-Crafted)")
     assert "calibrated on" not in pooled.source
+
+
+# --- thresholds for a source never trained on (issue 26) ------------------------------
+
+
+def test_weighted_threshold_is_the_weighted_empirical_quantile() -> None:
+    scores = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
+    assert conformal.weighted_threshold(scores, [1.0] * 10, 0.9) == 0.9
+    assert conformal.weighted_threshold(scores, [1.0] * 10, 0.5) == 0.5
+    # One heavy score moves the quantile to it: a small source weighs as much as a large one.
+    heavy = [1.0] * 9 + [9.0]
+    assert conformal.weighted_threshold(scores, heavy, 0.6) == 1.0
+    assert conformal.weighted_threshold([], [], 0.9) == 1.0
+
+
+def test_a_trace_of_an_unknown_source_gets_thresholds_fitted_leaving_sources_out() -> None:
+    pytest.importorskip("sklearn")
+    from faultfinder.shortlist.train import build_table, fit, ship, unseen_thresholds
+
+    traces = labelled_fixtures()
+    names = ("one", "two", "three")
+    traces = [
+        t.model_copy(
+            update={"source": t.source.model_copy(update={"subset": names[i % len(names)]})}
+        )
+        for i, t in enumerate(traces)
+    ]
+    groups = ("position", "agent", "errors")
+    table = build_table(traces, groups)
+    unseen = unseen_thresholds(table, groups)
+    assert set(unseen) == {conformal.source_key(conformal.UNSEEN, a) for a in conformal.LEVELS}
+    # The 90% threshold by hand: each source scored by a model trained on the others.
+    scores, weights = [], []
+    for name in names:
+        members = [i for i, t in enumerate(traces) if t.source.subset == name]
+        model = fit(table, groups, [i for i in range(len(traces)) if i not in members])
+        for i in members:
+            probs = softmax(model.logits(table.rows[slice(*table.spans[i])]))
+            scores.append(conformal.nonconformity(probs, traces[i].label.acceptable_steps))  # type: ignore[union-attr]
+            weights.append(1 / len(members))
+    key = conformal.source_key(conformal.UNSEEN, 0.9)
+    assert unseen[key] == pytest.approx(
+        conformal.weighted_threshold(scores, weights, 0.9), abs=1e-6
+    )
+    weights_file = ship(table, groups, k=3)
+    for model in [weights_file.deploy, *weights_file.folds]:
+        assert model.conformal[key] >= model.conformal["0.9"]
+        assert model.conformal[key] >= unseen[key] - 1e-9
+    stranger = traces[0].model_copy(
+        update={
+            "id": "stranger",
+            "source": traces[0].source.model_copy(update={"subset": "elsewhere"}),
+            "steps": [
+                s.model_copy(update={"content": s.content + " (edited)"}) for s in traces[0].steps
+            ],
+        }
+    )
+    found = sets.step_set(stranger, 0.9, weights=weights_file)
+    assert found is not None
+    assert found.source.endswith("(calibrated on sources never trained on)")
+    # Fewer than three sources: no such thresholds.
+    two = [
+        t.model_copy(update={"source": t.source.model_copy(update={"subset": "x"})}) for t in traces
+    ]
+    assert unseen_thresholds(build_table(two, groups), groups) == {}

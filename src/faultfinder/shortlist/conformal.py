@@ -57,6 +57,25 @@ def prediction_set(probs: Sequence[float], tau: float) -> list[int]:
     return chosen
 
 
+UNSEEN = "unseen"
+"""The pseudo-source whose thresholds serve a trace of a source the weights never trained
+on (see :func:`weighted_threshold` and ``train.ship``)."""
+
+
+def weighted_threshold(scores: Sequence[float], weights: Sequence[float], level: float) -> float:
+    """The smallest score whose weighted share of ``scores`` at or below it reaches
+    ``level`` (no finite-sample correction: an empirical quantile)."""
+    total = sum(weights)
+    if not scores or total <= 0:
+        return 1.0
+    mass = 0.0
+    for score, weight in sorted(zip(scores, weights, strict=True)):
+        mass += weight
+        if mass >= level * total - 1e-12:
+            return score
+    return 1.0
+
+
 def source_key(source: str, level: float) -> str:
     """The key of a per-source threshold in a model's ``conformal`` map ('Hand-Crafted:0.9';
     the pooled threshold's key is the level alone, '0.9')."""

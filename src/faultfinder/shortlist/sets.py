@@ -108,8 +108,14 @@ def step_set(
     source = ranked.source
     subset = trace.source.subset
     tau = ranked.thresholds.get(conformal.source_key(subset, level)) if subset else None
+    unseen = ranked.thresholds.get(conformal.source_key(conformal.UNSEEN, level))
     if tau is not None:
         source += f" (calibrated on {subset})"
+    elif unseen is not None:
+        # A source these weights have no thresholds of: calibrated as the ranker meets a
+        # source it never trained on (``train.unseen_thresholds``).
+        tau = unseen
+        source += " (calibrated on sources never trained on)"
     else:
         tau = ranked.thresholds.get(str(level))
     if tau is None:

@@ -274,10 +274,52 @@ def held_out_models(table: Table, groups: Sequence[str], k: int = 5, seed: int =
     return HeldOut(folds, models, deploy)
 
 
+MIN_SOURCES_FOR_UNSEEN = 3
+"""Sources a table needs before thresholds for a source never trained on are fitted."""
+
+
+def unseen_thresholds(table: Table, groups: Sequence[str]) -> dict[str, float]:
+    """Thresholds for a trace of a source the weights never trained on, fitted the way
+    such a trace meets the ranker: each source's traces scored by a model trained on the
+    *other* sources only (leave one source out), every source weighing the same, the
+    empirical quantile per level. Empty with fewer than ``MIN_SOURCES_FOR_UNSEEN``
+    sources."""
+    by_source: dict[str, list[int]] = {}
+    for i, t in enumerate(table.traces):
+        by_source.setdefault(subset_of(t), []).append(i)
+    if len(by_source) < MIN_SOURCES_FOR_UNSEEN:
+        return {}
+    scores: list[float] = []
+    weights: list[float] = []
+    for source, members in sorted(by_source.items()):
+        others = [i for i, t in enumerate(table.traces) if subset_of(t) != source]
+        model = fit(table, groups, others)
+        for i in members:
+            start, end = table.spans[i]
+            label = table.traces[i].label
+            probs = softmax(model.logits(table.rows[start:end]))
+            scores.append(conformal.nonconformity(probs, label.acceptable_steps if label else []))
+            weights.append(1.0 / len(members))
+    return {
+        conformal.source_key(conformal.UNSEEN, a): round(
+            conformal.weighted_threshold(scores, weights, a), 6
+        )
+        for a in conformal.LEVELS
+    }
+
+
 def ship(table: Table, groups: Sequence[str], k: int = 5, seed: int = 0) -> Weights:
     """The format-2 weights file: the deploy model, the held-out model of every fold, and
-    the fold of every training trace (by content hash)."""
+    the fold of every training trace (by content hash). With three sources or more, every
+    model also gets the thresholds of :func:`unseen_thresholds` (never below its own
+    pooled ones)."""
     held = held_out_models(table, groups, k, seed)
+    unseen = unseen_thresholds(table, groups)
+    for model in [held.deploy, *held.models]:
+        for a in conformal.LEVELS:
+            key = conformal.source_key(conformal.UNSEEN, a)
+            if key in unseen:
+                model.conformal[key] = max(unseen[key], model.conformal.get(str(a), 0.0))
     fold_of = {trace_hash(t): f for t, f in zip(table.traces, held.folds, strict=True)}
     sources: dict[str, int] = {}
     for t in table.traces:
