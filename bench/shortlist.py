@@ -172,10 +172,19 @@ def main() -> int:
     parser.add_argument(
         "--also", type=Path, nargs="*", default=[], help="more labelled sources to train on"
     )
+    parser.add_argument(
+        "--calibrate-on",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="labelled sources --ship never trains on: they calibrate the step sets of a "
+        "source never trained on",
+    )
     args = parser.parse_args()
     traces = load_dataset(args.data)
     for extra in args.also:
         traces += load_dataset(extra)
+    held_apart = [t for d in args.calibrate_on for t in load_dataset(d)]
     subsets = sorted({subset_of(t) for t in traces})
     out: list[str] = []
 
@@ -279,11 +288,24 @@ def main() -> int:
         f"Cost per trace: features {feat_cpu * 1000:.1f} ms CPU; {surprisal_cost}",
     ]
     if args.ship:
-        WEIGHTS.write_text(ship(table, DEFAULT_GROUPS, k=args.folds).dumps())
+        apart = sorted({subset_of(t) for t in held_apart})
+        everything = build_table([*traces, *held_apart], DEFAULT_GROUPS)
+        weights = ship(everything, DEFAULT_GROUPS, k=args.folds, calibrate_only=apart)
+        WEIGHTS.write_text(weights.dumps())
+        unseen = weights.deploy.conformal.get(conformal.source_key(conformal.UNSEEN, 0.9))
         out += [
             "",
             f"Shipped weights written: a deploy model and {args.folds} held-out fold models "
-            f"over {len(traces)} traces.",
+            f"over {len(traces)} traces ("
+            + ", ".join(f"{s} {n}" for s, n in sorted(Counter(map(subset_of, traces)).items()))
+            + "); "
+            + (
+                f"thresholds for a source never trained on calibrated on {', '.join(apart)} "
+                f"(never trained on) and on each trained source left out in turn: 90% at "
+                f"{unseen}."
+                if unseen is not None
+                else "no thresholds for a source never trained on (fewer than three sources)."
+            ),
         ]
     text = "\n".join(out)
     print(text)

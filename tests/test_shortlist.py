@@ -181,7 +181,8 @@ def test_method_names_top_step_and_scores_every_step() -> None:
     assert result.step_set is not None and result.step in result.step_set
     assert result.confidence == pytest.approx(max(s["prob"] for s in scores), abs=1e-3)
     assert result.details["trained_on_this_trace"] is False
-    assert result.details["shortlist_model"] == result.step_set_source == "shipped:deploy"
+    assert result.details["shortlist_model"] == "shipped:deploy"
+    assert result.step_set_source == "shipped:deploy (calibrated on sources never trained on)"
 
 
 def test_method_flags_a_trace_its_weights_were_trained_on(tmp_path: Path) -> None:

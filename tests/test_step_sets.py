@@ -136,7 +136,8 @@ def test_shortlist_method_ranks_a_training_trace_with_its_held_out_model(tmp_pat
     assert result.details["trained_on_this_trace"] is False
     # The step set always comes from the shipped file, with the method's step added.
     assert result.step_set is not None and 4 in result.step_set
-    assert result.step_set_source == "shipped:deploy"
+    # A trace of no known source gets the thresholds for a source never trained on.
+    assert result.step_set_source == "shipped:deploy (calibrated on sources never trained on)"
     other = asyncio.run(run_method(method, make_trace(6), LLM(ScriptedBackend([]))))
     assert other.step == 0 and other.details["shortlist_model"] == "w.json:deploy"
 
@@ -153,7 +154,8 @@ def test_shipped_fold_models_never_trained_or_calibrated_on_their_fold() -> None
         assert info["calibrated_on_fold"] not in info["trained_on_folds"]
         # Pooled thresholds, and per-source ones for each Who&When subset (issue 26).
         levels = {"0.8", "0.9", "0.95"}
-        per_source = {f"{s}:{a}" for s in ("Algorithm-Generated", "Hand-Crafted") for a in levels}
+        sources = ("Algorithm-Generated", "Hand-Crafted", conformal.UNSEEN)
+        per_source = {f"{s}:{a}" for s in sources for a in levels}
         assert levels <= set(model.conformal) <= levels | per_source
         assert any(key in model.conformal for key in per_source)
     assert (

@@ -176,7 +176,7 @@ def build(root: Path) -> Artifacts:
     chief_out = _ok(
         [
             "attribute", str(chief / "loop_trace.json"), "--method", "chief", "--json",
-            "--model", chief_model,
+            "--model", chief_model, "--step-set", "0.8",
             "--cache", "none", "--set", "stage_cache=none",
         ]
     )  # fmt: skip

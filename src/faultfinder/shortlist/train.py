@@ -33,8 +33,9 @@ OBJECTIVE: Objective = "listwise"
 never trained on; bench/README.md, "Transfer and paired tests")."""
 LAMBDA = 30.0
 """L2 penalty of the listwise objective (on the sum over traces of -log P(decisive)).
-Chosen by leave-one-source-out inside the training data among 0.3, 1, 3, 10 and 30: it
-chose 30 in every outer split (docs/methods/shortlist.md, "Training")."""
+Chosen before three of the five generated sources existed, by leave one source out inside
+the training data of the other four among 0.3, 1, 3, 10 and 30 (30 in every split);
+docs/methods/shortlist.md, "Ranker and training protocol"."""
 C = 0.5
 """Inverse L2 regularisation strength of the pointwise logistic regression."""
 MIN_PER_SOURCE = 10
@@ -74,8 +75,10 @@ def fit(
     groups: Sequence[str],
     indices: Sequence[int],
     objective: Objective = OBJECTIVE,
+    penalty: float = 0.0,
 ) -> ShortlistModel:
-    """A model trained on the traces at ``indices`` of ``table``."""
+    """A model trained on the traces at ``indices`` of ``table`` (``penalty``: the
+    listwise L2 penalty, ``LAMBDA`` when 0)."""
     import numpy as np
 
     picks = [r for i in indices for r in range(*table.spans[i])]
@@ -89,7 +92,7 @@ def fit(
     else:
         sizes = [table.spans[i][1] - table.spans[i][0] for i in indices]
         gold = np.asarray([table.targets[r] for r in picks], dtype=bool)
-        coef, intercept = _listwise(z, gold, sizes), 0.0
+        coef, intercept = _listwise(z, gold, sizes, penalty or LAMBDA), 0.0
     return ShortlistModel(
         groups=list(groups),
         mean=mean.tolist(),
@@ -108,10 +111,10 @@ def _pointwise(z: Any, y: Any) -> tuple[list[float], float]:
     return clf.coef_[0].tolist(), float(clf.intercept_[0])
 
 
-def _listwise(z: Any, gold: Any, sizes: Sequence[int]) -> list[float]:
+def _listwise(z: Any, gold: Any, sizes: Sequence[int], penalty: float) -> list[float]:
     """Coefficients of a conditional logit: per trace, the softmax of ``z @ w`` over its
     steps; minimises the sum over traces of -log(mass on the decisive steps) plus
-    ``LAMBDA / 2 * |w|^2`` (L-BFGS; a trace with no decisive step is skipped)."""
+    ``penalty / 2 * |w|^2`` (L-BFGS; a trace with no decisive step is skipped)."""
     import numpy as np
     from scipy.optimize import minimize
 
@@ -134,8 +137,8 @@ def _listwise(z: Any, gold: Any, sizes: Sequence[int]) -> list[float]:
         on_gold = np.bincount(trace_of, weights=e * gold, minlength=n)
         p = e / total[trace_of]
         q = np.where(gold, e, 0.0) / on_gold[trace_of]
-        value = float(-np.log(on_gold / total).sum() + LAMBDA / 2 * w @ w)
-        grad = (p - q) @ z + LAMBDA * w
+        value = float(-np.log(on_gold / total).sum() + penalty / 2 * w @ w)
+        grad = (p - q) @ z + penalty * w
         return value, grad
 
     found = minimize(loss, np.zeros(z.shape[1]), jac=True, method="L-BFGS-B")
@@ -278,21 +281,33 @@ MIN_SOURCES_FOR_UNSEEN = 3
 """Sources a table needs before thresholds for a source never trained on are fitted."""
 
 
-def unseen_thresholds(table: Table, groups: Sequence[str]) -> dict[str, float]:
-    """Thresholds for a trace of a source the weights never trained on, fitted the way
-    such a trace meets the ranker: each source's traces scored by a model trained on the
-    *other* sources only (leave one source out), every source weighing the same, the
-    empirical quantile per level. Empty with fewer than ``MIN_SOURCES_FOR_UNSEEN``
-    sources."""
+def sources_of(table: Table) -> dict[str, list[int]]:
+    """Each source's trace indices in ``table``."""
     by_source: dict[str, list[int]] = {}
     for i, t in enumerate(table.traces):
         by_source.setdefault(subset_of(t), []).append(i)
+    return by_source
+
+
+def unseen_thresholds(
+    table: Table, groups: Sequence[str], trained: Sequence[str] | None = None
+) -> dict[str, float]:
+    """Thresholds for a trace of a source the weights never trained on, fitted the way
+    such a trace meets the ranker: each source's traces scored by a model trained on the
+    ``trained`` sources (default: every source of the table) *other than* that one,
+    every source weighing the same, the empirical quantile per level. A source used for
+    calibration only is thus scored by a model of every trained source. Empty with fewer
+    than ``MIN_SOURCES_FOR_UNSEEN`` sources."""
+    by_source = sources_of(table)
+    trained = sorted(by_source) if trained is None else list(trained)
     if len(by_source) < MIN_SOURCES_FOR_UNSEEN:
         return {}
     scores: list[float] = []
     weights: list[float] = []
     for source, members in sorted(by_source.items()):
-        others = [i for i, t in enumerate(table.traces) if subset_of(t) != source]
+        others = [i for s in trained if s != source for i in by_source.get(s, [])]
+        if not others:
+            continue
         model = fit(table, groups, others)
         for i in members:
             start, end = table.spans[i]
@@ -308,13 +323,36 @@ def unseen_thresholds(table: Table, groups: Sequence[str]) -> dict[str, float]:
     }
 
 
-def ship(table: Table, groups: Sequence[str], k: int = 5, seed: int = 0) -> Weights:
+def subtable(table: Table, indices: Sequence[int]) -> Table:
+    """The rows of the traces at ``indices`` only."""
+    rows: list[list[float]] = []
+    targets: list[int] = []
+    spans: list[tuple[int, int]] = []
+    for i in indices:
+        start, end = table.spans[i]
+        spans.append((len(rows), len(rows) + end - start))
+        rows += table.rows[start:end]
+        targets += table.targets[start:end]
+    return Table([table.traces[i] for i in indices], rows, targets, spans)
+
+
+def ship(
+    table: Table,
+    groups: Sequence[str],
+    k: int = 5,
+    seed: int = 0,
+    calibrate_only: Sequence[str] = (),
+) -> Weights:
     """The format-2 weights file: the deploy model, the held-out model of every fold, and
-    the fold of every training trace (by content hash). With three sources or more, every
-    model also gets the thresholds of :func:`unseen_thresholds` (never below its own
-    pooled ones)."""
+    the fold of every training trace (by content hash), trained on every source of
+    ``table`` but those in ``calibrate_only``. With three sources or more, every model
+    also gets the thresholds of :func:`unseen_thresholds` (never below its own pooled
+    ones); the ``calibrate_only`` sources serve there, as sources never trained on."""
+    by_source = sources_of(table)
+    trained = [s for s in sorted(by_source) if s not in calibrate_only]
+    unseen = unseen_thresholds(table, groups, trained)
+    table = subtable(table, [i for s in trained for i in by_source[s]])
     held = held_out_models(table, groups, k, seed)
-    unseen = unseen_thresholds(table, groups)
     for model in [held.deploy, *held.models]:
         for a in conformal.LEVELS:
             key = conformal.source_key(conformal.UNSEEN, a)
@@ -328,7 +366,11 @@ def ship(table: Table, groups: Sequence[str], k: int = 5, seed: int = 0) -> Weig
         "dataset": "labelled traces by source (Who&When's subsets; generated:* from "
         "bench/fault_injection.py)",
         "sources": dict(sorted(sources.items())),
+        "calibrated_only_on": {
+            s: len(by_source[s]) for s in sorted(calibrate_only) if s in by_source
+        },
         "objective": OBJECTIVE,
+        "penalty": LAMBDA,
         "traces": len(table.traces),
         "folds": k,
         "seed": seed,
