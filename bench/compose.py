@@ -153,16 +153,25 @@ def provenance(families: Sequence[str]) -> str:
 
 
 def describe_weights(weights: Weights, name: str) -> str:
+    """'NAME (features ...; trained on ...[; calibrated only on ...])' from the file's
+    own provenance."""
     about = weights.trained_on
-    what = about.get("dataset") or about.get("sources") or "unrecorded data"
-    if isinstance(what, list | dict):
-        what = ", ".join(map(str, what))
-    traces = about.get("traces")
-    return (
-        f"{name} (features {', '.join(weights.groups)}; trained on {what}"
-        + (f", {traces} traces" if traces else "")
-        + ")"
-    )
+
+    def listed(value: object) -> str:
+        if isinstance(value, dict):
+            return ", ".join(f"{k} {v}" for k, v in value.items())
+        if isinstance(value, list):
+            return ", ".join(map(str, value))
+        return str(value)
+
+    what = listed(about.get("sources") or about.get("dataset") or "unrecorded data")
+    text = f"{name} (features {', '.join(weights.groups)}"
+    if about.get("objective"):
+        text += f", {about['objective']}"
+    text += f"; trained on {what}"
+    if about.get("calibrated_only_on"):
+        text += f"; calibrated only on {listed(about['calibrated_only_on'])}"
+    return text + ")"
 
 
 def row(name: str, rs: Sequence[Outcome], recall: float | None, base_tokens: float) -> str:

@@ -38,6 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from _readme import write_section
+from compose import describe_weights
 
 from faultfinder.eval.datasets import load_dataset, subset_of
 from faultfinder.eval.floors import FLOORS, RANDOM_RUNS
@@ -56,7 +57,7 @@ from faultfinder.llm.doubles import FunctionBackend, NoModelBackend
 from faultfinder.shortlist import sets
 from faultfinder.shortlist.conformal import LEVELS
 from faultfinder.shortlist.model import trace_hash
-from faultfinder.shortlist.weights import shipped_weights
+from faultfinder.shortlist.weights import Weights, shipped_weights
 from faultfinder.testing.oracle import OracleJudge
 from faultfinder.traces.schema import Trace
 
@@ -280,9 +281,14 @@ def reading(figures: Sequence[Coverage], subsets: Sequence[str]) -> str:
     )
 
 
-def other_sources(figures: Sequence[Coverage], rows: Sequence[EvalRow], subsets: list[str]) -> str:
-    """The paragraph on sources outside Who&When: the shortlist's own sets per level."""
+def other_sources(
+    figures: Sequence[Coverage], rows: Sequence[EvalRow], subsets: list[str], weights: Weights
+) -> str:
+    """The paragraph on sources outside Who&When: the shortlist's own sets per level, and
+    whether the thresholds those sets used were calibrated on these very traces."""
     by = {(c.subset, c.method, c.level): c for c in figures}
+    only = weights.trained_on.get("calibrated_only_on")
+    calibrated = [s for s in subsets if isinstance(only, dict) and s in only]
     parts = []
     for s in subsets:
         cells = []
@@ -306,6 +312,17 @@ def other_sources(figures: Sequence[Coverage], rows: Sequence[EvalRow], subsets:
         + ". ".join(parts)
         + ". These traces are short (a few steps each), so a set that covers often also "
         "holds most of the trace: compare the size column with the coverage."
+        + (
+            f" {', '.join(calibrated)}: not trained on, but they calibrated the thresholds "
+            "the weights give a source they never trained on (`step_set_source` ends in "
+            "'calibrated on sources never trained on'), which these sets use — so their "
+            "coverage here is in-sample for those thresholds and shows only what the "
+            "thresholds cost in size. The out-of-sample figure (each source left out of "
+            'training and calibration) is "90% step sets on a source never trained on" in '
+            '"Transfer and paired tests".'
+            if calibrated
+            else ""
+        )
     )
 
 
@@ -393,8 +410,8 @@ def main() -> int:
     out = [
         f"Measured {today}. {len(traces)} labelled traces "
         f"({', '.join(f'{k} {v}' for k, v in n.items())}), run through `run_eval` once per "
-        f"level ({time.perf_counter() - started:.0f} s). Shipped weights: features "
-        f"{', '.join(weights.groups)}, trained on {len(weights.fold_of)} traces. Every trace of "
+        f"level ({time.perf_counter() - started:.0f} s). "
+        f"{describe_weights(weights, 'Shipped weights')}. Every trace of "
         "the weights' training data got its set from the held-out model of its fold "
         "(checked on every row: `step_set_source` is `shipped:fold-N`), which neither "
         "trained nor calibrated on it; each table says which model ranked its source. "
@@ -418,7 +435,7 @@ def main() -> int:
     if ww:
         out += ["", reading(figures, ww)]
     if others:
-        out += ["", other_sources(figures, shortlist_rows, others)]
+        out += ["", other_sources(figures, shortlist_rows, others, weights)]
     out += ["", ranked_note(shortlist_rows, list(n)), "", shift_note(figures, list(n))]
     text = "\n".join(out)
     print(text)
