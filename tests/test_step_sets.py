@@ -403,3 +403,13 @@ def test_a_trace_of_an_unknown_source_gets_thresholds_fitted_leaving_sources_out
         t.model_copy(update={"source": t.source.model_copy(update={"subset": "x"})}) for t in traces
     ]
     assert unseen_thresholds(build_table(two, groups), groups) == {}
+
+
+def test_the_model_family_of_a_set_ignores_the_calibration_note() -> None:
+    from faultfinder.eval.step_sets import _family
+
+    assert _family("shipped:fold-3") == "fold"
+    assert _family("shipped:fold-2 (calibrated on Hand-Crafted)") == "fold"
+    assert _family("shipped:deploy (calibrated on sources never trained on)") == "deploy"
+    assert _family("w.json:deploy (calibrated on generated:ag2)") == "deploy"
+    assert _family(None) == "?"

@@ -60,9 +60,10 @@ def covers(row: EvalRow) -> bool | None:
 
 
 def _family(source: str | None) -> str:
-    """'shipped:fold-3' -> 'fold'; 'shipped:deploy' -> 'deploy'."""
-    kind = (source or "?").rpartition(":")[2]
-    return kind.split("-", 1)[0]
+    """'shipped:fold-3' -> 'fold'; 'shipped:deploy' -> 'deploy', whatever note follows in
+    parentheses ('shipped:deploy (calibrated on sources never trained on)' -> 'deploy')."""
+    model = (source or "?").split(" (", 1)[0]
+    return model.rpartition(":")[2].split("-", 1)[0]
 
 
 def coverage(rows: Iterable[EvalRow]) -> list[Coverage]:
