@@ -291,7 +291,8 @@ def labelled(
     metadata = {**branch.metadata, "fault": fault, "injected_step": step, "seed": seed}
     return branch.model_copy(
         update={
-            "id": f"{base.id}-{fault}-{step}",
+            # Programs share task names: the program keeps ids unique across sources.
+            "id": f"{source_name.removeprefix('generated:')}-{base.id}-{fault}-{step}",
             "task": base.task,
             "label": label,
             "source": source,
