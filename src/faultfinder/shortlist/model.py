@@ -1,7 +1,7 @@
 """The shortlist ranker at inference: learned weights from a small JSON, applied in Python.
 
-Training (``shortlist/train.py``) needs scikit-learn; applying a model does not. A model
-holds the feature groups, the standardisation (mean, scale), the logistic regression's
+Training (``shortlist/train.py``) needs SciPy or scikit-learn; applying a model does not.
+A model holds the feature groups, the standardisation (mean, scale), the linear score's
 coefficients and intercept, the split-conformal thresholds and its provenance. A weights
 file (``weights.py``) holds one model (format 1) or a deploy model plus one held-out model
 per cross-validation fold (format 2, shipped).
@@ -49,9 +49,10 @@ class ShortlistModel:
     scale: list[float]
     """Per-column scale used to standardise (never 0)."""
     coef: list[float]
-    """Logistic-regression coefficient per standardised column."""
+    """Weight of each standardised column in a step's score."""
     intercept: float
-    """Logistic-regression intercept."""
+    """Constant added to every step's score (0 for a listwise model: it cancels in the
+    softmax over a trace's steps)."""
     conformal: dict[str, float] = field(default_factory=dict)
     """Coverage level ('0.9') -> threshold on cumulative softmax mass (see conformal.py)."""
     trained_on: dict[str, Any] = field(default_factory=dict)
