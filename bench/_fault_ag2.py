@@ -50,37 +50,21 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "tests" / "fixtures" / "frameworks" / "ag2_groupchat.py"
 sys.path.insert(0, str(ROOT / "tests"))
 
+from _fault_common import CITIES, ERRORS, NUMBER, Injector  # noqa: E402
+
+from framework_env import AG2_GROUPCHAT, NO_TELEMETRY, framework_python  # noqa: E402
 from frameworks_scripts import _call, _call_id, _system, _tools  # noqa: E402
 
 ENV_NAME = "ag2-groupchat"
-REQUIREMENTS = ["ag2[openai]==0.14.0"]
-"""The environment of tests/test_frameworks.py (``AG2_GROUPCHAT``): same name and pins."""
-ENV = {
-    "OPENAI_AGENTS_DISABLE_TRACING": "1",
-    "CREWAI_DISABLE_TELEMETRY": "true",
-    "CREWAI_TRACING_ENABLED": "false",
-    "OTEL_SDK_DISABLED": "true",
-    "LANGCHAIN_TRACING_V2": "false",
-    "LANGSMITH_TRACING": "false",
-    "AUTOGEN_USE_DOCKER": "False",
-}
-"""The telemetry switches tests/test_frameworks.py sets (``NO_TELEMETRY``)."""
+REQUIREMENTS = AG2_GROUPCHAT
+"""The environment of tests/test_frameworks.py: same name and pins (the cached one)."""
+ENV = NO_TELEMETRY
 MANAGER = "chat_manager"
 """The GroupChatManager's name (AG2's default): the agent of a speaker selection."""
 ROLES = ("Planner", "Researcher", "Writer")
 
-CITIES = {"Avalon": {"2019": 140210, "2020": 144630}, "Brigadoon": {"2019": 19500, "2020": 20000}}
-"""The fact book of tests/fixtures/frameworks/facts.py, as numbers (for the answers)."""
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 _POPULATION = re.compile(r"(\d[\d,]*) inhabitants")
 _LOOKUP = re.compile(r"^\s*\d+\.\s*Look up:\s*(.+?)\s*$", re.M)
-_ERRORS = [
-    "Error: the fact book timed out",
-    "Traceback (most recent call last):\n  KeyError: 'population'",
-    "error: connection refused",
-]
-
-Injector = Callable[[Trace, random.Random], list[tuple[int, Edit]]]
 
 
 def tasks() -> list[tuple[str, str, str]]:
@@ -133,8 +117,6 @@ def tasks() -> list[tuple[str, str, str]]:
 
 def command(task: str) -> list[str]:
     """The program in its own AG2 0.14 environment (built once, then reused)."""
-    from framework_env import framework_python
-
     return [str(framework_python(ENV_NAME, REQUIREMENTS)), str(PROGRAM), task]
 
 
@@ -271,7 +253,7 @@ def final_answer(trace: Trace) -> str | None:
 
 def _corrupt(text: str, rng: random.Random, corrupt: Callable[[str, random.Random], str]) -> str:
     """``text`` with one population changed (a number where it names none)."""
-    numbers = _POPULATION.findall(text) or _NUMBER.findall(text)
+    numbers = _POPULATION.findall(text) or NUMBER.findall(text)
     pick = rng.choice(numbers)
     head, _, tail = text.rpartition(pick)
     return head + corrupt(pick.replace(",", ""), rng) + tail
@@ -349,7 +331,7 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
         out = []
         for s in _lookup_steps(trace):
             n = rng.randrange(len(s.tool_calls))
-            change = ToolResultChange(content=rng.choice(_ERRORS), index=n)
+            change = ToolResultChange(content=rng.choice(ERRORS), index=n)
             out.append((s.index, Edit(tool_result=change)))
         return out
 

@@ -46,24 +46,16 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "tests" / "fixtures" / "frameworks" / "agents_sdk_default.py"
 sys.path.insert(0, str(ROOT / "tests"))
 
+from _fault_common import CITIES, ERRORS, NUMBER, Injector  # noqa: E402
+
 from frameworks_scripts import _call, _call_id, _system  # noqa: E402
 
 ENV = {"OPENAI_AGENTS_DISABLE_TRACING": "1", "OTEL_SDK_DISABLED": "true"}
 """The SDK's documented switch that keeps its traces home (as tests/test_replay_apis.py)."""
 
-CITIES = {"Avalon": {"2019": 140210, "2020": 144630}, "Brigadoon": {"2019": 19500, "2020": 20000}}
-"""The fact book of tests/fixtures/frameworks/facts.py, as numbers (for the answers)."""
 _YEAR = re.compile(r"\b(?:19|20)\d\d\b")
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 _POPULATION = re.compile(r"(-?\d[\d,]*(?:\.\d+)?) inhabitants")
 _NOTE = re.compile(r"^(\w+) in (\d{4}): (.+)$", re.M)
-_ERRORS = [
-    "Error: the fact book timed out",
-    "Traceback (most recent call last):\n  KeyError: 'population'",
-    "error: connection refused",
-]
-
-Injector = Callable[[Trace, random.Random], list[tuple[int, Edit]]]
 
 
 def tasks() -> list[tuple[str, str, str]]:
@@ -218,7 +210,7 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
 
     def wrong_number(text: str, rng: random.Random) -> str:
         numbers = _POPULATION.findall(text) or [
-            n for n in _NUMBER.findall(text) if not _YEAR.fullmatch(n)
+            n for n in NUMBER.findall(text) if not _YEAR.fullmatch(n)
         ]
         pick = rng.choice(numbers)
         head, _, tail = text.rpartition(pick)
@@ -269,7 +261,7 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
 
     def ignored_error(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
         return [
-            (step, Edit(tool_result=ToolResultChange(content=rng.choice(_ERRORS))))
+            (step, Edit(tool_result=ToolResultChange(content=rng.choice(ERRORS))))
             for step in _lookup_steps(trace)
         ]
 

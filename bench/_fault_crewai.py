@@ -47,32 +47,20 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "tests" / "fixtures" / "frameworks" / "crewai_team.py"
 sys.path.insert(0, str(ROOT / "tests"))
 
-from framework_env import framework_python  # noqa: E402
+from _fault_common import CITIES, ERRORS, NUMBER, Injector  # noqa: E402
+
+from framework_env import CREWAI, NO_TELEMETRY, framework_python  # noqa: E402
 from frameworks_scripts import _call, _call_id, _system  # noqa: E402
 
 ENV_NAME = "crewai"
-REQUIREMENTS = ["crewai==1.15.30"]
+REQUIREMENTS = CREWAI
 """The environment of tests/test_frameworks.py (same name and pins: the cached one)."""
-NO_TELEMETRY = {
-    "CREWAI_DISABLE_TELEMETRY": "true",
-    "CREWAI_TRACING_ENABLED": "false",
-    "OTEL_SDK_DISABLED": "true",
-}
-"""CrewAI's documented switches that turn its telemetry off, as the tests set them."""
+ENV = NO_TELEMETRY
+"""The telemetry switches the tests set for every framework program."""
 
-CITIES = {"Avalon": {"2019": 140210, "2020": 144630}, "Brigadoon": {"2019": 19500, "2020": 20000}}
-"""The fact book of tests/fixtures/frameworks/facts.py, as numbers (for the answers)."""
 YEARS = ("2019", "2020")
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 _FACT = re.compile(r"\b([A-Z][a-z]+) had (\d[\d,]*) inhabitants in (\d{4})")
 _POPULATION = re.compile(r"(\d[\d,]*) inhabitants")
-_ERRORS = [
-    "Error: the fact book timed out",
-    "Traceback (most recent call last):\n  KeyError: 'population'",
-    "error: connection refused",
-]
-
-Injector = Callable[[Trace, random.Random], list[tuple[int, Edit]]]
 
 
 def tasks() -> list[tuple[str, str, str]]:
@@ -178,7 +166,7 @@ def _corrupt(text: str, rng: random.Random, corrupt: Callable[[str, random.Rando
     """``text`` with one number changed: a population where it names one, not a year,
     written as the original is (with thousands separators if it had them, so the format
     does not give the edit away)."""
-    numbers = _POPULATION.findall(text) or _NUMBER.findall(text)
+    numbers = _POPULATION.findall(text) or NUMBER.findall(text)
     pick = rng.choice(numbers)
     wrong = corrupt(pick.replace(",", ""), rng)
     if "," in pick and re.fullmatch(r"-?\d+", wrong):
@@ -207,7 +195,7 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
         out = []
         for step in _lookup_steps(trace):
             results = trace.steps[step].tool_results
-            if results and _NUMBER.search(results[0].content):
+            if results and NUMBER.search(results[0].content):
                 wrong = _corrupt(results[0].content, rng, corrupt)
                 out.append((step, Edit(tool_result=ToolResultChange(content=wrong))))
         return out
@@ -236,7 +224,7 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
             results = trace.steps[step].tool_results
             if found:
                 report = " ".join(found)
-            elif results and _NUMBER.search(results[0].content):
+            elif results and NUMBER.search(results[0].content):
                 # Nothing looked up yet: a figure from memory, near the real one.
                 report = _corrupt(results[0].content, rng, corrupt)
             else:
@@ -247,7 +235,7 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
 
     def ignored_error(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
         return [
-            (step, Edit(tool_result=ToolResultChange(content=rng.choice(_ERRORS))))
+            (step, Edit(tool_result=ToolResultChange(content=rng.choice(ERRORS))))
             for step in _lookup_steps(trace)
         ]
 

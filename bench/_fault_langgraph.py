@@ -37,18 +37,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "tests" / "fixtures" / "frameworks" / "langgraph_team.py"
 sys.path.insert(0, str(ROOT / "tests"))
 
+from _fault_common import CITIES, ERRORS, NUMBER, Injector  # noqa: E402
+
 from frameworks_scripts import _call, _call_id, _last_call, _system, _tools  # noqa: E402
-
-CITIES = {"Avalon": {"2019": 140210, "2020": 144630}, "Brigadoon": {"2019": 19500, "2020": 20000}}
-"""The fact book of tests/fixtures/frameworks/facts.py, as numbers (for the answers)."""
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-_ERRORS = [
-    "Error: the fact book timed out",
-    "Traceback (most recent call last):\n  KeyError: 'population'",
-    "error: connection refused",
-]
-
-Injector = Callable[[Trace, random.Random], list[tuple[int, Edit]]]
 
 
 def tasks() -> list[tuple[str, str, str]]:
@@ -86,7 +77,7 @@ def faithful(body: dict[str, Any]) -> Any:
     task = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
     if "Supervisor" in system:
         if "Sum:" in text:
-            found = _NUMBER.findall(text.split("Sum:")[-1])
+            found = NUMBER.findall(text.split("Sum:")[-1])
             return found[0] if found else "unknown"
         reported = "inhabitants" in text or "rror" in text or "NOT FOUND" in text
         wanted = "calculator" if reported else "researcher"
@@ -132,7 +123,7 @@ _POPULATION = re.compile(r"(\d[\d,]*) inhabitants")
 
 def _corrupt(text: str, rng: random.Random, corrupt: Callable[[str, random.Random], str]) -> str:
     """``text`` with one number changed: a population where it names one, not a year."""
-    numbers = _POPULATION.findall(text) or _NUMBER.findall(text)
+    numbers = _POPULATION.findall(text) or NUMBER.findall(text)
     pick = rng.choice(numbers)
     head, _, tail = text.rpartition(pick)
     return head + corrupt(pick.replace(",", ""), rng) + tail
@@ -154,7 +145,7 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
     def wrong_tool_result(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
         out = []
         for s in trace.steps:
-            calls = [n for n, r in enumerate(s.tool_results) if _NUMBER.search(r.content)]
+            calls = [n for n, r in enumerate(s.tool_results) if NUMBER.search(r.content)]
             if any(c.name == "lookup" for c in s.tool_calls) and calls:
                 n = rng.choice(calls)
                 wrong = _corrupt(s.tool_results[n].content, rng, corrupt)
@@ -165,7 +156,7 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
         return [
             (s.index, Edit(output=_corrupt(s.content, rng, corrupt)))
             for s in trace.steps
-            if s.agent != "Supervisor" and not s.tool_calls and _NUMBER.search(s.content)
+            if s.agent != "Supervisor" and not s.tool_calls and NUMBER.search(s.content)
         ]
 
     def wrong_handoff(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
@@ -211,7 +202,7 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
         out = []
         for step in steps:
             n = rng.randrange(len(trace.steps[step].tool_calls))
-            change = ToolResultChange(content=rng.choice(_ERRORS), index=n)
+            change = ToolResultChange(content=rng.choice(ERRORS), index=n)
             out.append((step, Edit(tool_result=change)))
         return out
 

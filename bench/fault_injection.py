@@ -267,7 +267,7 @@ PROGRAMS: dict[str, Program] = {
         _fault_crewai.faithful,
         _fault_crewai.injectors(corrupt),
         _fault_crewai.final_answer,
-        _fault_crewai.NO_TELEMETRY,
+        _fault_crewai.ENV,
     ),
     "ag2": Program(
         "ag2",

@@ -25,6 +25,22 @@ from pathlib import Path
 
 INSTALL_TIMEOUT_S = 1200
 
+CREWAI = ["crewai==1.15.30"]
+"""The CrewAI environment's pins (name ``crewai``)."""
+AG2_GROUPCHAT = ["ag2[openai]==0.14.0"]
+"""The AG2 GroupChat environment's pins (name ``ag2-groupchat``)."""
+NO_TELEMETRY = {
+    "OPENAI_AGENTS_DISABLE_TRACING": "1",
+    "CREWAI_DISABLE_TELEMETRY": "true",
+    "CREWAI_TRACING_ENABLED": "false",
+    "OTEL_SDK_DISABLED": "true",
+    "LANGCHAIN_TRACING_V2": "false",
+    "LANGSMITH_TRACING": "false",
+    "AUTOGEN_USE_DOCKER": "False",
+}
+"""The frameworks' documented switches that keep their telemetry home, set for every
+framework program the tests and the fault-injection bench run."""
+
 
 def cache_root() -> Path:
     configured = os.environ.get("FAULTFINDER_ENV_CACHE")

@@ -118,11 +118,8 @@ def test_a_crewai_crew_gets_injected_faults_replayed_forward(tmp_path: Path) -> 
     bench = _bench()
     import _fault_crewai
 
-    from framework_env import framework_python
-    from test_frameworks import CREWAI, NO_TELEMETRY
+    from framework_env import framework_python  # the tests' cached environment, no install
 
-    assert _fault_crewai.REQUIREMENTS == CREWAI  # the tests' cached environment, no install
-    assert _fault_crewai.NO_TELEMETRY.items() <= NO_TELEMETRY.items()
     try:
         framework_python(_fault_crewai.ENV_NAME, _fault_crewai.REQUIREMENTS)
     except RuntimeError as exc:  # no registry to build it from
@@ -167,11 +164,8 @@ def test_an_ag2_groupchat_gets_injected_faults_replayed_forward(tmp_path: Path) 
     bench = _bench()
     import _fault_ag2
 
-    from framework_env import framework_python
-    from test_frameworks import AG2_GROUPCHAT, NO_TELEMETRY
+    from framework_env import framework_python  # the tests' cached environment, no install
 
-    assert _fault_ag2.REQUIREMENTS == AG2_GROUPCHAT  # the tests' cached environment
-    assert _fault_ag2.ENV.items() <= NO_TELEMETRY.items()
     try:
         framework_python(_fault_ag2.ENV_NAME, _fault_ag2.REQUIREMENTS)
     except RuntimeError as exc:  # no registry to build it from

@@ -34,22 +34,9 @@ from faultfinder.replay.edits import Edit, ToolCallChange
 from faultfinder.replay.replayer import ReplayOptions
 from faultfinder.replay.session import SessionOptions, record_run, replay_run
 from faultfinder.testing import FakeOpenAIServer
-from framework_env import framework_python
+from framework_env import AG2_GROUPCHAT, CREWAI, NO_TELEMETRY, framework_python
 
 PROGRAMS = Path(__file__).parent / "fixtures" / "frameworks"
-
-NO_TELEMETRY = {
-    "OPENAI_AGENTS_DISABLE_TRACING": "1",
-    "CREWAI_DISABLE_TELEMETRY": "true",
-    "CREWAI_TRACING_ENABLED": "false",
-    "OTEL_SDK_DISABLED": "true",
-    "LANGCHAIN_TRACING_V2": "false",
-    "LANGSMITH_TRACING": "false",
-    "AUTOGEN_USE_DOCKER": "False",
-}
-
-CREWAI = ["crewai==1.15.30"]
-AG2_GROUPCHAT = ["ag2[openai]==0.14.0"]
 
 
 @dataclass
