@@ -29,8 +29,10 @@ SurprisalOf = Callable[[Trace], Sequence[tuple[float, float]]]
 
 Objective = Literal["listwise", "pointwise"]
 OBJECTIVE: Objective = "listwise"
-"""How :func:`fit` trains (issue 26: the listwise objective transferred better to sources
-never trained on; bench/README.md, "Transfer and paired tests")."""
+"""How :func:`fit` trains. Listwise (issue 26) fits the softmax over a trace's steps that
+the ranking and the step sets read; it cross-validates on Who&When at least as well as the
+pointwise objective, and transfers no better to sources never trained on (bench/README.md,
+"Transfer and paired tests")."""
 LAMBDA = 30.0
 """L2 penalty of the listwise objective (on the sum over traces of -log P(decisive)).
 Chosen before three of the five generated sources existed, by leave one source out inside
@@ -359,13 +361,10 @@ def ship(
             if key in unseen:
                 model.conformal[key] = max(unseen[key], model.conformal.get(str(a), 0.0))
     fold_of = {trace_hash(t): f for t, f in zip(table.traces, held.folds, strict=True)}
-    sources: dict[str, int] = {}
-    for t in table.traces:
-        sources[subset_of(t)] = sources.get(subset_of(t), 0) + 1
     provenance = {
         "dataset": "labelled traces by source (Who&When's subsets; generated:* from "
         "bench/fault_injection.py)",
-        "sources": dict(sorted(sources.items())),
+        "sources": {s: len(by_source[s]) for s in trained},
         "calibrated_only_on": {
             s: len(by_source[s]) for s in sorted(calibrate_only) if s in by_source
         },
