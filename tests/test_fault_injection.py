@@ -12,6 +12,7 @@ from types import ModuleType
 import pytest
 
 from faultfinder.eval.datasets import load_dataset
+from faultfinder.traces.schema import Trace
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "fault_injection.py"
 
@@ -25,6 +26,37 @@ def _bench() -> ModuleType:
     sys.modules["fault_injection"] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _generated(tmp_path: Path, program: str, faults: list[str]) -> tuple[ModuleType, list[Trace]]:
+    """The bench module and the labelled traces of one base run of ``program`` (the task
+    'both-2020') with ``faults`` replayed forward, checked for what every program shares:
+    the run kept, one trace per fault kind, the source, and the label at the injected step
+    on that step's agent."""
+    bench = _bench()
+    counts = asyncio.run(
+        bench.generate(tmp_path, seed=0, only=["both-2020"], faults=faults, program=program)
+    )
+    assert counts["successful base runs"] == 1, counts
+    traces = load_dataset(tmp_path)
+    assert {t.metadata["fault"] for t in traces} == set(faults)
+    for trace in traces:
+        label = trace.label
+        assert label is not None and label.step is not None
+        assert trace.source.subset == f"generated:{program}"
+        assert label.step == trace.metadata["injected_step"]
+        assert label.agent == trace.steps[label.step].agent
+    return bench, traces
+
+
+def _own_env(module: ModuleType, what: str) -> None:
+    """Skip unless the framework's environment exists or can be built (the tests' cache)."""
+    from framework_env import framework_python
+
+    try:
+        framework_python(module.ENV_NAME, module.REQUIREMENTS)
+    except RuntimeError as exc:  # no registry to build it from
+        pytest.skip(f"the {what} environment cannot be built: {exc}")
 
 
 def test_injected_faults_become_labelled_failures(tmp_path: Path) -> None:
@@ -87,20 +119,12 @@ def test_every_fault_kind_finds_a_step_in_a_successful_run() -> None:
 
 def test_a_langgraph_program_gets_injected_faults_replayed_forward(tmp_path: Path) -> None:
     pytest.importorskip("langgraph_supervisor", reason="needs the frameworks extra")
-    bench = _bench()
     faults = ["wrong-handoff", "wrong-tool-result", "wrong-tool-argument"]
-    counts = asyncio.run(
-        bench.generate(tmp_path, seed=0, only=["both-2020"], faults=faults, program="langgraph")
-    )
-    assert counts["successful base runs"] == 1
-    traces = load_dataset(tmp_path)
-    assert {t.metadata["fault"] for t in traces} == set(faults)
+    bench, traces = _generated(tmp_path, "langgraph", faults)
     program = bench.PROGRAMS["langgraph"]
     for trace in traces:
         label = trace.label
         assert label is not None and label.step is not None
-        assert trace.source.subset == "generated:langgraph"
-        assert label.agent == trace.steps[label.step].agent
         # The unmodified program ran on from the fault: a wrong answer, given later.
         answer = program.final_answer(trace)
         assert answer is not None and not bench.is_right(answer, "164630"), (trace.id, answer)
@@ -115,28 +139,16 @@ def test_a_langgraph_program_gets_injected_faults_replayed_forward(tmp_path: Pat
 
 @pytest.mark.frameworks_env
 def test_a_crewai_crew_gets_injected_faults_replayed_forward(tmp_path: Path) -> None:
-    bench = _bench()
+    _bench()
     import _fault_crewai
 
-    from framework_env import framework_python  # the tests' cached environment, no install
-
-    try:
-        framework_python(_fault_crewai.ENV_NAME, _fault_crewai.REQUIREMENTS)
-    except RuntimeError as exc:  # no registry to build it from
-        pytest.skip(f"the CrewAI environment cannot be built: {exc}")
+    _own_env(_fault_crewai, "CrewAI")
     faults = ["wrong-tool-result", "corrupted-number", "premature-stop"]
-    counts = asyncio.run(
-        bench.generate(tmp_path, seed=0, only=["both-2020"], faults=faults, program="crewai")
-    )
-    assert counts["successful base runs"] == 1, counts
-    traces = load_dataset(tmp_path)
-    assert {t.metadata["fault"] for t in traces} == set(faults)
+    bench, traces = _generated(tmp_path, "crewai", faults)
     program = bench.PROGRAMS["crewai"]
     for trace in traces:
         label = trace.label
         assert label is not None and label.step is not None
-        assert trace.source.subset == "generated:crewai"
-        assert label.step == trace.metadata["injected_step"]
         assert label.agent == trace.steps[label.step].agent == "Researcher"
         assert {s.agent for s in trace.steps} == {"Researcher", "Writer"}
         # The unmodified crew ran on from the fault: the Writer's wrong answer, given later.
@@ -161,29 +173,16 @@ def test_a_crewai_crew_gets_injected_faults_replayed_forward(tmp_path: Path) -> 
 
 @pytest.mark.frameworks_env
 def test_an_ag2_groupchat_gets_injected_faults_replayed_forward(tmp_path: Path) -> None:
-    bench = _bench()
+    _bench()
     import _fault_ag2
 
-    from framework_env import framework_python  # the tests' cached environment, no install
-
-    try:
-        framework_python(_fault_ag2.ENV_NAME, _fault_ag2.REQUIREMENTS)
-    except RuntimeError as exc:  # no registry to build it from
-        pytest.skip(f"the AG2 0.14 environment cannot be built: {exc}")
+    _own_env(_fault_ag2, "AG2 0.14")
     faults = ["wrong-speaker", "wrong-tool-result", "corrupted-number"]
-    counts = asyncio.run(
-        bench.generate(tmp_path, seed=0, only=["both-2020"], faults=faults, program="ag2")
-    )
-    assert counts["successful base runs"] == 1, counts
-    traces = load_dataset(tmp_path)
-    assert {t.metadata["fault"] for t in traces} == set(faults)
+    bench, traces = _generated(tmp_path, "ag2", faults)
     program = bench.PROGRAMS["ag2"]
     for trace in traces:
         label = trace.label
         assert label is not None and label.step is not None
-        assert trace.source.subset == "generated:ag2"
-        assert label.step == trace.metadata["injected_step"]
-        assert label.agent == trace.steps[label.step].agent
         # Speaker selections are the manager's, not the Planner's the proxy would name.
         for s in trace.steps:
             chose = _fault_ag2.is_selection(s.input_messages or [])
@@ -215,20 +214,12 @@ def test_an_ag2_groupchat_gets_injected_faults_replayed_forward(tmp_path: Path) 
 
 def test_an_agents_sdk_program_gets_injected_faults_replayed_forward(tmp_path: Path) -> None:
     pytest.importorskip("agents", reason="needs the frameworks extra")
-    bench = _bench()
     faults = ["corrupted-number", "wrong-tool-result", "wrong-tool-argument"]
-    counts = asyncio.run(
-        bench.generate(tmp_path, seed=0, only=["both-2020"], faults=faults, program="agents-sdk")
-    )
-    assert counts["successful base runs"] == 1
-    traces = load_dataset(tmp_path)
-    assert {t.metadata["fault"] for t in traces} == set(faults)
+    bench, traces = _generated(tmp_path, "agents-sdk", faults)
     program = bench.PROGRAMS["agents-sdk"]
     for trace in traces:
         label = trace.label
         assert label is not None and label.step is not None
-        assert trace.source.subset == "generated:agents-sdk"
-        assert label.step == trace.metadata["injected_step"]
         # The SDK's own agent names, from the unmodified program's instructions.
         assert trace.steps[0].agent == "Triage"
         assert {s.agent for s in trace.steps[1:]} == {"Researcher"} == {label.agent}
