@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "tests" / "fixtures" / "frameworks" / "agents_sdk_default.py"
 sys.path.insert(0, str(ROOT / "tests"))
 
-from _fault_common import CITIES, ERRORS, NUMBER, Injector  # noqa: E402
+from _fault_common import CITIES, NUMBER, Injector, ignored_error, lookup_steps  # noqa: E402
 
 from frameworks_scripts import _call, _call_id, _system  # noqa: E402
 
@@ -201,10 +201,6 @@ def final_answer(trace: Trace) -> str | None:
     return None
 
 
-def _lookup_steps(trace: Trace) -> list[int]:
-    return [s.index for s in trace.steps if any(c.name == "lookup" for c in s.tool_calls)]
-
-
 def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injector]:
     """The fault kinds of this program (``corrupt`` turns a number into a wrong one)."""
 
@@ -219,7 +215,7 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
 
     def wrong_tool_result(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
         out = []
-        for step in _lookup_steps(trace):
+        for step in lookup_steps(trace):
             results = trace.steps[step].tool_results
             if results and _POPULATION.search(results[0].content):
                 wrong = wrong_number(results[0].content, rng)
@@ -228,7 +224,7 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
 
     def corrupted_number(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
         out = []
-        for step in _lookup_steps(trace):
+        for step in lookup_steps(trace):
             s = trace.steps[step]
             if _NOTE.search(s.content) and not s.content.rstrip().endswith("unknown"):
                 calls = [
@@ -239,7 +235,7 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
 
     def wrong_tool_argument(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
         out = []
-        for step in _lookup_steps(trace):
+        for step in lookup_steps(trace):
             arguments = trace.steps[step].tool_calls[0].arguments
             query = str(json.loads(arguments or "{}").get("query", ""))
             swapped = re.sub(r"20(19|20)", lambda m: "2020" if m[1] == "19" else "2019", query)
@@ -258,12 +254,6 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
                 out.append((s.index, Edit(output=guess)))
             seen += [x for r in s.tool_results for x in _POPULATION.findall(r.content)]
         return out
-
-    def ignored_error(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
-        return [
-            (step, Edit(tool_result=ToolResultChange(content=rng.choice(ERRORS))))
-            for step in _lookup_steps(trace)
-        ]
 
     return {
         "wrong-tool-result": wrong_tool_result,

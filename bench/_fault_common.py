@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 
 from faultfinder.replay import Edit
+from faultfinder.replay.edits import ToolResultChange
 from faultfinder.traces.schema import Trace
 
 CITIES = {"Avalon": {"2019": 140210, "2020": 144630}, "Brigadoon": {"2019": 19500, "2020": 20000}}
@@ -28,3 +29,17 @@ ERRORS = [
 
 Injector = Callable[[Trace, random.Random], list[tuple[int, Edit]]]
 """A fault kind: (step, edit) pairs for a successful base run, drawn with the seed."""
+
+
+def lookup_steps(trace: Trace) -> list[int]:
+    """The steps that call the fact book's ``lookup`` tool."""
+    return [s.index for s in trace.steps if any(c.name == "lookup" for c in s.tool_calls)]
+
+
+def ignored_error(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
+    """The ``ignored-error`` fault of a program with one lookup per step: that lookup's
+    result replaced by an error message, at each lookup step."""
+    return [
+        (step, Edit(tool_result=ToolResultChange(content=rng.choice(ERRORS))))
+        for step in lookup_steps(trace)
+    ]

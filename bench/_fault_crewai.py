@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "tests" / "fixtures" / "frameworks" / "crewai_team.py"
 sys.path.insert(0, str(ROOT / "tests"))
 
-from _fault_common import CITIES, ERRORS, NUMBER, Injector  # noqa: E402
+from _fault_common import CITIES, NUMBER, Injector, ignored_error, lookup_steps  # noqa: E402
 
 from framework_env import CREWAI, NO_TELEMETRY, framework_python  # noqa: E402
 from frameworks_scripts import _call, _call_id, _system  # noqa: E402
@@ -175,10 +175,6 @@ def _corrupt(text: str, rng: random.Random, corrupt: Callable[[str, random.Rando
     return head + wrong + tail
 
 
-def _lookup_steps(trace: Trace) -> list[int]:
-    return [s.index for s in trace.steps if any(c.name == "lookup" for c in s.tool_calls)]
-
-
 def _swap(query: str, rng: random.Random) -> str:
     """The query for the other year or the other city."""
     if rng.random() < 0.5:
@@ -193,7 +189,7 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
 
     def wrong_tool_result(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
         out = []
-        for step in _lookup_steps(trace):
+        for step in lookup_steps(trace):
             results = trace.steps[step].tool_results
             if results and NUMBER.search(results[0].content):
                 wrong = _corrupt(results[0].content, rng, corrupt)
@@ -209,7 +205,7 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
 
     def wrong_tool_argument(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
         out = []
-        for step in _lookup_steps(trace):
+        for step in lookup_steps(trace):
             query = str(json.loads(trace.steps[step].tool_calls[0].arguments or "{}")["query"])
             swapped = _swap(query, rng)
             if swapped != query:
@@ -220,7 +216,7 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
     def premature_stop(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
         out = []
         found: list[str] = []
-        for step in _lookup_steps(trace):
+        for step in lookup_steps(trace):
             results = trace.steps[step].tool_results
             if found:
                 report = " ".join(found)
@@ -232,12 +228,6 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
             out.append((step, Edit(output=f"Final Answer: {report}")))
             found += [r.content for r in results[:1]]
         return out
-
-    def ignored_error(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
-        return [
-            (step, Edit(tool_result=ToolResultChange(content=rng.choice(ERRORS))))
-            for step in _lookup_steps(trace)
-        ]
 
     return {
         "wrong-tool-result": wrong_tool_result,
