@@ -45,6 +45,7 @@ from _stats import cell, paired
 
 from faultfinder.eval.datasets import load_dataset, subset_of
 from faultfinder.eval.metrics import step_correct
+from faultfinder.eval.step_sets import model_family
 from faultfinder.judging.method import run_method
 from faultfinder.llm.client import LLM
 from faultfinder.registry import create_method
@@ -129,7 +130,7 @@ def ranked_by(traces: Sequence[Trace], weights: Weights) -> tuple[list[str], lis
         chosen = weights.choose(trace)
         if chosen.contaminated:
             seen.append(f"{subset_of(trace)} {trace.id} ({chosen.source})")
-        families.append("fold" if ":fold-" in chosen.source else "deploy")
+        families.append(model_family(chosen.source))
         rankings.append(conformal.ranking(rank_trace(trace, chosen.model).probs))
     if seen:
         raise SystemExit(

@@ -27,18 +27,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from _readme import write_section
-from compose import describe_weights
+from compose import describe_weights, provenance
 
 from faultfinder.eval.datasets import load_dataset, subset_of
 from faultfinder.eval.floors import FLOORS, RANDOM_RUNS
@@ -51,7 +49,7 @@ from faultfinder.eval.runner import (
     run_case,
     run_eval,
 )
-from faultfinder.eval.step_sets import Coverage, coverage
+from faultfinder.eval.step_sets import Coverage, coverage, model_family
 from faultfinder.llm import LLM
 from faultfinder.llm.doubles import FunctionBackend, NoModelBackend
 from faultfinder.shortlist import sets
@@ -121,13 +119,6 @@ async def run_level(traces: list[Trace], level: float, folder: Path) -> list[Eva
 
 
 WHO_AND_WHEN = ("Algorithm-Generated", "Hand-Crafted")
-_FAMILY = re.compile(r":(fold|deploy)\b")
-
-
-def family(source: str | None) -> str:
-    """'shipped:fold-3 (calibrated on X)' -> 'fold'; 'shipped:deploy' -> 'deploy'."""
-    m = _FAMILY.search(source or "")
-    return m.group(1) if m else "?"
 
 
 def check_sources(rows: Sequence[EvalRow], traces: Sequence[Trace]) -> None:
@@ -140,7 +131,7 @@ def check_sources(rows: Sequence[EvalRow], traces: Sequence[Trace]) -> None:
     for r in rows:
         trace = by_id[(r.subset, r.trace_id)]
         must_fold = r.subset in WHO_AND_WHEN or trace_hash(trace) in trained
-        if must_fold and family(r.step_set_source) != "fold":
+        if must_fold and model_family(r.step_set_source) != "fold":
             bad.append(r)
     if bad:
         raise SystemExit(
@@ -155,18 +146,10 @@ def check_sources(rows: Sequence[EvalRow], traces: Sequence[Trace]) -> None:
         )
 
 
-def provenance(rows: Sequence[EvalRow], subset: str) -> str:
+def provenance_of(rows: Sequence[EvalRow], subset: str) -> str:
     """Which models ranked one source's shortlist sets."""
-    counts = Counter(family(r.step_set_source) for r in rows if r.subset == subset)
-    parts = []
-    if counts["fold"]:
-        parts.append(
-            f"{counts['fold']} ranked by the held-out model of their fold, which neither "
-            "trained nor calibrated on them"
-        )
-    if counts["deploy"]:
-        parts.append(f"{counts['deploy']} by the deploy model: outside the weights' training data")
-    return "; ".join(parts) or "no shortlist rows"
+    families = [model_family(r.step_set_source) for r in rows if r.subset == subset]
+    return provenance(families) or "no shortlist rows"
 
 
 ORDER = [
@@ -302,7 +285,7 @@ def other_sources(
             )
         c90 = by[(s, "shortlist", 0.9)]
         parts.append(
-            f"{s} ({provenance([r for r in rows if r.method == 'shortlist'], s)}) — "
+            f"{s} ({provenance_of([r for r in rows if r.method == 'shortlist'], s)}) — "
             + "; ".join(cells)
             + f"; claimed at 90% on {c90.claimed} of {c90.cases}"
         )
@@ -428,7 +411,7 @@ def main() -> int:
     for subset in n:
         out += [
             "",
-            f"**{subset}** ({n[subset]} traces; {provenance(shortlist_rows, subset)})",
+            f"**{subset}** ({n[subset]} traces; {provenance_of(shortlist_rows, subset)})",
             "",
             *table(figures, subset),
         ]

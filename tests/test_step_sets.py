@@ -406,10 +406,10 @@ def test_a_trace_of_an_unknown_source_gets_thresholds_fitted_leaving_sources_out
 
 
 def test_the_model_family_of_a_set_ignores_the_calibration_note() -> None:
-    from faultfinder.eval.step_sets import _family
+    from faultfinder.eval.step_sets import model_family
 
-    assert _family("shipped:fold-3") == "fold"
-    assert _family("shipped:fold-2 (calibrated on Hand-Crafted)") == "fold"
-    assert _family("shipped:deploy (calibrated on sources never trained on)") == "deploy"
-    assert _family("w.json:deploy (calibrated on generated:ag2)") == "deploy"
-    assert _family(None) == "?"
+    assert model_family("shipped:fold-3") == "fold"
+    assert model_family("shipped:fold-2 (calibrated on Hand-Crafted)") == "fold"
+    assert model_family("shipped:deploy (calibrated on sources never trained on)") == "deploy"
+    assert model_family("w.json:deploy (calibrated on generated:ag2)") == "deploy"
+    assert model_family(None) == "?"

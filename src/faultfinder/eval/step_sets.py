@@ -59,7 +59,7 @@ def covers(row: EvalRow) -> bool | None:
     return any(s in row.step_set for s in row.gold.acceptable_steps)
 
 
-def _family(source: str | None) -> str:
+def model_family(source: str | None) -> str:
     """'shipped:fold-3' -> 'fold'; 'shipped:deploy' -> 'deploy', whatever note follows in
     parentheses ('shipped:deploy (calibrated on sources never trained on)' -> 'deploy')."""
     model = (source or "?").split(" (", 1)[0]
@@ -95,7 +95,7 @@ def coverage(rows: Iterable[EvalRow]) -> list[Coverage]:
                     s / r.n_steps if r.n_steps else 1.0 for s, r in zip(sizes, items, strict=True)
                 )
                 / len(items),
-                sources=tuple(sorted({_family(r.step_set_source) for r in items})),
+                sources=tuple(sorted({model_family(r.step_set_source) for r in items})),
                 claimed=len(claimed),
                 claimed_covered=sum(sum(v) / len(v) for v in claimed.values()),
             )
