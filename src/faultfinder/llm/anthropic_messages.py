@@ -24,8 +24,8 @@ layouts); and, in a conversation that already holds a reply of the model, the en
 last message (so the next turn reads the whole dialogue from the cache). At most four
 marks are sent, as the API allows: the first and the last three.
 
-As in :mod:`faultfinder.llm.openai_compat`, the SDK's own retries are off: the LLM layer
-retries; this module only tells transient failures from the others.
+What every SDK backend does (the key, the base URL, retries left to the LLM layer, telling
+transient failures from the others) is :class:`faultfinder.llm.sdk.SDKBackend`.
 """
 
 from __future__ import annotations
@@ -35,27 +35,25 @@ import itertools
 import json
 import os
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import anthropic
 
 from faultfinder import errors
-from faultfinder.llm.base import ChatRequest, Completion, TransientLLMError, approx_token_count
+from faultfinder.llm.base import ChatRequest, Completion
 from faultfinder.llm.client import UNCAPPED_OUTPUT
 from faultfinder.llm.prompt_prefixes import PrefixMemory
-from faultfinder.llm.sdk import ClientPerLoop, parse_retry_after, unreachable
-from faultfinder.redact import Redactor
+from faultfinder.llm.sdk import PLACEHOLDER_KEY as PLACEHOLDER_KEY
+from faultfinder.llm.sdk import SDKBackend, SDKErrors, StatusError, reported_count
 from faultfinder.traces.schema import ToolCall
 from faultfinder.usage import Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
-PLACEHOLDER_KEY = "not-needed"
-"""Sent when a custom endpoint is used without a key (local servers, the loopback fake)."""
 MAX_CACHE_MARKS = 4
 """Cache breakpoints the API accepts in one request."""
 CACHE_MARK: dict[str, str] = {"type": "ephemeral"}
 
-_TRANSIENT_STATUSES = {408, 409, 429}
 _FINISH = {
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -263,18 +261,11 @@ def reported_usage(reported: Any) -> Usage:
     estimates them)."""
     if not isinstance(reported, dict):
         return Usage()
-
-    def count(key: str) -> int:
-        value = reported.get(key)
-        if isinstance(value, bool) or not isinstance(value, int):
-            return 0
-        return value if 0 <= value < 2**53 else 0
-
-    read = count("cache_read_input_tokens")
-    written = count("cache_creation_input_tokens")
+    read = reported_count(reported, "cache_read_input_tokens")
+    written = reported_count(reported, "cache_creation_input_tokens")
     return Usage(
-        prompt_tokens=count("input_tokens") + read + written,
-        completion_tokens=count("output_tokens"),
+        prompt_tokens=reported_count(reported, "input_tokens") + read + written,
+        completion_tokens=reported_count(reported, "output_tokens"),
         cached_prompt_tokens=read,
         cache_write_prompt_tokens=written,
     )
@@ -331,11 +322,31 @@ def normalise_base_url(url: str) -> str:
     return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
-class AnthropicBackend:
+class AnthropicBackend(SDKBackend[anthropic.AsyncAnthropic]):
     """A model behind the Anthropic Messages API (``anthropic:MODEL``)."""
 
-    is_real = True
-    supports_tools = True
+    kind = "anthropic"
+    key_env = "ANTHROPIC_API_KEY"
+    base_url_env = "ANTHROPIC_BASE_URL"
+    default_base_url = DEFAULT_BASE_URL
+    sdk_errors = SDKErrors(
+        base=anthropic.AnthropicError,
+        status=anthropic.APIStatusError,
+        connection=anthropic.APIConnectionError,
+        validation=anthropic.APIResponseValidationError,
+    )
+    keyless = "a gateway or local server without keys: pass --base-url"
+    speaks = "an Anthropic Messages API endpoint"
+    implements = "the Anthropic Messages API"
+    status_hints: ClassVar[Mapping[int, str]] = {
+        403: "The key lacks access to this model; check its permissions.",
+        404: (
+            "Check the model name ('{model}') and --base-url (the server's root; "
+            "faultfinder adds /v1/messages)."
+        ),
+    }
+    parameters = "tools, temperature with top_p, max_tokens"
+    normalise_base_url = staticmethod(normalise_base_url)
 
     def __init__(
         self,
@@ -345,39 +356,16 @@ class AnthropicBackend:
         timeout: float = 300.0,
         prompt_cache: bool = True,
     ) -> None:
-        custom_url = base_url or os.environ.get("ANTHROPIC_BASE_URL")
-        if not api_key:
-            if not custom_url:
-                raise errors.ModelNotAvailableError(
-                    f"No API key for anthropic:{model}. Set ANTHROPIC_API_KEY, or name the "
-                    "variable holding the key with --api-key-env (a gateway or local server "
-                    "without keys: pass --base-url)."
-                )
-            api_key = PLACEHOLDER_KEY
-        self.model = model
-        self.name = f"anthropic:{model}"
-        self.base_url = normalise_base_url(custom_url or DEFAULT_BASE_URL)
-        self.timeout = timeout
-        self.prompt_cache = prompt_cache
-        self._api_key = api_key
-        self._redactor = Redactor([api_key])
-        self._prefixes = PrefixMemory()
-        self._clients = ClientPerLoop(self._new_client)
-
-    def __repr__(self) -> str:
-        return f"AnthropicBackend(model={self.model!r}, base_url={self.base_url!r})"
-
-    def identity(self) -> dict[str, Any]:
-        # Cache marks change the bill, not the reply: they are not part of the identity.
-        return {"backend": "anthropic", "base_url": self.base_url, "model": self.model}
-
-    def count_tokens(self, text: str) -> int:
-        return approx_token_count(text)
-
-    def _new_client(self) -> anthropic.AsyncAnthropic:
-        return anthropic.AsyncAnthropic(
-            api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
+        super().__init__(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            sdk_client=anthropic.AsyncAnthropic,
         )
+        # Cache marks change the bill, not the reply: they are not part of the identity.
+        self.prompt_cache = prompt_cache
+        self._prefixes = PrefixMemory()
 
     def body(self, request: ChatRequest) -> dict[str, Any]:
         """What :meth:`complete` sends for ``request`` (learning prefix boundaries)."""
@@ -410,30 +398,8 @@ class AnthropicBackend:
 
     async def complete(self, request: ChatRequest) -> Completion:
         client = await self._clients.get()
-        where = f"{self.name} at {self.base_url}"
-        try:
-            # The generic ``post`` (as in openai_compat): no per-call model construction;
-            # errors and authentication (x-api-key, anthropic-version) as in messages.create.
-            data = await client.post("/v1/messages", body=self.body(request), cast_to=object)
-        except anthropic.APIStatusError as exc:
-            raise self._status_error(exc) from exc
-        except anthropic.APIConnectionError as exc:
-            why = unreachable(exc)
-            if why:
-                raise errors.LLMCallError(
-                    f"{self.name}: cannot connect to {self.base_url}: {why}. Check "
-                    "--base-url and that the server is running."
-                ) from exc
-            raise TransientLLMError(self._redactor.text(f"{where}: {exc}")) from exc
-        except (anthropic.APIResponseValidationError, ValueError) as exc:
-            raise TransientLLMError(f"{where}: malformed reply (not JSON: {exc})") from exc
-        except anthropic.AnthropicError as exc:
-            raise errors.LLMCallError(
-                self._redactor.text(
-                    f"{where}: unexpected reply ({exc}). Check that --base-url points at an "
-                    "Anthropic Messages API endpoint."
-                )
-            ) from exc
+        body = self.body(request)
+        data = await self._reply(client.post("/v1/messages", body=body, cast_to=object))
         if not isinstance(data, dict):
             raise self._malformed("not a JSON object")
         try:
@@ -441,54 +407,16 @@ class AnthropicBackend:
         except ValueError as exc:
             raise self._malformed(str(exc)) from None
 
-    def _status_error(self, exc: anthropic.APIStatusError) -> Exception:
-        status = exc.status_code
-        where = f"{self.name} at {self.base_url}"
-        message = _error_message(exc)
-        if status in _TRANSIENT_STATUSES or status >= 500:
-            retry_after = parse_retry_after(dict(exc.response.headers))
-            return TransientLLMError(
-                self._redactor.text(f"{where}: HTTP {status}: {message}"), retry_after
-            )
-        hint = {
-            401: "Check the API key (ANTHROPIC_API_KEY, or the variable named by --api-key-env).",
-            403: "The key lacks access to this model; check its permissions.",
-            404: (
-                f"Check the model name ('{self.model}') and --base-url (the server's root; "
-                "faultfinder adds /v1/messages)."
-            ),
-            413: "The prompt is too large for the endpoint; lower the method's context budget.",
-        }.get(status)
-        if hint is None:
-            hint = (
-                "The endpoint rejected the request; check that this model supports the "
-                "parameters used (tools, temperature with top_p, max_tokens) and that the "
-                "prompt fits its context window."
-            )
-        return errors.LLMCallError(
-            self._redactor.text(f"{where}: HTTP {status}: {message}. {hint}")
-        )
-
-    def _malformed(self, what: str) -> TransientLLMError:
-        return TransientLLMError(
-            f"{self.name} at {self.base_url}: malformed reply ({what}). Check that the "
-            "endpoint implements the Anthropic Messages API."
-        )
-
-
-def _error_message(exc: anthropic.APIStatusError) -> str:
-    """The error's own message from a Messages error body (``{"type": "error", "error":
-    {"type", "message"}}``), else the SDK's text."""
-    body = exc.body
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            kind = error.get("type")
-            return f"{kind}: {error['message']}" if isinstance(kind, str) else error["message"]
-    return exc.message
-
-
-DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
+    def _status_message(self, exc: StatusError) -> str:
+        """The error's own message from a Messages error body (``{"type": "error", "error":
+        {"type", "message"}}``), else the SDK's text."""
+        body = exc.body
+        if isinstance(body, dict):
+            error = body.get("error")
+            if isinstance(error, dict) and isinstance(error.get("message"), str):
+                kind = error.get("type")
+                return f"{kind}: {error['message']}" if isinstance(kind, str) else error["message"]
+        return exc.message
 
 
 def anthropic_backend(
@@ -506,6 +434,6 @@ def anthropic_backend(
         raise errors.ConfigError(
             "Name a model: --model anthropic:MODEL (e.g. anthropic:claude-sonnet-4-5)."
         )
-    variable = DEFAULT_KEY_ENV if api_key_env in ("", "OPENAI_API_KEY") else api_key_env
+    variable = AnthropicBackend.key_env if api_key_env in ("", "OPENAI_API_KEY") else api_key_env
     key = api_key if api_key is not None else os.environ.get(variable)
     return AnthropicBackend(model=name, base_url=base_url, api_key=key, **options)

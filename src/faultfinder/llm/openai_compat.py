@@ -1,8 +1,9 @@
 """Any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, Ollama, llama.cpp server,
 gateways), through the official ``openai`` SDK.
 
-The SDK's own retries are switched off: the LLM layer (:mod:`faultfinder.llm.client`)
-owns retries, so this module only classifies failures as transient or not.
+What every SDK backend does (the key, the base URL, retries left to the LLM layer, telling
+transient failures from the others) is :class:`faultfinder.llm.sdk.SDKBackend`; this
+module builds the Chat Completions body and reads the reply.
 Token counts come from the API's ``usage``; only when an endpoint reports none does the
 LLM layer fill in an estimate (:func:`faultfinder.llm.base.approx_token_count`), marked
 ``estimated``.
@@ -10,32 +11,41 @@ LLM layer fill in an estimate (:func:`faultfinder.llm.base.approx_token_count`),
 
 from __future__ import annotations
 
-import os
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import openai
 
-from faultfinder import errors
-from faultfinder.llm.base import ChatRequest, Completion, TransientLLMError, approx_token_count
-from faultfinder.llm.sdk import ClientPerLoop, parse_retry_after, unreachable
-from faultfinder.redact import Redactor
+from faultfinder.llm.base import ChatRequest, Completion, TransientLLMError
+from faultfinder.llm.sdk import PLACEHOLDER_KEY as PLACEHOLDER_KEY
+from faultfinder.llm.sdk import SDKBackend, SDKErrors, reported_count
 from faultfinder.traces.schema import ToolCall
 from faultfinder.usage import Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-PLACEHOLDER_KEY = "not-needed"
-"""Sent when a custom endpoint is used without a key: most local servers ignore the key,
-but the SDK insists on one."""
-
-# The statuses the SDK itself would retry: timeouts, lock conflicts, rate limits, server errors.
-_TRANSIENT_STATUSES = {408, 409, 429}
 
 
-class OpenAICompatBackend:
+class OpenAICompatBackend(SDKBackend[openai.AsyncOpenAI]):
     """A chat model behind an OpenAI-compatible ``/chat/completions`` endpoint."""
 
-    is_real = True
-    supports_tools = True
+    kind = "openai"
+    key_env = "OPENAI_API_KEY"
+    base_url_env = "OPENAI_BASE_URL"
+    default_base_url = DEFAULT_BASE_URL
+    sdk_errors = SDKErrors(
+        base=openai.OpenAIError,
+        status=openai.APIStatusError,
+        connection=openai.APIConnectionError,
+        validation=openai.APIResponseValidationError,
+    )
+    keyless = "local servers: pass --base-url, no key needed"
+    speaks = "an OpenAI-compatible /v1 endpoint"
+    implements = "OpenAI chat completions"
+    status_hints: ClassVar[Mapping[int, str]] = {
+        403: "The key lacks access to this model or project; check its permissions.",
+        404: "Check the model name ('{model}') and --base-url (it usually ends in /v1).",
+    }
+    parameters = "tools, seed, max_tokens, response_format"
 
     def __init__(
         self,
@@ -46,41 +56,15 @@ class OpenAICompatBackend:
         structured_output: bool = False,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
-        custom_url = base_url or os.environ.get("OPENAI_BASE_URL")
-        if not api_key:
-            if not custom_url:
-                raise errors.ModelNotAvailableError(
-                    f"No API key for openai:{model}. Set OPENAI_API_KEY, or name the variable "
-                    "holding the key with --api-key-env (local servers: pass --base-url, "
-                    "no key needed)."
-                )
-            api_key = PLACEHOLDER_KEY
-        self.model = model
-        self.name = f"openai:{model}"
-        self.base_url = (custom_url or DEFAULT_BASE_URL).rstrip("/")
-        self.timeout = timeout
+        super().__init__(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            sdk_client=openai.AsyncOpenAI,
+        )
         self.structured_output = structured_output
         self.extra_body = dict(extra_body or {})
-        self._api_key = api_key
-        # Error texts can echo the key (some endpoints quote it back); they end up in
-        # result rows, so they are scrubbed.
-        self._redactor = Redactor([api_key])
-        self._clients = ClientPerLoop(self._new_client)
-
-    def __repr__(self) -> str:
-        # Never show the key.
-        return f"OpenAICompatBackend(model={self.model!r}, base_url={self.base_url!r})"
-
-    def identity(self) -> dict[str, Any]:
-        return {"backend": "openai", "base_url": self.base_url, "model": self.model}
-
-    def count_tokens(self, text: str) -> int:
-        return approx_token_count(text)
-
-    def _new_client(self) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(
-            api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
-        )
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -113,70 +97,14 @@ class OpenAICompatBackend:
 
     async def complete(self, request: ChatRequest) -> Completion:
         client = await self._clients.get()
-        try:
-            # The SDK's generic ``post`` skips its per-request parameter transformation and
-            # model construction, which cost more CPU than everything else per call; errors
-            # and authentication are handled exactly as in ``chat.completions.create``.
-            data = await client.post(
-                "/chat/completions", body=self._params(request), cast_to=object
-            )
-        except openai.APIStatusError as exc:
-            raise self._status_error(exc) from exc
-        except openai.APIConnectionError as exc:
-            # Includes APITimeoutError. Nothing listening, or no such host, will not get
-            # better by waiting: say so at once instead of retrying.
-            why = unreachable(exc)
-            if why:
-                raise errors.LLMCallError(
-                    f"{self.name}: cannot connect to {self.base_url}: {why}. Check "
-                    "--base-url and that the server is running."
-                ) from exc
-            raise TransientLLMError(self._scrub(f"{self.name} at {self.base_url}: {exc}")) from exc
-        except (openai.APIResponseValidationError, ValueError) as exc:
-            # A 200 reply whose body is not JSON: retried, then reported.
-            raise TransientLLMError(
-                f"{self.name} at {self.base_url}: malformed reply (not JSON: {exc})"
-            ) from exc
-        except openai.OpenAIError as exc:
-            raise errors.LLMCallError(
-                self._scrub(
-                    f"{self.name} at {self.base_url}: unexpected reply ({exc}). Check that "
-                    "--base-url points at an OpenAI-compatible /v1 endpoint."
-                )
-            ) from exc
+        body = self._params(request)
+        data = await self._reply(client.post("/chat/completions", body=body, cast_to=object))
         if not isinstance(data, dict):
             raise TransientLLMError(
-                f"{self.name} at {self.base_url}: malformed reply (not a JSON object). Check "
-                "that --base-url points at an OpenAI-compatible /v1 endpoint."
+                f"{self._where}: malformed reply (not a JSON object). Check that --base-url "
+                f"points at {self.speaks}."
             )
         return self._to_completion(data)
-
-    def _status_error(self, exc: openai.APIStatusError) -> Exception:
-        status = exc.status_code
-        where = f"{self.name} at {self.base_url}"
-        if status in _TRANSIENT_STATUSES or status >= 500:
-            retry_after = parse_retry_after(dict(exc.response.headers))
-            return TransientLLMError(
-                self._scrub(f"{where}: HTTP {status}: {exc.message}"), retry_after
-            )
-        hint = {
-            401: "Check the API key (OPENAI_API_KEY, or the variable named by --api-key-env).",
-            403: "The key lacks access to this model or project; check its permissions.",
-            404: (
-                f"Check the model name ('{self.model}') and --base-url (it usually ends in /v1)."
-            ),
-            413: "The prompt is too large for the endpoint; lower the method's context budget.",
-        }.get(status)
-        if hint is None:
-            hint = (
-                "The endpoint rejected the request; check that this model supports the "
-                "parameters used (tools, seed, max_tokens, response_format) and that the "
-                "prompt fits its context window."
-            )
-        return errors.LLMCallError(self._scrub(f"{where}: HTTP {status}: {exc.message}. {hint}"))
-
-    def _scrub(self, message: str) -> str:
-        return self._redactor.text(message)
 
     def _to_completion(self, data: dict[str, Any]) -> Completion:
         """A reply as a Completion; a reply of the wrong shape is a TransientLLMError
@@ -219,35 +147,18 @@ class OpenAICompatBackend:
             raw=data,
         )
 
-    def _malformed(self, what: str) -> TransientLLMError:
-        return TransientLLMError(
-            f"{self.name} at {self.base_url}: malformed reply ({what}). Check that the "
-            "endpoint implements OpenAI chat completions."
-        )
-
 
 def reported_usage(reported: Any) -> Usage:
     """The usage a reply reports; counts that are missing, not integers or negative are
     left at 0, which the LLM layer replaces by its own estimate."""
     if not isinstance(reported, dict):
         return Usage()
-
-    def count(key: str) -> int:
-        value = reported.get(key)
-        if isinstance(value, bool) or not isinstance(value, int):
-            return 0
-        return value if 0 <= value < 2**53 else 0
-
     details = reported.get("prompt_tokens_details")
-    cached = 0
-    if isinstance(details, dict):
-        value = details.get("cached_tokens")
-        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**53:
-            cached = value
-    prompt = count("prompt_tokens")
+    cached = reported_count(details, "cached_tokens") if isinstance(details, dict) else 0
+    prompt = reported_count(reported, "prompt_tokens")
     return Usage(
         prompt_tokens=prompt,
-        completion_tokens=count("completion_tokens"),
+        completion_tokens=reported_count(reported, "completion_tokens"),
         # Part of the prompt, served from the server's prefix cache (never more than it).
         cached_prompt_tokens=min(cached, prompt),
     )

@@ -1,15 +1,40 @@
-"""What the SDK-based backends (``openai_compat``, ``anthropic_messages``) share: one
-client per event loop, and reading why a call failed."""
+"""What the backends on an official SDK (``openai_compat``, ``anthropic_messages``) share.
+
+:class:`SDKBackend` holds what such a backend is, whatever its API: the key and base URL
+read once (a custom endpoint without a key gets :data:`PLACEHOLDER_KEY`), the SDK's own
+retries off (the LLM layer, :mod:`faultfinder.llm.client`, owns retries), one client per
+event loop, the key scrubbed from every error text, and each SDK failure told as
+transient (retried by the LLM layer, with the wait the server asked for) or not (with
+what to check). Each backend keeps what its API does differently: the request body, the
+reply's shape and usage, and the wording of its hints.
+
+``openai`` and ``anthropic`` are generated from one template, so their clients and error
+classes match name for name; :class:`SDKErrors` names one SDK's.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import email.utils
+import os
 import socket
 import time
-from collections.abc import Callable, Mapping
-from typing import Generic, Protocol, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
+
+from faultfinder import errors
+from faultfinder.llm.base import TransientLLMError, approx_token_count
+from faultfinder.redact import Redactor
+
+PLACEHOLDER_KEY = "not-needed"
+"""Sent when a custom endpoint is used without a key (local servers, gateways without
+keys, the loopback fake): most ignore the key, but the SDKs insist on one."""
+
+TRANSIENT_STATUSES = frozenset({408, 409, 429})
+"""Statuses below 500 worth retrying: the ones the SDKs themselves would retry (a request
+timeout, a lock conflict, a rate limit). Every 5xx is transient as well."""
 
 
 class _Closable(Protocol):
@@ -90,3 +115,192 @@ def unreachable(exc: BaseException) -> str | None:
             return "cannot resolve the host name"
         current = current.__cause__ or current.__context__
     return None
+
+
+def reported_count(reported: Mapping[str, Any], key: str) -> int:
+    """The token count a reply's usage gives under ``key``; 0 when it is missing, not an
+    integer, negative or past 2**53 (the LLM layer then estimates it)."""
+    value = reported.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return 0
+    return value if 0 <= value < 2**53 else 0
+
+
+@dataclass(frozen=True)
+class SDKErrors:
+    """The exception classes of one SDK."""
+
+    base: type[Exception]
+    """Every error the SDK raises (``OpenAIError``, ``AnthropicError``)."""
+    status: type[Exception]
+    """An error status in the reply (``APIStatusError``; see :class:`StatusError`)."""
+    connection: type[Exception]
+    """No reply: refused, unresolvable, reset or timed out (``APIConnectionError``)."""
+    validation: type[Exception]
+    """A reply the SDK could not read (``APIResponseValidationError``)."""
+
+
+class _Headers(Protocol):
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+
+class StatusError(Protocol):
+    """What an SDK's ``APIStatusError`` carries."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def response(self) -> _Headers: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def body(self) -> object: ...
+
+
+class SDKBackend(Generic[C]):
+    """A model behind an API that an official SDK (client type ``C``) speaks. A subclass
+    sets the class attributes below and implements ``complete``: it builds the body,
+    sends it with ``client.post`` through :meth:`_reply`, and reads the reply."""
+
+    is_real = True
+    supports_tools = True
+
+    kind: ClassVar[str]
+    """The ``--model`` prefix (``openai``), also the identity's ``backend``."""
+    key_env: ClassVar[str]
+    """The variable the key is read from by default (``OPENAI_API_KEY``)."""
+    base_url_env: ClassVar[str]
+    """The variable read for the base URL when none is given (``OPENAI_BASE_URL``)."""
+    default_base_url: ClassVar[str]
+    """The API's own address, used when neither names another."""
+    sdk_errors: ClassVar[SDKErrors]
+    """The SDK's exception classes."""
+    keyless: ClassVar[str]
+    """How to reach a server that takes no key, in the no-key error."""
+    speaks: ClassVar[str]
+    """What ``--base-url`` should point at ("an OpenAI-compatible /v1 endpoint")."""
+    implements: ClassVar[str]
+    """The API a well-formed reply follows ("OpenAI chat completions")."""
+    status_hints: ClassVar[Mapping[int, str]]
+    """What to check on an error status, by status, ahead of the shared hints (401 and
+    413); ``{model}`` stands for the model name."""
+    parameters: ClassVar[str]
+    """The request parameters an endpoint may reject, in the hint for other 4xx."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        timeout: float,
+        sdk_client: Callable[..., C],
+    ) -> None:
+        custom_url = base_url or os.environ.get(self.base_url_env)
+        if not api_key:
+            if not custom_url:
+                raise errors.ModelNotAvailableError(
+                    f"No API key for {self.kind}:{model}. Set {self.key_env}, or name the "
+                    f"variable holding the key with --api-key-env ({self.keyless})."
+                )
+            api_key = PLACEHOLDER_KEY
+        self.model = model
+        self.name = f"{self.kind}:{model}"
+        self.base_url = self.normalise_base_url(custom_url or self.default_base_url)
+        self.timeout = timeout
+        self._api_key = api_key
+        # Error texts can echo the key (some endpoints quote it back); they end up in
+        # result rows, so they are scrubbed.
+        self._redactor = Redactor([api_key])
+        self._sdk_client = sdk_client
+        self._clients = ClientPerLoop(self._new_client)
+
+    @staticmethod
+    def normalise_base_url(url: str) -> str:
+        """The base URL the SDK is given."""
+        return url.rstrip("/")
+
+    def __repr__(self) -> str:
+        # Never show the key.
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+    def identity(self) -> dict[str, Any]:
+        return {"backend": self.kind, "base_url": self.base_url, "model": self.model}
+
+    def count_tokens(self, text: str) -> int:
+        return approx_token_count(text)
+
+    def _new_client(self) -> C:
+        return self._sdk_client(
+            api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
+        )
+
+    @property
+    def _where(self) -> str:
+        return f"{self.name} at {self.base_url}"
+
+    async def _reply(self, call: Awaitable[object]) -> object:
+        """The reply of an SDK call, its failures turned into the LLM layer's errors.
+
+        Backends call the client's generic ``post(path, body=..., cast_to=object)``: it
+        skips the SDK's per-request parameter transformation and model construction,
+        which cost more CPU than everything else per call, while errors and
+        authentication are handled exactly as in the typed methods."""
+        errs = self.sdk_errors
+        try:
+            return await call
+        except errs.status as exc:
+            raise self._status_error(cast("StatusError", exc)) from exc
+        except errs.connection as exc:
+            # Includes timeouts. Nothing listening, or no such host, will not get better
+            # by waiting: say so at once instead of retrying.
+            why = unreachable(exc)
+            if why:
+                raise errors.LLMCallError(
+                    f"{self.name}: cannot connect to {self.base_url}: {why}. Check "
+                    "--base-url and that the server is running."
+                ) from exc
+            raise TransientLLMError(self._redactor.text(f"{self._where}: {exc}")) from exc
+        except (errs.validation, ValueError) as exc:
+            # A 200 reply whose body is not JSON: retried, then reported.
+            raise TransientLLMError(f"{self._where}: malformed reply (not JSON: {exc})") from exc
+        except errs.base as exc:
+            raise errors.LLMCallError(
+                self._redactor.text(
+                    f"{self._where}: unexpected reply ({exc}). Check that --base-url points "
+                    f"at {self.speaks}."
+                )
+            ) from exc
+
+    def _status_message(self, exc: StatusError) -> str:
+        """The error's own text in an error reply."""
+        return exc.message
+
+    def _status_error(self, exc: StatusError) -> Exception:
+        status = exc.status_code
+        where = f"{self._where}: HTTP {status}: {self._status_message(exc)}"
+        if status in TRANSIENT_STATUSES or status >= 500:
+            retry_after = parse_retry_after(dict(exc.response.headers))
+            return TransientLLMError(self._redactor.text(where), retry_after)
+        return errors.LLMCallError(self._redactor.text(f"{where}. {self._status_hint(status)}"))
+
+    def _status_hint(self, status: int) -> str:
+        hint = self.status_hints.get(status)
+        if hint is not None:
+            return hint.format(model=self.model)
+        if status == 401:
+            return f"Check the API key ({self.key_env}, or the variable named by --api-key-env)."
+        if status == 413:
+            return "The prompt is too large for the endpoint; lower the method's context budget."
+        return (
+            "The endpoint rejected the request; check that this model supports the "
+            f"parameters used ({self.parameters}) and that the prompt fits its context window."
+        )
+
+    def _malformed(self, what: str) -> TransientLLMError:
+        """A reply of the wrong shape: retried, then reported; never a traceback."""
+        return TransientLLMError(
+            f"{self._where}: malformed reply ({what}). Check that the endpoint implements "
+            f"{self.implements}."
+        )
