@@ -358,6 +358,29 @@ def test_authentication_error_names_the_variable() -> None:
     assert "sk-ant-bad-key-000" not in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("status", "hint"),
+    [
+        (403, "permissions"),
+        (404, "faultfinder adds /v1/messages"),
+        (413, "context budget"),
+        (422, "temperature with top_p"),
+    ],
+)
+def test_client_errors_say_what_to_check(status: int, hint: str) -> None:
+    with FakeOpenAIServer(fail_first=1, fail_status=status) as server:
+        backend = AnthropicBackend("m", base_url=server.base_url)
+        with pytest.raises(errors.LLMCallError, match=hint):
+            complete(backend, request())
+
+
+def test_timeout_is_transient() -> None:
+    with FakeOpenAIServer("late", latency=1.0) as server:
+        backend = AnthropicBackend("m", base_url=server.base_url, timeout=0.1)
+        with pytest.raises(base.TransientLLMError):
+            complete(backend, request())
+
+
 def test_a_malformed_reply_is_transient() -> None:
     with FakeOpenAIServer(lambda body: {"type": "message", "content": "not a list"}) as server:
         backend = AnthropicBackend("m", base_url=server.base_url)
