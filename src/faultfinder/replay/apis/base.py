@@ -31,7 +31,12 @@ re-encodes a recorded stream.
 A new API is one module with one class following this protocol, added to
 :data:`faultfinder.replay.apis.ADAPTERS` (or registered with
 :func:`faultfinder.replay.apis.register` from a plugin). Adapters are stateless; all
-per-run state (chains) is passed in.
+per-run state (chains) is passed in. Subclassing :class:`AdapterBase` is optional: it
+gives the members most APIs share (POST on one path, ``stream: true``, overrides the
+API has, no chains, every event shown, OpenAI's error body, environment and bearer key),
+so an adapter writes only what differs; :func:`tool_call`, :func:`edited_id` and
+:func:`openai_usage` are the canonical tool call, the id of an edited reply and the
+token counts of an OpenAI reply.
 """
 
 from __future__ import annotations
@@ -242,3 +247,92 @@ class WireAdapter(Protocol):
     def auth_headers(self, key: str) -> dict[str, str]:
         """The header(s) carrying ``key`` to this API's upstream."""
         ...
+
+
+def tool_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
+    """A canonical tool call (OpenAI's function format) with the API's own ``call_id``."""
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def edited_id(response: dict[str, Any], default: str) -> str:
+    """The id of an edited reply: the recorded one (``default`` when it has none) plus
+    '-edited'."""
+    return str(response.get("id") or default) + "-edited"
+
+
+def openai_usage(
+    response: dict[str, Any], prompt: str, completion: str, details: str
+) -> tuple[int | None, int | None, Any]:
+    """(prompt, completion, cached) tokens of an OpenAI reply's ``usage``, read under the
+    API's own key names (``prompt_tokens``... or ``input_tokens``...; ``cached_tokens``
+    under ``details``): all None when the reply reports no usage, cached None when it
+    does not say."""
+    usage = response.get("usage")
+    if not isinstance(usage, dict):
+        return None, None, None
+    cached = usage.get(details) or {}
+    return (
+        int(usage.get(prompt) or 0),
+        int(usage.get(completion) or 0),
+        cached.get("cached_tokens") if isinstance(cached, dict) else None,
+    )
+
+
+class AdapterBase:
+    """What most adapters share; a subclass sets :attr:`name`, :attr:`path` and
+    :attr:`overridable` and writes the rest of :class:`WireAdapter`, overriding a
+    default only where its API differs. The defaults follow OpenAI's conventions (which
+    most compatible gateways copy): a bearer key, ``OPENAI_BASE_URL``, OpenAI's error
+    body."""
+
+    name: str = ""
+    """See :attr:`WireAdapter.name`."""
+    path: str = ""
+    """How a model call's path ends (``/chat/completions``); :meth:`handles` takes POSTs
+    on such paths."""
+    overridable: frozenset[str] | None = None
+    """Live-call overrides the API has as parameters (None: every one)."""
+
+    def handles(self, method: str, path: str) -> bool:
+        return method == "POST" and path.rstrip("/").endswith(self.path)
+
+    def is_stream(self, body: dict[str, Any]) -> bool:
+        return bool(body.get("stream"))
+
+    def for_upstream(
+        self,
+        body: dict[str, Any],
+        chains: Chains,
+        *,
+        overrides: dict[str, Any],
+        stream_usage: bool,
+        expand: bool,
+    ) -> dict[str, Any]:
+        """``body`` with the overrides the API has (:meth:`overridden`): enough for an
+        API whose requests carry the whole conversation and whose streams report usage
+        unasked."""
+        return self.overridden(body, overrides)
+
+    def overridden(self, body: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+        """A copy of ``body`` with those of ``overrides`` the API has (:attr:`overridable`)."""
+        sent = dict(body)
+        if self.overridable is None:
+            sent.update(overrides)
+        else:
+            sent.update({k: v for k, v in overrides.items() if k in self.overridable})
+        return sent
+
+    def remember(self, chains: Chains, body: dict[str, Any], response: dict[str, Any]) -> None:
+        return None  # every request carries its whole conversation
+
+    def visible(self, event: SSEEvent, body: dict[str, Any]) -> bool:
+        return True
+
+    def error_body(self, status: int, message: str, kind: str) -> dict[str, Any]:
+        return {"error": {"message": message, "type": kind, "code": status}}
+
+    def client_env(self, proxy_url: str) -> dict[str, str]:
+        return {"OPENAI_BASE_URL": proxy_url + "/v1", "OPENAI_API_BASE": proxy_url + "/v1"}
+
+    def auth_headers(self, key: str) -> dict[str, str]:
+        return {"authorization": f"Bearer {key}"}

@@ -11,7 +11,15 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from faultfinder.replay.apis.base import CanonicalReply, Chains, SSEEvent, encode_sse
+from faultfinder.replay.apis.base import (
+    AdapterBase,
+    CanonicalReply,
+    Chains,
+    SSEEvent,
+    edited_id,
+    encode_sse,
+    openai_usage,
+)
 
 DONE = "[DONE]"
 
@@ -185,16 +193,11 @@ def last_user_index(messages: list[dict[str, Any]]) -> int | None:
     return None
 
 
-class ChatAdapter:
+class ChatAdapter(AdapterBase):
     """OpenAI Chat Completions."""
 
     name = "chat"
-
-    def handles(self, method: str, path: str) -> bool:
-        return method == "POST" and path.rstrip("/").endswith("/chat/completions")
-
-    def is_stream(self, body: dict[str, Any]) -> bool:
-        return bool(body.get("stream"))
+    path = "/chat/completions"
 
     def canonical_request(self, body: dict[str, Any], chains: Chains) -> dict[str, Any]:
         return body
@@ -208,7 +211,7 @@ class ChatAdapter:
         stream_usage: bool,
         expand: bool,
     ) -> dict[str, Any]:
-        sent = {**body, **overrides} if overrides else dict(body)
+        sent = self.overridden(body, overrides)
         if self.is_stream(body) and stream_usage and not _include_usage(body):
             sent["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
         return sent
@@ -247,15 +250,16 @@ class ChatAdapter:
         choices = response.get("choices") or [{}]
         message = dict(choices[0].get("message") or {})
         message.setdefault("role", "assistant")
-        usage = response.get("usage") if isinstance(response.get("usage"), dict) else None
-        details = (usage or {}).get("prompt_tokens_details") or {}
+        prompt, completion, cached = openai_usage(
+            response, "prompt_tokens", "completion_tokens", "prompt_tokens_details"
+        )
         return CanonicalReply(
             message=message,
             finish_reason=choices[0].get("finish_reason"),
             model=response.get("model"),
-            prompt_tokens=None if usage is None else int(usage.get("prompt_tokens") or 0),
-            completion_tokens=None if usage is None else int(usage.get("completion_tokens") or 0),
-            cached_tokens=details.get("cached_tokens") if isinstance(details, dict) else None,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cached_tokens=cached,
             reply_id=response.get("id"),
         )
 
@@ -266,11 +270,8 @@ class ChatAdapter:
         first["message"] = message
         first["finish_reason"] = "tool_calls" if message.get("tool_calls") else "stop"
         out["choices"] = [first]
-        out["id"] = str(out.get("id") or "chatcmpl-faultfinder") + "-edited"
+        out["id"] = edited_id(out, "chatcmpl-faultfinder")
         return out
-
-    def remember(self, chains: Chains, body: dict[str, Any], response: dict[str, Any]) -> None:
-        return None  # every request carries its whole conversation
 
     def accumulator(self) -> CompletionBuilder:
         return CompletionBuilder()
@@ -280,12 +281,3 @@ class ChatAdapter:
 
     def visible(self, event: SSEEvent, body: dict[str, Any]) -> bool:
         return _include_usage(body) or not _is_usage_only(event.data)
-
-    def error_body(self, status: int, message: str, kind: str) -> dict[str, Any]:
-        return {"error": {"message": message, "type": kind, "code": status}}
-
-    def client_env(self, proxy_url: str) -> dict[str, str]:
-        return {"OPENAI_BASE_URL": proxy_url + "/v1", "OPENAI_API_BASE": proxy_url + "/v1"}
-
-    def auth_headers(self, key: str) -> dict[str, str]:
-        return {"authorization": f"Bearer {key}"}

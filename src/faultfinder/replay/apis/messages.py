@@ -34,7 +34,15 @@ import copy
 import json
 from typing import Any
 
-from faultfinder.replay.apis.base import CanonicalReply, Chains, SSEEvent, encode_sse
+from faultfinder.replay.apis.base import (
+    AdapterBase,
+    CanonicalReply,
+    Chains,
+    SSEEvent,
+    edited_id,
+    encode_sse,
+    tool_call,
+)
 
 STOP_TO_FINISH = {
     "end_turn": "stop",
@@ -85,11 +93,7 @@ def _arguments(value: Any) -> str:
 
 
 def _tool_call(block: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": block.get("id"),
-        "type": "function",
-        "function": {"name": block.get("name"), "arguments": _arguments(block.get("input"))},
-    }
+    return tool_call(block.get("id"), block.get("name"), _arguments(block.get("input")))
 
 
 def _assistant(blocks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -382,34 +386,18 @@ class MessageBuilder:
 # --- the adapter ----------------------------------------------------------------------
 
 
-class MessagesAdapter:
-    """Anthropic Messages."""
+class MessagesAdapter(AdapterBase):
+    """Anthropic Messages. Every request carries its whole conversation, and streams
+    report usage anyway: the defaults of ``for_upstream``, ``remember`` and ``visible``
+    hold."""
 
     name = "messages"
-
-    def handles(self, method: str, path: str) -> bool:
-        # '/v1/messages' only: OpenAI's '/v1/threads/<id>/messages' is not a model call.
-        return method == "POST" and path.rstrip("/").endswith("/v1/messages")
-
-    def is_stream(self, body: dict[str, Any]) -> bool:
-        return bool(body.get("stream"))
+    path = "/v1/messages"
+    """'/v1/messages' only: OpenAI's '/v1/threads/<id>/messages' is not a model call."""
+    overridable = OVERRIDABLE
 
     def canonical_request(self, body: dict[str, Any], chains: Chains) -> dict[str, Any]:
         return request_to_chat(body)
-
-    def for_upstream(
-        self,
-        body: dict[str, Any],
-        chains: Chains,
-        *,
-        overrides: dict[str, Any],
-        stream_usage: bool,
-        expand: bool,
-    ) -> dict[str, Any]:
-        # Every request carries its whole conversation, and streams report usage anyway.
-        sent = dict(body)
-        sent.update({k: v for k, v in overrides.items() if k in OVERRIDABLE})
-        return sent
 
     def rewrite_tool_result(
         self, body: dict[str, Any], call_id: str, content: str
@@ -488,7 +476,7 @@ class MessagesAdapter:
         out["content"] = kept + _edited_blocks(message)
         out.update(
             {
-                "id": str(out.get("id") or "msg_faultfinder") + "-edited",
+                "id": edited_id(out, "msg_faultfinder"),
                 "type": "message",
                 "role": "assistant",
                 "stop_reason": "tool_use" if message.get("tool_calls") else "end_turn",
@@ -499,17 +487,11 @@ class MessagesAdapter:
         out.setdefault("usage", {"input_tokens": 0, "output_tokens": 0})
         return out
 
-    def remember(self, chains: Chains, body: dict[str, Any], response: dict[str, Any]) -> None:
-        return None  # every request carries its whole conversation
-
     def accumulator(self) -> MessageBuilder:
         return MessageBuilder()
 
     def synthesise(self, response: dict[str, Any], body: dict[str, Any]) -> list[bytes]:
         return [encode_sse(data, name) for name, data in message_events(response)]
-
-    def visible(self, event: SSEEvent, body: dict[str, Any]) -> bool:
-        return True
 
     def error_body(self, status: int, message: str, kind: str) -> dict[str, Any]:
         return {"type": "error", "error": {"type": kind, "message": message}}

@@ -27,7 +27,16 @@ import copy
 import json
 from typing import Any
 
-from faultfinder.replay.apis.base import CanonicalReply, Chains, SSEEvent, encode_sse
+from faultfinder.replay.apis.base import (
+    AdapterBase,
+    CanonicalReply,
+    Chains,
+    SSEEvent,
+    edited_id,
+    encode_sse,
+    openai_usage,
+    tool_call,
+)
 
 TERMINAL = frozenset({"response.completed", "response.incomplete"})
 """Stream events that carry a finished reply."""
@@ -114,16 +123,7 @@ def items_to_messages(items: list[Any]) -> list[dict[str, Any]]:
                 out.append({"role": role, "content": content})
         elif kind == "function_call":
             message = assistant(fresh=False)
-            message.setdefault("tool_calls", []).append(
-                {
-                    "id": item.get("call_id") or item.get("id"),
-                    "type": "function",
-                    "function": {
-                        "name": item.get("name", ""),
-                        "arguments": item.get("arguments", ""),
-                    },
-                }
-            )
+            message.setdefault("tool_calls", []).append(_call_of(item))
         elif kind == "function_call_output":
             output = item.get("output")
             out.append(
@@ -148,6 +148,36 @@ def items_to_messages(items: list[Any]) -> list[dict[str, Any]]:
         ):
             message.pop("content")
     return out
+
+
+def _call_of(item: dict[str, Any]) -> dict[str, Any]:
+    """A ``function_call`` item as a canonical tool call."""
+    return tool_call(
+        item.get("call_id") or item.get("id"), item.get("name", ""), item.get("arguments", "")
+    )
+
+
+def message_item(item_id: str, text: str) -> dict[str, Any]:
+    """A completed assistant ``message`` output item saying ``text``."""
+    return {
+        "type": "message",
+        "id": item_id,
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
+def function_call_item(item_id: str, call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    """A completed ``function_call`` output item."""
+    return {
+        "type": "function_call",
+        "id": item_id,
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": "completed",
+    }
 
 
 def _canonical_tool(tool: Any) -> Any:
@@ -193,16 +223,12 @@ class ResponseAccumulator:
         return None if self.failed else self.response
 
 
-class ResponsesAdapter:
+class ResponsesAdapter(AdapterBase):
     """OpenAI Responses API."""
 
     name = "responses"
-
-    def handles(self, method: str, path: str) -> bool:
-        return method == "POST" and path.rstrip("/").endswith("/responses")
-
-    def is_stream(self, body: dict[str, Any]) -> bool:
-        return bool(body.get("stream"))
+    path = "/responses"
+    overridable = OVERRIDABLE
 
     def canonical_request(self, body: dict[str, Any], chains: Chains) -> dict[str, Any]:
         items, resolved = conversation_items(body, chains)
@@ -228,8 +254,7 @@ class ResponsesAdapter:
         stream_usage: bool,
         expand: bool,
     ) -> dict[str, Any]:
-        sent = dict(body)
-        sent.update({k: v for k, v in overrides.items() if k in OVERRIDABLE})
+        sent = self.overridden(body, overrides)
         previous = body.get("previous_response_id")
         if expand and previous and str(previous) in chains:
             history = [
@@ -286,15 +311,7 @@ class ResponsesAdapter:
             for i in output
             if _kind(i) == "message" and i.get("role", "assistant") == "assistant"
         ]
-        calls = [
-            {
-                "id": i.get("call_id") or i.get("id"),
-                "type": "function",
-                "function": {"name": i.get("name", ""), "arguments": i.get("arguments", "")},
-            }
-            for i in output
-            if _kind(i) == "function_call"
-        ]
+        calls = [_call_of(i) for i in output if _kind(i) == "function_call"]
         message: dict[str, Any] = {
             "role": "assistant",
             "content": "".join(texts) if texts else None,
@@ -308,17 +325,18 @@ class ResponsesAdapter:
         others = sorted({str(_kind(i)) for i in output} - {"message", "function_call", "reasoning"})
         if others:
             extra["other_items"] = others
-        usage = response.get("usage") if isinstance(response.get("usage"), dict) else None
-        details = (usage or {}).get("input_tokens_details") or {}
+        prompt, completion, cached = openai_usage(
+            response, "input_tokens", "output_tokens", "input_tokens_details"
+        )
         status = response.get("status")
         finish = "tool_calls" if calls else ("length" if status == "incomplete" else "stop")
         return CanonicalReply(
             message=message,
             finish_reason=finish,
             model=response.get("model"),
-            prompt_tokens=None if usage is None else int(usage.get("input_tokens") or 0),
-            completion_tokens=None if usage is None else int(usage.get("output_tokens") or 0),
-            cached_tokens=details.get("cached_tokens") if isinstance(details, dict) else None,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cached_tokens=cached,
             reply_id=response.get("id"),
             extra=extra,
         )
@@ -336,32 +354,17 @@ class ResponsesAdapter:
         if unchanged_text:
             items.extend(i for i in recorded if _kind(i) == "reasoning")
         if content:
-            items.append(
-                {
-                    "type": "message",
-                    "id": (first_message or {}).get("id") or "msg_edited",
-                    "status": "completed",
-                    "role": "assistant",
-                    "content": [{"type": "output_text", "text": content, "annotations": []}],
-                }
-            )
+            items.append(message_item((first_message or {}).get("id") or "msg_edited", content))
         for position, call in enumerate(message.get("tool_calls") or []):
             function = call.get("function") or {}
             call_id = call.get("id") or f"call_edit_{position}"
             old = by_call.get(call_id) or {}
-            items.append(
-                {
-                    "type": "function_call",
-                    "id": old.get("id") or f"fc_edit_{position}",
-                    "call_id": call_id,
-                    "name": function.get("name", ""),
-                    "arguments": function.get("arguments", ""),
-                    "status": "completed",
-                }
-            )
+            item_id = old.get("id") or f"fc_edit_{position}"
+            name, arguments = function.get("name", ""), function.get("arguments", "")
+            items.append(function_call_item(item_id, call_id, name, arguments))
         out["output"] = items
         out["status"] = "completed"
-        out["id"] = str(out.get("id") or "resp_faultfinder") + "-edited"
+        out["id"] = edited_id(out, "resp_faultfinder")
         return out
 
     def remember(self, chains: Chains, body: dict[str, Any], response: dict[str, Any]) -> None:
@@ -378,17 +381,8 @@ class ResponsesAdapter:
     def synthesise(self, response: dict[str, Any], body: dict[str, Any]) -> list[bytes]:
         return response_events(response)
 
-    def visible(self, event: SSEEvent, body: dict[str, Any]) -> bool:
-        return True
-
     def error_body(self, status: int, message: str, kind: str) -> dict[str, Any]:
         return {"error": {"message": message, "type": kind, "code": status, "param": None}}
-
-    def client_env(self, proxy_url: str) -> dict[str, str]:
-        return {"OPENAI_BASE_URL": proxy_url + "/v1", "OPENAI_API_BASE": proxy_url + "/v1"}
-
-    def auth_headers(self, key: str) -> dict[str, str]:
-        return {"authorization": f"Bearer {key}"}
 
 
 def response_events(response: dict[str, Any], pieces: int = 1) -> list[bytes]:
