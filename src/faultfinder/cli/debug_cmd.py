@@ -23,8 +23,16 @@ from faultfinder.cli.common import (
     with_progress,
 )
 from faultfinder.cli.handling import InputPath
-from faultfinder.cli.proxy_options import choose_upstream, require_command, trust_options
+from faultfinder.cli.proxy_options import (
+    api_upstream_option,
+    branch_report,
+    choose_upstream,
+    exit_if_replays_failed,
+    require_command,
+    trust_options,
+)
 from faultfinder.replay.recorder import new_run_id, read_meta
+from faultfinder.replay.replayer import ReplayReport
 from faultfinder.replay.session import SessionOptions, replay_upstream, run_sync
 
 
@@ -100,6 +108,7 @@ def _live_upstream(run_dir: str, upstream: str | None, trust_run: bool) -> str |
     "after normalisation; see docs/methods/dover.md).",
 )
 @trust_options
+@api_upstream_option
 @click.option(
     "--out",
     "out_path",
@@ -131,6 +140,7 @@ def debug(
     check_command: str | None,
     upstream: str | None,
     trust_run: bool,
+    api_upstream: dict[str, str],
     out_path: str | None,
     timeout: float | None,
     as_json: bool,
@@ -195,7 +205,7 @@ def debug(
         run_dir,
         program,
         upstream=live,
-        options=SessionOptions(echo=False, timeout=timeout),
+        options=SessionOptions(echo=False, timeout=timeout, upstreams=api_upstream),
     )
     if executor == "ray":
         from faultfinder.scale.cluster import ray_session
@@ -220,7 +230,7 @@ def debug(
     if as_json:
         for row in rows:
             click.echo(row.model_dump_json())
-        _debug_exit(rows)
+        _debug_exit(rows, api_upstream)
         return
     for row in rows:
         trial = row.trial
@@ -241,27 +251,25 @@ def debug(
         click.echo(f"    replacement: {iv.replacement[:160]!r}")
     click.echo(format_summary(aggregate(rows)))
     click.echo(f"rows: {out}")
-    _debug_exit(rows)
+    _debug_exit(rows, api_upstream)
 
 
-def _debug_exit(rows: list[Any]) -> None:
+def _debug_exit(rows: list[Any], upstreams: dict[str, str]) -> None:
     """Exit 5 when some trial ran out of its --budget-tokens, else 4 when a replayed
-    program failed (non-zero exit or timeout) (docs/exit-codes.md)."""
+    program failed (non-zero exit or timeout) (docs/exit-codes.md); live calls that
+    failed are named either way."""
     over = sum(row.status == "budget-exceeded" for row in rows)
     if over:
         counts = exitcodes.CaseCounts(total=len(rows), budget_exceeded=over)
         click.echo(counts.message("trial"), err=True)
         click.get_current_context().exit(counts.exit_code)
     replays = [r for row in rows for r in row.repeats]
-    failed = [r for r in replays if r.program_failed]
-    if failed:
-        codes = sorted({str(r.exit_code) for r in failed})
-        click.echo(
-            f"exit {exitcodes.ERRORED}: of {len(replays)} replays, {len(failed)} ran a program "
-            f"that failed (exit status {', '.join(codes)}; see each branch's stderr.txt)",
-            err=True,
-        )
-        click.get_current_context().exit(exitcodes.ERRORED)
+    exit_if_replays_failed(
+        len(replays),
+        [r.exit_code for r in replays if r.program_failed],
+        [r.branch for r in replays],
+        upstreams,
+    )
 
 
 @click.command("debug-report")
@@ -319,6 +327,7 @@ def debug_report(paths: tuple[str, ...], as_json: bool) -> None:
 )
 @budget_tokens_option
 @trust_options
+@api_upstream_option
 @click.option("--out", "out_path", default=None, help="Append the result row to this JSONL file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @model_options
@@ -336,6 +345,7 @@ def check(
     budget_tokens: int | None,
     upstream: str | None,
     trust_run: bool,
+    api_upstream: dict[str, str],
     out_path: str | None,
     as_json: bool,
     command: tuple[str, ...],
@@ -378,14 +388,17 @@ def check(
             budget=context_budget,
             check_below=check_below,
             budget_tokens=budget_tokens,
+            options=SessionOptions(echo=False, upstreams=api_upstream),
         )
     )
+    branches = [item.branch for item in result.candidates if item.branch]
+    reports = {branch: branch_report(branch) for branch in branches}
     if out_path:
         with Path(out_path).open("a", encoding="utf-8") as handle:
             handle.write(result.model_dump_json() + "\n")
     if as_json:
         click.echo(result.model_dump_json(indent=2))
-        _check_exit(result.stopped)
+        _check_exit(result.stopped, reports, api_upstream)
         return
     static = result.static
     stated = "" if result.confidence is None else f" (confidence {result.confidence:.2f})"
@@ -406,13 +419,24 @@ def check(
             f"deviates={yes(seen.deviates)}"
         )
         head = f"{position + 1}. {item.agent} @ step {item.step}"
+        replayed = reports.get(item.branch or "")
+        if replayed is not None:
+            state += f"; {replayed.live_calls} live call(s)"
+            if replayed.program_failed:
+                state += f"; the program FAILED (exit status {replayed.program_exit_code})"
         click.echo(f"{head} (was #{item.rank + 1}, score {item.score}): {state}")
     click.echo(f"verdict: {result.agent} @ step {result.step}")
-    _check_exit(result.stopped)
+    _check_exit(result.stopped, reports, api_upstream)
 
 
-def _check_exit(stopped: str | None) -> None:
-    """Exit 5 when the check's token budget stopped it (docs/exit-codes.md)."""
+def _check_exit(
+    stopped: str | None, reports: dict[str, ReplayReport | None], upstreams: dict[str, str]
+) -> None:
+    """Exit 5 when the check's token budget stopped it, else 4 when a candidate's replayed
+    program failed on its own (being stopped after the window is not a failure); live
+    calls that failed are named either way (docs/exit-codes.md)."""
     if stopped:
         click.echo(f"exit 5: the check stopped early: {stopped}", err=True)
         click.get_current_context().exit(exitcodes.BUDGET_EXCEEDED)
+    failed = [r.program_exit_code for r in reports.values() if r is not None and r.program_failed]
+    exit_if_replays_failed(len(reports), failed, list(reports), upstreams)

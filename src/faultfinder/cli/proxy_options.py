@@ -1,18 +1,21 @@
 """Options and helpers shared by the commands that run a program through the proxy
-(`record`, `proxy`, `replay`, `debug`, `check`, `serve-local`)."""
+(`record`, `proxy`, `replay`, `debug`, `check`, `verify-edit`, `serve-local`)."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
+from faultfinder import exitcodes
 from faultfinder.cli.common import PORT
 from faultfinder.replay.apis import ADAPTERS
 from faultfinder.replay.httpserver import LOOPBACK
-from faultfinder.replay.recorder import read_meta, safe_child
+from faultfinder.replay.recorder import REPORT_FILE, read_meta, safe_child
+from faultfinder.replay.replayer import ReplayReport
 from faultfinder.replay.session import SessionOptions, stored_command_note
 from faultfinder.traces.io import split_lines
 
@@ -73,19 +76,24 @@ def _api_upstreams(
     return out
 
 
+api_upstream_option = click.option(
+    "--api-upstream",
+    "api_upstream",
+    multiple=True,
+    metavar="API=URL",
+    callback=_api_upstreams,
+    help="Send one API's model calls to an upstream of its own (chat, responses, "
+    "messages), e.g. messages=https://api.anthropic.com/v1 for a program that "
+    "also talks to Claude; the others go to --upstream. Repeatable.",
+)
+"""--api-upstream API=URL (repeatable), as a dict by API name: every command that runs a
+program through the proxy takes it, so each API's live calls reach their own endpoint."""
+
+
 def proxy_options(fn: Any) -> Any:
     """--api-key-env, --api-upstream, --host and --port."""
     options = [
-        click.option(
-            "--api-upstream",
-            "api_upstream",
-            multiple=True,
-            metavar="API=URL",
-            callback=_api_upstreams,
-            help="Send one API's model calls to an upstream of its own (chat, responses, "
-            "messages), e.g. messages=https://api.anthropic.com/v1 for a program that "
-            "also talks to Claude; the others go to --upstream. Repeatable.",
-        ),
+        api_upstream_option,
         click.option(
             "--api-key-env",
             default=None,
@@ -170,3 +178,66 @@ def run_dir_in(out: str, run_id: str | None, default: str) -> Path:
         return safe_child(Path(out), run_id or default)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--run-id") from None
+
+
+def branch_report(branch: str | Path) -> ReplayReport | None:
+    """The report.json of a replay branch (None: missing or unreadable)."""
+    try:
+        text = (Path(branch) / REPORT_FILE).read_text(encoding="utf-8")
+        return ReplayReport.model_validate_json(text)
+    except (OSError, ValueError):
+        return None
+
+
+def live_errors(branches: Iterable[str | Path]) -> list[str]:
+    """The live calls of these replay branches that the upstream answered with an error or
+    never answered, one line per kind with its count (from each branch's report.json;
+    a branch without a readable report adds nothing)."""
+    counts: dict[str, int] = {}
+    for branch in branches:
+        report = branch_report(branch)
+        for live in report.live if report is not None else []:
+            if live.status is not None and live.status < 400:
+                continue
+            what = f"{live.api} call" if live.api else "not a model call"
+            answer = "no answer" if live.status is None else str(live.status)
+            key = f"{live.method} {live.path} ({what}) -> {answer}"
+            counts[key] = counts.get(key, 0) + 1
+    return [key if n == 1 else f"{key} (x{n})" for key, n in counts.items()]
+
+
+def note_live_errors(branches: Iterable[str | Path], upstreams: Mapping[str, str]) -> None:
+    """Say on stderr which live calls of the replays failed, and that an API with no
+    --api-upstream of its own sent its live calls to --upstream: a replay whose Messages
+    calls reached an OpenAI endpoint fails for that reason, not because of its edit."""
+    errors = live_errors(branches)
+    if not errors:
+        return
+    click.echo(f"live calls answered with an error: {'; '.join(errors)}", err=True)
+    named = ", ".join(f"{api} -> {url}" for api, url in upstreams.items())
+    click.echo(
+        "    each API's live calls go to --upstream unless --api-upstream API=URL names its "
+        f"own endpoint (given here: {named or 'none'})",
+        err=True,
+    )
+
+
+def exit_if_replays_failed(
+    total: int,
+    failed: Sequence[int | None],
+    branches: Iterable[str | Path],
+    upstreams: Mapping[str, str],
+) -> None:
+    """After ``total`` replays: name the live calls that failed, and exit 4 when a replayed
+    program failed (``failed``: their exit statuses), as `replay` does: a replay used as a
+    check never passes a crash (docs/exit-codes.md)."""
+    note_live_errors(branches, upstreams)
+    if not failed:
+        return
+    codes = ", ".join(sorted({str(code) for code in failed}))
+    click.echo(
+        f"exit {exitcodes.ERRORED}: of {total} replays, {len(failed)} ran a program that "
+        f"failed (exit status {codes}; see each branch's stderr.txt)",
+        err=True,
+    )
+    click.get_current_context().exit(exitcodes.ERRORED)

@@ -10,10 +10,14 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from faultfinder import exitcodes
 from faultfinder.cli.common import COUNT, SECONDS, STEP, TEMPERATURE, build_llm, model_options
 from faultfinder.cli.handling import InputPath, pass_errors
-from faultfinder.cli.proxy_options import require_command, trust_options
+from faultfinder.cli.proxy_options import (
+    api_upstream_option,
+    exit_if_replays_failed,
+    require_command,
+    trust_options,
+)
 from faultfinder.replay.recorder import BRANCHES_DIR, new_run_id, read_meta, safe_child
 from faultfinder.replay.session import run_sync
 
@@ -49,6 +53,7 @@ from faultfinder.replay.session import run_sync
     help="Success checker, as `debug --check` (default: exact match after normalisation).",
 )
 @trust_options
+@api_upstream_option
 @click.option(
     "--upstream-key-env",
     default=None,
@@ -77,6 +82,7 @@ def verify_edit(
     check_command: str | None,
     upstream: str | None,
     trust_run: bool,
+    api_upstream: dict[str, str],
     upstream_key_env: str | None,
     replay_timeout: float | None,
     cwd: str | None,
@@ -131,7 +137,9 @@ def verify_edit(
     judged = ctx.get_parameter_source("model") == ParameterSource.COMMANDLINE
     judge = build_llm(**llm_options) if judged else None
     checker = make_checker(check_command)
-    runs = Program(tuple(program), upstream, trust_run, upstream_key_env, replay_timeout, cwd)
+    runs = Program(
+        tuple(program), upstream, trust_run, upstream_key_env, replay_timeout, cwd, api_upstream
+    )
 
     async def verify() -> Any:
         attempts = []
@@ -169,13 +177,9 @@ def verify_edit(
     click.echo(f"verdict: {row.verdict} ({row.verdict_reason}); flip rate {rate}{interval}")
     click.echo(format_summary(aggregate([row])))
     click.echo(f"rows: {path}")
-    failed = [r for r in row.repeats if r.program_failed]
-    if failed:  # as `debug` and `replay`: a replay used as a check never passes a crash
-        codes = sorted({str(r.exit_code) for r in failed})
-        click.echo(
-            f"exit {exitcodes.ERRORED}: of {len(row.repeats)} replays, {len(failed)} ran a "
-            f"program that failed (exit status {', '.join(codes)}; see each branch's "
-            "stderr.txt)",
-            err=True,
-        )
-        ctx.exit(exitcodes.ERRORED)
+    exit_if_replays_failed(
+        len(row.repeats),
+        [r.exit_code for r in row.repeats if r.program_failed],
+        [r.branch for r in row.repeats],
+        api_upstream,
+    )

@@ -16,7 +16,7 @@ failed edit comes out ``inconclusive`` rather than ``refuted``, and the reason s
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -57,6 +57,9 @@ class Program:
     """Stop each replay after this many seconds."""
     cwd: str | None = None
     """Directory the program runs in (default: the current one)."""
+    upstreams: dict[str, str] = field(default_factory=dict)
+    """Per-API endpoints for live calls by API name (--api-upstream API=URL); the other
+    APIs' live calls go to ``upstream``."""
 
 
 @dataclass
@@ -110,6 +113,7 @@ async def run_attempt(
                 api_key_env=program.api_key_env,
                 timeout=program.timeout,
                 cwd=program.cwd,
+                upstreams=dict(program.upstreams),
             ),
         )
     except FaultfinderError as exc:

@@ -1,0 +1,233 @@
+"""`debug`, `check` and `verify-edit` send each API's live calls to its own upstream
+(``--api-upstream API=URL``, as `record` and `replay` do), end to end from the CLI against
+two loopback fakes that each speak only their own APIs: an "OpenAI" one (Chat Completions
+and the Responses API, no Messages) and an "Anthropic" one (Messages only).
+
+- A team on Chat Completions, the Responses API and Messages (tests/fixtures/apis/
+  mixed_apis.py --messages), recorded with ``--api-upstream messages=...``: with the same
+  option every live Messages call after the edit reaches the Anthropic fake and none the
+  OpenAI one, and the command exits 0; without it the Messages calls reach the OpenAI fake,
+  which answers 404, the replayed program fails, the command exits 4 and names the failed
+  calls and the option (before, `check` exited 0 and said nothing).
+- A Claude program on the Anthropic SDK (Messages only): live calls reach the Anthropic
+  fake whether it is the --upstream or only the messages --api-upstream.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+import claude_scripts
+import frameworks_scripts as scripts
+from faultfinder.cli import main
+from faultfinder.testing import FakeOpenAIServer
+from faultfinder.testing.fake_responses import FakeResponses
+
+fake_messages = pytest.importorskip("faultfinder.testing.fake_messages")
+if importlib.util.find_spec("anthropic") is None:
+    pytest.skip("anthropic is not installed (pip install -e '.[dev]')", allow_module_level=True)
+
+FIXTURES = Path(__file__).parent / "fixtures"
+MIXED = [sys.executable, str(FIXTURES / "apis" / "mixed_apis.py"), scripts.TASK, "--messages"]
+CLAUDE = [sys.executable, str(FIXTURES / "frameworks" / "anthropic_sdk_team.py"), scripts.TASK]
+DEBUGGER = ["--model", "function:frameworks_scripts:debugger", "--cache", "none"]
+COMMANDS = ["debug", "check", "verify-edit"]
+
+
+@dataclass
+class Upstreams:
+    openai: FakeOpenAIServer
+    """Chat Completions and Responses; a Messages call gets 404."""
+    anthropic: FakeOpenAIServer
+    """Messages (the fake answers chat completions too: nothing here should send any)."""
+
+    def snapshot(self) -> tuple[int, int]:
+        return len(self.openai.requests), len(self.anthropic.requests)
+
+    def since(self, before: tuple[int, int]) -> tuple[list[Any], list[Any]]:
+        return self.openai.requests[before[0] :], self.anthropic.requests[before[1] :]
+
+
+@dataclass
+class Recording:
+    run_dir: Path
+    program: list[str]
+    at: int
+    """The step verify-edit edits."""
+    edit: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def env() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OTEL_SDK_DISABLED", "true")
+        for key in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_URL"):
+            patch.delenv(key, raising=False)
+        yield
+
+
+def two_upstreams(reply: Any) -> Upstreams:
+    openai = FakeOpenAIServer(reply=reply)
+    openai.apis = [FakeResponses()]
+    anthropic = FakeOpenAIServer(reply=reply)
+    anthropic.apis = [fake_messages.FakeMessages()]
+    return Upstreams(openai, anthropic)
+
+
+def record(root: Path, name: str, program: list[str], *upstream_args: str) -> Path:
+    result = CliRunner().invoke(
+        main,
+        ["record", *upstream_args, "--out", str(root), "--run-id", name,
+         "--ground-truth", scripts.ANSWER, "--quiet", "--", *program],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return root / name
+
+
+@pytest.fixture(scope="module")
+def mixed(
+    env: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Recording, Upstreams]]:
+    """The three-API team, recorded with its Messages calls at the Anthropic fake."""
+    ups = two_upstreams(scripts.mixed)
+    with ups.openai, ups.anthropic:
+        run_dir = record(
+            tmp_path_factory.mktemp("runs"), "mixed", MIXED,
+            "--upstream", ups.openai.base_url,
+            "--api-upstream", f"messages={ups.anthropic.base_url}",
+        )  # fmt: skip
+        assert len(ups.anthropic.requests_of("messages")) == 1
+        assert not [r for r in ups.openai.requests if r.path.endswith("/messages")]
+        fix = {"kind": "message", "text": "population of Avalon in 2020"}
+        yield Recording(run_dir, MIXED, 0, fix), ups
+
+
+@pytest.fixture(scope="module")
+def claude(
+    env: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Recording, Upstreams]]:
+    """The Claude program (Messages only), recorded against the Anthropic fake."""
+    ups = two_upstreams(claude_scripts.anthropic_sdk)
+    with ups.openai, ups.anthropic:
+        run_dir = record(
+            tmp_path_factory.mktemp("runs"), "claude", CLAUDE,
+            "--upstream", ups.anthropic.base_url,
+        )  # fmt: skip
+        fix = {"kind": "message", "text": "Found: Avalon had 144,630 inhabitants in 2020."}
+        yield Recording(run_dir, CLAUDE, 1, fix), ups
+
+
+def run(command: str, recording: Recording, tmp_path: Path, *upstream_args: str) -> Result:
+    """``faultfinder COMMAND RUN_DIR ... -- PROGRAM`` with one replay (or one candidate)."""
+    run_dir = str(recording.run_dir)
+    if command == "debug":
+        args = ["debug", run_dir, "--repeats", "1", "--segment", "none",
+                "--out", str(tmp_path / "rows.jsonl"), *DEBUGGER]  # fmt: skip
+    elif command == "check":
+        args = ["check", run_dir, "--method", "all-at-once", "--candidates", "1", *DEBUGGER]
+    else:
+        edit = tmp_path / "fix.json"
+        edit.write_text(json.dumps(recording.edit), encoding="utf-8")
+        args = ["verify-edit", run_dir, "--at", str(recording.at), "--edit-file", str(edit),
+                "--repeats", "1"]  # fmt: skip
+    return CliRunner().invoke(main, [*args, *upstream_args, "--", *recording.program])
+
+
+def branches(recording: Recording) -> set[Path]:
+    return set((recording.run_dir / "branches").glob("*"))
+
+
+def reports(paths: set[Path]) -> list[dict[str, Any]]:
+    return [json.loads((p / "report.json").read_text(encoding="utf-8")) for p in paths]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_apis_live_calls_reach_its_own_upstream(
+    command: str, mixed: tuple[Recording, Upstreams], tmp_path: Path
+) -> None:
+    recording, ups = mixed
+    before, old = ups.snapshot(), branches(recording)
+    result = run(
+        command, recording, tmp_path,
+        "--upstream", ups.openai.base_url,
+        "--api-upstream", f"messages={ups.anthropic.base_url}",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    to_openai, to_anthropic = ups.since(before)
+    # The Writer's Messages call after the edit went live, to the Anthropic fake only.
+    assert [r.api for r in to_anthropic] == ["messages"]
+    assert to_openai and {r.api for r in to_openai} <= {"chat", "responses"}
+    (report,) = reports(branches(recording) - old)
+    assert report["edit_applied"] and report["program_exit_code"] == 0
+    assert [(live["api"], live["status"]) for live in report["live"]][-1] == ("messages", 200)
+    assert report["live_calls"] == len(to_openai) + len(to_anthropic)
+    assert "answered with an error" not in result.output
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_api_sent_to_the_wrong_upstream_fails_loudly(
+    command: str, mixed: tuple[Recording, Upstreams], tmp_path: Path
+) -> None:
+    """Only --upstream: the Messages call reaches the OpenAI endpoint, which answers 404;
+    the replayed program fails, so the command exits 4 and says which call failed where."""
+    recording, ups = mixed
+    before = ups.snapshot()
+    result = run(command, recording, tmp_path, "--upstream", ups.openai.base_url)
+    assert result.exit_code == 4, result.output
+    to_openai, to_anthropic = ups.since(before)
+    assert to_anthropic == []
+    assert [r.path for r in to_openai if r.api is None] == ["/v1/messages"]
+    assert "live calls answered with an error: POST /v1/messages (messages call) -> 404" in (
+        result.stderr
+    )
+    assert "--api-upstream API=URL" in result.stderr and "given here: none" in result.stderr
+    assert "exit 4: of 1 replays, 1 ran a program that failed (exit status 1" in result.stderr
+    if command == "check":
+        assert "the program FAILED (exit status 1)" in result.stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("routing", ["upstream", "api-upstream"])
+def test_a_messages_program_goes_live_at_its_upstream(
+    command: str, routing: str, claude: tuple[Recording, Upstreams], tmp_path: Path
+) -> None:
+    """The Claude program's live calls reach the Anthropic fake, named by --upstream or by
+    --api-upstream messages=URL alongside an --upstream that does not speak Messages."""
+    recording, ups = claude
+    if routing == "upstream":
+        args = ["--upstream", ups.anthropic.base_url]
+    else:
+        args = ["--upstream", ups.openai.base_url,
+                "--api-upstream", f"messages={ups.anthropic.base_url}"]  # fmt: skip
+    before, old = ups.snapshot(), branches(recording)
+    result = run(command, recording, tmp_path, *args)
+    assert result.exit_code == 0, result.output
+    to_openai, to_anthropic = ups.since(before)
+    assert to_openai == []
+    assert to_anthropic and {r.api for r in to_anthropic} == {"messages"}
+    (report,) = reports(branches(recording) - old)
+    assert report["edit_applied"] and report["program_exit_code"] == 0
+    assert report["live_calls"] == len(to_anthropic)
+    if command == "verify-edit":
+        assert "verdict: validated" in result.output
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_bad_api_upstream_is_a_usage_error(
+    command: str, claude: tuple[Recording, Upstreams], tmp_path: Path
+) -> None:
+    recording, ups = claude
+    before, old = ups.snapshot(), branches(recording)
+    result = run(command, recording, tmp_path, "--api-upstream", "claude=http://127.0.0.1:9/v1")
+    assert result.exit_code == 2
+    assert "give API=URL with API one of chat" in result.output
+    assert ups.snapshot() == before and branches(recording) == old
