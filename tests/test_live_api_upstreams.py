@@ -1,7 +1,8 @@
 """`debug`, `check` and `verify-edit` send each API's live calls to its own upstream
-(``--api-upstream API=URL``, as `record` and `replay` do), end to end from the CLI against
-two loopback fakes that each speak only their own APIs: an "OpenAI" one (Chat Completions
-and the Responses API, no Messages) and an "Anthropic" one (Messages only).
+(``--api-upstream API=URL``, as `record` and `replay` do; `replay` is checked alongside),
+end to end from the CLI against two loopback fakes that each speak only their own APIs:
+an "OpenAI" one (Chat Completions and the Responses API, no Messages) and an "Anthropic"
+one (Messages only).
 
 - A team on Chat Completions, the Responses API and Messages (tests/fixtures/apis/
   mixed_apis.py --messages), recorded with ``--api-upstream messages=...``: with the same
@@ -137,8 +138,8 @@ def run(command: str, recording: Recording, tmp_path: Path, *upstream_args: str)
     else:
         edit = tmp_path / "fix.json"
         edit.write_text(json.dumps(recording.edit), encoding="utf-8")
-        args = ["verify-edit", run_dir, "--at", str(recording.at), "--edit-file", str(edit),
-                "--repeats", "1"]  # fmt: skip
+        args = [command, run_dir, "--at", str(recording.at), "--edit-file", str(edit)]
+        args += ["--quiet"] if command == "replay" else ["--repeats", "1"]
     return CliRunner().invoke(main, [*args, *upstream_args, "--", *recording.program])
 
 
@@ -150,7 +151,7 @@ def reports(paths: set[Path]) -> list[dict[str, Any]]:
     return [json.loads((p / "report.json").read_text(encoding="utf-8")) for p in paths]
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", [*COMMANDS, "replay"])
 def test_each_apis_live_calls_reach_its_own_upstream(
     command: str, mixed: tuple[Recording, Upstreams], tmp_path: Path
 ) -> None:
@@ -173,7 +174,7 @@ def test_each_apis_live_calls_reach_its_own_upstream(
     assert "answered with an error" not in result.output
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", [*COMMANDS, "replay"])
 def test_an_api_sent_to_the_wrong_upstream_fails_loudly(
     command: str, mixed: tuple[Recording, Upstreams], tmp_path: Path
 ) -> None:
@@ -190,7 +191,10 @@ def test_an_api_sent_to_the_wrong_upstream_fails_loudly(
         result.stderr
     )
     assert "--api-upstream API=URL" in result.stderr and "given here: none" in result.stderr
-    assert "exit 4: of 1 replays, 1 ran a program that failed (exit status 1" in result.stderr
+    if command == "replay":
+        assert "exit 4: the replayed program failed (exit status 1)" in result.stderr
+    else:
+        assert "exit 4: of 1 replays, 1 ran a program that failed (exit status 1" in result.stderr
     if command == "check":
         assert "the program FAILED (exit status 1)" in result.stdout
 

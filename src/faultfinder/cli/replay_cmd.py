@@ -15,6 +15,7 @@ from faultfinder.cli.common import COUNT, SECONDS, STEP, TEMPERATURE, pass_error
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.proxy_options import (
     choose_upstream,
+    note_live_errors,
     proxy_options,
     require_command,
     session_options,
@@ -299,6 +300,7 @@ def replay(
     else:
         click.echo(format_report(outcome))
     code = replay_exit(outcome.report, on_divergence)
+    note_live_errors([outcome.branch_dir], api_upstream)
     if code == DIVERGED_EXIT:
         click.echo(f"exit 3: the program diverged from the recording ({run_dir})", err=True)
     elif code:
