@@ -19,7 +19,7 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -27,19 +27,20 @@ from pydantic import BaseModel, Field
 
 from faultfinder.errors import ConfigError
 from faultfinder.redact import KEY_HEADERS
-from faultfinder.replay.apis import Chains, SSEEvent, WireAdapter, adapter_for
+from faultfinder.replay.apis import Chains, WireAdapter, adapter_for
 from faultfinder.replay.canonical import remember_calls
 from faultfinder.replay.httpserver import (
     LOOPBACK,
     HttpServer,
     Request,
     Response,
+    error_response,
     json_response,
 )
 from faultfinder.replay.matching import AGENT_HEADER, Matcher, split_agent_path
+from faultfinder.replay.proxy_streams import relay, replayed
 from faultfinder.replay.recorder import RecordedCall, RunStore, utcnow
 from faultfinder.replay.replayer import Decision, LiveRequest, ReplayPlan
-from faultfinder.replay.sse import SSEParser
 
 _HOP_BY_HOP = {
     "host",
@@ -233,10 +234,8 @@ class RecordingProxy:
         headers: list[tuple[str, str]] | None = None,
     ) -> Response:
         if adapter is None:
-            body: dict[str, Any] = {"error": {"message": message, "type": kind, "code": status}}
-        else:
-            body = adapter.error_body(status, message, kind)
-        return json_response(status, body, headers)
+            return error_response(status, message, kind, headers)
+        return json_response(status, adapter.error_body(status, message, kind), headers)
 
     async def _passthrough(self, request: Request, path: str) -> Response:
         assert self._client is not None
@@ -366,7 +365,10 @@ class RecordingProxy:
             else:
                 record(decision.response)
             self._check_stop()
-            return self._serve(adapter, decision.response, body, stream, replay_events, recorded)
+            if not stream:
+                return json_response(200, decision.response)
+            writes = recorded.writes if recorded is not None else None
+            return replayed(adapter, decision.response, body, replay_events, writes)
         # The plan applied the edits and live overrides; what goes upstream may also ask
         # for stream usage, and a chained request is made self-contained in a replay.
         sent = decision.body if decision.body is not None else body
@@ -391,38 +393,22 @@ class RecordingProxy:
         )
         url = self._upstream_url(base, path, request.query)
         headers = {**self._headers(request, adapter), "content-type": "application/json"}
-        if stream:
-            return await self._live_stream(
-                adapter, url, headers, sent, forwarded, body, record, live
-            )
-        return await self._live(adapter, url, headers, sent, forwarded, record, live)
-
-    def _serve(
-        self,
-        adapter: WireAdapter,
-        response: dict[str, Any],
-        body: dict[str, Any],
-        stream: bool,
-        events: list[str] | None,
-        recorded: RecordedCall | None,
-    ) -> Response:
+        upstream = await self._send_live(
+            adapter, url, headers, forwarded, live, stream, sent, record
+        )
+        if isinstance(upstream, Response):
+            return upstream
         if not stream:
-            return json_response(200, response)
-        if events is not None:
-            groups = _regroup(events, recorded.writes if recorded is not None else None)
-            chunks = [
-                b"".join(e for e in group if adapter.visible(SSEEvent.parse(e), body))
-                for group in groups
-            ]
-        else:
-            chunks = adapter.synthesise(response, body)
+            return self._live_reply(adapter, upstream, sent, record)
 
-        async def send() -> AsyncIterator[bytes]:
-            for chunk in chunks:
-                if chunk:
-                    yield chunk
+        def finished(reply: dict[str, Any], events: list[bytes], writes: list[int]) -> None:
+            record(reply, sent=sent, events=events, writes=writes)
+            self._live_done()
 
-        return Response(200, _SSE_HEADERS, send())
+        def cut() -> None:
+            record(None, 502, "stream ended before the reply was complete", sent)
+
+        return relay(upstream, adapter, body, finished, cut)
 
     def _check_stop(self) -> None:
         if self.plan is not None and self.plan.should_stop:
@@ -433,62 +419,26 @@ class RecordingProxy:
             self.plan.live_finished()
             self._check_stop()
 
-    async def _live(
+    async def _send_live(
         self,
         adapter: WireAdapter,
         url: str,
         headers: dict[str, str],
-        sent: dict[str, Any],
         forwarded: dict[str, Any],
-        record: Callable[..., None],
         live: LiveRequest,
-    ) -> Response:
-        assert self._client is not None
-        try:
-            upstream = await self._client.post(
-                url, content=json.dumps(forwarded).encode("utf-8"), headers=headers
-            )
-        except httpx.HTTPError as exc:
-            message = f"faultfinder proxy: upstream {url} unreachable: {exc}"
-            self._sent_live(live)
-            record(None, 502, message, sent)
-            return self._error(adapter, 502, message)
-        live.status = upstream.status_code
-        self._sent_live(live)
-        content = upstream.content
-        reply_headers = [("content-type", upstream.headers.get("content-type", "application/json"))]
-        if upstream.status_code != 200:
-            record(None, upstream.status_code, _error_text(content), sent)
-            return Response(upstream.status_code, reply_headers, content)
-        try:
-            payload = json.loads(content)
-        except json.JSONDecodeError:
-            record(None, 502, "upstream reply is not JSON", sent)
-            return Response(upstream.status_code, reply_headers, content)
-        if not adapter.reply_ok(payload):
-            record(None, 502, f"upstream reply is not a complete {adapter.name} reply", sent)
-        else:
-            record(payload, sent=sent)
-            self._live_done()
-        return Response(200, reply_headers, content)
-
-    async def _live_stream(
-        self,
-        adapter: WireAdapter,
-        url: str,
-        headers: dict[str, str],
+        stream: bool,
         sent: dict[str, Any],
-        forwarded: dict[str, Any],
-        asked: dict[str, Any],
         record: Callable[..., None],
-        live: LiveRequest,
-    ) -> Response:
+    ) -> httpx.Response | Response:
+        """Send a live call upstream and tell the plan it went. An unreachable upstream
+        or an error status is recorded here and answered (a :class:`Response`); a 200
+        reply comes back as the upstream's (its body still open when ``stream``)."""
         assert self._client is not None
         upstream_request = self._client.build_request(
             "POST", url, content=json.dumps(forwarded).encode("utf-8"), headers=headers
         )
         try:
-            upstream = await self._client.send(upstream_request, stream=True)
+            upstream = await self._client.send(upstream_request, stream=stream)
         except httpx.HTTPError as exc:
             message = f"faultfinder proxy: upstream {url} unreachable: {exc}"
             self._sent_live(live)
@@ -500,74 +450,34 @@ class RecordingProxy:
             content = await upstream.aread()
             await upstream.aclose()
             record(None, upstream.status_code, _error_text(content), sent)
-            ctype = upstream.headers.get("content-type", "application/json")
-            return Response(upstream.status_code, [("content-type", ctype)], content)
+            return Response(upstream.status_code, _content_type(upstream), content)
+        return upstream
 
-        async def relay() -> AsyncIterator[bytes]:
-            parser = SSEParser()
-            accumulator = adapter.accumulator()
-            events: list[bytes] = []
-            writes: list[int] = []
-            recorded = False
-
-            def take(raw_events: list[bytes]) -> bytes:
-                nonlocal recorded
-                out: list[bytes] = []
-                if raw_events:
-                    writes.append(len(raw_events))
-                for raw in raw_events:
-                    event = SSEEvent.parse(raw)
-                    events.append(raw)
-                    accumulator.add(event)
-                    if accumulator.finished and not recorded:
-                        # Write the step before the client sees the end of the stream: a
-                        # program may exit as soon as it has its last reply.
-                        reply = accumulator.result()
-                        if reply is not None:
-                            record(reply, sent=sent, events=list(events), writes=list(writes))
-                            self._live_done()
-                            recorded = True
-                    if adapter.visible(event, asked):
-                        out.append(raw)
-                return b"".join(out)
-
-            try:
-                async for data in upstream.aiter_bytes():
-                    chunk = take(parser.feed(data))
-                    if chunk:
-                        yield chunk
-                chunk = take(parser.flush())
-                if chunk:
-                    yield chunk
-            finally:
-                await upstream.aclose()
-                if not recorded:
-                    reply = accumulator.result()
-                    # A stream cut short (client gone, upstream died) is not a reply.
-                    if reply is not None:
-                        record(reply, sent=sent, events=events, writes=writes)
-                        self._live_done()
-                    else:
-                        record(None, 502, "stream ended before the reply was complete", sent)
-
-        return Response(200, _SSE_HEADERS, relay())
+    def _live_reply(
+        self,
+        adapter: WireAdapter,
+        upstream: httpx.Response,
+        sent: dict[str, Any],
+        record: Callable[..., None],
+    ) -> Response:
+        """A live 200 reply, recorded when it is a complete reply of the API, and passed
+        on to the client as the upstream sent it."""
+        content = upstream.content
+        try:
+            payload = json.loads(content)
+        except json.JSONDecodeError:
+            record(None, 502, "upstream reply is not JSON", sent)
+            return Response(upstream.status_code, _content_type(upstream), content)
+        if not adapter.reply_ok(payload):
+            record(None, 502, f"upstream reply is not a complete {adapter.name} reply", sent)
+        else:
+            record(payload, sent=sent)
+            self._live_done()
+        return Response(200, _content_type(upstream), content)
 
 
-_SSE_HEADERS = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
-
-
-def _regroup(events: list[str], writes: list[int] | None) -> list[list[bytes]]:
-    """Recorded events grouped as the upstream wrote them (one group per event when the
-    grouping was not kept)."""
-    raw = [e.encode("utf-8") for e in events]
-    if not writes or sum(writes) != len(raw):
-        return [[e] for e in raw]
-    groups: list[list[bytes]] = []
-    position = 0
-    for count in writes:
-        groups.append(raw[position : position + count])
-        position += count
-    return groups
+def _content_type(upstream: httpx.Response) -> list[tuple[str, str]]:
+    return [("content-type", upstream.headers.get("content-type", "application/json"))]
 
 
 def _error_text(content: bytes) -> str:
