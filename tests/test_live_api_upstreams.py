@@ -235,3 +235,23 @@ def test_a_bad_api_upstream_is_a_usage_error(
     assert result.exit_code == 2
     assert "give API=URL with API one of chat" in result.output
     assert ups.snapshot() == before and branches(recording) == old
+
+
+@pytest.mark.parametrize("command", ["debug", "check"])
+def test_no_upstream_for_the_live_part_is_refused_before_any_work(
+    command: str, claude: tuple[Recording, Upstreams], tmp_path: Path
+) -> None:
+    """Every replay of `debug` (and of `check` without --check-below) goes live: with no
+    --upstream (an --api-upstream alone does not name one for the other requests) and no
+    --trust-run, the command stops at once. It used to run DoVer's model calls and then
+    call every intervention `not_applied`, exiting 0."""
+    recording, ups = claude
+    before, old = ups.snapshot(), branches(recording)
+    result = run(
+        command, recording, tmp_path, "--api-upstream", f"messages={ups.anthropic.base_url}"
+    )
+    assert result.exit_code == 1, result.output
+    assert "This replay makes live calls: pass --upstream URL" in result.output
+    assert "--trust-run" in result.output
+    assert ups.snapshot() == before and branches(recording) == old
+    assert not (tmp_path / "rows.jsonl").exists()

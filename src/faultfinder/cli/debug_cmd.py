@@ -33,12 +33,25 @@ from faultfinder.cli.proxy_options import (
 )
 from faultfinder.replay.recorder import new_run_id, read_meta
 from faultfinder.replay.replayer import ReplayReport
-from faultfinder.replay.session import SessionOptions, replay_upstream, run_sync
+from faultfinder.replay.session import (
+    SessionOptions,
+    replay_upstream,
+    require_upstream,
+    run_sync,
+)
 
 
-def _live_upstream(run_dir: str, upstream: str | None, trust_run: bool) -> str | None:
+def _live_upstream(
+    run_dir: str, upstream: str | None, trust_run: bool, required: bool
+) -> str | None:
+    """Where the replays' live calls go; with ``required`` (every replay goes live), an
+    error now rather than one per replay after the model calls were spent."""
     given, trusted = choose_upstream(run_dir, upstream, trust_run)
-    return replay_upstream(read_meta(run_dir), given, trusted)
+    meta = read_meta(run_dir)
+    live = replay_upstream(meta, given, trusted)
+    if required:
+        require_upstream(meta, live)
+    return live
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -176,7 +189,7 @@ def debug(
     checker = make_checker(check_command)
 
     program = require_command(run_dir, command)
-    live = _live_upstream(run_dir, upstream, trust_run)
+    live = _live_upstream(run_dir, upstream, trust_run, required=True)
 
     config = DoverConfig(
         method=method_spec,
@@ -364,7 +377,8 @@ def check(
     from faultfinder.registry import create_method
 
     program = require_command(run_dir, command)
-    live = _live_upstream(run_dir, upstream, trust_run)
+    # Without --check-below every candidate is replayed from its step, live.
+    live = _live_upstream(run_dir, upstream, trust_run, required=check_below is None)
 
     overrides: dict[str, Any] = {"with_ground_truth": not no_ground_truth}
     if context_budget is not None:

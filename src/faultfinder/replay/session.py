@@ -350,6 +350,17 @@ def replay_upstream(parent: RunMeta, upstream: str | None, trust_run: bool) -> s
     return None
 
 
+def require_upstream(parent: RunMeta, upstream: str | None) -> None:
+    """Refuse a replay that makes live calls when no upstream may receive them."""
+    if upstream:
+        return
+    named = f" (the recording names {parent.upstream!r})" if parent.upstream else ""
+    raise ConfigError(
+        f"This replay makes live calls: pass --upstream URL{named}; faultfinder does not "
+        "send your key to an endpoint read from a run directory unless you pass --trust-run."
+    )
+
+
 async def replay_run(
     run_dir: str | Path,
     command: list[str] | None,
@@ -384,13 +395,8 @@ async def replay_run(
     except ValueError as exc:
         raise ConfigError(f"{run_dir}: {exc}") from None
     # From step ``at`` on the program runs live, and policy 'live' may go live anywhere.
-    needs_upstream = replay.on_divergence == "live" or replay.at is not None
-    if not upstream and needs_upstream:
-        named = f" (the recording names {parent.upstream!r})" if parent.upstream else ""
-        raise ConfigError(
-            f"This replay makes live calls: pass --upstream URL{named}; faultfinder does not "
-            "send your key to an endpoint read from a run directory unless you pass --trust-run."
-        )
+    if replay.on_divergence == "live" or replay.at is not None:
+        require_upstream(parent, upstream)
     try:
         branch_dir = safe_child(run_dir / BRANCHES_DIR, branch_id or new_run_id("b"))
     except ValueError as exc:
