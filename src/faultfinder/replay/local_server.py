@@ -17,8 +17,16 @@ from typing import Any
 
 from faultfinder.errors import FaultfinderError
 from faultfinder.llm.client import LLM, Reply
-from faultfinder.replay.apis import Chains
-from faultfinder.replay.apis.responses import ResponsesAdapter, response_events
+from faultfinder.replay.apis import Chains, ChatAdapter
+from faultfinder.replay.apis.base import tool_call
+from faultfinder.replay.apis.responses import (
+    ResponsesAdapter,
+    function_call_item,
+    message_item,
+    response_events,
+    response_object,
+)
+from faultfinder.replay.endpoint import Endpoint
 from faultfinder.replay.httpserver import (
     LOOPBACK,
     HttpServer,
@@ -28,8 +36,8 @@ from faultfinder.replay.httpserver import (
     json_response,
 )
 from faultfinder.replay.matching import split_agent_path
-from faultfinder.replay.sse import stream_bytes
 
+_CHAT = ChatAdapter()
 _RESPONSES = ResponsesAdapter()
 _CHAT_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
@@ -37,7 +45,7 @@ DEFAULT_MAX_TOKENS = 512
 """Reply length when the request names none (small models ramble)."""
 
 
-class LocalModelServer:
+class LocalModelServer(Endpoint):
     """An OpenAI-compatible endpoint answering with ``llm``."""
 
     def __init__(
@@ -50,27 +58,6 @@ class LocalModelServer:
         self.requests = 0
         self.chains = Chains()
         """Responses by id, for ``previous_response_id``."""
-
-    async def start(self) -> LocalModelServer:
-        await self._server.start()
-        return self
-
-    async def close(self) -> None:
-        await self._server.close()
-
-    async def __aenter__(self) -> LocalModelServer:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    @property
-    def url(self) -> str:
-        return self._server.url
-
-    @property
-    def base_url(self) -> str:
-        return self._server.url + "/v1"
 
     async def handle(self, request: Request) -> Response:
         _agent, path = split_agent_path(request.path)
@@ -94,38 +81,27 @@ class LocalModelServer:
             return await self._responses(request)
         if request.method != "POST" or not path.endswith("/chat/completions"):
             return error_response(404, f"no route {request.method} {request.path}", "not_found")
-        try:
-            body = json.loads(request.body or b"{}")
-        except json.JSONDecodeError as exc:
-            return error_response(400, f"request body is not JSON: {exc}", "invalid_request_error")
+        body = _json_body(request)
+        if isinstance(body, Response):
+            return body
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return error_response(
                 400, "expected a JSON object with 'messages'", "invalid_request_error"
             )
-        self.requests += 1
-        try:
-            completion = await self._complete(body)
-        except FaultfinderError as exc:
-            return error_response(502, str(exc), "model_error")
+        completion = await self._answer(body)
+        if isinstance(completion, Response):
+            return completion
         if body.get("stream"):
-            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            events = stream_bytes(completion, include_usage=include_usage)
-
-            async def chunks() -> AsyncIterator[bytes]:
-                for event in events:
-                    yield event
-
-            return Response(200, [("content-type", "text/event-stream")], chunks())
+            return _event_stream(_CHAT.synthesise(completion, body))
         return json_response(200, completion)
 
     async def _responses(self, request: Request) -> Response:
         """``POST /v1/responses``: the request in canonical form answered by the model, the
         reply as a ``response`` object (streamed as the Responses API streams); replies
         are kept for ``previous_response_id`` unless the request says ``store: false``."""
-        try:
-            body = json.loads(request.body or b"{}")
-        except json.JSONDecodeError as exc:
-            return error_response(400, f"request body is not JSON: {exc}", "invalid_request_error")
+        body = _json_body(request)
+        if isinstance(body, Response):
+            return body
         if not isinstance(body, dict):
             return error_response(400, "expected a JSON object", "invalid_request_error")
         previous = body.get("previous_response_id")
@@ -149,22 +125,14 @@ class LocalModelServer:
             if isinstance(choice, dict) and choice.get("name"):
                 choice = {"type": "function", "function": {"name": choice["name"]}}
             chat["tool_choice"] = choice
-        self.requests += 1
-        try:
-            completion = await self._complete(chat)
-        except FaultfinderError as exc:
-            return error_response(502, str(exc), "model_error")
+        completion = await self._answer(chat)
+        if isinstance(completion, Response):
+            return completion
         response = self._as_response(body, completion)
         if body.get("store", True) is not False:
             _RESPONSES.remember(self.chains, body, response)
         if body.get("stream"):
-            events = response_events(response)
-
-            async def send() -> AsyncIterator[bytes]:
-                for event in events:
-                    yield event
-
-            return Response(200, [("content-type", "text/event-stream")], send())
+            return _event_stream(response_events(response))
         return json_response(200, response)
 
     def _as_response(self, body: dict[str, Any], completion: dict[str, Any]) -> dict[str, Any]:
@@ -172,56 +140,32 @@ class LocalModelServer:
         message = completion["choices"][0]["message"]
         output: list[dict[str, Any]] = []
         if message.get("content"):
-            output.append(
-                {
-                    "type": "message",
-                    "id": f"msg_local_{number}",
-                    "status": "completed",
-                    "role": "assistant",
-                    "content": [
-                        {"type": "output_text", "text": message["content"], "annotations": []}
-                    ],
-                }
-            )
+            output.append(message_item(f"msg_local_{number}", message["content"]))
         for position, call in enumerate(message.get("tool_calls") or []):
+            function = call["function"]
+            item_id = f"fc_local_{number}_{position}"
             output.append(
-                {
-                    "type": "function_call",
-                    "id": f"fc_local_{number}_{position}",
-                    "call_id": call["id"],
-                    "name": call["function"]["name"],
-                    "arguments": call["function"]["arguments"],
-                    "status": "completed",
-                }
+                function_call_item(item_id, call["id"], function["name"], function["arguments"])
             )
         usage = completion["usage"]
-        return {
-            "id": f"resp_local_{number}",
-            "object": "response",
-            "created_at": int(time.time()),
-            "status": "completed",
-            "error": None,
-            "incomplete_details": None,
-            "instructions": body.get("instructions"),
-            "model": self.model_name,
-            "output": output,
-            "parallel_tool_calls": body.get("parallel_tool_calls", True),
-            "previous_response_id": body.get("previous_response_id"),
-            "store": body.get("store", True),
-            "temperature": body.get("temperature"),
-            "text": body.get("text") or {"format": {"type": "text"}},
-            "tool_choice": body.get("tool_choice", "auto"),
-            "tools": body.get("tools") or [],
-            "top_p": body.get("top_p"),
-            "metadata": body.get("metadata") or {},
-            "usage": {
-                "input_tokens": usage["prompt_tokens"],
-                "input_tokens_details": {"cached_tokens": 0},
-                "output_tokens": usage["completion_tokens"],
-                "output_tokens_details": {"reasoning_tokens": 0},
-                "total_tokens": usage["total_tokens"],
-            },
+        response = response_object(body, f"resp_local_{number}", self.model_name, output)
+        response["usage"] = {
+            "input_tokens": usage["prompt_tokens"],
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": usage["completion_tokens"],
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": usage["total_tokens"],
         }
+        return response
+
+    async def _answer(self, body: dict[str, Any]) -> dict[str, Any] | Response:
+        """The chat completion ``llm`` answers ``body`` with, or the error (502) it raised;
+        counted in :attr:`requests` either way."""
+        self.requests += 1
+        try:
+            return await self._complete(body)
+        except FaultfinderError as exc:
+            return error_response(502, str(exc), "model_error")
 
     async def _complete(self, body: dict[str, Any]) -> dict[str, Any]:
         stop = body.get("stop")
@@ -243,11 +187,7 @@ class LocalModelServer:
         message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
         if reply.tool_calls:
             message["tool_calls"] = [
-                {
-                    "id": call.id or f"call_{i}",
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
-                }
+                tool_call(call.id or f"call_{i}", call.name, call.arguments)
                 for i, call in enumerate(reply.tool_calls)
             ]
         elif message["content"] is None:
@@ -271,6 +211,22 @@ class LocalModelServer:
                 "total_tokens": usage.prompt_tokens + usage.completion_tokens,
             },
         }
+
+
+def _json_body(request: Request) -> Any:
+    """The request's body parsed (an empty body is ``{}``), or a 400 when it is not JSON."""
+    try:
+        return json.loads(request.body or b"{}")
+    except json.JSONDecodeError as exc:
+        return error_response(400, f"request body is not JSON: {exc}", "invalid_request_error")
+
+
+def _event_stream(events: list[bytes]) -> Response:
+    async def send() -> AsyncIterator[bytes]:
+        for event in events:
+            yield event
+
+    return Response(200, [("content-type", "text/event-stream")], send())
 
 
 TOOLS_NOTE = (

@@ -20,7 +20,7 @@ import json
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 import httpx
 from pydantic import BaseModel, Field
@@ -29,6 +29,7 @@ from faultfinder.errors import ConfigError
 from faultfinder.redact import KEY_HEADERS
 from faultfinder.replay.apis import Chains, WireAdapter, adapter_for
 from faultfinder.replay.canonical import remember_calls
+from faultfinder.replay.endpoint import Endpoint
 from faultfinder.replay.httpserver import (
     LOOPBACK,
     HttpServer,
@@ -105,7 +106,7 @@ class ProxyConfig(BaseModel):
     """Seconds to wait for the upstream's reply."""
 
 
-class RecordingProxy:
+class RecordingProxy(Endpoint):
     """Forwards to the upstream, records calls into a :class:`RunStore`, replays on demand."""
 
     def __init__(
@@ -143,31 +144,15 @@ class RecordingProxy:
 
     # --- lifecycle -----------------------------------------------------------------------
 
-    async def start(self) -> RecordingProxy:
+    async def start(self) -> Self:
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.config.timeout, connect=30.0))
-        await self._server.start()
-        return self
+        return await super().start()
 
     async def close(self) -> None:
-        await self._server.close()
+        await super().close()
         if self._client is not None:
             await self._client.aclose()
             self._client = None
-
-    async def __aenter__(self) -> RecordingProxy:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    @property
-    def url(self) -> str:
-        return self._server.url
-
-    @property
-    def base_url(self) -> str:
-        """What to put in OPENAI_BASE_URL."""
-        return self._server.url + "/v1"
 
     # --- routing -------------------------------------------------------------------------
 

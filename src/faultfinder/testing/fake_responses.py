@@ -20,11 +20,16 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
 from typing import Any
 
 from faultfinder.replay.apis.base import Chains
-from faultfinder.replay.apis.responses import ResponsesAdapter, response_events
+from faultfinder.replay.apis.responses import (
+    ResponsesAdapter,
+    function_call_item,
+    message_item,
+    response_events,
+    response_object,
+)
 
 
 def _approx_tokens(text: str) -> int:
@@ -79,49 +84,20 @@ class FakeResponses:
                 }
             )
         if text:
-            output.append(
-                {
-                    "type": "message",
-                    "id": f"msg_fake_{number}",
-                    "status": "completed",
-                    "role": "assistant",
-                    "content": [{"type": "output_text", "text": text, "annotations": []}],
-                }
-            )
+            output.append(message_item(f"msg_fake_{number}", text))
         for position, call in enumerate(spec.get("tool_calls") or []):
             arguments = call.get("arguments", {})
             output.append(
-                {
-                    "type": "function_call",
-                    "id": f"fc_fake_{number}_{position}",
-                    "call_id": call.get("id") or f"call_{number}_{position}",
-                    "name": call["name"],
-                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
-                    "status": "completed",
-                }
+                function_call_item(
+                    f"fc_fake_{number}_{position}",
+                    call.get("id") or f"call_{number}_{position}",
+                    call["name"],
+                    arguments if isinstance(arguments, str) else json.dumps(arguments),
+                )
             )
-        response: dict[str, Any] = {
-            "id": f"resp_fake_{number}",
-            "object": "response",
-            "created_at": int(time.time()),
-            "status": "completed",
-            "error": None,
-            "incomplete_details": None,
-            "instructions": body.get("instructions"),
-            "max_output_tokens": body.get("max_output_tokens"),
-            "model": body.get("model") or model,
-            "output": output,
-            "parallel_tool_calls": body.get("parallel_tool_calls", True),
-            "previous_response_id": body.get("previous_response_id"),
-            "store": body.get("store", True),
-            "temperature": body.get("temperature"),
-            "text": body.get("text") or {"format": {"type": "text"}},
-            "tool_choice": body.get("tool_choice", "auto"),
-            "tools": body.get("tools") or [],
-            "top_p": body.get("top_p"),
-            "truncation": body.get("truncation", "disabled"),
-            "metadata": body.get("metadata") or {},
-        }
+        response = response_object(body, f"resp_fake_{number}", body.get("model") or model, output)
+        response["max_output_tokens"] = body.get("max_output_tokens")
+        response["truncation"] = body.get("truncation", "disabled")
         usage = spec.get("usage", "auto")
         if usage == "auto":
             canonical = self._adapter.canonical_request(body, self.stored)

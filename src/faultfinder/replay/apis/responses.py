@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from typing import Any
 
 from faultfinder.replay.apis.base import (
@@ -177,6 +178,33 @@ def function_call_item(item_id: str, call_id: str, name: str, arguments: str) ->
         "name": name,
         "arguments": arguments,
         "status": "completed",
+    }
+
+
+def response_object(
+    body: dict[str, Any], reply_id: str, model: str, output: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A completed ``response`` to the request ``body``, with ``output``: the request's
+    parameters echoed back as the API does; no usage (the caller counts it)."""
+    return {
+        "id": reply_id,
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": "completed",
+        "error": None,
+        "incomplete_details": None,
+        "instructions": body.get("instructions"),
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "previous_response_id": body.get("previous_response_id"),
+        "store": body.get("store", True),
+        "temperature": body.get("temperature"),
+        "text": body.get("text") or {"format": {"type": "text"}},
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools") or [],
+        "top_p": body.get("top_p"),
+        "metadata": body.get("metadata") or {},
     }
 
 
