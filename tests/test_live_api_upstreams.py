@@ -19,8 +19,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -84,14 +84,30 @@ def two_upstreams(reply: Any) -> Upstreams:
     return Upstreams(openai, anthropic)
 
 
-def record(root: Path, name: str, program: list[str], *upstream_args: str) -> Path:
+def record(root: Path, name: str, program: list[str], *upstream_args: str) -> None:
     result = CliRunner().invoke(
         main,
         ["record", *upstream_args, "--out", str(root), "--run-id", name,
          "--ground-truth", scripts.ANSWER, "--quiet", "--", *program],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    return root / name
+
+
+def recorded(
+    factory: pytest.TempPathFactory,
+    reply: Any,
+    recording: Recording,
+    routing: Callable[[Upstreams], list[str]],
+) -> Iterator[tuple[Recording, Upstreams]]:
+    """Record ``recording.program`` with the upstream options ``routing`` gives, each of
+    its Messages calls at the Anthropic fake; the fakes stay up for the module's tests."""
+    ups = two_upstreams(reply)
+    with ups.openai, ups.anthropic:
+        root = factory.mktemp("runs")
+        record(root, recording.run_dir.name, recording.program, *routing(ups))
+        assert ups.anthropic.requests_of("messages")
+        assert not [r for r in ups.openai.requests if r.path.endswith("/messages")]
+        yield replace(recording, run_dir=root / recording.run_dir.name), ups
 
 
 @pytest.fixture(scope="module")
@@ -99,17 +115,12 @@ def mixed(
     env: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Recording, Upstreams]]:
     """The three-API team, recorded with its Messages calls at the Anthropic fake."""
-    ups = two_upstreams(scripts.mixed)
-    with ups.openai, ups.anthropic:
-        run_dir = record(
-            tmp_path_factory.mktemp("runs"), "mixed", MIXED,
-            "--upstream", ups.openai.base_url,
-            "--api-upstream", f"messages={ups.anthropic.base_url}",
-        )  # fmt: skip
-        assert len(ups.anthropic.requests_of("messages")) == 1
-        assert not [r for r in ups.openai.requests if r.path.endswith("/messages")]
-        fix = {"kind": "message", "text": "population of Avalon in 2020"}
-        yield Recording(run_dir, MIXED, 0, fix), ups
+    fix = {"kind": "message", "text": "population of Avalon in 2020"}
+    yield from recorded(
+        tmp_path_factory, scripts.mixed, Recording(Path("mixed"), MIXED, 0, fix),
+        lambda ups: ["--upstream", ups.openai.base_url,
+                     "--api-upstream", f"messages={ups.anthropic.base_url}"],
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -117,14 +128,11 @@ def claude(
     env: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Recording, Upstreams]]:
     """The Claude program (Messages only), recorded against the Anthropic fake."""
-    ups = two_upstreams(claude_scripts.anthropic_sdk)
-    with ups.openai, ups.anthropic:
-        run_dir = record(
-            tmp_path_factory.mktemp("runs"), "claude", CLAUDE,
-            "--upstream", ups.anthropic.base_url,
-        )  # fmt: skip
-        fix = {"kind": "message", "text": "Found: Avalon had 144,630 inhabitants in 2020."}
-        yield Recording(run_dir, CLAUDE, 1, fix), ups
+    fix = {"kind": "message", "text": "Found: Avalon had 144,630 inhabitants in 2020."}
+    yield from recorded(
+        tmp_path_factory, claude_scripts.anthropic_sdk, Recording(Path("claude"), CLAUDE, 1, fix),
+        lambda ups: ["--upstream", ups.anthropic.base_url],
+    )  # fmt: skip
 
 
 def run(command: str, recording: Recording, tmp_path: Path, *upstream_args: str) -> Result:
