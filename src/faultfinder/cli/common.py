@@ -274,6 +274,16 @@ def executor_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+set_option = click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Method option (JSON values allowed), e.g. --set step_indices=false.",
+)
+"""``--set KEY=VALUE`` (repeatable): the method's options (``parse_settings``)."""
+
+
 def method_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Options every method honours (sampling included), plus free-form --set key=value."""
     fn = sampling_options(fn)
@@ -292,17 +302,25 @@ def method_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             default=None,
             help="What of the trace methods may see (default: outputs, for every method).",
         ),
-        click.option(
-            "--set",
-            "settings",
-            multiple=True,
-            metavar="KEY=VALUE",
-            help="Method option (JSON values allowed), e.g. --set step_indices=false.",
-        ),
+        set_option,
     ]
     for option in reversed(options):
         fn = option(fn)
     return fn
+
+
+def parse_settings(settings: tuple[str, ...]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` items as method options (a value is JSON when it parses)."""
+    overrides: dict[str, Any] = {}
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"expected KEY=VALUE, got '{item}'", param_hint="--set")
+        try:
+            overrides[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[key.strip()] = value
+    return overrides
 
 
 def method_overrides(
@@ -313,15 +331,7 @@ def method_overrides(
         overrides["with_ground_truth"] = True
     if observability:
         overrides["observability"] = observability
-    for item in settings:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"expected KEY=VALUE, got '{item}'", param_hint="--set")
-        try:
-            overrides[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[key.strip()] = value
-    return overrides
+    return overrides | parse_settings(settings)
 
 
 def exit_for(counts: exitcodes.CaseCounts, noun: str = "case") -> None:

@@ -19,7 +19,9 @@ from faultfinder.cli.common import (
     build_llm,
     executor_options,
     model_options,
+    parse_settings,
     pass_errors,
+    set_option,
     with_progress,
 )
 from faultfinder.cli.handling import InputPath
@@ -133,6 +135,7 @@ def _live_upstream(
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
 @budget_tokens_option
+@set_option
 @executor_options
 @model_options(timeout_flag="--call-timeout")  # --timeout here bounds each replay
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
@@ -158,6 +161,7 @@ def debug(
     timeout: float | None,
     as_json: bool,
     budget_tokens: int | None,
+    settings: tuple[str, ...],
     executor: str,
     ray_address: str | None,
     command: tuple[str, ...],
@@ -210,7 +214,7 @@ def debug(
         overrides["context_budget"] = context_budget
     if budget_tokens is not None:
         overrides["budget_tokens"] = budget_tokens
-    method = create_method(method_spec, **overrides)
+    method = create_method(method_spec, **overrides | parse_settings(settings))
     llm = with_progress(build_llm(**llm_options), None)  # a line per call on a terminal
     session = new_run_id("dover-")
     out = Path(out_path) if out_path else Path(run_dir) / "dover" / f"{session}.jsonl"
@@ -339,6 +343,7 @@ def debug_report(paths: tuple[str, ...], as_json: bool) -> None:
     "none is always replayed); default: always replay.",
 )
 @budget_tokens_option
+@set_option
 @trust_options
 @api_upstream_option
 @click.option("--out", "out_path", default=None, help="Append the result row to this JSONL file.")
@@ -356,6 +361,7 @@ def check(
     context_budget: int | None,
     check_below: float | None,
     budget_tokens: int | None,
+    settings: tuple[str, ...],
     upstream: str | None,
     trust_run: bool,
     api_upstream: dict[str, str],
@@ -385,7 +391,7 @@ def check(
         overrides["context_budget"] = context_budget
     if budget_tokens is not None:
         overrides["budget_tokens"] = budget_tokens
-    method = create_method(method_spec, **overrides)
+    method = create_method(method_spec, **overrides | parse_settings(settings))
     llm = with_progress(build_llm(**llm_options), None)  # a line per call on a terminal
     result = run_sync(
         dynamic_check(
