@@ -254,6 +254,12 @@ def tool_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
+def split_after_spaces(text: str) -> list[str]:
+    """``text`` cut after each space (the last piece empty when it ends with one): the
+    deltas a synthesised stream sends, so a client reassembles several."""
+    return text.replace(" ", " \0").split("\0")
+
+
 def edited_id(response: dict[str, Any], default: str) -> str:
     """The id of an edited reply: the recorded one (``default`` when it has none) plus
     '-edited'."""

@@ -41,6 +41,7 @@ from faultfinder.replay.apis.base import (
     SSEEvent,
     edited_id,
     encode_sse,
+    split_after_spaces,
     tool_call,
 )
 
@@ -229,18 +230,14 @@ def _edited_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
 # --- streams --------------------------------------------------------------------------
 
 
-def _pieces(text: str) -> list[str]:
-    """Text cut after each space, so a client reassembles several deltas."""
-    return [p for p in text.replace(" ", " \0").split("\0") if p]
-
-
 def _block_events(index: int, block: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     kind = block.get("type")
     deltas: list[dict[str, Any]] = []
     if kind == "text":
         start = {**block, "text": ""}
         start.pop("citations", None)
-        deltas = [{"type": "text_delta", "text": p} for p in _pieces(str(block.get("text", "")))]
+        pieces = split_after_spaces(str(block.get("text", "")))
+        deltas = [{"type": "text_delta", "text": p} for p in pieces if p]
         deltas += [{"type": "citations_delta", "citation": c} for c in block.get("citations") or []]
     elif kind in ("tool_use", "server_tool_use"):
         start = {**block, "input": {}}

@@ -36,6 +36,7 @@ from faultfinder.replay.apis.base import (
     edited_id,
     encode_sse,
     openai_usage,
+    split_after_spaces,
     tool_call,
 )
 
@@ -472,6 +473,6 @@ def response_events(response: dict[str, Any], pieces: int = 1) -> list[bytes]:
 def _split(text: str, pieces: int) -> list[str]:
     if pieces <= 1 or not text:
         return [text] if text else []
-    words = text.replace(" ", " \0").split("\0")
+    words = split_after_spaces(text)
     size = max(1, -(-len(words) // pieces))
     return ["".join(words[i : i + size]) for i in range(0, len(words), size)]
