@@ -20,7 +20,8 @@ are the reference points. Rows with ``judge step-by-step`` run Who&When's step-b
 judge over the shortlisted steps only (the oracle answers Yes at the gold step), so their
 tokens show what a many-call judge costs on the abbreviated view.
 
-``--against FILE`` runs compose's k = 1, 3, 5 points with a second weights file too (for
+``--against FILE`` runs compose's k = 1, 3, 5 points (abbreviated log always,
+``min_saving=None``, so every case reads the ranking) with a second weights file too (for
 example the previously shipped one, ``git show REV:src/faultfinder/shortlist/weights.json``)
 and prints, per source, the paired exact McNemar test of step accuracy on the same traces.
 
@@ -65,6 +66,8 @@ POINTS: list[tuple[str, dict[str, object]]] = [
     ("compose k=3", {"top_k": 3}),
     ("compose k=5", {"top_k": 5}),
     ("compose k=8", {"top_k": 8}),
+    ("compose k=3, never the whole log", {"top_k": 3, "min_saving": None}),
+    ("compose k=5, never the whole log", {"top_k": 5, "min_saving": None}),
     ("compose k=5, budget 2000", {"top_k": 5, "budget_tokens": 2000}),
     ("compose k=5, budget 4000", {"top_k": 5, "budget_tokens": 4000}),
     ("compose k=3, judge step-by-step", {"top_k": 3, "judge": "step-by-step"}),
@@ -75,7 +78,11 @@ POINTS: list[tuple[str, dict[str, object]]] = [
     ),
 ]
 """Points of the curve. ``budget_tokens`` is the per-case budget (``--budget-tokens``):
-prompt plus reply of every call of the case; compose lowers k to fit it."""
+prompt plus reply of every call of the case; compose lowers k to fit it. By default a log
+where abbreviating saves less than ``min_saving`` (10%) of the prompt is judged whole;
+``min_saving: None`` is the abbreviated log always (compose before 2026-11-26)."""
+WHOLE_KS = (3, 5)
+"""k of the paired comparison: the default against 'never the whole log'."""
 REFERENCES = ("all-at-once", "step-by-step")
 """Whole-log judges the points are compared with (tokens relative to the first)."""
 RECALL_KS = (1, 2, 3, 5, 8)
@@ -93,6 +100,8 @@ class Outcome:
     shown: float
     """Share of the trace's steps the judge saw in full (compose's candidates; 1 for a
     whole-log judge)."""
+    whole: bool = False
+    """compose judged the whole log: abbreviating would have saved under ``min_saving``."""
 
 
 async def run_point(
@@ -115,6 +124,7 @@ async def run_point(
                 result.usage.total_tokens,
                 result.status,
                 shown,
+                "whole_log" in result.details,
             )
         )
     return out
@@ -199,7 +209,8 @@ def against_lines(
     """Per source and k: step accuracy with both weights files, paired exact McNemar."""
     out = [
         "",
-        f"**Against {other}** (same traces, same perfect judge, built-in judge; "
+        f"**Against {other}** (same traces, same perfect judge, built-in judge over the "
+        "abbreviated log always, `min_saving=null`, so that every case reads the ranking; "
         "+ only these weights right / − only the other right, two-sided exact McNemar p; "
         "the last column says which model of the other file ranked the source):",
         "",
@@ -217,6 +228,35 @@ def against_lines(
             out.append(
                 f"| {subset} | {k} | {cell(sum(a), len(idx))} | {cell(sum(b), len(idx))} "
                 f"| {test.text()} | {by} |"
+            )
+    return out
+
+
+def whole_log_lines(traces: Sequence[Trace], results: dict[str, list[Outcome]]) -> list[str]:
+    """Per source and k: compose as shipped (the whole log where abbreviating saves little)
+    against the abbreviated log always, on the same traces, paired exact McNemar."""
+    out = [
+        "",
+        "**Short logs judged whole** (compose's default `min_saving` 10% against "
+        "`min_saving=null`, the abbreviated log always; same traces, perfect judge; + only "
+        "the default right / − only the other right, two-sided exact McNemar p; tokens per "
+        "case):",
+        "",
+        "| source | k | judged whole | default % | tokens | abbreviated always % | tokens "
+        "| paired |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for subset in sorted({subset_of(t) for t in traces}):
+        idx = [i for i, t in enumerate(traces) if subset_of(t) == subset]
+        for k in WHOLE_KS:
+            mine = [results[f"compose k={k}"][i] for i in idx]
+            never = [results[f"compose k={k}, never the whole log"][i] for i in idx]
+            a, b = [r.correct for r in mine], [r.correct for r in never]
+            whole = sum(r.whole for r in mine)
+            out.append(
+                f"| {subset} | {k} | {whole}/{len(idx)} | {cell(sum(a), len(idx))} "
+                f"| {sum(r.tokens for r in mine) / len(idx):.0f} | {cell(sum(b), len(idx))} "
+                f"| {sum(r.tokens for r in never) / len(idx):.0f} | {paired(a, b).text()} |"
             )
     return out
 
@@ -258,16 +298,20 @@ def main() -> int:
     if args.against is not None:
         other = load_weights(args.against)
         other_families, _ = ranked_by(traces, other)
-        theirs = {
-            f"compose k={k}": asyncio.run(
-                run_point(traces, "compose", {"top_k": k}, str(args.against))
-            )
-            for k in AGAINST_KS
-        }
+
+        # The abbreviated log always: a log judged whole does not read the ranking.
+        def abbreviated(path: str | None) -> dict[str, list[Outcome]]:
+            return {
+                f"compose k={k}": asyncio.run(
+                    run_point(traces, "compose", {"top_k": k, "min_saving": None}, path)
+                )
+                for k in AGAINST_KS
+            }
+
         extra = against_lines(
             traces,
-            results,
-            theirs,
+            abbreviated(weights_path),
+            abbreviated(str(args.against)),
             describe_weights(other, f"the weights file {args.against.name}"),
             other_families,
         )
@@ -304,6 +348,7 @@ def main() -> int:
             if "budget_tokens" not in settings:
                 rec = 100 * sum(recall[k][i] for i in idx) / len(idx)
             lines.append(row(point, [results[point][i] for i in idx], rec, base_tokens))
+    lines += whole_log_lines(traces, results)
     lines += extra
     text = "\n".join(lines)
     print(text)

@@ -20,6 +20,7 @@ from faultfinder.methods.compose import (
     judge_prompt,
 )
 from faultfinder.methods.whowhen import common as ww
+from faultfinder.methods.whowhen.all_at_once import whole_log_prompt
 from faultfinder.registry import create_method
 from faultfinder.shortlist.features import feature_names
 from faultfinder.shortlist.model import ShortlistModel
@@ -57,7 +58,8 @@ def test_perfect_judge_accuracy_equals_shortlist_recall_at_k(weights: str) -> No
     traces = [t for t in load_traces(FIXTURES) if t.label is not None and label_consistent(t)]
     for k in (1, 3):
         for trace in traces:
-            result = run(trace, perfect_judge(trace), model_path=weights, top_k=k)
+            # min_saving=None: the abbreviated log even where it saves little.
+            result = run(trace, perfect_judge(trace), model_path=weights, top_k=k, min_saving=None)
             assert trace.label is not None and trace.label.step is not None
             in_shortlist = trace.label.step < k  # the ranker's order is 0, 1, 2, ...
             assert (result.step == trace.label.step) == in_shortlist, (trace.id, k)
@@ -77,12 +79,19 @@ def test_only_shortlisted_steps_are_shown_in_full(weights: str) -> None:
 
 def test_budget_lowers_k_then_refuses_without_a_call(weights: str) -> None:
     trace = trace_of(6, 1)
-    free = run(trace, perfect_judge(trace), model_path=weights, top_k=4)
+    free = run(trace, perfect_judge(trace), model_path=weights, top_k=4, min_saving=None)
     assert free.details["candidates"] == [0, 1, 2, 3]
     k4_need = free.details["judge_worst_case_tokens"]
     # What the call reserves: the prompt plus the reply bound (the LLM layer's figure).
     assert k4_need == free.details["judge_prompt_tokens"] + 304
-    tight = run(trace, perfect_judge(trace), model_path=weights, top_k=4, budget_tokens=k4_need - 1)
+    tight = run(
+        trace,
+        perfect_judge(trace),
+        model_path=weights,
+        top_k=4,
+        budget_tokens=k4_need - 1,
+        min_saving=None,
+    )
     assert len(tight.details["candidates"]) < 4 and tight.step == 1
     assert tight.details["judge_worst_case_tokens"] <= k4_need - 1
     assert tight.usage.total_tokens <= k4_need - 1
@@ -94,7 +103,7 @@ def test_budget_lowers_k_then_refuses_without_a_call(weights: str) -> None:
 
 
 def test_unreadable_judge_is_unparsed_never_a_guess(weights: str) -> None:
-    trace = trace_of(4, 0)
+    trace = trace_of(6, 0)
     result = run(trace, ScriptedBackend(["no idea"] * 3), model_path=weights)
     assert result.status == "unparsed" and result.step is None and result.agent is None
     assert result.details["candidates"] == [0, 1, 2]
@@ -105,6 +114,64 @@ def test_confidence_is_renormalised_over_the_candidates(weights: str) -> None:
     result = run(trace, perfect_judge(trace), model_path=weights, top_k=2)
     probs = {s["step"]: s["prob"] for s in result.details["scores"]}
     assert result.confidence == pytest.approx(probs[0] / (probs[0] + probs[1]), abs=1e-3)
+
+
+# --- short logs: the whole log when abbreviating saves too little ------------------------
+
+
+def whole_log_prompt_of(trace: Trace, weights: str) -> str:
+    prompt, truncated = whole_log_prompt(trace, LLM(ScriptedBackend([])), ComposeConfig())
+    assert not truncated
+    return prompt
+
+
+def test_short_log_is_judged_whole_and_any_step_counts(weights: str) -> None:
+    trace = trace_of(4, 3)  # the gold step is last: outside a top-3 shortlist
+    backend = perfect_judge(trace)
+    result = run(trace, backend, model_path=weights, top_k=3, min_saving=0.5)
+    assert result.status == "ok" and result.step == 3
+    assert result.usage.calls == 1
+    # Exactly the whole-log all-at-once judge's prompt, no candidates line.
+    assert backend.requests[0].messages[-1]["content"] == whole_log_prompt_of(trace, weights)
+    assert result.details["shortlisted"] == [0, 1, 2]
+    assert result.details["candidates"] == [0, 1, 2, 3]
+    assert "less than min_saving 50%" in result.details["whole_log"]
+    probs = {s["step"]: s["prob"] for s in result.details["scores"]}
+    assert result.confidence == pytest.approx(probs[3], abs=1e-3)
+    # The same case with widening off stays within the shortlist.
+    kept = run(trace, perfect_judge(trace), model_path=weights, top_k=3, min_saving=None)
+    assert kept.status == "unparsed" and "whole_log" not in kept.details
+
+
+def test_default_widens_only_where_abbreviating_saves_little(weights: str) -> None:
+    # Two steps, k = 3: nothing to abbreviate, and the candidates line costs extra.
+    short = trace_of(2, 1)
+    result = run(short, perfect_judge(short), model_path=weights)
+    assert "whole_log" in result.details and result.step == 1
+    # Six long steps, k = 3: half the log is abbreviated, well over 10% saved.
+    long = trace_of(6, 1)
+    result = run(long, perfect_judge(long), model_path=weights)
+    assert "whole_log" not in result.details and result.details["candidates"] == [0, 1, 2]
+
+
+def test_whole_log_only_within_the_case_budget(weights: str) -> None:
+    trace = trace_of(4, 3)
+    free = run(trace, perfect_judge(trace), model_path=weights, top_k=3, min_saving=None)
+    k3_need = free.details["judge_worst_case_tokens"]
+    # Room for the abbreviated log but not the whole one: stay abbreviated.
+    tight = run(
+        trace, perfect_judge(trace), model_path=weights, min_saving=0.5, budget_tokens=k3_need
+    )
+    assert "whole_log" not in tight.details and tight.details["candidates"] == [0, 1, 2]
+    assert tight.usage.total_tokens <= k3_need
+
+
+def test_pluggable_judges_are_never_widened(weights: str) -> None:
+    trace = trace_of(2, 1)
+    result = run(
+        trace, perfect_judge(trace), model_path=weights, judge="step-by-step", min_saving=1.0
+    )
+    assert "whole_log" not in result.details
 
 
 # --- pluggable judges ------------------------------------------------------------------
@@ -244,7 +311,7 @@ def test_default_judge_is_unchanged_and_compose_cannot_judge_itself(weights: str
     result = run(trace, backend, model_path=weights)
     config = ComposeConfig(model_path=weights)
     assert backend.requests[0].messages[-1]["content"] == judge_prompt(trace, {0, 1, 2}, config)
-    assert result.prompt_version == "compose-v1/" + ww.WhoWhenConfig().prompt_version()
+    assert result.prompt_version == "compose-v2/" + ww.WhoWhenConfig().prompt_version()
     with pytest.raises(ConfigError):
         create_method("compose", judge="compose:k1")
     with pytest.raises(ConfigError):

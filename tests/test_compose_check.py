@@ -46,7 +46,7 @@ def check(
 ) -> tuple[int, dict[str, Any], str]:
     """Run ``check`` from the command line; (exit code, the JSON result, stderr). On the
     demo recording the scripted debugger blames step 1, which compose:k8 shortlists
-    (compose:k1 does not: its answer is then unparsed)."""
+    (compose:k1 does not: with min_saving=null its answer is then unparsed)."""
     result = CliRunner().invoke(
         main,
         [
@@ -107,8 +107,11 @@ def test_compose_without_a_confidence_is_replayed(
     recorded: tuple[Path, FakeOpenAIServer],
 ) -> None:
     run_dir, upstream = recorded
-    # With k = 1 the deploy model shortlists step 0 only, so the judge's step 1 is refused.
-    code, result, _ = check(run_dir, upstream, "--check-below", "0", method="compose:k1")
+    # With k = 1 the deploy model shortlists step 0 only, so the judge's step 1 is refused
+    # (the demo's steps are short: without min_saving=null the whole log would be judged).
+    code, result, _ = check(
+        run_dir, upstream, "--check-below", "0", "--set", "min_saving=null", method="compose:k1"
+    )
     assert code == 0
     assert result["static"]["status"] == "unparsed" and result["confidence"] is None
     assert result["replayed"] is True and "states no confidence" in result["why"]

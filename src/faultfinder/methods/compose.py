@@ -8,8 +8,11 @@ the candidates, an answer grammar allowing only them); ``judge`` names any other
 which then runs in its own prompt format on that view (:func:`compressed_view`).
 Either way the judge's answer counts only when it names a shortlisted step. Under a
 per-case token budget (``budget_tokens``) k is lowered until the judge's worst case fits
-what the case may still spend. Stage 3, the replay check when the confidence is low,
-is ``faultfinder check --check-below`` (``methods.agentic.dynamic``). See docs/methods/compose.md.
+what the case may still spend. When abbreviating would save the built-in judge less than
+``min_saving`` of the whole-log judge's tokens (short logs), the whole log is judged
+instead, every step a candidate (:func:`whole_log_instead`). Stage 3, the replay check
+when the confidence is low, is ``faultfinder check --check-below``
+(``methods.agentic.dynamic``). See docs/methods/compose.md.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from faultfinder.methods.shortlist import (
     surprisal_scorer,
 )
 from faultfinder.methods.whowhen import common as ww
+from faultfinder.methods.whowhen.all_at_once import locate_all_at_once, whole_log_prompt
 from faultfinder.registry import create_method
 from faultfinder.shortlist.rank import Ranking
 from faultfinder.traces.schema import Step, Trace
@@ -71,12 +75,20 @@ class ComposeConfig(ww.WhoWhenConfig):
     judge_options: dict[str, Any] = Field(default_factory=dict)
     """Options of the judge method beyond those compose hands on (with_ground_truth,
     observability, context_budget and the sampling options), e.g. {"on_unparsed": "skip"}."""
+    min_saving: float | None = Field(default=0.1, ge=0.0, le=1.0)
+    """Built-in judge only. When showing only the k candidates in full would save less than
+    this share of the whole-log judge's prompt tokens, the whole log is judged instead
+    (Who&When's all-at-once, every step a candidate), provided it fits what the case may
+    still spend: on a short log there is little to abbreviate, and limiting the answer to
+    k steps would cost accuracy for next to no saving. None: never (always the
+    abbreviated log)."""
 
     def prompt_version(self) -> str:
-        """'compose-v1/' plus the Who&When prompt version (built-in judge), or
-        'compose-v1/view/<judge spec>=<the judge's prompt version>'."""
+        """'compose-v2/' plus the Who&When prompt version (built-in judge; v2: a short log
+        may be judged whole, ``min_saving``), or 'compose-v1/view/<judge spec>=<the
+        judge's prompt version>'."""
         if self.judge == DEFAULT_JUDGE:
-            return f"compose-v1/{super().prompt_version()}"
+            return f"compose-v2/{super().prompt_version()}"
         judge_version = _judge_prompt_version(
             self.judge, json.dumps(judge_settings(self), sort_keys=True, default=str)
         )
@@ -196,6 +208,40 @@ def fit_candidates(
     return [], tokens, left
 
 
+def whole_log_instead(
+    trace: Trace,
+    candidates: list[int],
+    tokens: int | None,
+    left: int | None,
+    config: ComposeConfig,
+    llm: LLM,
+) -> tuple[int, str] | None:
+    """(the whole-log judge's worst-case tokens, why) when the built-in judge should read
+    the whole log rather than the abbreviated one: ``min_saving`` is set, candidates were
+    found, the whole log fits what the case may still spend, and abbreviating would save
+    less than ``min_saving`` of its tokens. None otherwise."""
+    if config.judge != DEFAULT_JUDGE or config.min_saving is None:
+        return None
+    if not candidates or tokens is None:
+        return None
+    prompt, _ = whole_log_prompt(trace, llm, config)
+    whole = llm.reservation(prompt, config.reply_tokens(ww.ALL_AT_ONCE_REPLY_TOKENS))
+    if left is not None and whole > left:
+        return None
+    # Prompts only: the reply bound is the same either way.
+    full = llm.count_tokens(prompt)
+    cut = llm.count_tokens(judge_prompt(trace, set(candidates), config))
+    saving = 1 - cut / full if full else 0.0
+    if saving >= config.min_saving:
+        return None
+    saved = f"{saving:.0%} of the whole-log prompt" if saving > 0 else "nothing"
+    return whole, (
+        f"showing {len(candidates)} of {len(trace.steps)} steps in full would save {saved} "
+        f"({cut} against {full} prompt tokens), less than min_saving {config.min_saving:.0%}: "
+        "the whole log was judged, every step a candidate"
+    )
+
+
 class ComposeMethod(MethodBase):
     """Shortlist, then a judge (all-at-once by default) over the shortlisted steps only."""
 
@@ -228,6 +274,11 @@ class ComposeMethod(MethodBase):
         chosen, ranking = rank_with(trace, self.weights, self.scorer)
         details = ranking_details(trace, chosen, ranking, cfg.top_k)
         candidates, tokens, left = fit_candidates(trace, ranking, cfg, self.judge, llm)
+        whole = whole_log_instead(trace, candidates, tokens, left, cfg, llm)
+        if whole is not None:
+            tokens, details["whole_log"] = whole
+            details["shortlisted"] = candidates
+            candidates = list(ranking.order)
         details["candidates"] = candidates
         details["judge"] = cfg.judge
         details["judge_worst_case_tokens"] = tokens
@@ -239,7 +290,10 @@ class ComposeMethod(MethodBase):
             details["budget"] = message
             return Verdict(status="budget-exceeded", reason=message, details=details)
         mass = sum(ranking.probs[i] for i in candidates)
-        if self.judge is None:
+        if whole is not None:
+            answer = await locate_all_at_once(trace, llm, cfg)
+            details.update(answer.details)
+        elif self.judge is None:
             answer = await self._all_at_once(trace, candidates, llm, details)
         else:
             answer = await self._pluggable(trace, candidates, llm, details)

@@ -18,12 +18,9 @@ class AllAtOnceConfig(ww.WhoWhenConfig):
     """All-at-once has no options beyond the shared Who&When ones."""
 
 
-async def locate_all_at_once(trace: Trace, llm: LLM, config: ww.WhoWhenConfig) -> Verdict:
-    """One call over the full log. Reused by ``hybrid`` for its agent choice."""
-    agents = roster_of(trace)
-    n_steps = len(trace.steps)
-    if not n_steps:
-        return Verdict(status="no-error-found", reason="empty trace")
+def whole_log_prompt(trace: Trace, llm: LLM, config: ww.WhoWhenConfig) -> tuple[str, bool]:
+    """(prompt, truncated?): the all-at-once prompt over the whole log, within the
+    context budget. ``compose`` reads it to know what the whole-log judge would cost."""
     template = functools.partial(
         ww.all_at_once_prompt,
         trace.task,
@@ -31,9 +28,19 @@ async def locate_all_at_once(trace: Trace, llm: LLM, config: ww.WhoWhenConfig) -
         reminder=config.guidance_reminder,
         metadata=ww.metadata_for(trace, config),
     )
-    prompt, truncated = ww.fill_log(
+    return ww.fill_log(
         trace, trace.steps, config, llm, template, reply_tokens=ww.ALL_AT_ONCE_REPLY_TOKENS
     )
+
+
+async def locate_all_at_once(trace: Trace, llm: LLM, config: ww.WhoWhenConfig) -> Verdict:
+    """One call over the full log. Reused by ``hybrid`` for its agent choice and by
+    ``compose`` when abbreviating would save too little."""
+    agents = roster_of(trace)
+    n_steps = len(trace.steps)
+    if not n_steps:
+        return Verdict(status="no-error-found", reason="empty trace")
+    prompt, truncated = whole_log_prompt(trace, llm, config)
     reply = await llm.chat(
         prompt,
         # The step is range-checked by the agent/step rule (run_method), so a readable
