@@ -10,7 +10,8 @@ name           path                        module
 
 Every path also works behind an agent prefix (``/agent/<name>/v1/...``). The contract an
 adapter follows is :class:`~faultfinder.replay.apis.base.WireAdapter` (read its module
-docstring). To add an API: write one module with one class following it and list it in
+docstring); :class:`~faultfinder.replay.apis.base.AdapterBase` gives the members most
+APIs share. To add an API: write one module with one class following it and list it in
 ``faultfinder.registry.APIS`` (in the tree), or declare it in the entry-point group
 ``faultfinder.apis`` of a package of your own (docs/plugins.md); :func:`register` adds
 one from running code (a test). The proxy
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 from faultfinder.registry import APIS
 from faultfinder.replay.apis.base import (
+    AdapterBase,
     CanonicalReply,
     Chains,
     SSEEvent,
@@ -68,6 +70,7 @@ def adapter_named(name: str) -> WireAdapter:
 
 __all__ = [
     "ADAPTERS",
+    "AdapterBase",
     "CanonicalReply",
     "Chains",
     "ChatAdapter",
