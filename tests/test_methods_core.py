@@ -108,6 +108,29 @@ def test_cli_attribute_random_and_json(tmp_path: Path) -> None:
     assert out.exit_code == 1 and "not found" in out.output
 
 
+def test_judging_on_the_embedded_model_says_it_cannot_judge(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from faultfinder.cli.common import EMBEDDED_NOTE, llm_spec
+
+    base = {
+        "base_url": None,
+        "api_key_env": "OPENAI_API_KEY",
+        "cache_path": "none",
+        "concurrency": 1,
+        "max_tokens": None,
+        "max_calls": None,
+    }
+    llm_spec(model="local", **base)
+    assert EMBEDDED_NOTE in capsys.readouterr().err
+    # Another GGUF, a model that only serves (serve-local), or no model called: no note.
+    llm_spec(model="local:/models/qwen2.5-7b.gguf", **base)
+    llm_spec(model="local", judging=False, **base)
+    llm_spec(model="local", needs_model=False, **base)
+    llm_spec(model="openai:gpt-4o", **base)
+    assert EMBEDDED_NOTE not in capsys.readouterr().err
+
+
 def test_cli_malformed_trace_names_file_and_field(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema_version": "1", "id": "x", "task": "t", "steps": [{"index": 0}]}')

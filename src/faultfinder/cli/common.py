@@ -125,6 +125,16 @@ def model_options(fn: Callable[..., Any] | None = None, *, timeout_flag: str = "
     return fn
 
 
+EMBEDDED = "local"
+"""The model spec of the embedded SmolLM2-135M-Instruct (``local:GGUF`` names another)."""
+EMBEDDED_NOTE = (
+    "note: --model local is the embedded SmolLM2-135M: it shows that the pipeline runs end "
+    "to end, but it is far too small to judge a failure, so its answers are not "
+    "attributions. For a real one pass --model openai:MODEL or anthropic:MODEL (any "
+    "compatible endpoint with --base-url), or run --method shortlist, which needs no model."
+)
+
+
 def llm_spec(
     model: str,
     base_url: str | None,
@@ -136,15 +146,19 @@ def llm_spec(
     rate_limit: float | None = None,
     call_timeout: float = DEFAULT_TIMEOUT,
     needs_model: bool = True,
+    judging: bool = True,
 ) -> LLMSpec:
     """The LLM the model options describe, as data (no key in it). With
     ``needs_model=False`` (every method to run calls no model) the model is ``none``, a
-    stand-in that refuses requests, so no model has to be installed or named."""
+    stand-in that refuses requests, so no model has to be installed or named. A judge on
+    the embedded model (``judging``, model ``local``) gets :data:`EMBEDDED_NOTE` on stderr."""
     if not needs_model:
         ctx = click.get_current_context(silent=True)
         if ctx is not None and ctx.get_parameter_source("model") == ParameterSource.COMMANDLINE:
             click.echo(f"note: no model is called, so --model {model} is not used", err=True)
         model, cache_path = NO_MODEL, "none"
+    elif judging and model == EMBEDDED:
+        click.echo(EMBEDDED_NOTE, err=True)
     return LLMSpec(
         model=model,
         base_url=base_url,

@@ -182,7 +182,8 @@ def serve_local(host: str, port: int, model_name: str | None, **llm_options: Any
     warn_if_exposed(host)
     # A server answers like a model: a response cache would hide sampling differences.
     llm_options["cache_path"] = "none"
-    llm = build_llm(**llm_options)
+    # Here the model plays the agents, it judges nothing: no note about judging.
+    llm = build_llm(**llm_options, judging=False)
     run_sync(_serve_local(llm, host, port, model_name))
 
 
