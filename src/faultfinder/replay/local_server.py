@@ -77,9 +77,9 @@ class LocalModelServer(Endpoint):
                     ],
                 },
             )
-        if request.method == "POST" and path.endswith("/responses"):
+        if _RESPONSES.handles(request.method, path):
             return await self._responses(request)
-        if request.method != "POST" or not path.endswith("/chat/completions"):
+        if not _CHAT.handles(request.method, path):
             return error_response(404, f"no route {request.method} {request.path}", "not_found")
         body = _json_body(request)
         if isinstance(body, Response):
