@@ -38,22 +38,31 @@ from faultfinder.replay.replayer import ReplayReport
 from faultfinder.replay.session import (
     SessionOptions,
     replay_upstream,
+    replay_upstreams,
+    require_api_upstreams,
     require_upstream,
     run_sync,
 )
 
 
-def _live_upstream(
-    run_dir: str, upstream: str | None, trust_run: bool, required: bool
-) -> str | None:
-    """Where the replays' live calls go; with ``required`` (every replay goes live), an
-    error now rather than one per replay after the model calls were spent."""
+def _live_upstreams(
+    run_dir: str,
+    upstream: str | None,
+    trust_run: bool,
+    api_upstream: dict[str, str],
+    required: bool,
+) -> tuple[str | None, dict[str, str]]:
+    """Where the replays' live calls go (the main upstream, and the per-API ones); with
+    ``required`` (every replay goes live), an error now rather than one per replay after
+    the model calls were spent."""
     given, trusted = choose_upstream(run_dir, upstream, trust_run)
     meta = read_meta(run_dir)
     live = replay_upstream(meta, given, trusted)
+    upstreams = replay_upstreams(meta, api_upstream, trusted)
     if required:
         require_upstream(meta, live)
-    return live
+        require_api_upstreams(meta, live, upstreams)
+    return live, upstreams
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -193,7 +202,7 @@ def debug(
     checker = make_checker(check_command)
 
     program = require_command(run_dir, command)
-    live = _live_upstream(run_dir, upstream, trust_run, required=True)
+    live, upstreams = _live_upstreams(run_dir, upstream, trust_run, api_upstream, required=True)
 
     config = DoverConfig(
         method=method_spec,
@@ -222,7 +231,7 @@ def debug(
         run_dir,
         program,
         upstream=live,
-        options=SessionOptions(echo=False, timeout=timeout, upstreams=api_upstream),
+        options=SessionOptions(echo=False, timeout=timeout, upstreams=upstreams),
     )
     if executor == "ray":
         from faultfinder.scale.cluster import ray_session
@@ -247,7 +256,7 @@ def debug(
     if as_json:
         for row in rows:
             click.echo(row.model_dump_json())
-        _debug_exit(rows, api_upstream)
+        _debug_exit(rows, upstreams)
         return
     for row in rows:
         trial = row.trial
@@ -268,7 +277,7 @@ def debug(
         click.echo(f"    replacement: {iv.replacement[:160]!r}")
     click.echo(format_summary(aggregate(rows)))
     click.echo(f"rows: {out}")
-    _debug_exit(rows, api_upstream)
+    _debug_exit(rows, upstreams)
 
 
 def _debug_exit(rows: list[Any], upstreams: dict[str, str]) -> None:
@@ -384,7 +393,9 @@ def check(
 
     program = require_command(run_dir, command)
     # Without --check-below every candidate is replayed from its step, live.
-    live = _live_upstream(run_dir, upstream, trust_run, required=check_below is None)
+    live, upstreams = _live_upstreams(
+        run_dir, upstream, trust_run, api_upstream, required=check_below is None
+    )
 
     overrides: dict[str, Any] = {"with_ground_truth": not no_ground_truth}
     if context_budget is not None:
@@ -408,7 +419,7 @@ def check(
             budget=context_budget,
             check_below=check_below,
             budget_tokens=budget_tokens,
-            options=SessionOptions(echo=False, upstreams=api_upstream),
+            options=SessionOptions(echo=False, upstreams=upstreams),
         )
     )
     branches = [item.branch for item in result.candidates if item.branch]
@@ -418,7 +429,7 @@ def check(
             handle.write(result.model_dump_json() + "\n")
     if as_json:
         click.echo(result.model_dump_json(indent=2))
-        _check_exit(result.stopped, reports, api_upstream)
+        _check_exit(result.stopped, reports, upstreams)
         return
     static = result.static
     stated = "" if result.confidence is None else f" (confidence {result.confidence:.2f})"
@@ -446,7 +457,7 @@ def check(
                 state += f"; the program FAILED (exit status {replayed.program_exit_code})"
         click.echo(f"{head} (was #{item.rank + 1}, score {item.score}): {state}")
     click.echo(f"verdict: {result.agent} @ step {result.step}")
-    _check_exit(result.stopped, reports, api_upstream)
+    _check_exit(result.stopped, reports, upstreams)
 
 
 def _check_exit(

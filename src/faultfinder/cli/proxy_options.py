@@ -16,7 +16,11 @@ from faultfinder.replay.apis import ADAPTERS
 from faultfinder.replay.httpserver import LOOPBACK
 from faultfinder.replay.recorder import REPORT_FILE, read_meta, safe_child
 from faultfinder.replay.replayer import ReplayReport
-from faultfinder.replay.session import SessionOptions, stored_command_note
+from faultfinder.replay.session import (
+    SessionOptions,
+    describe_upstreams,
+    stored_command_note,
+)
 from faultfinder.traces.io import split_lines
 
 PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False}
@@ -127,7 +131,8 @@ def trust_options(fn: Any) -> Any:
         click.option(
             "--trust-run",
             is_flag=True,
-            help="Send live calls (and your key) to the upstream named in the run directory.",
+            help="Send live calls (and your key) to the upstreams named in the run directory: "
+            "its main one and any per-API ones (--upstream and --api-upstream given here win).",
         ),
     ]
     for option in reversed(options):
@@ -138,16 +143,19 @@ def trust_options(fn: Any) -> Any:
 def choose_upstream(run_dir: str, upstream: str | None, trust_run: bool) -> tuple[str | None, bool]:
     """(upstream, trusted) for a replay of ``run_dir``.
 
-    An upstream given on the command line wins. Otherwise the recorded one is used with
-    --trust-run, or when the user confirms it at a terminal; else none (a replay that
-    needs live calls then stops with an error naming --upstream).
+    An upstream given on the command line wins. Otherwise the recorded ones (the main
+    upstream and any per-API ones) are used with --trust-run, or when the user confirms
+    them at a terminal; else none (a replay that needs live calls then stops with an
+    error naming --upstream).
     """
     if upstream or trust_run:
         return upstream, trust_run
-    recorded = read_meta(run_dir).upstream
-    if recorded and sys.stdin.isatty() and sys.stderr.isatty():
+    meta = read_meta(run_dir)
+    if meta.upstream and sys.stdin.isatty() and sys.stderr.isatty():
+        named = "upstreams" if meta.upstreams else "upstream"
         trusted = click.confirm(
-            f"{run_dir} names the upstream {recorded!r}. Send live calls (and your key) there?",
+            f"{run_dir} names the {named} {describe_upstreams(meta)}. "
+            "Send live calls (and your keys) there?",
             default=False,
             err=True,
         )
@@ -217,7 +225,7 @@ def note_live_errors(branches: Iterable[str | Path], upstreams: Mapping[str, str
     named = ", ".join(f"{api} -> {url}" for api, url in upstreams.items())
     click.echo(
         "    each API's live calls go to --upstream unless --api-upstream API=URL names its "
-        f"own endpoint (given here: {named or 'none'})",
+        f"own endpoint (used here: {named or 'none'})",
         err=True,
     )
 

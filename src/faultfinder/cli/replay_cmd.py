@@ -300,7 +300,7 @@ def replay(
     else:
         click.echo(format_report(outcome))
     code = replay_exit(outcome.report, on_divergence)
-    note_live_errors([outcome.branch_dir], api_upstream)
+    note_live_errors([outcome.branch_dir], outcome.meta.upstreams)
     if code == DIVERGED_EXIT:
         click.echo(f"exit 3: the program diverged from the recording ({run_dir})", err=True)
     elif code:

@@ -19,7 +19,7 @@ from faultfinder.cli.proxy_options import (
     trust_options,
 )
 from faultfinder.replay.recorder import BRANCHES_DIR, new_run_id, read_meta, safe_child
-from faultfinder.replay.session import run_sync
+from faultfinder.replay.session import replay_upstreams, run_sync
 
 
 @click.command("verify-edit", context_settings={"ignore_unknown_options": True})
@@ -132,13 +132,14 @@ def verify_edit(
             safe_child(base / BRANCHES_DIR, f"{name}-r{number}")
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--session") from None
-    read_meta(run_dir)  # a run directory, or a clear error
+    meta = read_meta(run_dir)  # a run directory, or a clear error
     ctx = click.get_current_context()
     judged = ctx.get_parameter_source("model") == ParameterSource.COMMANDLINE
     judge = build_llm(**llm_options) if judged else None
     checker = make_checker(check_command)
+    upstreams = replay_upstreams(meta, api_upstream, trust_run)
     runs = Program(
-        tuple(program), upstream, trust_run, upstream_key_env, replay_timeout, cwd, api_upstream
+        tuple(program), upstream, trust_run, upstream_key_env, replay_timeout, cwd, upstreams
     )
 
     async def verify() -> Any:
@@ -181,5 +182,5 @@ def verify_edit(
         len(row.repeats),
         [r.exit_code for r in row.repeats if r.program_failed],
         [r.branch for r in row.repeats],
-        api_upstream,
+        upstreams,
     )

@@ -4,7 +4,7 @@
 Layout::
 
     runs/<run-id>/
-        meta.json       command, upstream, timestamps, exit code, task, reference answer
+        meta.json       command, upstream(s), timestamps, exit code, task, reference answer
         steps.jsonl     one RecordedCall per line, in completion order
         trace.json      the canonical Trace built from steps.jsonl
         stdout.txt      the recorded program's output (stderr.txt likewise)
@@ -114,6 +114,11 @@ class RunMeta(BaseModel):
     """Working directory the program ran in."""
     upstream: str | None = None
     """The model endpoint calls were forwarded to."""
+    upstreams: dict[str, str] = Field(default_factory=dict)
+    """Per-API endpoints by API name (``--api-upstream``: 'messages' ->
+    'https://api.anthropic.com/v1'): that API's calls went there, the others to
+    ``upstream``. URLs only, credentials removed as from ``upstream``. Missing from
+    recordings made before it was kept: read as none."""
     proxy_url: str | None = None
     """Where the proxy listened."""
     started_at: datetime | None = None
@@ -226,12 +231,14 @@ class RunStore:
 
 def redact_meta(meta: RunMeta, redactor: Redactor) -> dict[str, Any]:
     """``meta`` as JSON data fit to write: secret arguments of the command, credentials
-    in the upstream URL and every known secret removed."""
+    in the upstream URLs and every known secret removed."""
     data = meta.model_dump(mode="json", exclude_none=True)
     data["command"] = redact_argv(meta.command, redactor)
     for key in ("upstream", "proxy_url"):
         if data.get(key):
             data[key] = redactor.url(data[key])
+    if data.get("upstreams"):
+        data["upstreams"] = {api: redactor.url(url) for api, url in data["upstreams"].items()}
     return dict(redactor.data(data))
 
 

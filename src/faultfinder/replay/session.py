@@ -9,13 +9,14 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from faultfinder.errors import ConfigError, FaultfinderError
-from faultfinder.redact import Redactor
+from faultfinder.redact import REDACTED, Redactor
 from faultfinder.replay.apis import ADAPTERS
 from faultfinder.replay.httpserver import LOOPBACK
 from faultfinder.replay.proxy import Passthrough, ProxyConfig, RecordingProxy
@@ -285,6 +286,7 @@ async def record_run(
         command=list(command),
         cwd=str(Path(options.cwd or os.getcwd()).resolve()),
         upstream=upstream,
+        upstreams=dict(options.upstreams),
         started_at=utcnow(),
         task=task,
         ground_truth=ground_truth,
@@ -345,19 +347,96 @@ def replay_upstream(parent: RunMeta, upstream: str | None, trust_run: bool) -> s
     """
     if upstream:
         return upstream
-    if trust_run:
-        return parent.upstream
+    if trust_run and parent.upstream:
+        return _usable(parent.upstream, "--upstream URL")
     return None
+
+
+def replay_upstreams(
+    parent: RunMeta, upstreams: Mapping[str, str], trust_run: bool
+) -> dict[str, str]:
+    """The per-API upstreams of a replay: those the user named (``--api-upstream``), and
+    with ``trust_run`` the recorded ones for the other APIs."""
+    recorded = parent.upstreams if trust_run else {}
+    trusted = {
+        api: _usable(url, f"--api-upstream {api}=URL")
+        for api, url in recorded.items()
+        if api not in upstreams
+    }
+    return {**trusted, **upstreams}
+
+
+def _usable(recorded: str, option: str) -> str:
+    """A recorded upstream URL, unless credentials were cut out of it when it was
+    written (then it cannot be used as it stands: the user names it again)."""
+    if REDACTED in recorded:
+        raise ConfigError(
+            f"The run directory names the upstream {recorded!r}, whose credentials were not "
+            f"kept; pass {option} instead of relying on --trust-run for it."
+        )
+    return recorded
+
+
+def describe_upstreams(meta: RunMeta) -> str:
+    """The upstreams a run names, for a message: 'http://a/v1' (messages: 'http://b/v1')."""
+    main = repr(meta.upstream) if meta.upstream else "no upstream"
+    if not meta.upstreams:
+        return main
+    own = ", ".join(f"{api}: {url!r}" for api, url in meta.upstreams.items())
+    return f"{main} ({own})"
+
+
+def _same_url(a: str | None, b: str | None) -> bool:
+    return a is not None and b is not None and a.rstrip("/") == b.rstrip("/")
+
+
+def misrouted_apis(
+    parent: RunMeta, upstream: str | None, upstreams: Mapping[str, str]
+) -> dict[str, str]:
+    """APIs the recording sent to an upstream of their own that this replay would send
+    to ``upstream`` instead (no upstream of their own here): {API: recorded URL}.
+
+    Such a call carries the program's key for another provider (Anthropic's x-api-key to
+    an OpenAI endpoint): it must not go there silently. An API recorded at the main
+    upstream follows ``upstream`` wherever the user points it, as before.
+    """
+    out: dict[str, str] = {}
+    for api, recorded in parent.upstreams.items():
+        if api in upstreams or _same_url(recorded, parent.upstream):
+            continue
+        if upstream is not None and not _same_url(recorded, upstream):
+            out[api] = recorded
+    return out
 
 
 def require_upstream(parent: RunMeta, upstream: str | None) -> None:
     """Refuse a replay that makes live calls when no upstream may receive them."""
     if upstream:
         return
-    named = f" (the recording names {parent.upstream!r})" if parent.upstream else ""
+    named = f" (the recording names {describe_upstreams(parent)})" if parent.upstream else ""
     raise ConfigError(
         f"This replay makes live calls: pass --upstream URL{named}; faultfinder does not "
         "send your key to an endpoint read from a run directory unless you pass --trust-run."
+    )
+
+
+def require_api_upstreams(
+    parent: RunMeta, upstream: str | None, upstreams: Mapping[str, str]
+) -> None:
+    """Refuse a replay that makes live calls when an API recorded at an upstream of its
+    own would go to ``upstream`` instead (see :func:`misrouted_apis`); one line, since
+    some callers show only the first."""
+    missing = misrouted_apis(parent, upstream, upstreams)
+    if not missing:
+        return
+    apis = ", ".join(missing)
+    recorded = ", ".join(f"{api} -> {url!r}" for api, url in missing.items())
+    options = " ".join(f"--api-upstream {api}=URL" for api in missing)
+    raise ConfigError(
+        f"This replay would send the program's {apis} calls (and its key for them) to "
+        f"--upstream {upstream!r}, but the recording sent them to an upstream of their own "
+        f"({recorded}): pass {options} (or --trust-run to use the recorded one); nothing "
+        "was run and no call was sent."
     )
 
 
@@ -375,9 +454,11 @@ async def replay_run(
 
     Nothing read from the run directory is executed or contacted: ``command`` must be
     given (the recorded one is shown in the error for reference), the program runs in
-    ``options.cwd`` or the current directory, and live calls go to ``upstream`` only
-    (the recorded upstream only with ``trust_run``). The branch is written to
-    ``run_dir/branches/<branch-id>/`` with its own steps, trace, meta and ``report.json``.
+    ``options.cwd`` or the current directory, and live calls go to ``upstream`` and
+    ``options.upstreams`` only (the recorded ones only with ``trust_run``); an API the
+    recording sent to an upstream of its own is never sent to another one's instead.
+    The branch is written to ``run_dir/branches/<branch-id>/`` with its own steps,
+    trace, meta and ``report.json``.
     """
     run_dir = Path(run_dir)
     parent = read_meta(run_dir)
@@ -390,6 +471,7 @@ async def replay_run(
     upstream_named = bool(upstream)
     upstream = replay_upstream(parent, upstream, trust_run)
     options = options or SessionOptions()
+    upstreams = replay_upstreams(parent, options.upstreams, trust_run)
     try:
         plan = ReplayPlan(calls, replay)
     except ValueError as exc:
@@ -397,6 +479,7 @@ async def replay_run(
     # From step ``at`` on the program runs live, and policy 'live' may go live anywhere.
     if replay.on_divergence == "live" or replay.at is not None:
         require_upstream(parent, upstream)
+        require_api_upstreams(parent, upstream, upstreams)
     try:
         branch_dir = safe_child(run_dir / BRANCHES_DIR, branch_id or new_run_id("b"))
     except ValueError as exc:
@@ -411,6 +494,7 @@ async def replay_run(
         command=command,
         cwd=options.cwd,
         upstream=upstream,
+        upstreams=upstreams,
         started_at=utcnow(),
         task=parent.task,
         ground_truth=parent.ground_truth,
@@ -424,7 +508,7 @@ async def replay_run(
         # With no upstream every call must come from the recording; a live call is refused
         # without any connection.
         upstream=upstream,
-        upstreams=options.upstreams,
+        upstreams=upstreams,
         # Requests that are not model calls go only to an upstream the user named.
         passthrough=upstream_named,
         api_key_env=options.api_key_env,
