@@ -256,6 +256,18 @@ def methods() -> dict[str, type[Method]]:
     return METHODS.load_all()
 
 
+def with_shortlist_weights(
+    spec: str, overrides: dict[str, Any], path: str | None
+) -> dict[str, Any]:
+    """``overrides`` plus ``model_path=path`` when the method ``spec`` names ranks with
+    shortlist weights (it has a ``model_path`` option: shortlist, compose) and ``overrides``
+    does not set one already (``--shortlist-weights``)."""
+    cls = method_class(spec.partition(":")[0])
+    if path is None or "model_path" not in cls.Config.model_fields or "model_path" in overrides:
+        return overrides
+    return {**overrides, "model_path": path}
+
+
 def create_method(spec: str, **overrides: Any) -> Method:
     """Build a method from 'name' or 'name:preset', with config overrides on top."""
     from pydantic import ValidationError

@@ -101,6 +101,12 @@ COMMANDS: list[Command] = [
         "watch the next --window steps, and re-rank the candidates.",
     ),
     Command(
+        "calibrate",
+        "faultfinder.cli.calibrate_cmd",
+        "calibrate",
+        "Calibrate the shortlist's step sets on labelled failures of your own framework.",
+    ),
+    Command(
         "import",
         "faultfinder.cli.import_cmd",
         "import_traces",

@@ -17,6 +17,7 @@ from faultfinder.cli.common import (
     model_options,
     pass_errors,
     pop_sampling,
+    shortlist_weights_option,
     step_set_option,
     strict_option,
     with_progress,
@@ -26,7 +27,7 @@ from faultfinder.cli.kinds import explained
 from faultfinder.exitcodes import CaseCounts
 from faultfinder.judging.method import Attribution, run_method
 from faultfinder.judging.why import why
-from faultfinder.registry import create_method
+from faultfinder.registry import create_method, with_shortlist_weights
 from faultfinder.results_store import DEFAULT_RESULTS, append_result
 from faultfinder.shortlist.sets import describe as describe_step_set
 from faultfinder.traces.loader import load_trace
@@ -118,6 +119,7 @@ def format_step_set(result: Attribution, n_steps: int | None = None) -> str:
 )
 @click.option("--save/--no-save", default=True, help="Append the answer to the results store.")
 @step_set_option
+@shortlist_weights_option
 @strict_option
 @method_options
 @budget_tokens_option
@@ -131,6 +133,7 @@ def attribute(
     results_path: str,
     save: bool,
     step_set: float | None,
+    shortlist_weights: str | None,
     strict: bool,
     with_ground_truth: bool,
     observability: str | None,
@@ -142,10 +145,20 @@ def attribute(
         trace = load_trace(trace_path, format=trace_format, strict=strict)
     overrides = method_overrides(with_ground_truth, observability, settings)
     overrides.update(pop_sampling(llm_options))
+    overrides = with_shortlist_weights(method_spec, overrides, shortlist_weights)
     method = create_method(method_spec, **overrides)
     progress = llm_options.pop("progress")
     llm = with_progress(build_llm(**llm_options, needs_model=method.needs_model), progress)
-    result = asyncio.run(run_method(method, trace, llm, label=method_spec, step_set=step_set))
+    result = asyncio.run(
+        run_method(
+            method,
+            trace,
+            llm,
+            label=method_spec,
+            step_set=step_set,
+            step_set_weights=shortlist_weights,
+        )
+    )
     shown = "\n".join([format_attribution(result, len(trace.steps)), *gold_lines(trace, result)])
     click.echo(result.model_dump_json(indent=2) if as_json else shown)
     if save:

@@ -380,3 +380,23 @@ step_set_option = click.option(
 )
 """``--step-set`` for commands that run methods (attribute, eval); the value is a float or
 None."""
+
+
+def _absolute(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    return None if value is None else str(Path(value).resolve())
+
+
+shortlist_weights_option = click.option(
+    "--shortlist-weights",
+    "shortlist_weights",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    envvar="FAULTFINDER_SHORTLIST_WEIGHTS",
+    callback=_absolute,
+    metavar="FILE",
+    help="Shortlist weights for the step sets and for the methods that rank with them "
+    "(shortlist, compose); default: the shipped ones. `faultfinder calibrate` writes a "
+    "file calibrated on your own labelled traces.",
+)
+"""``--shortlist-weights`` for commands that run methods (attribute, eval): an absolute
+path, so a worker in another directory finds the same file."""

@@ -18,6 +18,7 @@ from faultfinder.cli.common import (
     pass_errors,
     pop_sampling,
     sampling_options,
+    shortlist_weights_option,
     step_set_option,
     strict_option,
 )
@@ -142,6 +143,7 @@ def parse_observabilities(value: str | None) -> list[Any]:
     help="Method option for every method (JSON values allowed).",
 )
 @step_set_option
+@shortlist_weights_option
 @sampling_options
 @budget_tokens_option
 @strict_option
@@ -168,6 +170,7 @@ def eval_command(
     observability: str | None,
     settings: tuple[str, ...],
     step_set: float | None,
+    shortlist_weights: str | None,
     strict: bool,
     **llm_options: Any,
 ) -> None:
@@ -180,7 +183,12 @@ def eval_command(
     """
     overrides = method_overrides(with_ground_truth, None, settings)
     overrides.update(pop_sampling(llm_options))
-    plans = plan_methods(split_list(method_specs), overrides, parse_observabilities(observability))
+    plans = plan_methods(
+        split_list(method_specs),
+        overrides,
+        parse_observabilities(observability),
+        shortlist_weights,
+    )
     for warning in repeat_warnings(plans, runs):
         click.echo(f"warning: {warning}", err=True)
     with explained(dataset, "trace", "a trace or a folder of traces"):
@@ -208,6 +216,7 @@ def eval_command(
         retry_errors=retry_errors,
         progress=not no_progress,
         step_set=step_set,
+        step_set_weights=shortlist_weights,
     )
     per_subset = ", ".join(f"{name} {n}" for name, n in subsets(traces).items())
     click.echo(

@@ -46,7 +46,7 @@ from faultfinder.judging.reference import ground_truth_status
 from faultfinder.judging.render import own_text
 from faultfinder.judging.why import why
 from faultfinder.llm.client import LLM, CallRecord, run_index, track_usage
-from faultfinder.registry import create_method
+from faultfinder.registry import create_method, with_shortlist_weights
 from faultfinder.shortlist.sets import DEFAULT_LEVEL
 from faultfinder.traces.schema import Trace
 from faultfinder.usage import Usage
@@ -87,12 +87,15 @@ def plan_methods(
     specs: Sequence[str],
     overrides: dict[str, Any] | None = None,
     observabilities: Sequence[Observability | None] = (None,),
+    shortlist_weights: str | None = None,
 ) -> list[MethodPlan]:
-    """A plan per (method spec, observability); duplicates are dropped."""
+    """A plan per (method spec, observability); duplicates are dropped. A method that
+    ranks with shortlist weights gets ``shortlist_weights`` unless ``overrides`` name
+    its own (``registry.with_shortlist_weights``)."""
     plans: dict[tuple[str, str], MethodPlan] = {}
     for spec in specs:
         for observability in observabilities or (None,):
-            extra = dict(overrides or {})
+            extra = with_shortlist_weights(spec, dict(overrides or {}), shortlist_weights)
             if observability is not None:
                 extra["observability"] = observability
             method = create_method(spec, **extra)
@@ -129,6 +132,8 @@ class Case:
     key: str
     step_set: float | None = DEFAULT_LEVEL
     """Coverage level of the row's step set (None: none); not part of the key."""
+    step_set_weights: str | None = None
+    """Shortlist weights file of the step set (None: the shipped one)."""
 
     def __repr__(self) -> str:
         return f"Case({self.key!r})"
@@ -140,6 +145,7 @@ def plan_cases(
     runs: int,
     model: str,
     step_set: float | None = DEFAULT_LEVEL,
+    step_set_weights: str | None = None,
 ) -> list[Case]:
     """Every case, repeat-major, so an interrupted run leaves whole repeats behind it."""
     return [
@@ -149,6 +155,7 @@ def plan_cases(
             run,
             row_key(trace.id, plan.label, plan.config_id, model, run),
             step_set,
+            step_set_weights,
         )
         for run in range(runs)
         for trace in traces
@@ -175,6 +182,9 @@ class EvalOptions(BaseModel):
     """Coverage level of every row's step set (0.8, 0.9, 0.95; None: no sets). Not part
     of a row's key: ``resume`` keeps rows written at another level (the report shows each
     level apart)."""
+    step_set_weights: str | None = None
+    """Shortlist weights file the step sets come from (None: the shipped one;
+    ``--shortlist-weights``, e.g. a file ``faultfinder calibrate`` wrote)."""
 
 
 @dataclass(repr=False)
@@ -402,7 +412,9 @@ async def _run_locked(
     opts: EvalOptions,
 ) -> EvalOutcome:
     existing = prepare_output(path, opts)
-    cases = plan_cases(traces, plans, opts.runs, executor.model_name, opts.step_set)
+    cases = plan_cases(
+        traces, plans, opts.runs, executor.model_name, opts.step_set, opts.step_set_weights
+    )
     if len({c.key for c in cases}) != len(cases):
         raise ConfigError("Two cases share a key: trace ids must be unique.")
 
@@ -463,7 +475,12 @@ async def run_case(case: Case, llm: LLM) -> EvalRow:
         try:
             method = case.plan.build(case.run)
             attribution = await run_method(
-                method, case.trace, llm, label=case.plan.label, step_set=case.step_set
+                method,
+                case.trace,
+                llm,
+                label=case.plan.label,
+                step_set=case.step_set,
+                step_set_weights=case.step_set_weights,
             )
         except Exception as exc:
             # A bug in one method must not sink the whole batch: keep it as a visible row.

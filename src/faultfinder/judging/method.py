@@ -18,7 +18,7 @@ from faultfinder.errors import BudgetExceededError, CaseBudgetExceededError, Fau
 from faultfinder.judging.pairing import apply_step_rule
 from faultfinder.judging.reference import GroundTruthStatus, ground_truth_status
 from faultfinder.llm.client import LLM, CallRecord, track_usage
-from faultfinder.shortlist.sets import DEFAULT_LEVEL
+from faultfinder.shortlist.sets import DEFAULT_LEVEL, weights_at
 from faultfinder.shortlist.sets import step_set as step_set_of
 from faultfinder.traces.schema import Trace
 from faultfinder.usage import Usage
@@ -261,13 +261,15 @@ async def run_method(
     *,
     label: str = "",
     step_set: float | None = DEFAULT_LEVEL,
+    step_set_weights: str | None = None,
 ) -> Attribution:
     """Run ``method`` on ``trace`` and return a self-describing Attribution.
 
     Usage and raw replies are collected by the LLM layer; a budget overrun or a failing
     endpoint becomes a recorded error, never a made-up verdict. ``step_set`` is the
     coverage level of the result's step set (None: no set); the set is computed offline
-    after the method's verdict and never calls the model.
+    after the method's verdict and never calls the model, with the shortlist weights file
+    ``step_set_weights`` (None: the shipped one; e.g. one ``faultfinder calibrate`` wrote).
     """
     started = time.perf_counter()
     verdict: Verdict
@@ -297,7 +299,10 @@ async def run_method(
             trace.id,
             label or method.name,
         )
-    chosen = None if step_set is None else step_set_of(trace, step_set, include=verdict.step)
+    chosen = None
+    if step_set is not None:
+        weights = weights_at(step_set_weights)
+        chosen = step_set_of(trace, step_set, include=verdict.step, weights=weights)
     return Attribution(
         **verdict.model_dump(),
         step_set=chosen.steps if chosen else None,

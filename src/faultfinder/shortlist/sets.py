@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import lru_cache
 
 from faultfinder.errors import ConfigError
 from faultfinder.shortlist import conformal
 from faultfinder.shortlist.model import trace_hash
 from faultfinder.shortlist.rank import rank_trace
-from faultfinder.shortlist.weights import Weights, shipped_weights
+from faultfinder.shortlist.weights import Weights, load_weights, shipped_weights
 from faultfinder.traces.schema import Trace
 
 LEVELS = conformal.LEVELS
@@ -58,6 +59,12 @@ class StepSet:
     calibrated: bool = True
     """False when the shift score passes the weights' threshold (or the ranking model
     trained on this trace): the set is still the ranking's, but ``level`` is not claimed."""
+
+
+@lru_cache(maxsize=8)
+def weights_at(path: str | None) -> Weights:
+    """The weights file at ``path`` (None: the shipped one), read once per process."""
+    return load_weights(path)
 
 
 def check_level(level: float) -> float:
@@ -106,7 +113,8 @@ def step_set(
     level = check_level(level)
     ranked = _ranked(trace, weights or shipped_weights())
     source = ranked.source
-    subset = trace.source.subset
+    # A trace that names no source is of the one the weights were calibrated for, if any.
+    subset = trace.source.subset or ranked.weights.default_source
     tau = ranked.thresholds.get(conformal.source_key(subset, level)) if subset else None
     unseen = ranked.thresholds.get(conformal.source_key(conformal.UNSEEN, level))
     if tau is not None:

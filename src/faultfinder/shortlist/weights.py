@@ -74,6 +74,10 @@ class Weights:
     shift: ShiftReference | None = None
     """The calibration traces' shape and the threshold past which a trace is too unlike
     them for a step set to claim its level (``shift.py``); None: no claim is checked."""
+    default_source: str | None = None
+    """The source a trace that names none is taken to be of, for its step-set thresholds
+    (set by ``faultfinder calibrate``, ``calibrate.py``); None: such a trace is of a source
+    never trained on."""
 
     def shift_score(self, trace: Trace) -> float | None:
         """How unlike the calibration traces ``trace`` is (None without a reference). A
@@ -127,6 +131,7 @@ class Weights:
             "fold_of": dict(sorted(self.fold_of.items())),
             "sketches": {h: neardup.encode(sk) for h, sk in sorted(self.sketches.items())},
             **({"shift": self.shift.to_json()} if self.shift is not None else {}),
+            **({"default_source": self.default_source} if self.default_source else {}),
         }
 
     def dumps(self) -> str:
@@ -188,6 +193,9 @@ def from_json(data: dict[str, Any], where: str, name: str) -> Weights:
         fold_of = {str(h): int(f) for h, f in data.get("fold_of", {}).items()}
         sketches = {str(h): neardup.decode(v) for h, v in data.get("sketches", {}).items()}
         shift = ShiftReference.from_json(data["shift"]) if "shift" in data else None
+        default_source = data.get("default_source")
+        if default_source is not None and not isinstance(default_source, str):
+            raise ValueError(f"field 'default_source' is {default_source!r}, not a string")
     except KeyError as exc:
         raise ConfigError(f"{where}: missing field {exc.args[0]!r}") from None
     except (TypeError, ValueError, AttributeError, binascii.Error) as exc:
@@ -195,7 +203,7 @@ def from_json(data: dict[str, Any], where: str, name: str) -> Weights:
     bad = sorted({f for f in fold_of.values() if not 0 <= f < len(folds)})
     if bad:
         raise ConfigError(f"{where}: 'fold_of' names fold(s) {bad}; the file has {len(folds)}")
-    return Weights(deploy, folds, fold_of, name, trained_on, sketches, shift)
+    return Weights(deploy, folds, fold_of, name, trained_on, sketches, shift, default_source)
 
 
 def load_weights(path: str | Path | None = None) -> Weights:

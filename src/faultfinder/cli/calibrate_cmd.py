@@ -1,0 +1,94 @@
+"""`faultfinder calibrate`: step sets calibrated on labelled traces of your own framework."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import click
+
+from faultfinder.cli.common import pass_errors, strict_option
+from faultfinder.cli.handling import InputPath
+from faultfinder.cli.kinds import explained
+
+
+@click.command()
+@click.argument("traces_path", type=InputPath())
+@click.option(
+    "--source",
+    default=None,
+    help="Name of the traces' source, e.g. my-team (default: the source the traces all "
+    "name, if they do).",
+)
+@click.option(
+    "--out",
+    "out_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Weights file to write (pass it to attribute and eval with --shortlist-weights).",
+)
+@click.option(
+    "--weights",
+    "base_path",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Weights file to calibrate (default: the shipped one).",
+)
+@click.option("--format", "trace_format", default=None, help="Input format (default: detect).")
+@click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
+@strict_option
+@pass_errors
+def calibrate(
+    traces_path: str,
+    source: str | None,
+    out_path: str,
+    base_path: str | None,
+    trace_format: str | None,
+    force: bool,
+    strict: bool,
+) -> None:
+    """Calibrate the shortlist's step sets on labelled failures of your own framework.
+
+    Each trace needs its decisive step in its label. The ranker is not retrained: every
+    trace is scored by the model that never saw it, and the 80/90/95% thresholds of the
+    new file come from those scores (split conformal). A trace that names no source is
+    then taken to be of this one, and a trace unlike the calibration traces still has
+    its level withdrawn.
+
+    \b
+    faultfinder calibrate my-labelled-runs/ --source my-team --out my-team.weights.json
+    faultfinder attribute run.json --method shortlist --shortlist-weights my-team.weights.json
+    """
+    from faultfinder.eval.datasets import DatasetOptions, load_dataset
+    from faultfinder.shortlist.calibrate import calibrate as calibrate_weights
+    from faultfinder.shortlist.weights import load_weights
+
+    out = Path(out_path)
+    if out.exists() and not force:
+        raise click.ClickException(f"{out} exists; pass --force to overwrite it")
+    with explained(traces_path, "trace", "a labelled trace or a folder of them"):
+        traces = load_dataset(
+            traces_path, DatasetOptions(labelled_only=True, format=trace_format, strict=strict)
+        )
+    if source is None:
+        named = {t.source.subset for t in traces}
+        if len(named) != 1 or None in named:
+            raise click.UsageError(
+                "name the traces' source with --source NAME (they do not all name one)"
+            )
+        source = str(next(iter(named)))
+    weights, report = calibrate_weights(load_weights(base_path), traces, source)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(weights.dumps(), encoding="utf-8")
+    click.echo(f"calibrated on {len(report.used)} labelled trace(s) of {source}")
+    if report.skipped:
+        reasons = Counter(report.skipped.values())
+        first = next(iter(report.skipped))
+        click.echo(
+            f"skipped {len(report.skipped)}: "
+            + "; ".join(f"{n} × {why}" for why, n in reasons.most_common())
+            + f" (e.g. {first})"
+        )
+    levels = ", ".join(f"{100 * a:g}%: {tau:.3f}" for a, tau in report.thresholds.items())
+    click.echo(f"thresholds (deploy model, softmax mass): {levels}")
+    click.echo(f"wrote {out}; use it with --shortlist-weights {out}")

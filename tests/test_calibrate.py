@@ -1,0 +1,160 @@
+"""`faultfinder calibrate`: step sets calibrated on labelled traces of one's own framework,
+used by `attribute` and `eval` through --shortlist-weights."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from faultfinder.cli import main
+from faultfinder.errors import ConfigError
+from faultfinder.eval.rows import read_rows
+from faultfinder.shortlist import conformal
+from faultfinder.shortlist.calibrate import MIN_TRACES, calibrate
+from faultfinder.shortlist.model import trace_hash
+from faultfinder.shortlist.rank import rank_trace
+from faultfinder.shortlist.weights import load_weights, shipped_weights
+from faultfinder.traces.loader import load_trace, load_traces
+from faultfinder.traces.schema import Trace
+
+FIXTURES = Path(__file__).parent / "fixtures" / "oracle"
+AG = FIXTURES / "Algorithm-Generated"
+
+
+def cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def without_source(trace: Trace) -> Trace:
+    """The trace as a user's own run looks: it names no source."""
+    return trace.model_copy(update={"source": trace.source.model_copy(update={"subset": None})})
+
+
+def test_calibrate_writes_the_conformal_thresholds_of_unseen_scores(tmp_path: Path) -> None:
+    out = tmp_path / "mine.json"
+    code, output = cli("calibrate", str(AG), "--source", "my-team", "--out", str(out))
+    assert code == 0, output
+    traces = load_traces(AG)
+    assert f"calibrated on {len(traces)} labelled trace(s) of my-team" in output
+    assert f"--shortlist-weights {out}" in output
+    written = load_weights(out)
+    assert written.default_source == "my-team"
+    assert written.trained_on["step_sets_calibrated_on"] == {
+        "source": "my-team",
+        "traces": len(traces),
+    }
+    # Recomputed here: each trace's nonconformity under the shipped deploy model, which
+    # never saw these traces, and the split-conformal quantile per level.
+    deploy = shipped_weights().deploy
+    scores = []
+    for t in traces:
+        assert t.label is not None
+        scores.append(
+            conformal.nonconformity(rank_trace(t, deploy).probs, t.label.acceptable_steps)
+        )
+    for level in conformal.LEVELS:
+        key = conformal.source_key("my-team", level)
+        assert written.deploy.conformal[key] == round(conformal.threshold(scores, level), 6)
+        assert all(key in m.conformal for m in written.folds)
+    # The ranker itself is unchanged.
+    assert written.deploy.coef == deploy.coef
+
+
+def test_attribute_uses_the_calibrated_file_for_a_trace_that_names_no_source(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "mine.json"
+    assert cli("calibrate", str(AG), "--source", "my-team", "--out", str(out))[0] == 0
+    mine = without_source(load_trace(AG / "3.json"))
+    path = tmp_path / "run.json"
+    path.write_text(mine.model_dump_json())
+    code, output = cli(
+        "attribute",
+        str(path),
+        "--method",
+        "shortlist",
+        "--shortlist-weights",
+        str(out),
+        "--no-save",
+        "--json",
+    )
+    assert code == 0, output
+    result = json.loads(output)
+    assert result["details"]["shortlist_model"] == "mine.json:deploy"
+    assert result["step_set_source"] == "mine.json:deploy (calibrated on my-team)"
+    weights = load_weights(out)
+    tau = weights.deploy.conformal[conformal.source_key("my-team", 0.9)]
+    expected = conformal.prediction_set(rank_trace(mine, weights.deploy).probs, tau)
+    assert result["step_set"] == sorted({*expected, result["step"]})
+    # The calibration traces are what the shift score now compares with: one of them is
+    # in distribution, so the level is claimed.
+    assert result["step_set_calibrated"] is True
+    # Without the file: the shipped thresholds for a source never trained on.
+    code, output = cli("attribute", str(path), "--method", "shortlist", "--no-save", "--json")
+    assert "sources never trained on" in json.loads(output)["step_set_source"]
+
+
+def test_eval_rows_carry_the_calibrated_sets(tmp_path: Path) -> None:
+    out = tmp_path / "mine.json"
+    assert cli("calibrate", str(AG), "--source", "my-team", "--out", str(out))[0] == 0
+    rows_path = tmp_path / "rows.jsonl"
+    code, output = cli(
+        "eval",
+        str(FIXTURES / "Hand-Crafted"),
+        "--method",
+        "shortlist,baseline:first-speaker",
+        "--shortlist-weights",
+        str(out),
+        "--out",
+        str(rows_path),
+        "--no-progress",
+    )
+    assert code == 0, output
+    rows = read_rows(rows_path)
+    assert rows and all(str(r.step_set_source).startswith("mine.json:") for r in rows)
+    shortlist_rows = [r for r in rows if r.method == "shortlist"]
+    assert all(r.details["shortlist_model"].startswith("mine.json:") for r in shortlist_rows)
+    # These traces name their own subset, which the file keeps the shipped thresholds
+    # of; they are unlike the calibration traces, so no level is claimed for them.
+    assert all(r.step_set_calibrated is False for r in rows)
+
+
+def test_too_few_traces_an_existing_file_and_no_source_are_clear_errors(
+    tmp_path: Path,
+) -> None:
+    few = tmp_path / "few"
+    few.mkdir()
+    for name in sorted(p.name for p in AG.glob("*.json"))[: MIN_TRACES - 1]:
+        shutil.copy(AG / name, few / name)
+    code, output = cli("calibrate", str(few), "--source", "x", "--out", str(tmp_path / "w.json"))
+    assert code == 1 and f"needs at least {MIN_TRACES}" in output
+    assert not (tmp_path / "w.json").exists()
+    existing = tmp_path / "exists.json"
+    existing.write_text("{}")
+    code, output = cli("calibrate", str(AG), "--source", "x", "--out", str(existing))
+    assert code == 1 and "--force" in output and existing.read_text() == "{}"
+    # Mixed sources and no --source: say what to pass.
+    code, output = cli("calibrate", str(FIXTURES), "--out", str(tmp_path / "w.json"))
+    assert code == 2 and "--source NAME" in output
+    # One named source: it is the default.
+    code, output = cli("calibrate", str(AG), "--out", str(tmp_path / "w.json"))
+    assert code == 0 and "of Algorithm-Generated" in output
+
+
+def test_training_traces_never_calibrate() -> None:
+    traces = load_traces(AG)
+    shipped = shipped_weights()
+    # As if the weights had trained on the first trace (its fold's model would rank it).
+    weights = replace(shipped, fold_of={trace_hash(traces[0]): 0})
+    calibrated, report = calibrate(weights, traces, "my-team")
+    assert traces[0].id in report.skipped and "trained on it" in report.skipped[traces[0].id]
+    assert len(report.used) == len(traces) - 1
+    assert calibrated.default_source == "my-team"
+    with pytest.raises(ConfigError, match="name the traces' source"):
+        calibrate(shipped, traces, conformal.UNSEEN)
