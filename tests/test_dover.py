@@ -132,6 +132,67 @@ def test_verdicts_for_the_cases_the_paper_does_not_meet() -> None:
     )
 
 
+def crashed(success: bool | None = None, fulfilled: bool | None = None) -> RepeatResult:
+    """A replay that got the edit and then failed on its own (exit status 1)."""
+    result = repeat(success, fulfilled)
+    result.program_failed, result.exit_code = True, 1
+    return result
+
+
+def test_replays_that_failed_on_their_own_are_no_evidence() -> None:
+    # Three crashes: not refuted (nothing failed the task) and not validated, whatever
+    # the answer of the last step that ran and whatever a judge said.
+    verdict, reason = classify([crashed(False, True)] * 3)
+    assert verdict == "inconclusive"
+    assert reason.startswith("3/3 replays are no evidence either way (the program failed")
+    assert "x3" in reason
+    assert classify([crashed(True, True)] * 3)[0] == "inconclusive"
+    # Two crashes of three leave one replay: below the 2-of-3 threshold for anything.
+    mixed = [crashed(), crashed(), repeat(False, True)]
+    assert classify(mixed)[0] == "inconclusive"
+    # One crash of three: the other two still decide, and the reason counts the crash.
+    verdict, reason = classify([crashed(), repeat(True, True), repeat(True, True)])
+    assert verdict == "validated" and "; 1/3 replays are no evidence" in reason
+    verdict, reason = classify([crashed(), repeat(False, True), repeat(False, True)])
+    assert verdict == "refuted" and "; 1/3 replays are no evidence" in reason
+    # A replay that never started is no evidence either, and says why.
+    never = RepeatResult(repeat=0, branch="b", ran=False, error="the replay could not run: X")
+    verdict, reason = classify([never] * 3)
+    assert verdict == "inconclusive" and "(the replay could not run: X, x3)" in reason
+    # A program refused a call it diverged on before the edit, then failed: the edit was
+    # not applied, as before (that is what happened to it).
+    diverged = repeat(None, None, applied=False)
+    diverged.program_failed, diverged.exit_code, diverged.divergences = True, 1, 1
+    assert classify([diverged] * 3)[0] == "not_applied"
+    # A program that failed before the edit without diverging failed on its own.
+    early = repeat(None, None, applied=False)
+    early.program_failed, early.exit_code = True, 2
+    assert classify([early] * 3)[0] == "inconclusive"
+
+
+def test_report_counts_failed_replays_and_never_as_successes() -> None:
+    """A row written before failed replays were set apart may rate one a success: the
+    report counts it as failed, not as a flip."""
+    intervention = Intervention(
+        category="modified_instruction", replacement="x", step=1, agent="A", original="y"
+    )
+    row = DoverRow(
+        run_dir="r",
+        trace_id="t",
+        task="q",
+        original_success=False,
+        trial=Trial(index=0, start=0, end=2),
+        hypothesis=Hypothesis(trial=0, method="m", step=1),
+        intervention=intervention,
+        repeats=[crashed(True, True), crashed(True, True), repeat(False, True)],
+        verdict="validated",
+    )
+    summary = aggregate([row])
+    assert summary.failed_replays == 2 and summary.replays == 3
+    assert summary.trial_success_rate == 0.0 and summary.runs_recovered == 0
+    assert "2 failed on their own or could not run" in format_summary(summary)
+
+
 def test_wilson_interval() -> None:
     assert wilson_interval(0, 0) is None
     low, high = wilson_interval(2, 3) or (0, 0)

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from faultfinder.dover.checker import Checker
 from faultfinder.dover.judge import judge_fulfilment
 from faultfinder.dover.models import DoverRow, Hypothesis, Intervention, RepeatResult, Trial
-from faultfinder.dover.verdict import classify, wilson_interval
+from faultfinder.dover.verdict import classify, no_evidence, program_failure, wilson_interval
 from faultfinder.errors import FaultfinderError
 from faultfinder.llm.client import LLM, track_usage
 from faultfinder.replay.edits import Edit
@@ -123,9 +123,14 @@ async def run_attempt(
     trace = outcome.trace
     attempt.trace = trace
     attempt.answer = trace.final_answer
-    attempt.success = checker.check(
-        trace.final_answer, trace.ground_truth, task=trace.task, run_dir=str(outcome.branch_dir)
-    ).passed
+    if outcome.report.program_failed:
+        # Its answer is whatever the last step that ran said: not a success, nor a failure.
+        attempt.error = program_failure(outcome.report)
+    else:
+        branch = str(outcome.branch_dir)
+        attempt.success = checker.check(
+            trace.final_answer, trace.ground_truth, task=trace.task, run_dir=branch
+        ).passed
     attempt.edit_applied = outcome.report.edit_applied if at is not None else None
     attempt.live_calls = outcome.report.live_calls
     attempt.divergences = len(outcome.report.divergences)
@@ -277,6 +282,7 @@ async def judge_repeats(
         repeats=results,
         successes=sum(1 for r in results if r.success),
         fulfilled=sum(1 for r in results if r.fulfilled),
+        failed_replays=sum(1 for r in results if no_evidence(r) is not None),
         trial_success_rate=(flips / len(results)) if judged else None,
         flip_rate=flip_rate,
         flip_rate_ci=interval,
@@ -305,6 +311,7 @@ async def _result(
         program_failed=attempt.program_failed,
         live_calls=attempt.live_calls,
         judge_status="skipped",
+        ran=attempt.state != "failed",
         error=attempt.error,
     )
     replayed = attempt.trace
@@ -316,6 +323,8 @@ async def _result(
         for s in replayed.steps
         if s.metadata.get("origin") in LIVE_ORIGINS
     ]
+    if no_evidence(result) is not None:  # failed on its own: neither checked nor judged
+        return result
     if not attempt.edit_applied:
         result.error = result.error or "the edit was not applied"
         return result

@@ -191,8 +191,12 @@ class RepeatResult(BaseModel):
     """Requests of the replay that reached the upstream (every path)."""
     steps: int = 0
     """Steps in the replay's trace."""
+    ran: bool = True
+    """The replay ran the program (False: it could not start, e.g. a command that does
+    not exist; ``error`` says why)."""
     error: str | None = None
-    """Why the replay could not be used."""
+    """Why the replay could not be used (for a replay that failed on its own or could not
+    run: what happened; such a replay is no evidence either way)."""
 
 
 class DoverRow(BaseModel):
@@ -221,6 +225,10 @@ class DoverRow(BaseModel):
     """Repeats whose answer matched the reference."""
     fulfilled: int = 0
     """Repeats judged to have carried out the intervention."""
+    failed_replays: int = 0
+    """Repeats that are no evidence either way: the replayed program failed on its own (a
+    live call answered with an error, a crash, the timeout) or could not run; they count
+    neither as successes nor as failures."""
     trial_success_rate: float | None = None
     """successes / repeats (None without a reference answer)."""
     flip_rate: float | None = None

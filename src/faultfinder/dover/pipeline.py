@@ -33,7 +33,7 @@ from faultfinder.dover.models import (
     Trial,
 )
 from faultfinder.dover.segment import segment
-from faultfinder.dover.verdict import classify, wilson_interval
+from faultfinder.dover.verdict import classify, no_evidence, program_failure, wilson_interval
 from faultfinder.errors import CaseBudgetExceededError, FaultfinderError
 from faultfinder.judging.method import Method
 from faultfinder.llm.client import LLM, track_usage
@@ -410,6 +410,7 @@ async def _debug_trial(
         repeats=repeats,
         successes=sum(1 for r in repeats if r.success),
         fulfilled=sum(1 for r in repeats if r.fulfilled),
+        failed_replays=sum(1 for r in repeats if no_evidence(r) is not None),
         trial_success_rate=(sum(1 for r in judged if r.success) / len(repeats)) if judged else None,
         flip_rate=flips / len(judged) if judged else None,
         flip_rate_ci=wilson_interval(flips, len(judged)),
@@ -443,8 +444,14 @@ async def _execute(
     try:
         outcome = await executor.run(intervention, branch_id, overrides)
     except FaultfinderError as exc:
+        # The replay never ran the program (a command that does not exist...): no evidence.
         return RepeatResult(
-            repeat=number, branch=branch_id, judge_status="skipped", error=str(exc), seed=seed
+            repeat=number,
+            branch=branch_id,
+            judge_status="skipped",
+            ran=False,
+            error=f"the replay could not run: {exc}",
+            seed=seed,
         )
     replayed = outcome.trace
     report = outcome.report
@@ -465,6 +472,13 @@ async def _execute(
             if s.metadata.get("origin") in ("live", "edited-input")
         ],
     )
+    if no_evidence(result) is not None:
+        # The program failed on its own (a live call answered with an error, a crash, the
+        # timeout): its answer is whatever the last step that ran said, so it is neither
+        # checked nor judged.
+        result.error = program_failure(report)
+        result.judge_status = "skipped"
+        return result
     if not report.edit_applied:
         # The program never reached the intervened step with the recorded history: this
         # replay tests nothing about the hypothesis.

@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from faultfinder.dover.models import DoverRow
-from faultfinder.dover.verdict import wilson_interval
+from faultfinder.dover.verdict import no_evidence, wilson_interval
 from faultfinder.errors import FaultfinderError
 from faultfinder.traces.io import split_lines
 from faultfinder.usage import Usage
@@ -37,6 +37,9 @@ class DoverSummary(BaseModel):
     """Trials that got an intervention."""
     replays: int = 0
     """Replays run (intervened trials x repeats)."""
+    failed_replays: int = 0
+    """Of ``replays``, those that are no evidence either way: the replayed program failed
+    on its own or the replay could not run (counted neither as successes nor failures)."""
     trial_success_rate: float | None = None
     """Successful replays / replays judged against a reference (DoVer Table 2): the
     flip rate, since only failed runs are debugged."""
@@ -105,6 +108,11 @@ def aggregate(rows: Sequence[DoverRow]) -> DoverSummary:
         summary.leaked_answers += row.intervention.leaks_answer
         summary.replays += len(row.repeats)
         for repeat in row.repeats:
+            if no_evidence(repeat) is not None:
+                # No evidence either way (a row written before such replays were set apart
+                # may still rate one a success).
+                summary.failed_replays += 1
+                continue
             if repeat.success is not None and repeat.edit_applied:
                 judged += 1
                 successes += repeat.success
@@ -136,7 +144,13 @@ def format_summary(summary: DoverSummary) -> str:
         f"trials:              {summary.trials} ({summary.intervened_trials} intervened, "
         f"{summary.no_hypothesis} without hypothesis, {summary.no_intervention} without "
         f"intervention, {summary.errors} errors)",
-        f"replays:             {summary.replays}",
+        f"replays:             {summary.replays}"
+        + (
+            f" ({summary.failed_replays} failed on their own or could not run: no evidence "
+            "either way)"
+            if summary.failed_replays
+            else ""
+        ),
         f"already succeeded:   {summary.already_succeeded} runs (not debugged)",
         f"trial success rate:  {pct(summary.trial_success_rate)}"
         + (

@@ -1,10 +1,18 @@
 """DoVer's verdicts from repeated replays (Section 4.2), plus the cases the paper does
 not meet.
 
+A replay whose program failed on its own (a non-zero exit, e.g. after a live call answered
+with an error, or the timeout) or that could not run at all is no evidence either way: the
+paper's failures are runs that end with a wrong answer, not crashes, so such a replay
+counts neither as a success nor as a failure (:func:`no_evidence`).
+
 With R repeats and t = ceil(2R/3) (2 of 3 in the paper), in this order:
 
 - not_applied (added): the intervention changes nothing (its text is the original
-  message's), or fewer than t replays reached the intervened step with the recorded
+  message's);
+- inconclusive (paper, "all other cases"): fewer than t replays are evidence (the others
+  failed on their own or could not run), so none of the paper's other verdicts can hold;
+- not_applied (added): fewer than t replays reached the intervened step with the recorded
   history, so the edit was not served;
 - validated (paper): at least t runs succeed;
 - unverifiable (added): fewer than t runs could be judged for success (no reference
@@ -23,9 +31,11 @@ The flip rate (replays that succeed / replays judged) comes with a Wilson score 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 
 from faultfinder.dover.models import RepeatResult, VerdictName
+from faultfinder.replay.replayer import ReplayReport
 
 PROGRESS_STEP = 0.2
 """'Additional 20% progress': one milestone out of five."""
@@ -56,16 +66,72 @@ def _made_progress(result: RepeatResult) -> bool:
     return result.progress is not None and result.progress >= PROGRESS_STEP - 1e-9
 
 
+def no_evidence(result: RepeatResult) -> str | None:
+    """Why ``result`` says nothing about the hypothesis (None: it is evidence).
+
+    A replay that could not run, or whose program failed on its own after it got the edit
+    (or before the edit without diverging from the recording), is no evidence: its answer
+    is whatever the last step that ran said. A program that failed after diverging before
+    the edit was refused a call it had not made in the recording: that is an edit not
+    applied, not a failure of the program.
+    """
+    if not result.ran:
+        return result.error or "the replay could not run"
+    if result.program_failed and (result.edit_applied or not result.divergences):
+        return result.error or f"the program failed on its own (exit status {result.exit_code})"
+    return None
+
+
+def program_failure(report: ReplayReport) -> str:
+    """What a replayed program that failed on its own did, for a replay's ``error``."""
+    how = (
+        "it ran past the timeout"
+        if report.program_timed_out
+        else f"exit status {report.program_exit_code}"
+    )
+    calls = dict.fromkeys(
+        f"{call.method} {call.path} -> {call.status or 'no answer'}"
+        for call in report.live
+        if call.status is None or call.status >= 400
+    )
+    said = f"; live calls answered with an error: {', '.join(calls)}" if calls else ""
+    return f"the program failed on its own ({how}{said})"
+
+
+def _failures(results: Sequence[RepeatResult]) -> str:
+    """'2/3 replays are no evidence either way (the commonest reason, x2)'."""
+    reasons = Counter(why for r in results if (why := no_evidence(r)) is not None)
+    (top, count), others = reasons.most_common(1)[0], len(reasons) - 1
+    return (
+        f"{reasons.total()}/{len(results)} replays are no evidence either way ({top}"
+        + (f", x{count}" if count > 1 else "")
+        + (f"; {others} other reason(s) in the rows" if others else "")
+        + ")"
+    )
+
+
 def classify(results: Sequence[RepeatResult], *, changed: bool = True) -> tuple[VerdictName, str]:
     """The verdict and a one-line reason (``changed``: the intervention differs from the
-    original message)."""
+    original message). Replays that are :func:`no_evidence` count for nothing."""
     if not changed:
         return "not_applied", "the intervention is the original message: it changes nothing"
     if not results:
         return "inconclusive", "no replays"
+    verdict, reason = _classify(results)
+    if verdict != "inconclusive" and any(no_evidence(r) is not None for r in results):
+        reason += f"; {_failures(results)}"
+    return verdict, reason
+
+
+def _classify(results: Sequence[RepeatResult]) -> tuple[VerdictName, str]:
     total = len(results)
     need = threshold(total)
-    applied = [r for r in results if r.edit_applied]
+    usable = [r for r in results if no_evidence(r) is None]
+    if len(usable) < need:
+        return "inconclusive", (
+            f"{_failures(results)}: {len(usable)} left, fewer than the {need} a verdict needs"
+        )
+    applied = [r for r in usable if r.edit_applied]
     if len(applied) < need:
         return "not_applied", (
             f"the edit was served in {len(applied)}/{total} replays (the program did not "
@@ -97,8 +163,10 @@ def classify(results: Sequence[RepeatResult], *, changed: bool = True) -> tuple[
             "without reaching the task"
         )
     unjudged = sum(1 for r in applied if r.fulfilled is None)
+    failed = len(results) - len(usable)
     return "inconclusive", (
         f"{successes}/{total} succeeded; intervention fulfilled in "
         f"{sum(1 for r in applied if r.fulfilled)}/{total}"
         + (f" ({unjudged} unjudged)" if unjudged else "")
+        + (f"; {_failures(results)}" if failed else "")
     )
