@@ -143,6 +143,14 @@ class CheckedCandidate(Candidate):
     rank: int
     """Position before the check (0 = the static method's first choice)."""
     branch: str | None = None
+    live_calls: int = 0
+    """Requests of the replay that reached the upstream, every path (its report's
+    ``live_calls``; 0 when it did not replay)."""
+    program_failed: bool = False
+    """The replayed program failed on its own (a non-zero exit before the window was used
+    up, or a timeout): its window is no evidence, so it is not judged and scores 0."""
+    exit_code: int | None = None
+    """The replayed program's exit status (None: it did not run)."""
     observation: Observation | None = None
     """None when the replay failed or the judge's answer was unreadable."""
     score: int = 0
@@ -415,8 +423,21 @@ async def dynamic_check(
                 item.error = str(exc)
                 checked.append(item)
                 continue
+            report = outcome.report
             item.branch = str(outcome.branch_dir)
-            if not outcome.report.edit_applied:
+            item.live_calls = report.live_calls
+            item.program_failed = report.program_failed
+            item.exit_code = report.program_exit_code
+            if report.program_failed:
+                # A window cut short by a crash or an error answer shows neither the
+                # expected output nor the failure: judging it would rank a crash.
+                item.error = (
+                    "the replayed program failed on its own (exit status "
+                    f"{report.program_exit_code}): not judged"
+                )
+                checked.append(item)
+                continue
+            if not report.edit_applied:
                 item.error = "the replay never reached the candidate step"
                 checked.append(item)
                 continue
