@@ -246,6 +246,42 @@ def test_run_n_times_gives_the_flip_rate_and_debug_s_verdict(
     assert status["verdict"] == "inconclusive" and "no judge model" in status["verdict_reason"]
 
 
+def test_run_n_times_sends_each_apis_live_calls_to_its_own_upstream(
+    runs: Path, upstream: FakeOpenAIServer
+) -> None:
+    """``ReplaySettings.upstreams`` (``--api-upstream``) reaches the replays: with every
+    call of --upstream answered 404, the Chat Completions calls still reach the working
+    fake named for them, and the equivalent command line names it too. Without it the
+    replays fail, and a failed replay is no evidence: not validated."""
+    from faultfinder.testing.fake_openai import ReplyError
+
+    def not_here(body: dict[str, Any]) -> Any:
+        raise ReplyError(404, "no route for this model here")
+
+    with FakeOpenAIServer(reply=not_here) as failing:
+        body = {"trace": "", "at": 1, "edit": {"kind": "message", "text": FIX}, "repeats": 2}
+        client, catalog, _ = app_for(runs, failing, upstreams={"chat": upstream.base_url})
+        body["trace"] = recording_key(catalog)
+        before = len(upstream.requests)
+        status = wait(client, start(client, {**body, "verdict": True}).json()["url"])
+        assert status["verdict"] == "validated", status
+        assert len(upstream.requests) > before and failing.requests == []
+        assert f"--api-upstream chat={upstream.base_url}" in status["command"]
+
+        client, catalog, _ = app_for(runs, failing)
+        status = wait(client, start(client, {**body, "verdict": True}).json()["url"])
+        assert status["verdict"] == "inconclusive", status
+        assert "2/2 replays are no evidence" in status["verdict_reason"]
+        assert all(
+            a["program_failed"] and a["success"] is None and "404" in a["error"]
+            for a in status["attempts"]
+        )
+        assert failing.requests
+        # One replay without a verdict: its answer is shown, not rated.
+        status = wait(client, start(client, {**body, "repeats": 1}).json()["url"])
+        assert "not rated: the program failed on its own" in status["message"], status
+
+
 def test_one_job_per_recording_and_cancel_stops_the_program(
     runs: Path, upstream: FakeOpenAIServer, tmp_path: Path
 ) -> None:

@@ -90,12 +90,31 @@ class ReplaySettings:
     judge_args: tuple[str, ...] = ()
     """The judge's options as given on the command line (``--model X ...``), for the
     equivalent `faultfinder verify-edit` command."""
+    upstreams: dict[str, str] = field(default_factory=dict)
+    """Per-API endpoints for live calls by API name (``--api-upstream API=URL``, as
+    `replay` and `verify-edit` take it); the other APIs' live calls go to ``upstream``."""
 
     @property
     def program(self) -> Program:
         return Program(
-            self.command, self.upstream, self.trust_run, self.api_key_env, self.timeout, self.cwd
+            self.command,
+            self.upstream,
+            self.trust_run,
+            self.api_key_env,
+            self.timeout,
+            self.cwd,
+            upstreams=dict(self.upstreams),
         )
+
+    def upstream_args(self) -> list[str]:
+        """``--upstream``/``--trust-run`` and ``--api-upstream`` as the command lines
+        that make the same branches take them."""
+        argv = ["--upstream", self.upstream] if self.upstream else []
+        if not self.upstream and self.trust_run:
+            argv.append("--trust-run")
+        for api, url in self.upstreams.items():
+            argv += ["--api-upstream", f"{api}={url}"]
+        return argv
 
 
 @dataclass
@@ -282,10 +301,7 @@ class ReplayRunner:
             argv += ["--edit-file", _shown(job.edit_file)]
         if job.verdict_wanted and REPEAT_TEMPERATURE is not None:
             argv += ["--live-temperature", str(REPEAT_TEMPERATURE)]
-        if s.upstream:
-            argv += ["--upstream", s.upstream]
-        elif s.trust_run:
-            argv += ["--trust-run"]
+        argv += s.upstream_args()
         if s.api_key_env:
             argv += ["--api-key-env", s.api_key_env]
         if s.timeout is not None:
@@ -302,10 +318,7 @@ class ReplayRunner:
         argv = ["faultfinder", "verify-edit", _shown(job.base_dir), "--at", str(job.at)]
         argv += ["--edit-file", _shown(job.edit_file), "--repeats", str(job.repeats)]
         argv += ["--session", job.session]
-        if s.upstream:
-            argv += ["--upstream", s.upstream]
-        elif s.trust_run:
-            argv += ["--trust-run"]
+        argv += s.upstream_args()
         if s.api_key_env:
             argv += ["--upstream-key-env", s.api_key_env]
         if s.timeout is not None:
@@ -447,6 +460,8 @@ class ReplayRunner:
             rate = "-" if job.flip_rate is None else f"{job.flip_rate:.0%}"
             return f"{job.verdict}: flip rate {rate} ({job.verdict_reason})"
         attempt = job.attempts[-1]
+        if attempt.program_failed:  # its answer is the last step that ran: not rated
+            return f"answer {attempt.answer!r}, not rated: {attempt.error or 'the program failed'}"
         if attempt.success is None:
             return f"answer {attempt.answer!r}"
         said = "matches" if attempt.success else "does not match"
