@@ -199,7 +199,12 @@ def test_check_json_says_what_went_live_and_what_failed(setup: Setup) -> None:
             report["program_exit_code"] not in (0, None) and not report["window_reached"]
         )
         assert candidate["exit_code"] == report["program_exit_code"]
-    assert any(c["program_failed"] for c in replayed)
+    failed = [c for c in replayed if c["program_failed"]]
+    assert failed
+    # A window cut short by the failure is not judged: it cannot rank a crash first.
+    for candidate in failed:
+        assert candidate["observation"] is None and candidate["score"] == 0
+        assert "failed on its own" in candidate["error"]
 
     code, data = check(setup.good)
     assert code == 0
