@@ -158,3 +158,45 @@ def test_training_traces_never_calibrate() -> None:
     assert calibrated.default_source == "my-team"
     with pytest.raises(ConfigError, match="name the traces' source"):
         calibrate(shipped, traces, conformal.UNSEEN)
+
+
+def test_train_fits_the_ranker_on_the_users_traces_alone(tmp_path: Path) -> None:
+    out = tmp_path / "trained.json"
+    code, output = cli(
+        "calibrate", str(FIXTURES), "--source", "my-team", "--train", "--out", str(out)
+    )
+    assert code == 0, output
+    assert "trained and calibrated on" in output
+    weights = load_weights(out)
+    assert weights.default_source == "my-team"
+    assert weights.trained_on["sources"] == {"my-team": len(weights.fold_of)}
+    assert weights.deploy.coef != shipped_weights().deploy.coef
+    # A training trace is answered by the held-out model of its fold; a new run that names
+    # no source by the deploy model, with the thresholds of this source.
+    trace = load_trace(AG / "3.json")
+    assert weights.choose(trace).source.startswith("trained.json:fold-")
+    steps = [s.model_copy(update={"content": f"{s.content} (again)"}) for s in trace.steps]
+    fresh = without_source(trace).model_copy(
+        update={"task": "another task", "id": "new", "steps": steps}
+    )
+    path = tmp_path / "run.json"
+    path.write_text(fresh.model_dump_json())
+    code, output = cli(
+        "attribute",
+        str(path),
+        "--method",
+        "shortlist",
+        "--shortlist-weights",
+        str(out),
+        "--no-save",
+        "--json",
+    )
+    assert code == 0, output
+    assert json.loads(output)["step_set_source"].endswith("(calibrated on my-team)")
+
+
+def test_train_needs_enough_traces(tmp_path: Path) -> None:
+    code, output = cli(
+        "calibrate", str(AG), "--source", "x", "--train", "--out", str(tmp_path / "w.json")
+    )
+    assert code == 1 and "needs at least 20" in output

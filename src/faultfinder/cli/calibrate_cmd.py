@@ -34,6 +34,12 @@ from faultfinder.cli.kinds import explained
     type=click.Path(exists=True, dir_okay=False),
     help="Weights file to calibrate (default: the shipped one).",
 )
+@click.option(
+    "--train",
+    is_flag=True,
+    help="Also train the ranker on these traces alone (at least 20; the shortlist extra), "
+    "for a framework the shipped ranker reads poorly. The shipped ranker is not used.",
+)
 @click.option("--format", "trace_format", default=None, help="Input format (default: detect).")
 @click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
 @strict_option
@@ -43,6 +49,7 @@ def calibrate(
     source: str | None,
     out_path: str,
     base_path: str | None,
+    train: bool,
     trace_format: str | None,
     force: bool,
     strict: bool,
@@ -53,7 +60,8 @@ def calibrate(
     trace is scored by the model that never saw it, and the 80/90/95% thresholds of the
     new file come from those scores (split conformal). A trace that names no source is
     then taken to be of this one, and a trace unlike the calibration traces still has
-    its level withdrawn.
+    its level withdrawn. With --train the ranker itself is trained on these traces
+    (held-out fold models, each calibrated on a fold it did not train on).
 
     \b
     faultfinder calibrate my-labelled-runs/ --source my-team --out my-team.weights.json
@@ -61,6 +69,7 @@ def calibrate(
     """
     from faultfinder.eval.datasets import DatasetOptions, load_dataset
     from faultfinder.shortlist.calibrate import calibrate as calibrate_weights
+    from faultfinder.shortlist.calibrate import train_on
     from faultfinder.shortlist.weights import load_weights
 
     out = Path(out_path)
@@ -77,10 +86,15 @@ def calibrate(
                 "name the traces' source with --source NAME (they do not all name one)"
             )
         source = str(next(iter(named)))
-    weights, report = calibrate_weights(load_weights(base_path), traces, source)
+    base = load_weights(base_path)
+    if train:
+        weights, report = train_on(traces, source, base.groups)
+    else:
+        weights, report = calibrate_weights(base, traces, source)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(weights.dumps(), encoding="utf-8")
-    click.echo(f"calibrated on {len(report.used)} labelled trace(s) of {source}")
+    what = "trained and calibrated" if train else "calibrated"
+    click.echo(f"{what} on {len(report.used)} labelled trace(s) of {source}")
     if report.skipped:
         reasons = Counter(report.skipped.values())
         first = next(iter(report.skipped))

@@ -13,11 +13,16 @@ own (``Trace.source.subset`` unset, as every imported run) is taken to be of it.
 file's shift reference is rebuilt from the calibration traces, so a trace unlike them
 still has its coverage claim withdrawn. Nothing is trained: the ranker is unchanged, and
 no extra is needed.
+
+:func:`train_on` goes one step further (``faultfinder calibrate --train``, the
+``shortlist`` extra): it trains the ranker on the labelled traces themselves, as the
+shipped file is trained on Who&When (held-out fold models, per-fold calibration, a deploy
+model), for a framework whose runs the shipped ranker reads poorly.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from faultfinder.errors import ConfigError
@@ -33,7 +38,11 @@ MIN_TRACES = 10
 ``ceil((n + 1) a)``-th smallest score, so below 1/(1 - a) - 1 traces (9 at 90%, 19 at
 95%) the set is the whole trace anyway."""
 FOLDS = 5
-"""Folds of the calibration traces for the shift threshold (scored out of fold)."""
+"""Folds of the calibration traces for the shift threshold (scored out of fold), and of
+the training traces with ``--train``."""
+MIN_TRAIN = 20
+"""Labelled traces ``--train`` needs: each of the five folds calibrates its held-out model
+on about a fifth of them."""
 
 
 @dataclass
@@ -49,14 +58,43 @@ class Calibration:
     """The deploy model's threshold per level."""
 
 
-def _usable(trace: Trace, weights: Weights) -> str | None:
-    """Why ``trace`` cannot calibrate ``weights`` (None: it can)."""
+def _check_source(source: str) -> None:
+    if not source or source == conformal.UNSEEN:
+        raise ConfigError(f"name the traces' source (not {source!r}), e.g. --source my-team")
+
+
+def _unlabelled(trace: Trace) -> str | None:
+    """Why ``trace`` has no decisive step to learn from (None: it has one)."""
     if not trace.steps:
         return "no steps"
     if trace.label is None or not trace.label.acceptable_steps:
         return "no labelled decisive step"
     if any(not 0 <= s < len(trace.steps) for s in trace.label.acceptable_steps):
         return "its labelled step is outside the trace"
+    return None
+
+
+def _sorted_out(
+    traces: Sequence[Trace], source: str, why: Callable[[Trace], str | None]
+) -> tuple[list[Trace], Calibration]:
+    """The traces ``why`` finds nothing against, and the report saying which were not."""
+    report = Calibration(source)
+    usable: list[Trace] = []
+    for trace in traces:
+        reason = why(trace)
+        if reason is None:
+            usable.append(trace)
+            report.used.append(trace.id)
+        else:
+            report.skipped[trace.id] = reason
+    return usable, report
+
+
+def _usable(trace: Trace, weights: Weights) -> str | None:
+    """Why ``trace`` cannot calibrate ``weights`` (None: it can)."""
+    unlabelled = _unlabelled(trace)
+    if unlabelled is not None:
+        return unlabelled
     chosen = weights.choose(trace)
     if chosen.contaminated or chosen.model is not weights.deploy:
         # A training trace (or a near-copy of one) is ranked by a held-out fold model;
@@ -80,19 +118,10 @@ def calibrate(
     """A copy of ``weights`` whose step sets are calibrated on ``traces`` (labelled
     failures of one source, ``source``), and what was used. ConfigError with fewer than
     :data:`MIN_TRACES` usable traces."""
-    if not source or source == conformal.UNSEEN:
-        raise ConfigError(f"name the traces' source (not {source!r}), e.g. --source my-team")
+    _check_source(source)
     if "surprisal" in weights.groups:
         raise ConfigError("step sets need a shortlist model without the 'surprisal' group")
-    report = Calibration(source)
-    usable: list[Trace] = []
-    for trace in traces:
-        why = _usable(trace, weights)
-        if why is None:
-            usable.append(trace)
-            report.used.append(trace.id)
-        else:
-            report.skipped[trace.id] = why
+    usable, report = _sorted_out(traces, source, lambda t: _usable(t, weights))
     if len(usable) < MIN_TRACES:
         raise ConfigError(
             f"{len(usable)} usable labelled trace(s) of {len(traces)}; calibrating step sets "
@@ -119,3 +148,44 @@ def calibrate(
         default_source=source,
     )
     return out, report
+
+
+def train_on(
+    traces: Sequence[Trace], source: str, groups: Sequence[str]
+) -> tuple[Weights, Calibration]:
+    """Weights trained and calibrated on ``traces`` alone (labelled failures of one
+    source), built as the shipped file is (``train.ship``: a held-out model per fold,
+    each calibrated on a fold it did not train on, and a deploy model). Needs the
+    ``shortlist`` extra; ConfigError with fewer than :data:`MIN_TRAIN` labelled traces."""
+    _check_source(source)
+    usable, report = _sorted_out(traces, source, _unlabelled)
+    if len(usable) < MIN_TRAIN:
+        raise ConfigError(
+            f"{len(usable)} usable labelled trace(s) of {len(traces)}; training the ranker "
+            f"needs at least {MIN_TRAIN} (without --train, calibrating needs {MIN_TRACES})"
+        )
+    try:
+        import numpy  # noqa: F401
+        import scipy  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "training the ranker needs the shortlist extra: pip install 'faultfinder[shortlist]'"
+        ) from None
+    from faultfinder.shortlist.train import build_table, ship
+
+    # Folds by task: one program's runs are near-copies of each other, so folds by content
+    # would put nearly all of them in one. With too few tasks, each trace is its own group.
+    tasks = {t.task for t in usable}
+    key: Callable[[Trace], str] = (
+        (lambda t: t.task) if len(tasks) >= 2 * FOLDS else (lambda t: t.id)
+    )
+    weights = ship(build_table(usable, groups), groups, k=FOLDS, fold_key=key)
+    for model in [weights.deploy, *weights.folds]:
+        # Each model's own calibration fold is of this source: say so in the results.
+        for a in conformal.LEVELS:
+            model.conformal[conformal.source_key(source, a)] = model.conformal[str(a)]
+    provenance = dict(weights.trained_on)
+    provenance["dataset"] = f"{len(usable)} labelled traces of {source} (faultfinder calibrate)"
+    provenance["sources"] = {source: len(usable)}
+    report.thresholds = {a: weights.deploy.conformal[str(a)] for a in conformal.LEVELS}
+    return replace(weights, trained_on=provenance, default_source=source), report

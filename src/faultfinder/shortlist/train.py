@@ -164,12 +164,15 @@ def content_groups(traces: Sequence[Trace]) -> list[str]:
     return [smallest[r] for r in roots]
 
 
-def assign_folds(traces: Sequence[Trace], k: int, seed: int = 0) -> list[int]:
-    """Fold of each trace: by content (near-duplicate logs together), balanced per subset
-    (a group goes with the subset of its first trace)."""
+def assign_folds(
+    traces: Sequence[Trace], k: int, seed: int = 0, by: Sequence[str] | None = None
+) -> list[int]:
+    """Fold of each trace: by group (default: by content, near-duplicate logs together;
+    ``by``: a group key per trace), balanced per subset (a group goes with the subset of
+    its first trace)."""
     import random
 
-    groups = content_groups(traces)
+    groups = content_groups(traces) if by is None else list(by)
     fold_of_group: dict[str, int] = {}
     for subset in sorted({subset_of(t) for t in traces}):
         keys = sorted({g for g, t in zip(groups, traces, strict=True) if subset_of(t) == subset})
@@ -260,8 +263,14 @@ class HeldOut:
     """For traces outside the table: trained on every fold but fold 0, calibrated on it."""
 
 
-def held_out_models(table: Table, groups: Sequence[str], k: int = 5, seed: int = 0) -> HeldOut:
-    folds = assign_folds(table.traces, k, seed)
+def held_out_models(
+    table: Table,
+    groups: Sequence[str],
+    k: int = 5,
+    seed: int = 0,
+    by: Sequence[str] | None = None,
+) -> HeldOut:
+    folds = assign_folds(table.traces, k, seed, by)
     members = [[i for i, f in enumerate(folds) if f == fold] for fold in range(k)]
     models: list[ShortlistModel] = []
     for fold in range(k):
@@ -344,17 +353,20 @@ def ship(
     k: int = 5,
     seed: int = 0,
     calibrate_only: Sequence[str] = (),
+    fold_key: Callable[[Trace], str] | None = None,
 ) -> Weights:
     """The format-2 weights file: the deploy model, the held-out model of every fold, and
     the fold of every training trace (by content hash), trained on every source of
     ``table`` but those in ``calibrate_only``. With three sources or more, every model
     also gets the thresholds of :func:`unseen_thresholds` (never below its own pooled
-    ones); the ``calibrate_only`` sources serve there, as sources never trained on."""
+    ones); the ``calibrate_only`` sources serve there, as sources never trained on.
+    ``fold_key`` groups traces into folds (default: by content)."""
     by_source = sources_of(table)
     trained = [s for s in sorted(by_source) if s not in calibrate_only]
     unseen = unseen_thresholds(table, groups, trained)
     table = subtable(table, [i for s in trained for i in by_source[s]])
-    held = held_out_models(table, groups, k, seed)
+    by = None if fold_key is None else [fold_key(t) for t in table.traces]
+    held = held_out_models(table, groups, k, seed, by)
     for model in [held.deploy, *held.models]:
         for a in conformal.LEVELS:
             key = conformal.source_key(conformal.UNSEEN, a)
