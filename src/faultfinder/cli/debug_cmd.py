@@ -282,8 +282,8 @@ def debug(
 
 def _debug_exit(rows: list[Any], upstreams: dict[str, str]) -> None:
     """Exit 5 when some trial ran out of its --budget-tokens, else 4 when a replayed
-    program failed (non-zero exit or timeout) (docs/exit-codes.md); live calls that
-    failed are named either way."""
+    program failed (non-zero exit or timeout), else 1 when a replay could not run at all
+    (docs/exit-codes.md); live calls that failed are named either way."""
     over = sum(row.status == "budget-exceeded" for row in rows)
     if over:
         counts = exitcodes.CaseCounts(total=len(rows), budget_exceeded=over)
@@ -296,6 +296,14 @@ def _debug_exit(rows: list[Any], upstreams: dict[str, str]) -> None:
         [r.branch for r in replays],
         upstreams,
     )
+    not_run = [r.error or "no reason given" for r in replays if not r.ran]
+    if not_run:  # no program ran (a command that does not exist...), as verify-edit's 1
+        click.echo(
+            f"exit {exitcodes.FAILURE}: of {len(replays)} replays, {len(not_run)} could not "
+            f"run ({not_run[0]})",
+            err=True,
+        )
+        click.get_current_context().exit(exitcodes.FAILURE)
 
 
 @click.command("debug-report")
