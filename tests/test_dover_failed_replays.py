@@ -168,7 +168,12 @@ def test_verify_edit_with_a_working_upstream_still_validates(setup: Setup, tmp_p
 
 def test_debug_says_a_replay_could_not_run(setup: Setup, tmp_path: Path) -> None:
     missing = str(tmp_path / "no-such-program")
-    debug(setup, setup.good, tmp_path / "rows.jsonl", missing)
+    result = debug(setup, setup.good, tmp_path / "rows.jsonl", missing)
+    # No program ran: the command could not do its job, as verify-edit says in that case.
+    assert result.exit_code == 1, result.output
+    assert "exit 1: of 3 replays, 3 could not run (the replay could not run: Cannot run" in (
+        result.stderr
+    )
     (row,) = rows(tmp_path / "rows.jsonl")
     assert row.intervention is not None
     assert row.verdict == "inconclusive", row.verdict_reason
