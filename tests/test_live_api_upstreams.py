@@ -443,3 +443,20 @@ def test_no_upstream_for_the_live_part_is_refused_before_any_work(
     assert "--trust-run" in result.output
     assert ups.snapshot() == before and branches(recording) == old
     assert not (tmp_path / "rows.jsonl").exists()
+
+
+def test_proxy_replay_refuses_to_send_an_api_to_another_providers_upstream(
+    mixed: tuple[Recording, Upstreams], tmp_path: Path
+) -> None:
+    """`faultfinder proxy --replay` applies the same rule as replay: refused before the
+    proxy starts, nothing sent, and the option to pass named."""
+    recording, ups = mixed
+    before, old = ups.snapshot(), branches(recording)
+    result = CliRunner().invoke(
+        main,
+        ["proxy", "--replay", str(recording.run_dir), "--at", str(recording.at),
+         "--upstream", ups.openai.base_url, "--port", "0"],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert ups.since(before) == ([], []) and branches(recording) == old
+    assert "pass --api-upstream messages=URL" in " ".join(result.output.split())

@@ -35,7 +35,13 @@ from faultfinder.replay.recorder import (
     utcnow,
 )
 from faultfinder.replay.replayer import ReplayPlan
-from faultfinder.replay.session import replay_upstream, run_redactor, run_sync
+from faultfinder.replay.session import (
+    replay_upstream,
+    replay_upstreams,
+    require_api_upstreams,
+    run_redactor,
+    run_sync,
+)
 
 
 @click.command()
@@ -89,6 +95,11 @@ def proxy(
         parent = read_meta(replay_dir)
         given, trusted = choose_upstream(replay_dir, upstream, trust_run)
         upstream = replay_upstream(parent, given, trusted)
+        # Each API to its own upstream, as replay does; never one provider's calls (and
+        # key) to another's upstream.
+        api_upstream = replay_upstreams(parent, api_upstream, trusted)
+        if upstream:
+            require_api_upstreams(parent, upstream, api_upstream)
         replay = replay_options(at, edit, None, edit_input, "replace-last-user", "fail")
         plan = ReplayPlan(load_calls(replay_dir), replay)
         run_dir = run_dir_in(str(Path(replay_dir) / BRANCHES_DIR), run_id, new_run_id("b"))
@@ -97,6 +108,7 @@ def proxy(
             kind="branch",
             parent=str(replay_dir),
             upstream=upstream,
+            upstreams=dict(api_upstream),
             task=parent.task,
             ground_truth=parent.ground_truth,
             replay=replay.model_dump(mode="json", exclude_none=True),
@@ -111,7 +123,7 @@ def proxy(
         if not upstream:
             raise click.UsageError("--upstream is required when recording")
         run_dir = run_dir_in(out, run_id, new_run_id())
-        meta = RunMeta(run_id=run_dir.name, upstream=upstream)
+        meta = RunMeta(run_id=run_dir.name, upstream=upstream, upstreams=dict(api_upstream))
     config = ProxyConfig(
         upstream=upstream,
         upstreams=api_upstream,
