@@ -2,13 +2,10 @@
 
 Parsing an event's fields is :class:`faultfinder.replay.apis.SSEEvent`; what the events
 of each API add up to, and how a complete reply is streamed, is each adapter's business
-(:mod:`faultfinder.replay.apis`). The Chat Completions helpers are re-exported here for
-the callers that stream chat completions (``serve-local``).
+(:mod:`faultfinder.replay.apis`).
 """
 
 from __future__ import annotations
-
-from faultfinder.replay.apis.chat import DONE, CompletionBuilder, completion_chunks, stream_bytes
 
 
 class SSEParser:
@@ -32,4 +29,4 @@ class SSEParser:
         return [rest + b"\n\n"] if rest.strip() else []
 
 
-__all__ = ["DONE", "CompletionBuilder", "SSEParser", "completion_chunks", "stream_bytes"]
+__all__ = ["SSEParser"]
