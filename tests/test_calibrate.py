@@ -7,6 +7,7 @@ import json
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -34,6 +35,19 @@ def cli(*args: str) -> tuple[int, str]:
 def without_source(trace: Trace) -> Trace:
     """The trace as a user's own run looks: it names no source."""
     return trace.model_copy(update={"source": trace.source.model_copy(update={"subset": None})})
+
+
+def shortlist_with(trace: Trace, weights: Path, tmp_path: Path) -> dict[str, Any]:
+    """`attribute --method shortlist --shortlist-weights WEIGHTS --json` on ``trace``."""
+    path = tmp_path / "run.json"
+    path.write_text(trace.model_dump_json())
+    code, output = cli(
+        "attribute", str(path), "--method", "shortlist", "--shortlist-weights", str(weights),
+        "--no-save", "--json",
+    )  # fmt: skip
+    assert code == 0, output
+    result: dict[str, Any] = json.loads(output)
+    return result
 
 
 def test_calibrate_writes_the_conformal_thresholds_of_unseen_scores(tmp_path: Path) -> None:
@@ -72,20 +86,7 @@ def test_attribute_uses_the_calibrated_file_for_a_trace_that_names_no_source(
     out = tmp_path / "mine.json"
     assert cli("calibrate", str(AG), "--source", "my-team", "--out", str(out))[0] == 0
     mine = without_source(load_trace(AG / "3.json"))
-    path = tmp_path / "run.json"
-    path.write_text(mine.model_dump_json())
-    code, output = cli(
-        "attribute",
-        str(path),
-        "--method",
-        "shortlist",
-        "--shortlist-weights",
-        str(out),
-        "--no-save",
-        "--json",
-    )
-    assert code == 0, output
-    result = json.loads(output)
+    result = shortlist_with(mine, out, tmp_path)
     assert result["details"]["shortlist_model"] == "mine.json:deploy"
     assert result["step_set_source"] == "mine.json:deploy (calibrated on my-team)"
     weights = load_weights(out)
@@ -96,8 +97,9 @@ def test_attribute_uses_the_calibrated_file_for_a_trace_that_names_no_source(
     # in distribution, so the level is claimed.
     assert result["step_set_calibrated"] is True
     # Without the file: the shipped thresholds for a source never trained on.
-    code, output = cli("attribute", str(path), "--method", "shortlist", "--no-save", "--json")
-    assert "sources never trained on" in json.loads(output)["step_set_source"]
+    run = str(tmp_path / "run.json")  # written by shortlist_with
+    code, output = cli("attribute", run, "--method", "shortlist", "--no-save", "--json")
+    assert code == 0 and "sources never trained on" in json.loads(output)["step_set_source"]
 
 
 def test_eval_rows_carry_the_calibrated_sets(tmp_path: Path) -> None:
@@ -179,20 +181,8 @@ def test_train_fits_the_ranker_on_the_users_traces_alone(tmp_path: Path) -> None
     fresh = without_source(trace).model_copy(
         update={"task": "another task", "id": "new", "steps": steps}
     )
-    path = tmp_path / "run.json"
-    path.write_text(fresh.model_dump_json())
-    code, output = cli(
-        "attribute",
-        str(path),
-        "--method",
-        "shortlist",
-        "--shortlist-weights",
-        str(out),
-        "--no-save",
-        "--json",
-    )
-    assert code == 0, output
-    assert json.loads(output)["step_set_source"].endswith("(calibrated on my-team)")
+    result = shortlist_with(fresh, out, tmp_path)
+    assert result["step_set_source"].endswith("(calibrated on my-team)")
 
 
 def test_train_needs_enough_traces(tmp_path: Path) -> None:
