@@ -366,6 +366,7 @@ def test_the_ui_command_takes_the_program_only_after_dashes(runs: Path) -> None:
         (["ui", str(runs), "--", *TEAM], "only run with --allow-replay"),
         (["ui", str(runs), "--upstream", "http://127.0.0.1:9/v1"], "--upstream only make"),
         (["ui", str(runs), "--trust-run"], "--trust-run only make"),
+        (["ui", str(runs), "--api-upstream", "messages=http://127.0.0.1:9/v1"], "--api-upstream"),
         (
             ["ui", str(runs), "--host", "0.0.0.0", "--allow-replay", "--", *TEAM],
             "loopback only",

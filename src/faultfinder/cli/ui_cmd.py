@@ -17,6 +17,7 @@ from click.core import ParameterSource
 from faultfinder.cli.common import PORT, SECONDS, build_llm, model_options, pass_errors
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.kinds import unusable
+from faultfinder.cli.proxy_options import api_upstream_option
 from faultfinder.results_store import DEFAULT_RESULTS as RESULTS_STORE
 
 DEFAULT_RESULTS = RESULTS_STORE
@@ -121,6 +122,7 @@ def judge_args(ctx: click.Context, llm_options: dict[str, Any]) -> tuple[str, ..
     is_flag=True,
     help="Send replays' live calls (and your key) to the upstream each recording names.",
 )
+@api_upstream_option
 @click.option(
     "--upstream-key-env",
     default=None,
@@ -156,6 +158,7 @@ def ui(
     allow_replay: bool,
     upstream: str | None,
     trust_run: bool,
+    api_upstream: dict[str, str],
     upstream_key_env: str | None,
     replay_timeout: float | None,
     cwd: str | None,
@@ -205,6 +208,7 @@ def ui(
     replay_only = {
         "--upstream": upstream is not None,
         "--trust-run": trust_run,
+        "--api-upstream": bool(api_upstream),
         "--upstream-key-env": upstream_key_env is not None,
         "--replay-timeout": replay_timeout is not None,
         "--cwd": cwd is not None,
@@ -239,6 +243,7 @@ def ui(
             command=tuple(program),
             upstream=upstream,
             trust_run=trust_run,
+            upstreams=api_upstream,
             api_key_env=upstream_key_env,
             timeout=replay_timeout,
             cwd=cwd,
