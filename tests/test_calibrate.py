@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -190,3 +191,35 @@ def test_train_needs_enough_traces(tmp_path: Path) -> None:
         "calibrate", str(AG), "--source", "x", "--train", "--out", str(tmp_path / "w.json")
     )
     assert code == 1 and "needs at least 20" in output
+
+
+def test_the_ui_runs_methods_with_the_calibrated_file(tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+
+    from faultfinder.llm import LLM, ScriptedBackend
+    from faultfinder.ui.app import create_app
+    from faultfinder.ui.catalog import build_catalog
+    from faultfinder.ui.jobs import JobRunner
+
+    out = tmp_path / "mine.json"
+    assert cli("calibrate", str(AG), "--source", "my-team", "--out", str(out))[0] == 0
+    run = tmp_path / "traces" / "run.json"
+    run.parent.mkdir()
+    run.write_text(without_source(load_trace(AG / "3.json")).model_dump_json())
+    results = tmp_path / "results.jsonl"
+    catalog = build_catalog([run.parent], results_file=results)
+    runner = JobRunner(catalog, "shortlist", lambda: LLM(ScriptedBackend([])), results, str(out))
+    with TestClient(create_app(catalog, runner=runner), base_url="http://127.0.0.1") as client:
+        key = next(iter(catalog.traces))
+        token = client.get(f"/trace/{key}").text.split('name="ff-token" content="')[1]
+        started = client.post(
+            f"/trace/{key}/attribute", headers={"x-faultfinder-token": token.split('"')[0]}
+        )
+        job = started.json()["job"]
+        for _ in range(200):
+            if client.get(f"/jobs/{job}").json()["state"] in ("done", "failed"):
+                break
+            time.sleep(0.02)
+    saved = json.loads(results.read_text().splitlines()[0])
+    assert saved["details"]["shortlist_model"] == "mine.json:deploy"
+    assert saved["step_set_source"] == "mine.json:deploy (calibrated on my-team)"

@@ -14,7 +14,14 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from faultfinder.cli.common import PORT, SECONDS, build_llm, model_options, pass_errors
+from faultfinder.cli.common import (
+    PORT,
+    SECONDS,
+    build_llm,
+    model_options,
+    pass_errors,
+    shortlist_weights_option,
+)
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.kinds import unusable
 from faultfinder.cli.proxy_options import api_upstream_option
@@ -97,6 +104,7 @@ def judge_args(ctx: click.Context, llm_options: dict[str, Any]) -> tuple[str, ..
     default=None,
     help="Method the page may run (with --allow-run), e.g. all-at-once or echo:I2.",
 )
+@shortlist_weights_option
 @click.option(
     "--results",
     "results_path",
@@ -154,6 +162,7 @@ def ui(
     port: int,
     allow_run: bool,
     method_spec: str | None,
+    shortlist_weights: str | None,
     results_path: str,
     allow_replay: bool,
     upstream: str | None,
@@ -236,7 +245,9 @@ def ui(
     runner = None
     if allow_run:
         assert method_spec is not None
-        runner = JobRunner(catalog, method_spec, lambda: build_llm(**llm_options), results)
+        runner = JobRunner(
+            catalog, method_spec, lambda: build_llm(**llm_options), results, shortlist_weights
+        )
     replays = None
     if allow_replay:
         settings = ReplaySettings(

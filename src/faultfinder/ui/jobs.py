@@ -19,7 +19,7 @@ from typing import Literal
 from faultfinder.errors import FaultfinderError
 from faultfinder.judging.method import run_method
 from faultfinder.llm.client import LLM, track_usage
-from faultfinder.registry import create_method
+from faultfinder.registry import create_method, with_shortlist_weights
 from faultfinder.ui.catalog import AttributionEntry, Catalog
 
 JobState = Literal["queued", "running", "done", "failed"]
@@ -44,9 +44,17 @@ class JobRunner:
     """Runs ``method_spec`` with an LLM from ``make_llm`` on traces of ``catalog``."""
 
     def __init__(
-        self, catalog: Catalog, method_spec: str, make_llm: Callable[[], LLM], results: Path
+        self,
+        catalog: Catalog,
+        method_spec: str,
+        make_llm: Callable[[], LLM],
+        results: Path,
+        shortlist_weights: str | None = None,
     ) -> None:
-        create_method(method_spec)  # fail at start-up on an unknown method
+        self.settings = with_shortlist_weights(method_spec, {}, shortlist_weights)
+        create_method(method_spec, **self.settings)  # fail at start-up on an unknown method
+        self.shortlist_weights = shortlist_weights
+        """Weights file of the step sets (and of shortlist/compose); None: the shipped one."""
         self.catalog = catalog
         self.method_spec = method_spec
         self.make_llm = make_llm
@@ -74,9 +82,13 @@ class JobRunner:
             with track_usage() as scope:
                 watcher = asyncio.get_running_loop().create_task(self._watch(job, scope))
                 try:
-                    method = create_method(self.method_spec)
+                    method = create_method(self.method_spec, **self.settings)
                     result = await run_method(
-                        method, entry.trace, self.make_llm(), label=self.method_spec
+                        method,
+                        entry.trace,
+                        self.make_llm(),
+                        label=self.method_spec,
+                        step_set_weights=self.shortlist_weights,
                     )
                 except FaultfinderError as exc:
                     job.state, job.message = "failed", _first_line(exc)
