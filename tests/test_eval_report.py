@@ -5,9 +5,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from faultfinder.cli import main
@@ -144,3 +146,18 @@ def test_cli_subset_limit_and_unknown_method(tmp_path: Path) -> None:
     assert [r.trace_id for r in read_rows(out)] == ["beta/1"]
     unknown = invoke(*args, "--method", "nope", "--force")
     assert unknown.exit_code == 1 and "Unknown method 'nope'" in unknown.output
+
+
+def test_a_plot_without_the_plot_extra_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "results.jsonl"
+    args = ["eval", FIXTURE, "--method", "random", "--model", "function:json:dumps"]
+    assert invoke(*args, "--cache", "none", "--no-progress", "--out", out).exit_code == 0
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    for flag in ("--plot", "--reliability-plot"):
+        result = invoke("report", out, flag, tmp_path / "p.png")
+        assert result.exit_code == 1, result.output
+        assert "pip install 'faultfinder[plot]'" in result.output
+        assert "random" not in result.output  # said before any table
+    assert not (tmp_path / "p.png").exists()

@@ -27,6 +27,7 @@ from faultfinder.cli.kinds import explained
 from faultfinder.eval import prompt_cost, reliability, step_sets
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
 from faultfinder.eval.floors import floor_rows
+from faultfinder.eval.plotting import pyplot
 from faultfinder.eval.report import FORMATS, plot_tolerance, render, summarise
 from faultfinder.eval.rows import EvalRow, read_result_files
 from faultfinder.eval.runner import EvalOptions, plan_methods, repeat_warnings, run_eval
@@ -345,6 +346,8 @@ def report_command(
         raise click.ClickException("No result rows in " + ", ".join(results))
     if floors_from:
         rows.extend(floors_for(rows, floors_from))
+    if plot_path or reliability_path:
+        pyplot()  # a missing plot extra is said before any table, not after
     summaries = summarise(rows)
     click.echo(render(summaries, fmt, tolerances=tolerances))  # type: ignore[arg-type]
     if plot_path:

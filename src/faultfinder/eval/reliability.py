@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from faultfinder.eval.metrics import step_correct
+from faultfinder.eval.plotting import pyplot
 from faultfinder.eval.rows import EvalRow
 
 BINS = 10
@@ -102,11 +103,7 @@ def plot_rows(rows: Iterable[EvalRow], path: str | Path) -> Path | None:
     groups = row_pairs(rows)
     if not groups:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 5))
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", label="perfectly calibrated")
     for (subset, method), pairs in sorted(groups.items()):

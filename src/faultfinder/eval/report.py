@@ -24,6 +24,7 @@ from faultfinder.eval.metrics import (
     aggregate,
     score,
 )
+from faultfinder.eval.plotting import pyplot
 from faultfinder.eval.rows import EvalRow
 from faultfinder.eval.tables import markdown_table, text_table
 
@@ -308,11 +309,7 @@ def _literal(text: str) -> str:
 
 def plot_tolerance(summaries: Sequence[GroupSummary], path: str | Path) -> Path:
     """Step accuracy against tolerance (0..5): one panel per subset, one line per method."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     by_subset = _by_subset(summaries)
     if not by_subset:
         raise ValueError("no results to plot")
