@@ -101,6 +101,12 @@ def test_attribute_uses_the_calibrated_file_for_a_trace_that_names_no_source(
     run = str(tmp_path / "run.json")  # written by shortlist_with
     code, output = cli("attribute", run, "--method", "shortlist", "--no-save", "--json")
     assert code == 0 and "sources never trained on" in json.loads(output)["step_set_source"]
+    # As text, such a set comes with the hint to calibrate; with the file, without it.
+    code, output = cli("attribute", run, "--method", "shortlist", "--no-save")
+    assert code == 0 and "`faultfinder calibrate` on a few dozen labelled runs" in output
+    with_file = ["--shortlist-weights", str(out)]
+    code, output = cli("attribute", run, "--method", "shortlist", "--no-save", *with_file)
+    assert code == 0 and "faultfinder calibrate" not in output
 
 
 def test_eval_rows_carry_the_calibrated_sets(tmp_path: Path) -> None:

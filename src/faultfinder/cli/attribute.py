@@ -29,9 +29,16 @@ from faultfinder.judging.method import Attribution, run_method
 from faultfinder.judging.why import why
 from faultfinder.registry import create_method, with_shortlist_weights
 from faultfinder.results_store import DEFAULT_RESULTS, append_result
+from faultfinder.shortlist.sets import UNSEEN_NOTE
 from faultfinder.shortlist.sets import describe as describe_step_set
 from faultfinder.traces.loader import load_trace
 from faultfinder.traces.schema import Trace
+
+CALIBRATE_HINT = (
+    "hint: the step set's thresholds are those for a framework the shortlist never saw, so "
+    "a set tends to hold most of the trace; `faultfinder calibrate` on a few dozen labelled "
+    "runs of yours fits them to your framework (docs/step-sets.md)."
+)
 
 
 def format_attribution(result: Attribution, n_steps: int | None = None) -> str:
@@ -161,6 +168,8 @@ def attribute(
     )
     shown = "\n".join([format_attribution(result, len(trace.steps)), *gold_lines(trace, result)])
     click.echo(result.model_dump_json(indent=2) if as_json else shown)
+    if not as_json and (result.step_set_source or "").endswith(UNSEEN_NOTE):
+        click.echo(CALIBRATE_HINT, err=True)
     if save:
         saved = append_result(result, Path(results_path))
         if not as_json:  # stdout stays one JSON document with --json

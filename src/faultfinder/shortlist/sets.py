@@ -27,6 +27,9 @@ from faultfinder.shortlist.weights import Weights, load_weights, shipped_weights
 from faultfinder.traces.schema import Trace
 
 LEVELS = conformal.LEVELS
+UNSEEN_NOTE = " (calibrated on sources never trained on)"
+"""How a step set's source ends when its thresholds are those for a source the weights
+never trained on (every run of yours, until ``faultfinder calibrate``)."""
 DEFAULT_LEVEL = 0.9
 """The level ``attribute`` and ``eval`` use unless told otherwise (``--step-set``)."""
 
@@ -123,7 +126,7 @@ def step_set(
         # A source these weights have no thresholds of: calibrated as the ranker meets a
         # source it never trained on (``train.unseen_thresholds``).
         tau = unseen
-        source += " (calibrated on sources never trained on)"
+        source += UNSEEN_NOTE
     else:
         tau = ranked.thresholds.get(str(level))
     if tau is None:
