@@ -101,6 +101,12 @@ COMMANDS: list[Command] = [
         "watch the next --window steps, and re-rank the candidates.",
     ),
     Command(
+        "label",
+        "faultfinder.cli.label_cmd",
+        "label",
+        "Write the decisive step of a failed run into its trace (for `calibrate` and `eval`).",
+    ),
+    Command(
         "calibrate",
         "faultfinder.cli.calibrate_cmd",
         "calibrate",

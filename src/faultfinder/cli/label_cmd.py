@@ -1,0 +1,89 @@
+"""`faultfinder label`: write the decisive step of a failed run into its trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from faultfinder.cli.common import pass_errors, strict_option
+from faultfinder.cli.handling import InputPath
+from faultfinder.cli.kinds import explained
+
+
+@click.command()
+@click.argument("trace_path", type=InputPath())
+@click.option("--step", required=True, type=click.IntRange(min=0), help="The decisive step.")
+@click.option("--agent", default=None, help="The responsible agent (default: the step's speaker).")
+@click.option("--reason", default=None, help="Why that step caused the failure.")
+@click.option(
+    "--also",
+    "also",
+    multiple=True,
+    type=click.IntRange(min=0),
+    help="Another step that also counts as correct (repeatable).",
+)
+@click.option(
+    "--out",
+    "out_path",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Canonical trace to write (default: TRACE_PATH itself, when it is one).",
+)
+@click.option("--format", "trace_format", default=None, help="Input format (default: detect).")
+@click.option("--force", is_flag=True, help="Replace a label the trace already has.")
+@strict_option
+@pass_errors
+def label(
+    trace_path: str,
+    step: int,
+    agent: str | None,
+    reason: str | None,
+    also: tuple[int, ...],
+    out_path: str | None,
+    trace_format: str | None,
+    force: bool,
+    strict: bool,
+) -> None:
+    """Write the decisive step of a failed run into its trace (for `calibrate` and `eval`).
+
+    \b
+    faultfinder label runs/RUN/trace.json --step 3 --reason "read the 2021 column"
+    faultfinder label otel-export.json --step 5 --out labelled/run-17.json
+    """
+    from faultfinder.traces.io import is_canonical, read_json, write_trace
+    from faultfinder.traces.loader import load_trace
+    from faultfinder.traces.schema import GoldLabel
+
+    with explained(trace_path, "trace", "a trace"):
+        trace = load_trace(trace_path, format=trace_format, strict=strict)
+    n = len(trace.steps)
+    for s in (step, *also):
+        if s >= n:
+            raise click.BadParameter(f"step {s} is outside the trace (steps 0-{n - 1})")
+    speaker = trace.steps[step].agent
+    if agent is None:
+        agent = speaker
+    elif agent not in trace.agent_names():
+        known = ", ".join(sorted(set(trace.agent_names())))
+        raise click.BadParameter(f"{agent!r} is not an agent of the trace ({known})")
+    if trace.label is not None and trace.label.step is not None and not force:
+        raise click.ClickException(
+            f"the trace is already labelled (step {trace.label.step}, agent "
+            f"{trace.label.agent}); pass --force to replace the label"
+        )
+    if out_path is None:
+        if Path(trace_path).is_dir() or not is_canonical(read_json(trace_path)):
+            raise click.UsageError(
+                f"{trace_path} is not a canonical faultfinder trace file; write the labelled "
+                "canonical trace elsewhere with --out FILE"
+            )
+        out_path = trace_path
+    labelled = trace.model_copy(
+        update={
+            "label": GoldLabel(agent=agent, step=step, acceptable_steps=list(also), reason=reason)
+        }
+    )
+    write_trace(labelled, out_path)
+    note = "" if agent == speaker else f" (step {step} is spoken by {speaker})"
+    click.echo(f"labelled {out_path}: step {step}, agent {agent}{note}")

@@ -1,0 +1,81 @@
+"""`faultfinder label`: the decisive step written into a trace, then used by `calibrate`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from faultfinder.cli import main
+from faultfinder.traces.io import write_trace
+from faultfinder.traces.loader import load_trace
+
+AG = Path(__file__).parent / "fixtures" / "oracle" / "Algorithm-Generated"
+
+
+def cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def unlabelled(tmp_path: Path, name: str = "1.json") -> Path:
+    """A canonical trace of the user's, with no label yet."""
+    trace = load_trace(AG / name).model_copy(update={"label": None})
+    path = tmp_path / f"run-{name}"
+    write_trace(trace, path)
+    return path
+
+
+def test_label_writes_the_step_and_its_speaker_in_place(tmp_path: Path) -> None:
+    path = unlabelled(tmp_path)
+    speaker = load_trace(path).steps[2].agent
+    code, output = cli("label", str(path), "--step", "2", "--reason", "wrong figure")
+    assert code == 0, output
+    assert f"step 2, agent {speaker}" in output
+    label = json.loads(path.read_text())["label"]
+    assert label == {
+        "agent": speaker,
+        "step": 2,
+        "acceptable_steps": [2],
+        "reason": "wrong figure",
+    }
+    # Labelled already: replacing it takes --force.
+    code, output = cli("label", str(path), "--step", "1")
+    assert code == 1 and "--force" in output and json.loads(path.read_text())["label"] == label
+    code, output = cli("label", str(path), "--step", "1", "--also", "3", "--force")
+    assert code == 0 and load_trace(path).label.acceptable_steps == [1, 3]  # type: ignore[union-attr]
+
+
+def test_a_trace_of_another_format_is_written_elsewhere(tmp_path: Path) -> None:
+    code, output = cli("label", str(AG / "1.json"), "--step", "0", "--force")
+    assert code == 2 and "--out FILE" in output
+    out = tmp_path / "labelled" / "1.json"
+    code, output = cli("label", str(AG / "1.json"), "--step", "0", "--force", "--out", str(out))
+    assert code == 0, output
+    written = json.loads(out.read_text())
+    assert written["schema_version"] and written["label"]["step"] == 0
+
+
+def test_bad_steps_and_agents_are_usage_errors(tmp_path: Path) -> None:
+    path = unlabelled(tmp_path)
+    before = path.read_text()
+    code, output = cli("label", str(path), "--step", "999")
+    assert code == 2 and "outside the trace" in output
+    code, output = cli("label", str(path), "--step", "1", "--agent", "Nobody")
+    assert code == 2 and "not an agent of the trace" in output
+    assert path.read_text() == before
+
+
+def test_labelled_runs_calibrate(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for source in sorted(AG.glob("*.json")):
+        path = unlabelled(runs, source.name)
+        gold = load_trace(source).label
+        assert gold is not None and gold.step is not None
+        assert cli("label", str(path), "--step", str(gold.step))[0] == 0
+    code, output = cli(
+        "calibrate", str(runs), "--source", "mine", "--out", str(tmp_path / "w.json")
+    )
+    assert code == 0 and "calibrated on 12 labelled trace(s) of mine" in output, output
