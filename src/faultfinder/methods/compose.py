@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from pydantic import Field
 
@@ -208,6 +208,16 @@ def fit_candidates(
     return [], tokens, left
 
 
+class WholeLog(NamedTuple):
+    """The whole-log judge compose asks instead of the abbreviated one."""
+
+    tokens: int
+    """Its worst case: prompt plus reply bound."""
+    why: str
+    built: tuple[str, bool]
+    """Its prompt and whether the context budget cut it (:func:`whole_log_prompt`)."""
+
+
 def whole_log_instead(
     trace: Trace,
     candidates: list[int],
@@ -215,16 +225,17 @@ def whole_log_instead(
     left: int | None,
     config: ComposeConfig,
     llm: LLM,
-) -> tuple[int, str] | None:
-    """(the whole-log judge's worst-case tokens, why) when the built-in judge should read
-    the whole log rather than the abbreviated one: ``min_saving`` is set, candidates were
-    found, the whole log fits what the case may still spend, and abbreviating would save
-    less than ``min_saving`` of its tokens. None otherwise."""
+) -> WholeLog | None:
+    """The whole-log judge when the built-in judge should read the whole log rather than
+    the abbreviated one: ``min_saving`` is set, candidates were found, the whole log fits
+    what the case may still spend, and abbreviating would save less than ``min_saving``
+    of its tokens. None otherwise."""
     if config.judge != DEFAULT_JUDGE or config.min_saving is None:
         return None
     if not candidates or tokens is None:
         return None
-    prompt, _ = whole_log_prompt(trace, llm, config)
+    built = whole_log_prompt(trace, llm, config)
+    prompt = built[0]
     whole = llm.reservation(prompt, config.reply_tokens(ww.ALL_AT_ONCE_REPLY_TOKENS))
     if left is not None and whole > left:
         return None
@@ -235,11 +246,12 @@ def whole_log_instead(
     if saving >= config.min_saving:
         return None
     saved = f"{saving:.0%} of the whole-log prompt" if saving > 0 else "nothing"
-    return whole, (
+    why = (
         f"showing {len(candidates)} of {len(trace.steps)} steps in full would save {saved} "
         f"({cut} against {full} prompt tokens), less than min_saving {config.min_saving:.0%}: "
         "the whole log was judged, every step a candidate"
     )
+    return WholeLog(whole, why, built)
 
 
 class ComposeMethod(MethodBase):
@@ -276,7 +288,7 @@ class ComposeMethod(MethodBase):
         candidates, tokens, left = fit_candidates(trace, ranking, cfg, self.judge, llm)
         whole = whole_log_instead(trace, candidates, tokens, left, cfg, llm)
         if whole is not None:
-            tokens, details["whole_log"] = whole
+            tokens, details["whole_log"] = whole.tokens, whole.why
             details["shortlisted"] = candidates
             candidates = list(ranking.order)
         details["candidates"] = candidates
@@ -291,7 +303,7 @@ class ComposeMethod(MethodBase):
             return Verdict(status="budget-exceeded", reason=message, details=details)
         mass = sum(ranking.probs[i] for i in candidates)
         if whole is not None:
-            answer = await locate_all_at_once(trace, llm, cfg)
+            answer = await locate_all_at_once(trace, llm, cfg, whole.built)
             details.update(answer.details)
         elif self.judge is None:
             answer = await self._all_at_once(trace, candidates, llm, details)

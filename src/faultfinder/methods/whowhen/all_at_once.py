@@ -33,14 +33,20 @@ def whole_log_prompt(trace: Trace, llm: LLM, config: ww.WhoWhenConfig) -> tuple[
     )
 
 
-async def locate_all_at_once(trace: Trace, llm: LLM, config: ww.WhoWhenConfig) -> Verdict:
+async def locate_all_at_once(
+    trace: Trace,
+    llm: LLM,
+    config: ww.WhoWhenConfig,
+    built: tuple[str, bool] | None = None,
+) -> Verdict:
     """One call over the full log. Reused by ``hybrid`` for its agent choice and by
-    ``compose`` when abbreviating would save too little."""
+    ``compose`` when abbreviating would save too little (``built``: the
+    :func:`whole_log_prompt` it already made)."""
     agents = roster_of(trace)
     n_steps = len(trace.steps)
     if not n_steps:
         return Verdict(status="no-error-found", reason="empty trace")
-    prompt, truncated = whole_log_prompt(trace, llm, config)
+    prompt, truncated = built or whole_log_prompt(trace, llm, config)
     reply = await llm.chat(
         prompt,
         # The step is range-checked by the agent/step rule (run_method), so a readable
