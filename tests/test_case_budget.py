@@ -20,7 +20,7 @@ from faultfinder.judging.method import run_method
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend
 from faultfinder.llm.base import Completion
 from faultfinder.llm.cache import ResponseCache
-from faultfinder.llm.client import case_tokens_left, track_usage
+from faultfinder.llm.scopes import case_tokens_left, track_usage
 from faultfinder.registry import create_method
 from faultfinder.traces.schema import GoldLabel, Step, Trace
 from faultfinder.usage import Budget, Usage

@@ -12,7 +12,7 @@ import pytest
 from faultfinder.judging.method import Attribution, run_method
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend, ScriptedBackend
 from faultfinder.llm.base import approx_token_count
-from faultfinder.llm.client import track_usage
+from faultfinder.llm.scopes import track_usage
 from faultfinder.registry import create_method
 from faultfinder.testing.prefix_cache import BLOCK_TOKENS, PrefixCache, PrefixCachingBackend
 from faultfinder.traces.loader import load_trace

@@ -8,8 +8,9 @@ import pytest
 
 from faultfinder.llm import base
 from faultfinder.llm.base import ChatRequest
-from faultfinder.llm.client import LLM, track_usage
+from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import ScriptedBackend
+from faultfinder.llm.scopes import track_usage
 from faultfinder.testing.prefix_cache import (
     PrefixCache,
     PrefixCachingBackend,

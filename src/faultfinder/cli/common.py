@@ -17,8 +17,9 @@ from faultfinder import exitcodes
 from faultfinder.cli.handling import BudgetError as BudgetError  # re-exported: the
 from faultfinder.cli.handling import EndpointError as EndpointError  # commands import
 from faultfinder.cli.handling import pass_errors as pass_errors  # them from here
-from faultfinder.llm.client import DEFAULT_TIMEOUT, LLM, CallRecord
+from faultfinder.llm.client import DEFAULT_TIMEOUT, LLM
 from faultfinder.llm.registry import BACKENDS, NO_MODEL
+from faultfinder.llm.scopes import CallRecord
 from faultfinder.llm.spec import LLMSpec
 from faultfinder.usage import Budget
 

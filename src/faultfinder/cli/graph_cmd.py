@@ -22,7 +22,7 @@ from faultfinder.cli.common import (
 )
 from faultfinder.cli.handling import InputPath
 from faultfinder.exitcodes import CaseCounts
-from faultfinder.llm.client import track_usage
+from faultfinder.llm.scopes import track_usage
 from faultfinder.methods.chief import CausalGraph, ChiefConfig, build_graph, write_graph
 from faultfinder.methods.chief.graph_render import render_dot, render_mermaid
 from faultfinder.registry import create_method

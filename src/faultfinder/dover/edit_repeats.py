@@ -25,7 +25,8 @@ from faultfinder.dover.judge import judge_fulfilment
 from faultfinder.dover.models import DoverRow, Hypothesis, Intervention, RepeatResult, Trial
 from faultfinder.dover.verdict import classify, no_evidence, program_failure, wilson_interval
 from faultfinder.errors import FaultfinderError
-from faultfinder.llm.client import LLM, track_usage
+from faultfinder.llm.client import LLM
+from faultfinder.llm.scopes import track_usage
 from faultfinder.replay.edits import Edit
 from faultfinder.replay.replayer import ReplayOptions
 from faultfinder.replay.session import ReplayOutcome, SessionOptions, replay_run

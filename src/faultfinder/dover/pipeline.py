@@ -36,7 +36,8 @@ from faultfinder.dover.segment import segment
 from faultfinder.dover.verdict import classify, no_evidence, program_failure, wilson_interval
 from faultfinder.errors import CaseBudgetExceededError, FaultfinderError
 from faultfinder.judging.method import Method
-from faultfinder.llm.client import LLM, track_usage
+from faultfinder.llm.client import LLM
+from faultfinder.llm.scopes import track_usage
 from faultfinder.replay.edits import Edit
 from faultfinder.replay.recorder import build_trace, new_run_id
 from faultfinder.replay.replayer import ReplayOptions

@@ -45,7 +45,8 @@ from faultfinder.judging.method import Attribution, Method, MethodConfig, Observ
 from faultfinder.judging.reference import ground_truth_status
 from faultfinder.judging.render import own_text
 from faultfinder.judging.why import why
-from faultfinder.llm.client import LLM, CallRecord, run_index, track_usage
+from faultfinder.llm.client import LLM
+from faultfinder.llm.scopes import CallRecord, run_index, track_usage
 from faultfinder.registry import create_method, with_shortlist_weights
 from faultfinder.shortlist.sets import DEFAULT_LEVEL
 from faultfinder.traces.schema import Trace

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from faultfinder.errors import BudgetExceededError, CaseBudgetExceededError, FaultfinderError
 from faultfinder.judging.pairing import apply_step_rule
 from faultfinder.judging.reference import GroundTruthStatus, ground_truth_status
-from faultfinder.llm.client import LLM, CallRecord, track_usage
+from faultfinder.llm.client import LLM
+from faultfinder.llm.scopes import CallRecord, track_usage
 from faultfinder.shortlist.sets import DEFAULT_LEVEL, weights_at
 from faultfinder.shortlist.sets import step_set as step_set_of
 from faultfinder.traces.schema import Trace

@@ -7,17 +7,10 @@ from faultfinder.llm.base import (
     OutputConstraint,
     TransientLLMError,
 )
-from faultfinder.llm.client import (
-    LLM,
-    CallRecord,
-    ParseError,
-    Reply,
-    UsageScope,
-    run_index,
-    track_usage,
-)
+from faultfinder.llm.client import LLM, ParseError, Reply
 from faultfinder.llm.doubles import FunctionBackend, ScriptedBackend
 from faultfinder.llm.registry import make_backend
+from faultfinder.llm.scopes import CallRecord, UsageScope, run_index, track_usage
 
 __all__ = [
     "LLM",

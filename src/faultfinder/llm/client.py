@@ -1,13 +1,16 @@
-"""The LLM every method uses: one backend plus retries, caching, limits and accounting."""
+"""The LLM every method uses: one backend plus retries, caching, limits and accounting.
+
+The scopes its calls are counted in (``track_usage``, ``run_index``, a case's token
+budget) and the :class:`CallRecord` each call leaves are in :mod:`faultfinder.llm.scopes`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import json
 import random
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field
@@ -23,7 +26,15 @@ from faultfinder.llm.base import (
     messages_text,
 )
 from faultfinder.llm.cache import ResponseCache, cache_key
-from faultfinder.llm.limits import BudgetBook, Ledger, LocalLedger, LocalRateLimiter, RateLimiter
+from faultfinder.llm.limits import Ledger, LocalLedger, LocalRateLimiter, RateLimiter
+from faultfinder.llm.scopes import (
+    CallRecord,
+    active_scopes,
+    current_run,
+    reserve_all,
+    scope_books,
+    settle_all,
+)
 from faultfinder.traces.schema import ToolCall
 from faultfinder.usage import Budget, Usage
 
@@ -32,29 +43,6 @@ T = TypeVar("T")
 
 class ParseError(ValueError):
     """A reply could not be parsed. Parsers raise it; the raw reply is kept."""
-
-
-class CallRecord(BaseModel):
-    """One model exchange as kept in results, so a person can audit a verdict."""
-
-    purpose: str = ""
-    """What the method asked this call for (e.g. 'step 4 judgement')."""
-    request_hash: str = ""
-    """Short hash of the request (backend, messages, parameters, run): its cache key's head."""
-    prompt: str | None = None
-    """The last user message, when the LLM is set to keep prompts."""
-    reply: str = ""
-    """The raw reply text."""
-    tool_calls: list[ToolCall] = Field(default_factory=list)
-    """Tool calls in the reply."""
-    parsed: bool = True
-    """False when the reply could not be parsed."""
-    parse_error: str | None = None
-    """Why parsing failed."""
-    usage: Usage = Field(default_factory=Usage)
-    """Tokens of this exchange."""
-    cached: bool = False
-    """Answered from the response cache."""
 
 
 class Reply(BaseModel, Generic[T]):
@@ -72,81 +60,6 @@ class Reply(BaseModel, Generic[T]):
     @property
     def ok(self) -> bool:
         return self.parse_error is None
-
-
-CASE_BUDGET_HINT = "Raise --budget-tokens, or choose a cheaper method for this case."
-
-
-class UsageScope:
-    """Collects usage and call records of every LLM call made inside ``track_usage()``,
-    and holds the scope's own token budget when it has one (a case's ``--budget-tokens``)."""
-
-    def __init__(self, max_tokens: int | None = None) -> None:
-        self.usage = Usage()
-        self.calls: list[CallRecord] = []
-        self.book: BudgetBook | None = None
-        """The scope's token budget: reserved before each call made inside it, as the
-        run-wide budget is, so concurrent calls of one case cannot overshoot it."""
-        if max_tokens is not None:
-            self.book = BudgetBook(
-                Budget(max_tokens=max_tokens),
-                what="Per-case token budget",
-                hint=CASE_BUDGET_HINT,
-                error=errors.CaseBudgetExceededError,
-            )
-
-    @property
-    def max_tokens(self) -> int | None:
-        """The scope's token budget (None: none)."""
-        return None if self.book is None else self.book.budget.max_tokens
-
-    def add(self, record: CallRecord) -> None:
-        self.usage = self.usage + record.usage
-        self.calls.append(record)
-
-
-_scopes: contextvars.ContextVar[tuple[UsageScope, ...]] = contextvars.ContextVar(
-    "faultfinder_usage_scopes", default=()
-)
-_run_index: contextvars.ContextVar[int] = contextvars.ContextVar("faultfinder_run", default=0)
-
-
-@contextlib.contextmanager
-def track_usage(max_tokens: int | None = None) -> Iterator[UsageScope]:
-    """Record usage of LLM calls made in this context (and tasks started from it). With
-    ``max_tokens``, those calls may spend at most that many tokens (prompt + completion,
-    cache hits included, so a case's answer does not depend on the cache): a call that
-    could overspend it raises ``CaseBudgetExceededError`` before it is sent. Scopes nest;
-    every enclosing budget applies."""
-    scope = UsageScope(max_tokens)
-    token = _scopes.set((*_scopes.get(), scope))
-    try:
-        yield scope
-    finally:
-        _scopes.reset(token)
-
-
-@contextlib.contextmanager
-def run_index(run: int) -> Iterator[None]:
-    """Mark calls in this context as belonging to repeat ``run`` (a distinct cache entry)."""
-    token = _run_index.set(run)
-    try:
-        yield
-    finally:
-        _run_index.reset(token)
-
-
-def case_tokens_left() -> int | None:
-    """Tokens the enclosing scope budgets still allow a new call (the smallest of them;
-    None when no enclosing scope has a budget). Methods plan with it (``compose``)."""
-    left = [s.book.tokens_left for s in _scopes.get() if s.book is not None]
-    known = [n for n in left if n is not None]
-    return min(known) if known else None
-
-
-def current_run() -> int:
-    """The repeat-run index of the current context (0 outside ``run_index``)."""
-    return _run_index.get()
 
 
 DEFAULT_TIMEOUT = 600.0
@@ -354,14 +267,14 @@ class LLM:
 
     def _record(self, record: CallRecord) -> None:
         self.usage = self.usage + record.usage
-        for scope in _scopes.get():
+        for scope in active_scopes():
             scope.add(record)
         if self.on_call is not None:
             self.on_call(record)
 
     async def _complete(self, request: ChatRequest) -> tuple[Completion, bool, str]:
-        key = cache_key(self.backend.identity(), request, _run_index.get())
-        books = [s.book for s in _scopes.get() if s.book is not None]
+        key = cache_key(self.backend.identity(), request, current_run())
+        books = scope_books()
         prompt_estimate = self.backend.count_tokens(_request_text(request)) if books else None
         if self.cache is not None:
             hit = self.cache.get(key)
@@ -369,8 +282,8 @@ class LLM:
                 if books and prompt_estimate is not None:
                     # A case budget charges cache hits too, through the same reservation.
                     need = self._need(prompt_estimate, request.max_tokens)
-                    _reserve_all(books, need)
-                    _settle_all(books, need, hit.usage.total_tokens)
+                    reserve_all(books, need)
+                    settle_all(books, need, hit.usage.total_tokens)
                 return hit, True, key
         if self.backend.is_real and not base.ALLOW_MODEL_REQUESTS:
             raise errors.ModelRequestsForbiddenError(self.backend.name)
@@ -380,21 +293,21 @@ class LLM:
             # Reserve only once a slot is free: queued calls must not hold budget they may
             # never need, and by then the real spend of finished calls is known.
             need = self._need(prompt_estimate, request.max_tokens)
-            _reserve_all(books, need)
+            reserve_all(books, need)
             try:
                 await self.ledger.reserve(need)
             except BaseException:
-                _settle_all(books, need, 0, called=False)
+                settle_all(books, need, 0, called=False)
                 raise
             try:
                 completion = await self._with_deadline(request)
             except BaseException:
                 await self.ledger.settle(need, 0, called=False)
-                _settle_all(books, need, 0, called=False)
+                settle_all(books, need, 0, called=False)
                 raise
             completion = self._fill_usage(completion, prompt_estimate)
             await self.ledger.settle(need, completion.usage.total_tokens, called=True)
-            _settle_all(books, need, completion.usage.total_tokens)
+            settle_all(books, need, completion.usage.total_tokens)
             if prompt_estimate > 0 and not completion.usage.estimated:
                 ratio = completion.usage.prompt_tokens / prompt_estimate
                 self._prompt_ratio = max(self._prompt_ratio, min(ratio, 16.0))
@@ -483,23 +396,6 @@ class LLM:
             return min(max(retry_after, 0.0), self.backoff_max)
         exp = self.backoff_base * (2**attempt)
         return float(min(self.backoff_max, exp * (0.5 + random.random() / 2)))
-
-
-def _reserve_all(books: list[BudgetBook], need: int) -> None:
-    """Reserve ``need`` tokens in every case budget, or in none (raising the refusal)."""
-    done: list[BudgetBook] = []
-    try:
-        for book in books:
-            book.reserve(need)
-            done.append(book)
-    except BaseException:
-        _settle_all(done, need, 0, called=False)
-        raise
-
-
-def _settle_all(books: list[BudgetBook], need: int, spent: int, *, called: bool = True) -> None:
-    for book in books:
-        book.settle(need, spent, called=called)
 
 
 def _request_text(request: ChatRequest) -> str:

@@ -28,7 +28,8 @@ from faultfinder.judging.answers import parse_agent_step_reason, roster_of
 from faultfinder.judging.grammars import agent_step_grammar
 from faultfinder.judging.method import Method, MethodBase, MethodConfig, Verdict
 from faultfinder.judging.render import RenderOptions, render_step, step_output_text
-from faultfinder.llm.client import LLM, case_tokens_left, track_usage
+from faultfinder.llm.client import LLM
+from faultfinder.llm.scopes import case_tokens_left, track_usage
 from faultfinder.methods.shortlist import (
     load_configured_model,
     rank_with,

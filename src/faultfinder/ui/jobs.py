@@ -18,7 +18,8 @@ from typing import Literal
 
 from faultfinder.errors import FaultfinderError
 from faultfinder.judging.method import run_method
-from faultfinder.llm.client import LLM, track_usage
+from faultfinder.llm.client import LLM
+from faultfinder.llm.scopes import track_usage
 from faultfinder.registry import create_method, with_shortlist_weights
 from faultfinder.ui.catalog import AttributionEntry, Catalog
 

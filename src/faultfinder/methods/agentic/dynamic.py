@@ -22,7 +22,8 @@ from faultfinder.errors import CaseBudgetExceededError, FaultfinderError
 from faultfinder.judging.method import Attribution, Method, run_method
 from faultfinder.judging.reference import ground_truth_for
 from faultfinder.judging.structured import json_parser, render_log, schema_constraint
-from faultfinder.llm.client import LLM, ParseError, track_usage
+from faultfinder.llm.client import LLM, ParseError
+from faultfinder.llm.scopes import track_usage
 from faultfinder.replay.edits import Edit
 from faultfinder.replay.recorder import build_trace, new_run_id
 from faultfinder.replay.replayer import ReplayOptions

@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from faultfinder.llm import client as llm_client
 from faultfinder.llm.client import LLM
+from faultfinder.llm.scopes import current_run
 from faultfinder.traces.schema import Trace
 
 
@@ -33,7 +33,7 @@ def model_identity(llm: LLM) -> dict[str, Any]:
     return {
         "name": llm.name,
         "identity": llm.backend.identity(),
-        "run": llm_client.current_run(),
+        "run": current_run(),
     }
 
 
