@@ -41,6 +41,17 @@ class BackendFactory(Protocol):
     ) -> Backend: ...
 
 
+def require_name(
+    name: str, kind: str, *, example: str, placeholder: str = "MODEL", what: str = "a model"
+) -> str:
+    """``name`` (the part of ``--model KIND:NAME`` after the colon), or a ``ConfigError``
+    showing how to write the spec when it is empty. Factories whose kind needs a name call
+    it (a plugin's may too), so the message reads the same for every backend."""
+    if not name:
+        raise ConfigError(f"Name {what}: --model {kind}:{placeholder} (e.g. {kind}:{example}).")
+    return name
+
+
 def make_backend(
     spec: str,
     *,
@@ -75,8 +86,7 @@ def openai_backend(
     """``openai:MODEL``: any OpenAI-compatible endpoint."""
     from faultfinder.llm.openai_compat import OpenAICompatBackend
 
-    if not name:
-        raise ConfigError("Name a model: --model openai:MODEL (e.g. openai:gpt-4o).")
+    require_name(name, "openai", example="gpt-4o")
     key = api_key if api_key is not None else os.environ.get(api_key_env)
     return OpenAICompatBackend(model=name, base_url=base_url, api_key=key, **options)
 
@@ -93,8 +103,9 @@ def scripted_backend(name: str, **options: Any) -> Backend:
     """``scripted:replies.json``: replies in order (a test double)."""
     from faultfinder.llm.doubles import ScriptedBackend
 
-    if not name:
-        raise ConfigError("Name a replies file: --model scripted:replies.json")
+    require_name(
+        name, "scripted", example="replies.json", placeholder="FILE", what="a replies file"
+    )
     return ScriptedBackend.from_file(name)
 
 
