@@ -33,7 +33,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from faultfinder.replay.replayer import ReplayOptions, ReplayReport  # noqa: E402
+from faultfinder.replay.replayer import ReplayOptions  # noqa: E402
+from faultfinder.replay.report import ReplayReport  # noqa: E402
 from faultfinder.replay.session import SessionOptions, record_run, replay_run  # noqa: E402
 from faultfinder.testing import FakeOpenAIServer  # noqa: E402
 from test_frameworks import CASES, NO_TELEMETRY, PROGRAMS  # noqa: E402

@@ -42,7 +42,8 @@ from faultfinder.replay.recorder import (
     rebuild_trace,
     write_meta,
 )
-from faultfinder.replay.replayer import Edit, ReplayOptions, ReplayPlan, ReplayReport
+from faultfinder.replay.replayer import Edit, ReplayOptions, ReplayPlan
+from faultfinder.replay.report import ReplayReport
 from faultfinder.replay.session import ChildResult, ReplayOutcome, SessionOptions, record_run
 from faultfinder.testing import FakeOpenAIServer
 from faultfinder.traces.schema import Step, Trace

@@ -22,7 +22,8 @@ from faultfinder.replay.edits import Edit, ToolCallChange, parse_edit_file, read
 from faultfinder.replay.httpserver import ServerThread
 from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
 from faultfinder.replay.recorder import RunMeta, RunStore, build_trace, load_calls
-from faultfinder.replay.replayer import ReplayOptions, ReplayPlan, ReplayReport
+from faultfinder.replay.replayer import ReplayOptions, ReplayPlan
+from faultfinder.replay.report import ReplayReport
 from faultfinder.replay.session import SessionOptions, record_run
 from faultfinder.testing import FakeOpenAIServer
 

@@ -15,7 +15,7 @@ from faultfinder.cli.common import PORT
 from faultfinder.replay.apis import ADAPTERS
 from faultfinder.replay.httpserver import LOOPBACK
 from faultfinder.replay.recorder import REPORT_FILE, read_meta, safe_child
-from faultfinder.replay.replayer import ReplayReport
+from faultfinder.replay.report import ReplayReport
 from faultfinder.replay.session import (
     SessionOptions,
     describe_upstreams,

@@ -24,7 +24,8 @@ from faultfinder.cli.proxy_options import (
 from faultfinder.replay.edits import Edit, read_edit_file
 from faultfinder.replay.matching import DEFAULT_NORMALISERS, NORMALISERS
 from faultfinder.replay.outcome import answers_match
-from faultfinder.replay.replayer import ReplayOptions, ReplayReport
+from faultfinder.replay.replayer import ReplayOptions
+from faultfinder.replay.report import ReplayReport
 from faultfinder.replay.session import ReplayOutcome, replay_run, run_sync
 
 DIVERGED_EXIT = 3

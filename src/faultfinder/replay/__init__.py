@@ -3,7 +3,8 @@ the program from any step with an edit.
 
 - :mod:`~faultfinder.replay.proxy`: the recording/replaying proxy;
 - :mod:`~faultfinder.replay.recorder`: run directories, ``steps.jsonl`` and ``trace.json``;
-- :mod:`~faultfinder.replay.replayer`: replay decisions, edits and reports;
+- :mod:`~faultfinder.replay.replayer`: replay decisions and edits;
+- :mod:`~faultfinder.replay.report`: what a replay did (``report.json``);
 - :mod:`~faultfinder.replay.session`: run a program through the proxy (record / replay);
 - :mod:`~faultfinder.replay.local_server`: serve any faultfinder model as an endpoint.
 """
@@ -11,7 +12,8 @@ the program from any step with an edit.
 from faultfinder.replay.edits import Edit
 from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
 from faultfinder.replay.recorder import RecordedCall, RunMeta, RunStore, build_trace, rebuild_trace
-from faultfinder.replay.replayer import ReplayOptions, ReplayPlan, ReplayReport
+from faultfinder.replay.replayer import ReplayOptions, ReplayPlan
+from faultfinder.replay.report import ReplayReport
 from faultfinder.replay.session import (
     ReplayOutcome,
     RunOutcome,

@@ -41,7 +41,8 @@ from faultfinder.replay.httpserver import (
 from faultfinder.replay.matching import AGENT_HEADER, Matcher, split_agent_path
 from faultfinder.replay.proxy_streams import relay, replayed
 from faultfinder.replay.recorder import RecordedCall, RunStore, utcnow
-from faultfinder.replay.replayer import Decision, LiveRequest, ReplayPlan
+from faultfinder.replay.replayer import Decision, ReplayPlan
+from faultfinder.replay.report import LiveRequest
 
 _HOP_BY_HOP = {
     "host",

@@ -33,7 +33,8 @@ from faultfinder.replay.recorder import (
     safe_child,
     utcnow,
 )
-from faultfinder.replay.replayer import ReplayOptions, ReplayPlan, ReplayReport
+from faultfinder.replay.replayer import ReplayOptions, ReplayPlan
+from faultfinder.replay.report import ReplayReport
 from faultfinder.traces.schema import Trace
 
 PLACEHOLDER_KEY = "faultfinder-placeholder-key"

@@ -33,7 +33,7 @@ from faultfinder.replay.recorder import (
     RunMeta,
     read_meta,
 )
-from faultfinder.replay.replayer import ReplayReport
+from faultfinder.replay.report import ReplayReport
 from faultfinder.traces.importers import importers
 from faultfinder.traces.io import split_lines
 from faultfinder.traces.loader import load_traces

@@ -51,7 +51,7 @@ from faultfinder.replay.recorder import (
     new_run_id,
     read_meta,
 )
-from faultfinder.replay.replayer import ReplayReport
+from faultfinder.replay.report import ReplayReport
 from faultfinder.replay.session import ReplayOutcome
 from faultfinder.traces.loader import load_traces
 from faultfinder.ui.catalog import Catalog, DoverEntry, ReplayEntry, TraceEntry, make_key
