@@ -12,7 +12,8 @@ from faultfinder.demo_team import mock_debugger, mock_model
 from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import FunctionBackend
-from faultfinder.methods.agentic.dynamic import Observation, dynamic_check, score
+from faultfinder.methods.agentic.dynamic import dynamic_check
+from faultfinder.methods.agentic.dynamic_candidates import Observation, score
 from faultfinder.replay.recorder import load_calls
 from faultfinder.replay.session import SessionOptions, record_run
 from faultfinder.testing import FakeOpenAIServer

@@ -186,7 +186,7 @@ def debug(
     """
     from faultfinder.dover.checker import make_checker
     from faultfinder.dover.pipeline import DoverConfig, ReplayExecutor, run_dover
-    from faultfinder.dover.report import aggregate, format_summary
+    from faultfinder.dover.report import aggregate, format_rate, format_summary
     from faultfinder.registry import create_method
 
     temperature: float | None = None
@@ -265,10 +265,8 @@ def debug(
         if row.intervention is None:
             click.echo(f"{head}: {row.status} - {row.verdict_reason or row.error}")
             continue
-        flips = ""
-        if row.flip_rate is not None and row.flip_rate_ci is not None:
-            low, high = row.flip_rate_ci
-            flips = f"; flip rate {row.flip_rate:.0%} (95% CI {low:.0%}-{high:.0%})"
+        rate = format_rate(row.repeats)
+        flips = f"; {rate}" if rate else ""
         iv = row.intervention
         click.echo(
             f"{head}: hypothesis {hyp.agent} @ step {hyp.step}; {iv.category} at step {iv.step} "

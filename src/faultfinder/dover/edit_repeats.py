@@ -23,7 +23,7 @@ from typing import Any, Literal
 from faultfinder.dover.checker import Checker
 from faultfinder.dover.judge import judge_fulfilment
 from faultfinder.dover.models import DoverRow, Hypothesis, Intervention, RepeatResult, Trial
-from faultfinder.dover.verdict import classify, no_evidence, program_failure, wilson_interval
+from faultfinder.dover.verdict import classify, no_evidence, program_failure, trial_success
 from faultfinder.errors import FaultfinderError
 from faultfinder.llm.client import LLM
 from faultfinder.llm.scopes import track_usage
@@ -167,6 +167,7 @@ def write_row(base_dir: Path, session: str, row: DoverRow) -> Path:
 class Verdict:
     row: DoverRow
     flip_rate: float | None
+    """The row's trial success rate (:func:`~faultfinder.dover.verdict.trial_success`)."""
     interval: tuple[float, float] | None
 
 
@@ -259,11 +260,8 @@ async def judge_repeats(
     verdict, reason = classify(results, changed=True)
     if judge is None and verdict == "inconclusive":
         reason += "; no judge model (--model), so fulfilment was not judged"
-    judged = [r for r in results if r.success is not None and r.edit_applied]
-    flips = sum(1 for r in judged if r.success)
+    rate = trial_success(results)
     temperatures = [t for r in results for t in r.temperatures]
-    flip_rate = flips / len(judged) if judged else None
-    interval = wilson_interval(flips, len(judged))
     check = checker.check(original.final_answer, original.ground_truth, task=original.task)
     row = DoverRow(
         run_dir=str(run_dir),
@@ -281,12 +279,12 @@ async def judge_repeats(
         ),
         intervention=intervention,
         repeats=results,
-        successes=sum(1 for r in results if r.success),
+        successes=rate.successes,
         fulfilled=sum(1 for r in results if r.fulfilled),
-        failed_replays=sum(1 for r in results if no_evidence(r) is not None),
-        trial_success_rate=(flips / len(results)) if judged else None,
-        flip_rate=flip_rate,
-        flip_rate_ci=interval,
+        failed_replays=rate.failed_replays,
+        trial_success_rate=rate.rate,
+        flip_rate=rate.rate,
+        flip_rate_ci=rate.interval,
         # No seeds are sent (the `replay` command has none): independence rests on sampling.
         independent_repeats=bool(temperatures) and all(t is None or t > 0 for t in temperatures),
         verdict=verdict,
@@ -295,7 +293,7 @@ async def judge_repeats(
         config=config,
         usage=scope.usage,
     )
-    return Verdict(row, flip_rate, interval)
+    return Verdict(row, rate.rate, rate.interval)
 
 
 async def _result(

@@ -222,7 +222,8 @@ class DoverRow(BaseModel):
     intervention: Intervention | None = None
     repeats: list[RepeatResult] = Field(default_factory=list)
     successes: int = 0
-    """Repeats whose answer matched the reference."""
+    """Replays judged that succeeded (the answer passed the checker); a failed replay is
+    never one."""
     fulfilled: int = 0
     """Repeats judged to have carried out the intervention."""
     failed_replays: int = 0
@@ -230,11 +231,15 @@ class DoverRow(BaseModel):
     live call answered with an error, a crash, the timeout) or could not run; they count
     neither as successes nor as failures."""
     trial_success_rate: float | None = None
-    """successes / repeats (None without a reference answer)."""
+    """DoVer's trial success rate: ``successes`` / replays judged, i.e. replays that are
+    evidence (not ``failed_replays``), got the edit and whose success the checker could
+    tell (None when there is none: no reference, every replay failed...). One definition
+    everywhere: :func:`faultfinder.dover.verdict.trial_success`."""
     flip_rate: float | None = None
-    """Replays that succeeded / replays the checker could judge (the failure flipped)."""
+    """The same figure under its other name: the failure flipped to success (only failed
+    runs are debugged)."""
     flip_rate_ci: tuple[float, float] | None = None
-    """95% Wilson score interval of the flip rate."""
+    """95% Wilson score interval of the trial success rate (and flip rate)."""
     independent_repeats: bool | None = None
     """Every live call of every replay sampled (temperature > 0 or the API default) with a
     distinct seed per repeat; False: repeats may be one run counted several times."""

@@ -33,7 +33,7 @@ from faultfinder.dover.models import (
     Trial,
 )
 from faultfinder.dover.segment import segment
-from faultfinder.dover.verdict import classify, no_evidence, program_failure, wilson_interval
+from faultfinder.dover.verdict import classify, no_evidence, program_failure, trial_success
 from faultfinder.errors import CaseBudgetExceededError, FaultfinderError
 from faultfinder.judging.method import Method
 from faultfinder.llm.client import LLM
@@ -393,8 +393,7 @@ async def _debug_trial(
         # The executor queues what it cannot run at once (Ray: one replay per worker CPU).
         repeats = list(await asyncio.gather(*(repeat(n) for n in range(count))))
     verdict, reason = classify(repeats, changed=changed)
-    judged = [r for r in repeats if r.success is not None and r.edit_applied]
-    flips = sum(1 for r in judged if r.success)
+    rate = trial_success(repeats)
     progress = [r.progress for r in repeats if r.progress is not None]
     independent = (
         all(t is None or t > 0 for r in repeats for t in r.temperatures)
@@ -409,12 +408,12 @@ async def _debug_trial(
         hypothesis=hypothesis,
         intervention=intervention,
         repeats=repeats,
-        successes=sum(1 for r in repeats if r.success),
+        successes=rate.successes,
         fulfilled=sum(1 for r in repeats if r.fulfilled),
-        failed_replays=sum(1 for r in repeats if no_evidence(r) is not None),
-        trial_success_rate=(sum(1 for r in judged if r.success) / len(repeats)) if judged else None,
-        flip_rate=flips / len(judged) if judged else None,
-        flip_rate_ci=wilson_interval(flips, len(judged)),
+        failed_replays=rate.failed_replays,
+        trial_success_rate=rate.rate,
+        flip_rate=rate.rate,
+        flip_rate_ci=rate.interval,
         independent_repeats=independent,
         progress_made=(sum(progress) / len(progress)) if progress else None,
         verdict=verdict,

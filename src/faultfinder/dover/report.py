@@ -10,8 +10,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from faultfinder.dover.models import DoverRow
-from faultfinder.dover.verdict import no_evidence, wilson_interval
+from faultfinder.dover.models import DoverRow, RepeatResult
+from faultfinder.dover.verdict import TrialSuccess, trial_success
 from faultfinder.errors import FaultfinderError
 from faultfinder.traces.io import split_lines
 from faultfinder.usage import Usage
@@ -41,10 +41,14 @@ class DoverSummary(BaseModel):
     """Of ``replays``, those that are no evidence either way: the replayed program failed
     on its own or the replay could not run (counted neither as successes nor failures)."""
     trial_success_rate: float | None = None
-    """Successful replays / replays judged against a reference (DoVer Table 2): the
-    flip rate, since only failed runs are debugged."""
+    """Successful replays / replays judged against a reference, pooled over the rows (DoVer
+    Table 2; :func:`~faultfinder.dover.verdict.trial_success`): ``failed_replays`` are in
+    neither count. It is the flip rate, since only failed runs are debugged."""
     trial_success_rate_ci: tuple[float, float] | None = None
     """95% Wilson score interval of the trial success rate."""
+    judged_replays: int = 0
+    """The trial success rate's denominator: replays that are evidence, got the edit and
+    whose success the checker could tell."""
     already_succeeded: int = 0
     """Recordings that already passed the success check (reported, not debugged)."""
     progress_made: float | None = None
@@ -107,29 +111,51 @@ def aggregate(rows: Sequence[DoverRow]) -> DoverSummary:
         summary.intervened_trials += 1
         summary.leaked_answers += row.intervention.leaks_answer
         summary.replays += len(row.repeats)
-        for repeat in row.repeats:
-            if no_evidence(repeat) is not None:
-                # No evidence either way (a row written before such replays were set apart
-                # may still rate one a success).
-                summary.failed_replays += 1
-                continue
-            if repeat.success is not None and repeat.edit_applied:
-                judged += 1
-                successes += repeat.success
-                if repeat.success:
-                    recovered.add(row.run_dir)
+        # Recomputed from the replays, not read from the row: a row written before failed
+        # replays were set apart may still rate one a success.
+        rate = trial_success(row.repeats)
+        summary.failed_replays += rate.failed_replays
+        judged += rate.judged
+        successes += rate.successes
+        if rate.successes:
+            recovered.add(row.run_dir)
         if row.progress_made is not None:
             progress.append(row.progress_made)
         if row.verdict:
             verdicts[row.verdict] += 1
-    summary.trial_success_rate = successes / judged if judged else None
-    summary.trial_success_rate_ci = wilson_interval(successes, judged)
+    pooled = TrialSuccess(successes=successes, judged=judged, failed_replays=0)
+    summary.trial_success_rate = pooled.rate
+    summary.trial_success_rate_ci = pooled.interval
+    summary.judged_replays = judged
     summary.progress_made = sum(progress) / len(progress) if progress else None
     summary.verdicts = {name: verdicts.get(name, 0) for name in VERDICTS}
     summary.runs_recovered = len(recovered & failed) if failed else len(recovered)
     summary.originally_failed_runs = len(failed)
     summary.usage = usage
     return summary
+
+
+def rate_basis(judged: int, failed: int) -> str:
+    """What a trial success rate was computed over: ' over 2 replays judged (1 failed
+    replay left out)'."""
+    if not judged and not failed:
+        return ""
+    text = f" over {judged} replay{'s' if judged != 1 else ''} judged"
+    if failed:
+        text += f" ({failed} failed replay{'s' if failed != 1 else ''} left out)"
+    return text
+
+
+def format_rate(repeats: Sequence[RepeatResult]) -> str:
+    """One trial's success rate for a verdict line: 'trial success rate 100% (95% CI
+    34%-100%) over 2 replays judged (1 failed replay left out)'; '' when none was judged."""
+    rate = trial_success(repeats)
+    if rate.rate is None or rate.interval is None:
+        return ""
+    low, high = rate.interval
+    return f"trial success rate {rate.rate:.0%} (95% CI {low:.0%}-{high:.0%})" + rate_basis(
+        rate.judged, rate.failed_replays
+    )
 
 
 def format_summary(summary: DoverSummary) -> str:
@@ -158,7 +184,8 @@ def format_summary(summary: DoverSummary) -> str:
             f"{pct(summary.trial_success_rate_ci[1])})"
             if summary.trial_success_rate_ci
             else ""
-        ),
+        )
+        + rate_basis(summary.judged_replays, summary.failed_replays),
         f"progress made:       {progress}",
         "verdicts:            "
         + ", ".join(

@@ -25,14 +25,16 @@ With R repeats and t = ceil(2R/3) (2 of 3 in the paper), in this order:
 - inconclusive (paper): everything else (the intervention was mostly not carried out,
   or the judgements could not be made).
 
-The flip rate (replays that succeed / replays judged) comes with a Wilson score interval.
+The trial success rate, also the flip rate (replays that succeed / replays judged, the
+failed ones set apart: :func:`trial_success`), comes with a Wilson score interval.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from faultfinder.dover.models import RepeatResult, VerdictName
 from faultfinder.replay.replayer import ReplayReport
@@ -80,6 +82,53 @@ def no_evidence(result: RepeatResult) -> str | None:
     if result.program_failed and (result.edit_applied or not result.divergences):
         return result.error or f"the program failed on its own (exit status {result.exit_code})"
     return None
+
+
+@dataclass(frozen=True)
+class TrialSuccess:
+    """DoVer's trial success rate over a set of replays (Table 2), the one definition every
+    row, verdict line and report uses (:func:`trial_success`)."""
+
+    successes: int
+    """Replays that succeeded."""
+    judged: int
+    """Replays that are evidence, got the edit and whose success the checker could tell:
+    the denominator."""
+    failed_replays: int
+    """Replays that are no evidence (failed on their own or could not run): set apart, in
+    neither count."""
+
+    @property
+    def rate(self) -> float | None:
+        """``successes / judged`` (None when no replay could be judged)."""
+        return self.successes / self.judged if self.judged else None
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """95% Wilson score interval of :attr:`rate`."""
+        return wilson_interval(self.successes, self.judged)
+
+
+def trial_success(results: Iterable[RepeatResult]) -> TrialSuccess:
+    """Successful replays / replays judged, failed replays set apart.
+
+    The paper's rate is "the ratio of trial runs that successfully complete the task after
+    intervention", and its runs are runs that execute without interruption: a replay that
+    is :func:`no_evidence` (it crashed, got an error from its endpoint, timed out, never
+    started) is counted in ``failed_replays`` and in neither count, even when a row written
+    before such replays were set apart rated it a success. Of the others, a replay that
+    never got the edit is no trial run after the intervention, and one whose success the
+    checker could not tell (no reference) is neither a success nor a failure; both are left
+    out too. Since only failed runs are debugged, this is also the flip rate.
+    """
+    successes = judged = failed = 0
+    for result in results:
+        if no_evidence(result) is not None:
+            failed += 1
+        elif result.edit_applied and result.success is not None:
+            judged += 1
+            successes += result.success
+    return TrialSuccess(successes=successes, judged=judged, failed_replays=failed)
 
 
 def program_failure(report: ReplayReport) -> str:
