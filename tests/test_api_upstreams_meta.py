@@ -13,7 +13,7 @@ import pytest
 from faultfinder.errors import ConfigError
 from faultfinder.redact import Redactor
 from faultfinder.replay.recorder import RunMeta, read_meta, write_meta
-from faultfinder.replay.session import (
+from faultfinder.replay.trust import (
     misrouted_apis,
     replay_upstream,
     replay_upstreams,

@@ -34,14 +34,13 @@ from faultfinder.cli.proxy_options import (
     trust_options,
 )
 from faultfinder.replay.recorder import new_run_id, read_meta
-from faultfinder.replay.replayer import ReplayReport
-from faultfinder.replay.session import (
-    SessionOptions,
+from faultfinder.replay.report import ReplayReport
+from faultfinder.replay.session import SessionOptions, run_sync
+from faultfinder.replay.trust import (
     replay_upstream,
     replay_upstreams,
     require_api_upstreams,
     require_upstream,
-    run_sync,
 )
 
 

@@ -35,13 +35,8 @@ from faultfinder.replay.recorder import (
     utcnow,
 )
 from faultfinder.replay.replayer import ReplayPlan
-from faultfinder.replay.session import (
-    replay_upstream,
-    replay_upstreams,
-    require_api_upstreams,
-    run_redactor,
-    run_sync,
-)
+from faultfinder.replay.session import run_redactor, run_sync
+from faultfinder.replay.trust import replay_upstream, replay_upstreams, require_api_upstreams
 
 
 @click.command()

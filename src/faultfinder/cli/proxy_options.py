@@ -16,11 +16,8 @@ from faultfinder.replay.apis import ADAPTERS
 from faultfinder.replay.httpserver import LOOPBACK
 from faultfinder.replay.recorder import REPORT_FILE, read_meta, safe_child
 from faultfinder.replay.report import ReplayReport
-from faultfinder.replay.session import (
-    SessionOptions,
-    describe_upstreams,
-    stored_command_note,
-)
+from faultfinder.replay.session import SessionOptions
+from faultfinder.replay.trust import describe_upstreams, stored_command_note
 from faultfinder.traces.io import split_lines
 
 PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False}

@@ -19,7 +19,8 @@ from faultfinder.cli.proxy_options import (
     trust_options,
 )
 from faultfinder.replay.recorder import BRANCHES_DIR, new_run_id, read_meta, safe_child
-from faultfinder.replay.session import replay_upstreams, run_sync
+from faultfinder.replay.session import run_sync
+from faultfinder.replay.trust import replay_upstreams
 
 
 @click.command("verify-edit", context_settings={"ignore_unknown_options": True})

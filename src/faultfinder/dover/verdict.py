@@ -37,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from faultfinder.dover.models import RepeatResult, VerdictName
-from faultfinder.replay.replayer import ReplayReport
+from faultfinder.replay.report import ReplayReport
 
 PROGRESS_STEP = 0.2
 """'Additional 20% progress': one milestone out of five."""

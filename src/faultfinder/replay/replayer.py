@@ -51,7 +51,6 @@ __all__ = [
     "Edit",
     "ReplayOptions",
     "ReplayPlan",
-    "ReplayReport",
     "apply_input_edit",
     "edited_response",
 ]

@@ -10,7 +10,7 @@ from typing import Any
 from faultfinder.errors import FaultfinderError
 from faultfinder.replay.outcome import answers_match
 from faultfinder.replay.recorder import read_meta
-from faultfinder.replay.session import stored_command_note
+from faultfinder.replay.trust import stored_command_note
 from faultfinder.traces.schema import Step
 from faultfinder.ui import eval_view, graph_svg, replay_view, trace_view
 from faultfinder.ui.catalog import (
