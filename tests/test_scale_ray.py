@@ -272,3 +272,48 @@ def test_debug_runs_each_replay_on_a_ray_worker(ray_cluster: Any, tmp_path: Path
         meta = json.loads((branch / "meta.json").read_text())
         assert meta["parent"] == str(run) and (branch / "steps.jsonl").stat().st_size > 0
         assert json.loads((branch / "report.json").read_text())["edit_applied"] is True
+
+
+def test_debug_on_ray_says_why_a_replay_could_not_run(ray_cluster: Any, tmp_path: Path) -> None:
+    """A program that does not exist on the worker: the CLI output and the row give the
+    reason the local executor gives, word for word (not the worker's traceback)."""
+    from click.testing import CliRunner
+
+    from faultfinder.cli import main
+    from faultfinder.demo_team import mock_model
+    from faultfinder.dover.models import DoverRow
+    from faultfinder.testing import FakeOpenAIServer
+
+    runner = CliRunner()
+    team = [sys.executable, "-m", "faultfinder.demo_team", "--quiet", "--task-id", "avalon-2020"]
+    missing = str(tmp_path / "no-such-program")
+    debugger = ["--model", "function:faultfinder.demo_team.mock_debugger:respond"]
+    with FakeOpenAIServer(reply=mock_model.reply) as upstream:
+        recorded = runner.invoke(
+            main,
+            ["record", "--upstream", upstream.base_url, "--out", str(tmp_path / "runs"),
+             "--run-id", "avalon", "--ground-truth", "144630", "--quiet", "--", *team],
+        )  # fmt: skip
+        assert recorded.exit_code == 0, recorded.output
+        results = {}
+        for executor in ("local", "ray"):
+            out = tmp_path / f"{executor}.jsonl"
+            result = runner.invoke(
+                main,
+                ["debug", str(tmp_path / "runs" / "avalon"), "--repeats", "2", "--segment",
+                 "none", "--upstream", upstream.base_url, "--out", str(out), "--executor",
+                 executor, *debugger, "--cache", "none", "--", missing],
+            )  # fmt: skip
+            (row,) = [DoverRow.model_validate_json(line) for line in out.read_text().splitlines()]
+            results[executor] = (result, row)
+    (local, local_row), (remote, remote_row) = results["local"], results["ray"]
+    reason = f"the replay could not run: Cannot run '{missing}'"
+    assert local.exit_code == remote.exit_code == 1, remote.output
+    assert f"exit 1: of 2 replays, 2 could not run ({reason}" in remote.stderr
+    assert remote.stderr.splitlines()[-1] == local.stderr.splitlines()[-1]
+    assert "ray::" not in remote.output and "Traceback" not in remote.output
+    for row in (local_row, remote_row):
+        assert row.verdict == "inconclusive" and row.failed_replays == 2
+        assert all(not r.ran and (r.error or "").startswith(reason) for r in row.repeats)
+    assert [r.error for r in remote_row.repeats] == [r.error for r in local_row.repeats]
+    assert remote_row.verdict_reason == local_row.verdict_reason

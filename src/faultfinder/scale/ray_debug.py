@@ -20,6 +20,7 @@ from typing import Any
 
 from faultfinder.dover.models import Intervention
 from faultfinder.dover.pipeline import ReplayExecutor
+from faultfinder.errors import FaultfinderError
 from faultfinder.replay.recorder import BRANCHES_DIR, write_meta
 from faultfinder.replay.session import ReplayOutcome
 from faultfinder.scale.cluster import cluster_cpus, require_ray
@@ -61,12 +62,18 @@ def replay_on_worker(
     branch_id: str,
     overrides: dict[str, Any],
 ) -> tuple[dict[str, Any], Files]:
-    """Replay in a scratch copy of the recording; return the outcome and the branch files."""
+    """Replay in a scratch copy of the recording; return the outcome and the branch files,
+    or, when the replay could not run, why (``error``: the message the local executor
+    would raise)."""
     with tempfile.TemporaryDirectory(prefix="faultfinder-replay-") as scratch:
         run_dir = Path(scratch) / "run"
         write_files(run_dir, files)
         executor.run_dir = run_dir
-        outcome = asyncio.run(executor.run(intervention, branch_id, overrides))
+        try:
+            outcome = asyncio.run(executor.run(intervention, branch_id, overrides))
+        except FaultfinderError as exc:
+            # Sent back as data: raised here, Ray would wrap it in its worker's traceback.
+            return {"error": str(exc), "pid": os.getpid()}, {}
         branch = outcome.branch_dir
         out = {
             p.relative_to(branch).as_posix(): p.read_bytes()
@@ -100,6 +107,10 @@ class RayReplayExecutor:
         )
         result, files = await asyncio.wrap_future(ref.future())
         self.worker_pids.append(result["pid"])
+        if "error" in result:
+            # The replay could not run on the worker (a command that does not exist there...):
+            # the same error, with the same message, as the local executor raises.
+            raise FaultfinderError(result["error"])
         data = result["outcome"]
         branch_dir = run_dir / data["branch_dir"]
         if branch_dir.exists():
