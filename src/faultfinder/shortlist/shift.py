@@ -70,6 +70,16 @@ def descriptors(trace: Trace) -> list[float]:
     ]
 
 
+MIN_SPREAD = 1e-6
+"""A descriptor's spread below this (all calibration traces alike on it, up to rounding
+error) standardises by 1 instead, so it neither divides by zero nor, written to a weights
+file with six decimals, comes back as 0."""
+
+
+def _spread(value: float) -> float:
+    return value if value >= MIN_SPREAD else 1.0
+
+
 @dataclass
 class ShiftReference:
     """The calibration traces' descriptors and the threshold on the shift score."""
@@ -119,7 +129,7 @@ class ShiftReference:
             )
         return cls(
             mean=[float(v) for v in data["mean"]],
-            scale=[float(v) for v in data["scale"]],
+            scale=[_spread(float(v)) for v in data["scale"]],
             points=[[float(v) for v in p] for p in data["points"]],
             folds=[int(f) for f in data.get("folds", [])],
             threshold=float(data["threshold"]),
@@ -133,7 +143,7 @@ def build_reference(traces: Sequence[Trace], folds: Sequence[int] | None = None)
     d = len(DESCRIPTORS)
     n = len(raw)
     mean = [sum(r[j] for r in raw) / n for j in range(d)]
-    scale = [math.sqrt(sum((r[j] - mean[j]) ** 2 for r in raw) / n) or 1.0 for j in range(d)]
+    scale = [_spread(math.sqrt(sum((r[j] - mean[j]) ** 2 for r in raw) / n)) for j in range(d)]
     points = [[(r[j] - mean[j]) / scale[j] for j in range(d)] for r in raw]
     fold_list = list(folds) if folds is not None else list(range(n))
     ref = ShiftReference(mean, scale, points, fold_list)
