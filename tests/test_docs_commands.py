@@ -25,8 +25,9 @@ from faultfinder.cli import COMMANDS, main
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
-# Words that may stand right before `faultfinder` when it starts a command.
-_LEADERS = {"$", "&&", "||", ";", "|", "(", "run", "-m", "exec", "time", "xargs", "!"}
+# Words that may stand right before `faultfinder` when it starts a command (`--`: the
+# command `kubectl exec POD --` runs).
+_LEADERS = {"$", "&&", "||", ";", "|", "(", "run", "-m", "exec", "time", "xargs", "!", "--"}
 # Tokens that end the command line `faultfinder` started (shell operators, redirections).
 _ENDERS = {"&&", "||", ";", "|", "&", ">", ">>", "2>", "2>&1", "<", ")"}
 _OPTION = re.compile(r"^(--?[A-Za-z][\w-]*)")
