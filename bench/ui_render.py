@@ -37,7 +37,8 @@ from faultfinder.traces.io import write_trace
 from faultfinder.traces.schema import GoldLabel, Step, ToolCall, ToolResult, Trace
 from faultfinder.ui.app import create_app
 from faultfinder.ui.catalog import AttributionEntry, Catalog, build_catalog
-from faultfinder.ui.replay_jobs import ReplayRunner, ReplaySettings
+from faultfinder.ui.replay_jobs import ReplayRunner
+from faultfinder.ui.replay_requests import ReplaySettings
 
 AGENTS = ("Orchestrator", "WebSurfer", "Coder", "ComputerTerminal")
 

@@ -70,7 +70,8 @@ from faultfinder.testing import FakeOpenAIServer  # noqa: E402
 from faultfinder.ui.app import UIConfig, create_app  # noqa: E402
 from faultfinder.ui.catalog import Catalog, build_catalog  # noqa: E402
 from faultfinder.ui.jobs import JobRunner  # noqa: E402
-from faultfinder.ui.replay_jobs import ReplayRunner, ReplaySettings  # noqa: E402
+from faultfinder.ui.replay_jobs import ReplayRunner  # noqa: E402
+from faultfinder.ui.replay_requests import ReplaySettings  # noqa: E402
 from ui_support import (  # noqa: E402
     FIX,
     TEAM,

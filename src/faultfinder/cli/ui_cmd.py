@@ -194,7 +194,8 @@ def ui(
         from faultfinder.ui.app import UIConfig, create_app
         from faultfinder.ui.catalog import build_catalog
         from faultfinder.ui.jobs import JobRunner
-        from faultfinder.ui.replay_jobs import ReplayRunner, ReplaySettings
+        from faultfinder.ui.replay_jobs import ReplayRunner
+        from faultfinder.ui.replay_requests import ReplaySettings
     except ImportError as exc:
         raise click.ClickException(
             f"the UI needs the 'ui' extra: pip install 'faultfinder[ui]' ({exc.name} missing)"

@@ -27,7 +27,8 @@ from faultfinder.dover.edit_repeats import REPEAT_TEMPERATURE, recorded_parts
 from faultfinder.ui import pages
 from faultfinder.ui.catalog import Catalog
 from faultfinder.ui.jobs import JobRunner
-from faultfinder.ui.replay_jobs import MAX_REPEATS, JobRequestError, ReplayJob, ReplayRunner
+from faultfinder.ui.replay_jobs import ReplayRunner
+from faultfinder.ui.replay_requests import MAX_REPEATS, JobRequestError, ReplayJob
 
 MAX_BODY = 4096
 """Largest request body accepted, but for an edit (the POST that starts a run is empty)."""
