@@ -30,9 +30,11 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 _LEADERS = {"$", "&&", "||", ";", "|", "(", "run", "-m", "exec", "time", "xargs", "!", "--"}
 # Tokens that end the command line `faultfinder` started (shell operators, redirections).
 _ENDERS = {"&&", "||", ";", "|", "&", ">", ">>", "2>", "2>&1", "<", ")"}
-_OPTION = re.compile(r"^(--?[A-Za-z][\w-]*)")
+_OPTION = re.compile(r"^[\[(]*(--?[A-Za-z][\w-]*)")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _INLINE = re.compile(r"`(faultfinder [^`]+)`")
+_PLACEHOLDER = re.compile(r"<[^<>\s]+>")
+_BRACKETS = re.compile(r"\[[^\[\]]*\]")
 
 
 class Usage(NamedTuple):
@@ -86,6 +88,10 @@ def usages_in(text: str, name: str) -> list[Usage]:
 
 
 def _usages(command_line: str, where: str) -> list[Usage]:
+    # Placeholders (`runs/<run>/trace.json`) are words, not redirections, and a `|` inside
+    # `[...]` of a synopsis (`[--upstream URL | --trust-run]`) separates alternatives.
+    command_line = _PLACEHOLDER.sub("X", command_line)
+    command_line = _BRACKETS.sub(lambda m: m.group(0).replace("|", " "), command_line)
     tokens = _tokens(command_line)
     found = []
     for i, token in enumerate(tokens):
@@ -179,6 +185,7 @@ def test_a_missing_option_or_command_fails() -> None:
         "    --no-such-option 3 && faultfinder nosuchcommand x\n"
         "pip install faultfinder  # not a command line\n"
         "faultfinder record --out runs -- python team.py --not-ours\n"
+        "faultfinder replay runs/<run> --at 1 [--upstream URL | --no-such-alt]\n"
         "```\n\n"
         "or `faultfinder eval --bogus-flag` inline.\n"
     )
@@ -187,14 +194,16 @@ def test_a_missing_option_or_command_fails() -> None:
         ("t.md:4", "attribute"),
         ("t.md:4", "nosuchcommand"),
         ("t.md:7", "record"),
-        ("t.md:10", "eval"),
+        ("t.md:8", "replay"),
+        ("t.md:11", "eval"),
     ]
     assert usages[0].options == ("--method", "--no-such-option")
     assert "--not-ours" not in usages[2].options
     assert problems(usages) == [
         "t.md:4: `faultfinder attribute` has no option --no-such-option",
         "t.md:4: `faultfinder nosuchcommand` is not a command",
-        "t.md:10: `faultfinder eval` has no option --bogus-flag",
+        "t.md:8: `faultfinder replay` has no option --no-such-alt",
+        "t.md:11: `faultfinder eval` has no option --bogus-flag",
     ]
 
 
