@@ -18,7 +18,8 @@ import claude_scripts
 import frameworks_scripts as scripts
 from faultfinder.replay.apis import SSEEvent, adapter_for
 from faultfinder.replay.apis.base import Chains
-from faultfinder.replay.apis.messages import MessageBuilder, MessagesAdapter, message_events
+from faultfinder.replay.apis.messages import MessagesAdapter
+from faultfinder.replay.apis.messages_stream import MessageBuilder, message_events
 from faultfinder.replay.replayer import ReplayOptions
 from faultfinder.replay.session import SessionOptions, record_run, replay_run
 from faultfinder.testing import FakeOpenAIServer
