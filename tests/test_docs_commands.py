@@ -33,6 +33,9 @@ _ENDERS = {"&&", "||", ";", "|", "&", ">", ">>", "2>", "2>&1", "<", ")"}
 _OPTION = re.compile(r"^[\[(]*(--?[A-Za-z][\w-]*)")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _INLINE = re.compile(r"`(faultfinder [^`]+)`")
+# Methods the docs define as examples (docs/plugins.md writes this plugin); `METHOD`,
+# `M` and other upper-case words are placeholders.
+_EXAMPLE_METHODS = {"one-question"}
 _PLACEHOLDER = re.compile(r"<[^<>\s]+>")
 _BRACKETS = re.compile(r"\[[^\[\]]*\]")
 
@@ -46,6 +49,10 @@ class Usage(NamedTuple):
     """The subcommand, or "" for `faultfinder` alone."""
     options: tuple[str, ...]
     """The options written on it, as typed (`--x=1` is `--x`)."""
+    methods: tuple[str, ...] = ()
+    """The value of `--method`, split at commas, presets dropped (`echo:I1` is `echo`)."""
+    sets: tuple[str, ...] = ()
+    """The KEY of every `--set KEY=VALUE`."""
 
 
 def _tokens(text: str) -> list[str]:
@@ -108,12 +115,19 @@ def _usages(command_line: str, where: str) -> list[Usage]:
         command = ""
         if rest and not rest[0].startswith("-"):
             command = rest.pop(0)
-        options = []
-        for t in rest:
+        options, methods, sets = [], [], []
+        for n, t in enumerate(rest):
             m = _OPTION.match(t)
-            if m:
-                options.append(m.group(1))
-        found.append(Usage(where, command, tuple(options)))
+            if not m:
+                continue
+            options.append(m.group(1))
+            value = t.split("=", 1)[1] if "=" in t else (rest[n + 1] if n + 1 < len(rest) else "")
+            if m.group(1) == "--method" and re.fullmatch(r"[\w:+,.-]+", value):
+                names = [spec.split(":", 1)[0] for spec in value.split(",")]
+                methods += [x for x in names if not x.isupper() and x not in _EXAMPLE_METHODS]
+            elif m.group(1) == "--set" and "=" in value:
+                sets.append(value.split("=", 1)[0])
+        found.append(Usage(where, command, tuple(options), tuple(methods), tuple(sets)))
     return found
 
 
@@ -148,10 +162,30 @@ def option_names(command: str) -> frozenset[str]:
     return frozenset(names)
 
 
+@cache
+def method_options(method: str) -> frozenset[str] | None:
+    """The `--set` keys of METHOD as `faultfinder methods METHOD` lists them (None: no such
+    method)."""
+    result = CliRunner().invoke(main, ["methods", method], prog_name="faultfinder")
+    if result.exit_code != 0:
+        return None
+    return frozenset(re.findall(r"^  (\w+)  \(", result.output, re.M))
+
+
 def problems(usages: list[Usage]) -> list[str]:
     known = {c.name for c in COMMANDS}
     out = []
     for usage in usages:
+        for method in usage.methods:
+            if method_options(method) is None:
+                out.append(f"{usage.where}: `--method {method}` is not a method")
+        keys = set().union(*(method_options(m) or () for m in usage.methods))
+        for key in usage.sets:
+            if usage.methods and keys and key not in keys:
+                out.append(
+                    f"{usage.where}: `--set {key}=` is an option of none of "
+                    f"{', '.join(usage.methods)} (`faultfinder methods NAME`)"
+                )
         if usage.command and usage.command not in known:
             out.append(f"{usage.where}: `faultfinder {usage.command}` is not a command")
             continue
@@ -186,6 +220,8 @@ def test_a_missing_option_or_command_fails() -> None:
         "pip install faultfinder  # not a command line\n"
         "faultfinder record --out runs -- python team.py --not-ours\n"
         "faultfinder replay runs/<run> --at 1 [--upstream URL | --no-such-alt]\n"
+        "faultfinder eval d --method echo:I1,nomethod --set panel_size=6 --set no_key=1\n"
+        "faultfinder attribute t.json --method METHOD --set anything=1\n"
         "```\n\n"
         "or `faultfinder eval --bogus-flag` inline.\n"
     )
@@ -195,7 +231,9 @@ def test_a_missing_option_or_command_fails() -> None:
         ("t.md:4", "nosuchcommand"),
         ("t.md:7", "record"),
         ("t.md:8", "replay"),
-        ("t.md:11", "eval"),
+        ("t.md:9", "eval"),
+        ("t.md:10", "attribute"),
+        ("t.md:13", "eval"),
     ]
     assert usages[0].options == ("--method", "--no-such-option")
     assert "--not-ours" not in usages[2].options
@@ -203,7 +241,10 @@ def test_a_missing_option_or_command_fails() -> None:
         "t.md:4: `faultfinder attribute` has no option --no-such-option",
         "t.md:4: `faultfinder nosuchcommand` is not a command",
         "t.md:8: `faultfinder replay` has no option --no-such-alt",
-        "t.md:11: `faultfinder eval` has no option --bogus-flag",
+        "t.md:9: `--method nomethod` is not a method",
+        "t.md:9: `--set no_key=` is an option of none of echo, nomethod"
+        " (`faultfinder methods NAME`)",
+        "t.md:13: `faultfinder eval` has no option --bogus-flag",
     ]
 
 
