@@ -13,6 +13,10 @@ a string, ``{"text": ..., "tool_calls": [{"name", "arguments"}], "usage": {...},
 "finish_reason": ...}``, or a complete chat-completion dict (one with ``"choices"``).
 The callable may be async, and may raise :class:`ReplyError` to answer with an HTTP error.
 
+What a Chat Completions answer looks like (completion, chunks, errors) is
+:mod:`faultfinder.testing.fake_chat`; this module decides when and whether to answer
+(routing, faults, latency, the prefix cache) and records what it received.
+
 Besides Chat Completions the server speaks every API mounted on it (:class:`FakeAPI`):
 the Responses API (:mod:`faultfinder.testing.fake_responses`) and, when its module is
 present, Anthropic's Messages API (``faultfinder.testing.fake_messages.FakeMessages``).
@@ -43,6 +47,7 @@ from faultfinder.replay.httpserver import (
     ServerThread,
     json_response,
 )
+from faultfinder.testing.fake_chat import SSE_HEADERS, chat_completion, chat_error, chat_stream
 from faultfinder.testing.prefix_cache import PrefixCache, prompt_text
 
 ReplyValue = str | dict[str, Any]
@@ -137,21 +142,6 @@ def default_apis() -> list[FakeAPI]:
     else:
         apis.append(module.FakeMessages())
     return apis
-
-
-def _approx_tokens(text: str) -> int:
-    return (len(text) + 3) // 4
-
-
-def _messages_text(body: dict[str, Any]) -> str:
-    parts: list[str] = []
-    for message in body.get("messages") or []:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, str):
-            parts.append(content)
-        elif isinstance(content, list):
-            parts.extend(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return "\n".join(parts)
 
 
 class FakeOpenAIServer:
@@ -269,15 +259,15 @@ class FakeOpenAIServer:
                 return json_response(200, stored)
         if not path.rstrip("/").endswith("/chat/completions"):
             self.requests.append(RecordedRequest(method, path, headers))
-            return _error(404, f"no route {method} {path}")
+            return chat_error(404, f"no route {method} {path}")
         if method != "POST":
             self.requests.append(RecordedRequest(method, path, headers))
-            return _error(405, "use POST")
+            return chat_error(405, "use POST")
         try:
             body = json.loads(request.body or b"{}")
         except json.JSONDecodeError as exc:
             self.requests.append(RecordedRequest(method, path, headers, api="chat"))
-            return _error(400, f"invalid JSON: {exc}")
+            return chat_error(400, f"invalid JSON: {exc}")
         self.requests.append(RecordedRequest(method, path, headers, body, api="chat"))
         self._in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self._in_flight)
@@ -350,34 +340,27 @@ class FakeOpenAIServer:
                 if self.stream_linger:
                     await asyncio.sleep(self.stream_linger)
 
-            return Response(200, _SSE_HEADERS, send())
+            return Response(200, SSE_HEADERS, send())
         return json_response(200, reply)
 
     async def _chat(self, body: dict[str, Any], cached: int | None = None) -> Response:
         if self._failures_sent < self.fail_first:
             self._failures_sent += 1
             extra = {} if self.retry_after is None else {"Retry-After": str(self.retry_after)}
-            return _error(self.fail_status, "fake failure", extra)
+            return chat_error(self.fail_status, "fake failure", extra)
         stream = bool(body.get("stream"))
         if stream and not self.stream_support:
-            return _error(400, "streaming is not supported here")
+            return chat_error(400, "streaming is not supported here")
         try:
             value = await self._reply_value(body)
         except ReplyError as exc:
-            return _error(exc.status, exc.message, exc.headers)
-        completion = self._completion(body, value, cached)
+            return chat_error(exc.status, exc.message, exc.headers)
+        completion = chat_completion(body, value, model=self.model, ids=self._ids, cached=cached)
         if stream:
-            return Response(200, _SSE_HEADERS, self._stream(body, completion))
+            return Response(
+                200, SSE_HEADERS, chat_stream(body, completion, self.model, self.stream_linger)
+            )
         return json_response(200, completion)
-
-    async def _stream(
-        self, body: dict[str, Any], completion: dict[str, Any]
-    ) -> AsyncIterator[bytes]:
-        events = [f"data: {json.dumps(c)}\n\n".encode() for c in self._chunks(body, completion)]
-        # One write for the whole reply, as a fast server's single TCP segment would be.
-        yield b"".join(events) + b"data: [DONE]\n\n"
-        if self.stream_linger:
-            await asyncio.sleep(self.stream_linger)
 
     async def _reply_value(self, body: dict[str, Any]) -> ReplyValue:
         if isinstance(self.reply, str):
@@ -394,105 +377,6 @@ class FakeOpenAIServer:
                 {"id": self.model, "object": "model", "created": 0, "owned_by": "faultfinder"}
             ],
         }
-
-    def _completion(
-        self, body: dict[str, Any], value: ReplyValue, cached: int | None = None
-    ) -> dict[str, Any]:
-        if isinstance(value, dict) and "choices" in value:
-            return value
-        spec: dict[str, Any] = {"text": value} if isinstance(value, str) else dict(value)
-        text = str(spec.get("text") or "")
-        tool_calls = [
-            {
-                "id": call.get("id") or f"call_{i}",
-                "type": "function",
-                "function": {
-                    "name": call["name"],
-                    "arguments": call["arguments"]
-                    if isinstance(call.get("arguments"), str)
-                    else json.dumps(call.get("arguments", {})),
-                },
-            }
-            for i, call in enumerate(spec.get("tool_calls") or [])
-        ]
-        message: dict[str, Any] = {"role": "assistant", "content": text if text else None}
-        if tool_calls:
-            message["tool_calls"] = tool_calls
-        finish = spec.get("finish_reason") or ("tool_calls" if tool_calls else "stop")
-        completion: dict[str, Any] = {
-            "id": f"chatcmpl-fake-{next(self._ids)}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model") or self.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        }
-        usage = spec.get("usage", "auto")
-        if usage == "auto":
-            prompt = _approx_tokens(_messages_text(body))
-            produced = _approx_tokens(text + "".join(json.dumps(c) for c in tool_calls))
-            usage = {
-                "prompt_tokens": prompt,
-                "completion_tokens": produced,
-                "total_tokens": prompt + produced,
-            }
-            if cached is not None:
-                usage["prompt_tokens_details"] = {"cached_tokens": min(cached, prompt)}
-        if usage is not None:
-            completion["usage"] = usage
-        return completion
-
-    def _chunks(self, body: dict[str, Any], completion: dict[str, Any]) -> list[dict[str, Any]]:
-        choice = completion["choices"][0]
-        message = choice.get("message") or {}
-        base = {
-            "id": completion.get("id", "chatcmpl-fake"),
-            "object": "chat.completion.chunk",
-            "created": completion.get("created", int(time.time())),
-            "model": completion.get("model", self.model),
-        }
-
-        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-            return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-        chunks = [chunk({"role": "assistant", "content": ""})]
-        text = message.get("content") or ""
-        # Split on word boundaries so clients reassemble several pieces, as with real servers.
-        pieces = [p for p in text.replace(" ", " \0").split("\0") if p]
-        chunks.extend(chunk({"content": piece}) for piece in pieces)
-        for i, call in enumerate(message.get("tool_calls") or []):
-            function = call["function"]
-            chunks.append(
-                chunk(
-                    {
-                        "tool_calls": [
-                            {
-                                "index": i,
-                                "id": call["id"],
-                                "type": "function",
-                                "function": {"name": function["name"], "arguments": ""},
-                            }
-                        ]
-                    }
-                )
-            )
-            chunks.append(
-                chunk(
-                    {"tool_calls": [{"index": i, "function": {"arguments": function["arguments"]}}]}
-                )
-            )
-        chunks.append(chunk({}, choice.get("finish_reason") or "stop"))
-        options = body.get("stream_options") or {}
-        if options.get("include_usage") and completion.get("usage") is not None:
-            chunks.append({**base, "choices": [], "usage": completion["usage"]})
-        return chunks
-
-
-_SSE_HEADERS = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
-
-
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    payload = {"error": {"message": message, "type": "fake_error", "param": None, "code": status}}
-    return json_response(status, payload, list((headers or {}).items()))
 
 
 def main(argv: list[str] | None = None) -> None:
