@@ -45,9 +45,9 @@ from faultfinder.llm.base import ChatRequest, Completion
 from faultfinder.llm.client import UNCAPPED_OUTPUT
 from faultfinder.llm.prompt_prefixes import PrefixMemory
 from faultfinder.llm.sdk import PLACEHOLDER_KEY as PLACEHOLDER_KEY
-from faultfinder.llm.sdk import SDKBackend, SDKErrors, StatusError, reported_count
+from faultfinder.llm.sdk import SDKBackend, SDKErrors, StatusError
+from faultfinder.llm.usage import messages_usage
 from faultfinder.traces.schema import ToolCall
-from faultfinder.usage import Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 MAX_CACHE_MARKS = 4
@@ -254,23 +254,6 @@ def messages_body(request: ChatRequest, model: str, *, prompt_cache: bool = True
 # --- reply -----------------------------------------------------------------------------
 
 
-def reported_usage(reported: Any) -> Usage:
-    """The usage a Messages reply reports. ``input_tokens`` counts only the prompt tokens
-    after the last cache breakpoint, so the prompt is input + cache reads + cache writes;
-    counts that are missing, not integers or negative are left at 0 (the LLM layer then
-    estimates them)."""
-    if not isinstance(reported, dict):
-        return Usage()
-    read = reported_count(reported, "cache_read_input_tokens")
-    written = reported_count(reported, "cache_creation_input_tokens")
-    return Usage(
-        prompt_tokens=reported_count(reported, "input_tokens") + read + written,
-        completion_tokens=reported_count(reported, "output_tokens"),
-        cached_prompt_tokens=read,
-        cache_write_prompt_tokens=written,
-    )
-
-
 def completion_of(data: dict[str, Any], model: str) -> Completion:
     """A Messages reply as a Completion; raises ValueError naming what is malformed."""
     content = data.get("content")
@@ -305,7 +288,7 @@ def completion_of(data: dict[str, Any], model: str) -> Completion:
     return Completion(
         text="".join(texts),
         tool_calls=calls,
-        usage=reported_usage(data.get("usage")),
+        usage=messages_usage(data.get("usage")),
         model=reported_model if isinstance(reported_model, str) and reported_model else model,
         finish_reason=_FINISH.get(stop, stop) if isinstance(stop, str) else None,
         raw=data,

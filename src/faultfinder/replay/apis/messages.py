@@ -15,7 +15,8 @@ A reply (``{"type": "message", "content": [...], "stop_reason", "usage"}``) is o
 assistant message: text blocks joined, ``tool_use`` blocks as tool calls (ids
 ``toolu_...`` kept), the stop reason in chat's words (``end_turn`` → stop, ``tool_use``
 → tool_calls, ``max_tokens`` → length), prompt tokens as input + cache reads + cache
-writes (cache reads as cached tokens).
+writes (cache reads as cached tokens), read by the LLM layer's own
+:func:`~faultfinder.llm.usage.messages_usage`.
 
 Streams are named events, sent and added up in
 :mod:`faultfinder.replay.apis.messages_stream`; usage is always in the stream, so
@@ -32,6 +33,7 @@ import copy
 import json
 from typing import Any
 
+from faultfinder.llm.usage import messages_usage
 from faultfinder.replay.apis.base import (
     AdapterBase,
     CanonicalReply,
@@ -184,22 +186,6 @@ def _last_user_turn(messages: list[Any]) -> int | None:
 # --- replies --------------------------------------------------------------------------
 
 
-def reply_usage(usage: Any) -> tuple[int, int, int] | None:
-    """(prompt, completion, cached) tokens of a reply's usage; the prompt is input +
-    cache reads + cache writes (``input_tokens`` counts only what follows the last cache
-    mark)."""
-    if not isinstance(usage, dict):
-        return None
-
-    def count(key: str) -> int:
-        value = usage.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-    read = count("cache_read_input_tokens")
-    prompt = count("input_tokens") + read + count("cache_creation_input_tokens")
-    return prompt, count("output_tokens"), read
-
-
 def _edited_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     """The text and tool-use blocks of a canonical assistant message."""
     blocks: list[dict[str, Any]] = []
@@ -294,14 +280,16 @@ class MessagesAdapter(AdapterBase):
         if others:
             extra["other_blocks"] = others
         stop = response.get("stop_reason")
-        counts = reply_usage(response.get("usage"))
+        # The LLM layer's reading of the same usage object (None: the reply has none).
+        reported = response.get("usage")
+        usage = messages_usage(reported) if isinstance(reported, dict) else None
         return CanonicalReply(
             message=message,
             finish_reason=STOP_TO_FINISH.get(stop, stop) if isinstance(stop, str) else None,
             model=response.get("model"),
-            prompt_tokens=None if counts is None else counts[0],
-            completion_tokens=None if counts is None else counts[1],
-            cached_tokens=None if counts is None else counts[2],
+            prompt_tokens=None if usage is None else usage.prompt_tokens,
+            completion_tokens=None if usage is None else usage.completion_tokens,
+            cached_tokens=None if usage is None else usage.cached_prompt_tokens,
             reply_id=response.get("id"),
             extra=extra,
         )

@@ -1,0 +1,35 @@
+"""Token counts as a model API reports them, read into faultfinder's :class:`Usage`.
+
+SDK-free, so that what the LLM layer bills for a call and what the replay layer writes
+into a recorded trace are one reading of the same ``usage`` object.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from faultfinder.llm.sdk import reported_count
+from faultfinder.usage import Usage
+
+__all__ = ["messages_usage"]
+
+
+def messages_usage(reported: Any) -> Usage:
+    """The usage an Anthropic Messages reply reports (its ``usage`` object).
+
+    ``input_tokens`` counts only the prompt tokens after the last cache breakpoint, so
+    the prompt is input + cache reads + cache writes; cache reads are the cached prompt
+    tokens, cache writes the tokens written to the cache. Counts that are missing, not
+    integers or negative are left at 0 (the LLM layer then estimates them); anything but
+    a JSON object gives an empty Usage.
+    """
+    if not isinstance(reported, dict):
+        return Usage()
+    read = reported_count(reported, "cache_read_input_tokens")
+    written = reported_count(reported, "cache_creation_input_tokens")
+    return Usage(
+        prompt_tokens=reported_count(reported, "input_tokens") + read + written,
+        completion_tokens=reported_count(reported, "output_tokens"),
+        cached_prompt_tokens=read,
+        cache_write_prompt_tokens=written,
+    )
