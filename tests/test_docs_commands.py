@@ -204,6 +204,9 @@ def test_the_docs_show_commands() -> None:
     usages = all_usages()
     assert len(usages) > 100
     assert {u.command for u in usages} >= {"attribute", "import", "eval", "ui", "replay"}
+    assert sum(len(u.sets) for u in usages) > 5
+    # ... and `faultfinder methods NAME` still prints options the way method_options reads.
+    assert {"panel_size", "roles", "seed"} <= (method_options("echo") or set())
 
 
 def test_every_documented_option_exists() -> None:
