@@ -44,6 +44,13 @@ Base programs (``--program``):
   chosen by the model) on eleven tasks of one, two or four lookups, every agent and the
   speaker selection played faithfully by a scripted model (``bench/_fault_ag2.py``, with
   a wrong speaker for a wrong handoff; speaker selections named ``chat_manager``).
+* ``swe-team``: a software team on LangGraph
+  (tests/fixtures/frameworks/langgraph_swe_team.py, unmodified, from the ``frameworks``
+  extra: a Supervisor routes a ticket through a ProductManager, an Architect, an Engineer
+  with a ``write_code`` tool, QA with a ``run_tests`` tool and a Reviewer with an
+  ``evaluate`` tool) on eighteen tickets of one to four functions, runs of 15 to 33
+  steps, every agent played faithfully by a scripted model (``bench/_fault_swe_team.py``,
+  at most three sites of each fault kind per run, drawn with the seed).
 
     python bench/fault_injection.py [--program NAME|all] [--out DIR] [--seed N]
 
@@ -71,6 +78,7 @@ import _fault_ag2
 import _fault_agents_sdk
 import _fault_crewai
 import _fault_langgraph
+import _fault_swe_team
 
 from faultfinder.demo_team import TASKS, mock_model
 from faultfinder.demo_team.tools import FACTS
@@ -278,6 +286,14 @@ PROGRAMS: dict[str, Program] = {
         _fault_ag2.final_answer,
         _fault_ag2.ENV,
         _fault_ag2.name_agents,
+    ),
+    "swe-team": Program(
+        "swe-team",
+        lambda: [Base(*t) for t in _fault_swe_team.tasks()],
+        lambda base: _fault_swe_team.command(base.task),
+        _fault_swe_team.faithful,
+        _fault_swe_team.injectors(corrupt),
+        _fault_swe_team.final_answer,
     ),
 }
 
