@@ -81,6 +81,21 @@ def test_calibrate_writes_the_conformal_thresholds_of_unseen_scores(tmp_path: Pa
     assert written.deploy.coef == deploy.coef
 
 
+def test_an_unlabelled_trace_is_counted_among_the_skipped(tmp_path: Path) -> None:
+    folder = tmp_path / "runs"
+    shutil.copytree(AG, folder)
+    log = json.loads((AG / "1.json").read_text())
+    for key in ("mistake_agent", "mistake_step", "mistake_reason"):
+        del log[key]
+    (folder / "999.json").write_text(json.dumps(log))
+    code, output = cli(
+        "calibrate", str(folder), "--source", "my-team", "--out", str(tmp_path / "w.json")
+    )
+    assert code == 0, output
+    assert f"calibrated on {len(load_traces(AG))} labelled trace(s) of my-team" in output
+    assert "skipped 1: 1 × no labelled decisive step (e.g. " in output
+
+
 def test_attribute_uses_the_calibrated_file_for_a_trace_that_names_no_source(
     tmp_path: Path,
 ) -> None:

@@ -76,8 +76,10 @@ def calibrate(
     if out.exists() and not force:
         raise click.ClickException(f"{out} exists; pass --force to overwrite it")
     with explained(traces_path, "trace", "a labelled trace or a folder of them"):
+        # Unlabelled traces are loaded too, so the report counts them among the skipped
+        # instead of their vanishing from the total.
         traces = load_dataset(
-            traces_path, DatasetOptions(labelled_only=True, format=trace_format, strict=strict)
+            traces_path, DatasetOptions(labelled_only=False, format=trace_format, strict=strict)
         )
     if source is None:
         named = {t.source.subset for t in traces}
