@@ -16,6 +16,7 @@ from faultfinder.cli.common import PORT, STEP, build_llm, model_options, pass_er
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.proxy_options import (
     choose_upstream,
+    plural,
     proxy_options,
     run_dir_in,
     warn_if_exposed,
@@ -164,7 +165,10 @@ async def _serve_proxy(
             )
         if store.steps_path.exists():
             trace = rebuild_trace(run_dir)
-            click.echo(f"wrote {run_dir / 'trace.json'} ({len(trace.steps)} steps)", err=True)
+            steps = plural(len(trace.steps), "step")
+            click.echo(f"wrote {run_dir / 'trace.json'} ({steps})", err=True)
+        else:
+            click.echo(f"no model call was recorded, so {run_dir} has no trace.json", err=True)
 
 
 @click.command("serve-local")

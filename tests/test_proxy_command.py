@@ -1,0 +1,65 @@
+"""`faultfinder proxy` as a user runs it: a process started, used, then stopped with Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+from faultfinder.testing import FakeOpenAIServer
+
+
+def start_proxy(upstream: str, out: Path) -> tuple[subprocess.Popen[str], str]:
+    """The proxy process and its base URL (read from the line it prints when ready)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "faultfinder", "proxy", "--upstream", upstream,
+         "--out", str(out), "--run-id", "r1", "--port", "0"],
+        stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"},
+    )  # fmt: skip
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        found = re.search(r"proxy on (\S+) ->", line)
+        if found:
+            return proc, found.group(1)
+    raise AssertionError(f"the proxy stopped before it was ready (exit {proc.wait()})")
+
+
+def interrupt(proc: subprocess.Popen[str]) -> str:
+    """Ctrl-C, then what the proxy printed after it."""
+    proc.send_signal(signal.SIGINT)
+    _, rest = proc.communicate(timeout=30)
+    assert proc.returncode == 0, rest
+    return rest
+
+
+def test_ctrl_c_writes_the_trace_of_what_was_recorded(tmp_path: Path) -> None:
+    with FakeOpenAIServer(reply="The answer is 4.") as upstream:
+        proc, base_url = start_proxy(upstream.base_url, tmp_path)
+        try:
+            request = urllib.request.Request(
+                f"{base_url}/chat/completions",
+                data=json.dumps(
+                    {"model": "m", "messages": [{"role": "user", "content": "2+2?"}]}
+                ).encode(),
+                headers={"Content-Type": "application/json", "X-Faultfinder-Agent": "Solver"},
+            )
+            with urllib.request.urlopen(request, timeout=30) as reply:
+                assert json.load(reply)["choices"][0]["message"]["content"] == "The answer is 4."
+        finally:
+            rest = interrupt(proc)
+    trace_path = tmp_path / "r1" / "trace.json"
+    assert f"wrote {trace_path} (1 step)" in rest
+    trace = json.loads(trace_path.read_text())
+    assert [s["agent"] for s in trace["steps"]] == ["Solver"]
+
+
+def test_ctrl_c_with_nothing_recorded_says_so(tmp_path: Path) -> None:
+    proc, _ = start_proxy("http://127.0.0.1:9/v1", tmp_path)
+    rest = interrupt(proc)
+    assert f"no model call was recorded, so {tmp_path / 'r1'} has no trace.json" in rest
+    assert not (tmp_path / "r1" / "trace.json").exists()
