@@ -21,7 +21,9 @@ import time
 from pathlib import Path
 
 from faultfinder.demo_team import TASKS, mock_debugger, mock_model
-from faultfinder.dover.pipeline import DoverConfig, ReplayExecutor, run_dover
+from faultfinder.dover.models import DoverConfig
+from faultfinder.dover.pipeline import run_dover
+from faultfinder.dover.replays import ReplayExecutor
 from faultfinder.dover.report import aggregate, format_summary
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import FunctionBackend

@@ -18,6 +18,7 @@ from faultfinder.dover.checker import ExactChecker, make_checker
 from faultfinder.dover.hypothesis import hypothesise, trial_trace
 from faultfinder.dover.intervene import leaks, target_step
 from faultfinder.dover.models import (
+    DoverConfig,
     DoverRow,
     Hypothesis,
     Intervention,
@@ -26,7 +27,8 @@ from faultfinder.dover.models import (
     RepeatResult,
     Trial,
 )
-from faultfinder.dover.pipeline import DoverConfig, ReplayExecutor, run_dover
+from faultfinder.dover.pipeline import run_dover
+from faultfinder.dover.replays import ReplayExecutor
 from faultfinder.dover.report import aggregate, format_summary, read_rows
 from faultfinder.dover.segment import segment, segment_by_pattern, trials_from
 from faultfinder.dover.verdict import classify, threshold, wilson_interval

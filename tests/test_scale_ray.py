@@ -244,7 +244,7 @@ def test_debug_runs_each_replay_on_a_ray_worker(ray_cluster: Any, tmp_path: Path
 
         # The same replay through the executor's API: it ran in another process.
         from faultfinder.dover.models import Intervention
-        from faultfinder.dover.pipeline import ReplayExecutor
+        from faultfinder.dover.replays import ReplayExecutor
         from faultfinder.replay.session import SessionOptions
         from faultfinder.scale.ray_debug import RayReplayExecutor
 

@@ -184,7 +184,9 @@ def debug(
     faultfinder debug runs/RUN --model openai:gpt-4o --upstream URL -- python my_team.py "task"
     """
     from faultfinder.dover.checker import make_checker
-    from faultfinder.dover.pipeline import DoverConfig, ReplayExecutor, run_dover
+    from faultfinder.dover.models import DoverConfig
+    from faultfinder.dover.pipeline import run_dover
+    from faultfinder.dover.replays import ReplayExecutor
     from faultfinder.dover.report import aggregate, format_rate, format_summary
     from faultfinder.registry import create_method
 

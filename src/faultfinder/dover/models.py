@@ -1,11 +1,12 @@
-"""DoVer's data: trials, hypotheses, interventions, judgements and the result row."""
+"""DoVer's data: its options, trials, hypotheses, interventions, judgements and the
+result row."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from faultfinder.usage import Usage
 
@@ -270,3 +271,48 @@ class DoverRow(BaseModel):
     the run: count them once per run."""
     wall_time_s: float = 0.0
     created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())
+
+
+class DoverConfig(BaseModel):
+    """DoVer's options; defaults follow the paper."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    method: str = "all-at-once:refined"
+    """Attribution method (name or name:preset) proposing one hypothesis per trial."""
+    segment: str = "llm"
+    """Trial segmentation: 'llm' (the paper), 'magentic-one', 'pattern:REGEX' (planning
+    steps are those whose output matches) or 'none' (the whole log is one trial)."""
+    repeats: int = Field(default=3, ge=1)
+    """Replays per intervention (the paper runs three)."""
+    orchestrator: str | None = None
+    """The planning agent whose messages are rewritten (default: the agent of each
+    trial's planning step)."""
+    scope: Literal["orchestrator", "hypothesis"] = "orchestrator"
+    """Rewrite the orchestrator's message at or before the failure step (the paper), or
+    the hypothesised step itself whoever made it."""
+    with_ground_truth: bool = True
+    """Show the reference answer to the hypothesis method, the intervention recommender
+    and the fulfilment judge (the paper's recommender uses it)."""
+    max_trials: int | None = Field(default=None, ge=1)
+    """Intervene on at most this many trials (the first ones)."""
+    judge_window: int = Field(default=10, ge=1)
+    """Steps after the intervention shown to the fulfilment judge."""
+    milestones: bool = True
+    """Measure milestone progress when the run has reference steps."""
+    context_budget: int | None = Field(default=None, ge=256)
+    """Max prompt tokens for DoVer's own prompts (logs truncated per step to fit)."""
+    temperature: float = 0.0
+    """Sampling temperature of DoVer's own calls."""
+    live_temperature: float | None = 0.7
+    """Temperature forced on the replayed program's live calls, so that repeats are
+    independent samples (None: the program's own; at 0 the repeats are one run counted
+    several times, which the row records as ``independent_repeats = False``)."""
+    seed: int | None = 0
+    """Repeat r sends ``seed + r`` with its live calls (distinct seeds; None: no seed)."""
+    on_divergence: Literal["fail", "live"] = "fail"
+    """What a replay does when the program diverges before the edit."""
+    budget_tokens: int | None = Field(default=None, ge=1)
+    """Token budget of each trial (``--budget-tokens``): its hypothesis, intervention and
+    judge calls. A trial that would exceed it gets status 'budget-exceeded' and the next
+    trial goes on. The shared segmentation and milestone calls are outside it."""

@@ -1,9 +1,12 @@
 """DoVer end to end: trials -> hypotheses -> interventions -> replays -> verdicts.
 
 ``run_dover`` works on a recording made with ``faultfinder record``; interventions are
-executed by replaying the program with the edited message (:class:`ReplayExecutor`), and
-each trial becomes one :class:`~faultfinder.dover.models.DoverRow`, appended to a JSONL
-file as soon as it is complete.
+executed by replaying the program with the edited message (an
+:class:`~faultfinder.dover.replays.Executor`, by default
+:class:`~faultfinder.dover.replays.ReplayExecutor`; each replay run and judged by
+:func:`~faultfinder.dover.replays.execute`), and each trial becomes one
+:class:`~faultfinder.dover.models.DoverRow`, appended to a JSONL file as soon as it is
+complete. Its options are :class:`~faultfinder.dover.models.DoverConfig`.
 """
 
 from __future__ import annotations
@@ -11,149 +14,23 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any, Literal, Protocol
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from faultfinder.dover import prompts
 from faultfinder.dover.checker import Checker, ExactChecker
 from faultfinder.dover.hypothesis import hypothesise
 from faultfinder.dover.intervene import orchestrator_of, propose, target_step
-from faultfinder.dover.judge import (
-    evaluate_milestones,
-    extract_milestones,
-    judge_fulfilment,
-)
-from faultfinder.dover.models import (
-    DoverRow,
-    Hypothesis,
-    Intervention,
-    Milestone,
-    RepeatResult,
-    Trial,
-)
+from faultfinder.dover.judge import evaluate_milestones, extract_milestones
+from faultfinder.dover.models import DoverConfig, DoverRow, Hypothesis, RepeatResult, Trial
+from faultfinder.dover.replays import Executor, RunContext, execute, parallelism
 from faultfinder.dover.segment import segment
-from faultfinder.dover.verdict import classify, no_evidence, program_failure, trial_success
+from faultfinder.dover.verdict import classify, trial_success
 from faultfinder.errors import CaseBudgetExceededError, FaultfinderError
 from faultfinder.judging.method import Method
 from faultfinder.llm.client import LLM
 from faultfinder.llm.scopes import track_usage
-from faultfinder.replay.edits import Edit
 from faultfinder.replay.recorder import build_trace, new_run_id
-from faultfinder.replay.replayer import ReplayOptions
-from faultfinder.replay.session import ReplayOutcome, SessionOptions, replay_run
 from faultfinder.traces.schema import Trace
-from faultfinder.usage import Usage
-
-
-class DoverConfig(BaseModel):
-    """DoVer's options; defaults follow the paper."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    method: str = "all-at-once:refined"
-    """Attribution method (name or name:preset) proposing one hypothesis per trial."""
-    segment: str = "llm"
-    """Trial segmentation: 'llm' (the paper), 'magentic-one', 'pattern:REGEX' (planning
-    steps are those whose output matches) or 'none' (the whole log is one trial)."""
-    repeats: int = Field(default=3, ge=1)
-    """Replays per intervention (the paper runs three)."""
-    orchestrator: str | None = None
-    """The planning agent whose messages are rewritten (default: the agent of each
-    trial's planning step)."""
-    scope: Literal["orchestrator", "hypothesis"] = "orchestrator"
-    """Rewrite the orchestrator's message at or before the failure step (the paper), or
-    the hypothesised step itself whoever made it."""
-    with_ground_truth: bool = True
-    """Show the reference answer to the hypothesis method, the intervention recommender
-    and the fulfilment judge (the paper's recommender uses it)."""
-    max_trials: int | None = Field(default=None, ge=1)
-    """Intervene on at most this many trials (the first ones)."""
-    judge_window: int = Field(default=10, ge=1)
-    """Steps after the intervention shown to the fulfilment judge."""
-    milestones: bool = True
-    """Measure milestone progress when the run has reference steps."""
-    context_budget: int | None = Field(default=None, ge=256)
-    """Max prompt tokens for DoVer's own prompts (logs truncated per step to fit)."""
-    temperature: float = 0.0
-    """Sampling temperature of DoVer's own calls."""
-    live_temperature: float | None = 0.7
-    """Temperature forced on the replayed program's live calls, so that repeats are
-    independent samples (None: the program's own; at 0 the repeats are one run counted
-    several times, which the row records as ``independent_repeats = False``)."""
-    seed: int | None = 0
-    """Repeat r sends ``seed + r`` with its live calls (distinct seeds; None: no seed)."""
-    on_divergence: Literal["fail", "live"] = "fail"
-    """What a replay does when the program diverges before the edit."""
-    budget_tokens: int | None = Field(default=None, ge=1)
-    """Token budget of each trial (``--budget-tokens``): its hypothesis, intervention and
-    judge calls. A trial that would exceed it gets status 'budget-exceeded' and the next
-    trial goes on. The shared segmentation and milestone calls are outside it."""
-
-
-class Executor(Protocol):
-    """Runs the program with an intervention applied.
-
-    An executor may have a ``parallel`` attribute: how many replays it runs at once
-    (default 1, one after another; the Ray executor runs one per worker CPU).
-    """
-
-    async def run(
-        self, intervention: Intervention, branch_id: str, overrides: dict[str, Any]
-    ) -> ReplayOutcome:
-        """Replay with ``intervention`` and return the branch; ``overrides`` are request
-        parameters forced on live calls (temperature, seed)."""
-        ...
-
-
-class ReplayExecutor:
-    """Executes interventions by replaying the recorded program through the proxy."""
-
-    def __init__(
-        self,
-        run_dir: str | Path,
-        command: list[str] | None = None,
-        *,
-        upstream: str | None = None,
-        options: SessionOptions | None = None,
-        on_divergence: Literal["fail", "live"] = "fail",
-    ) -> None:
-        self.run_dir = Path(run_dir)
-        self.command = command
-        self.upstream = upstream
-        self.options = options or SessionOptions(echo=False)
-        self.on_divergence = on_divergence
-
-    async def run(
-        self, intervention: Intervention, branch_id: str, overrides: dict[str, Any]
-    ) -> ReplayOutcome:
-        replay = ReplayOptions(
-            at=intervention.step,
-            edit=Edit(output=intervention.replacement),
-            on_divergence=self.on_divergence,
-            live_overrides=overrides,
-        )
-        return await replay_run(
-            self.run_dir,
-            self.command,
-            replay,
-            upstream=self.upstream,
-            branch_id=branch_id,
-            options=self.options,
-        )
-
-
-class _RunContext(BaseModel):
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    trace: Trace
-    milestones: list[Milestone] | None
-    original_milestones: float | None
-    shared_usage: Usage
-    segmentation: str
-    segmentation_status: str
-    n_trials: int
-    checker: Any
 
 
 async def run_dover(
@@ -208,7 +85,7 @@ async def run_dover(
                     temperature=config.temperature,
                 )
                 original_score = evaluation.achieved(len(milestones)) if evaluation else None
-    context = _RunContext(
+    context = RunContext(
         trace=trace,
         milestones=milestones,
         original_milestones=original_score,
@@ -237,11 +114,6 @@ async def run_dover(
         return row
 
     return list(await asyncio.gather(*(one(trial) for trial in trials)))
-
-
-def parallelism(executor: Executor) -> int:
-    """How many replays ``executor`` runs at once (1 unless it says otherwise)."""
-    return max(1, int(getattr(executor, "parallel", 1)))
 
 
 def _already_succeeded(
@@ -277,7 +149,7 @@ def append_row(path: str | Path, row: DoverRow) -> None:
 
 
 async def debug_trial(
-    context: _RunContext,
+    context: RunContext,
     trial: Trial,
     llm: LLM,
     method: Method,
@@ -336,7 +208,7 @@ async def debug_trial(
 
 
 async def _debug_trial(
-    context: _RunContext,
+    context: RunContext,
     trial: Trial,
     llm: LLM,
     method: Method,
@@ -385,7 +257,7 @@ async def _debug_trial(
 
     async def repeat(number: int) -> RepeatResult:
         branch_id = f"{session}-t{trial.index}-r{number}"
-        return await _execute(context, intervention, executor, branch_id, number, llm, config)
+        return await execute(context, intervention, executor, branch_id, number, llm, config)
 
     if parallelism(executor) == 1:
         repeats = [await repeat(number) for number in range(count)]
@@ -423,98 +295,3 @@ async def _debug_trial(
 
 def _plain(text: str) -> str:
     return " ".join(text.split())
-
-
-async def _execute(
-    context: _RunContext,
-    intervention: Intervention,
-    executor: Executor,
-    branch_id: str,
-    number: int,
-    llm: LLM,
-    config: DoverConfig,
-) -> RepeatResult:
-    trace = context.trace
-    overrides: dict[str, Any] = {}
-    if config.live_temperature is not None:
-        overrides["temperature"] = config.live_temperature
-    seed = None if config.seed is None else config.seed + number
-    if seed is not None:
-        overrides["seed"] = seed
-    try:
-        outcome = await executor.run(intervention, branch_id, overrides)
-    except FaultfinderError as exc:
-        # The replay never ran the program (a command that does not exist...): no evidence.
-        return RepeatResult(
-            repeat=number,
-            branch=branch_id,
-            judge_status="skipped",
-            ran=False,
-            error=f"the replay could not run: {exc}",
-            seed=seed,
-        )
-    replayed = outcome.trace
-    report = outcome.report
-    result = RepeatResult(
-        repeat=number,
-        branch=str(outcome.branch_dir),
-        final_answer=replayed.final_answer,
-        edit_applied=report.edit_applied,
-        divergences=len(report.divergences),
-        exit_code=outcome.child.exit_code,
-        program_failed=report.program_failed,
-        live_calls=report.live_calls,
-        steps=len(replayed.steps),
-        seed=seed,
-        temperatures=[
-            (s.request or {}).get("temperature")
-            for s in replayed.steps
-            if s.metadata.get("origin") in ("live", "edited-input")
-        ],
-    )
-    if no_evidence(result) is not None:
-        # The program failed on its own (a live call answered with an error, a crash, the
-        # timeout): its answer is whatever the last step that ran said, so it is neither
-        # checked nor judged.
-        result.error = program_failure(report)
-        result.judge_status = "skipped"
-        return result
-    if not report.edit_applied:
-        # The program never reached the intervened step with the recorded history: this
-        # replay tests nothing about the hypothesis.
-        result.error = (
-            f"the edit was not applied ({len(report.divergences)} divergences before step "
-            f"{intervention.step})"
-        )
-        result.judge_status = "skipped"
-        return result
-    check = context.checker.check(
-        replayed.final_answer, trace.ground_truth, task=trace.task, run_dir=result.branch
-    )
-    result.success, result.check_detail = check.passed, check.detail
-    fulfilment = await judge_fulfilment(
-        trace,
-        replayed,
-        intervention,
-        llm,
-        window=config.judge_window,
-        with_ground_truth=config.with_ground_truth,
-        budget=config.context_budget,
-        temperature=config.temperature,
-    )
-    result.fulfilment = fulfilment
-    result.fulfilled = None if fulfilment is None else fulfilment.is_intervention_fulfilled
-    result.judge_status = "ok" if fulfilment is not None else "unparsed"
-    if context.milestones and context.original_milestones is not None:
-        evaluation = await evaluate_milestones(
-            replayed,
-            context.milestones,
-            llm,
-            budget=config.context_budget,
-            temperature=config.temperature,
-        )
-        result.milestones = evaluation
-        if evaluation is not None:
-            total = len(context.milestones)
-            result.progress = (evaluation.achieved(total) - context.original_milestones) / total
-    return result

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from faultfinder.dover.models import Intervention
-from faultfinder.dover.pipeline import ReplayExecutor
+from faultfinder.dover.replays import ReplayExecutor
 from faultfinder.errors import FaultfinderError
 from faultfinder.replay.recorder import BRANCHES_DIR, write_meta
 from faultfinder.replay.session import ReplayOutcome
