@@ -56,10 +56,11 @@ from typing import Any
 
 from faultfinder.cli.common import method_overrides
 from faultfinder.errors import FaultfinderError
+from faultfinder.eval.cases import MethodPlan, plan_methods
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
 from faultfinder.eval.prompt_cost import trace_ratio
 from faultfinder.eval.rows import EvalRow, latest_by_key, read_rows
-from faultfinder.eval.runner import EvalOptions, MethodPlan, plan_methods, run_eval
+from faultfinder.eval.runner import EvalOptions, run_eval
 from faultfinder.judging.method import Observability, Verdict
 from faultfinder.judging.render import own_text, step_output_text
 from faultfinder.llm.base import ChatRequest, Completion, messages_text

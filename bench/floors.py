@@ -29,12 +29,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from faultfinder.eval.cases import plan_methods
 from faultfinder.eval.datasets import load_dataset, subset_of
 from faultfinder.eval.floors import FLOORS
 from faultfinder.eval.metrics import GroupMetrics, MeanStd, normalise_agent, step_correct
 from faultfinder.eval.report import summarise
 from faultfinder.eval.rows import EvalRow
-from faultfinder.eval.runner import EvalOptions, plan_methods, run_eval
+from faultfinder.eval.runner import EvalOptions, run_eval
 from faultfinder.llm import LLM
 from faultfinder.llm.doubles import NoModelBackend
 from faultfinder.methods.baseline import BaselineConfig, pick

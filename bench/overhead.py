@@ -35,8 +35,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from faultfinder.eval.cases import plan_methods
 from faultfinder.eval.datasets import load_dataset
-from faultfinder.eval.runner import EvalOptions, plan_methods, run_eval
+from faultfinder.eval.runner import EvalOptions, run_eval
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend, make_backend
 from faultfinder.testing.fake_openai import FakeOpenAIServer
 from faultfinder.traces.schema import Trace

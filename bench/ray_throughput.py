@@ -26,8 +26,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from overhead import _ServerProcess
 
+from faultfinder.eval.cases import plan_methods
 from faultfinder.eval.datasets import load_dataset
-from faultfinder.eval.runner import EvalOptions, plan_methods, run_eval
+from faultfinder.eval.runner import EvalOptions, run_eval
 from faultfinder.llm.spec import LLMSpec
 from faultfinder.scale.cluster import connect, require_ray
 from faultfinder.traces.schema import Trace

@@ -38,17 +38,12 @@ from pathlib import Path
 from _readme import write_section
 from compose import describe_weights, provenance
 
+from faultfinder.eval.cases import Case, plan_methods, run_case
 from faultfinder.eval.datasets import load_dataset, subset_of
 from faultfinder.eval.floors import FLOORS, RANDOM_RUNS
 from faultfinder.eval.metrics import step_correct, wilson
 from faultfinder.eval.rows import EvalRow
-from faultfinder.eval.runner import (
-    Case,
-    EvalOptions,
-    plan_methods,
-    run_case,
-    run_eval,
-)
+from faultfinder.eval.runner import EvalOptions, run_eval
 from faultfinder.eval.step_sets import Coverage, coverage, model_family
 from faultfinder.llm import LLM
 from faultfinder.llm.doubles import FunctionBackend, NoModelBackend

@@ -20,9 +20,10 @@ from collections import defaultdict
 from pathlib import Path
 
 from faultfinder.cli.common import build_llm
+from faultfinder.eval.cases import plan_methods
 from faultfinder.eval.datasets import DatasetOptions, load_dataset
 from faultfinder.eval.rows import EvalRow, latest_by_key, read_rows
-from faultfinder.eval.runner import EvalOptions, plan_methods, run_eval
+from faultfinder.eval.runner import EvalOptions, run_eval
 from faultfinder.registry import methods
 
 # ../shared/data/who-and-when, seen from the repository root

@@ -14,8 +14,9 @@ from click.testing import CliRunner
 
 from faultfinder import errors
 from faultfinder.cli import main
+from faultfinder.eval.cases import plan_methods
 from faultfinder.eval.rows import config_id, read_rows
-from faultfinder.eval.runner import EvalOptions, plan_methods, run_eval
+from faultfinder.eval.runner import EvalOptions, run_eval
 from faultfinder.judging.method import run_method
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend
 from faultfinder.llm.base import Completion

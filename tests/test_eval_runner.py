@@ -12,9 +12,10 @@ import pytest
 from pydantic import Field
 
 from faultfinder.errors import ConfigError, FaultfinderError
+from faultfinder.eval.cases import MethodPlan, plan_methods
 from faultfinder.eval.datasets import DatasetOptions, load_dataset
 from faultfinder.eval.rows import ResultsFileError, read_rows
-from faultfinder.eval.runner import EvalOptions, MethodPlan, plan_methods, run_eval
+from faultfinder.eval.runner import EvalOptions, run_eval
 from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend
 from faultfinder.llm.cache import ResponseCache

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from faultfinder.cli import main
-from faultfinder.eval.runner import plan_methods, repeat_warnings
+from faultfinder.eval.cases import plan_methods, repeat_warnings
 from faultfinder.judging.method import Attribution, run_method
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend, ScriptedBackend
 from faultfinder.methods.chief.context import REPLY_CAP_TOKENS

@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
+from faultfinder.eval.cases import MethodPlan, plan_methods
 from faultfinder.eval.datasets import DatasetOptions, load_dataset
 from faultfinder.eval.rows import read_rows
-from faultfinder.eval.runner import EvalOptions, MethodPlan, plan_methods, run_eval
+from faultfinder.eval.runner import EvalOptions, run_eval
 from faultfinder.llm.spec import LLMSpec
 from faultfinder.usage import Budget
 

@@ -25,12 +25,13 @@ from faultfinder.cli.common import (
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.kinds import explained
 from faultfinder.eval import prompt_cost, reliability, step_sets
+from faultfinder.eval.cases import plan_methods, repeat_warnings
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
 from faultfinder.eval.floors import floor_rows
 from faultfinder.eval.plotting import pyplot
 from faultfinder.eval.report import FORMATS, plot_tolerance, render, summarise
 from faultfinder.eval.rows import EvalRow, read_result_files
-from faultfinder.eval.runner import EvalOptions, plan_methods, repeat_warnings, run_eval
+from faultfinder.eval.runner import EvalOptions, run_eval
 from faultfinder.exitcodes import CaseCounts
 from faultfinder.judging.method import Observability
 

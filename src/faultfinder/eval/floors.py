@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 
+from faultfinder.eval.cases import plan_cases, plan_methods, run_case
 from faultfinder.eval.rows import EvalRow
-from faultfinder.eval.runner import plan_cases, plan_methods, run_case
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import NoModelBackend
 from faultfinder.registry import methods

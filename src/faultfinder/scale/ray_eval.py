@@ -21,8 +21,9 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from faultfinder.errors import ConfigError
+from faultfinder.eval.cases import Case, failed_row, run_case
 from faultfinder.eval.rows import EvalRow
-from faultfinder.eval.runner import Case, failed_row, run_case, stops_run
+from faultfinder.eval.runner import stops_run
 from faultfinder.llm.spec import LLMSpec
 from faultfinder.scale.cluster import cluster_cpus, require_ray
 from faultfinder.scale.limits import RayLedger, RayRateLimiter, SharedLimits

@@ -1,0 +1,217 @@
+"""One evaluation case: what it is and how it runs.
+
+A :class:`MethodPlan` is one method configuration; :func:`plan_cases` crosses plans with
+traces and repeats into :class:`Case` s, each with its result key; :func:`run_case` runs
+one case into its :class:`~faultfinder.eval.rows.EvalRow` (a method that raises gives an
+'error' row). This is all an executor needs to run a case, in this process or on a Ray
+worker; writing the rows to a results file is :mod:`faultfinder.eval.runner`'s job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from faultfinder.errors import ConfigError
+from faultfinder.eval.datasets import subset_of
+from faultfinder.eval.rows import EvalRow, config_id, row_key
+from faultfinder.judging.method import Attribution, Method, MethodConfig, Observability, run_method
+from faultfinder.judging.reference import ground_truth_status
+from faultfinder.judging.render import own_text
+from faultfinder.llm.client import LLM
+from faultfinder.llm.scopes import CallRecord, run_index, track_usage
+from faultfinder.registry import create_method, with_shortlist_weights
+from faultfinder.shortlist.sets import DEFAULT_LEVEL
+from faultfinder.traces.schema import Trace
+from faultfinder.usage import Usage
+
+
+@dataclass(frozen=True)
+class MethodPlan:
+    """One method configuration to evaluate; builds a fresh instance per repeat."""
+
+    label: str
+    """Name shown in results and reports (the spec as given, e.g. 'echo:I1')."""
+    cls: type[Any]
+    """The method class."""
+    config: MethodConfig
+    """The configuration before the harness sets the repeat index."""
+
+    @property
+    def config_id(self) -> str:
+        return config_id(self.config.model_dump(mode="json"))
+
+    def build(self, run: int) -> Method:
+        """The method for repeat ``run``.
+
+        A config with a ``run`` field gets the repeat index there; otherwise one with a
+        ``seed`` field gets ``seed + run`` (unchanged for run 0), so repeats differ.
+        """
+        data = self.config.model_dump()
+        fields = type(self.config).model_fields
+        if "run" in fields:
+            data["run"] = run
+        elif "seed" in fields and run:
+            data["seed"] = (data.get("seed") or 0) + run
+        method: Method = self.cls(type(self.config)(**data))
+        return method
+
+
+def plan_methods(
+    specs: Sequence[str],
+    overrides: dict[str, Any] | None = None,
+    observabilities: Sequence[Observability | None] = (None,),
+    shortlist_weights: str | None = None,
+) -> list[MethodPlan]:
+    """A plan per (method spec, observability); duplicates are dropped. A method that
+    ranks with shortlist weights gets ``shortlist_weights`` unless ``overrides`` name
+    its own (``registry.with_shortlist_weights``)."""
+    plans: dict[tuple[str, str], MethodPlan] = {}
+    for spec in specs:
+        for observability in observabilities or (None,):
+            extra = with_shortlist_weights(spec, dict(overrides or {}), shortlist_weights)
+            if observability is not None:
+                extra["observability"] = observability
+            method = create_method(spec, **extra)
+            plan = MethodPlan(label=spec, cls=type(method), config=method.config)
+            plans.setdefault((plan.label, plan.config_id), plan)
+    if not plans:
+        raise ConfigError("No method to evaluate: pass --method NAME[,NAME...].")
+    return list(plans.values())
+
+
+def repeat_warnings(plans: Sequence[MethodPlan], runs: int) -> list[str]:
+    """Why some repeats would not be independent runs: at temperature 0 a model decodes
+    greedily, so each repeat gives the same answer (repeats then measure only the backend's
+    nondeterminism), whatever seed each repeat gets."""
+    if runs < 2:
+        return []
+    greedy = [p.label for p in plans if p.config.temperature == 0]
+    if not greedy:
+        return []
+    return [
+        f"--runs {runs} at temperature 0: the repeats of {', '.join(greedy)} are not "
+        "independent runs (greedy decoding repeats the same answer). Sample with "
+        "--temperature T (each repeat gets its own seed), or run once."
+    ]
+
+
+@dataclass(frozen=True, repr=False)
+class Case:
+    """One (trace, method plan, repeat) to run."""
+
+    trace: Trace
+    plan: MethodPlan
+    run: int
+    key: str
+    step_set: float | None = DEFAULT_LEVEL
+    """Coverage level of the row's step set (None: none); not part of the key."""
+    step_set_weights: str | None = None
+    """Shortlist weights file of the step set (None: the shipped one)."""
+
+    def __repr__(self) -> str:
+        return f"Case({self.key!r})"
+
+
+def plan_cases(
+    traces: Sequence[Trace],
+    plans: Sequence[MethodPlan],
+    runs: int,
+    model: str,
+    step_set: float | None = DEFAULT_LEVEL,
+    step_set_weights: str | None = None,
+) -> list[Case]:
+    """Every case, repeat-major, so an interrupted run leaves whole repeats behind it."""
+    return [
+        Case(
+            trace,
+            plan,
+            run,
+            row_key(trace.id, plan.label, plan.config_id, model, run),
+            step_set,
+            step_set_weights,
+        )
+        for run in range(runs)
+        for trace in traces
+        for plan in plans
+    ]
+
+
+async def run_case(case: Case, llm: LLM) -> EvalRow:
+    """Run one case; a method's unexpected exception becomes an 'error' row."""
+    started = time.perf_counter()
+    with run_index(case.run), track_usage() as scope:
+        try:
+            method = case.plan.build(case.run)
+            attribution = await run_method(
+                method,
+                case.trace,
+                llm,
+                label=case.plan.label,
+                step_set=case.step_set,
+                step_set_weights=case.step_set_weights,
+            )
+        except Exception as exc:
+            # A bug in one method must not sink the whole batch: keep it as a visible row.
+            return failed_row(
+                case,
+                llm.name,
+                f"{type(exc).__name__}: {exc}",
+                usage=scope.usage,
+                calls=scope.calls,
+                wall_time_s=time.perf_counter() - started,
+            )
+    return case_row(case, attribution, trace_tokens=_trace_tokens(case.trace, llm))
+
+
+def _trace_tokens(trace: Trace, llm: LLM) -> int | None:
+    """The trace's own tokens by the backend's counter (None if it cannot count)."""
+    try:
+        return llm.count_tokens(own_text(trace))
+    except Exception:  # a counter is a convenience; the row must still be written
+        return None
+
+
+def failed_row(
+    case: Case,
+    model: str,
+    error: str,
+    *,
+    usage: Usage | None = None,
+    calls: list[CallRecord] | None = None,
+    wall_time_s: float = 0.0,
+) -> EvalRow:
+    """The 'error' row of a case that produced no attribution (a bug, a lost worker)."""
+    attribution = Attribution(
+        status="error",
+        error=error,
+        trace_id=case.trace.id,
+        method=case.plan.label,
+        config=case.plan.config.model_dump(mode="json"),
+        model=model,
+        prompt_version=case.plan.config.prompt_version(),
+        with_ground_truth=case.plan.config.with_ground_truth,
+        ground_truth=ground_truth_status(case.trace, case.plan.config.with_ground_truth),
+        observability=case.plan.config.observability,
+        usage=usage or Usage(),
+        calls=calls or [],
+        wall_time_s=round(wall_time_s, 4),
+    )
+    return case_row(case, attribution)
+
+
+def case_row(case: Case, attribution: Attribution, *, trace_tokens: int | None = None) -> EvalRow:
+    """The result row of ``case``: its attribution plus the harness's bookkeeping."""
+    trace = case.trace
+    return EvalRow(
+        **attribution.model_dump(),
+        key=case.key,
+        config_id=case.plan.config_id,
+        run=case.run,
+        subset=subset_of(trace),
+        gold=trace.label,
+        n_steps=len(trace.steps),
+        trace_tokens=trace_tokens,
+    )
