@@ -318,3 +318,36 @@ def test_debug_on_ray_says_why_a_replay_could_not_run(ray_cluster: Any, tmp_path
         assert all(not r.ran and (r.error or "").startswith(reason) for r in row.repeats)
     assert [r.error for r in remote_row.repeats] == [r.error for r in local_row.repeats]
     assert remote_row.verdict_reason == local_row.verdict_reason
+
+
+def test_eval_on_ray_says_why_a_worker_could_not_run_a_case(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """A model module missing on the workers: the run stops with the error a local run
+    gives (not 'the actor died in its creation task', restarted to fail again, written as
+    'Ray worker lost' rows)."""
+    from faultfinder.errors import ConfigError
+    from faultfinder.scale.ray_eval import RayExecutor
+
+    spec = LLMSpec(model="function:no_such_module_on_workers:respond")
+    with pytest.raises(ConfigError) as local:
+        spec.build()
+    executor = RayExecutor(spec, "function:no_such_module_on_workers:respond", workers=1)
+    out = tmp_path / "out.jsonl"
+    try:
+        with pytest.raises(ConfigError) as remote:
+            asyncio.run(
+                run_eval(
+                    traces(),
+                    [pick()],
+                    None,
+                    out,
+                    EvalOptions(concurrency=2, progress=False),
+                    executor=executor,
+                )
+            )
+    finally:
+        executor.close()
+    assert str(remote.value) == f"{local.value} (on a Ray worker)"
+    assert "no module named 'no_such_module_on_workers'" in str(remote.value)
+    assert read_rows(out, repair=True) == []

@@ -10,7 +10,9 @@ environment, never shipped), with the run's budget and request rate held by one
 Faults: a worker process that dies is restarted by Ray and the case it was running is
 sent again (``max_task_retries``); the driver writes a row only when a case returns, so a
 retried case is written once. A case that still fails after the retries becomes an
-'error' row, which ``--resume`` runs again.
+'error' row, which ``--resume`` runs again. A worker that cannot build its model (a model
+module or key missing on that machine) stops the run with the error a local run would
+give, before or after the rows already written.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from faultfinder.errors import ConfigError
+from faultfinder.errors import ConfigError, FaultfinderError
 from faultfinder.eval.cases import Case, failed_row, run_case
 from faultfinder.eval.rows import EvalRow
 from faultfinder.eval.runner import stops_run
+from faultfinder.llm.client import LLM
 from faultfinder.llm.spec import LLMSpec
 from faultfinder.scale.cluster import cluster_cpus, require_ray
 from faultfinder.scale.limits import RayLedger, RayRateLimiter, SharedLimits
@@ -34,6 +37,8 @@ WORKER_RESTARTS = 3
 """Times Ray restarts a worker that died (its process killed, its node lost)."""
 CASE_RETRIES = 3
 """Times a case is sent again after the worker running it died."""
+COULD_NOT_RUN = "could_not_run"
+"""Key of a worker's answer when it could not build its model (the reason, as text)."""
 
 
 @ray.remote(num_cpus=1, max_restarts=WORKER_RESTARTS, max_task_retries=CASE_RETRIES)
@@ -41,11 +46,21 @@ class CaseWorker:
     """Runs cases with an LLM of its own (client, cache) and the run's shared limits."""
 
     def __init__(self, spec: dict[str, Any], limits: Any) -> None:
-        self.llm = LLMSpec.model_validate(spec).build(
-            ledger=RayLedger(limits), limiter=RayRateLimiter(limits)
-        )
+        self.llm: LLM | None = None
+        self.error: str | None = None
+        """Why this worker could not build its model (then it runs no case)."""
+        try:
+            self.llm = LLMSpec.model_validate(spec).build(
+                ledger=RayLedger(limits), limiter=RayRateLimiter(limits)
+            )
+        except FaultfinderError as exc:
+            # Kept and sent back with each case: raised here, Ray would only say that the
+            # actor died in its creation task, and restart it to fail again.
+            self.error = str(exc)
 
     async def run(self, case: Case) -> dict[str, Any]:
+        if self.llm is None:
+            return {COULD_NOT_RUN: self.error or "the worker has no model"}
         row = await run_case(case, self.llm)
         return row.model_dump(mode="json")
 
@@ -141,7 +156,12 @@ class RayExecutor:
 
     def _row(self, case: Case, future: asyncio.Future[Any]) -> EvalRow:
         try:
-            return EvalRow.model_validate(future.result())
+            result = future.result()
+            if COULD_NOT_RUN in result:
+                # As a local run stops before any case when its model cannot be built: the
+                # same message, exit 1; rows written so far stay (--resume continues).
+                raise ConfigError(f"{result[COULD_NOT_RUN]} (on a Ray worker)")
+            return EvalRow.model_validate(result)
         except ray.exceptions.RayError as exc:
             # The case outlived every retry (its workers kept dying): a visible error row,
             # run again by --resume.
