@@ -6,6 +6,8 @@ the program from any step with an edit.
 - :mod:`~faultfinder.replay.replayer`: replay decisions and edits;
 - :mod:`~faultfinder.replay.report`: what a replay did (``report.json``);
 - :mod:`~faultfinder.replay.session`: run a program through the proxy (record / replay);
+- :mod:`~faultfinder.replay.trust`: what a replay takes from a run directory, only on the
+  user's word;
 - :mod:`~faultfinder.replay.local_server`: serve any faultfinder model as an endpoint.
 """
 
