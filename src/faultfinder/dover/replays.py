@@ -37,7 +37,8 @@ class Executor(Protocol):
         self, intervention: Intervention, branch_id: str, overrides: dict[str, Any]
     ) -> ReplayOutcome:
         """Replay with ``intervention`` and return the branch; ``overrides`` are request
-        parameters forced on live calls (temperature, seed)."""
+        parameters forced on live calls (temperature, seed). Raise a ``FaultfinderError``
+        when the replay cannot run: its message becomes the replay's ``error``."""
         ...
 
 
