@@ -65,8 +65,8 @@ ERRORS = {
     "evaluate": ["Error: the sandbox timed out", "error: connection refused"],
 }
 """Tool results of the ``ignored-error`` fault, per tool (one drawn with the seed). Not
-``write_code``: the edited result is what the model sees, the code is still saved, so an
-Engineer who ignores the error loses nothing (every such branch recovered)."""
+``write_code``: an edited result is only what the model sees, the program still saved the
+code, so an Engineer who ignores the error loses nothing and the branch always recovers."""
 NOT_DELIVERED = "FINAL: not delivered (the review requested changes)."
 """The Supervisor's answer when the Reviewer does not approve (no number in it)."""
 
