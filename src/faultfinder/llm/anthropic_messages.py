@@ -40,10 +40,10 @@ from typing import Any, ClassVar
 
 import anthropic
 
-from faultfinder import errors
 from faultfinder.llm.base import ChatRequest, Completion
 from faultfinder.llm.client import UNCAPPED_OUTPUT
 from faultfinder.llm.prompt_prefixes import PrefixMemory
+from faultfinder.llm.registry import require_name
 from faultfinder.llm.sdk import PLACEHOLDER_KEY as PLACEHOLDER_KEY
 from faultfinder.llm.sdk import SDKBackend, SDKErrors, StatusError
 from faultfinder.llm.usage import messages_usage
@@ -413,10 +413,7 @@ def anthropic_backend(
     """``anthropic:MODEL`` (registered in ``faultfinder.registry``). The key comes from
     ``api_key``, else the variable ``api_key_env`` names; left at the command line's
     default (``OPENAI_API_KEY``, which is no Anthropic key), that is ``ANTHROPIC_API_KEY``."""
-    if not name:
-        raise errors.ConfigError(
-            "Name a model: --model anthropic:MODEL (e.g. anthropic:claude-sonnet-4-5)."
-        )
+    require_name(name, "anthropic", example="claude-sonnet-4-5")
     variable = AnthropicBackend.key_env if api_key_env in ("", "OPENAI_API_KEY") else api_key_env
     key = api_key if api_key is not None else os.environ.get(variable)
     return AnthropicBackend(model=name, base_url=base_url, api_key=key, **options)
