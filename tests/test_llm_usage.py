@@ -9,8 +9,11 @@ from typing import Any
 import pytest
 
 from faultfinder.llm.anthropic_messages import completion_of
+from faultfinder.llm.openai_compat import reported_usage
 from faultfinder.llm.usage import messages_usage
+from faultfinder.replay.apis.chat import ChatAdapter
 from faultfinder.replay.apis.messages import MessagesAdapter
+from faultfinder.replay.apis.responses import ResponsesAdapter
 from faultfinder.usage import Usage
 
 
@@ -90,3 +93,69 @@ def test_the_replay_layer_does_not_import_the_anthropic_sdk() -> None:
         "sys.exit('anthropic' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+CHAT_REPLY: dict[str, Any] = {
+    "id": "chatcmpl-1",
+    "model": "gpt-test",
+    "choices": [{"message": {"role": "assistant", "content": "done"}, "finish_reason": "stop"}],
+}
+RESPONSES_REPLY: dict[str, Any] = {
+    "id": "resp_1",
+    "object": "response",
+    "model": "gpt-test",
+    "status": "completed",
+    "output": [
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "done"}],
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {
+            "prompt_tokens": 12,
+            "completion_tokens": 3,
+            "prompt_tokens_details": {"cached_tokens": 8},
+        },
+        {"prompt_tokens": "12", "completion_tokens": -3},
+        {
+            "prompt_tokens": 5,
+            "completion_tokens": 2**60,
+            "prompt_tokens_details": {"cached_tokens": 9},
+        },
+    ],
+)
+def test_a_recorded_chat_reply_counts_what_the_llm_layer_bills(usage: dict[str, Any]) -> None:
+    """A reply the proxy records and the same reply the OpenAI backend reads give the
+    same tokens; a count that is no plausible integer is 0 on both sides (it used to
+    crash the recording, or be copied into the trace)."""
+    billed = reported_usage(usage)
+    recorded = ChatAdapter().canonical_reply({**CHAT_REPLY, "usage": usage})
+    assert (recorded.prompt_tokens, recorded.completion_tokens) == (
+        billed.prompt_tokens,
+        billed.completion_tokens,
+    )
+    said = "prompt_tokens_details" in usage
+    assert recorded.cached_tokens == (billed.cached_prompt_tokens if said else None)
+
+
+def test_a_recorded_responses_reply_reads_the_responses_key_names() -> None:
+    usage = {
+        "input_tokens": 40,
+        "output_tokens": -1,
+        "input_tokens_details": {"cached_tokens": 32},
+    }
+    recorded = ResponsesAdapter().canonical_reply({**RESPONSES_REPLY, "usage": usage})
+    assert (recorded.prompt_tokens, recorded.completion_tokens, recorded.cached_tokens) == (
+        40,
+        0,
+        32,
+    )
+    no_usage = ResponsesAdapter().canonical_reply(RESPONSES_REPLY)
+    assert (no_usage.prompt_tokens, no_usage.cached_tokens) == (None, None)

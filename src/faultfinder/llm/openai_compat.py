@@ -18,7 +18,8 @@ import openai
 
 from faultfinder.llm.base import ChatRequest, Completion, TransientLLMError
 from faultfinder.llm.sdk import PLACEHOLDER_KEY as PLACEHOLDER_KEY
-from faultfinder.llm.sdk import SDKBackend, SDKErrors, reported_count
+from faultfinder.llm.sdk import SDKBackend, SDKErrors
+from faultfinder.llm.usage import openai_usage
 from faultfinder.traces.schema import ToolCall
 from faultfinder.usage import Usage
 
@@ -149,16 +150,5 @@ class OpenAICompatBackend(SDKBackend[openai.AsyncOpenAI]):
 
 
 def reported_usage(reported: Any) -> Usage:
-    """The usage a reply reports; counts that are missing, not integers or negative are
-    left at 0, which the LLM layer replaces by its own estimate."""
-    if not isinstance(reported, dict):
-        return Usage()
-    details = reported.get("prompt_tokens_details")
-    cached = reported_count(details, "cached_tokens") if isinstance(details, dict) else 0
-    prompt = reported_count(reported, "prompt_tokens")
-    return Usage(
-        prompt_tokens=prompt,
-        completion_tokens=reported_count(reported, "completion_tokens"),
-        # Part of the prompt, served from the server's prefix cache (never more than it).
-        cached_prompt_tokens=min(cached, prompt),
-    )
+    """The usage a Chat Completions reply reports (see :func:`openai_usage`)."""
+    return openai_usage(reported)

@@ -11,7 +11,33 @@ from typing import Any
 from faultfinder.llm.sdk import reported_count
 from faultfinder.usage import Usage
 
-__all__ = ["messages_usage"]
+__all__ = ["messages_usage", "openai_usage"]
+
+
+def openai_usage(
+    reported: Any,
+    *,
+    prompt: str = "prompt_tokens",
+    completion: str = "completion_tokens",
+    details: str = "prompt_tokens_details",
+) -> Usage:
+    """The usage an OpenAI reply reports (its ``usage`` object), under the API's own key
+    names: Chat Completions' by default; the Responses API's are ``input_tokens``,
+    ``output_tokens`` and ``input_tokens_details``. Cached tokens (``cached_tokens``
+    under ``details``) are part of the prompt, never more than it. Counts that are
+    missing, not integers or negative are left at 0 (the LLM layer then estimates them);
+    anything but a JSON object gives an empty Usage.
+    """
+    if not isinstance(reported, dict):
+        return Usage()
+    cache = reported.get(details)
+    cached = reported_count(cache, "cached_tokens") if isinstance(cache, dict) else 0
+    total = reported_count(reported, prompt)
+    return Usage(
+        prompt_tokens=total,
+        completion_tokens=reported_count(reported, completion),
+        cached_prompt_tokens=min(cached, total),
+    )
 
 
 def messages_usage(reported: Any) -> Usage:

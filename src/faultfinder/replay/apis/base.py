@@ -45,6 +45,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from faultfinder.llm import usage as llm_usage
+
 
 @dataclass(frozen=True)
 class SSEEvent:
@@ -268,19 +270,22 @@ def edited_id(response: dict[str, Any], default: str) -> str:
 
 def openai_usage(
     response: dict[str, Any], prompt: str, completion: str, details: str
-) -> tuple[int | None, int | None, Any]:
+) -> tuple[int | None, int | None, int | None]:
     """(prompt, completion, cached) tokens of an OpenAI reply's ``usage``, read under the
     API's own key names (``prompt_tokens``... or ``input_tokens``...; ``cached_tokens``
     under ``details``): all None when the reply reports no usage, cached None when it
     does not say."""
-    usage = response.get("usage")
-    if not isinstance(usage, dict):
+    reported = response.get("usage")
+    if not isinstance(reported, dict):
         return None, None, None
-    cached = usage.get(details) or {}
+    # The LLM layer's reading of the same object, so a recorded trace and a bill agree.
+    usage = llm_usage.openai_usage(reported, prompt=prompt, completion=completion, details=details)
+    cache = reported.get(details)
+    said = isinstance(cache, dict) and "cached_tokens" in cache
     return (
-        int(usage.get(prompt) or 0),
-        int(usage.get(completion) or 0),
-        cached.get("cached_tokens") if isinstance(cached, dict) else None,
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        usage.cached_prompt_tokens if said else None,
     )
 
 
