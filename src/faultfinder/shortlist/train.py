@@ -283,9 +283,25 @@ def held_out_models(
             "trained_on_folds": sorted(set(range(k)) - {fold, calib}),
         }
         models.append(model)
-    deploy = calibrated(table, groups, [i for i, f in enumerate(folds) if f != 0], members[0])
-    deploy.trained_on = {"calibrated_on_fold": 0, "trained_on_folds": list(range(1, k))}
+    deploy = calibrated(table, groups, *deploy_split(folds))
+    deploy.trained_on = {
+        "calibrated_on_fold": DEPLOY_CALIBRATION_FOLD,
+        "trained_on_folds": sorted(set(range(k)) - {DEPLOY_CALIBRATION_FOLD}),
+    }
     return HeldOut(folds, models, deploy)
+
+
+DEPLOY_CALIBRATION_FOLD = 0
+"""The fold the deploy model calibrates on, and so never trains on."""
+
+
+def deploy_split(folds: Sequence[int]) -> tuple[list[int], list[int]]:
+    """(trained on, calibrated on): the indices of the deploy model's training traces and
+    of its calibration traces, given each trace's fold. The deploy model ranks every
+    trace outside the training data, so a measurement of what the shipped weights do on
+    an unseen source trains this way (``bench/transfer.py``)."""
+    train = [i for i, f in enumerate(folds) if f != DEPLOY_CALIBRATION_FOLD]
+    return train, [i for i, f in enumerate(folds) if f == DEPLOY_CALIBRATION_FOLD]
 
 
 MIN_SOURCES_FOR_UNSEEN = 3
