@@ -267,6 +267,7 @@ def other_sources(
     by = {(c.subset, c.method, c.level): c for c in figures}
     only = weights.trained_on.get("calibrated_only_on")
     calibrated = [s for s in subsets if isinstance(only, dict) and s in only]
+    unseen = [s for s in subsets if s not in calibrated]
     parts = []
     for s in subsets:
         cells = []
@@ -288,8 +289,8 @@ def other_sources(
         "Outside Who&When, the shortlist's own sets (coverage % [95% Wilson], mean size / "
         "length): "
         + ". ".join(parts)
-        + ". These traces are short (a few steps each), so a set that covers often also "
-        "holds most of the trace: compare the size column with the coverage."
+        + ". On a short trace a set that covers often also holds most of the trace: compare "
+        "the size column with the coverage."
         + (
             f" {', '.join(calibrated)}: not trained on, but they calibrated the thresholds "
             "the weights give a source they never trained on (`step_set_source` ends in "
@@ -299,6 +300,12 @@ def other_sources(
             'training and calibration) is "90% step sets on a source never trained on" in '
             '"Transfer and paired tests".'
             if calibrated
+            else ""
+        )
+        + (
+            f" {', '.join(unseen)}: neither trained nor calibrated on, so their coverage "
+            "here is out-of-sample."
+            if unseen
             else ""
         )
     )
