@@ -59,6 +59,7 @@ def _own_env(module: ModuleType, what: str) -> None:
         pytest.skip(f"the {what} environment cannot be built: {exc}")
 
 
+@pytest.mark.slow
 def test_injected_faults_become_labelled_failures(tmp_path: Path) -> None:
     bench = _bench()
     faults = ["corrupted-number", "premature-stop", "wrong-tool-result"]
@@ -117,6 +118,7 @@ def test_every_fault_kind_finds_a_step_in_a_successful_run() -> None:
             assert 0 <= step < len(steps) and edit.kind in ("output", "tool_result"), name
 
 
+@pytest.mark.slow
 def test_a_langgraph_program_gets_injected_faults_replayed_forward(tmp_path: Path) -> None:
     pytest.importorskip("langgraph_supervisor", reason="needs the frameworks extra")
     faults = ["wrong-handoff", "wrong-tool-result", "wrong-tool-argument"]
@@ -137,6 +139,7 @@ def test_a_langgraph_program_gets_injected_faults_replayed_forward(tmp_path: Pat
     assert later and "164630" not in " ".join(s.content for s in later)
 
 
+@pytest.mark.slow
 @pytest.mark.frameworks_env
 def test_a_crewai_crew_gets_injected_faults_replayed_forward(tmp_path: Path) -> None:
     _bench()
@@ -171,6 +174,7 @@ def test_a_crewai_crew_gets_injected_faults_replayed_forward(tmp_path: Path) -> 
     assert min(len(t.steps) for t in stopped) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.frameworks_env
 def test_an_ag2_groupchat_gets_injected_faults_replayed_forward(tmp_path: Path) -> None:
     _bench()
@@ -212,6 +216,7 @@ def test_an_ag2_groupchat_gets_injected_faults_replayed_forward(tmp_path: Path) 
     assert corrupted.steps[-1].agent == "Writer"
 
 
+@pytest.mark.slow
 def test_an_agents_sdk_program_gets_injected_faults_replayed_forward(tmp_path: Path) -> None:
     pytest.importorskip("agents", reason="needs the frameworks extra")
     faults = ["corrupted-number", "wrong-tool-result", "wrong-tool-argument"]

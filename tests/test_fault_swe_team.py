@@ -48,6 +48,7 @@ def test_the_code_tools_evaluate_formulas_and_run_nothing_else() -> None:
     assert "no function 'discount'" in ticket.run_tests("discount", wrong)
 
 
+@pytest.mark.slow
 def test_a_software_team_gets_each_fault_kind_replayed_forward(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

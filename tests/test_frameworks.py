@@ -149,6 +149,7 @@ def marks(case: Case) -> list[pytest.MarkDecorator]:
     return [pytest.mark.frameworks_env] if case.python.__qualname__.startswith("own_env.") else []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param(n, marks=marks(c)) for n, c in CASES.items()])
 def test_framework_is_recorded_and_replayed_unmodified(
     name: str, tmp_path: Path, quiet_frameworks: None

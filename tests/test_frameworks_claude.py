@@ -142,6 +142,7 @@ def messages_calls(upstream: FakeOpenAIServer) -> int:
     return len(upstream.requests_of("messages"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_claude_program_is_recorded_and_replayed(name: str, tmp_path: Path, quiet: None) -> None:
     case = CASES[name]

@@ -79,6 +79,7 @@ def arguments(call: ToolCall) -> Any:
     return json.loads(call.arguments) if call.arguments else {}
 
 
+@pytest.mark.slow
 def test_openinference_langgraph_spans_import_with_the_recorded_agents_and_steps(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

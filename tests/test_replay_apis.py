@@ -175,6 +175,7 @@ def record(
     return outcome
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_program_records_replays_and_is_edited(name: str, tmp_path: Path, quiet_env: None) -> None:
     program = PROGRAMS[name]
@@ -266,6 +267,7 @@ def test_streams_are_replayed_event_for_event(tmp_path: Path, quiet_env: None) -
 DEBUGGED = [n for n in PROGRAMS if n in ("agents-sdk-run", "responses-chain") or "mixed" in n]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", DEBUGGED)
 def test_debug_runs(name: str, tmp_path: Path, quiet_env: None) -> None:
     program = PROGRAMS[name]

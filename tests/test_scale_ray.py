@@ -182,6 +182,7 @@ def cli_eval(out: Path, *extra: str, delay: float = 0.0) -> subprocess.Popen[str
     )
 
 
+@pytest.mark.slow
 def test_cli_eval_on_ray_then_resume_after_driver_kill(tmp_path: Path) -> None:
     pytest.importorskip("ray") if not os.environ.get("CI") else None
     out = tmp_path / "results.jsonl"

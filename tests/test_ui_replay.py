@@ -197,6 +197,7 @@ def test_edit_replay_writes_the_replay_files_and_the_command_reproduces_them(
     assert "matches the reference" in result.output
 
 
+@pytest.mark.slow
 def test_run_n_times_gives_the_flip_rate_and_debug_s_verdict(
     runs: Path, upstream: FakeOpenAIServer
 ) -> None:
