@@ -13,12 +13,8 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from faultfinder.llm.base import approx_token_count
 from faultfinder.replay.httpserver import Response, json_response
-
-
-def approx_tokens(text: str) -> int:
-    """A token count estimated at ~4 characters a token."""
-    return (len(text) + 3) // 4
 
 
 def messages_text(body: dict[str, Any]) -> str:
@@ -76,8 +72,8 @@ def chat_completion(
     }
     usage = spec.get("usage", "auto")
     if usage == "auto":
-        prompt = approx_tokens(messages_text(body))
-        produced = approx_tokens(text + "".join(json.dumps(c) for c in tool_calls))
+        prompt = approx_token_count(messages_text(body))
+        produced = approx_token_count(text + "".join(json.dumps(c) for c in tool_calls))
         usage = {
             "prompt_tokens": prompt,
             "completion_tokens": produced,

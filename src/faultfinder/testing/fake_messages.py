@@ -35,6 +35,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from faultfinder.llm.base import approx_token_count
 from faultfinder.replay.apis.base import Chains
 from faultfinder.replay.apis.messages import MessagesAdapter
 
@@ -58,10 +59,6 @@ _ERROR_TYPES = {
 def anthropic_base_url(server: FakeOpenAIServer) -> str:
     """What an Anthropic client takes as base URL (``ANTHROPIC_BASE_URL``): the root."""
     return server.base_url.removesuffix("/v1")
-
-
-def _tokens(text: str) -> int:
-    return (len(text) + 3) // 4
 
 
 def _block_text(block: dict[str, Any]) -> str:
@@ -110,7 +107,7 @@ class PromptCache:
     def usage(self, body: dict[str, Any]) -> tuple[int, int, int]:
         """(input, cache read, cache write) tokens of ``body``; caches what it marks."""
         blocks = prompt_blocks(body)
-        sizes = list(itertools.accumulate(_tokens(text) for text, _ in blocks))
+        sizes = list(itertools.accumulate(approx_token_count(text) for text, _ in blocks))
         total = sizes[-1] if sizes else 0
         marked = [i for i, (_, mark) in enumerate(blocks) if mark]
         if not marked:
@@ -190,14 +187,14 @@ class FakeMessages:
             if self.prompt_cache is not None:
                 fresh, read, written = self.prompt_cache.usage(body)
             else:
-                fresh = sum(_tokens(t) for t, _ in prompt_blocks(body))
+                fresh = sum(approx_token_count(t) for t, _ in prompt_blocks(body))
                 read = written = 0
             produced = text + "".join(json.dumps(b) for b in content if b["type"] != "text")
             usage = {
                 "input_tokens": fresh,
                 "cache_creation_input_tokens": written,
                 "cache_read_input_tokens": read,
-                "output_tokens": max(_tokens(produced), 1),
+                "output_tokens": max(approx_token_count(produced), 1),
             }
         reply: dict[str, Any] = {
             "id": f"msg_fake_{number}",

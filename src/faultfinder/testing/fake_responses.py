@@ -22,6 +22,7 @@ import itertools
 import json
 from typing import Any
 
+from faultfinder.llm.base import approx_token_count
 from faultfinder.replay.apis.base import Chains
 from faultfinder.replay.apis.responses import (
     ResponsesAdapter,
@@ -30,10 +31,6 @@ from faultfinder.replay.apis.responses import (
     response_events,
     response_object,
 )
-
-
-def _approx_tokens(text: str) -> int:
-    return (len(text) + 3) // 4
 
 
 class FakeResponses:
@@ -101,8 +98,8 @@ class FakeResponses:
         usage = spec.get("usage", "auto")
         if usage == "auto":
             canonical = self._adapter.canonical_request(body, self.stored)
-            prompt = _approx_tokens(json.dumps(canonical.get("messages") or []))
-            produced = _approx_tokens(text + "".join(json.dumps(c) for c in output[1:]))
+            prompt = approx_token_count(json.dumps(canonical.get("messages") or []))
+            produced = approx_token_count(text + "".join(json.dumps(c) for c in output[1:]))
             usage = {
                 "input_tokens": prompt,
                 "input_tokens_details": {"cached_tokens": min(cached or 0, prompt)},
