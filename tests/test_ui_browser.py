@@ -63,6 +63,7 @@ import uvicorn  # noqa: E402
 from playwright.sync_api import BrowserContext, Page, expect, sync_playwright  # noqa: E402
 
 from faultfinder.demo_team import mock_model  # noqa: E402
+from faultfinder.dover.edit_repeats import Program  # noqa: E402
 from faultfinder.dover.report import read_rows  # noqa: E402
 from faultfinder.llm.client import LLM  # noqa: E402
 from faultfinder.llm.doubles import ScriptedBackend  # noqa: E402
@@ -427,7 +428,7 @@ def test_a_planted_recording_runs_and_contacts_nothing_from_the_page(
     with FakeOpenAIServer(reply="planted") as canary:
         run = off_loop(plant_hostile_recording, tmp_path / "runs", canary.base_url, marker)
         catalog = build_catalog([run.parent])
-        replays = ReplayRunner(catalog, ReplaySettings(command=tuple(TEAM)))
+        replays = ReplayRunner(catalog, ReplaySettings(Program(tuple(TEAM))))
         app = create_app(catalog, replays=replays, config=UIConfig(csp=False))
         with Server(app) as url:
             key = next(k for k, t in catalog.traces.items() if t.kind == "recording")

@@ -18,11 +18,14 @@ import pytest
 
 pytest.importorskip("starlette", reason="needs the 'ui' extra")
 
+from dataclasses import fields
+
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
 from faultfinder.cli import main
 from faultfinder.demo_team import mock_debugger, mock_model
+from faultfinder.dover.edit_repeats import Program
 from faultfinder.dover.report import read_rows
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import FunctionBackend
@@ -34,6 +37,8 @@ from faultfinder.ui.replay_requests import ReplaySettings
 from ui_support import FIX, TEAM, plant_hostile_recording, record_team
 
 HOST = "http://127.0.0.1"
+PROGRAM_FIELDS = {f.name for f in fields(Program)}
+"""The settings `app_for` passes to the program rather than to the page's job settings."""
 JUDGE = ["--model", "function:faultfinder.demo_team.mock_debugger:respond", "--cache", "none"]
 _OPEN: list[TestClient] = []
 
@@ -75,8 +80,11 @@ def app_for(
     runner = ReplayRunner(
         catalog,
         ReplaySettings(
-            command=tuple(settings.pop("command", TEAM)),
-            upstream=upstream.base_url if upstream is not None else None,
+            Program(
+                tuple(settings.pop("command", TEAM)),
+                upstream.base_url if upstream is not None else None,
+                **{k: settings.pop(k) for k in PROGRAM_FIELDS if k in settings},
+            ),
             **settings,
         ),
     )

@@ -191,6 +191,7 @@ def ui(
     try:
         import uvicorn
 
+        from faultfinder.dover.edit_repeats import Program
         from faultfinder.ui.app import UIConfig, create_app
         from faultfinder.ui.catalog import build_catalog
         from faultfinder.ui.jobs import JobRunner
@@ -252,13 +253,15 @@ def ui(
     replays = None
     if allow_replay:
         settings = ReplaySettings(
-            command=tuple(program),
-            upstream=upstream,
-            trust_run=trust_run,
-            upstreams=api_upstream,
-            api_key_env=upstream_key_env,
-            timeout=replay_timeout,
-            cwd=cwd,
+            Program(
+                tuple(program),
+                upstream,
+                trust_run,
+                upstream_key_env,
+                replay_timeout,
+                cwd,
+                upstreams=api_upstream,
+            ),
             check=check_command,
             judge=(lambda: build_llm(**llm_options)) if model_given else None,
             judge_args=judge_args(ctx, llm_options) if model_given else (),

@@ -155,9 +155,10 @@ def create_app(
     def render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
         context.setdefault("run_method", runner.method_spec if runner else None)
         context.setdefault(
-            "replay_program", program_label(replays.settings.command) if replays else None
+            "replay_program", program_label(replays.settings.program.command) if replays else None
         )
-        context.setdefault("replay_argv", shlex.join(replays.settings.command) if replays else None)
+        argv = shlex.join(replays.settings.program.command) if replays else None
+        context.setdefault("replay_argv", argv)
         context.setdefault("max_repeats", MAX_REPEATS)
         context["token"] = token
         context["shown"] = catalog.roots.shown

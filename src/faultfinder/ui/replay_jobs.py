@@ -73,7 +73,7 @@ class ReplayRunner:
     """Starts, watches and cancels replays of the recordings in ``catalog``."""
 
     def __init__(self, catalog: Catalog, settings: ReplaySettings) -> None:
-        if not settings.command:
+        if not settings.program.command:
             raise ValueError("replays need the program to run (the command after '--')")
         self.catalog = catalog
         self.settings = settings

@@ -31,18 +31,9 @@ REQUEST_FIELDS = frozenset({"trace", "at", "edit", "repeats", "verdict"})
 class ReplaySettings:
     """What a replay from the page runs and contacts: all of it from the command line."""
 
-    command: tuple[str, ...]
-    """The program, given after '--'."""
-    upstream: str | None = None
-    """Endpoint for live calls (--upstream)."""
-    trust_run: bool = False
-    """Send live calls to the upstream the recording names (--trust-run)."""
-    api_key_env: str | None = None
-    """Environment variable holding the upstream's key (default: the program's own)."""
-    timeout: float | None = None
-    """Stop each replay after this many seconds."""
-    cwd: str | None = None
-    """Directory the program runs in (default: the server's)."""
+    program: Program
+    """The program, the upstreams its live calls go to, its key, timeout and directory
+    (what `verify-edit` runs too)."""
     check: str | None = None
     """Success checker command (``debug --check``); default: exact match."""
     judge: Callable[[], LLM] | None = None
@@ -51,29 +42,15 @@ class ReplaySettings:
     judge_args: tuple[str, ...] = ()
     """The judge's options as given on the command line (``--model X ...``), for the
     equivalent `faultfinder verify-edit` command."""
-    upstreams: dict[str, str] = field(default_factory=dict)
-    """Per-API endpoints for live calls by API name (``--api-upstream API=URL``, as
-    `replay` and `verify-edit` take it); the other APIs' live calls go to ``upstream``."""
-
-    @property
-    def program(self) -> Program:
-        return Program(
-            self.command,
-            self.upstream,
-            self.trust_run,
-            self.api_key_env,
-            self.timeout,
-            self.cwd,
-            upstreams=dict(self.upstreams),
-        )
 
     def upstream_args(self) -> list[str]:
         """``--upstream``/``--trust-run`` and ``--api-upstream`` as the command lines
         that make the same branches take them."""
-        argv = ["--upstream", self.upstream] if self.upstream else []
-        if not self.upstream and self.trust_run:
+        p = self.program
+        argv = ["--upstream", p.upstream] if p.upstream else []
+        if not p.upstream and p.trust_run:
             argv.append("--trust-run")
-        for api, url in self.upstreams.items():
+        for api, url in p.upstreams.items():
             argv += ["--api-upstream", f"{api}={url}"]
         return argv
 
@@ -201,7 +178,7 @@ def parse_request(
 
 def replay_command(settings: ReplaySettings, job: ReplayJob, branch_id: str) -> str:
     """The `faultfinder replay` command that makes the same branch."""
-    s = settings
+    s = settings.program
     argv = ["faultfinder", "replay", _shown(job.base_dir)]
     if job.at is not None:
         argv += ["--at", str(job.at)]
@@ -209,7 +186,7 @@ def replay_command(settings: ReplaySettings, job: ReplayJob, branch_id: str) -> 
         argv += ["--edit-file", _shown(job.edit_file)]
     if job.verdict_wanted and REPEAT_TEMPERATURE is not None:
         argv += ["--live-temperature", str(REPEAT_TEMPERATURE)]
-    argv += s.upstream_args()
+    argv += settings.upstream_args()
     if s.api_key_env:
         argv += ["--api-key-env", s.api_key_env]
     if s.timeout is not None:
@@ -222,21 +199,21 @@ def replay_command(settings: ReplaySettings, job: ReplayJob, branch_id: str) -> 
 
 def verify_command(settings: ReplaySettings, job: ReplayJob) -> str:
     """The `faultfinder verify-edit` command that makes the same branches and row."""
-    s = settings
+    s = settings.program
     assert job.edit_file is not None and job.at is not None
     argv = ["faultfinder", "verify-edit", _shown(job.base_dir), "--at", str(job.at)]
     argv += ["--edit-file", _shown(job.edit_file), "--repeats", str(job.repeats)]
     argv += ["--session", job.session]
-    argv += s.upstream_args()
+    argv += settings.upstream_args()
     if s.api_key_env:
         argv += ["--upstream-key-env", s.api_key_env]
     if s.timeout is not None:
         argv += ["--replay-timeout", f"{s.timeout:g}"]
     if s.cwd:
         argv += ["--cwd", s.cwd]
-    if s.check:
-        argv += ["--check", s.check]
-    argv += [*s.judge_args, "--", *s.command]
+    if settings.check:
+        argv += ["--check", settings.check]
+    argv += [*settings.judge_args, "--", *s.command]
     return shlex.join(argv)
 
 
