@@ -298,3 +298,47 @@ def test_the_key_is_forwarded_as_x_api_key_and_never_written(
         if path.is_file():
             text = path.read_bytes()
             assert program_key.encode() not in text and upstream_key.encode() not in text, path
+
+
+CACHED_PROGRAM = """
+import sys, anthropic
+reply = anthropic.Anthropic().messages.create(
+    model="claude-x", max_tokens=100, system="You are the Researcher.",
+    messages=[{"role": "user", "content": sys.argv[1]}])
+print(reply.usage.cache_creation_input_tokens, flush=True)
+"""
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_recorded_step_keeps_the_prompt_cache_reads_and_writes(
+    tmp_path: Path, clean_env: None, stream: bool
+) -> None:
+    """The trace of a Claude call records what the upstream reported: prompt tokens as
+    input + cache reads + cache writes, cache reads as cached, cache writes as written."""
+    program = tmp_path / "cached.py"
+    source = CACHED_PROGRAM
+    if stream:
+        source = source.replace("messages.create(", "messages.stream(").replace(
+            "print(reply.usage", "print(reply.__enter__().get_final_message().usage"
+        )
+    program.write_text(source)
+    with FakeOpenAIServer(lambda body: REPLY) as upstream:
+        recorded = asyncio.run(
+            record_run(
+                [sys.executable, str(program), "q"],
+                upstream.base_url,
+                tmp_path,
+                run_id="r",
+                options=SessionOptions(echo=False),
+            )
+        )
+    assert recorded.child.exit_code == 0, recorded.child.stderr
+    assert recorded.child.stdout.strip() == "5"
+    (step,) = recorded.trace.steps
+    assert step.usage is not None
+    assert (
+        step.usage.prompt_tokens,
+        step.usage.cached_prompt_tokens,
+        step.usage.cache_write_prompt_tokens,
+        step.usage.completion_tokens,
+    ) == (115, 100, 5, 7)

@@ -337,6 +337,7 @@ def call_to_step(index: int, call: RecordedCall, canonical: dict[str, Any] | Non
             prompt_tokens=reply.prompt_tokens,
             completion_tokens=reply.completion_tokens or 0,
             cached_prompt_tokens=reply.cached_tokens or 0,
+            cache_write_prompt_tokens=reply.cache_write_tokens or 0,
             calls=1,
         )
     return Step(

@@ -103,6 +103,9 @@ class CanonicalReply:
     """Output tokens, when the reply reports usage."""
     cached_tokens: int | None = None
     """Input tokens served from the provider's prompt cache, when reported."""
+    cache_write_tokens: int | None = None
+    """Input tokens written to the provider's prompt cache, when reported (the Messages
+    API's ``cache_creation_input_tokens``)."""
     reply_id: str | None = None
     """The reply's id (``chatcmpl-...``, ``resp_...``, ``msg_...``)."""
     extra: dict[str, Any] = field(default_factory=dict)

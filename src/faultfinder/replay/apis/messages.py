@@ -290,6 +290,7 @@ class MessagesAdapter(AdapterBase):
             prompt_tokens=None if usage is None else usage.prompt_tokens,
             completion_tokens=None if usage is None else usage.completion_tokens,
             cached_tokens=None if usage is None else usage.cached_prompt_tokens,
+            cache_write_tokens=None if usage is None else usage.cache_write_prompt_tokens,
             reply_id=response.get("id"),
             extra=extra,
         )
