@@ -86,3 +86,42 @@ def test_shipped_weights_carry_a_reference_fitted_out_of_fold() -> None:
     # One point per training trace (Who&When's two duplicated logs counted twice).
     assert len(weights.shift.points) == len(weights.shift.folds) >= len(weights.fold_of)
     assert set(weights.shift.folds) == set(weights.fold_of.values())
+
+
+def _named(trace: Trace, subset: str) -> Trace:
+    return trace.model_copy(update={"source": trace.source.model_copy(update={"subset": subset})})
+
+
+def test_a_trace_naming_a_source_must_be_like_that_source() -> None:
+    traces = _calibration()
+    named = [_named(t, "short" if t.id.startswith("s") else "long") for t in traces]
+    folds = [i % 5 for i in range(len(named))]
+    ref = build_reference(named, folds)
+    assert set(ref.by_source) == {"short", "long"}
+    flagged = sum(
+        ref.score(t, f, t.source.subset) > ref.threshold_for(t.source.subset)
+        for t, f in zip(named, folds, strict=True)
+    )
+    assert flagged <= 0.1 * len(named)
+    rng = random.Random(7)
+    long_run = _trace(rng, 50, 150, 5)
+    # Like the calibration data as a whole, and like the long runs...
+    assert ref.score(long_run) <= ref.threshold
+    assert ref.score(long_run, source="long") <= ref.threshold_for("long")
+    # ...but not like the short runs it claims to be one of.
+    assert ref.score(long_run, source="short") > ref.threshold_for("short")
+    # A source with too few traces, or none named, is held to the pooled threshold.
+    assert ref.threshold_for("elsewhere") == ref.threshold == ref.threshold_for(None)
+    again = ShiftReference.from_json(ref.to_json())
+    assert again.by_source == ref.by_source
+    assert again.score(long_run, source="short") == pytest.approx(
+        ref.score(long_run, source="short"), abs=1e-3
+    )
+
+
+def test_a_reference_whose_sources_do_not_match_its_points_is_refused() -> None:
+    traces = [_named(t, "short" if t.id.startswith("s") else "long") for t in _calibration()]
+    data = build_reference(traces, [i % 5 for i in range(len(traces))]).to_json()
+    data["sources"] = data["sources"][:-1]
+    with pytest.raises(ValueError, match="sources"):
+        ShiftReference.from_json(data)

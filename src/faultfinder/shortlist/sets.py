@@ -91,7 +91,8 @@ def _ranked(trace: Trace, weights: Weights) -> _Ranked:
         raise ConfigError("step sets need a shortlist model without the 'surprisal' feature group")
     probs = rank_trace(trace, chosen.model).probs
     shift = weights.shift_score(trace)
-    unlike = shift is not None and weights.shift is not None and shift > weights.shift.threshold
+    limit = weights.shift_threshold(trace)
+    unlike = shift is not None and limit is not None and shift > limit
     value = _Ranked(
         weights,
         probs,

@@ -19,6 +19,11 @@ scored against the traces of the other folds, and the threshold is the 95th perc
 those scores, so about one in twenty traces like the calibration data is flagged. A trace
 above it keeps its set, but the set's level is no longer claimed (``step_set_calibrated``
 is False).
+
+A trace that names a source the reference holds enough traces of (``MIN_PER_SOURCE``) is
+compared with that source's traces alone, against that source's own threshold: its set
+uses that source's conformal thresholds, so it must be like that source, not merely like
+some calibration trace.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ K = 3
 """The score is the distance to the K-th nearest calibration trace."""
 FLAG_QUANTILE = 0.95
 """Share of held-out calibration traces whose score stays at or under the threshold."""
+MIN_PER_SOURCE = 10
+"""Traces a source needs in the reference for a threshold of its own."""
 
 _SIGNAL = re.compile(
     r"traceback|\berror\b|\bexception\b|\bfailed\b|\bunable to\b|\bcould not\b|\bcannot\b",
@@ -92,19 +99,35 @@ class ShiftReference:
     """Cross-validation fold of each point (empty: no folds)."""
     threshold: float = math.inf
     """Scores above it withdraw the coverage claim."""
+    sources: list[str] = field(default_factory=list)
+    """Source of each point (empty: not recorded)."""
+    by_source: dict[str, float] = field(default_factory=dict)
+    """Threshold of each source with at least ``MIN_PER_SOURCE`` points, for a trace
+    compared with that source's points alone."""
 
-    def score(self, trace: Trace, exclude_fold: int | None = None) -> float:
+    def threshold_for(self, source: str | None) -> float:
+        """The threshold a trace of ``source`` is held to."""
+        return self.by_source.get(source or "", self.threshold)
+
+    def score(
+        self, trace: Trace, exclude_fold: int | None = None, source: str | None = None
+    ) -> float:
         """Distance from ``trace`` to its K-th nearest calibration trace (points of
-        ``exclude_fold`` left out: a Who&When trace is not compared with its own fold)."""
+        ``exclude_fold`` left out: a Who&When trace is not compared with its own fold;
+        only the points of ``source`` when it has a threshold of its own)."""
         x = [(v - m) / s for v, m, s in zip(descriptors(trace), self.mean, self.scale, strict=True)]
-        return self.score_point(x, exclude_fold)
+        return self.score_point(x, exclude_fold, source)
 
-    def score_point(self, x: Sequence[float], exclude_fold: int | None = None) -> float:
+    def score_point(
+        self, x: Sequence[float], exclude_fold: int | None = None, source: str | None = None
+    ) -> float:
         d = len(x)
+        own = source is not None and source in self.by_source
         dists = sorted(
             math.sqrt(sum((a - b) ** 2 for a, b in zip(x, p, strict=True)) / d)
             for n, p in enumerate(self.points)
-            if exclude_fold is None or not self.folds or self.folds[n] != exclude_fold
+            if (exclude_fold is None or not self.folds or self.folds[n] != exclude_fold)
+            and (not own or self.sources[n] == source)
         )
         if not dists:
             return math.inf
@@ -119,6 +142,7 @@ class ShiftReference:
             "scale": [round(v, 6) for v in self.scale],
             "points": [[round(v, 4) for v in p] for p in self.points],
             "folds": self.folds,
+            **({"sources": self.sources, "by_source": self.by_source} if self.by_source else {}),
         }
 
     @classmethod
@@ -127,18 +151,27 @@ class ShiftReference:
             raise ValueError(
                 f"shift descriptors are {data.get('descriptors')}, not {list(DESCRIPTORS)}"
             )
+        sources = [str(s) for s in data.get("sources", [])]
+        if data.get("by_source") and len(sources) != len(data["points"]):
+            raise ValueError(
+                f"shift 'sources' has {len(sources)} entries for {len(data['points'])} points"
+            )
         return cls(
             mean=[float(v) for v in data["mean"]],
             scale=[_spread(float(v)) for v in data["scale"]],
             points=[[float(v) for v in p] for p in data["points"]],
             folds=[int(f) for f in data.get("folds", [])],
             threshold=float(data["threshold"]),
+            sources=sources,
+            by_source={str(k): float(v) for k, v in data.get("by_source", {}).items()},
         )
 
 
 def build_reference(traces: Sequence[Trace], folds: Sequence[int] | None = None) -> ShiftReference:
     """A reference over ``traces`` whose threshold is fitted out of fold: each trace is
-    scored against the other folds' traces (or, without folds, all the others)."""
+    scored against the other folds' traces (or, without folds, all the others); with two
+    sources or more (``Trace.source.subset``), each source of ``MIN_PER_SOURCE`` traces
+    also gets a threshold fitted the same way against its own traces."""
     raw = [descriptors(t) for t in traces]
     d = len(DESCRIPTORS)
     n = len(raw)
@@ -150,6 +183,19 @@ def build_reference(traces: Sequence[Trace], folds: Sequence[int] | None = None)
     scores = sorted(ref.score_point(p, fold_list[i]) for i, p in enumerate(points))
     rank = min(n, math.ceil((n + 1) * FLAG_QUANTILE))
     ref.threshold = scores[rank - 1]
+    labels = [t.source.subset or "" for t in traces]
+    counts = {s: labels.count(s) for s in set(labels)}
+    if len(counts) > 1:
+        ref.sources = labels
+        for source, count in sorted(counts.items()):
+            if not source or count < MIN_PER_SOURCE:
+                continue
+            own = [i for i, s in enumerate(labels) if s == source]
+            ref.by_source[source] = math.inf  # score_point restricts to this source
+            scored = sorted(ref.score_point(points[i], fold_list[i], source) for i in own)
+            ref.by_source[source] = round(
+                scored[min(count, math.ceil((count + 1) * FLAG_QUANTILE)) - 1], 6
+            )
     if folds is None:
         ref.folds = []
     return ref

@@ -84,7 +84,15 @@ class Weights:
         training trace is compared with the other folds' traces only."""
         if self.shift is None or not trace.steps:
             return None
-        return self.shift.score(trace, self.fold_of.get(trace_hash(trace)))
+        return self.shift.score(trace, self.fold_of.get(trace_hash(trace)), self._source(trace))
+
+    def shift_threshold(self, trace: Trace) -> float | None:
+        """The shift score past which ``trace``'s set withdraws its claim (None without a
+        reference): its source's own when the reference has one."""
+        return None if self.shift is None else self.shift.threshold_for(self._source(trace))
+
+    def _source(self, trace: Trace) -> str | None:
+        return trace.source.subset or self.default_source
 
     @property
     def groups(self) -> list[str]:
