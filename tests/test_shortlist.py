@@ -353,3 +353,44 @@ def test_cause_and_structure_features_are_relative_to_the_trace() -> None:
     assert [[r[k] for k in keep] for r in noisy_rows[:4]] == [
         [r[names.index(cause_names[k])] for k in keep] for r in rows
     ]
+
+
+def test_source_weights_give_other_sources_as_much_again_in_equal_shares() -> None:
+    from faultfinder.shortlist.train import source_weights
+
+    def of(subset: str) -> Trace:
+        return TRACE.model_copy(
+            update={"source": TRACE.source.model_copy(update={"subset": subset})}
+        )
+
+    anchors = [of("Algorithm-Generated")] * 3 + [of("Hand-Crafted")]
+    others = [of("generated:a")] * 2 + [of("generated:b")] * 6
+    weights = source_weights([*anchors, *others])
+    assert weights[:4] == [1.0] * 4
+    # Four anchor traces: each other source weighs 2 in total, however many traces it has.
+    assert weights[4:6] == [1.0, 1.0]
+    assert weights[6:] == pytest.approx([2 / 6] * 6)
+    assert sum(weights[4:]) == pytest.approx(sum(weights[:4]))
+    # A user's own traces (no anchor source), or anchors alone, train as they are.
+    assert source_weights(others) == [1.0] * 8
+    assert source_weights(anchors) == [1.0] * 4
+
+
+def test_a_trace_weighing_two_trains_as_two_copies_of_it() -> None:
+    pytest.importorskip("scipy")
+    import numpy as np
+
+    from faultfinder.shortlist.train import _listwise
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(9, 3))
+    gold = np.zeros(9, dtype=bool)
+    gold[[1, 4, 7]] = True
+    sizes = [3, 3, 3]
+    weighted = _listwise(z, gold, sizes, np.repeat([2.0, 1.0, 1.0], sizes), 1.0)
+    copied = np.vstack([z[:3], z])
+    copied_gold = np.concatenate([gold[:3], gold])
+    twice = _listwise(copied, copied_gold, [3, *sizes], np.ones(12), 1.0)
+    assert weighted == pytest.approx(twice, abs=1e-4)
+    unweighted = _listwise(z, gold, sizes, np.ones(9), 1.0)
+    assert weighted != pytest.approx(unweighted, abs=1e-4)

@@ -152,9 +152,9 @@ def test_shipped_fold_models_never_trained_or_calibrated_on_their_fold() -> None
         assert info["held_out_fold"] == fold
         assert fold not in info["trained_on_folds"] and info["calibrated_on_fold"] != fold
         assert info["calibrated_on_fold"] not in info["trained_on_folds"]
-        # Pooled thresholds, and per-source ones for each Who&When subset (issue 26).
+        # Pooled thresholds, and per-source ones for each source trained on (issue 26).
         levels = {"0.8", "0.9", "0.95"}
-        sources = ("Algorithm-Generated", "Hand-Crafted", conformal.UNSEEN)
+        sources = (*weights.trained_on["sources"], conformal.UNSEEN)
         per_source = {f"{s}:{a}" for s in sources for a in levels}
         assert levels <= set(model.conformal) <= levels | per_source
         assert any(key in model.conformal for key in per_source)

@@ -16,8 +16,8 @@ no extra is needed.
 
 :func:`train_on` goes one step further (``faultfinder calibrate --train``, the
 ``shortlist`` extra): it trains the ranker on the labelled traces themselves, as the
-shipped file is trained on Who&When (held-out fold models, per-fold calibration, a deploy
-model), for a framework whose runs the shipped ranker reads poorly.
+shipped file is trained on its sources (held-out fold models, per-fold calibration, a
+deploy model), for a framework whose runs the shipped ranker reads poorly.
 """
 
 from __future__ import annotations

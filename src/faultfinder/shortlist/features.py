@@ -67,11 +67,12 @@ _WORD = re.compile(r"[a-z0-9_]+")
 class FeatureSpec:
     """Which feature groups to compute."""
 
-    groups: tuple[str, ...] = ("position", "agent", "errors")
+    groups: tuple[str, ...] = ("position", "agent", "errors", "cause")
     """Feature groups in use, a subset of ``GROUPS``: the shipped weights'. Issue 26 added
-    ``structure`` and ``cause``; trained without ``position`` and ``agent`` they transferred
-    worse to the generated failures (bench/README.md, "Transfer and paired tests"), so the
-    shipped weights keep these three."""
+    ``structure`` and ``cause``; ``cause`` (evidence relative to the trace's first failure
+    signal) joined the shipped groups once generated failures trained the ranker beside
+    Who&When; ``structure`` without ``position`` and ``agent`` transferred worse
+    (bench/README.md, "Transfer and paired tests")."""
 
 
 def feature_names(groups: Sequence[str]) -> list[str]:
