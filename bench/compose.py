@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from _held_out import left_out_note, split_unrankable
 from _readme import write_section
 from _stats import cell, paired
 
@@ -281,6 +282,8 @@ def main() -> int:
         traces += load_dataset(extra)
     weights_path = str(args.weights) if args.weights else None
     weights = load_weights(weights_path)
+    rivals = [weights] if args.against is None else [weights, load_weights(args.against)]
+    traces, left_out = split_unrankable(traces, *rivals)
     started = time.perf_counter()
     families, rankings = ranked_by(traces, weights)
     recall = {
@@ -324,7 +327,8 @@ def main() -> int:
         f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}); perfect judge; "
         f"shortlist: {describe_weights(weights, name)}, each trace ranked by the model the "
         f"file picks for it (below, per source); {elapsed:.0f} s in all. Tokens estimated "
-        "by the test backend (about 4 characters a token).",
+        "by the test backend (about 4 characters a token)."
+        + (f" {left_out_note(left_out)}" if left_out else ""),
     ]
     for subset in sorted(counts):
         idx = [i for i, t in enumerate(traces) if subset_of(t) == subset]

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from _readme import write_section
 
-from faultfinder.eval.datasets import load_dataset
+from faultfinder.eval.datasets import load_dataset, subset_of
 from faultfinder.shortlist import neardup
 from faultfinder.shortlist.model import trace_hash
 from faultfinder.shortlist.weights import Chosen, Weights, shipped_weights
@@ -173,9 +173,15 @@ def main() -> int:
         fresh.append(rest.choose(trace))
     label = f"Who&When, own log taken out of the weights ({len(traces)})"
     others.append((label, fresh, max(nearest)))
+    trained_sources = set(weights.trained_on.get("sources", {}))
     for extra in args.also:
         outside = load_dataset(extra)
-        label = f"{extra.name} (outside Who&When, {len(outside)})"
+        if any(subset_of(t) in trained_sources for t in outside):
+            # A training source of the weights: its traces are the file's own, each routed
+            # to the held-out model of its fold (the rows above are about copies).
+            label = f"{extra.name} (a training source of the weights, {len(outside)})"
+        else:
+            label = f"{extra.name} (never trained on, {len(outside)})"
         highest = max(
             (
                 m.similarity
@@ -188,7 +194,9 @@ def main() -> int:
     lines += [
         "",
         "Traces that are not copies of a training trace: which model ranks them. A flag here "
-        "is a false alarm (the trace was not trained on; no model could be shown not to have).",
+        "is a false alarm (the trace was not trained on; no model could be shown not to have). "
+        "A training source's traces are listed for what they are: each is ranked by the "
+        "held-out model of its fold.",
         "",
         "| traces | deploy model | a held-out model | flagged | highest similarity |",
         "|---|---:|---:|---:|---:|",

@@ -1,4 +1,4 @@
-"""The offline step shortlist on Who&When, cross-validated, beside the floors.
+r"""The offline step shortlist on Who&When, cross-validated, beside the floors.
 
 Five folds by trace (identical logs share a fold); every figure comes from a model that
 never saw the trace it scores. Reports recall@1/3/5 of the decisive step and top-1 agent
@@ -7,11 +7,20 @@ first speaker's steps, the majority agent's steps, a position prior learned on t
 training folds), the CPU cost per trace, an ablation by feature group, split-conformal
 coverage and set sizes, and the reliability of the stated confidence.
 
-    python bench/shortlist.py [DATA] [--no-readme] [--ship] [--surprisal]
+    python bench/shortlist.py [DATA] [--also DIR ...] [--no-readme] [--ship] [--surprisal]
+
+``--also`` adds labelled sources (the generated failures of ``bench/fault_injection.py``):
+they train beside Who&When, weighing as ``train.source_weights`` says, and get tables of
+their own. The shipped weights are built with four of the six generated sources; the
+demo team (the first command's demo: a ranker trained on its runs would show a memorised
+answer there) and the software team stay frameworks the file never saw:
+
+    python bench/shortlist.py --ship --also \
+        .faultfinder/generated/{ag2,agents-sdk,crewai,langgraph}
 
 ``--ship`` also writes src/faultfinder/shortlist/weights.json: the held-out model of each
 fold (trained on three folds, calibrated on a fourth) and a deploy model (trained on four
-folds, calibrated on the fifth) for traces outside Who&When.
+folds, calibrated on the fifth) for traces outside the training data.
 ``--surprisal`` computes missing token surprisal with the embedded model (slow on CPU;
 cached under .faultfinder/surprisal/); without it, the surprisal ablation uses the traces
 whose surprisal is already cached.
@@ -57,7 +66,7 @@ ABLATIONS: list[tuple[str, ...]] = [
     ("errors", "cause"),
     ("structure", "cause"),
     ("position", "structure", "errors", "cause"),
-    DEFAULT_GROUPS,
+    ("position", "agent", "errors", "cause"),
 ]
 
 
@@ -207,8 +216,12 @@ def main() -> int:
     prior_rank = [priors[f](t) for t, f in zip(traces, cv.folds, strict=True)]
 
     out.append(
-        f"{len(traces)} labelled traces, {args.folds} folds by trace (identical logs share a "
-        "fold); every score below comes from a model that did not see the trace. "
+        f"{len(traces)} labelled traces ("
+        + ", ".join(f"{s} {n}" for s, n in sorted(Counter(map(subset_of, traces)).items()))
+        + f"), {args.folds} folds by content (near-duplicate logs share a fold, each source "
+        "spread over every fold); every score below comes from a model that did not see the "
+        "trace. Training weighs a Who&When trace 1 and gives the other sources, in equal "
+        "shares, as much weight again (`train.source_weights`). "
         "Brackets: 95% Wilson interval. Features: "
         f"{', '.join(DEFAULT_GROUPS)} (no surprisal); {feat_cpu * 1000:.1f} ms CPU per trace "
         "to compute them, no model call."
@@ -370,8 +383,8 @@ def surprisal_ablation(traces: Sequence[Trace], folds: int, compute: bool) -> tu
 def write_readme(text: str) -> None:
     heading = (
         "\n## Offline step shortlist (`bench/shortlist.py`)\n\n"
-        "Reproduce: `python bench/shortlist.py` (add `--ship` to rewrite the shipped "
-        "weights).\n\n"
+        "Reproduce: `python bench/shortlist.py --also .faultfinder/generated/{ag2,agents-sdk,"
+        "crewai,langgraph}` (add `--ship` to rewrite the shipped weights).\n\n"
     )
     write_section(README, BEGIN, END, text, heading)
 

@@ -35,6 +35,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from _held_out import left_out_note, split_unrankable
 from _readme import write_section
 from compose import describe_weights, provenance
 
@@ -266,8 +267,10 @@ def other_sources(
     whether the thresholds those sets used were calibrated on these very traces."""
     by = {(c.subset, c.method, c.level): c for c in figures}
     only = weights.trained_on.get("calibrated_only_on")
+    sources = weights.trained_on.get("sources")
     calibrated = [s for s in subsets if isinstance(only, dict) and s in only]
-    unseen = [s for s in subsets if s not in calibrated]
+    trained = [s for s in subsets if isinstance(sources, dict) and s in sources]
+    unseen = [s for s in subsets if s not in calibrated and s not in trained]
     parts = []
     for s in subsets:
         cells = []
@@ -300,6 +303,13 @@ def other_sources(
             'training and calibration) is "90% step sets on a source never trained on" in '
             '"Transfer and paired tests".'
             if calibrated
+            else ""
+        )
+        + (
+            f" {', '.join(trained)}: trained on, each trace ranked and given its set by the "
+            "held-out model of its fold (or, for a near-copy of training traces, by one "
+            "that trained on none of them), so their coverage here is out-of-sample."
+            if trained
             else ""
         )
         + (
@@ -374,6 +384,7 @@ def main() -> int:
         traces += [
             t.model_copy(update={"id": f"{subset_of(t)}/{t.id}"}) for t in load_dataset(extra)
         ]
+    traces, left_out = split_unrankable(traces, shipped_weights())
     started = time.perf_counter()
     cost = set_cost(traces)
     figures: list[Coverage] = []
@@ -408,7 +419,8 @@ def main() -> int:
             "decisive (it has no step to name)."
             if no_wrong
             else ""
-        ),
+        )
+        + (f" {left_out_note(left_out)}" if left_out else ""),
     ]
     for subset in n:
         out += [
