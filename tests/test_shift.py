@@ -125,3 +125,20 @@ def test_a_reference_whose_sources_do_not_match_its_points_is_refused() -> None:
     data["sources"] = data["sources"][:-1]
     with pytest.raises(ValueError, match="sources"):
         ShiftReference.from_json(data)
+
+
+def test_the_same_log_named_and_unnamed_is_checked_against_its_own_source() -> None:
+    """The claim depends on the named source, so a ranking remembered for one naming is
+    not reused for another (the unnamed run first, then the named one, and back)."""
+    traces = [_named(t, "short" if t.id.startswith("s") else "long") for t in _calibration()]
+    custom = from_json(shipped_weights().to_json(), "custom.json", "custom")
+    custom.fold_of, custom.sketches = {}, {}
+    custom.shift = build_reference(traces, [i % 5 for i in range(len(traces))])
+    run = _trace(random.Random(3), 50, 150, 5, "fresh")
+    claims = []
+    for subset in (None, "short", None, "long", "short"):
+        found = sets.step_set(_named(run, subset) if subset else run, 0.9, weights=custom)
+        assert found is not None
+        claims.append(found.calibrated)
+    # Like the long runs (and the whole reference), unlike the short ones it names.
+    assert claims == [True, False, True, True, False]

@@ -34,7 +34,9 @@ DEFAULT_LEVEL = 0.9
 """The level ``attribute`` and ``eval`` use unless told otherwise (``--step-set``)."""
 
 _MEMO_SIZE = 512
-_memo: OrderedDict[tuple[int, str], _Ranked] = OrderedDict()
+_memo: OrderedDict[tuple[int, str, str | None], _Ranked] = OrderedDict()
+"""Rankings by (weights, content hash, named source): the content picks the model and the
+probabilities, the named source the shift check (``Weights.shift_threshold``)."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ def check_level(level: float) -> float:
 
 
 def _ranked(trace: Trace, weights: Weights) -> _Ranked:
-    key = (id(weights), trace_hash(trace))
+    key = (id(weights), trace_hash(trace), trace.source.subset)
     hit = _memo.get(key)
     if hit is not None and hit.weights is weights and len(hit.probs) == len(trace.steps):
         _memo.move_to_end(key)
