@@ -173,7 +173,7 @@ def main() -> int:
         fresh.append(rest.choose(trace))
     label = f"Who&When, own log taken out of the weights ({len(traces)})"
     others.append((label, fresh, max(nearest)))
-    trained_sources = set(weights.trained_on.get("sources", {}))
+    trained_sources = set(weights.trained_sources)
     for extra in args.also:
         outside = load_dataset(extra)
         if any(subset_of(t) in trained_sources for t in outside):

@@ -46,11 +46,6 @@ DEFAULT_DATA = ROOT.parent / "shared" / "data" / "who-and-when"
 BEGIN, END = "<!-- own-calibration:begin -->", "<!-- own-calibration:end -->"
 
 
-def shipped_sources() -> set[str]:
-    """The sources the shipped weights trained on (their provenance says)."""
-    return set(shipped_weights().trained_on.get("sources", {}))
-
-
 def outcomes(
     traces: Sequence[Trace], weights: Weights, level: float
 ) -> list[tuple[bool, float, bool]]:
@@ -79,7 +74,7 @@ def base_weights(others: list[Trace], groups: Sequence[str]) -> Weights:
     """Weights as shipped, from ``others`` only: trained on those of the shipped training
     sources, any other source for calibration only."""
     sources = {subset_of(t) for t in others}
-    apart = sorted(sources - shipped_sources())
+    apart = sorted(sources - set(shipped_weights().trained_sources))
     return ship(build_table(others, groups), groups, calibrate_only=apart)
 
 

@@ -267,9 +267,8 @@ def other_sources(
     whether the thresholds those sets used were calibrated on these very traces."""
     by = {(c.subset, c.method, c.level): c for c in figures}
     only = weights.trained_on.get("calibrated_only_on")
-    sources = weights.trained_on.get("sources")
     calibrated = [s for s in subsets if isinstance(only, dict) and s in only]
-    trained = [s for s in subsets if isinstance(sources, dict) and s in sources]
+    trained = [s for s in subsets if s in weights.trained_sources]
     unseen = [s for s in subsets if s not in calibrated and s not in trained]
     parts = []
     for s in subsets:

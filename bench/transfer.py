@@ -76,11 +76,6 @@ WHO_AND_WHEN = ("Algorithm-Generated", "Hand-Crafted")
 """Who&When's subsets: the cross-validated tables are theirs."""
 
 
-def shipped_sources() -> list[str]:
-    """The sources the shipped weights trained on (their provenance says)."""
-    return sorted(shipped_weights().trained_on.get("sources", {}))
-
-
 FLOORS = ("position prior", "first speaker", "majority agent")
 
 
@@ -538,6 +533,26 @@ def criterion(traces: list[Trace], trained: Sequence[str], folds: int = 5) -> li
     return out
 
 
+def top1_hits(
+    traces: list[Trace],
+    table: Table,
+    groups: Sequence[str],
+    train: Sequence[int],
+    test: Sequence[int],
+    objective: Objective = "listwise",
+    penalty: float = 0.0,
+    share: float = OTHER_SHARE,
+) -> list[bool]:
+    """Per trace at ``test``: the top step of a model trained on those at ``train`` is
+    decisive."""
+    model = fit(table, groups, train, objective, penalty, share)
+    out = []
+    for i in test:
+        probs = softmax(model.logits(table.rows[slice(*table.spans[i])]))
+        out.append(conformal.ranking(probs)[0] in traces[i].label.acceptable_steps)  # type: ignore[union-attr]
+    return out
+
+
 def _top1(
     traces: list[Trace],
     table: Table,
@@ -548,12 +563,8 @@ def _top1(
     share: float,
 ) -> float:
     """Top-1 % on the traces at ``test`` of a listwise model trained on those at ``train``."""
-    model = fit(table, groups, train, "listwise", penalty, share)
-    right = 0
-    for i in test:
-        probs = softmax(model.logits(table.rows[slice(*table.spans[i])]))
-        right += conformal.ranking(probs)[0] in traces[i].label.acceptable_steps  # type: ignore[union-attr]
-    return 100 * right / len(test)
+    hits = top1_hits(traces, table, groups, train, test, "listwise", penalty, share)
+    return 100 * sum(hits) / len(hits)
 
 
 def label_of(config: Config) -> str:
@@ -575,13 +586,8 @@ def selection(traces: list[Trace], trained: Sequence[str]) -> list[str]:
 
     def top1(config: Config, train: Sequence[int], test: Sequence[int]) -> list[bool]:
         name, objective, penalty = config
-        table = tables[name]
-        model = fit(table, SELECTION_GROUPS[name], train, objective, penalty)  # type: ignore[arg-type]
-        out = []
-        for i in test:
-            probs = softmax(model.logits(table.rows[slice(*table.spans[i])]))
-            out.append(conformal.ranking(probs)[0] in traces[i].label.acceptable_steps)  # type: ignore[union-attr]
-        return out
+        groups = SELECTION_GROUPS[name]
+        return top1_hits(traces, tables[name], groups, train, test, objective, penalty)  # type: ignore[arg-type]
 
     label = label_of
 
@@ -786,7 +792,7 @@ def main() -> int:
         "### Cross-validated (5 folds by content over the shipped training sources, "
         "as shipped; Who&When's subsets reported)",
     ]
-    trained = [s for s in shipped_sources() if s in counts]
+    trained = [s for s in shipped_weights().trained_sources if s in counts]
     never = sorted(set(counts) - set(trained))
     cv_lines, _ = cross_validated(
         [t for t in traces if subset_of(t) in trained], groups, args.folds

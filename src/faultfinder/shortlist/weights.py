@@ -98,6 +98,12 @@ class Weights:
     def groups(self) -> list[str]:
         return self.deploy.groups
 
+    @property
+    def trained_sources(self) -> list[str]:
+        """The sources the file's models trained on, as its provenance lists them."""
+        sources = self.trained_on.get("sources")
+        return sorted(sources) if isinstance(sources, dict) else []
+
     def choose(self, trace: Trace) -> Chosen:
         """The model for ``trace``: its fold's held-out model when the trace was in the
         training data; when it is at least ``neardup.FLOOR`` similar to training traces,
