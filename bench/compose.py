@@ -10,9 +10,9 @@ trace ranked by the model that file's own rule picks (``Weights.choose``): a tra
 training data by the held-out model of its fold, which neither trained nor calibrated on
 it; any other trace by the deploy model, which never saw its source. Every table says
 which, and a trace the chosen model may have trained on (a near-copy the file cannot
-route to a held-out model) stops the bench. Sources: Who&When's two subsets and every
-labelled directory passed with ``--also`` (``bench/fault_injection.py``'s generated
-runs), each reported on its own.
+route to a held-out model) is left out and named (``_held_out.py``). Sources: Who&When's
+two subsets and every labelled directory passed with ``--also``
+(``bench/fault_injection.py``'s generated runs), each reported on its own.
 
 Tokens are the judge's prompt + completion as the test backend counts them (about 4
 characters a token, marked estimated); the whole-log all-at-once and step-by-step judges

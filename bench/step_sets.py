@@ -15,7 +15,8 @@ weights.json), which neither trained nor calibrated on them; the bench checks th
 row says so (``step_set_source``) and fails otherwise. So does every trace of another
 source that the weights trained on; a source outside the weights' training data is ranked
 by the deploy model (its table says which), and a trace the chosen model may have trained
-on (a near-copy the file cannot route to a held-out model) stops the bench. Each source
+on (a near-copy the file cannot route to a held-out model) is left out and named
+(``_held_out.py``). Each source
 gets its own tables.
 
     python bench/step_sets.py [DATA] [--also DIR ...] [--no-readme] [--out DIR]
