@@ -13,10 +13,11 @@ Who&When's Algorithm-Generated and Hand-Crafted, and any generated source passed
 2. **Leave one source out**: for each source, the ranker and the position prior are fitted
    on the shipped training sources *other* than it and tested on it. This is the
    transfer figure. The ranker is fitted as the shipped deploy model is, which ranks
-   every trace outside the training data: on every fold but its calibration fold
-   (``train.deploy_split``); for a source the shipped file never trained on, that is the
-   shipped deploy model itself (checked). The same fitted on every fold, the ranker
-   shipped before and the pointwise learner are compared.
+   every trace outside the training data: the mean of the fits that each leave one fold
+   out (``train.deploy_fit``); for a source the shipped file never trained on, that is
+   the shipped deploy model itself (checked). One fit on every fold but one (the deploy
+   model shipped before), the ranker shipped before that and the pointwise learner are
+   compared.
 
 3. **Step sets on a left-out source**: weights built as shipped from the other sources,
    the 90% set of each left-out trace, its coverage and whether it was claimed.
@@ -42,6 +43,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from _deploy_choice import deploy_choice
 from _readme import write_section
 from _stats import cell, paired
 from shortlist import Ranked, first_speaker, majority_agent, recall_hits, same_agent
@@ -51,7 +53,6 @@ from faultfinder.shortlist import conformal, sets
 from faultfinder.shortlist.features import FeatureSpec, trace_features
 from faultfinder.shortlist.model import softmax
 from faultfinder.shortlist.train import (
-    DEPLOY_CALIBRATION_FOLD,
     LAMBDA,
     OTHER_SHARE,
     CrossValidation,
@@ -60,7 +61,7 @@ from faultfinder.shortlist.train import (
     assign_folds,
     build_table,
     cross_validate,
-    deploy_split,
+    deploy_fit,
     fit,
     ship,
 )
@@ -237,7 +238,24 @@ def out_of_fold(
     return probs
 
 
-WHO_AND_WHEN_ONLY = "same, trained on Who&When alone"
+def bagged_out_of_fold(
+    table: Table, groups: Sequence[str], folds: Sequence[int], k: int
+) -> list[list[float]]:
+    """Probabilities of every trace of ``table`` from the deploy fit (``train.deploy_fit``:
+    the mean of ``k`` fold fits) on the other folds."""
+    probs: list[list[float]] = [[] for _ in table.traces]
+    for fold in sorted(set(folds)):
+        model = deploy_fit(table, groups, [i for i, f in enumerate(folds) if f != fold], k)
+        for i, f in enumerate(folds):
+            if f == fold:
+                probs[i] = softmax(model.logits(table.rows[slice(*table.spans[i])]))
+    return probs
+
+
+SINGLE_CV = "same, one fit per fold (how the deploy model was fitted before)"
+"""The shipped configuration cross-validated with one fit per fold instead of the mean of
+fold fits."""
+WHO_AND_WHEN_ONLY = "same, one fit per fold, trained on Who&When alone"
 """The shipped configuration cross-validated without the generated sources."""
 
 
@@ -248,6 +266,7 @@ def cross_validated(
     Who&When's subsets."""
     table = build_table(traces, groups)
     cv = cross_validate(table, groups, k=folds)
+    shipped = bagged_out_of_fold(table, groups, cv.folds, folds)
     ww = [i for i, t in enumerate(traces) if subset_of(t) in WHO_AND_WHEN]
     ww_table = build_table([traces[i] for i in ww], groups)
     alone = out_of_fold(ww_table, groups, [cv.folds[i] for i in ww])
@@ -266,10 +285,11 @@ def cross_validated(
         if not idx:
             continue
         ts = [traces[i] for i in idx]
-        mine = [ranked_of(traces[i], cv.probs[i]) for i in idx]
+        mine = [ranked_of(traces[i], shipped[i]) for i in idx]
         prior = [priors[cv.folds[i]](traces[i]) for i in idx]
         rankings = {
-            "shortlist (cross-validated, as shipped)": mine,
+            "shortlist (cross-validated, as shipped: the mean of fold fits)": mine,
+            SINGLE_CV: [ranked_of(traces[i], cv.probs[i]) for i in idx],
             **(
                 {WHO_AND_WHEN_ONLY: [ranked_of(traces[i], alone[at[i]]) for i in idx]}
                 if len(ww) < len(traces)
@@ -310,9 +330,11 @@ def anonymised(trace: Trace) -> Trace:
     return trace.model_copy(update={"steps": steps, "label": label})
 
 
-ALL_FOLDS = "same, trained on every fold (not as shipped)"
-"""The shipped configuration fitted on all of the training sources, its deploy model's
-calibration fold included: what the ranking would give if the file kept no traces aside."""
+SINGLE = "same, one fit on four of five folds (the deploy model shipped before)"
+"""The shipped configuration fitted as the deploy model was until it became the mean of
+fold fits: on every fold but the one its thresholds were calibrated on."""
+SINGLE_HOLDOUT = 0
+"""The fold that one fit left out (it calibrated the deploy model shipped before)."""
 
 
 def leave_one_source_out(
@@ -323,9 +345,9 @@ def leave_one_source_out(
     folds: int = 5,
 ) -> list[str]:
     """Each source tested by models trained on the ``trained`` sources (default: all)
-    other than it, as the shipped deploy model is (every fold but its calibration fold),
-    beside the same fitted on every fold, the floors, with paired tests and the
-    feature-group ablation."""
+    other than it, as the shipped deploy model is (the mean of fold fits), beside one fit
+    on four of five folds (the deploy model shipped before), the floors, with paired tests
+    and the feature-group ablation (one fit on every training trace per feature set)."""
     out: list[str] = []
     sources = sorted({subset_of(t) for t in traces})
     ablation_rows: list[str] = []
@@ -339,25 +361,30 @@ def leave_one_source_out(
         ]
         test = [t for t in traces if subset_of(t) == source]
         train = [traces[i] for i in train_idx]
-        # As shipped: the deploy model, which ranks every trace outside the training data,
-        # trains on every fold but the one its thresholds are calibrated on.
-        deploy_train, _ = deploy_split(assign_folds(train, folds))
-        shipped_idx = [train_idx[j] for j in deploy_train]
+        # The deploy model shipped before: one fit on every fold but one.
+        single_idx = [
+            train_idx[j] for j, f in enumerate(assign_folds(train, folds)) if f != SINGLE_HOLDOUT
+        ]
         rankings: dict[str, list[Ranked]] = {}
         for gs in [groups, *ablations]:
             table = build_table(traces, gs)
-            model = fit(table, gs, shipped_idx)
+            # As shipped: the deploy model, which ranks every trace outside the training
+            # data, is the mean of the fits that each leave one fold out.
+            shipped = list(gs) == list(groups)
+            model = (
+                deploy_fit(table, gs, train_idx, folds) if shipped else fit(table, gs, train_idx)
+            )
             ranked = [
                 ranked_of(t, softmax(model.logits(table.rows[slice(*table.spans[i])])))
                 for i, t in enumerate(traces)
                 if subset_of(t) == source
             ]
-            if list(gs) == list(groups):
+            if shipped:
                 names = ", ".join(sorted(set(map(subset_of, train))))
                 rankings[f"shortlist (as shipped: trained on {names})"] = ranked
-                everything = fit(table, gs, train_idx)
-                rankings[ALL_FOLDS] = [
-                    ranked_of(t, softmax(everything.logits(table.rows[slice(*table.spans[i])])))
+                single = fit(table, gs, single_idx)
+                rankings[SINGLE] = [
+                    ranked_of(t, softmax(single.logits(table.rows[slice(*table.spans[i])])))
                     for i, t in enumerate(traces)
                     if subset_of(t) == source
                 ]
@@ -375,7 +402,7 @@ def leave_one_source_out(
                             f"up to {gap:.3g}: the weights were built from other data)."
                         ),
                     ]
-                old_idx = [i for i in shipped_idx if subset_of(traces[i]) in WHO_AND_WHEN]
+                old_idx = [i for i in single_idx if subset_of(traces[i]) in WHO_AND_WHEN]
                 ww_train = [i for i in train_idx if subset_of(traces[i]) in WHO_AND_WHEN]
                 for name, model_old in (
                     (PREVIOUS, fit(old_table, OLD_GROUPS, old_idx, "listwise", PREVIOUS_PENALTY)),
@@ -412,7 +439,8 @@ def leave_one_source_out(
     if ablation_rows:
         out += [
             "",
-            "Which evidence transfers (same protocol, other feature groups; %, no intervals):",
+            "Which evidence transfers (other feature groups, each one fit on every training "
+            "trace of the other sources; %, no intervals):",
             "",
             "| test source | features | recall@1 | recall@3 | recall@5 | top-1 agent |",
             "|---|---|---:|---:|---:|---:|",
@@ -448,13 +476,14 @@ def criterion(traces: list[Trace], trained: Sequence[str], folds: int = 5) -> li
     feature groups, penalty and generated-source weight, top-1 on Who&When's subsets
     cross-validated (5 folds over Who&When, every trained generated trace added to each
     fold's training) and on each trained generated source left out in turn (trained on
-    Who&When's deploy folds and the other generated sources); the criterion is the mean
-    of the two subsets and of the generated sources' mean. No other source is read."""
+    Who&When's traces outside fold ``SINGLE_HOLDOUT``, as the deploy model of the time
+    was, and the other generated sources); the criterion is the mean of the two subsets
+    and of the generated sources' mean. No other source is read."""
     ww = [i for i, t in enumerate(traces) if subset_of(t) in WHO_AND_WHEN]
     generated = [s for s in trained if s not in WHO_AND_WHEN]
     members = {s: [i for i, t in enumerate(traces) if subset_of(t) == s] for s in generated}
     ww_folds = dict(zip(ww, assign_folds([traces[i] for i in ww], folds), strict=True))
-    deploy = [i for i in ww if ww_folds[i] != DEPLOY_CALIBRATION_FOLD]
+    deploy = [i for i in ww if ww_folds[i] != SINGLE_HOLDOUT]
     names = [s for s in WHO_AND_WHEN if any(subset_of(traces[i]) == s for i in ww)]
     out = [
         "",
@@ -812,6 +841,7 @@ def main() -> int:
     out += loso_sets(traces, groups, args.folds, trained)
     if not args.no_selection:
         out += criterion(traces, trained, args.folds)
+        out += deploy_choice(traces, trained, groups, args.folds)
         out += selection(traces, trained)
     text = "\n".join(out)
     print(text)

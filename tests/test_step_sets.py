@@ -158,10 +158,7 @@ def test_shipped_fold_models_never_trained_or_calibrated_on_their_fold() -> None
         per_source = {f"{s}:{a}" for s in sources for a in levels}
         assert levels <= set(model.conformal) <= levels | per_source
         assert any(key in model.conformal for key in per_source)
-    assert (
-        weights.deploy.trained_on["calibrated_on_fold"]
-        not in weights.deploy.trained_on["trained_on_folds"]
-    )
+    assert weights.deploy.trained_on["calibrated_on"].startswith("every trace's out-of-fold")
     # The synthetic fixtures are not Who&When traces: the deploy model answers for them.
     assert all(weights.choose(t).source == "shipped:deploy" for t in load_traces(FIXTURES))
 
@@ -198,6 +195,32 @@ def test_held_out_models_exclude_the_fold_from_training_and_calibration() -> Non
     weights = ship(table, groups, k=4)
     for trace, fold in zip(traces, held.folds, strict=True):
         assert weights.choose(trace).source == f"shipped:fold-{fold}"
+
+
+def test_the_deploy_model_is_the_mean_of_the_folds_fits_calibrated_out_of_fold() -> None:
+    pytest.importorskip("sklearn")
+    from faultfinder.shortlist.train import build_table, fit, held_out_models
+
+    traces = labelled_fixtures()
+    groups = ("position", "agent", "errors")
+    table = build_table(traces, groups)
+    held = held_out_models(table, groups, k=4)
+    members = [
+        fit(table, groups, [i for i, f in enumerate(held.folds) if f != fold]) for fold in range(4)
+    ]
+    scores = []
+    for i, trace in enumerate(traces):
+        rows = table.rows[slice(*table.spans[i])]
+        # Its score of every step is the members' mean score, whatever their scaling.
+        mean = [sum(v) / 4 for v in zip(*(m.logits(rows) for m in members), strict=True)]
+        assert held.deploy.logits(rows) == pytest.approx(mean)
+        # Each trace calibrates it with the scores of the member that left its fold out.
+        probs = softmax(members[held.folds[i]].logits(rows))
+        assert trace.label is not None
+        scores.append(conformal.nonconformity(probs, trace.label.acceptable_steps))
+    for level in conformal.LEVELS:
+        tau = round(conformal.threshold(scores, level), 6)
+        assert held.deploy.conformal[str(level)] == tau
 
 
 # --- the conformal quantile on exchangeable synthetic data ---------------------------

@@ -51,8 +51,8 @@ class ShortlistModel:
     coef: list[float]
     """Weight of each standardised column in a step's score."""
     intercept: float
-    """Constant added to every step's score (0 for a listwise model: it cancels in the
-    softmax over a trace's steps)."""
+    """Constant added to every step's score (it cancels in the softmax over a trace's
+    steps: 0 for one listwise fit)."""
     conformal: dict[str, float] = field(default_factory=dict)
     """Coverage level ('0.9') -> threshold on cumulative softmax mass (see conformal.py)."""
     trained_on: dict[str, Any] = field(default_factory=dict)
@@ -117,6 +117,33 @@ class ShortlistModel:
             raise ConfigError(f"{where}: missing field {exc.args[0]!r}") from None
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{where}: {exc}") from None
+
+
+def averaged(
+    models: Sequence[ShortlistModel], mean: Sequence[float], scale: Sequence[float]
+) -> ShortlistModel:
+    """One model whose score of every step is the mean of ``models``' scores (a mean of
+    linear scores is linear), its columns standardised by ``mean`` and ``scale``. Each
+    model standardises by its own statistics, so each coefficient is carried over:
+    ``c * (x - m) / s`` is ``c * S / s`` times ``(x - M) / S`` plus a constant."""
+    first = models[0]
+    coef = [0.0] * len(mean)
+    intercept = 0.0
+    for m in models:
+        if m.groups != first.groups:
+            raise ConfigError(f"cannot average models of groups {first.groups} and {m.groups}")
+        intercept += m.intercept
+        for j, (c, mu, s) in enumerate(zip(m.coef, m.mean, m.scale, strict=True)):
+            coef[j] += c * scale[j] / s
+            intercept += c * (mean[j] - mu) / s
+    n = len(models)
+    return ShortlistModel(
+        groups=list(first.groups),
+        mean=list(mean),
+        scale=list(scale),
+        coef=[c / n for c in coef],
+        intercept=intercept / n,
+    )
 
 
 def softmax(logits: Sequence[float]) -> list[float]:

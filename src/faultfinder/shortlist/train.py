@@ -12,7 +12,9 @@ Cross-validation assigns whole
 traces to folds (identical logs share a fold), so no trace is ever both trained on and
 evaluated; the out-of-fold probabilities are the only scores the bench reports. The
 shipped file (:func:`ship`) holds one held-out model per fold, trained without that fold
-and without the fold that calibrates it (split conformal), plus a deploy model.
+and without the fold that calibrates it (split conformal), plus a deploy model: the mean
+of the fits that each leave one fold out (:func:`bagged`), its step sets calibrated on the
+out-of-fold scores of every training trace.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any, Literal
 
 from faultfinder.shortlist import conformal, neardup
 from faultfinder.shortlist.features import trace_features
-from faultfinder.shortlist.model import ShortlistModel, softmax, trace_hash
+from faultfinder.shortlist.model import ShortlistModel, averaged, softmax, trace_hash
 from faultfinder.shortlist.shift import build_reference
 from faultfinder.shortlist.weights import Weights
 from faultfinder.traces.schema import Trace
@@ -115,9 +117,7 @@ def fit(
 
     picks = [r for i in indices for r in range(*table.spans[i])]
     x = np.asarray([table.rows[r] for r in picks], dtype=float)
-    mean = x.mean(axis=0)
-    scale = x.std(axis=0)
-    scale[scale == 0] = 1.0
+    mean, scale = _standardisation(x)
     z = (x - mean) / scale
     sizes = [table.spans[i][1] - table.spans[i][0] for i in indices]
     weight = np.repeat(source_weights([table.traces[i] for i in indices], share), sizes)
@@ -134,6 +134,55 @@ def fit(
         coef=coef,
         intercept=intercept,
     )
+
+
+def _standardisation(x: Any) -> tuple[Any, Any]:
+    """Per-column mean and scale of the step rows ``x`` (a constant column scales by 1)."""
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale == 0] = 1.0
+    return mean, scale
+
+
+def bagged(
+    table: Table,
+    groups: Sequence[str],
+    indices: Sequence[int],
+    folds: Sequence[int],
+    penalty: float = 0.0,
+    share: float = OTHER_SHARE,
+) -> tuple[ShortlistModel, dict[int, list[float]]]:
+    """The deploy fit: for each fold, a model trained on the traces at ``indices`` outside
+    it (``folds``: the fold of each), and their mean as one linear model; with each trace's
+    out-of-fold probabilities (from the model that left its fold out), which calibrate the
+    mean's step sets. Averaging the folds' fits steadies a ranking that one fit on part of
+    the data leaves to chance (docs/methods/shortlist.md, "Which model ranks your trace")."""
+    import numpy as np
+
+    if len(set(folds)) < 2:
+        raise ValueError("bagging over folds needs at least two folds")
+    members: list[ShortlistModel] = []
+    out_of_fold: dict[int, list[float]] = {}
+    for fold in sorted(set(folds)):
+        inside = [i for i, f in zip(indices, folds, strict=True) if f != fold]
+        member = fit(table, groups, inside, OBJECTIVE, penalty, share)
+        members.append(member)
+        for i, f in zip(indices, folds, strict=True):
+            if f == fold:
+                out_of_fold[i] = softmax(member.logits(table.rows[slice(*table.spans[i])]))
+    x = np.asarray([table.rows[r] for i in indices for r in range(*table.spans[i])], dtype=float)
+    mean, scale = _standardisation(x)
+    return averaged(members, mean.tolist(), scale.tolist()), out_of_fold
+
+
+def deploy_fit(
+    table: Table, groups: Sequence[str], indices: Sequence[int], k: int = 5, seed: int = 0
+) -> ShortlistModel:
+    """The deploy model's ranking trained on the traces at ``indices`` (:func:`bagged` over
+    ``k`` folds by content), without thresholds: what ranks a trace of a source outside
+    them (``bench/transfer.py``)."""
+    folds = assign_folds([table.traces[i] for i in indices], k, seed)
+    return bagged(table, groups, indices, folds)[0]
 
 
 def _pointwise(z: Any, y: Any, weight: Any) -> tuple[list[float], float]:
@@ -264,13 +313,19 @@ def calibrated(
     own scores of the traces at ``calibrate`` (split conformal: disjoint from ``train``)."""
     assert not set(train) & set(calibrate), "calibration traces must not be trained on"
     model = fit(table, groups, train)
+    probs = {i: softmax(model.logits(table.rows[slice(*table.spans[i])])) for i in calibrate}
+    _calibrate(model, table, probs)
+    return model
+
+
+def _calibrate(model: ShortlistModel, table: Table, probs: dict[int, list[float]]) -> None:
+    """Set ``model``'s conformal thresholds from the traces at the keys of ``probs``, each
+    with its probabilities from a model that never trained on it."""
     scores: list[float] = []
     by_source: dict[str, list[float]] = {}
-    for i in calibrate:
-        start, end = table.spans[i]
+    for i, p in probs.items():
         label = table.traces[i].label
-        probs = softmax(model.logits(table.rows[start:end]))
-        score = conformal.nonconformity(probs, label.acceptable_steps if label else [])
+        score = conformal.nonconformity(p, label.acceptable_steps if label else [])
         scores.append(score)
         by_source.setdefault(subset_of(table.traces[i]), []).append(score)
     model.conformal = {str(a): round(conformal.threshold(scores, a), 6) for a in conformal.LEVELS}
@@ -282,7 +337,6 @@ def calibrated(
                 for a in conformal.LEVELS:
                     key = conformal.source_key(source, a)
                     model.conformal[key] = round(conformal.threshold(values, a), 6)
-    return model
 
 
 @dataclass
@@ -296,7 +350,8 @@ class HeldOut:
     models: list[ShortlistModel]
     """Held-out model of each fold."""
     deploy: ShortlistModel
-    """For traces outside the table: trained on every fold but fold 0, calibrated on it."""
+    """For traces outside the table: the mean of the fits that each leave one fold out,
+    calibrated on every trace's out-of-fold scores (:func:`bagged`)."""
 
 
 def held_out_models(
@@ -319,25 +374,14 @@ def held_out_models(
             "trained_on_folds": sorted(set(range(k)) - {fold, calib}),
         }
         models.append(model)
-    deploy = calibrated(table, groups, *deploy_split(folds))
+    deploy, out_of_fold = bagged(table, groups, range(len(table.traces)), folds)
+    _calibrate(deploy, table, out_of_fold)
     deploy.trained_on = {
-        "calibrated_on_fold": DEPLOY_CALIBRATION_FOLD,
-        "trained_on_folds": sorted(set(range(k)) - {DEPLOY_CALIBRATION_FOLD}),
+        "trained_on_folds": sorted(set(folds)),
+        "bagged": "the mean of the fits that each leave one fold out",
+        "calibrated_on": "every trace's out-of-fold scores (cross-fit)",
     }
     return HeldOut(folds, models, deploy)
-
-
-DEPLOY_CALIBRATION_FOLD = 0
-"""The fold the deploy model calibrates on, and so never trains on."""
-
-
-def deploy_split(folds: Sequence[int]) -> tuple[list[int], list[int]]:
-    """(trained on, calibrated on): the indices of the deploy model's training traces and
-    of its calibration traces, given each trace's fold. The deploy model ranks every
-    trace outside the training data, so a measurement of what the shipped weights do on
-    an unseen source trains this way (``bench/transfer.py``)."""
-    train = [i for i, f in enumerate(folds) if f != DEPLOY_CALIBRATION_FOLD]
-    return train, [i for i, f in enumerate(folds) if f == DEPLOY_CALIBRATION_FOLD]
 
 
 MIN_SOURCES_FOR_UNSEEN = 3
@@ -357,7 +401,9 @@ def unseen_thresholds(
 ) -> dict[str, float]:
     """Thresholds for a trace of a source the weights never trained on, fitted the way
     such a trace meets the ranker: each source's traces scored by a model trained on the
-    ``trained`` sources (default: every source of the table) *other than* that one,
+    ``trained`` sources (default: every source of the table) *other than* that one (one
+    fit: the deploy model's mean of fold fits ranks within chance of it, at a fifth of the
+    cost; ``bench/transfer.py``, "How the deploy fit was chosen"),
     every source weighing the same, the empirical quantile per level. A source used for
     calibration only is thus scored by a model of every trained source. Empty with fewer
     than ``MIN_SOURCES_FOR_UNSEEN`` sources."""
