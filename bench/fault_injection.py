@@ -51,6 +51,14 @@ Base programs (``--program``):
   ``evaluate`` tool) on eighteen tickets of one to four functions, runs of 15 to 33
   steps, every agent played faithfully by a scripted model (``bench/_fault_swe_team.py``,
   at most three sites of each fault kind per run, drawn with the seed).
+* ``support-desk``: a billing support desk on the OpenAI Agents SDK at its default
+  settings (tests/fixtures/frameworks/agents_sdk_support_desk.py, unmodified: Responses
+  API, a Triage agent that writes a case plan and hands the case off to Accounts with
+  ``get_account`` / ``get_invoice``, Policy with ``lookup_policy`` and Refunds with
+  ``compute_refund`` / ``apply_cap``, each handing it back) on eighteen refund cases of
+  one to eight invoices, runs of 13 to 29 steps, every agent played faithfully by a
+  scripted model (``bench/_fault_support_desk.py``, at most three sites of each fault kind
+  per run, drawn with the seed).
 
     python bench/fault_injection.py [--program NAME|all] [--out DIR] [--seed N]
 
@@ -78,6 +86,7 @@ import _fault_ag2
 import _fault_agents_sdk
 import _fault_crewai
 import _fault_langgraph
+import _fault_support_desk
 import _fault_swe_team
 
 from faultfinder.demo_team import TASKS, mock_model
@@ -294,6 +303,15 @@ PROGRAMS: dict[str, Program] = {
         _fault_swe_team.faithful,
         _fault_swe_team.injectors(corrupt),
         _fault_swe_team.final_answer,
+    ),
+    "support-desk": Program(
+        "support-desk",
+        lambda: [Base(*t) for t in _fault_support_desk.tasks()],
+        lambda base: _fault_support_desk.command(base.task),
+        _fault_support_desk.faithful,
+        _fault_support_desk.injectors(corrupt),
+        _fault_support_desk.final_answer,
+        _fault_support_desk.ENV,
     ),
 }
 
