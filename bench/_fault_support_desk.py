@@ -48,7 +48,7 @@ PROGRAM = ROOT / "tests" / "fixtures" / "frameworks" / "agents_sdk_support_desk.
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(PROGRAM.parent))
 
-from _fault_common import Injector  # noqa: E402
+from _fault_common import Injector, by_kind, calls, sample, tool_errors  # noqa: E402
 from support_ledger import CASES, money  # noqa: E402
 
 from frameworks_scripts import _call, _call_id, _system, _tools  # noqa: E402
@@ -430,8 +430,7 @@ def _change_invoice(
     return result[: found.start(g)] + wrong + result[found.end(g) :]
 
 
-def _calls(trace: Trace, tool: str) -> list[Step]:
-    return [s for s in trace.steps if any(c.name == tool for c in s.tool_calls)]
+_calls = calls
 
 
 def _keep_calls(step: Step) -> list[dict[str, Any]]:
@@ -439,7 +438,7 @@ def _keep_calls(step: Step) -> list[dict[str, Any]]:
 
 
 def _sample(sites: list[tuple[int, Edit]], rng: random.Random) -> list[tuple[int, Edit]]:
-    return sorted(rng.sample(sites, min(PER_KIND, len(sites))), key=lambda site: site[0])
+    return sample(sites, rng, PER_KIND)
 
 
 def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injector]:
@@ -556,18 +555,13 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
         return _sample(sites, rng)
 
     def ignored_error(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
-        sites: list[tuple[int, Edit]] = []
-        for tool, messages in ERRORS.items():
-            for s in _calls(trace, tool):
-                change = ToolResultChange(content=rng.choice(messages))
-                sites.append((s.index, Edit(tool_result=change)))
-        return _sample(sites, rng)
+        return tool_errors(trace, rng, ERRORS, PER_KIND)
 
-    return {
-        "corrupted-number": corrupted_number,
-        "wrong-tool-result": wrong_tool_result,
-        "wrong-handoff": wrong_handoff,
-        "dropped-instruction": dropped_instruction,
-        "premature-stop": premature_stop,
-        "ignored-error": ignored_error,
-    }
+    return by_kind(
+        corrupted_number,
+        wrong_tool_result,
+        wrong_handoff,
+        dropped_instruction,
+        premature_stop,
+        ignored_error,
+    )

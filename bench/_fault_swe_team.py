@@ -43,14 +43,14 @@ from typing import Any
 
 from faultfinder.replay import Edit
 from faultfinder.replay.edits import ToolCallChange, ToolResultChange
-from faultfinder.traces.schema import Step, Trace
+from faultfinder.traces.schema import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "tests" / "fixtures" / "frameworks" / "langgraph_swe_team.py"
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(PROGRAM.parent))
 
-from _fault_common import Injector  # noqa: E402
+from _fault_common import Injector, by_kind, calls, sample, tool_errors  # noqa: E402
 from swe_tickets import TICKETS  # noqa: E402
 
 from frameworks_scripts import _call, _call_id, _last_call, _system, _tools  # noqa: E402
@@ -366,12 +366,11 @@ def _ticket_line(line: str) -> bool:
     return line.startswith(("- ", "Acceptance:"))
 
 
-def _calls(trace: Trace, tool: str) -> list[Step]:
-    return [s for s in trace.steps if any(c.name == tool for c in s.tool_calls)]
+_calls = calls
 
 
 def _sample(sites: list[tuple[int, Edit]], rng: random.Random) -> list[tuple[int, Edit]]:
-    return sorted(rng.sample(sites, min(PER_KIND, len(sites))), key=lambda site: site[0])
+    return sample(sites, rng, PER_KIND)
 
 
 def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injector]:
@@ -456,18 +455,13 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
         return _sample(sites, rng)
 
     def ignored_error(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
-        sites: list[tuple[int, Edit]] = []
-        for tool, messages in ERRORS.items():
-            for s in _calls(trace, tool):
-                change = ToolResultChange(content=rng.choice(messages))
-                sites.append((s.index, Edit(tool_result=change)))
-        return _sample(sites, rng)
+        return tool_errors(trace, rng, ERRORS, PER_KIND)
 
-    return {
-        "corrupted-number": corrupted_number,
-        "wrong-tool-result": wrong_tool_result,
-        "wrong-handoff": wrong_handoff,
-        "dropped-instruction": dropped_instruction,
-        "premature-stop": premature_stop,
-        "ignored-error": ignored_error,
-    }
+    return by_kind(
+        corrupted_number,
+        wrong_tool_result,
+        wrong_handoff,
+        dropped_instruction,
+        premature_stop,
+        ignored_error,
+    )

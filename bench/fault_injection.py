@@ -88,6 +88,7 @@ import _fault_crewai
 import _fault_langgraph
 import _fault_support_desk
 import _fault_swe_team
+from _fault_common import Injector, by_kind
 
 from faultfinder.demo_team import TASKS, mock_model
 from faultfinder.demo_team.tools import FACTS
@@ -127,9 +128,6 @@ def corrupt(number: str, rng: random.Random) -> str:
     wrong = value * rng.choice([0.5, 0.9, 1.1, 2, 3]) + rng.choice([0, 1, -1, 10])
     text = f"{wrong:.0f}" if float(wrong).is_integer() or "." not in number else f"{wrong:.2f}"
     return text if text != number else str(int(value) + 7)
-
-
-Injector = Callable[[Trace, random.Random], list[tuple[int, Edit]]]
 
 
 def corrupted_number(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
@@ -204,14 +202,14 @@ def ignored_error(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
     ]
 
 
-FAULTS: dict[str, Injector] = {
-    "corrupted-number": corrupted_number,
-    "wrong-tool-result": wrong_tool_result,
-    "wrong-handoff": wrong_handoff,
-    "dropped-instruction": dropped_instruction,
-    "premature-stop": premature_stop,
-    "ignored-error": ignored_error,
-}
+FAULTS: dict[str, Injector] = by_kind(
+    corrupted_number,
+    wrong_tool_result,
+    wrong_handoff,
+    dropped_instruction,
+    premature_stop,
+    ignored_error,
+)
 
 
 def final_answer(trace: Trace) -> str | None:

@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 
 from faultfinder.eval.datasets import load_dataset
-from faultfinder.traces.schema import Trace
+from faultfinder.traces.schema import GoldLabel, Trace
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "fault_injection.py"
 
@@ -41,12 +41,19 @@ def _generated(tmp_path: Path, program: str, faults: list[str]) -> tuple[ModuleT
     traces = load_dataset(tmp_path)
     assert {t.metadata["fault"] for t in traces} == set(faults)
     for trace in traces:
-        label = trace.label
-        assert label is not None and label.step is not None
-        assert trace.source.subset == f"generated:{program}"
-        assert label.step == trace.metadata["injected_step"]
-        assert label.agent == trace.steps[label.step].agent
+        check_label(trace, program)
     return bench, traces
+
+
+def check_label(trace: Trace, program: str) -> GoldLabel:
+    """What every generated trace of ``program`` shares: its source, and its label at the
+    injected step, on that step's agent."""
+    label = trace.label
+    assert label is not None and label.step is not None
+    assert trace.source.subset == f"generated:{program}"
+    assert label.step == trace.metadata["injected_step"]
+    assert label.agent == trace.steps[label.step].agent
+    return label
 
 
 def _own_env(module: ModuleType, what: str) -> None:
@@ -68,11 +75,8 @@ def test_injected_faults_become_labelled_failures(tmp_path: Path) -> None:
     traces = load_dataset(tmp_path)
     assert {t.metadata["fault"] for t in traces} == set(faults)
     for trace in traces:
-        label = trace.label
-        assert label is not None and label.step is not None
-        assert trace.source.subset == "generated:demo-team"
-        assert label.step == trace.metadata["injected_step"]
-        assert label.agent == trace.steps[label.step].agent
+        label = check_label(trace, "demo-team")
+        assert label.step is not None
         # The symptom comes later: the final answer, after the injected step, is wrong.
         final = bench.final_answer(trace)
         assert not bench.is_right(final, "684"), (trace.id, final)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from faultfinder.eval.datasets import load_dataset
-from test_fault_injection import _bench
+from test_fault_injection import _bench, check_label
 
 FRAMEWORKS = Path(__file__).resolve().parent / "fixtures" / "frameworks"
 sys.path.insert(0, str(FRAMEWORKS))
@@ -106,11 +106,8 @@ def test_a_support_desk_gets_each_fault_kind_replayed_forward(
     right = f"{CASES['SC-2046'].answer():.2f}"
     agents = {"Triage", "Accounts", "Policy", "Refunds"}
     for fault, trace in traces.items():
-        label = trace.label
-        assert label is not None and label.step is not None
-        assert trace.source.subset == "generated:support-desk"
-        assert label.step == trace.metadata["injected_step"]
-        assert label.agent == trace.steps[label.step].agent
+        label = check_label(trace, "support-desk")
+        assert label.step is not None
         assert {s.agent for s in trace.steps} <= agents
         # The unmodified program ran on from the fault to a wrong answer, the run's
         # closing text (a premature stop is that answer itself).
