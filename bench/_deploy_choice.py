@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from _criterion import header, score
+
 from faultfinder.eval.datasets import subset_of
 from faultfinder.shortlist import conformal
 from faultfinder.shortlist.model import ShortlistModel, softmax
@@ -80,15 +82,11 @@ def deploy_choice(
         "(Who&When cross-validated with the generated training sources in every fold's "
         "training; each generated training source left out in turn, trained on all of "
         f"Who&When and the other generated sources). Rule, fixed before this table was "
-        f"first read: replace the single fit only for a lead of at least {MARGIN:g} points, "
+        f"first read: replace the single fit only for a lead of at least {MARGIN:.1f} points "
+        "of the criterion, "
         "with step sets calibrated on traces each score's model did not train on. Top-1 %:",
         "",
-        "| fit | "
-        + " | ".join(f"{s} (CV)" for s in names)
-        + " | "
-        + " | ".join(generated)
-        + " | criterion |",
-        "|---|" + "---:|" * (len(names) + len(generated) + 1),
+        *header(["fit"], names, generated),
     ]
     for label, fitter in FITS.items():
         cv = []
@@ -107,8 +105,9 @@ def deploy_choice(
             model = fitter(table, groups, train, folds)
             got = _hits(traces, table, model, members[s])
             loso.append(100 * sum(got) / len(got))
-        score = (sum(cv) + sum(loso) / max(len(loso), 1)) / (len(cv) + 1)
         out.append(
-            f"| {label} | " + " | ".join(f"{v:.1f}" for v in [*cv, *loso]) + f" | {score:.1f} |"
+            f"| {label} | "
+            + " | ".join(f"{v:.1f}" for v in [*cv, *loso])
+            + f" | {score(cv, loso):.1f} |"
         )
     return out

@@ -4,7 +4,7 @@ Every Who&When trace is perturbed the way another release or an edited log would
 then handed to the shipped weights' choice rule (``Weights.choose``, what ``shortlist``,
 ``compose`` and every step set use). For each perturbation the bench counts the traces
 ranked by a model that never trained on the original (a held-out model that excludes its
-fold, or the deploy model for a trace of fold 0), the traces flagged
+fold; the deploy model, the mean of fits on every fold, saw them all), the traces flagged
 ``trained_on_this_trace`` (honest: the model may have seen them and says so), and the
 leaks: traces silently ranked by a model that trained on the original.
 

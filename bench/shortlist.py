@@ -11,16 +11,18 @@ coverage and set sizes, and the reliability of the stated confidence.
 
 ``--also`` adds labelled sources (the generated failures of ``bench/fault_injection.py``):
 they train beside Who&When, weighing as ``train.source_weights`` says, and get tables of
-their own. The shipped weights are built with four of the six generated sources; the
+their own. The shipped weights are built with four of the seven generated sources; the
 demo team (the first command's demo: a ranker trained on its runs would show a memorised
-answer there) and the software team stay frameworks the file never saw:
+answer there), the software team and the support desk stay frameworks the file never
+saw:
 
     python bench/shortlist.py --ship --also \
         .faultfinder/generated/{ag2,agents-sdk,crewai,langgraph}
 
 ``--ship`` also writes src/faultfinder/shortlist/weights.json: the held-out model of each
-fold (trained on three folds, calibrated on a fourth) and a deploy model (trained on four
-folds, calibrated on the fifth) for traces outside the training data.
+fold (trained on three folds, calibrated on a fourth) and a deploy model for traces
+outside the training data (the mean of the five fits that each leave one fold out,
+calibrated on every trace's score under the fit that left its fold out).
 ``--surprisal`` computes missing token surprisal with the embedded model (slow on CPU;
 cached under .faultfinder/surprisal/); without it, the surprisal ablation uses the traces
 whose surprisal is already cached.

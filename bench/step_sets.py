@@ -331,7 +331,8 @@ def ranked_note(rows: Sequence[EvalRow], subsets: Sequence[str]) -> str:
         parts.append(f"{100 * hits / len(mine):.1f}% [{100 * low:.0f}–{100 * high:.0f}] ({subset})")
     return (
         "The shortlist's own step accuracy in these runs (its held-out fold models are "
-        "trained on three folds of five, the deploy model on four): "
+        "trained on three folds of five, the deploy model is the mean of five fits on four "
+        "folds each): "
         f'{", ".join(parts)}; compare recall@1 in "Offline step shortlist" and "Transfer '
         'and paired tests", whose cross-validation trains on four.'
     )

@@ -43,6 +43,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from _criterion import header, score
 from _deploy_choice import deploy_choice
 from _readme import write_section
 from _stats import cell, paired
@@ -194,7 +195,7 @@ def noise_lines(traces: list[Trace], groups: Sequence[str], cv: CrossValidation)
     out = [
         "",
         f"Robustness to appended noise ({NOISE_STEPS} bland steps appended to every trace, "
-        "scored by the same cross-validated models):",
+        "scored by the same cross-validated models, as shipped):",
         "",
         "| subset | recall@1 % | recall@1 with noise % | top step unchanged % |",
         "|---|---:|---:|---:|",
@@ -240,16 +241,18 @@ def out_of_fold(
 
 def bagged_out_of_fold(
     table: Table, groups: Sequence[str], folds: Sequence[int], k: int
-) -> list[list[float]]:
-    """Probabilities of every trace of ``table`` from the deploy fit (``train.deploy_fit``:
-    the mean of ``k`` fold fits) on the other folds."""
+) -> CrossValidation:
+    """Cross-validation with the deploy fit (``train.deploy_fit``: the mean of ``k`` fold
+    fits) on the other folds as each fold's model."""
     probs: list[list[float]] = [[] for _ in table.traces]
+    models = []
     for fold in sorted(set(folds)):
         model = deploy_fit(table, groups, [i for i, f in enumerate(folds) if f != fold], k)
+        models.append(model)
         for i, f in enumerate(folds):
             if f == fold:
                 probs[i] = softmax(model.logits(table.rows[slice(*table.spans[i])]))
-    return probs
+    return CrossValidation(list(folds), probs, models)
 
 
 SINGLE_CV = "same, one fit per fold (how the deploy model was fitted before)"
@@ -285,7 +288,7 @@ def cross_validated(
         if not idx:
             continue
         ts = [traces[i] for i in idx]
-        mine = [ranked_of(traces[i], shipped[i]) for i in idx]
+        mine = [ranked_of(traces[i], shipped.probs[i]) for i in idx]
         prior = [priors[cv.folds[i]](traces[i]) for i in idx]
         rankings = {
             "shortlist (cross-validated, as shipped: the mean of fold fits)": mine,
@@ -301,7 +304,7 @@ def cross_validated(
         }
         out += report(f"{subset}, cross-validated", ts, rankings)
         top1[subset] = hits(ts, mine, 1)
-    out += noise_lines(traces, groups, cv)
+    out += noise_lines(traces, groups, shipped)
     return out, top1
 
 
@@ -497,12 +500,7 @@ def criterion(traces: list[Trace], trained: Sequence[str], folds: int = 5) -> li
         "generated sources' total training weight as a multiple of Who&When's "
         "(`train.source_weights`; 0: not trained on). Top-1 %:",
         "",
-        "| features | λ | weight | "
-        + " | ".join(f"{s} (CV)" for s in names)
-        + " | "
-        + " | ".join(generated)
-        + " | criterion |",
-        "|---|---:|---:|" + "---:|" * (len(names) + len(generated) + 1),
+        *header(["features", "λ", "weight"], names, generated),
     ]
     tables = {name: build_table(traces, gs) for name, gs in SELECTION_GROUPS.items()}
     rows: list[tuple[float, str]] = []
@@ -534,13 +532,13 @@ def criterion(traces: list[Trace], trained: Sequence[str], folds: int = 5) -> li
                     loso.append(
                         _top1(traces, table, gs, deploy + others, members[s], penalty, share)
                     )
-                score = (sum(cv) + sum(loso) / len(loso)) / (len(cv) + 1)
+                value = score(cv, loso)
                 rows.append(
                     (
-                        score,
+                        value,
                         f"| {name} | {penalty:g} | {share:g} | "
                         + " | ".join(f"{v:.1f}" for v in [*cv, *loso])
-                        + f" | {score:.1f} |",
+                        + f" | {value:.1f} |",
                     )
                 )
     best = max(rows)[0]

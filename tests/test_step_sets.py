@@ -26,6 +26,7 @@ from faultfinder.shortlist import conformal, sets
 from faultfinder.shortlist.features import feature_names
 from faultfinder.shortlist.model import ShortlistModel, softmax, trace_hash
 from faultfinder.shortlist.sets import step_ranges
+from faultfinder.shortlist.train import HeldOut, Table
 from faultfinder.shortlist.weights import Weights, from_json, load_weights, shipped_weights
 from faultfinder.traces.loader import load_trace, load_traces
 from faultfinder.traces.schema import GoldLabel, Step, Trace
@@ -178,14 +179,24 @@ def test_weights_files_round_trip_in_both_formats(tmp_path: Path) -> None:
         from_json(bad, "bad.json", "bad")
 
 
-def test_held_out_models_exclude_the_fold_from_training_and_calibration() -> None:
+GROUPS = ("position", "agent", "errors")
+
+
+def _held_out_fixtures() -> tuple[list[Trace], Table, HeldOut]:
+    """The labelled fixtures, their table and their held-out models over four folds."""
     pytest.importorskip("sklearn")
-    from faultfinder.shortlist.train import build_table, calibrated, fit, held_out_models, ship
+    from faultfinder.shortlist.train import build_table, held_out_models
 
     traces = labelled_fixtures()
-    groups = ("position", "agent", "errors")
-    table = build_table(traces, groups)
-    held = held_out_models(table, groups, k=4)
+    table = build_table(traces, GROUPS)
+    return traces, table, held_out_models(table, GROUPS, k=4)
+
+
+def test_held_out_models_exclude_the_fold_from_training_and_calibration() -> None:
+    traces, table, held = _held_out_fixtures()
+    from faultfinder.shortlist.train import calibrated, fit, ship
+
+    groups = GROUPS
     for fold, model in enumerate(held.models):
         train = [i for i, f in enumerate(held.folds) if f in model.trained_on["trained_on_folds"]]
         assert all(held.folds[i] != fold for i in train)
@@ -198,15 +209,11 @@ def test_held_out_models_exclude_the_fold_from_training_and_calibration() -> Non
 
 
 def test_the_deploy_model_is_the_mean_of_the_folds_fits_calibrated_out_of_fold() -> None:
-    pytest.importorskip("sklearn")
-    from faultfinder.shortlist.train import build_table, fit, held_out_models
+    traces, table, held = _held_out_fixtures()
+    from faultfinder.shortlist.train import fit
 
-    traces = labelled_fixtures()
-    groups = ("position", "agent", "errors")
-    table = build_table(traces, groups)
-    held = held_out_models(table, groups, k=4)
     members = [
-        fit(table, groups, [i for i, f in enumerate(held.folds) if f != fold]) for fold in range(4)
+        fit(table, GROUPS, [i for i, f in enumerate(held.folds) if f != fold]) for fold in range(4)
     ]
     scores = []
     for i, trace in enumerate(traces):

@@ -402,8 +402,9 @@ def unseen_thresholds(
     """Thresholds for a trace of a source the weights never trained on, fitted the way
     such a trace meets the ranker: each source's traces scored by a model trained on the
     ``trained`` sources (default: every source of the table) *other than* that one (one
-    fit: the deploy model's mean of fold fits ranks within chance of it, at a fifth of the
-    cost; ``bench/transfer.py``, "How the deploy fit was chosen"),
+    fit, at a fifth of the cost of the deploy model's mean of fold fits: left out in turn,
+    the shipped training sources get the same top-1 from both but for one trace;
+    ``bench/transfer.py``, "How the deploy fit was chosen"),
     every source weighing the same, the empirical quantile per level. A source used for
     calibration only is thus scored by a model of every trained source. Empty with fewer
     than ``MIN_SOURCES_FOR_UNSEEN`` sources."""
