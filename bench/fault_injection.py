@@ -59,6 +59,15 @@ Base programs (``--program``):
   one to eight invoices, runs of 13 to 29 steps, every agent played faithfully by a
   scripted model (``bench/_fault_support_desk.py``, at most three sites of each fault kind
   per run, drawn with the seed).
+* ``warehouse``: a warehouse replenishment team on LangGraph itself
+  (tests/fixtures/frameworks/langgraph_warehouse.py, unmodified: a ``StateGraph`` wired
+  by hand, a Coordinator routing by its own 'NEXT: <agent>' answer to a Planner, Inventory
+  with ``check_stock``, a Forecaster with ``forecast_demand``, Purchasing with
+  ``compute_order`` and a Reviewer with ``price_order``) on eighteen replenishment
+  requests of one to seven items, runs of 15 to 33 steps, every agent played faithfully
+  by a scripted model (``bench/_fault_warehouse.py``, at most three sites of each fault
+  kind per run, drawn with the seed; its premature stop is a worker reporting before its
+  work is done, so the wrong total comes later).
 
     python bench/fault_injection.py [--program NAME|all] [--out DIR] [--seed N]
 
@@ -88,6 +97,7 @@ import _fault_crewai
 import _fault_langgraph
 import _fault_support_desk
 import _fault_swe_team
+import _fault_warehouse
 from _fault_common import Injector, by_kind
 
 from faultfinder.demo_team import TASKS, mock_model
@@ -310,6 +320,14 @@ PROGRAMS: dict[str, Program] = {
         _fault_support_desk.injectors(corrupt),
         _fault_support_desk.final_answer,
         _fault_support_desk.ENV,
+    ),
+    "warehouse": Program(
+        "warehouse",
+        lambda: [Base(*t) for t in _fault_warehouse.tasks()],
+        lambda base: _fault_warehouse.command(base.task),
+        _fault_warehouse.faithful,
+        _fault_warehouse.injectors(corrupt),
+        _fault_warehouse.final_answer,
     ),
 }
 
