@@ -203,28 +203,43 @@ def _tool_call(body: dict[str, Any], name: str, arguments: dict[str, Any]) -> di
 # --- the reports (shared with the premature-stop fault) ---------------------------------
 
 
-def inventory_report(request: str, warehouse: str, done: list[tuple[str, str]]) -> str:
-    """INVENTORY from (item, check_stock result) pairs."""
-    lines = [f"INVENTORY for {request} ({warehouse})"]
+def _item_report(
+    heading: str,
+    request: str,
+    warehouse: str,
+    done: list[tuple[str, str]],
+    found: re.Pattern[str],
+    say: Callable[[re.Match[str]], str],
+) -> str:
+    """A report with one line per (item, tool result) pair: what ``say`` makes of the
+    result's ``found`` match, or 'unknown' when the call failed."""
+    lines = [f"{heading} for {request} ({warehouse})"]
     for item, result in done:
-        stock = _STOCK.search(result)
-        if _failed(result) or not stock:
+        match = found.search(result)
+        if _failed(result) or not match:
             lines.append(f"- {item}: unknown ({result})")
         else:
-            lines.append(f"- {item}: {int(stock.group(1)) - int(stock.group(2))} available")
+            lines.append(f"- {item}: {say(match)}")
     return "\n".join(lines)
+
+
+def inventory_report(request: str, warehouse: str, done: list[tuple[str, str]]) -> str:
+    """INVENTORY from (item, check_stock result) pairs."""
+    return _item_report(
+        "INVENTORY",
+        request,
+        warehouse,
+        done,
+        _STOCK,
+        lambda m: f"{int(m.group(1)) - int(m.group(2))} available",
+    )
 
 
 def forecast_report(request: str, warehouse: str, done: list[tuple[str, str]]) -> str:
     """FORECAST from (item, forecast_demand result) pairs."""
-    lines = [f"FORECAST for {request} ({warehouse})"]
-    for item, result in done:
-        demand = _DEMAND_RESULT.search(result)
-        if _failed(result) or not demand:
-            lines.append(f"- {item}: unknown ({result})")
-        else:
-            lines.append(f"- {item}: demand {demand.group(1)}")
-    return "\n".join(lines)
+    return _item_report(
+        "FORECAST", request, warehouse, done, _DEMAND_RESULT, lambda m: f"demand {m.group(1)}"
+    )
 
 
 def purchase_report(request: str, warehouse: str, done: list[tuple[str, str | None]]) -> str:
