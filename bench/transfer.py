@@ -52,7 +52,7 @@ from shortlist import Ranked, first_speaker, majority_agent, recall_hits, same_a
 from faultfinder.eval.datasets import load_dataset, subset_of
 from faultfinder.shortlist import conformal, sets
 from faultfinder.shortlist.features import FeatureSpec, trace_features
-from faultfinder.shortlist.model import softmax
+from faultfinder.shortlist.model import ShortlistModel, softmax
 from faultfinder.shortlist.train import (
     LAMBDA,
     OTHER_SHARE,
@@ -220,34 +220,15 @@ def noise_lines(traces: list[Trace], groups: Sequence[str], cv: CrossValidation)
     return out
 
 
-def out_of_fold(
-    table: Table,
-    groups: Sequence[str],
-    folds: Sequence[int],
-    objective: Objective = "listwise",
-    penalty: float = 0.0,
-) -> list[list[float]]:
-    """Probabilities of every trace of ``table`` from a model trained on the other folds."""
-    probs: list[list[float]] = [[] for _ in table.traces]
-    for fold in sorted(set(folds)):
-        model = fit(
-            table, groups, [i for i, f in enumerate(folds) if f != fold], objective, penalty
-        )
-        for i, f in enumerate(folds):
-            if f == fold:
-                probs[i] = softmax(model.logits(table.rows[slice(*table.spans[i])]))
-    return probs
-
-
-def bagged_out_of_fold(
-    table: Table, groups: Sequence[str], folds: Sequence[int], k: int
+def cross_fit(
+    table: Table, folds: Sequence[int], fit_on: Callable[[list[int]], ShortlistModel]
 ) -> CrossValidation:
-    """Cross-validation with the deploy fit (``train.deploy_fit``: the mean of ``k`` fold
-    fits) on the other folds as each fold's model."""
+    """Every trace of ``table`` scored by the model ``fit_on`` trains on the traces of the
+    other folds (one model per fold)."""
     probs: list[list[float]] = [[] for _ in table.traces]
     models = []
     for fold in sorted(set(folds)):
-        model = deploy_fit(table, groups, [i for i, f in enumerate(folds) if f != fold], k)
+        model = fit_on([i for i, f in enumerate(folds) if f != fold])
         models.append(model)
         for i, f in enumerate(folds):
             if f == fold:
@@ -269,14 +250,19 @@ def cross_validated(
     Who&When's subsets."""
     table = build_table(traces, groups)
     cv = cross_validate(table, groups, k=folds)
-    shipped = bagged_out_of_fold(table, groups, cv.folds, folds)
+    # As shipped: each fold's model is the deploy fit (the mean of fold fits) on the rest.
+    shipped = cross_fit(table, cv.folds, lambda train: deploy_fit(table, groups, train, folds))
     ww = [i for i, t in enumerate(traces) if subset_of(t) in WHO_AND_WHEN]
     ww_table = build_table([traces[i] for i in ww], groups)
-    alone = out_of_fold(ww_table, groups, [cv.folds[i] for i in ww])
+    alone = cross_fit(ww_table, [cv.folds[i] for i in ww], lambda t: fit(ww_table, groups, t))
     old_table = build_table([traces[i] for i in ww], OLD_GROUPS)
     old_folds = [cv.folds[i] for i in ww]
-    previous = out_of_fold(old_table, OLD_GROUPS, old_folds, "listwise", PREVIOUS_PENALTY)
-    pointwise = out_of_fold(old_table, OLD_GROUPS, old_folds, "pointwise")
+    previous = cross_fit(
+        old_table, old_folds, lambda t: fit(old_table, OLD_GROUPS, t, "listwise", PREVIOUS_PENALTY)
+    )
+    pointwise = cross_fit(
+        old_table, old_folds, lambda t: fit(old_table, OLD_GROUPS, t, "pointwise")
+    )
     at = {i: j for j, i in enumerate(ww)}
     priors = {
         f: prior_from([traces[i] for i in ww if cv.folds[i] != f], True) for f in set(cv.folds)
@@ -294,12 +280,12 @@ def cross_validated(
             "shortlist (cross-validated, as shipped: the mean of fold fits)": mine,
             SINGLE_CV: [ranked_of(traces[i], cv.probs[i]) for i in idx],
             **(
-                {WHO_AND_WHEN_ONLY: [ranked_of(traces[i], alone[at[i]]) for i in idx]}
+                {WHO_AND_WHEN_ONLY: [ranked_of(traces[i], alone.probs[at[i]]) for i in idx]}
                 if len(ww) < len(traces)
                 else {}
             ),
-            PREVIOUS: [ranked_of(traces[i], previous[at[i]]) for i in idx],
-            POINTWISE: [ranked_of(traces[i], pointwise[at[i]]) for i in idx],
+            PREVIOUS: [ranked_of(traces[i], previous.probs[at[i]]) for i in idx],
+            POINTWISE: [ranked_of(traces[i], pointwise.probs[at[i]]) for i in idx],
             **floors_for(ts, prior),
         }
         out += report(f"{subset}, cross-validated", ts, rankings)
