@@ -115,6 +115,37 @@ def test_without_output_prints_a_summary() -> None:
     assert "nothing written" in output
 
 
+def test_a_trace_with_no_step_is_named_with_a_warning(tmp_path: Path) -> None:
+    # The OpenTelemetry protocol's own example: one server span, nothing an agent did.
+    doc = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": "5b8efff798038103d269b633813fc60c",
+                                "spanId": "eee19b7ec3c1b174",
+                                "name": "I'm a server span",
+                                "kind": 2,
+                            }
+                        ]
+                    }
+                ]
+            }
+        ]
+    }
+    path = tmp_path / "server.json"
+    path.write_text(json.dumps(doc), "utf-8")
+    result = CliRunner().invoke(main, ["import", str(path), "--out", str(tmp_path / "o.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert "wrote 1 trace(s)" in result.stdout
+    assert result.stderr.startswith("warning: server/5b8efff798038103d269b633813fc60c has no ")
+    assert "none of its 1 span(s) is a model call, an agent or a tool" in result.stderr
+    code, output = run("import", str(TE_DIR))
+    assert code == 0 and "warning" not in output
+
+
 def test_errors_are_one_line_messages(tmp_path: Path) -> None:
     code, output = run("import", str(HC_FILE), "--format", "nope")
     assert code == 1

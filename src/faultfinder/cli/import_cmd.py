@@ -83,6 +83,27 @@ def describe(trace: Trace) -> str:
     )
 
 
+def warn_if_empty(traces: list[Trace]) -> None:
+    """A stderr warning for each trace with no step: the file converted faithfully, but
+    nothing in it is a model call, an agent's turn or a tool result, so there is nothing to
+    attribute (a non-agent OTLP export, say)."""
+    for trace in traces:
+        if trace.steps:
+            continue
+        spans = trace.metadata.get("spans")
+        found = (
+            f"none of its {spans} span(s) is a model call, an agent or a tool as the OTel "
+            "GenAI or OpenInference conventions mark them"
+            if isinstance(spans, int)
+            else "it holds no message, model call or tool result that faultfinder reads"
+        )
+        click.echo(
+            f"warning: {trace.id} has no steps: {found}; there is nothing to attribute in "
+            "it (docs/import.md says what becomes a step).",
+            err=True,
+        )
+
+
 def _format_help() -> str:
     return "Input format (default: detect). " + "; ".join(
         f"{name}: {cls.summary}" for name, cls in importers().items()
@@ -159,6 +180,7 @@ def import_traces(
     else:
         with explained(path, "trace", "a trace in a format to import"):
             traces = load_traces(path, format=trace_format, strict=strict, **options)
+    warn_if_empty(traces)
     if out:
         target = Path(out)
         if target.suffix == ".jsonl":
