@@ -32,8 +32,23 @@ TIMEOUT = 30.0
 TARGETS = ("phoenix", "langfuse", "otlp")
 
 
+def _same_trace(attribution: Attribution, trace: Trace) -> bool:
+    """The attribution was made on ``trace``: the same id, or (the file renamed since) the
+    same source trace id after the file stem."""
+    if attribution.trace_id == trace.id:
+        return True
+    source = trace.metadata.get("trace_id")
+    return isinstance(source, str) and attribution.trace_id.rsplit("/", 1)[-1] == source
+
+
 def decisive_step(attribution: Attribution, trace: Trace) -> Step:
-    """The step the attribution names; an error when it names none or one outside the trace."""
+    """The step the attribution names; an error when it was made on another trace, or
+    names no step or one outside the trace."""
+    if not _same_trace(attribution, trace):
+        raise ConfigError(
+            f"The attribution is for trace {attribution.trace_id}, not {trace.id}: export "
+            "needs the trace it was made on."
+        )
     if attribution.step is None:
         raise ConfigError(
             f"The attribution for {attribution.trace_id} names no step (status "

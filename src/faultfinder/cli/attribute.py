@@ -24,6 +24,7 @@ from faultfinder.cli.common import (
 )
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.kinds import explained
+from faultfinder.cli.terminal import safe
 from faultfinder.exitcodes import CaseCounts
 from faultfinder.judging.method import Attribution, run_method
 from faultfinder.judging.why import why
@@ -167,7 +168,7 @@ def attribute(
         )
     )
     shown = "\n".join([format_attribution(result, len(trace.steps)), *gold_lines(trace, result)])
-    click.echo(result.model_dump_json(indent=2) if as_json else shown)
+    click.echo(result.model_dump_json(indent=2) if as_json else safe(shown))
     if not as_json and (result.step_set_source or "").endswith(UNSEEN_NOTE):
         click.echo(CALIBRATE_HINT, err=True)
     if save:

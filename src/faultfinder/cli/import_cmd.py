@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import click
 from faultfinder.cli.common import pass_errors, strict_option
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.kinds import explained
+from faultfinder.cli.terminal import safe
 from faultfinder.errors import ConfigError
 from faultfinder.traces.importers import importers
 from faultfinder.traces.io import write_trace
@@ -18,6 +20,9 @@ from faultfinder.traces.loader import load_traces
 from faultfinder.traces.schema import Trace
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_MAX_STEM = 150
+"""Longest file stem written (file systems stop at 255 bytes): a longer id is cut and
+told apart from others by a hash of the whole id."""
 
 
 def parse_mapping(items: tuple[str, ...]) -> dict[str, str]:
@@ -35,11 +40,16 @@ def trace_file_name(trace_id: str) -> str:
     """A flat file name for a trace id: 'Hand-Crafted/3' → 'Hand-Crafted__3.json'.
 
     Flat, so `faultfinder eval DIR` reads the directory back; each id component is reduced
-    to safe characters, so an id can never point outside the output directory.
+    to safe characters, so an id can never point outside the output directory; an id too
+    long for a file name is cut, with a hash of the whole id after the cut.
     """
     parts = [_UNSAFE.sub("_", p) for p in re.split(r"[/\\]", trace_id)]
     parts = [p for p in parts if p.strip("._")] or ["trace"]
-    return "__".join(parts) + ".json"
+    stem = "__".join(parts)
+    if len(stem) > _MAX_STEM:
+        digest = hashlib.sha256(trace_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        stem = f"{stem[: _MAX_STEM - 17]}-{digest}"
+    return stem + ".json"
 
 
 def write_jsonl(traces: list[Trace], path: Path) -> None:
@@ -98,8 +108,8 @@ def warn_if_empty(traces: list[Trace]) -> None:
             else "it holds no message, model call or tool result that faultfinder reads"
         )
         click.echo(
-            f"warning: {trace.id} has no steps: {found}; there is nothing to attribute in "
-            "it (docs/import.md says what becomes a step).",
+            f"warning: {safe(trace.id)} has no steps: {found}; there is nothing to attribute "
+            "in it (docs/import.md says what becomes a step).",
             err=True,
         )
 
@@ -198,5 +208,5 @@ def import_traces(
         click.echo(f"wrote {len(files)} trace file(s) under {out_dir}")
     else:
         for trace in traces:
-            click.echo(describe(trace))
+            click.echo(safe(describe(trace)))
         click.echo(f"{len(traces)} trace(s); nothing written (use --out or --out-dir)")

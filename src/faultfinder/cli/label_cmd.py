@@ -58,6 +58,8 @@ def label(
     with explained(trace_path, "trace", "a trace"):
         trace = load_trace(trace_path, format=trace_format, strict=strict)
     n = len(trace.steps)
+    if n == 0:
+        raise click.BadParameter(f"{trace.id} has no steps: there is no step to label")
     for s in (step, *also):
         if s >= n:
             raise click.BadParameter(f"step {s} is outside the trace (steps 0-{n - 1})")

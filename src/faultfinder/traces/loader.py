@@ -42,7 +42,12 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
     if p.is_dir() and not any(p.iterdir()):
         raise TraceFormatError(str(p), "(file)", "empty directory")
     if format and format != "faultfinder":
-        return get_importer(format).load(p, **options)
+        importer = get_importer(format)
+        if p.is_dir() and not _detects(importer, p):
+            # A folder of files in this format (OTLP exports, Langfuse traces...).
+            files = [f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")]
+            return _each(files, format, options)
+        return importer.load(p, **options)
     if p.is_file() and p.suffix == ".jsonl" and format in (None, "faultfinder"):
         lines = split_lines(read_text(p))
         first = next((ln for ln in lines if ln.strip()), "")
@@ -62,18 +67,23 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
                 return list(importer.load(p, **options))
             tried.append(name)
     if p.is_dir():
-        files = sorted(
-            (f for f in p.iterdir() if f.is_file() and f.suffix in (".json", ".jsonl")),
-            key=lambda f: natural_key(f.name),
-        )
+        files = [f for f in p.iterdir() if f.is_file() and f.suffix in (".json", ".jsonl")]
         if files:
-            return [t for f in files for t in _load(f, "faultfinder", {})]
+            # Each file in whatever format it is in: canonical traces, OTLP, Langfuse...
+            return _each(files, format, options)
     raise TraceFormatError(
         str(p),
         "(format)",
         f"no reader recognises it (tried: {', '.join(tried)}); name one with --format "
         f"({', '.join(importers())})",
     )
+
+
+def _each(files: list[Path], format: str | None, options: dict[str, Any]) -> list[Trace]:
+    """The traces of every file, in natural name order; the first bad file stops the
+    read with its own error (file, line, field)."""
+    ordered = sorted(files, key=lambda f: natural_key(f.name))
+    return [t for f in ordered for t in _load(f, format, options)]
 
 
 def load_trace(

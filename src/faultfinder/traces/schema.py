@@ -119,7 +119,7 @@ class GoldLabel(BaseModel):
     step: int | None = None
     """Decisive error step (canonical 0-based)."""
     acceptable_steps: list[int] = Field(default_factory=list)
-    """Steps also counted as correct; always contains ``step`` when it is set."""
+    """Steps also counted as correct, each once; always contains ``step`` when it is set."""
     reason: str | None = None
     """Annotator's explanation."""
 
@@ -127,6 +127,8 @@ class GoldLabel(BaseModel):
     def _include_step(self) -> GoldLabel:
         if self.step is not None and self.step not in self.acceptable_steps:
             self.acceptable_steps = [self.step, *self.acceptable_steps]
+        if len(set(self.acceptable_steps)) < len(self.acceptable_steps):
+            self.acceptable_steps = list(dict.fromkeys(self.acceptable_steps))
         return self
 
 
