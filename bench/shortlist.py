@@ -315,9 +315,9 @@ def main() -> int:
             + ", ".join(f"{s} {n}" for s, n in sorted(Counter(map(subset_of, traces)).items()))
             + "); "
             + (
-                f"thresholds for a source never trained on calibrated on {', '.join(apart)} "
-                f"(never trained on) and on each trained source left out in turn: 90% at "
-                f"{unseen}."
+                "thresholds for a source never trained on calibrated on "
+                + (f"{', '.join(apart)} (never trained on) and on " if apart else "")
+                + f"each trained source left out in turn: 90% at {unseen}."
                 if unseen is not None
                 else "no thresholds for a source never trained on (fewer than three sources)."
             ),
