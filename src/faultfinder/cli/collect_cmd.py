@@ -27,18 +27,24 @@ async def run_collector(config: CollectorConfig, *, max_traces: int | None) -> C
             f"(set OTEL_EXPORTER_OTLP_ENDPOINT={collector.url}); Ctrl-C to stop",
             err=True,
         )
-        seen = 0
+        seen = errors = 0
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.2)
-            for path in collector.written[seen:]:
-                click.echo(f"wrote {path}")
-            seen = len(collector.written)
+            seen, errors = _report(collector, seen, errors)
             if max_traces is not None and len({p for p in collector.written}) >= max_traces:
                 break
+    _report(collector, seen, errors)
+    return collector
+
+
+def _report(collector: Collector, seen: int, errors: int) -> tuple[int, int]:
+    """Print the files written (stdout) and the problems (stderr) since the last call."""
     for path in collector.written[seen:]:
         click.echo(f"wrote {path}")
-    return collector
+    for line in collector.errors[errors:]:
+        click.echo(f"error: {line}", err=True)
+    return len(collector.written), len(collector.errors)
 
 
 @click.command("collect")

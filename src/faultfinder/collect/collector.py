@@ -12,6 +12,13 @@ spans by trace id, and writes ``OUT/<trace id>.json`` once the trace is *finishe
 On shutdown every trace still open is written too, finished or not (``metadata.complete``
 says which). A span arriving after its trace was written rewrites the file with it.
 
+A trace that cannot be written (a full disk, say) is named in :attr:`Collector.errors` and
+skipped; the others are still written. Ids are lower-case hex as ``faultfinder import``
+reads them; one longer than ``MAX_NAME`` digits (not a valid OTLP id) gets a bounded file
+name: its first 32 digits and a hash. JSON bodies are read as the importers read files
+(``traces.io.parse_json``: nesting, lone surrogates... are a 400), and ``--raw`` lines are
+scrubbed of credentials as the traces are (``_spans.keep_raw``).
+
 It reuses the project's HTTP server (``replay.httpserver``): loopback bind by default, the
 same request body limit as the proxy, and a per-request read deadline (headers and body,
 and the wait for the next request on a kept-alive connection) so idle clients are dropped.
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import time
 import zlib
@@ -30,7 +38,7 @@ from typing import Any
 
 import h11
 
-from faultfinder.errors import FaultfinderError
+from faultfinder.errors import ConfigError, FaultfinderError
 from faultfinder.replay.httpserver import (
     LOOPBACK,
     MAX_BODY,
@@ -40,11 +48,26 @@ from faultfinder.replay.httpserver import (
     json_response,
 )
 from faultfinder.traces.importers._semconv import build_trace
-from faultfinder.traces.importers._spans import Span, spans_from_otlp
+from faultfinder.traces.importers._spans import Span, keep_raw, spans_from_otlp
 from faultfinder.traces.importers.otlp import decode_protobuf
-from faultfinder.traces.io import write_trace
+from faultfinder.traces.io import check_value, parse_json, write_trace
 
 PROTOBUF = "application/x-protobuf"
+MAX_NAME = 64
+"""Longest trace id (hex digits) used as a file name as it is."""
+
+
+def file_stem(trace_id: str) -> str:
+    """The file name (without ``.json``) of a trace: its id, or for an id longer than
+    ``MAX_NAME`` its first 32 digits and a hash of the whole id."""
+    if len(trace_id) <= MAX_NAME:
+        return trace_id
+    return f"{trace_id[:32]}-{hashlib.sha256(trace_id.encode()).hexdigest()[:16]}"
+
+
+def short_id(trace_id: str) -> str:
+    """A trace id fit for a one-line message."""
+    return trace_id if len(trace_id) <= 32 else f"{trace_id[:32]}... ({len(trace_id)} digits)"
 
 
 @dataclass
@@ -99,6 +122,8 @@ class Collector:
         self.traces: dict[str, _Open] = {}
         self.written: list[Path] = []
         """Every file written, in order (a rewritten trace appears again)."""
+        self.errors: list[str] = []
+        """One line per trace that could not be written (or raw line not kept), in order."""
         self.rejected = 0
         self._server = _TimedServer(self.handle, config.host, config.port)
         self._server.read_timeout = config.read_timeout
@@ -110,7 +135,17 @@ class Collector:
         return self._server.url
 
     async def start(self) -> Collector:
-        self.config.out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.config.out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"--out {self.config.out_dir}: {exc.strerror or exc}") from None
+        if self.config.raw_file is not None:
+            try:
+                self.config.raw_file.open("a", encoding="utf-8").close()
+            except OSError as exc:
+                raise ConfigError(
+                    f"--raw {self.config.raw_file}: cannot write: {exc.strerror or exc}"
+                ) from None
         try:
             await self._server.start()
         except OSError as exc:
@@ -122,13 +157,15 @@ class Collector:
 
     async def close(self) -> None:
         """Stop listening and write every trace still open."""
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
-            self._sweeper = None
-        await self._server.close()
-        self.flush(force=True)
+        try:
+            if self._sweeper is not None:
+                self._sweeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._sweeper
+                self._sweeper = None
+            await self._server.close()
+        finally:
+            self.flush(force=True)
 
     async def __aenter__(self) -> Collector:
         return await self.start()
@@ -146,18 +183,18 @@ class Collector:
             body = self._decoded_body(request)
             if kind == PROTOBUF:
                 payload: Any = decode_protobuf(body, path="request")
+                check_value(payload, "request")
             elif kind in ("application/json", ""):
-                payload = json.loads(body.decode("utf-8"))
+                payload = parse_json(body.decode("utf-8"), "request")
             else:
                 return json_response(415, {"error": f"unsupported content type {kind!r}"})
             spans = spans_from_otlp(payload, path="request")
         except (FaultfinderError, ValueError) as exc:
             self.rejected += 1
             return json_response(400, {"error": str(exc)})
-        if self.config.raw_file is not None:
-            with self.config.raw_file.open("a", encoding="utf-8") as handle:
-                handle.write(json.dumps(payload, separators=(",", ":")) + "\n")
         self.add(spans)
+        if self.config.raw_file is not None:
+            self._keep_raw(self.config.raw_file, payload)
         if kind == PROTOBUF:
             return Response(
                 200, [("content-type", PROTOBUF)], b""
@@ -171,10 +208,25 @@ class Collector:
         if encoding != "gzip":
             raise ValueError(f"unsupported content encoding {encoding!r}")
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        out = d.decompress(request.body, self.config.max_body + 1)
+        try:
+            out = d.decompress(request.body, self.config.max_body + 1)
+        except zlib.error as exc:
+            raise ValueError(f"content-encoding gzip, but the body is not gzip: {exc}") from None
         if len(out) > self.config.max_body:
             raise ValueError(f"body decompresses to more than {self.config.max_body} bytes")
+        if not d.eof:
+            raise ValueError("content-encoding gzip, but the gzip body is truncated")
         return out
+
+    def _keep_raw(self, raw_file: Path, payload: Any) -> None:
+        """Append one request to the ``--raw`` file, credentials removed. A failure is
+        reported, never fatal: the spans are already collected."""
+        try:
+            line = json.dumps(keep_raw(payload), separators=(",", ":"))
+            with raw_file.open("a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+        except (OSError, ValueError) as exc:
+            self.errors.append(f"--raw {raw_file}: request not kept: {_reason(exc)}")
 
     def add(self, spans: list[Span]) -> None:
         now = time.monotonic()
@@ -195,12 +247,19 @@ class Collector:
             if not entry.dirty:
                 continue
             finished = entry.has_root and now - entry.last_seen >= self.config.quiet_seconds
-            if finished or force:
+            if not (finished or force):
+                continue
+            try:
                 out.append(self._write(trace_id, entry, complete=entry.has_root))
+            except Exception as exc:  # one trace that cannot be written must not stop the rest
+                entry.dirty = False  # retried when a new span of it arrives
+                self.errors.append(
+                    f"cannot write trace {short_id(trace_id)}: {_reason(exc)}; skipped"
+                )
         return out
 
     def _write(self, trace_id: str, entry: _Open, *, complete: bool) -> Path:
-        target = self.config.out_dir / f"{trace_id}.json"
+        target = self.config.out_dir / f"{file_stem(trace_id)}.json"
         trace = build_trace(
             list(entry.spans.values()),
             path=target,
@@ -219,3 +278,10 @@ class Collector:
         while True:
             await asyncio.sleep(interval)
             self.flush()
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 200 else text[:200] + "..."
