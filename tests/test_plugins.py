@@ -224,6 +224,52 @@ def test_import_reads_the_plugin_format(examples: dict[str, Example], tmp_path: 
     assert f"{bad}:3" in failed.stderr and "Traceback" not in failed.stderr
 
 
+def test_the_doc_importer_refuses_bytes_and_directories_in_one_line(
+    examples: dict[str, Example], tmp_path: Path
+) -> None:
+    site = examples["importer"].site
+    latin1 = tmp_path / "latin1.transcript"
+    latin1.write_bytes(b"TASK: x\nPlanner: caf\xe9\n")
+    for args in ((), ("--format", "transcript")):
+        failed = faultfinder(site, "import", str(latin1), *args)
+        assert failed.returncode == 1, failed.stderr
+        assert f"{latin1}:2" in failed.stderr and "not UTF-8" in failed.stderr
+        assert "Traceback" not in failed.stderr
+
+    # A file with a byte-order mark and Windows line ends reads as any other.
+    crlf = tmp_path / "crlf.transcript"
+    crlf.write_bytes(b"\xef\xbb\xbf" + TRANSCRIPT.replace("\n", "\r\n").encode())
+    read = faultfinder(site, "import", str(crlf))
+    assert read.returncode == 0 and "crlf: 3 steps, 2 agents" in read.stdout, read.stderr
+
+    folder = tmp_path / "runs.transcript"
+    folder.mkdir()
+    script = tmp_path / "load_folder.py"
+    script.write_text(
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from faultfinder.errors import TraceFormatError\n"
+        "from faultfinder.traces.importers import get_importer\n"
+        "try:\n"
+        "    get_importer('transcript').load(Path(sys.argv[1]))\n"
+        "except TraceFormatError as exc:\n"
+        "    print(exc)\n",
+        encoding="utf-8",
+    )
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
+    refused = subprocess.run(
+        [sys.executable, str(script), str(folder)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert refused.returncode == 0, refused.stderr
+    assert str(folder) in refused.stdout and "directory" in refused.stdout
+
+
 BROKEN_PYPROJECT = """[build-system]
 requires = ["hatchling>=1.24"]
 build-backend = "hatchling.build"

@@ -11,7 +11,10 @@ imports nothing. Third-party packages add their own through entry points in the 
 
 A component is imported the first time it is asked for. A plugin that cannot be imported
 is skipped with a warning naming it and the reason, never a crash; a plugin may not take a
-built-in's name (the built-in wins, with a warning).
+built-in's name (the built-in wins, with a warning). Where order matters (the importers
+asked to detect a file's format, the model APIs asked whether they handle a request) the
+built-ins come first, in the order listed here, then the plugins by name: a plugin adds a
+format or an API, it never takes a built-in's traffic.
 
 This module is a leaf: it imports nothing of faultfinder's but ``errors``.
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -54,23 +58,32 @@ class Entry:
 class Registry(Generic[T]):
     """Components of one kind by name: the built-ins listed here, then entry points."""
 
-    def __init__(self, kind: str, group: str, builtins: dict[str, str]) -> None:
+    def __init__(
+        self,
+        kind: str,
+        group: str,
+        builtins: dict[str, str],
+        check: Callable[[str, Any], str | None] | None = None,
+    ) -> None:
         self.kind = kind
         """What the components are, for messages ('method', 'trace format', …)."""
         self.group = group
         """The entry-point group third parties declare their components in."""
         self._builtins = dict(builtins)
+        self._check = check
+        """Given a name and what it imported, what is wrong with it (None: nothing)."""
         self._entries: dict[str, Entry] | None = None
         self._loaded: dict[str, T] = {}
         self._broken: set[str] = set()
 
     def entries(self) -> dict[str, Entry]:
-        """Every component by name, built-ins first, without importing any."""
+        """Every component by name, without importing any, in the order they are asked
+        in: the built-ins in the order listed here, then the plugins by name."""
         if self._entries is None:
             found = {name: Entry(name, target, BUILTIN) for name, target in self._builtins.items()}
-            for ep in _entry_points(self.group):
-                dist = ep.dist
-                origin = f"plugin {dist.name} {dist.version}" if dist else "plugin"
+            points = _entry_points(self.group)
+            for ep in sorted(points, key=lambda p: (p.name, _origin(p), p.value)):
+                origin = _origin(ep)
                 if ep.name in found:
                     first = found[ep.name]
                     if first.origin != origin or first.target != ep.value:
@@ -93,13 +106,14 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         """The component registered as ``name``, imported on first use. An unknown name
-        raises UnknownNameError (with a 'did you mean'); a plugin that cannot be imported
-        raises ConfigError naming the plugin and the reason."""
+        raises UnknownNameError (with a 'did you mean' among the components that load); a
+        plugin that cannot be imported, or that the registry's check refuses, raises
+        ConfigError naming the plugin and the reason."""
         if name in self._loaded:
             return self._loaded[name]
         entries = self.entries()
         if name not in entries:
-            raise UnknownNameError(self.kind, name, list(entries))
+            raise UnknownNameError(self.kind, name, self.available())
         entry = entries[name]
         try:
             value: T = _load(entry.target)
@@ -110,23 +124,68 @@ class Registry(Generic[T]):
                 f"The {self.kind} '{name}' from {entry.origin} ({entry.target}) could not be "
                 f"loaded: {type(exc).__name__}: {exc}. Reinstall or remove that package."
             ) from None
+        problem = self._check(name, value) if self._check is not None else None
+        if problem is not None:
+            if entry.origin == BUILTIN:
+                raise ConfigError(f"The {self.kind} '{name}' ({entry.target}) {problem}.")
+            raise ConfigError(
+                f"The {self.kind} '{name}' from {entry.origin} ({entry.target}) {problem}. "
+                "Fix or remove that package."
+            )
         self._loaded[name] = value
         return value
 
     def load_all(self) -> dict[str, T]:
-        """Every component that imports, by name; a plugin that does not is skipped with a
-        warning naming it (once)."""
+        """Every component that loads, in the order of :meth:`entries` (built-ins first,
+        then plugins by name); a plugin that does not load, or that the check refuses, is
+        skipped with a warning naming it (once)."""
         result: dict[str, T] = {}
-        for name, entry in sorted(self.entries().items()):
+        for name, entry in self.entries().items():
             try:
                 result[name] = self.get(name)
             except ConfigError as exc:
                 if entry.origin == BUILTIN:
                     raise
-                if name not in self._broken:
-                    self._broken.add(name)
-                    _warn(str(exc))
+                self._warn_once(name, str(exc))
         return result
+
+    def available(self) -> list[str]:
+        """The names that can be used, sorted: every built-in, and each plugin that loads
+        (one that does not is left out, with its warning). Imports the plugins only."""
+        usable: list[str] = []
+        for name, entry in self.entries().items():
+            if entry.origin != BUILTIN:
+                try:
+                    self.get(name)
+                except ConfigError as exc:
+                    self._warn_once(name, str(exc))
+                    continue
+            usable.append(name)
+        return sorted(usable)
+
+    def skip(self, name: str, action: str, exc: Exception) -> bool:
+        """A loaded plugin's ``action`` (``"detect()"``...) raised ``exc``: warn once, naming
+        the plugin and its package, and return True; the caller skips it. False for a
+        built-in (or an unknown name): its error is a bug to show, the caller re-raises."""
+        entry = self.entries().get(name)
+        if entry is None or entry.origin == BUILTIN:
+            return False
+        self._warn_once(
+            name,
+            f"The {self.kind} '{name}' from {entry.origin} ({entry.target}) was skipped: its "
+            f"{action} raised {type(exc).__name__}: {exc}. Report it to that package's authors.",
+        )
+        return True
+
+    def skipped(self, name: str) -> bool:
+        """True once a plugin has been skipped with a warning (:meth:`skip`, or a failed
+        load)."""
+        return name in self._broken
+
+    def _warn_once(self, name: str, message: str) -> None:
+        if name not in self._broken:
+            self._broken.add(name)
+            _warn(message)
 
     def add(self, name: str, value: T, origin: str = "in-process") -> None:
         """Register a component from running code (a test double, a notebook): it is
@@ -157,6 +216,11 @@ def _entry_points(group: str) -> list[metadata.EntryPoint]:
         return []
 
 
+def _origin(ep: metadata.EntryPoint) -> str:
+    dist = ep.dist
+    return f"plugin {dist.name} {dist.version}" if dist else "plugin"
+
+
 def _load(target: str) -> Any:
     module_name, _, attr = target.partition(":")
     value: Any = importlib.import_module(module_name)
@@ -170,6 +234,15 @@ def _warn(message: str) -> None:
 
 
 # -- the built-ins -------------------------------------------------------------------------
+
+
+def _method_name_problem(name: str, cls: Any) -> str | None:
+    """What is wrong with the method class registered as ``name``: a name of its own."""
+    own = getattr(cls, "name", None)
+    if own == name:
+        return None
+    return f"calls itself '{own}': the entry point's name must be the class's `name`"
+
 
 METHODS: Registry[type[Method]] = Registry(
     "method",
@@ -187,6 +260,7 @@ METHODS: Registry[type[Method]] = Registry(
         "shortlist": "faultfinder.methods.shortlist:ShortlistMethod",
         "compose": "faultfinder.methods.compose:ComposeMethod",
     },
+    check=_method_name_problem,
 )
 """Attribution methods: classes following ``faultfinder.judging.method.Method``."""
 
@@ -240,19 +314,14 @@ APIS: Registry[type[Any]] = Registry(
 
 
 def method_class(name: str) -> type[Method]:
-    """The method class registered as ``name`` (without a preset)."""
-    cls = METHODS.get(name)
-    if getattr(cls, "name", None) != name:
-        raise ConfigError(
-            f"The method registered as '{name}' ({METHODS.entries()[name].target}) calls "
-            f"itself '{getattr(cls, 'name', None)}': the entry point's name must be the "
-            "class's `name`."
-        )
-    return cls
+    """The method class registered as ``name`` (without a preset); a class whose own
+    ``name`` differs is refused (ConfigError)."""
+    return METHODS.get(name)
 
 
 def methods() -> dict[str, type[Method]]:
-    """Every method that loads, by name (a broken plugin is skipped with a warning)."""
+    """Every method that loads, by name (a broken plugin, or one registered under a name
+    that is not its class's, is skipped with a warning)."""
     return METHODS.load_all()
 
 

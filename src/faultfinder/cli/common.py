@@ -45,6 +45,35 @@ SEED = click.IntRange(min=0)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class LazyHelpOption(click.Option):
+    """An option whose help text is made only when a ``--help`` shows it
+    (``help_text=callable``): a text listing plugins then costs nothing to commands that
+    run, nor to their import."""
+
+    def __init__(self, *args: Any, help_text: Callable[[], str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._help_text = help_text
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        self.help = self._help_text()
+        return super().get_help_record(ctx)
+
+
+def model_help() -> str:
+    """--model's help: the built-in backend kinds, then those installed plugins declare
+    (read from their entry points' names; no plugin is imported)."""
+    from faultfinder.registry import BACKENDS as FACTORIES
+    from faultfinder.registry import BUILTIN
+
+    kinds = [f"{kind}: {text}" for kind, text in BACKENDS.items()]
+    kinds += [
+        f"{kind}: {kind}:MODEL ({entry.origin})"
+        for kind, entry in FACTORIES.entries().items()
+        if entry.origin != BUILTIN and kind not in BACKENDS
+    ]
+    return "Model spec. " + "; ".join(kinds)
+
+
 @overload
 def model_options(fn: F, *, timeout_flag: str = "--timeout") -> F: ...
 @overload
@@ -60,7 +89,8 @@ def model_options(fn: Callable[..., Any] | None = None, *, timeout_flag: str = "
             "model",
             default="local",
             show_default=True,
-            help="Model spec. " + "; ".join(f"{k}: {v}" for k, v in BACKENDS.items()),
+            cls=LazyHelpOption,
+            help_text=model_help,
         ),
         click.option(
             "--base-url",

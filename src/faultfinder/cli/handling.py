@@ -4,10 +4,11 @@ so commands that only list things start fast."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -37,9 +38,7 @@ def pass_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with warnings.catch_warnings():
-            warnings.simplefilter("always", FaultfinderWarning)
-            warnings.showwarning = _show_warning
+        with warning_lines():
             try:
                 return fn(*args, **kwargs)
             except BudgetExceededError as exc:
@@ -50,6 +49,27 @@ def pass_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
                 raise click.ClickException(str(exc)) from None
 
     return wrapper
+
+
+@contextlib.contextmanager
+def warning_lines() -> Iterator[None]:
+    """Within it, each FaultfinderWarning is one 'warning:' line on stderr, every time it
+    is raised (what a command does while it runs)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", FaultfinderWarning)
+        warnings.showwarning = _show_warning
+        yield
+
+
+def show_warnings_as_lines() -> None:
+    """Show FaultfinderWarnings as one 'warning:' line for the rest of the process, also
+    where :func:`pass_errors` does not reach: while click parses the command line (an
+    option's callback), renders a ``--help`` text, or imports a command's module. Other
+    warnings are shown as Python shows them. Installed when this module is imported, that
+    is by every command's module before the command parses anything; a repeated warning
+    is shown once there (Python's default), a plugin's load failure is raised only once
+    anyway (faultfinder.registry)."""
+    warnings.showwarning = _show_warning
 
 
 def _show_warning(
@@ -87,3 +107,6 @@ class InputPath(click.Path):
             name = param.human_readable_name if param is not None else "path"
             raise MissingInputError(f"{name}: {os.fspath(value)!r} does not exist.")
         return super().convert(value, param, ctx)
+
+
+show_warnings_as_lines()

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from faultfinder.cli.common import pass_errors, strict_option
+from faultfinder.cli.common import LazyHelpOption, pass_errors, strict_option
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.kinds import explained
 from faultfinder.cli.terminal import safe
@@ -115,6 +115,8 @@ def warn_if_empty(traces: list[Trace]) -> None:
 
 
 def _format_help() -> str:
+    """--format's help: every importer's summary. Made when the help is shown, not when
+    this module is imported: it imports every importer, the plugins' too."""
     return "Input format (default: detect). " + "; ".join(
         f"{name}: {cls.summary}" for name, cls in importers().items()
     )
@@ -122,7 +124,7 @@ def _format_help() -> str:
 
 @click.command("import")
 @click.argument("path", type=InputPath(), required=False)
-@click.option("--format", "trace_format", default=None, help=_format_help())
+@click.option("--format", "trace_format", default=None, cls=LazyHelpOption, help_text=_format_help)
 @click.option(
     "--out",
     "out",

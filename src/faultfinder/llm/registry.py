@@ -68,9 +68,9 @@ def make_backend(
         if not rest:
             raise ConfigError(
                 f"Unknown model '{spec}': write KIND:NAME, e.g. openai:{spec}. "
-                f"Kinds: {', '.join(FACTORIES.names())}."
+                f"Kinds: {', '.join(FACTORIES.available())}."
             )
-        raise UnknownNameError("model backend", kind, FACTORIES.names())
+        raise UnknownNameError("model backend", kind, FACTORIES.available())
     factory: BackendFactory = FACTORIES.get(kind)
     return factory(rest, base_url=base_url, api_key=api_key, api_key_env=api_key_env, **options)
 

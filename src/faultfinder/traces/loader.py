@@ -43,7 +43,7 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
         raise TraceFormatError(str(p), "(file)", "empty directory")
     if format and format != "faultfinder":
         importer = get_importer(format)
-        if p.is_dir() and not _detects(importer, p):
+        if p.is_dir() and not _detects(format, importer, p):
             # A folder of files in this format (OTLP exports, Langfuse traces...).
             files = [f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")]
             return _each(files, format, options)
@@ -63,7 +63,7 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
     if format is None:
         for name, cls in importers().items():
             importer = cls()
-            if _detects(importer, p):
+            if _detects(name, importer, p):
                 return list(importer.load(p, **options))
             tried.append(name)
     if p.is_dir():
@@ -98,12 +98,23 @@ def load_trace(
     return traces[0]
 
 
-def _detects(importer: Any, path: Path) -> bool:
-    # Detection only looks; a file it cannot read is simply not this importer's format.
+def _detects(name: str, importer: Any, path: Path) -> bool:
+    """True when the importer registered as ``name`` recognises ``path``. Detection only
+    looks: a file it cannot read is simply not this importer's format. A plugin whose
+    detect() fails otherwise (a bug of its own) is skipped from then on, with one warning
+    naming it and its package, and detection goes on; a built-in's bug is raised."""
+    from faultfinder.registry import IMPORTERS
+
+    if IMPORTERS.skipped(name):
+        return False
     try:
         return bool(importer.detect(path))
     except (TraceFormatError, OSError, ValueError, RecursionError):
         return False
+    except Exception as exc:
+        if IMPORTERS.skip(name, "detect()", exc):
+            return False
+        raise
 
 
 def _try_json(line: str) -> Any:
