@@ -368,7 +368,9 @@ def test_recording_survives_the_program_crashing(tmp_path: Path) -> None:
         meta.exit_code == 3 and meta.final_answer == "42" and meta.command[-1].endswith("crash.py")
     )
     assert meta.upstream == url and meta.started_at and meta.ended_at
-    assert saved["metadata"]["outcome"] == "success"
+    # The right answer printed before a crash does not make the run a success.
+    assert saved["metadata"]["outcome"] == "failure"
+    assert saved["metadata"]["outcome_reason"] == "program exited 3"
     assert (run_dir / "stdout.txt").read_text().strip() == "FINAL ANSWER: 42"
 
 

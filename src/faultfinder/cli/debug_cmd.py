@@ -279,13 +279,29 @@ def debug(
     _debug_exit(rows, upstreams)
 
 
+def trial_status(row: Any) -> str:
+    """A DoVer row's trial as a case of docs/exit-codes.md: 'budget-exceeded', 'error'
+    (the trial or its method errored), 'unparsed' (the method's hypothesis or the
+    intervention was unreadable), else 'ok' (a verdict, or a readable 'no failure')."""
+    if row.status in ("budget-exceeded", "error"):
+        return str(row.status)
+    if row.status == "no-hypothesis":
+        method_status = row.hypothesis.status
+        if method_status in ("error", "budget-exceeded"):
+            return str(method_status)
+        return "unparsed" if method_status in exitcodes.UNPARSED_STATUSES else "ok"
+    if row.status == "no-intervention":
+        return "unparsed"
+    return "ok"
+
+
 def _debug_exit(rows: list[Any], upstreams: dict[str, str]) -> None:
-    """Exit 5 when some trial ran out of its --budget-tokens, else 4 when a replayed
-    program failed (non-zero exit or timeout), else 1 when a replay could not run at all
+    """Exit 5 when some trial ran out of its --budget-tokens, else 4 when a trial errored
+    or a replayed program failed (non-zero exit or timeout), else 1 when a replay could
+    not run at all, else 3 when a trial's hypothesis or intervention stayed unparsed
     (docs/exit-codes.md); live calls that failed are named either way."""
-    over = sum(row.status == "budget-exceeded" for row in rows)
-    if over:
-        counts = exitcodes.CaseCounts(total=len(rows), budget_exceeded=over)
+    counts = exitcodes.CaseCounts.of(trial_status(row) for row in rows)
+    if counts.budget_exceeded or counts.errored:
         click.echo(counts.message("trial"), err=True)
         click.get_current_context().exit(counts.exit_code)
     replays = [r for row in rows for r in row.repeats]
@@ -303,6 +319,9 @@ def _debug_exit(rows: list[Any], upstreams: dict[str, str]) -> None:
             err=True,
         )
         click.get_current_context().exit(exitcodes.FAILURE)
+    if counts.unparsed:
+        click.echo(counts.message("trial"), err=True)
+        click.get_current_context().exit(counts.exit_code)
 
 
 @click.command("debug-report")
@@ -311,9 +330,12 @@ def _debug_exit(rows: list[Any], upstreams: dict[str, str]) -> None:
 @pass_errors
 def debug_report(paths: tuple[str, ...], as_json: bool) -> None:
     """Aggregate DoVer result rows: trial success rate, progress made, verdicts."""
+    from faultfinder.cli.kinds import explained
     from faultfinder.dover.report import aggregate, format_summary, read_rows
 
-    summary = aggregate(read_rows(paths))
+    with explained(paths, "dover", "DoVer result rows (from faultfinder debug or verify-edit)"):
+        rows = read_rows(paths)
+    summary = aggregate(rows)
     click.echo(summary.model_dump_json(indent=2) if as_json else format_summary(summary))
 
 
@@ -431,12 +453,20 @@ def check(
     )
     branches = [item.branch for item in result.candidates if item.branch]
     reports = {branch: branch_report(branch) for branch in branches}
+    if result.replayed and not branches:
+        # Nothing was replayed (no candidate, or none could run): say so in the row too.
+        result.replayed = False
+        result.why += (
+            "; nothing was replayed: no candidates were proposed"
+            if not result.candidates
+            else "; nothing was replayed: no candidate's replay could run"
+        )
     if out_path:
         with Path(out_path).open("a", encoding="utf-8") as handle:
             handle.write(result.model_dump_json() + "\n")
     if as_json:
         click.echo(result.model_dump_json(indent=2))
-        _check_exit(result.stopped, reports, upstreams)
+        _check_exit(result, reports, upstreams)
         return
     static = result.static
     stated = "" if result.confidence is None else f" (confidence {result.confidence:.2f})"
@@ -464,17 +494,43 @@ def check(
                 state += f"; the program FAILED (exit status {replayed.program_exit_code})"
         click.echo(f"{head} (was #{item.rank + 1}, score {item.score}): {state}")
     click.echo(f"verdict: {result.agent} @ step {result.step}")
-    _check_exit(result.stopped, reports, upstreams)
+    _check_exit(result, reports, upstreams)
+
+
+def check_status(result: Any) -> str:
+    """The check's one case as in docs/exit-codes.md: 'ok' when it has a readable verdict
+    (a candidate judged after its replay, or the static method's readable attribution),
+    else the static method's own status ('unparsed', 'error'...), 'unparsed' when it
+    named no step at all."""
+    if any(item.observation is not None for item in result.candidates):
+        return "ok"
+    status = str(result.static.get("status") or "ok")
+    if status == "no-error-found":
+        return "ok"
+    if result.step is None or status in exitcodes.UNPARSED_STATUSES:
+        return "unparsed" if status == "ok" else status
+    return status
 
 
 def _check_exit(
-    stopped: str | None, reports: dict[str, ReplayReport | None], upstreams: dict[str, str]
+    result: Any, reports: dict[str, ReplayReport | None], upstreams: dict[str, str]
 ) -> None:
     """Exit 5 when the check's token budget stopped it, else 4 when a candidate's replayed
-    program failed on its own (being stopped after the window is not a failure); live
-    calls that failed are named either way (docs/exit-codes.md)."""
-    if stopped:
-        click.echo(f"exit 5: the check stopped early: {stopped}", err=True)
+    program failed on its own (being stopped after the window is not a failure) or the
+    static method errored, else 3 when the check has no readable verdict (the static
+    method's answer unparsed and no candidate judged); live calls that failed are named
+    either way (docs/exit-codes.md)."""
+    if result.stopped:
+        click.echo(f"exit 5: the check stopped early: {result.stopped}", err=True)
         click.get_current_context().exit(exitcodes.BUDGET_EXCEEDED)
     failed = [r.program_exit_code for r in reports.values() if r is not None and r.program_failed]
     exit_if_replays_failed(len(reports), failed, list(reports), upstreams)
+    counts = exitcodes.CaseCounts.of([check_status(result)])
+    if counts.exit_code:
+        static = result.static
+        click.echo(
+            f"{counts.message('check')} (the static method {result.method} answered "
+            f"{static.get('status')!r}; {len(result.candidates)} candidate(s), none judged)",
+            err=True,
+        )
+        click.get_current_context().exit(counts.exit_code)

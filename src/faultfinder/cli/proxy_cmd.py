@@ -21,12 +21,13 @@ from faultfinder.cli.proxy_options import (
     run_dir_in,
     warn_if_exposed,
 )
-from faultfinder.cli.replay_cmd import replay_options
+from faultfinder.cli.replay_cmd import replay_options, report_lines
 from faultfinder.errors import ConfigError
 from faultfinder.replay.httpserver import LOOPBACK
 from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
 from faultfinder.replay.recorder import (
     BRANCHES_DIR,
+    REPORT_FILE,
     RunMeta,
     RunStore,
     load_calls,
@@ -36,7 +37,7 @@ from faultfinder.replay.recorder import (
     utcnow,
 )
 from faultfinder.replay.replayer import ReplayPlan
-from faultfinder.replay.session import run_redactor, run_sync
+from faultfinder.replay.session import rescrub_run, run_redactor, run_sync
 from faultfinder.replay.trust import replay_upstream, replay_upstreams, require_api_upstreams
 
 
@@ -97,7 +98,10 @@ def proxy(
         if upstream:
             require_api_upstreams(parent, upstream, api_upstream)
         replay = replay_options(at, edit, None, edit_input, "replace-last-user", "fail")
-        plan = ReplayPlan(load_calls(replay_dir), replay)
+        try:
+            plan = ReplayPlan(load_calls(replay_dir), replay)
+        except ValueError as exc:
+            raise ConfigError(f"{replay_dir}: {exc}") from None
         run_dir = run_dir_in(str(Path(replay_dir) / BRANCHES_DIR), run_id, new_run_id("b"))
         meta = RunMeta(
             run_id=run_dir.name,
@@ -158,13 +162,20 @@ async def _serve_proxy(
     finally:
         meta.ended_at = utcnow()
         store.write_meta(meta)
-        if plan is not None:
-            report = store.redactor.data(plan.finish().model_dump(mode="json"))
-            (run_dir / "report.json").write_text(
-                json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8"
+        report = plan.finish() if plan is not None else None
+        if report is not None:
+            clean = store.redactor.data(report.model_dump(mode="json"))
+            (run_dir / REPORT_FILE).write_text(
+                json.dumps(clean, indent=2, ensure_ascii=False), encoding="utf-8"
             )
+        rescrub_run(run_dir, store.redactor)
         if store.steps_path.exists():
             trace = rebuild_trace(run_dir)
+            if report is not None:
+                # What the replay did, as `replay` says it: live calls, blocked requests,
+                # divergences, the edit.
+                for line in report_lines(report, run_dir, trace):
+                    click.echo(store.redactor.text(line), err=True)
             steps = plural(len(trace.steps), "step")
             click.echo(f"wrote {run_dir / 'trace.json'} ({steps})", err=True)
         else:

@@ -100,7 +100,11 @@ def record(
     for line in recording_notes(outcome.meta, outcome.run_dir, len(trace.steps)):
         click.echo(line, err=True)
     if trace.metadata.get("outcome"):
-        click.echo(f"final answer {trace.final_answer!r}: {trace.metadata['outcome']}", err=True)
+        reason = trace.metadata.get("outcome_reason")
+        why = f" ({reason})" if reason else ""
+        click.echo(
+            f"final answer {trace.final_answer!r}: {trace.metadata['outcome']}{why}", err=True
+        )
     code = outcome.child.exit_code
     if code:
         sys.exit(code if code > 0 else 1)

@@ -27,6 +27,7 @@ from faultfinder.replay.outcome import answers_match
 from faultfinder.replay.replayer import ReplayOptions
 from faultfinder.replay.report import ReplayReport
 from faultfinder.replay.session import ReplayOutcome, replay_run, run_sync
+from faultfinder.traces.schema import Trace
 
 DIVERGED_EXIT = 3
 """Exit status of a replay that diverged from its recording (policy 'fail')."""
@@ -81,8 +82,33 @@ def replay_options(
 
 def format_report(outcome: ReplayOutcome) -> str:
     """The human-readable summary `replay` prints."""
-    report: ReplayReport = outcome.report
-    lines = [f"branch:      {outcome.branch_dir}"]
+    lines = report_lines(outcome.report, outcome.branch_dir, outcome.trace)
+    report = outcome.report
+    state = ""
+    if report.program_failed:
+        state = " (the program FAILED" + (": timed out)" if report.program_timed_out else ")")
+    elif report.program_stopped:
+        state = " (stopped: live window used up)"
+    lines.append(f"exit status: {outcome.child.exit_code}{state}")
+    return "\n".join(lines)
+
+
+def edit_state(report: ReplayReport) -> str:
+    """What became of the edit: 'applied', or why not."""
+    if report.edit_error:
+        return f"could NOT be applied: {report.edit_error}"
+    if report.edit_applied:
+        return "applied"
+    if report.at_reached:
+        return "NOT applied (the step was reached, but no request carried the edited tool result)"
+    return "NOT applied (the program never reached it)"
+
+
+def report_lines(report: ReplayReport, branch_dir: Path, trace: Trace) -> list[str]:
+    """The summary of a replay branch (what was replayed, the edit, divergences, every
+    request that reached the upstream or was kept from it, the answer): printed by
+    `replay` and by `proxy --replay` when it stops."""
+    lines = [f"branch:      {branch_dir}"]
     if report.at is None:
         lines.append(
             f"replayed:    {report.reproduced}/{report.recorded_steps} recorded steps reproduced "
@@ -94,10 +120,7 @@ def format_report(outcome: ReplayOutcome) -> str:
             "reproduced from the recording"
         )
         if report.edit:
-            state = (
-                "applied" if report.edit_applied else "NOT applied (the program never reached it)"
-            )
-            lines.append(f"edit:        {state} at step {report.at}")
+            lines.append(f"edit:        {edit_state(report)} at step {report.at}")
     for position, divergence in enumerate(report.divergences):
         near = "" if divergence.step is None else f" (nearest recorded step {divergence.step})"
         lines.append(
@@ -131,7 +154,6 @@ def format_report(outcome: ReplayOutcome) -> str:
     if report.normalised_fields:
         fields = ", ".join(f"{k} ({'/'.join(v)})" for k, v in report.normalised_fields.items())
         lines.append(f"normalised:  {fields}")
-    trace = outcome.trace
     lines.append(f"steps:       {len(trace.steps)} in the branch trace")
     verdict = ""
     if trace.ground_truth is not None and trace.final_answer is not None:
@@ -140,19 +162,19 @@ def format_report(outcome: ReplayOutcome) -> str:
             if answers_match(trace.final_answer, trace.ground_truth)
             else " (does not match the reference)"
         )
+    failure = trace.metadata.get("program_failure")
+    if failure:
+        verdict += f" (not a success: {failure})"
     lines.append(f"answer:      {trace.final_answer!r}{verdict}")
-    state = ""
-    if report.program_failed:
-        state = " (the program FAILED" + (": timed out)" if report.program_timed_out else ")")
-    elif report.program_stopped:
-        state = " (stopped: live window used up)"
-    lines.append(f"exit status: {outcome.child.exit_code}{state}")
-    return "\n".join(lines)
+    return lines
 
 
 def replay_exit(report: ReplayReport, on_divergence: str) -> int:
-    """3 when the program diverged (policy 'fail'), 4 when the replayed program failed
-    (non-zero exit or timeout), else 0 (docs/exit-codes.md)."""
+    """1 when the edit could not be applied at its step (it did not fit the recorded
+    step), else 3 when the program diverged (policy 'fail'), else 4 when the replayed
+    program failed (non-zero exit or timeout), else 0 (docs/exit-codes.md)."""
+    if report.edit_error:
+        return exitcodes.FAILURE
     if report.divergences and on_divergence == "fail":
         return DIVERGED_EXIT
     if report.program_failed:
@@ -302,7 +324,12 @@ def replay(
         click.echo(format_report(outcome))
     code = replay_exit(outcome.report, on_divergence)
     note_live_errors([outcome.branch_dir], outcome.meta.upstreams)
-    if code == DIVERGED_EXIT:
+    if outcome.report.edit_error:
+        click.echo(
+            f"exit {code}: the edit could not be applied at step {at}: {outcome.report.edit_error}",
+            err=True,
+        )
+    elif code == DIVERGED_EXIT:
         click.echo(f"exit 3: the program diverged from the recording ({run_dir})", err=True)
     elif code:
         click.echo(

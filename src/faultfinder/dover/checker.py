@@ -28,6 +28,7 @@ from typing import Protocol
 
 from faultfinder.errors import ConfigError
 from faultfinder.replay.outcome import answers_match
+from faultfinder.traces.schema import Trace
 
 _VERDICT_WORD = re.compile(r"(pass|fail)\b")
 
@@ -104,6 +105,16 @@ class CommandChecker:
         if done.returncode in (0, 1):
             return CheckResult(done.returncode == 0, done.stdout.strip()[:500])
         return CheckResult(None, f"checker exited {done.returncode}: {done.stderr.strip()[-300:]}")
+
+
+def check_recorded(checker: Checker, trace: Trace, run_dir: str = "") -> CheckResult:
+    """Did the recorded run solve its task? Not when its program failed (exited
+    non-zero, was killed, timed out: the trace's ``program_failure``), whatever answer it
+    printed first; otherwise the checker decides."""
+    failure = trace.metadata.get("program_failure")
+    if failure:
+        return CheckResult(False, f"the recorded program failed ({failure})")
+    return checker.check(trace.final_answer, trace.ground_truth, task=trace.task, run_dir=run_dir)
 
 
 def make_checker(command: str | None) -> Checker:

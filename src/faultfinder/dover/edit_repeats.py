@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from faultfinder.dover.checker import Checker
+from faultfinder.dover.checker import Checker, check_recorded
 from faultfinder.dover.judge import judge_fulfilment
 from faultfinder.dover.models import DoverRow, Hypothesis, Intervention, RepeatResult, Trial
 from faultfinder.dover.verdict import classify, no_evidence, program_failure, trial_success
@@ -262,7 +262,7 @@ async def judge_repeats(
         reason += "; no judge model (--model), so fulfilment was not judged"
     rate = trial_success(results)
     temperatures = [t for r in results for t in r.temperatures]
-    check = checker.check(original.final_answer, original.ground_truth, task=original.task)
+    check = check_recorded(checker, original)
     row = DoverRow(
         run_dir=str(run_dir),
         trace_id=original.id,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from faultfinder.dover import prompts
-from faultfinder.dover.checker import Checker, ExactChecker
+from faultfinder.dover.checker import Checker, ExactChecker, check_recorded
 from faultfinder.dover.hypothesis import hypothesise
 from faultfinder.dover.intervene import orchestrator_of, propose, target_step
 from faultfinder.dover.judge import evaluate_milestones, extract_milestones
@@ -57,9 +57,7 @@ async def run_dover(
     if not trace.steps:
         raise FaultfinderError(f"{run_dir}: the recording has no steps to debug.")
     session = session or new_run_id("dover-")
-    original = checker.check(
-        trace.final_answer, trace.ground_truth, task=trace.task, run_dir=str(run_dir)
-    )
+    original = check_recorded(checker, trace, str(run_dir))
     if original.passed:
         row = _already_succeeded(trace, run_dir, llm, config, checker, original.detail)
         if out is not None:
@@ -167,9 +165,7 @@ async def debug_trial(
         "task": trace.task,
         "ground_truth": trace.ground_truth,
         "original_answer": trace.final_answer,
-        "original_success": context.checker.check(
-            trace.final_answer, trace.ground_truth, task=trace.task, run_dir=str(run_dir)
-        ).passed,
+        "original_success": check_recorded(context.checker, trace, str(run_dir)).passed,
         "checker": context.checker.name,
         "n_steps": len(trace.steps),
         "trial": trial,

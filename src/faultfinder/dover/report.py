@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from faultfinder.dover.models import DoverRow, RepeatResult
 from faultfinder.dover.verdict import TrialSuccess, trial_success
-from faultfinder.errors import FaultfinderError
+from faultfinder.errors import ConfigError
 from faultfinder.traces.io import split_lines
 from faultfinder.usage import Usage
 
@@ -68,20 +68,75 @@ class DoverSummary(BaseModel):
     """DoVer's own tokens (shared run-level calls counted once per run)."""
 
 
+OTHER_ROWS = {
+    "dynamic-check": "a `check` result (check --out), which `check` summarises itself",
+}
+"""Rows of other commands that may be given to ``debug-report`` by mistake."""
+
+
 def read_rows(paths: Iterable[str | Path]) -> list[DoverRow]:
+    """The DoVer rows of these JSONL files (``debug`` and ``verify-edit`` write them).
+
+    A file that holds none, is not UTF-8 text, or has a line that is not a DoVer row is
+    refused with one line naming the file (and the line, and why): an empty or wrong
+    file never passes for a set of trials that all went well."""
     rows: list[DoverRow] = []
     for path in paths:
-        text = Path(path).read_text(encoding="utf-8")
-        for number, line in enumerate(split_lines(text), start=1):
+        try:
+            text = Path(path).read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"{path}: not UTF-8 text (byte {exc.start}), so not DoVer result rows "
+                "(JSON lines written by faultfinder debug or verify-edit)"
+            ) from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+        found = 0
+        for number, line in enumerate(split_lines(text.lstrip("\ufeff")), start=1):
             if not line.strip():
                 continue
-            try:
-                data = json.loads(line)
-                if data.get("kind") == "dover":
-                    rows.append(DoverRow.model_validate(data))
-            except (json.JSONDecodeError, ValidationError) as exc:
-                raise FaultfinderError(f"{path}:{number}: not a DoVer row: {exc}") from None
+            rows.append(_row(path, number, line))
+            found += 1
+        if not found:
+            raise ConfigError(
+                f"{path}: empty: it holds no DoVer rows (faultfinder debug or verify-edit "
+                "writes them)"
+            )
     return rows
+
+
+def _row(path: str | Path, number: int, line: str) -> DoverRow:
+    where = f"{path}:{number}"
+    try:
+        data = json.loads(line)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+        raise ConfigError(f"{where}: not a DoVer row: not JSON ({reason})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: not a DoVer row: a JSON {_json_type(data)}, not an object")
+    kind = data.get("kind")
+    if kind != "dover":
+        other = OTHER_ROWS.get(str(kind))
+        what = f"it is {other}" if other else f"its kind is {kind!r}, not 'dover'"
+        raise ConfigError(f"{where}: not a DoVer row: {what}")
+    try:
+        return DoverRow.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "(row)"
+        raise ConfigError(f"{where}: not a DoVer row: field '{field}': {first['msg']}") from None
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return "number"
 
 
 def aggregate(rows: Sequence[DoverRow]) -> DoverSummary:

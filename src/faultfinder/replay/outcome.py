@@ -1,9 +1,14 @@
-"""A run's final answer and whether it matches the reference.
+"""A run's final answer, whether it matches the reference, and whether the program failed.
 
 A program states its answer by printing a line ``FINAL ANSWER: ...`` (the last such line
 counts). Matching is exact after normalisation: numbers compare as numbers (thousands
 separators, a currency sign or one unit word ignored), other answers compare after
 lower-casing and removing punctuation, articles and extra spaces.
+
+A run whose program failed (a non-zero exit status, killed by a signal, or stopped by the
+timeout) is never a success, whatever answer it printed before failing
+(:func:`program_failure`); a replay that faultfinder stopped because its live window was
+used up did not fail.
 """
 
 from __future__ import annotations
@@ -59,3 +64,19 @@ def answers_match(answer: str | None, reference: str) -> bool:
     if expected is not None and got is not None:
         return abs(got - expected) <= 1e-6 * max(1.0, abs(expected))
     return normalise_text(answer) == normalise_text(reference)
+
+
+def program_failure(
+    exit_code: int | None, *, killed: bool = False, timed_out: bool = False
+) -> str | None:
+    """Why the recorded (or replayed) program failed, or None when it did not: 'program
+    exited 3', 'program killed by signal 9', 'program timed out'. A program stopped by
+    faultfinder without a timeout (the replay's live window used up) did not fail, and
+    one that never ran (``exit_code`` None) says nothing."""
+    if timed_out:
+        return "program timed out"
+    if exit_code is None or exit_code == 0 or killed:
+        return None
+    if exit_code < 0:
+        return f"program killed by signal {-exit_code}"
+    return f"program exited {exit_code}"

@@ -21,6 +21,7 @@ import os
 import time
 from collections.abc import Callable
 from typing import Any, Self
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from pydantic import BaseModel, Field
@@ -127,6 +128,9 @@ class RecordingProxy(Endpoint):
                     "set it, or leave the option out to forward the client's own key."
                 )
             self.redactor.add(self.upstream_key)
+        # Credentials in an upstream URL (user info, ?api-key=...) are secrets of the run.
+        for base in (config.upstream, *config.upstreams.values()):
+            self.redactor.url(base)
         # Replies by id, for requests that name an earlier reply (previous_response_id):
         # in a replay, the recording's replies are known from the start.
         self.chains = remember_calls(plan.recorded) if plan is not None else Chains()
@@ -191,9 +195,7 @@ class RecordingProxy(Endpoint):
         return self.config.upstream
 
     def _upstream_url(self, base: str, path: str, query: str) -> str:
-        base = base.rstrip("/")
-        rest = path[3:] if path.startswith("/v1/") or path == "/v1" else path
-        return base + rest + (f"?{query}" if query else "")
+        return upstream_url(base, path, query)
 
     def _headers(self, request: Request, adapter: WireAdapter | None) -> dict[str, str]:
         headers = {
@@ -426,7 +428,7 @@ class RecordingProxy(Endpoint):
         try:
             upstream = await self._client.send(upstream_request, stream=stream)
         except httpx.HTTPError as exc:
-            message = f"faultfinder proxy: upstream {url} unreachable: {exc}"
+            message = f"faultfinder proxy: upstream {self.redactor.url(url)} unreachable: {exc}"
             self._sent_live(live)
             record(None, 502, message, sent)
             return self._error(adapter, 502, message)
@@ -460,6 +462,17 @@ class RecordingProxy(Endpoint):
             record(payload, sent=sent)
             self._live_done()
         return Response(200, _content_type(upstream), content)
+
+
+def upstream_url(base: str, path: str, query: str) -> str:
+    """Where a request on ``path`` (as the client sent it, ``/v1`` and all) with ``query``
+    goes, for an upstream whose base URL is ``base``: the path after the base's own path,
+    and the base's query (``?api-version=...``, ``?api-key=...``) before the request's.
+    A fragment of the base is dropped."""
+    parts = urlsplit(base)
+    rest = path[3:] if path.startswith("/v1/") or path == "/v1" else path
+    joined = "&".join(q for q in (parts.query, query) if q)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + rest, joined, ""))
 
 
 def _content_type(upstream: httpx.Response) -> list[tuple[str, str]]:

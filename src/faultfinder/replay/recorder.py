@@ -32,7 +32,7 @@ from faultfinder.errors import TraceFormatError
 from faultfinder.redact import Redactor, redact_argv
 from faultfinder.replay.canonical import canonical_reply, canonical_requests
 from faultfinder.replay.matching import content_text, system_prompt
-from faultfinder.replay.outcome import answers_match, final_answer_from_output
+from faultfinder.replay.outcome import answers_match, final_answer_from_output, program_failure
 from faultfinder.traces.io import split_lines, write_trace
 from faultfinder.traces.schema import Agent, SourceInfo, Step, ToolCall, ToolResult, Trace
 from faultfinder.usage import Usage
@@ -135,6 +135,9 @@ class RunMeta(BaseModel):
     'METHOD path' (e.g. 'GET /v1/models': 1)."""
     killed: bool = False
     """The program was stopped by faultfinder (replay window reached or timeout)."""
+    timed_out: bool = False
+    """The program ran past ``--timeout`` and was stopped (a failure, unlike being
+    stopped once the replay window was used up)."""
     task: str | None = None
     """The task, when given (else the trace takes the first user message)."""
     ground_truth: str | None = None
@@ -425,8 +428,15 @@ def build_trace(directory: str | Path, meta: RunMeta | None = None) -> Trace:
         metadata["parent"] = meta.parent
     if meta.replay:
         metadata["replay"] = meta.replay
-    if meta.ground_truth is not None and final is not None:
-        metadata["outcome"] = "success" if answers_match(final, meta.ground_truth) else "failure"
+    failure = program_failure(meta.exit_code, killed=meta.killed, timed_out=meta.timed_out)
+    if failure is not None:
+        metadata["program_failure"] = failure
+    if meta.ground_truth is not None and (final is not None or failure is not None):
+        # A program that failed did not solve its task, whatever answer it printed first.
+        matched = final is not None and answers_match(final, meta.ground_truth)
+        metadata["outcome"] = "success" if matched and failure is None else "failure"
+        if failure is not None:
+            metadata["outcome_reason"] = failure
     trace_id = (
         meta.run_id if meta.kind == "recording" else f"{Path(meta.parent or '').name}/{meta.run_id}"
     )

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from faultfinder.errors import ConfigError
 from faultfinder.replay.apis import Chains, WireAdapter
 from faultfinder.replay.apis.chat import ChatAdapter
 from faultfinder.replay.canonical import adapter_of, canonical_reply, canonical_requests
@@ -46,18 +47,24 @@ from faultfinder.replay.recorder import Origin, RecordedCall
 from faultfinder.replay.report import Divergence, LiveRequest, ReplayReport
 
 __all__ = [
+    "EDIT_ERROR_STATUS",
     "REFUSAL_STATUS",
     "Decision",
     "Edit",
     "ReplayOptions",
     "ReplayPlan",
     "apply_input_edit",
+    "edit_problem",
     "edited_response",
 ]
 
 REFUSAL_STATUS = 422
 """Status of a refused replay call. OpenAI's SDK (and SDK-based frameworks) retry 408,
 409, 429 and 5xx; 422 is not retried, and ``x-should-retry: false`` says so explicitly."""
+
+EDIT_ERROR_STATUS = 400
+"""Status of the call at step ``at`` when its edit cannot be applied (a bad request, not
+retried: ``x-should-retry: false``)."""
 
 DivergencePolicy = Literal["fail", "live"]
 
@@ -134,6 +141,10 @@ class ReplayPlan:
             raise ValueError(
                 f"step {options.at} is outside the recording (steps 0..{len(self.recorded) - 1})"
             )
+        if options.at is not None and options.edit is not None:
+            problem = edit_problem(self.recorded[options.at], options.edit)
+            if problem is not None:
+                raise ValueError(f"the edit cannot be applied at step {options.at}: {problem}")
         self.matcher = options.matcher()
         self._fields: dict[str, set[str]] = {}
         self.canonical = canonical_requests(self.recorded)
@@ -291,10 +302,40 @@ class ReplayPlan:
         self, adapter: WireAdapter, recorded: RecordedCall, step: int, body: dict[str, Any]
     ) -> Decision:
         self._at_reached = True
+        self.report.at_reached = True
         edit = self.options.edit
-        self.report.edit_applied = edit is not None and edit.kind != "tool_result"
         if edit is None:
             return self._live(adapter, body, "live", recorded, step, "re-run live from this step")
+        try:
+            decision = self._apply_edit(adapter, edit, recorded, step, body)
+        except (ConfigError, ValueError) as exc:
+            # Checked before the program ran (edit_problem), so this is rare: the program
+            # gets an error no client retries, saying why, and the report says so too.
+            reason = str(exc)
+            self.report.edit_applied = False
+            self.report.edit_error = reason
+            self.report.refused_calls += 1
+            return Decision(
+                "reject",
+                "edited",
+                recorded,
+                step,
+                status=EDIT_ERROR_STATUS,
+                message=f"faultfinder replay: the edit at step {step} cannot be applied: {reason}",
+                note="edit not applied",
+            )
+        # A tool-result edit is applied once a request carries the result (see _live).
+        self.report.edit_applied = edit.kind != "tool_result" or self.report.edit_applied
+        return decision
+
+    def _apply_edit(
+        self,
+        adapter: WireAdapter,
+        edit: Edit,
+        recorded: RecordedCall,
+        step: int,
+        body: dict[str, Any],
+    ) -> Decision:
         if edit.kind == "input":
             assert edit.input is not None
             changed = adapter.edit_input(body, edit.input, edit.input_mode)
@@ -426,3 +467,18 @@ def edited_response(recorded: RecordedCall, edit: Edit) -> dict[str, Any]:
         reply.message if reply else None, edit.output, edit.tool_calls, edit.tool_call_changes
     )
     return adapter.with_reply(recorded.response or {}, message)
+
+
+def edit_problem(recorded: RecordedCall, edit: Edit) -> str | None:
+    """Why ``edit`` cannot be applied to the recorded step ``recorded`` (a tool call or
+    tool result it names that the step's reply does not have, arguments to patch that are
+    not a JSON object...), or None when it can: checked before the program runs."""
+    try:
+        if edit.kind in ("output", "tool_call"):
+            edited_response(recorded, edit)
+        elif edit.kind == "tool_result" and edit.tool_result is not None:
+            reply = canonical_reply(recorded)
+            tool_result_target(edit.tool_result, reply.message if reply else None)
+    except (ConfigError, ValueError) as exc:
+        return str(exc)
+    return None

@@ -76,7 +76,13 @@ class ReplayReport(BaseModel):
     edit: dict[str, Any] | None = None
     """The edit, as given."""
     edit_applied: bool = False
-    """The program reached step ``at`` with the recorded request and got the edit."""
+    """The program reached step ``at`` with the recorded request and got the edit (a
+    tool-result edit: a request carried the edited result)."""
+    at_reached: bool = False
+    """The program reached step ``at`` with the recorded request (edit applied or not)."""
+    edit_error: str | None = None
+    """Why the edit could not be applied when step ``at`` was reached (the call was
+    refused with HTTP 400 and ``x-should-retry: false``); None otherwise."""
     live_calls: int = 0
     """Every request that reached the upstream during the replay, whatever its path:
     model calls answered live and forwarded non-model requests (``live``)."""

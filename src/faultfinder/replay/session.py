@@ -24,6 +24,7 @@ from faultfinder.replay.proxy import Passthrough, ProxyConfig, RecordingProxy
 from faultfinder.replay.recorder import (
     BRANCHES_DIR,
     REPORT_FILE,
+    STEPS_FILE,
     RunMeta,
     RunStore,
     finish_meta,
@@ -156,7 +157,9 @@ async def _tee(
     echo: IO[bytes] | None,
     redactor: Redactor,
 ) -> bytes:
-    """Copy a stream to ``sink`` (and ``echo``) line by line, secrets scrubbed."""
+    """Copy a stream to ``sink`` (and ``echo``) line by line, scrubbed of the secrets
+    known so far; returns what the program wrote, unscrubbed (it is scrubbed again, with
+    every secret learned during the run, before it is kept: :func:`rescrub_file`)."""
     if stream is None:
         return b""
     parts: list[bytes] = []
@@ -164,6 +167,7 @@ async def _tee(
     while True:
         data = await stream.read(65536)
         if data:
+            parts.append(data)
             pending += data
             # Whole lines only (a secret is never split), '\r' too (progress bars).
             cut = max(pending.rfind(b"\n"), pending.rfind(b"\r")) + 1
@@ -174,7 +178,6 @@ async def _tee(
             ready, pending = pending, b""
         if ready:
             clean = redactor.text(ready.decode("utf-8", errors="replace")).encode("utf-8")
-            parts.append(clean)
             sink.write(clean)
             sink.flush()
             if echo is not None:
@@ -183,6 +186,62 @@ async def _tee(
         if not data:
             break
     return b"".join(parts)
+
+
+OUTPUT_FILES = ("stdout.txt", "stderr.txt")
+"""The program's output, kept in the run directory."""
+
+
+def _replace_file(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    tmp.replace(path)
+
+
+def rescrub_file(path: Path, redactor: Redactor) -> None:
+    """Scrub a file of the run again with every secret learned so far: a key the program
+    printed before its first model call is known only once that call's headers arrive.
+    The file is rewritten only when something changes."""
+    if not path.is_file():
+        return
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    clean = redactor.text(text)
+    if clean != text:
+        _replace_file(path, clean)
+
+
+def rescrub_steps(directory: Path, redactor: Redactor) -> None:
+    """Scrub ``steps.jsonl`` again with every secret learned during the run (a step is
+    written when it completes, perhaps before a later request taught the redactor a
+    secret it holds). A line that is not JSON (cut short) is scrubbed as text."""
+    path = directory / STEPS_FILE
+    if not path.is_file():
+        return
+    text = path.read_text(encoding="utf-8", errors="replace")
+    lines = []
+    for line in text.split("\n"):
+        try:
+            value = json.loads(line) if line.strip() else None
+        except ValueError:
+            value = None
+        if value is None:
+            lines.append(redactor.text(line))
+        else:
+            lines.append(json.dumps(redactor.data(value), ensure_ascii=False))
+    clean = "\n".join(lines)
+    if clean != text:
+        _replace_file(path, clean)
+
+
+def rescrub_run(directory: Path, redactor: Redactor) -> None:
+    """Once a run has ended: scrub what it wrote (steps, the program's output, the
+    replay report) with everything the redactor learned during the run."""
+    rescrub_steps(directory, redactor)
+    for name in (*OUTPUT_FILES, REPORT_FILE):
+        rescrub_file(directory / name, redactor)
 
 
 async def run_child(
@@ -211,6 +270,36 @@ async def run_child(
         ) from None
     echo_out = sys.stdout.buffer if options.echo else None
     echo_err = sys.stderr.buffer if options.echo else None
+    try:
+        stdout, stderr, killed, timed_out = await _watch(
+            process, out_dir, options, stop, redactor, echo_out, echo_err
+        )
+    finally:
+        # Secrets learned after a line was written (a key printed before the first model
+        # call is learned from that call's headers) are scrubbed from the files now.
+        for name in OUTPUT_FILES:
+            rescrub_file(out_dir / name, redactor)
+    return ChildResult(
+        exit_code=process.returncode,
+        killed=killed,
+        timed_out=timed_out,
+        duration_s=round(time.perf_counter() - started, 3),
+        stdout=redactor.text(stdout.decode("utf-8", errors="replace")),
+        stderr=redactor.text(stderr.decode("utf-8", errors="replace")),
+    )
+
+
+async def _watch(
+    process: asyncio.subprocess.Process,
+    out_dir: Path,
+    options: SessionOptions,
+    stop: asyncio.Event | None,
+    redactor: Redactor,
+    echo_out: IO[bytes] | None,
+    echo_err: IO[bytes] | None,
+) -> tuple[bytes, bytes, bool, bool]:
+    """Tee the program's output into ``out_dir`` until it exits, is stopped or times out:
+    (stdout, stderr, killed, timed out)."""
     with (out_dir / "stdout.txt").open("wb") as out, (out_dir / "stderr.txt").open("wb") as err:
         readers = asyncio.gather(
             _tee(process.stdout, out, echo_out, redactor),
@@ -240,14 +329,7 @@ async def run_child(
             for waiter in waiters[1:]:
                 waiter.cancel()
         stdout, stderr = await readers
-    return ChildResult(
-        exit_code=process.returncode,
-        killed=killed,
-        timed_out=timed_out,
-        duration_s=round(time.perf_counter() - started, 3),
-        stdout=stdout.decode("utf-8", errors="replace"),
-        stderr=stderr.decode("utf-8", errors="replace"),
-    )
+    return stdout, stderr, killed, timed_out
 
 
 async def _terminate(process: asyncio.subprocess.Process) -> None:
@@ -323,11 +405,13 @@ async def record_run(
         meta.ended_at = utcnow()
         meta.exit_code = child.exit_code
         meta.killed = child.killed
+        meta.timed_out = child.timed_out
         meta.failed_calls = store.failed
         if proxy is not None:
             meta.unrecorded = count_requests(proxy.passthrough)
         finish_meta(meta, child.stdout)
         store.write_meta(meta)
+        rescrub_run(run_dir, redactor)
         trace = rebuild_trace(run_dir)
     return RunOutcome(run_dir=run_dir, meta=meta, trace=trace, child=child)
 
@@ -435,8 +519,10 @@ async def replay_run(
         meta.ended_at = utcnow()
         meta.exit_code = child.exit_code
         meta.killed = child.killed
+        meta.timed_out = child.timed_out
         finish_meta(meta, child.stdout)
         store.write_meta(meta)
+        rescrub_run(branch_dir, redactor)
         trace = rebuild_trace(branch_dir)
     return ReplayOutcome(branch_dir=branch_dir, meta=meta, report=report, trace=trace, child=child)
 
