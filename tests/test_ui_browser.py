@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,7 +58,6 @@ def _require_browser() -> None:
 _require_browser()
 
 import httpx  # noqa: E402
-import uvicorn  # noqa: E402
 from playwright.sync_api import BrowserContext, Page, expect, sync_playwright  # noqa: E402
 
 from faultfinder.demo_team import mock_model  # noqa: E402
@@ -67,12 +65,14 @@ from faultfinder.dover.edit_repeats import Program  # noqa: E402
 from faultfinder.dover.report import read_rows  # noqa: E402
 from faultfinder.llm.client import LLM  # noqa: E402
 from faultfinder.llm.doubles import ScriptedBackend  # noqa: E402
+from faultfinder.replay.httpserver import ServerThread  # noqa: E402
 from faultfinder.testing import FakeOpenAIServer  # noqa: E402
 from faultfinder.ui.app import UIConfig, create_app  # noqa: E402
 from faultfinder.ui.catalog import Catalog, build_catalog  # noqa: E402
 from faultfinder.ui.jobs import JobRunner  # noqa: E402
 from faultfinder.ui.replay_jobs import ReplayRunner  # noqa: E402
 from faultfinder.ui.replay_requests import ReplaySettings  # noqa: E402
+from faultfinder.ui.serve import ui_server  # noqa: E402
 from ui_support import (  # noqa: E402
     FIX,
     TEAM,
@@ -86,25 +86,17 @@ from ui_support import (  # noqa: E402
 
 
 class Server:
-    """The app under uvicorn on a free loopback port, in a thread."""
+    """The app on the server `faultfinder ui` runs it on (``ui/serve.py``), on a free
+    loopback port, in a thread."""
 
     def __init__(self, app: Any) -> None:
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = ServerThread(lambda: ui_server(app, "127.0.0.1", 0).start())
 
     def __enter__(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.02)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}"
+        return self.thread.start().url
 
     def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
+        self.thread.stop()
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -29,9 +30,42 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback address (all of 127.0.0.0/8, and ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_host(host: str) -> None:
+    """Refuse a ``--host`` a server should not bind: an empty one (it would listen on every
+    interface while the URL printed says ``http://:PORT``) and an IPv4-mapped IPv6 address
+    (``::ffff:127.0.0.1``, which a socket cannot bind)."""
+    if not host.strip():
+        raise click.BadParameter(
+            "empty; give an address (127.0.0.1 for this machine only, 0.0.0.0 for every interface)",
+            param_hint="'--host'",
+        )
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        raise click.BadParameter(
+            f"{host} is an IPv4 address written as IPv6, which cannot be bound; give "
+            f"{address.ipv4_mapped}",
+            param_hint="'--host'",
+        )
+
+
 def warn_if_exposed(host: str) -> None:
-    """Say so when a server binds anything but loopback."""
-    if host not in (LOOPBACK, "localhost", "::1"):
+    """Refuse a host no server can sensibly bind (:func:`check_host`); say so when it is
+    anything but loopback."""
+    check_host(host)
+    if not is_loopback(host):
         click.echo(
             f"warning: binding {host}: anyone who can reach it can use your upstream (and key).",
             err=True,

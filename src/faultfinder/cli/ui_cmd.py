@@ -4,7 +4,7 @@ change a recorded step and replay the program from the page."""
 
 from __future__ import annotations
 
-import ipaddress
+import asyncio
 import shlex
 import socket
 import sys
@@ -24,11 +24,10 @@ from faultfinder.cli.common import (
 )
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.kinds import unusable
-from faultfinder.cli.proxy_options import api_upstream_option
+from faultfinder.cli.proxy_options import api_upstream_option, check_host, is_loopback
 from faultfinder.results_store import DEFAULT_RESULTS as RESULTS_STORE
 
 DEFAULT_RESULTS = RESULTS_STORE
-LOOPBACK_NAMES = ("localhost",)
 PROGRAM_KEY = "faultfinder.ui.program"
 
 
@@ -59,15 +58,6 @@ def host_headers(host: str) -> tuple[str, ...]:
     if not is_loopback(host):
         return ("*",)
     return ("127.0.0.1", "localhost", f"[{host}]" if ":" in host else host)
-
-
-def is_loopback(host: str) -> bool:
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def judge_args(ctx: click.Context, llm_options: dict[str, Any]) -> tuple[str, ...]:
@@ -189,18 +179,18 @@ def ui(
     this command line only; the page chooses the recording, the step, the edit and N.
     """
     try:
-        import uvicorn
-
         from faultfinder.dover.edit_repeats import Program
         from faultfinder.ui.app import UIConfig, create_app
         from faultfinder.ui.catalog import build_catalog
         from faultfinder.ui.jobs import JobRunner
         from faultfinder.ui.replay_jobs import ReplayRunner
         from faultfinder.ui.replay_requests import ReplaySettings
+        from faultfinder.ui.serve import serve
     except ImportError as exc:
         raise click.ClickException(
             f"the UI needs the 'ui' extra: pip install 'faultfinder[ui]' ({exc.name} missing)"
         ) from None
+    check_host(host)
     ctx = click.get_current_context()
     model_given = ctx.get_parameter_source("model") == ParameterSource.COMMANDLINE
     if allow_run and (method_spec is None or not model_given):
@@ -229,6 +219,11 @@ def ui(
         raise click.UsageError(
             f"--allow-replay serves on loopback only (not {host}): whoever reaches the page "
             "can run the program"
+        )
+    if allow_run and not is_loopback(host):
+        raise click.UsageError(
+            f"--allow-run serves on loopback only (not {host}): whoever reaches the page "
+            "can start runs that spend the model's key"
         )
     stray_flags = [flag for flag, given in replay_only.items() if given]
     if stray_flags and not allow_replay:
@@ -272,17 +267,6 @@ def ui(
     app = create_app(
         catalog, runner=runner, replays=replays, config=UIConfig(allowed_hosts=host_headers(host))
     )
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level="warning",
-        timeout_keep_alive=5,
-        limit_concurrency=64,
-        h11_max_incomplete_event_size=16 * 1024,
-        timeout_graceful_shutdown=3,
-    )
-    server = uvicorn.Server(config)
     click.echo(
         f"{len(catalog.traces)} traces, {len(catalog.attributions)} attributions, "
         f"{len(catalog.evals)} evaluations, {len(catalog.dovers)} DoVer files, "
@@ -305,6 +289,14 @@ def ui(
             else "  no --upstream: only replays without live calls (no edit) can run"
         )
     shown = f"[{host}]" if ":" in host else host
-    click.echo(f"serving http://{shown}:{port}/  (Ctrl-C to stop)")
-    sys.stdout.flush()
-    server.run()
+
+    def started(_server: object) -> None:
+        click.echo(f"serving http://{shown}:{port}/  (Ctrl-C to stop)")
+        sys.stdout.flush()
+
+    try:
+        asyncio.run(serve(app, host, port, started))
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
+    except KeyboardInterrupt:
+        pass

@@ -9,6 +9,7 @@ global ALLOW_MODEL_REQUESTS switch, budgets and token accounting apply.
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import json
 import time
@@ -60,6 +61,9 @@ class LocalModelServer(Endpoint):
         """Responses by id, for ``previous_response_id``."""
 
     async def handle(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
         _agent, path = split_agent_path(request.path)
         path = path.rstrip("/")
         if request.method == "GET" and path.endswith("/models"):
@@ -94,6 +98,35 @@ class LocalModelServer(Endpoint):
         if body.get("stream"):
             return _event_stream(_CHAT.synthesise(completion, body))
         return json_response(200, completion)
+
+    def _refused(self, request: Request) -> Response | None:
+        """The answer to a request a web page could have sent, or None to serve it.
+
+        A page in the user's browser can reach a loopback server two ways: by DNS
+        rebinding (its own name resolved to 127.0.0.1, so the Host header names it) and by
+        a "simple" cross-origin POST (a form, ``fetch`` in no-cors mode), which cannot
+        carry ``Content-Type: application/json``. So on loopback the Host header must name
+        this machine, and every POST must be JSON. A server bound beyond loopback takes
+        any Host (its user was warned that anyone who reaches it can use it)."""
+        host = request.header("host")
+        if host is not None and is_loopback(self._server.host):
+            name = host_name(host)
+            if not (is_loopback(name) or name == self._server.host.lower()):
+                return error_response(
+                    400,
+                    f"Host header {host!r} does not name this loopback server; use "
+                    f"127.0.0.1 or localhost",
+                    "invalid_request_error",
+                )
+        if request.method == "POST":
+            kind = (request.header("content-type") or "").split(";", 1)[0].strip().lower()
+            if kind != "application/json":
+                return error_response(
+                    415,
+                    f"the request body must be application/json (got {kind or 'none'})",
+                    "invalid_request_error",
+                )
+        return None
 
     async def _responses(self, request: Request) -> Response:
         """``POST /v1/responses``: the request in canonical form answered by the model, the
@@ -211,6 +244,26 @@ class LocalModelServer(Endpoint):
                 "total_tokens": usage.prompt_tokens + usage.completion_tokens,
             },
         }
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback address (127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def host_name(header: str) -> str:
+    """The host of a Host header without its port (``[::1]:8080`` -> ``::1``), lower-cased."""
+    value = header.strip().lower()
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0]
+    if value.count(":") == 1:
+        return value.split(":", 1)[0]
+    return value
 
 
 def _json_body(request: Request) -> Any:

@@ -5,6 +5,7 @@ POST endpoints when (and only when) the command line enabled them: attribution r
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import shlex
 from collections.abc import Mapping
@@ -37,6 +38,8 @@ MAX_EDIT_BODY = 1_000_000
 EDIT_PATH = "/replay-jobs"
 MAX_RAW_FILE = 5_000_000
 """Largest file /raw serves."""
+ANSWER_INDEX = re.compile(r"[0-9]{1,9}")
+"""The ``?a=`` of a trace page: which answer is chosen."""
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
@@ -172,7 +175,9 @@ def create_app(
         if entry is None:
             raise HTTPException(404, "no such trace")
         selected = request.query_params.get("a", "")
-        ctx = pages.trace(catalog, entry, int(selected) if selected.isdigit() else None)
+        # ASCII digits only: str.isdigit() is also true of '²', which int() refuses.
+        number = int(selected) if ANSWER_INDEX.fullmatch(selected) else None
+        ctx = pages.trace(catalog, entry, number)
         ctx["editable"] = replays is not None and entry.run_dir is not None
         return render("trace.html", **ctx)
 
@@ -208,9 +213,13 @@ def create_app(
 
     async def raw(request: Request) -> Response:
         given = request.query_params.get("path", "")
+        if "\x00" in given:
+            raise HTTPException(400, "a path cannot hold a NUL byte")
         real = catalog.roots.contains(Path(given)) if given else None
-        if real is None or not real.is_file():
-            raise HTTPException(404, "not a file under the given paths")
+        # Only the files artefacts were read from: never a dotfile, a skipped directory
+        # (.git, .faultfinder) or anything else that merely lies under the given paths.
+        if real is None or real not in catalog.artefact_files():
+            raise HTTPException(404, "not an artefact file under the given paths")
         if real.stat().st_size > MAX_RAW_FILE:
             raise HTTPException(413, "file too large to show")
         return PlainTextResponse(real.read_text(encoding="utf-8", errors="replace"))

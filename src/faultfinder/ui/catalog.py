@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,11 @@ VERDICT_STATUSES = frozenset({"ok", "unparsed", "no-error-found", "error", "budg
 SKIPPED_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv", ".faultfinder"})
 
 
+_ABSOLUTE = re.compile(r"(^|[\s'\"(=:])/(?:[^\s'\"/:,)]+/)+([^\s'\"/:,)]*)")
+"""An absolute POSIX path of two or more parts in a message (kept: what precedes it and
+its last part)."""
+
+
 class Roots:
     """The paths given on the command line; every file read must resolve inside one."""
 
@@ -67,12 +73,23 @@ class Roots:
                 return str(Path(root.name) / p.relative_to(root))
         return p.name
 
+    def scrub(self, text: str) -> str:
+        """``text`` (a problem's reason, an error message) without absolute paths of this
+        machine: a path under a given path as :meth:`shown` names it, any other absolute
+        path by its last part."""
+        for root in sorted(self.paths, key=lambda r: len(str(r)), reverse=True):
+            if not root.name:  # "/" itself: left to the generic rule below
+                continue
+            pattern = re.escape(str(root)) + r"(?=$|[/\s'\":,)])"
+            text = re.sub(pattern, root.name.replace("\\", "\\\\"), text)
+        return _ABSOLUTE.sub(lambda m: m.group(1) + ".../" + m.group(2), text)
+
     def contains(self, path: Path) -> Path | None:
         """The resolved path when it is an existing regular file or directory under a root
         (symbolic links resolved first, so a link out of the roots is refused)."""
         try:
             real = path.resolve(strict=True)
-        except (OSError, RuntimeError):
+        except (OSError, RuntimeError, ValueError):  # ValueError: an embedded NUL byte
             return None
         if any(real == root or real.is_relative_to(root) for root in self.paths):
             return real
@@ -167,6 +184,26 @@ class Catalog:
     problems: list[Problem] = field(default_factory=list)
     results_file: Path | None = None
     """Where attributions run from the page are appended (None: running is off)."""
+    _files: tuple[int, set[Path]] | None = field(default=None, repr=False, compare=False)
+
+    def artefact_files(self) -> set[Path]:
+        """The resolved files the catalog read artefacts from (traces, answers, graphs,
+        evaluations, DoVer rows): all `/raw` may serve. Cached until the catalog grows."""
+        paths = [
+            *(t.path for t in self.traces.values()),
+            *(a.path for a in self.attributions),
+            *(g.path for g in self.graphs.values()),
+            *(e.path for e in self.evals.values()),
+            *(d.path for d in self.dovers.values()),
+        ]
+        if self._files is None or self._files[0] != len(paths):
+            files = set()
+            for path in set(paths):
+                real = self.roots.contains(path)
+                if real is not None and real.is_file():
+                    files.add(real)
+            self._files = (len(paths), files)
+        return self._files[1]
 
     def traces_with_id(self, trace_id: str) -> list[TraceEntry]:
         return [t for t in self.traces.values() if t.trace.id == trace_id]

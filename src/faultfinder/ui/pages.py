@@ -18,6 +18,7 @@ from faultfinder.ui.catalog import (
     DoverEntry,
     EvalEntry,
     GraphEntry,
+    Problem,
     ReplayEntry,
     TraceEntry,
 )
@@ -83,7 +84,8 @@ def index(catalog: Catalog, query: dict[str, str]) -> dict[str, Any]:
                 if a.origin in ("attribution", "ui", "saved")
             }
         ),
-        "problems": catalog.problems,
+        # Reasons are error messages: machine paths in them are cut to what shown() gives.
+        "problems": [Problem(p.path, catalog.roots.scrub(p.reason)) for p in catalog.problems],
     }
 
 

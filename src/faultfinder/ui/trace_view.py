@@ -6,6 +6,7 @@ template marks trace content safe).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -226,42 +227,126 @@ def agreements(answers: Sequence[AnswerRow]) -> list[Agreement]:
 
 
 @dataclass
+class Analyst:
+    """One analyst's reply as the panel shows it: its conclusion as (field, value) text
+    pairs, or why there is none (an unparsed reply's parse error)."""
+
+    name: str
+    status: str
+    conclusion: list[tuple[str, str]]
+    note: str = ""
+
+
+@dataclass
 class EchoPass:
     name: str
-    analysts: list[dict[str, Any]]
-    agent_scores: dict[str, float]
-    step_scores: dict[str, float]
+    analysts: list[Analyst]
+    agent_scores: list[tuple[str, str]]
+    step_scores: list[tuple[str, str]]
+    """(step, score) pairs, the score formatted ("0.80", or the value as text when it is
+    not a number)."""
+
+
+def _text(value: Any) -> str:
+    """Any JSON value as one line of text for the page (never markup: it is escaped)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _score(value: Any) -> str:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{value:.2f}"
+    return _text(value)
+
+
+def _pairs(value: Any) -> list[tuple[str, str]]:
+    """A mapping as (key, text) pairs; anything else as one unnamed pair, or none."""
+    if isinstance(value, dict):
+        return [(str(k), _text(v)) for k, v in value.items()]
+    text = _text(value)
+    return [("", text)] if text else []
+
+
+def _analyst(record: dict[str, Any]) -> Analyst:
+    note_parts = []
+    if record.get("parse_error") is not None:
+        note_parts.append(_text(record["parse_error"]))
+    if record.get("error") is not None:
+        note_parts.append(_text(record["error"]))
+    if record.get("attempts") is not None:
+        note_parts.append(f"attempts: {_text(record['attempts'])}")
+    return Analyst(
+        name=_text(record.get("analyst")) or "-",
+        status=_text(record.get("status")) or "-",
+        conclusion=_pairs(record.get("conclusion")),
+        note="; ".join(note_parts),
+    )
+
+
+def _scores(consensus: dict[str, Any], name: str) -> list[tuple[str, str]]:
+    scores = consensus.get(name)
+    if not isinstance(scores, dict):
+        return []
+    return [(str(k), _score(v)) for k, v in scores.items()]
 
 
 def echo_votes(details: dict[str, Any]) -> list[EchoPass]:
-    """ECHO's panel: each pass's analysts' conclusions and the consensus scores."""
+    """ECHO's panel: each pass's analysts' conclusions and the consensus scores. The
+    details come from a results file (untrusted, free-form): a part of the wrong shape
+    is skipped or shown as text, never an error."""
     out: list[EchoPass] = []
     for name in ("unified_pass", "agent_pass", "step_pass"):
         record = details.get(name)
         if not isinstance(record, dict) or "analysts" not in record:
             continue
-        consensus = record.get("consensus") or {}
+        analysts = record["analysts"]
+        consensus = record.get("consensus")
+        consensus = consensus if isinstance(consensus, dict) else {}
         out.append(
             EchoPass(
                 name=name.replace("_", " "),
-                analysts=[a for a in record["analysts"] if isinstance(a, dict)],
-                agent_scores={str(k): v for k, v in (consensus.get("agent_scores") or {}).items()},
-                step_scores={str(k): v for k, v in (consensus.get("step_scores") or {}).items()},
+                analysts=[
+                    _analyst(a)
+                    for a in (analysts if isinstance(analysts, list) else [])
+                    if isinstance(a, dict)
+                ],
+                agent_scores=_scores(consensus, "agent_scores"),
+                step_scores=_scores(consensus, "step_scores"),
             )
         )
     return out
 
 
+def _texts(value: Any) -> list[str]:
+    """A list as its items' text; a single value as one item; nothing for a mapping."""
+    if isinstance(value, list):
+        return [_text(v) for v in value]
+    if value is None or isinstance(value, dict):
+        return []
+    return [_text(value)]
+
+
+def _steps(value: Any) -> list[int]:
+    items = value if isinstance(value, list) else [value]
+    return [v for v in items if isinstance(v, int) and not isinstance(v, bool)]
+
+
 def chief_path(details: dict[str, Any]) -> dict[str, Any] | None:
-    """CHIEF's backtracking: the subtask order followed, candidates and why each was kept."""
+    """CHIEF's backtracking: the subtask order followed, candidates and why each was kept
+    (free-form details from a results file: a part of the wrong shape is skipped or shown
+    as text)."""
     cand = details.get("candidates")
     if not isinstance(cand, dict):
         return None
+    reasons = cand.get("reasons")
     return {
-        "order": cand.get("order") or [],
-        "subtasks": cand.get("subtasks") or [],
-        "agents": cand.get("agents") or [],
-        "steps": cand.get("steps") or [],
-        "reasons": cand.get("reasons") or {},
-        "dropped": cand.get("dropped") or [],
+        "order": _texts(cand.get("order")),
+        "subtasks": _texts(cand.get("subtasks")),
+        "agents": _texts(cand.get("agents")),
+        "steps": _steps(cand.get("steps")),
+        "reasons": _pairs(reasons) if isinstance(reasons, dict) else [],
+        "dropped": _texts(cand.get("dropped")),
     }
