@@ -4,8 +4,11 @@ A :class:`Redactor` learns the secret values of a run as they pass by (credentia
 headers, cookies, keys in query strings, secret-named environment variables and
 command-line arguments, secret-named fields anywhere in a request body) and replaces
 them, and every key-shaped token, by ``[REDACTED]`` in whatever is about to be written:
-recorded requests and replies, error texts, ``meta.json``, the program's captured output.
-Headers themselves are never written.
+recorded requests and replies, error texts, ``meta.json``, the program's captured output,
+imported traces. Headers themselves are never written.
+
+:func:`is_secret_name` is the one place that decides which names hold secrets; the trace
+importers (``traces.importers._common``) use it and the :class:`Redactor` too.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, unquote_plus
 
 REDACTED = "[REDACTED]"
 
@@ -72,8 +75,57 @@ LOOSE_SECRET_NAMES = frozenset({"key", "auth", "sig", "signature"})
 """Names that hold a secret as a URL query parameter or a command-line option
 (``?key=...``, ``--key X``), though not as a field of a request body."""
 
-SECRET_SUFFIXES = ("_api_key", "_apikey", "_token", "_secret", "_password", "_passwd")
-"""Name endings that mark a secret too (OPENAI_API_KEY, github_token, db_password)."""
+SECRET_SUFFIXES = (
+    "_api_key",
+    "_apikey",
+    "_token",
+    "_secret",
+    "_password",
+    "_passwd",
+    "_access_key",
+    "_private_key",
+    "_signing_key",
+    "_subscription_key",
+    "_authorization",
+)
+"""Name endings that mark a secret too (OPENAI_API_KEY, github_token, db_password,
+Ocp-Apim-Subscription-Key)."""
+
+SECRET_PARTS = ("secret", "password", "passwd", "passphrase", "credential")
+"""Text that marks a secret in any word of a name (SECRET_KEY, AWS_SECRET_ACCESS_KEY,
+clientSecret, db_password_plain, GOOGLE_APPLICATION_CREDENTIALS), 'secretary' excepted."""
+
+NOT_SECRET_BEFORE_TOKEN = frozenset(
+    {
+        "max",
+        "min",
+        "num",
+        "total",
+        "prompt",
+        "completion",
+        "input",
+        "output",
+        "reasoning",
+        "cache",
+        "cached",
+        "first",
+        "last",
+        "per",
+        "bos",
+        "eos",
+        "pad",
+        "unk",
+        "sep",
+        "cls",
+        "mask",
+        "stop",
+        "special",
+    }
+)
+"""Words that make a name ending in 'token' a count or a tokenizer setting rather than a
+credential (max_token, time_to_first_token, eos_token). Names ending in 'tokens' or
+'token_count' (max_tokens, gen_ai.usage.input_tokens, llm.token_count.prompt) are usage
+and never secrets."""
 
 KEY_HEADERS = ("authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key")
 """Request headers that carry a credential."""
@@ -84,6 +136,8 @@ KEY_PATTERNS = (
     re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),
     re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
     re.compile(r"\bxox[abpsr]-[A-Za-z0-9\-]{10,}"),
+    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
+    re.compile(r"\bhf_[A-Za-z0-9]{30,}"),
 )
 """Token shapes that look like credentials wherever they appear."""
 
@@ -92,15 +146,72 @@ MIN_SECRET_LENGTH = 6
 
 _FLAG = re.compile(r"^--?([A-Za-z][A-Za-z0-9_\-]*)(?:=(.*))?$", re.S)
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_NON_WORD = re.compile(r"[^a-z0-9]+")
+_COMPACT_NAMES = frozenset(n.replace("_", "") for n in SECRET_NAMES)
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>\\`]+")
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#@\s]+)@")
+_PARAM = re.compile(r"([?&;#])([^=&;#?]+)=([^&;#]*)")
+_URL_TAIL = ".,;:!?)]}"
+
+
+def name_words(name: str) -> list[str]:
+    """The lower-case words of a name's last dotted part, camelCase and separators split:
+    ``http.request.header.X-Api-Key`` -> x, api, key; ``openaiApiKey`` -> openai, api, key."""
+    parts = [p for p in name.split(".") if p.strip()]
+    last = _CAMEL.sub("_", parts[-1]) if parts else ""
+    return [w for w in _NON_WORD.split(last.lower()) if w]
 
 
 def is_secret_name(name: str, loose: bool = False) -> bool:
-    """Does a field/header/variable (``loose``: a query parameter or an option) of this
-    name hold a secret?"""
-    lowered = name.strip().lower().replace("-", "_")
-    if loose and lowered in LOOSE_SECRET_NAMES:
+    """Does a field/header/variable/attribute (``loose``: a query parameter or an option)
+    of this name hold a secret?
+
+    The name's last dotted part decides (``http.request.header.authorization``), in any
+    case and spelling (``X-Api-Key``, ``apiKey``, ``OPENAI_API_KEY``): the names of
+    :data:`SECRET_NAMES`, the endings of :data:`SECRET_SUFFIXES` (a bare ``*token`` only
+    when not a count: :data:`NOT_SECRET_BEFORE_TOKEN`), a word containing one of
+    :data:`SECRET_PARTS`. Usage names (``max_tokens``, ``token_count``) are not secrets.
+    """
+    words = name_words(name)
+    if not words:
+        return False
+    joined = "_".join(words)
+    compact = "".join(words)
+    last = words[-1]
+    if loose and (joined in LOOSE_SECRET_NAMES or last in ("sig", "signature")):
         return True
-    return lowered in SECRET_NAMES or lowered.endswith(SECRET_SUFFIXES)
+    if joined in SECRET_NAMES or compact in _COMPACT_NAMES:
+        return True
+    if any(p in w and not w.startswith("secretar") for w in words for p in SECRET_PARTS):
+        return True
+    if last.endswith("token"):  # token, id_token, HF_TOKEN, authToken; not max_token
+        before = words[-2] if last == "token" and len(words) > 1 else last[: -len("token")]
+        return before not in NOT_SECRET_BEFORE_TOKEN
+    return compact.endswith("apikey") or joined.endswith(SECRET_SUFFIXES)
+
+
+def is_secret_field(key: str, siblings: Mapping[str, Any] | None = None) -> bool:
+    """Does the entry ``key`` of an object (whose other keys are ``siblings``) hold a
+    secret? :func:`is_secret_name`, except that a ``token`` next to a ``logprob`` is a
+    piece of model output (OpenAI's and Gemini's log-probabilities), not a credential."""
+    if not is_secret_name(key):
+        return False
+    if siblings is not None and name_words(key) == ["token"]:
+        return not any(
+            isinstance(k, str) and _NON_WORD.sub("", k.lower()).startswith("logprob")
+            for k in siblings
+        )
+    return True
+
+
+def _secret_pair(value: Mapping[Any, Any]) -> bool:
+    """An attribute written as a name/value pair whose name is a secret's: OTLP's
+    ``{"key": "OPENAI_API_KEY", "value": {"stringValue": ...}}``, a HAR header
+    ``{"name": "Authorization", "value": ...}``."""
+    if "value" not in value or len(value) > 3:
+        return False
+    return any(isinstance(value.get(k), str) and is_secret_name(value[k]) for k in ("key", "name"))
 
 
 def _authorization_secrets(value: str) -> list[str]:
@@ -170,6 +281,36 @@ class Redactor:
         assignments (``OPENAI_API_KEY=X``) in a command line."""
         redact_argv(argv, self)
 
+    def learn_data(self, value: Any) -> None:
+        """Secrets held by JSON-like data: values of secret-named fields and name/value
+        pairs (at any depth, JSON inside strings included) and credentials in URLs."""
+        if isinstance(value, str):
+            parsed = _json_container(value)
+            if parsed is not None:
+                self.learn_data(parsed)
+            elif "://" in value:
+                _URL.sub(lambda m: self._scrub_url(m.group(0)), value)
+        elif isinstance(value, dict):
+            pair = _secret_pair(value)
+            for key, item in value.items():
+                if _hides(value, key, item, pair):
+                    self._learn_all(item)
+                else:
+                    self.learn_data(item)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                self.learn_data(item)
+
+    def _learn_all(self, value: Any) -> None:
+        if isinstance(value, str):
+            self.add(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                self._learn_all(item)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                self._learn_all(item)
+
     # --- scrubbing ---------------------------------------------------------------------
 
     def _compiled(self) -> re.Pattern[str] | None:
@@ -179,7 +320,10 @@ class Redactor:
         return self._pattern
 
     def text(self, value: str) -> str:
-        """``value`` with every known secret and key-shaped token replaced."""
+        """``value`` with credentials in URLs (user info, secret-named query and fragment
+        parameters), every known secret and key-shaped token replaced."""
+        if "://" in value:
+            value = _URL.sub(lambda m: self._scrub_url(m.group(0)), value)
         pattern = self._compiled()
         if pattern is not None:
             value = pattern.sub(REDACTED, value)
@@ -188,34 +332,32 @@ class Redactor:
         return value
 
     def data(self, value: Any) -> Any:
-        """A copy of ``value`` with every string scrubbed and every secret-named field's
-        value replaced (JSON objects inside strings, such as tool-call arguments,
-        included)."""
+        """A copy of ``value`` with every string scrubbed and the values of secret-named
+        fields and name/value pairs (OTLP attributes) replaced, JSON objects inside strings
+        (tool-call arguments, header dumps) included. The secrets are learned first, so a
+        secret is scrubbed wherever else it appears."""
+        self.learn_data(value)
+        return self._scrub(value)
+
+    def _scrub(self, value: Any) -> Any:
         if isinstance(value, str):
             return self._string(value)
         if isinstance(value, dict):
+            pair = _secret_pair(value)
             out: dict[Any, Any] = {}
             for key, item in value.items():
-                if isinstance(key, str) and is_secret_name(key) and _scalar(item):
-                    if isinstance(item, str):
-                        self.add(item)
-                    out[key] = REDACTED
-                else:
-                    out[key] = self.data(item)
+                out[key] = _blanked(item) if _hides(value, key, item, pair) else self._scrub(item)
             return out
         if isinstance(value, list | tuple):
-            return [self.data(v) for v in value]
+            return [self._scrub(v) for v in value]
         return value
 
     def _string(self, value: str) -> str:
-        stripped = value.lstrip()
-        if stripped.startswith("{") and len(value) < 1_000_000:
-            try:
-                parsed = json.loads(value)
-            except ValueError:
-                parsed = None
-            if isinstance(parsed, dict) and _has_secret_field(parsed):
-                return json.dumps(self.data(parsed), ensure_ascii=False)
+        parsed = _json_container(value)
+        if parsed is not None:
+            cleaned = self._scrub(parsed)
+            if cleaned != parsed:
+                return json.dumps(cleaned, ensure_ascii=False)
         return self.text(value)
 
     def request(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -227,36 +369,73 @@ class Redactor:
         """``url`` without user info and with secret-named query values redacted."""
         if not url:
             return url
-        parts = urlsplit(url)
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, _, host = netloc.rpartition("@")
-            self.add(userinfo.partition(":")[2] or userinfo)
-            netloc = f"{REDACTED}@{host}"
-        query = parts.query
-        if query:
-            self.learn_query(query)
-            query = "&".join(
-                f"{name}={REDACTED}" if is_secret_name(name, loose=True) else piece
-                for piece in query.split("&")
-                for name in [piece.partition("=")[0]]
-            )
-        return self.text(urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment)))
+        return self.text(self._scrub_url(url))
+
+    def _scrub_url(self, url: str) -> str:
+        """One URL with its user info and secret-named query or fragment parameters
+        (``?key=``, ``&sig=``, ``#access_token=``) replaced, their values learned."""
+        body = url
+        while body and body[-1] in _URL_TAIL and not body.endswith(REDACTED):
+            body = body[:-1]  # a sentence's full stop or closing bracket
+        tail = url[len(body) :]
+        userinfo = _USERINFO.match(body)
+        if userinfo and userinfo.group(2) != REDACTED:
+            secret = unquote(userinfo.group(2))
+            self.add(secret.partition(":")[2] or secret)
+            body = f"{userinfo.group(1)}{REDACTED}@{body[userinfo.end() :]}"
+
+        def param(match: re.Match[str]) -> str:
+            sep, name, value = match.groups()
+            if not value or value == REDACTED or not is_secret_name(unquote_plus(name), True):
+                return match.group(0)
+            self.add(value)
+            self.add(unquote_plus(value))
+            return f"{sep}{name}={REDACTED}"
+
+        return _PARAM.sub(param, body) + tail
+
+
+def _hides(obj: Mapping[Any, Any], key: Any, item: Any, pair: bool) -> bool:
+    """Is ``obj[key]`` (``item``) a secret? The value of a secret name/value ``pair``, or
+    the scalar value(s) of a secret-named field (an object under a secret name is
+    scrubbed field by field)."""
+    if pair and key == "value":
+        return True
+    return isinstance(key, str) and _scalars(item) and is_secret_field(key, obj)
 
 
 def _scalar(value: Any) -> bool:
     return isinstance(value, str | int | float) and not isinstance(value, bool)
 
 
-def _has_secret_field(value: Any) -> bool:
+def _scalars(value: Any) -> bool:
+    """A scalar, or a non-empty list of scalars (a header's values, say)."""
+    if isinstance(value, list | tuple):
+        return bool(value) and all(_scalar(v) for v in value)
+    return _scalar(value)
+
+
+def _blanked(value: Any) -> Any:
+    """``value`` with every scalar in it replaced by REDACTED, its shape kept."""
+    if _scalar(value):
+        return REDACTED
     if isinstance(value, dict):
-        return any(
-            (isinstance(k, str) and is_secret_name(k) and _scalar(v)) or _has_secret_field(v)
-            for k, v in value.items()
-        )
-    if isinstance(value, list):
-        return any(_has_secret_field(v) for v in value)
-    return False
+        return {k: _blanked(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_blanked(v) for v in value]
+    return value
+
+
+def _json_container(value: str) -> dict[str, Any] | list[Any] | None:
+    """The JSON object or array a string holds, else None."""
+    stripped = value.lstrip()
+    if not stripped.startswith(("{", "[")) or len(value) >= 1_000_000:
+        return None
+    try:
+        parsed = json.loads(value)
+    except (ValueError, RecursionError):
+        return None
+    return parsed if isinstance(parsed, dict | list) else None
 
 
 def redact_argv(argv: Sequence[str], redactor: Redactor | None = None) -> list[str]:

@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from faultfinder.errors import ConfigError, TraceFormatError
+from faultfinder.redact import Redactor, is_secret_field, is_secret_name
 from faultfinder.traces.io import check_value, trace_error_from_validation
 from faultfinder.traces.schema import Trace
 
@@ -118,26 +119,31 @@ def parse_label_step(
     return index
 
 
-_CREDENTIAL_KEY = re.compile(
-    r"(?i)^(?:x-)?(?:api[-_]?key|apikey|authorization|proxy-authorization|bearer|"
-    r"(?:access|refresh|auth|session|bearer)[-_]?token|credentials?|cookie|set-cookie|"
-    r".*secret.*|.*password.*|.*passwd.*)$"
-)
-
-
 def is_credential_key(key: str) -> bool:
-    """True for keys that hold secrets (api_key, Authorization...), not 'max_tokens'."""
-    return bool(_CREDENTIAL_KEY.match(key))
+    """True for keys that hold secrets (api_key, Authorization, OPENAI_API_KEY, HF_TOKEN,
+    *secret*, *password*...), not usage such as 'max_tokens' or 'token_count': the one
+    definition, :func:`faultfinder.redact.is_secret_name`."""
+    return is_secret_name(key)
 
 
 def without_credentials(value: Any) -> Any:
-    """A copy of ``value`` with credential entries removed from every nested dict."""
+    """A copy of ``value`` fit to keep in a trace: credential entries removed from every
+    nested dict, and the rest scrubbed by :class:`faultfinder.redact.Redactor` (secret
+    values of OTLP ``{key, value}`` attributes, of secret-named fields in JSON held in
+    strings, credentials in URLs, key-shaped tokens, and every value so found wherever else
+    it appears)."""
+    redactor = Redactor()
+    redactor.learn_data(value)
+    return redactor.data(_dropped(value))
+
+
+def _dropped(value: Any) -> Any:
     if isinstance(value, dict):
         return {
-            k: without_credentials(v)
+            k: _dropped(v)
             for k, v in value.items()
-            if not (isinstance(k, str) and is_credential_key(k))
+            if not (isinstance(k, str) and is_secret_field(k, value))
         }
     if isinstance(value, list):
-        return [without_credentials(v) for v in value]
+        return [_dropped(v) for v in value]
     return value

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from faultfinder.errors import TraceFormatError, TraceFormatWarning
-from faultfinder.redact import Redactor
-from faultfinder.traces.importers._common import fail, is_credential_key
+from faultfinder.traces.importers._common import fail, without_credentials
 from faultfinder.traces.io import is_strict
 
 
@@ -68,29 +67,11 @@ class Span:
 
 def keep_raw(value: Any) -> Any:
     """A source record to keep verbatim in a trace, credentials removed: keys that name a
-    secret (``api_key``, ``authorization``...), OTLP ``{key, value}`` pairs whose key, or
-    its last dotted part, does, and key-shaped tokens anywhere (``faultfinder.redact``)."""
-    return Redactor().data(_without_secrets(value))
-
-
-def _without_secrets(value: Any) -> Any:
-    if isinstance(value, dict):
-        out = {
-            k: _without_secrets(v)
-            for k, v in value.items()
-            if not (isinstance(k, str) and is_credential_key(k))
-        }
-        key = value.get("key")
-        if isinstance(key, str) and "value" in out and _secret(key):
-            out["value"] = None  # an OTLP attribute holding a secret
-        return out
-    if isinstance(value, list):
-        return [_without_secrets(v) for v in value]
-    return value
-
-
-def _secret(key: str) -> bool:
-    return is_credential_key(key) or is_credential_key(key.rsplit(".", 1)[-1])
+    secret (``api_key``, ``authorization``, ``OPENAI_API_KEY``...), the values of OTLP
+    ``{key, value}`` pairs whose key does (``HF_TOKEN``, ``http.request.header.cookie``),
+    secret fields in JSON held in strings, credentials in URLs (``https://user:pass@``,
+    ``?key=``) and key-shaped tokens anywhere (:func:`_common.without_credentials`)."""
+    return without_credentials(value)
 
 
 # --- attribute values -------------------------------------------------------------------
