@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 import click
@@ -69,7 +68,7 @@ def calibrate(
     """
     from faultfinder.eval.datasets import DatasetOptions, load_dataset
     from faultfinder.shortlist.calibrate import calibrate as calibrate_weights
-    from faultfinder.shortlist.calibrate import train_on
+    from faultfinder.shortlist.calibrate import skip_summary, train_on
     from faultfinder.shortlist.weights import load_weights
 
     out = Path(out_path)
@@ -98,13 +97,7 @@ def calibrate(
     what = "trained and calibrated" if train else "calibrated"
     click.echo(f"{what} on {len(report.used)} labelled trace(s) of {source}")
     if report.skipped:
-        reasons = Counter(report.skipped.values())
-        first = next(iter(report.skipped))
-        click.echo(
-            f"skipped {len(report.skipped)}: "
-            + "; ".join(f"{n} × {why}" for why, n in reasons.most_common())
-            + f" (e.g. {first})"
-        )
+        click.echo(skip_summary(report.skipped))
     levels = ", ".join(f"{100 * a:g}%: {tau:.3f}" for a, tau in report.thresholds.items())
     click.echo(f"thresholds (deploy model, softmax mass): {levels}")
     click.echo(f"wrote {out}; use it with --shortlist-weights {out}")

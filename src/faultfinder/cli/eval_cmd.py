@@ -356,7 +356,7 @@ def report_command(
         click.echo(f"plot written to {written}", err=True)
     if fmt in ("text", "markdown") and (section := step_sets.render_rows(rows, fmt)):
         click.echo("\n" + section)
-    if fmt in ("text", "markdown") and (section := reliability.render_rows(rows)):
+    if fmt in ("text", "markdown") and (section := reliability.render_rows(rows, fmt)):
         click.echo("\n" + section)
     if fmt in ("text", "markdown") and (section := prompt_cost.render(summaries, fmt)):
         click.echo("\n" + section)

@@ -21,6 +21,7 @@ from faultfinder.judging.method import Attribution, Method, MethodConfig, Observ
 from faultfinder.judging.reference import ground_truth_status
 from faultfinder.judging.render import own_text
 from faultfinder.llm.client import LLM
+from faultfinder.llm.doubles import NoModelBackend
 from faultfinder.llm.scopes import CallRecord, run_index, track_usage
 from faultfinder.registry import create_method, with_shortlist_weights
 from faultfinder.shortlist.sets import DEFAULT_LEVEL
@@ -43,8 +44,8 @@ class MethodPlan:
     def config_id(self) -> str:
         return config_id(self.config.model_dump(mode="json"))
 
-    def build(self, run: int) -> Method:
-        """The method for repeat ``run``.
+    def run_config(self, run: int) -> MethodConfig:
+        """The config of repeat ``run``.
 
         A config with a ``run`` field gets the repeat index there; otherwise one with a
         ``seed`` field gets ``seed + run`` (unchanged for run 0), so repeats differ.
@@ -55,7 +56,11 @@ class MethodPlan:
             data["run"] = run
         elif "seed" in fields and run:
             data["seed"] = (data.get("seed") or 0) + run
-        method: Method = self.cls(type(self.config)(**data))
+        return type(self.config)(**data)
+
+    def build(self, run: int) -> Method:
+        """The method for repeat ``run``, with :meth:`run_config`."""
+        method: Method = self.cls(self.run_config(run))
         return method
 
 
@@ -115,6 +120,18 @@ class Case:
         return f"Case({self.key!r})"
 
 
+def model_of(plan: MethodPlan, model: str) -> str:
+    """The model name a plan's keys and rows carry: ``model``, or ``none`` (the name of
+    :class:`~faultfinder.llm.doubles.NoModelBackend`, which a command builds when every
+    method to run calls no model) for a method that calls no model."""
+    return model if plan.cls.needs_model else NoModelBackend.name
+
+
+def no_model() -> LLM:
+    """The LLM a method that calls no model runs with: any call fails loudly."""
+    return LLM(NoModelBackend())
+
+
 def plan_cases(
     traces: Sequence[Trace],
     plans: Sequence[MethodPlan],
@@ -123,13 +140,17 @@ def plan_cases(
     step_set: float | None = DEFAULT_LEVEL,
     step_set_weights: str | None = None,
 ) -> list[Case]:
-    """Every case, repeat-major, so an interrupted run leaves whole repeats behind it."""
+    """Every case, repeat-major, so an interrupted run leaves whole repeats behind it.
+
+    ``model`` names the model of the plans that need one; a plan whose method calls no
+    model (a floor, ``shortlist``) is keyed with ``none``, as when it runs alone.
+    """
     return [
         Case(
             trace,
             plan,
             run,
-            row_key(trace.id, plan.label, plan.config_id, model, run),
+            row_key(trace.id, plan.label, plan.config_id, model_of(plan, model), run),
             step_set,
             step_set_weights,
         )
@@ -140,8 +161,14 @@ def plan_cases(
 
 
 async def run_case(case: Case, llm: LLM) -> EvalRow:
-    """Run one case; a method's unexpected exception becomes an 'error' row."""
+    """Run one case; a method's unexpected exception becomes an 'error' row.
+
+    A method that calls no model runs with :func:`no_model` whatever ``llm`` is, so its
+    row says ``model: none`` (as its key does) when it runs beside model methods.
+    """
     started = time.perf_counter()
+    if not case.plan.cls.needs_model:
+        llm = no_model()
     with run_index(case.run), track_usage() as scope:
         try:
             method = case.plan.build(case.run)
@@ -183,18 +210,23 @@ def failed_row(
     calls: list[CallRecord] | None = None,
     wall_time_s: float = 0.0,
 ) -> EvalRow:
-    """The 'error' row of a case that produced no attribution (a bug, a lost worker)."""
+    """The 'error' row of a case that produced no attribution (a bug, a lost worker).
+
+    Its config is the one the case ran with (the repeat index applied, as in an ok row of
+    the same repeat), and its model ``none`` for a method that calls none.
+    """
+    config = case.plan.run_config(case.run)
     attribution = Attribution(
         status="error",
         error=error,
         trace_id=case.trace.id,
         method=case.plan.label,
-        config=case.plan.config.model_dump(mode="json"),
-        model=model,
-        prompt_version=case.plan.config.prompt_version(),
-        with_ground_truth=case.plan.config.with_ground_truth,
-        ground_truth=ground_truth_status(case.trace, case.plan.config.with_ground_truth),
-        observability=case.plan.config.observability,
+        config=config.model_dump(mode="json"),
+        model=model_of(case.plan, model),
+        prompt_version=config.prompt_version(),
+        with_ground_truth=config.with_ground_truth,
+        ground_truth=ground_truth_status(case.trace, config.with_ground_truth),
+        observability=config.observability,
         usage=usage or Usage(),
         calls=calls or [],
         wall_time_s=round(wall_time_s, 4),

@@ -199,7 +199,7 @@ class GroupMetrics:
     """Aggregated metrics of one (subset, method, model, GT, observability) group."""
 
     cases: int
-    """Distinct traces."""
+    """Distinct traces, unlabelled ones included (cost figures are over all of them)."""
     runs: int
     """Distinct repeat indices."""
     rows: int
@@ -226,6 +226,14 @@ class GroupMetrics:
     """Prompt tokens per row the endpoint served from its prefix cache."""
     trace_ratio: TraceRatio | None = None
     """Uncached prompt tokens over the trace's own tokens (None: not recorded)."""
+    scored_cases: int = 0
+    """Distinct traces with a gold label: the cases the accuracies and their intervals are
+    over (``cases`` minus :attr:`unlabelled_cases`)."""
+
+    @property
+    def unlabelled_cases(self) -> int:
+        """Distinct traces without a gold label (run, not scored)."""
+        return self.cases - self.scored_cases
 
 
 def aggregate(rows: Iterable[ScoredRow]) -> GroupMetrics:
@@ -277,4 +285,5 @@ def aggregate(rows: Iterable[ScoredRow]) -> GroupMetrics:
         trace_ratio=ratio_to_trace(
             (r.prompt_tokens - r.cached_prompt_tokens, r.trace_tokens) for r in items
         ),
+        scored_cases=len(by_case),
     )

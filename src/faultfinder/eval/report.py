@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -75,35 +75,64 @@ def scored(row: EvalRow) -> ScoredRow:
     )
 
 
+def group_key(row: EvalRow) -> GroupKey:
+    """The report line ``row`` belongs to."""
+    return GroupKey(
+        subset=row.subset,
+        method=row.method,
+        model=row.model,
+        with_ground_truth=row.with_ground_truth,
+        observability=row.observability,
+        config_id=row.config_id,
+    )
+
+
+def group_labels(keys: Iterable[GroupKey]) -> dict[GroupKey, str]:
+    """The label each group shows: its method, suffixed with '#config' when that method ran
+    with several configs (same subset, model, GT and observability)."""
+    unique = set(keys)
+    configs: dict[tuple[str, str, str, bool, str], set[str]] = {}
+    for key in unique:
+        ident = (key.subset, key.method, key.model, key.with_ground_truth, key.observability)
+        configs.setdefault(ident, set()).add(key.config_id)
+    out: dict[GroupKey, str] = {}
+    for key in unique:
+        ident = (key.subset, key.method, key.model, key.with_ground_truth, key.observability)
+        several = len(configs[ident]) > 1
+        out[key] = f"{key.method}#{key.config_id[:6]}" if several else key.method
+    return out
+
+
+IDENT_FIELDS: dict[str, Callable[[GroupKey], str]] = {
+    "model": lambda k: k.model,
+    "GT": lambda k: "yes" if k.with_ground_truth else "no",
+    "observability": lambda k: k.observability,
+}
+"""The identifying columns of a report line after its method label, by header."""
+
+
+def varying_idents(keys: Iterable[GroupKey]) -> list[str]:
+    """Headers of :data:`IDENT_FIELDS` whose value differs between ``keys``: what a section
+    that leaves them out must show so that each of its lines names one main-table line."""
+    unique = set(keys)
+    return [h for h, get in IDENT_FIELDS.items() if len({get(k) for k in unique}) > 1]
+
+
 def summarise(rows: Iterable[EvalRow]) -> list[GroupSummary]:
     """Group rows and aggregate each group, sorted by subset then method."""
     groups: dict[GroupKey, list[ScoredRow]] = {}
     first_config: dict[GroupKey, dict[str, Any]] = {}
     for row in rows:
-        key = GroupKey(
-            subset=row.subset,
-            method=row.method,
-            model=row.model,
-            with_ground_truth=row.with_ground_truth,
-            observability=row.observability,
-            config_id=row.config_id,
-        )
+        key = group_key(row)
         groups.setdefault(key, []).append(scored(row))
         first_config.setdefault(key, row.config)
-    configs: dict[tuple[str, str, str, bool, str], set[str]] = {}
-    for key in groups:
-        ident = (key.subset, key.method, key.model, key.with_ground_truth, key.observability)
-        configs.setdefault(ident, set()).add(key.config_id)
+    labels = group_labels(groups)
     out: list[GroupSummary] = []
     for key, items in groups.items():
-        ident = (key.subset, key.method, key.model, key.with_ground_truth, key.observability)
-        label = key.method
-        if len(configs[ident]) > 1:
-            label = f"{key.method}#{key.config_id[:6]}"
         out.append(
             GroupSummary(
                 key=key,
-                label=label,
+                label=labels[key],
                 metrics=aggregate(items),
                 floor=is_floor(key.method),
                 config=first_config[key],
@@ -153,11 +182,20 @@ def with_ci(value: MeanStd) -> str:
     return text
 
 
+def cases_cell(m: GroupMetrics) -> str:
+    """The cases the accuracies are over (labelled ones), with the unlabelled ones of the
+    group said apart: '2 (+1 unlabelled)'."""
+    text = str(m.scored_cases)
+    if m.unlabelled_cases:
+        text += f" (+{m.unlabelled_cases} unlabelled)"
+    return text
+
+
 def main_cells(g: GroupSummary) -> list[str]:
     m = g.metrics
     return [
         *ident_cells(g),
-        str(m.cases),
+        cases_cell(m),
         str(m.runs),
         with_ci(m.agent),
         with_ci(m.step),
@@ -208,6 +246,8 @@ def records(summaries: Sequence[GroupSummary]) -> list[dict[str, Any]]:
             "observability": g.key.observability,
             "config_id": g.key.config_id,
             "cases": m.cases,
+            "scored_cases": m.scored_cases,
+            "unlabelled_cases": m.unlabelled_cases,
             "runs": m.runs,
             "rows": m.rows,
             "scored_rows": m.scored_rows,
@@ -296,11 +336,15 @@ def footnotes(summaries: Sequence[GroupSummary]) -> list[str]:
         )
     unlabelled = sum(g.metrics.rows - g.metrics.scored_rows for g in summaries)
     if unlabelled:
-        notes.append(f"{unlabelled} row(s) have no gold label and are not scored.")
+        notes.append(
+            f"{unlabelled} row(s) have no gold label and are not scored: `cases` counts the "
+            "labelled cases the accuracies and intervals are over, the unlabelled ones in "
+            "parentheses."
+        )
     return notes
 
 
-def _literal(text: str) -> str:
+def plot_literal(text: str) -> str:
     """Text matplotlib shows as written: '$' would start mathtext (and fail on '$x'), and
     a leading '_' would hide the legend entry."""
     text = text.replace("$", r"\$")
@@ -327,8 +371,8 @@ def plot_tolerance(summaries: Sequence[GroupSummary], path: str | Path) -> Path:
             xs = list(TOLERANCES)
             ys = [100 * g.metrics.within[k].mean for k in xs]
             errs = [100 * (g.metrics.within[k].std or 0.0) for k in xs]
-            ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3, label=_literal(name))
-        ax.set_title(_literal(subset))
+            ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3, label=plot_literal(name))
+        ax.set_title(plot_literal(subset))
         ax.set_xlabel("tolerance k (steps)")
         ax.set_xticks(list(TOLERANCES))
         ax.set_ylim(0, 100)

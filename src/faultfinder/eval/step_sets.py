@@ -1,6 +1,7 @@
 """Coverage of step sets: how often a result's step set holds the decisive step.
 
-For every (subset, method, level) whose rows carry a step set and a gold label: the
+For every line of the report's main table (subset, method label, model, GT,
+observability, config) and level whose rows carry a step set and a gold label: the
 share of cases whose set holds an acceptable step (a case's repeats are averaged first;
 95% Wilson interval over cases), the mean set size, and the mean of set size / trace
 length. A set that holds every step
@@ -14,16 +15,26 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from faultfinder.eval.metrics import wilson
+from faultfinder.eval.report import (
+    IDENT_FIELDS,
+    GroupKey,
+    group_key,
+    group_labels,
+    varying_idents,
+)
 from faultfinder.eval.rows import EvalRow
 from faultfinder.eval.tables import markdown_table, text_table
 
 
 @dataclass(frozen=True)
 class Coverage:
-    """Step-set figures of one (subset, method, level)."""
+    """Step-set figures of one main-table group (subset, method, model, GT, observability,
+    config) at one level."""
 
     subset: str
     method: str
+    """The method's label as the main table shows it ('#config' suffixed when the method
+    ran with several configs)."""
     level: float
     cases: int
     covered: float
@@ -38,6 +49,13 @@ class Coverage:
     like the calibration data. The others' sets are shown without a coverage claim."""
     claimed_covered: float = 0.0
     """``covered`` over the claimed cases only."""
+    group: GroupKey | None = None
+    """The main-table group of the figures (None: not known)."""
+
+    def ident(self, header: str) -> str:
+        """The group's cell under an identifying header of the main table ('model', 'GT',
+        'observability')."""
+        return "" if self.group is None else IDENT_FIELDS[header](self.group)
 
     @property
     def claimed_rate(self) -> float:
@@ -67,14 +85,23 @@ def model_family(source: str | None) -> str:
 
 
 def coverage(rows: Iterable[EvalRow]) -> list[Coverage]:
-    """Figures per (subset, method, level), sorted."""
-    groups: dict[tuple[str, str, float], list[EvalRow]] = {}
-    for row in rows:
+    """Figures per main-table group and level, sorted by subset, label, model, GT,
+    observability and level. Rows of different models or configs of one method are never
+    pooled: each line stands for the cases of one line of the main table."""
+    items_of: list[EvalRow] = list(rows)
+    labels = group_labels(group_key(row) for row in items_of)
+    groups: dict[tuple[GroupKey, float], list[EvalRow]] = {}
+    for row in items_of:
         if covers(row) is None or row.step_set_level is None:
             continue
-        groups.setdefault((row.subset, row.method, row.step_set_level), []).append(row)
+        groups.setdefault((group_key(row), row.step_set_level), []).append(row)
+
+    def order(entry: tuple[tuple[GroupKey, float], list[EvalRow]]) -> tuple[object, ...]:
+        (key, level), _ = entry
+        return (key.subset, labels[key], key.model, key.with_ground_truth, key.observability, level)
+
     out: list[Coverage] = []
-    for (subset, method, level), items in sorted(groups.items()):
+    for (key, level), items in sorted(groups.items(), key=order):
         sizes = [len(r.step_set or []) for r in items]
         per_case: dict[str, list[bool]] = {}
         unclaimed: set[str] = set()
@@ -85,8 +112,8 @@ def coverage(rows: Iterable[EvalRow]) -> list[Coverage]:
         claimed = {k: v for k, v in per_case.items() if k not in unclaimed}
         out.append(
             Coverage(
-                subset=subset,
-                method=method,
+                subset=key.subset,
+                method=labels[key],
                 level=level,
                 cases=len(per_case),
                 covered=sum(sum(v) / len(v) for v in per_case.values()),
@@ -98,6 +125,7 @@ def coverage(rows: Iterable[EvalRow]) -> list[Coverage]:
                 sources=tuple(sorted({model_family(r.step_set_source) for r in items})),
                 claimed=len(claimed),
                 claimed_covered=sum(sum(v) / len(v) for v in claimed.values()),
+                group=key,
             )
         )
     return out
@@ -114,9 +142,16 @@ HEADERS = [
     "claimed",
     "coverage where claimed %",
 ]
+"""The section's columns; :func:`headers` adds the identifying ones that vary."""
 
 
-def cells(c: Coverage) -> list[str]:
+def headers(idents: Sequence[str] = ()) -> list[str]:
+    """:data:`HEADERS` with ``idents`` (model, GT, observability) after the method, as in
+    the main table."""
+    return [*HEADERS[:2], *idents, *HEADERS[2:]]
+
+
+def cells(c: Coverage, idents: Sequence[str] = ()) -> list[str]:
     low, high = c.ci
     if c.claimed:
         lo2, hi2 = wilson(c.claimed_covered, c.claimed)
@@ -126,6 +161,7 @@ def cells(c: Coverage) -> list[str]:
     return [
         c.subset,
         c.method,
+        *(c.ident(h) for h in idents),
         f"{100 * c.level:g}%",
         str(c.cases),
         f"{100 * c.rate:.1f} ({100 * low:.1f}–{100 * high:.1f})",
@@ -136,21 +172,37 @@ def cells(c: Coverage) -> list[str]:
     ]
 
 
-def markdown(figures: Sequence[Coverage]) -> str:
-    return markdown_table(HEADERS, [cells(c) for c in figures], left=2)
+def _idents(figures: Sequence[Coverage], idents: Sequence[str] | None) -> Sequence[str]:
+    if idents is not None:
+        return idents
+    return varying_idents(c.group for c in figures if c.group is not None)
 
 
-def text(figures: Sequence[Coverage]) -> str:
-    return text_table(HEADERS, [cells(c) for c in figures], left=2)
+def markdown(figures: Sequence[Coverage], idents: Sequence[str] | None = None) -> str:
+    """The figures as a Markdown table; ``idents``: the identifying columns to show
+    (default: those whose value differs between the figures)."""
+    shown = _idents(figures, idents)
+    return markdown_table(headers(shown), [cells(c, shown) for c in figures], left=2 + len(shown))
+
+
+def text(figures: Sequence[Coverage], idents: Sequence[str] | None = None) -> str:
+    """The figures as a text table (``idents`` as for :func:`markdown`)."""
+    shown = _idents(figures, idents)
+    return text_table(headers(shown), [cells(c, shown) for c in figures], left=2 + len(shown))
 
 
 def render_rows(rows: Iterable[EvalRow], fmt: str = "text") -> str:
-    """The ``report`` section ('' when no row carries a step set and a gold step)."""
-    figures = coverage(rows)
+    """The ``report`` section ('' when no row carries a step set and a gold step). Its
+    lines are the main table's groups: the model, GT and observability columns are shown
+    when they differ between the rows, as is needed to tell two lines of one method apart.
+    """
+    items = list(rows)
+    figures = coverage(items)
     if not figures:
         return ""
+    idents = varying_idents(group_key(row) for row in items)
     title = "Step sets: how often the set holds the decisive step"
-    body = markdown(figures) if fmt == "markdown" else text(figures)
+    body = markdown(figures, idents) if fmt == "markdown" else text(figures, idents)
     notes = (
         "Coverage: cases whose set holds an acceptable step (repeats averaged), with the 95% "
         "Wilson interval over cases; size / length: mean of set size over trace length. A "

@@ -7,8 +7,12 @@ not apply to them.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
 import inspect
 import json
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -121,8 +125,50 @@ def function_identity(fn: Callable[..., Any]) -> str | int:
     return id(fn)
 
 
+def _is_async(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` is a coroutine function, or an object whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
+
+
+async def _in_thread(fn: Callable[[ChatRequest], Any], request: ChatRequest) -> Any:
+    """``fn(request)`` in a daemon thread, with the caller's context variables.
+
+    Not ``asyncio.to_thread``: a call abandoned by a timeout or Ctrl-C would then hold up
+    the end of ``asyncio.run`` (and of the process) until it returned; a daemon thread is
+    left to finish on its own and its answer is dropped.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.done():  # the caller gave up (timeout, cancellation)
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def work() -> None:
+        try:
+            result, error = context.run(fn, request), None
+        except BaseException as exc:  # handed to the awaiting task, raised there
+            result, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=work, name="function-model", daemon=True).start()
+    return await future
+
+
 class FunctionBackend:
-    """Answers each request by calling ``fn(request)`` (sync or async)."""
+    """Answers each request by calling ``fn(request)`` (sync or async).
+
+    A sync function runs in a thread of its own (the caller's context variables copied),
+    so a slow one blocks no other case: concurrent cases overlap, ``--timeout`` cuts a
+    call off (the thread finishes on its own, its answer dropped), Ctrl-C is heard, and an
+    eval writes each row as its case ends. An async function is awaited on the event loop.
+    """
 
     is_real = False
     supports_tools = True
@@ -138,7 +184,10 @@ class FunctionBackend:
 
     async def complete(self, request: ChatRequest) -> Completion:
         self.requests.append(request)
-        result = self.fn(request)
+        if _is_async(self.fn):
+            result = self.fn(request)
+        else:
+            result = await _in_thread(self.fn, request)
         if inspect.isawaitable(result):
             result = await result
         return _to_completion(result, self.model)

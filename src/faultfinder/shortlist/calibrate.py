@@ -22,6 +22,7 @@ deploy model), for a framework whose runs the shipped ranker reads poorly.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -43,6 +44,10 @@ the training traces with ``--train``."""
 MIN_TRAIN = 20
 """Labelled traces ``--train`` needs: each of the five folds calibrates its held-out model
 on about a fifth of them."""
+TRAINED_ON_IT = "the weights trained on it"
+"""Why a training trace of the weights is skipped."""
+TRAINED_ON_NEAR_COPY = "the weights trained on a near-copy of it"
+"""Why a near-copy of a training trace is skipped."""
 
 
 @dataclass
@@ -98,9 +103,41 @@ def _usable(trace: Trace, weights: Weights) -> str | None:
     chosen = weights.choose(trace)
     if chosen.contaminated or chosen.model is not weights.deploy:
         # A training trace (or a near-copy of one) is ranked by a held-out fold model;
-        # calibrating every model on it would reuse traces some of them trained on.
-        return f"the weights trained on it or on a near-copy ({chosen.source})"
+        # calibrating every model on it would reuse traces some of them trained on. The
+        # reason names no fold, so the summary counts such traces under one or two lines.
+        if chosen.near_copy is not None:
+            return TRAINED_ON_NEAR_COPY
+        return TRAINED_ON_IT
     return None
+
+
+def skip_summary(skipped: dict[str, str]) -> str:
+    """'58 × the weights trained on it (e.g. 1)': the skipped traces counted per reason,
+    most frequent first, with one trace id as an example ('' when none was skipped)."""
+    if not skipped:
+        return ""
+    reasons = Counter(skipped.values())
+    first = next(iter(skipped))
+    return (
+        f"skipped {len(skipped)}: "
+        + "; ".join(f"{n} × {why}" for why, n in reasons.most_common())
+        + f" (e.g. {first})"
+    )
+
+
+def _too_few(usable: int, total: int, need: str, report: Calibration) -> ConfigError:
+    """The error for too few usable traces, with why the others were skipped."""
+    message = f"{usable} usable labelled trace(s) of {total}; {need}."
+    if report.skipped:
+        summary = skip_summary(report.skipped)
+        message += f" {summary[:1].upper()}{summary[1:]}."
+    if any(why in (TRAINED_ON_IT, TRAINED_ON_NEAR_COPY) for why in report.skipped.values()):
+        message += (
+            " A trace the weights trained on cannot calibrate them (its score would be "
+            "too good): calibrate on other labelled runs of your framework, or pass --train "
+            "to fit the ranker on these traces alone."
+        )
+    return ConfigError(message)
 
 
 def _thresholds(model: ShortlistModel, traces: Sequence[Trace]) -> dict[float, float]:
@@ -123,9 +160,12 @@ def calibrate(
         raise ConfigError("step sets need a shortlist model without the 'surprisal' group")
     usable, report = _sorted_out(traces, source, lambda t: _usable(t, weights))
     if len(usable) < MIN_TRACES:
-        raise ConfigError(
-            f"{len(usable)} usable labelled trace(s) of {len(traces)}; calibrating step sets "
-            f"needs at least {MIN_TRACES} (a decisive step in each trace's label)"
+        raise _too_few(
+            len(usable),
+            len(traces),
+            f"calibrating step sets needs at least {MIN_TRACES} (a decisive step in each "
+            "trace's label, and a trace the weights did not train on)",
+            report,
         )
     models = []
     for model in [weights.deploy, *weights.folds]:
@@ -160,9 +200,12 @@ def train_on(
     _check_source(source)
     usable, report = _sorted_out(traces, source, _unlabelled)
     if len(usable) < MIN_TRAIN:
-        raise ConfigError(
-            f"{len(usable)} usable labelled trace(s) of {len(traces)}; training the ranker "
-            f"needs at least {MIN_TRAIN} (without --train, calibrating needs {MIN_TRACES})"
+        raise _too_few(
+            len(usable),
+            len(traces),
+            f"training the ranker needs at least {MIN_TRAIN} (without --train, calibrating "
+            f"needs {MIN_TRACES})",
+            report,
         )
     try:
         import numpy  # noqa: F401
