@@ -47,6 +47,7 @@ from _criterion import header, score
 from _deploy_choice import deploy_choice
 from _readme import write_section
 from _stats import cell, paired
+from _tried import tried
 from shortlist import Ranked, first_speaker, majority_agent, recall_hits, same_agent
 
 from faultfinder.eval.datasets import load_dataset, subset_of
@@ -826,6 +827,7 @@ def main() -> int:
     if not args.no_selection:
         out += criterion(traces, trained, args.folds)
         out += deploy_choice(traces, trained, groups, args.folds)
+        out += tried(traces, trained, groups, args.folds)
         out += selection(traces, trained)
     text = "\n".join(out)
     print(text)
