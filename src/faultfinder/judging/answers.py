@@ -265,17 +265,44 @@ def json_answer(text: str) -> dict[str, Any] | None:
 
 # --- step numbers ------------------------------------------------------------------
 
-# Possessive blanks: a number follows, never a blank, and a long run of spaces is read once.
-_LEAD = r"^(?:step\s*+(?:number|no\.?|index|#)?\s*+)?#?\s*+"
-_RANGE = re.compile(
-    _LEAD + r"-?\d+\s*(?:or|and|to|/|,|&|–|—|-|~|或|和|至|到|、)\s*(?:step\s*)?#?-?\d+(?![\w.])",
+# 'step12', 'step_7', 'Step Number 7' -> 'step 7' (possessive: a long run of blanks is read
+# once), so the number stands on its own like any other.
+_STEP_WORD = re.compile(r"\bstep[\s_]*+(?:(?:number|no\.?|index)[\s_]*+)?(?=[#\-]?\d)", re.I)
+# A note on the numbering ('0-based', 'counting from 1') names no step.
+_NUMBERING_NOTE = re.compile(
+    r"\b[01][ \t]*+-?[ \t]*+(?:based|indexed)\b|"
+    r"\b(?:counting|numbered|indexed|starting)[ \t]++(?:from|at)[ \t]++[01]\b",
+    re.I,
+)
+# A whole number standing on its own: not inside a word or code ('4th', 'Agent_2', 'gpt4',
+# '0x7'), not part of a decimal ('3.5'); a sentence's full stop may follow ('step 12.').
+# ASCII classes, so '7或8' is two numbers.
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])-?\d+(?![A-Za-z0-9_]|\.\d)")
+_DECIMAL = re.compile(r"(?<![A-Za-z0-9_.])\d+\.\d+")
+_HEX = re.compile(r"\b0x[0-9a-f]+\b", re.I)
+# Hedges a step field can carry beyond those of a Yes/No (``_HEDGES``): a number given as
+# approximate, open-ended, negated or questioned. 'Most likely' and 'my best guess' are
+# not hedges: the prompts ask for one best answer. Possessive blanks keep long runs linear.
+_STEP_HEDGES = re.compile(
+    r"\b(?:around|about|approx(?:imately|\.)?|roughly|circa|near(?:ly)?)[ \t]++"
+    r"(?:step[ \t]*+)?#?-?\d++|"
+    r"(?:\bnot|n't)[ \t]++(?:(?:at|in)[ \t]++)?(?:step[ \t]*+)?#?-?\d++|"
+    r"\bor[ \t]++(?:so|thereabouts|later|earlier|before|after|around)\b|"
+    r"\bat[ \t]++(?:the[ \t]++)?(?:latest|earliest|least|most)\b|"
+    r"~[ \t]*+-?\d++|(?<!\d)\d++[ \t]*+\?",
     re.I,
 )
 
 
-def parse_step_number(value: str | int, n_steps: int | None = None) -> int:
-    """One integer step from an answer field: '7', 'Step 7', '**7**', '#7', '7 (the
-    search)'. Two candidate steps ('7 or 8', '7-8') are ambiguous; no number raises.
+def parse_step_number(value: str | int | float, n_steps: int | None = None) -> int:
+    """One integer step from an answer field: '7', 'Step 7', '**7**', '#7', '7.', '7 (the
+    search)', 'The mistake is at step 7.', a JSON 7 (or 7.0).
+
+    The field must hold exactly one step number. Unreadable (ParseError, with the reason):
+    two different numbers ('7 or 8', '7-8', '2|3', '7 vs 8', '7 (possibly 8)', 'Step 7;
+    also step 8'), a decimal ('3.5'), a hex literal ('0x7'), a hedge ('maybe 7', 'about 7',
+    '7?', '7 or later'), or no number. Ordinals ('its 4th message') and numbering notes
+    ('0-based') are not step numbers; the same number repeated is one step.
 
     With ``n_steps`` a step outside [0, n_steps) raises; without it the caller decides
     (methods keep the step and :func:`faultfinder.judging.pairing.check_step` marks it).
@@ -284,24 +311,35 @@ def parse_step_number(value: str | int, n_steps: int | None = None) -> int:
         raise ParseError(f"no step number in '{value}'")
     if isinstance(value, int):
         step = value
+    elif isinstance(value, float):
+        if not value.is_integer():
+            raise ParseError(f"'{value}' is not a whole step number")
+        step = int(value)
     else:
-        text = clean_value(str(value))
-        if _RANGE.search(text):
-            raise ParseError(f"several candidate steps in '{text[:80]}'; give one")
-        lead = re.match(_LEAD + r"(-?\d+)(?![\d])", text, re.I)
-        if lead:
-            step = int(lead.group(1))
-        else:
-            named = set(re.findall(r"\bstep\s*+#?\s*+(-?\d+)\b", text, re.I))
-            numbers = set(re.findall(r"(?<![\w.])-?\d+(?![\w.]|\.\d)", text))
-            pick = named if named else numbers
-            if len(pick) != 1:
-                what = "several candidate steps" if pick else "no step number"
-                raise ParseError(f"{what} in '{text[:80]}'")
-            step = int(next(iter(pick)))
+        step = _step_in_text(clean_value(str(value)))
     if n_steps is not None and not 0 <= step < n_steps:
         raise ParseError(f"step {step} is outside the trace (0..{n_steps - 1})")
     return step
+
+
+def _step_in_text(text: str) -> int:
+    """The one step number ``text`` holds (see :func:`parse_step_number`)."""
+    shown = text[:80]
+    plain = _NUMBERING_NOTE.sub(" ", _STEP_WORD.sub("step ", text))
+    for pattern, what in ((_HEX, "a decimal"), (_DECIMAL, "a whole")):
+        odd = pattern.search(plain)
+        if odd:
+            raise ParseError(f"'{odd.group(0)}' is not {what} step number in '{shown}'")
+    numbers = list(dict.fromkeys(int(n) for n in _NUMBER.findall(plain)))
+    if len(numbers) > 1:
+        listed = ", ".join(map(str, numbers[:4]))
+        raise ParseError(f"several candidate steps ({listed}) in '{shown}'; give one")
+    if not numbers:
+        raise ParseError(f"no step number in '{shown}'")
+    hedge = _STEP_HEDGES.search(plain) or _HEDGES.search(plain)
+    if hedge:
+        raise ParseError(f"the step is hedged ('{hedge.group(0).strip()}') in '{shown}'")
+    return numbers[0]
 
 
 class AgentStepAnswer(BaseModel):
@@ -333,7 +371,9 @@ def parse_agent_step_reason(
         raise ParseError("no 'Step Number:' line")
     return AgentStepAnswer(
         agent=match_agent(str(agent_raw), agents),
-        step=parse_step_number(step_raw if isinstance(step_raw, int) else str(step_raw), n_steps),
+        step=parse_step_number(
+            step_raw if isinstance(step_raw, int | float) else str(step_raw), n_steps
+        ),
         reason=str(reason or ""),
     )
 
@@ -342,10 +382,19 @@ def parse_agent_step_reason(
 
 _HEDGES = re.compile(
     r"\b(maybe|perhaps|possibly|probably|partial(ly)?|unclear|uncertain|unsure|not sure|"
-    r"hard to (say|tell)|can(no|')t (be )?(determined?|tell|say)|debatable|ambiguous|"
-    r"depends)\b",
+    r"(hard|impossible) to (say|tell|determine)|(can(no|')t|can not|unable to) (be )?"
+    r"(determined?|tell|say|know)|debatable|ambiguous|depends)\b",
     re.I,
 )
+
+
+def find_hedge(text: str) -> str | None:
+    """The first hedge in ``text`` ('maybe', 'probably', 'not sure', 'cannot determine'…),
+    or None. A field carrying one is unreadable, in every parser that uses it."""
+    m = _HEDGES.search(text)
+    return m.group(0) if m else None
+
+
 _BOTH = re.compile(r"\b(yes|no)\b\s*(and|or|/|&)\s*\b(yes|no)\b", re.I)
 _ANSWER_LABELS = (
     "Yes/No", "Yes or No", "Answer", "Final Answer", "Judgment", "Judgement", "Decision",
@@ -354,18 +403,18 @@ _ANSWER_LABELS = (
 _WORDS = {"yes": True, "no": False, "是": True, "否": False, "不是": False}
 
 
-def _yes_no_fields(text: str) -> list[str]:
-    """Candidate answer fields of a Yes/No reply, in the order they are tried."""
+def _yes_no_fields(text: str) -> tuple[list[str], str]:
+    """The answer fields of a Yes/No reply (items '1.' and labelled lines, in the order
+    they are tried) and its first line, the fallback when there is none."""
     items = re.finditer(r"(?:^|\n)[ \t*#>]*1\s*[.)][ \t*]*(?P<v>.*?)(?=\s2\s*[.)]|\n|$)", text)
     fields = [m.group("v") for m in items]
     for label in _ANSWER_LABELS:
         fields += field_values(text, label)
-    # Else the first line, after a preface that announces the answer ('My judgment:').
+    # The first line, after a preface that announces the answer ('My judgment:').
     lines = [line for line in text.strip().splitlines() if line.strip()]
     while len(lines) > 1 and lines[0].rstrip().endswith((":", "：")):
         lines.pop(0)
-    fields.append(lines[0] if lines else "")
-    return fields
+    return fields, lines[0] if lines else ""
 
 
 def _strip_echo(field: str) -> str:
@@ -375,31 +424,55 @@ def _strip_echo(field: str) -> str:
     return clean_value(field)
 
 
-def parse_yes_no(text: str) -> bool:
-    """The answer to a Yes/No question, read from its answer field.
+_YES_NO_START = re.compile(r"(yes|no|不是|是|否)(?![\w])", re.I)
 
-    The field is item '1.' (step-by-step's '1. Yes/No. 2. Reason' format), a labelled line
-    ('Yes/No: No', 'Answer: **Yes**'), a JSON ``answer`` key, or else the reply's first
-    line; a field that only echoes 'Yes/No' is skipped. It must start with Yes or No; a
-    field that negates, hedges or says both is unreadable.
-    """
-    data = json_answer(text)
-    value = json_field(data, "answer", "Yes/No", "judgment", "judgement", "decision")
-    if isinstance(value, bool):
-        return value
-    candidates = [value] if isinstance(value, str) else _yes_no_fields(text)
-    field = next((f for f in map(_strip_echo, candidates) if f), "")
-    if not field:
-        raise ParseError("no Yes/No in the answer")
+
+def _read_yes_no(field: str) -> bool:
+    """A field that starts with Yes or No, neither hedged nor saying both."""
     if _BOTH.search(field):
         raise ParseError(f"the answer says both yes and no: '{field[:80]}'")
-    m = re.match(r"(yes|no|不是|是|否)(?![\w])", field, re.I)
+    m = _YES_NO_START.match(field)
     if not m:
         raise ParseError(f"the answer does not start with Yes or No: '{field[:80]}'")
     sentence = re.split(r"(?<=[.!?。])\s|\n", field, maxsplit=1)[0]
     if _HEDGES.search(sentence):
         raise ParseError(f"the answer hedges: '{sentence[:80]}'")
     return _WORDS[m.group(1).lower()]
+
+
+def parse_yes_no(text: str) -> bool:
+    """The answer to a Yes/No question, read from its answer field.
+
+    The field is item '1.' (step-by-step's '1. Yes/No. 2. Reason' format), a labelled line
+    ('Yes/No: No', 'Answer: **Yes**'), a JSON ``answer`` key, or else the reply's first
+    line; a field that only echoes 'Yes/No' is skipped. It must start with Yes or No; a
+    field that negates, hedges or says both is unreadable. Every other field of the reply
+    that starts with Yes or No (another item '1.', another label, the first line) must
+    give the same answer, unhedged: a reply answering twice, differently, is unreadable.
+    """
+    data = json_answer(text)
+    value = json_field(data, "answer", "Yes/No", "judgment", "judgement", "decision")
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        fields, first_line = [value], ""
+    else:
+        fields, first_line = _yes_no_fields(text)
+    stripped = [f for f in map(_strip_echo, fields) if f]
+    first_line = _strip_echo(first_line)
+    if not stripped and first_line:
+        stripped = [first_line]
+    if not stripped:
+        raise ParseError("no Yes/No in the answer")
+    answer = _read_yes_no(stripped[0])
+    # The first line counts again only when it is an answer itself ('No.' above a
+    # 'Final Answer: Yes'); an item line '1. No. 2. ...' or 'Answer: No' is not.
+    for other in [*stripped[1:], first_line]:
+        if _YES_NO_START.match(other) and _read_yes_no(other) != answer:
+            raise ParseError(
+                f"the answer is given twice, differently: '{stripped[0][:40]}' / '{other[:40]}'"
+            )
+    return answer
 
 
 # --- JSON --------------------------------------------------------------------------

@@ -28,13 +28,18 @@ _NO_STEP = {"", "none", "null", "n/a", "na", "unknown", "-"}
 
 
 def _coerce_step(value: Any) -> Any:
-    """'Step 7', '7', 'step_7' → 7; 'none'/'' → None; anything else is left to pydantic."""
+    """'none'/'' → None; any other string or number is read by
+    :func:`answers.parse_step_number` ('Step 7', '7', 'step_7' → 7), the rule every method's
+    step field follows, so two steps ('2 or 3', 'steps 3-4'), a decimal ('3.5') or a hedge
+    raise (a ValueError: pydantic reports it as this field's error). Anything else is left
+    to pydantic."""
     if isinstance(value, str):
         text = value.strip()
         if text.lower() in _NO_STEP:
             return None
-        match = re.search(r"-?\d+", text)
-        return int(match.group(0)) if match else value
+        return parse_step_number(text)
+    if isinstance(value, float):
+        return parse_step_number(value)
     return value
 
 

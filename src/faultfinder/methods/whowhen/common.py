@@ -18,7 +18,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel
 
 from faultfinder.judging import reference
-from faultfinder.judging.answers import parse_yes_no
+from faultfinder.judging.answers import find_hedge, parse_yes_no
 from faultfinder.judging.fitting import fit_steps
 from faultfinder.judging.grammars import REASON_GBNF, choice_grammar, gbnf_choice
 from faultfinder.judging.method import MethodConfig
@@ -332,12 +332,22 @@ _HALF_ECHO = re.compile(
     re.I,
 )
 _HALF_NEGATED = re.compile(
-    r"(\bnot|n't|\bneither|\bnor|\brather than|\binstead of)\b[^.\n]{0,20}$", re.I
+    r"(\bnot|n't|\bcannot|\bneither|\bnor|\brather than|\binstead of)\b[^.\n]{0,20}$", re.I
 )
 _NEGATION_REACH = 40
 """Characters before a label that :data:`_HALF_NEGATED` can see: a negation of at most 11
 characters, 20 more, and the character before it (its word boundary), with room to spare.
 Searching only these keeps a reply naming the label many times linear."""
+_HALF_REVISED = re.compile(
+    r"\?|\b(?:no|nope)[ \t]*+[,.!;:]|\b(?:actually|wait|rather|instead|correction|sorry|"
+    r"i mean|on second thought|on reflection|scratch that|make (?:that|it))\b",
+    re.I,
+)
+"""What, between a reply's first label and the other label, takes the first one back:
+'Lower half? No, upper half.', 'upper half. Actually, lower half.'."""
+_SENTENCE_END = re.compile(r"(?<=[.!?。])\s|\n")
+_HALF_QUESTIONED = re.compile(r"\b(?:upper|lower)[\s_\-]*half\b['\"`*_]*+\s*+\?", re.I)
+"""A label asked rather than answered ('Lower half?')."""
 
 
 def parse_half(text: str) -> Half:
@@ -345,16 +355,35 @@ def parse_half(text: str) -> Half:
 
     Only those labels count (a bare 'upper', 'first half' or 'top' is unreadable).
     An echo of the question ("'upper half' or 'lower half'") is ignored. A reply that
-    starts with a label is read as that label; otherwise it must name exactly one of the
-    two, and not in a negation ("not in the upper half").
+    starts with a label is read as that label, unless it goes on to take it back ('Lower
+    half. Actually, upper half.'); otherwise it must name exactly one of the two, and not
+    in a negation ("not in the upper half"). A label asked ('Lower half?') or hedged in its
+    sentence ('I cannot determine whether it is the upper half', 'probably the lower
+    half') is unreadable.
     """
     body = _HALF_ECHO.sub(" ", text.translate(_PLAIN_QUOTES))
+    questioned = _HALF_QUESTIONED.search(body)
+    if questioned:
+        raise ParseError(f"the answer asks rather than answers: '{questioned.group(0)[:80]}'")
+    for sentence in _SENTENCE_END.split(body):
+        hedge = find_hedge(sentence) if _HALF.search(sentence) else None
+        if hedge:
+            raise ParseError(f"the answer hedges ('{hedge}'): '{sentence.strip()[:80]}'")
     cleaned = re.sub(
         r"^[\s'\"`*_#>.:-]*(?:(?:final\s+)?answer\s*[:：]\s*)?[\s'\"`*_]*", "", body, flags=re.I
     )
     start = _HALF.match(cleaned)
     if start:
-        return "upper" if start.group(1).lower() == "upper" else "lower"
+        kind = start.group(1).lower()
+        other = next((m for m in _HALF.finditer(cleaned) if m.group(1).lower() != kind), None)
+        between = cleaned[start.end() : other.start()] if other else ""
+        revised = _HALF_REVISED.search(between)
+        if revised:
+            raise ParseError(
+                f"the answer takes its first half back ('{revised.group(0).strip()}'): "
+                f"'{cleaned.strip()[:80]}'"
+            )
+        return "upper" if kind == "upper" else "lower"
     found = list(_HALF.finditer(body))
     kinds = {m.group(1).lower() for m in found}
     if not kinds:
