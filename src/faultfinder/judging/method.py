@@ -19,6 +19,7 @@ from faultfinder.judging.pairing import apply_step_rule
 from faultfinder.judging.reference import GroundTruthStatus, ground_truth_status
 from faultfinder.llm.client import LLM
 from faultfinder.llm.scopes import CallRecord, track_usage
+from faultfinder.redact import Redactor
 from faultfinder.shortlist.sets import DEFAULT_LEVEL, weights_at
 from faultfinder.shortlist.sets import step_set as step_set_of
 from faultfinder.traces.schema import Trace
@@ -266,8 +267,9 @@ async def run_method(
 ) -> Attribution:
     """Run ``method`` on ``trace`` and return a self-describing Attribution.
 
-    Usage and raw replies are collected by the LLM layer; a budget overrun or a failing
-    endpoint becomes a recorded error, never a made-up verdict. ``step_set`` is the
+    Usage and raw replies are collected by the LLM layer; a budget overrun, a failing
+    endpoint or any other exception the method raises (a bug: ``error`` is its type and
+    message) becomes a recorded error, never a made-up verdict. ``step_set`` is the
     coverage level of the result's step set (None: no set); the set is computed offline
     after the method's verdict and never calls the model, with the shortlist weights file
     ``step_set_weights`` (None: the shipped one; e.g. one ``faultfinder calibrate`` wrote).
@@ -286,6 +288,15 @@ async def run_method(
             verdict, error, budget_stop = Verdict(status="budget-exceeded"), str(exc), "run"
         except FaultfinderError as exc:
             verdict, error = Verdict(status="error"), str(exc)
+        except Exception as exc:
+            # A bug in the method or in a function model is a recorded error, as a failing
+            # endpoint is: `attribute` shows it and exits 4, `eval` keeps the row and goes on.
+            logger.debug("%s raised on trace '%s'", label or method.name, trace.id, exc_info=True)
+            verdict, error = Verdict(status="error"), f"{type(exc).__name__}: {exc}"
+    if error is not None:
+        # An exception's text is not trusted to be free of keys (a function model's, a
+        # URL's query): key-shaped tokens and credentials in URLs go before it is written.
+        error = Redactor().text(error)
     if verdict.status == "budget-exceeded" and budget_stop is None:
         # The method itself found its work cannot fit the case's budget (it plans within
         # it, e.g. compose) and made no call that could overspend it.

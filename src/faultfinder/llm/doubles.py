@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import difflib
 import inspect
 import json
 import threading
@@ -21,12 +22,79 @@ from faultfinder.errors import ConfigError, FaultfinderError
 from faultfinder.llm.base import ChatRequest, Completion, approx_token_count
 from faultfinder.traces.schema import ToolCall
 
+REPLY_FORMS = (
+    'expected a string, a {"text", "tool_calls"} object or a Completion (docs/llm.md, Test doubles)'
+)
+"""What a scripted reply or a function model's return value may be, for error messages."""
 
-def _to_completion(reply: str | dict[str, Any] | Completion, model: str) -> Completion:
+_REPLY_KEYS = ("text", "tool_calls")
+_CALL_KEYS = ("id", "name", "arguments")
+
+
+def _shown(value: object) -> str:
+    """A short, one-line picture of a bad value: its repr (cut) and its type."""
+    text = repr(value).replace("\n", " ")
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return text if value is None else f"{text} ({type(value).__name__})"
+
+
+def _unknown_keys(given: dict[str, Any], known: tuple[str, ...]) -> str | None:
+    """'unknown key 'txt' (did you mean 'text'?)', or None when every key is known."""
+    unknown = [str(k) for k in given if k not in known]
+    if not unknown:
+        return None
+    hints = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        hints.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+    return f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(hints)}"
+
+
+def reply_problem(reply: object) -> str | None:
+    """What is wrong with a scripted reply or a function model's return value, or None
+    when it is one of :data:`REPLY_FORMS`. Unknown keys are wrong, not ignored: a
+    misspelt ``"txt"`` would otherwise answer with an empty text."""
+    if isinstance(reply, str | Completion):
+        return None
+    if not isinstance(reply, dict):
+        return f"is {_shown(reply)}"
+    if unknown := _unknown_keys(reply, _REPLY_KEYS):
+        return f"has an {unknown}"
+    if not isinstance(reply.get("text", ""), str):
+        return f'has "text" {_shown(reply["text"])}, not a string'
+    calls = reply.get("tool_calls", [])
+    if not isinstance(calls, list):
+        return f'has "tool_calls" {_shown(calls)}, not a list'
+    for i, call in enumerate(calls):
+        where = f"tool call {i + 1}"
+        if not isinstance(call, dict):
+            return f"has {where} {_shown(call)}, not an object"
+        if unknown := _unknown_keys(call, _CALL_KEYS):
+            return f"has {where} with an {unknown}"
+        if not isinstance(call.get("name"), str) or not call["name"]:
+            return f'has {where} without a "name" string'
+        if call.get("id") is not None and not isinstance(call["id"], str):
+            return f'has {where} with "id" {_shown(call["id"])}, not a string'
+        arguments = call.get("arguments", {})
+        if not isinstance(arguments, str):
+            try:
+                json.dumps(arguments)
+            except (TypeError, ValueError):
+                return f'has {where} with "arguments" {_shown(arguments)}, not JSON'
+    return None
+
+
+def _to_completion(reply: object, model: str, where: str) -> Completion:
+    """``reply`` as a Completion; ``ConfigError`` naming ``where`` (which double, which
+    reply) and the accepted forms when it is none of them."""
+    if problem := reply_problem(reply):
+        raise ConfigError(f"{where} {problem}; {REPLY_FORMS}.")
     if isinstance(reply, Completion):
         return reply
     if isinstance(reply, str):
         return Completion(text=reply, model=model, finish_reason="stop")
+    assert isinstance(reply, dict)
     calls = [
         ToolCall(
             id=c.get("id") or f"call_{i}",
@@ -48,8 +116,9 @@ def _to_completion(reply: str | dict[str, Any] | Completion, model: str) -> Comp
 class ScriptedBackend:
     """Replies from a list, in order.
 
-    Each reply is a string, or ``{"text": ..., "tool_calls": [{"name", "arguments"}]}``.
-    When the list runs out it raises, unless ``repeat_last`` is set.
+    Each reply is a string, or ``{"text": ..., "tool_calls": [{"name", "arguments"}]}``
+    (:data:`REPLY_FORMS`); one of another shape is a ``ConfigError`` here, before any
+    call. When the list runs out it raises, unless ``repeat_last`` is set.
     """
 
     is_real = False
@@ -63,6 +132,9 @@ class ScriptedBackend:
         self.model = model or "scripted"
         self.name = f"scripted:{self.model}" if model else "scripted"
         self.requests: list[ChatRequest] = []
+        for i, reply in enumerate(self.replies):
+            if problem := reply_problem(reply):
+                raise ConfigError(f"{self.name}: reply {i + 1} {problem}; {REPLY_FORMS}.")
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedBackend:
@@ -83,7 +155,17 @@ class ScriptedBackend:
         if isinstance(data, list):
             return cls(data, model=p.name)
         if isinstance(data, dict) and isinstance(data.get("replies"), list):
-            return cls(data["replies"], repeat_last=bool(data.get("repeat_last")), model=p.name)
+            if unknown := _unknown_keys(data, ("replies", "repeat_last")):
+                raise ConfigError(
+                    f'{p}: {unknown}; the scripted replies file takes "replies" (a list) '
+                    'and "repeat_last" (true or false).'
+                )
+            repeat_last = data.get("repeat_last", False)
+            if not isinstance(repeat_last, bool):
+                raise ConfigError(
+                    f'{p}: "repeat_last" is {_shown(repeat_last)}; use true or false.'
+                )
+            return cls(data["replies"], repeat_last=repeat_last, model=p.name)
         raise ConfigError(
             f'{p}: expected a JSON list of replies or {{"replies": [...]}} for the scripted model'
         )
@@ -96,9 +178,11 @@ class ScriptedBackend:
         position = len(self.requests)
         self.requests.append(request)
         if position < len(self.replies):
-            return _to_completion(self.replies[position], self.model)
+            where = f"{self.name}: reply {position + 1}"
+            return _to_completion(self.replies[position], self.model, where)
         if self.repeat_last and self.replies:
-            return _to_completion(self.replies[-1], self.model)
+            where = f"{self.name}: reply {len(self.replies)}"
+            return _to_completion(self.replies[-1], self.model, where)
         raise FaultfinderError(
             f"The scripted model ran out of replies after {len(self.replies)}: add more replies "
             'or set "repeat_last": true in the replies file.'
@@ -190,7 +274,7 @@ class FunctionBackend:
             result = await _in_thread(self.fn, request)
         if inspect.isawaitable(result):
             result = await result
-        return _to_completion(result, self.model)
+        return _to_completion(result, self.model, f"{self.name}: reply")
 
     def count_tokens(self, text: str) -> int:
         return approx_token_count(text)

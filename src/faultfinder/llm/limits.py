@@ -74,19 +74,29 @@ class BudgetBook:
         b = self.budget
         if b.max_calls is not None and self.calls + self.reserved_calls + 1 > b.max_calls:
             raise errors.BudgetExceededError(
-                f"Call budget of {b.max_calls} reached ({self.calls} calls made). "
+                f"Call budget of {b.max_calls} reached ({self._calls_so_far()}). "
                 "Raise --max-calls or narrow the run."
             )
         if (
             b.max_tokens is not None
             and self.spent_tokens + self.reserved_tokens + tokens > b.max_tokens
         ):
+            held = (
+                f", {self.reserved_tokens} held by calls in flight" if self.reserved_tokens else ""
+            )
             raise self.error(
                 f"{self.what} of {b.max_tokens} would be exceeded: "
-                f"{self.spent_tokens} spent, next call may need up to {tokens}. {self.hint}"
+                f"{self.spent_tokens} spent{held}, next call may need up to {tokens}. "
+                f"{self.hint}"
             )
         self.reserved_calls += 1
         self.reserved_tokens += tokens
+
+    def _calls_so_far(self) -> str:
+        """'5 calls made' or '2 calls made, 3 in flight': a call in flight holds its
+        place in the call budget until it returns."""
+        made = f"{self.calls} call{'' if self.calls == 1 else 's'} made"
+        return f"{made}, {self.reserved_calls} in flight" if self.reserved_calls else made
 
     @property
     def tokens_left(self) -> int | None:
