@@ -28,6 +28,7 @@ from faultfinder.llm.cache import ResponseCache, cache_key
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import FunctionBackend, ScriptedBackend
 from faultfinder.llm.limits import BudgetBook
+from faultfinder.registry import create_method
 from faultfinder.traces.loader import load_traces
 from faultfinder.traces.schema import Trace
 from faultfinder.usage import Budget
@@ -202,6 +203,21 @@ def test_run_method_records_any_exception_as_an_error() -> None:
     assert result.agent is None and result.step is None
 
 
+def test_a_reply_s_usage_is_the_call_s_usage_and_is_checked() -> None:
+    trace = load_traces(TINY)[0]
+    said = "Agent Name: Calculator\nStep Number: 2\nReason for Mistake: wrong sum"
+    usage = {"prompt_tokens": 70, "completion_tokens": 9}
+    llm = LLM(FunctionBackend(lambda r: {"text": said, "usage": usage}))
+    result = asyncio.run(run_method(create_method("all-at-once"), trace, llm))
+    assert (result.status, result.agent, result.step) == ("ok", "Calculator", 2)
+    assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (70, 9)
+    assert not result.usage.estimated
+    for bad in ({"prompt": 1}, {"prompt_tokens": -1}, {"prompt_tokens": "9"}, [1]):
+        llm = LLM(FunctionBackend(lambda r, bad=bad: {"text": said, "usage": bad}))
+        failed = asyncio.run(run_method(create_method("all-at-once"), trace, llm))
+        assert failed.status == "error" and '"usage"' in (failed.error or "")
+
+
 def test_an_error_text_holding_a_key_is_written_without_it(tmp_path: Path) -> None:
     out_file = tmp_path / "rows.jsonl"
     code, _, err = invoke(
@@ -268,7 +284,7 @@ def test_a_function_reply_of_the_wrong_shape_is_one_clear_error(reply: Any, said
     message = str(caught.value)
     assert message.startswith("function:mine: reply ")
     assert said in message
-    assert 'expected a string, a {"text", "tool_calls"} object or a Completion' in message
+    assert 'expected a string, a {"text", "tool_calls", "usage"} object or a Completion' in message
 
 
 def test_replies_of_every_documented_shape_still_work() -> None:

@@ -21,14 +21,17 @@ from typing import Any
 from faultfinder.errors import ConfigError, FaultfinderError
 from faultfinder.llm.base import ChatRequest, Completion, approx_token_count
 from faultfinder.traces.schema import ToolCall
+from faultfinder.usage import Usage
 
 REPLY_FORMS = (
-    'expected a string, a {"text", "tool_calls"} object or a Completion (docs/llm.md, Test doubles)'
+    'expected a string, a {"text", "tool_calls", "usage"} object or a Completion (docs/llm.md, '
+    "Test doubles)"
 )
 """What a scripted reply or a function model's return value may be, for error messages."""
 
-_REPLY_KEYS = ("text", "tool_calls")
+_REPLY_KEYS = ("text", "tool_calls", "usage")
 _CALL_KEYS = ("id", "name", "arguments")
+_USAGE_KEYS = ("prompt_tokens", "completion_tokens")
 
 
 def _shown(value: object) -> str:
@@ -63,6 +66,13 @@ def reply_problem(reply: object) -> str | None:
         return f"has an {unknown}"
     if not isinstance(reply.get("text", ""), str):
         return f'has "text" {_shown(reply["text"])}, not a string'
+    usage = reply.get("usage", {})
+    if not isinstance(usage, dict):
+        return f'has "usage" {_shown(usage)}, not an object'
+    if unknown := _unknown_keys(usage, _USAGE_KEYS):
+        return f'has "usage" with an {unknown}'
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in usage.values()):
+        return 'has "usage" counts that are not whole numbers'
     calls = reply.get("tool_calls", [])
     if not isinstance(calls, list):
         return f'has "tool_calls" {_shown(calls)}, not a list'
@@ -108,6 +118,7 @@ def _to_completion(reply: object, model: str, where: str) -> Completion:
     return Completion(
         text=reply.get("text", ""),
         tool_calls=calls,
+        usage=Usage(**reply.get("usage", {})),
         model=model,
         finish_reason="tool_calls" if calls else "stop",
     )
