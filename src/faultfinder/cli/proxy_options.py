@@ -14,7 +14,7 @@ import click
 from faultfinder import exitcodes
 from faultfinder.cli.common import PORT
 from faultfinder.replay.apis import ADAPTERS
-from faultfinder.replay.httpserver import LOOPBACK
+from faultfinder.replay.httpserver import LOOPBACK, is_loopback
 from faultfinder.replay.recorder import REPORT_FILE, read_meta, safe_child
 from faultfinder.replay.report import ReplayReport
 from faultfinder.replay.session import SessionOptions
@@ -28,16 +28,6 @@ PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False}
 def plural(count: int, word: str) -> str:
     """'1 agent', '3 agents', '1 step', '0 steps'."""
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
-def is_loopback(host: str) -> bool:
-    """``localhost`` or a loopback address (all of 127.0.0.0/8, and ::1)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_host(host: str) -> None:

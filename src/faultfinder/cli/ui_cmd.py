@@ -24,7 +24,8 @@ from faultfinder.cli.common import (
 )
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.kinds import unusable
-from faultfinder.cli.proxy_options import api_upstream_option, check_host, is_loopback
+from faultfinder.cli.proxy_options import api_upstream_option, check_host
+from faultfinder.replay.httpserver import is_loopback
 from faultfinder.results_store import DEFAULT_RESULTS as RESULTS_STORE
 
 DEFAULT_RESULTS = RESULTS_STORE

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import json
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -22,6 +23,18 @@ from typing import Any
 import h11
 
 LOOPBACK = "127.0.0.1"
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback address (all of 127.0.0.0/8, and ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 MAX_BODY = 64 * 1024 * 1024
 """Requests larger than this are refused (413); long agent histories stay far below it."""
 

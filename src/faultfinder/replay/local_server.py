@@ -9,7 +9,6 @@ global ALLOW_MODEL_REQUESTS switch, budgets and token accounting apply.
 
 from __future__ import annotations
 
-import ipaddress
 import itertools
 import json
 import time
@@ -34,6 +33,7 @@ from faultfinder.replay.httpserver import (
     Request,
     Response,
     error_response,
+    is_loopback,
     json_response,
 )
 from faultfinder.replay.matching import split_agent_path
@@ -244,16 +244,6 @@ class LocalModelServer(Endpoint):
                 "total_tokens": usage.prompt_tokens + usage.completion_tokens,
             },
         }
-
-
-def is_loopback(host: str) -> bool:
-    """``localhost`` or a loopback address (127.0.0.0/8, ::1)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def host_name(header: str) -> str:
