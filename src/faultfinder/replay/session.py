@@ -237,11 +237,11 @@ def rescrub_steps(directory: Path, redactor: Redactor) -> None:
 
 
 def rescrub_run(directory: Path, redactor: Redactor) -> None:
-    """Once a run has ended: scrub what it wrote (steps, the program's output, the
-    replay report) with everything the redactor learned during the run."""
+    """Once a run has ended: scrub what the proxy wrote (the steps, the replay report)
+    with everything the redactor learned during the run. The program's output is scrubbed
+    again where it is written, by :func:`run_child`, as soon as the program ends."""
     rescrub_steps(directory, redactor)
-    for name in (*OUTPUT_FILES, REPORT_FILE):
-        rescrub_file(directory / name, redactor)
+    rescrub_file(directory / REPORT_FILE, redactor)
 
 
 async def run_child(
