@@ -250,6 +250,24 @@ def test_the_bridge_serves_static_files_and_keeps_the_security_headers(small_ui:
     assert httpx.get(small_ui.url + "/", headers={"host": "evil.example"}).status_code == 400
 
 
+def test_a_page_that_fails_is_a_500_and_its_error_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    async def broken(request: Any) -> Any:
+        raise KeyError("page bug")
+
+    app = Starlette(routes=[Route("/broken", broken)])
+    with ServerThread(lambda: ui_server(app, "127.0.0.1", 0).start()) as thread:
+        response = httpx.get(thread.url + "/broken", timeout=5)
+        assert response.status_code == 500 and "page bug" not in response.text
+    failed = [r for r in caplog.records if r.getMessage() == "ui: GET /broken failed"]
+    assert failed and failed[0].exc_info is not None
+    assert "page bug" in str(failed[0].exc_info[1])
+
+
 def test_the_ui_command_drops_stalled_clients(tmp_path: Path) -> None:
     (tmp_path / "trace.json").write_text(json.dumps(TRACE), "utf-8")
     child = subprocess.Popen(

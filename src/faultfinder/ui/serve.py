@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 from collections.abc import Callable
 from typing import Any
@@ -37,6 +38,7 @@ UI_LIMITS = HttpLimits(
 )
 """What one browser connection may take from the UI's server."""
 _TEXT = [("content-type", "text/plain; charset=utf-8"), ("x-content-type-options", "nosniff")]
+logger = logging.getLogger("faultfinder")
 
 
 def head_size(request: Request) -> int:
@@ -99,6 +101,9 @@ def asgi_handler(app: ASGIApp, server: Callable[[], tuple[str, int]]) -> Any:
         try:
             await app(scope, receive, send)
         except Exception:
+            # The page's user sees a plain 500; whoever runs the UI sees why, as a server
+            # log would show it (Starlette re-raises after sending its own 500).
+            logger.exception("ui: %s %s failed", request.method, path)
             if status is None or not finished.is_set():
                 return Response(500, list(_TEXT), b"internal error")
         finally:
