@@ -404,3 +404,37 @@ def test_a_stream_cut_short_is_not_recorded_as_a_step(tmp_path: Path) -> None:
     asyncio.run(scenario())
     [call] = load_calls(tmp_path, include_failed=True)
     assert not call.ok and call.error == "stream ended before the reply was complete"
+
+
+def test_a_web_page_cannot_use_the_proxy_and_its_key(
+    make_rig: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With --api-key-env the proxy adds the user's key: a page in the browser must not be
+    able to spend it, by DNS rebinding (a foreign Host) or a cross-origin POST (Origin)."""
+    monkeypatch.setenv("FF_TEST_PAGE_KEY", "sk-page-test-0123456789abcdef")
+    rig = make_rig(reply="hi", api_key_env="FF_TEST_PAGE_KEY")
+    port = rig.proxy.url.rsplit(":", 1)[1]
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}]})
+    url = rig.base_url + "/chat/completions"
+    for headers, status in (
+        ({"host": f"attacker.example:{port}"}, 400),
+        ({"origin": "http://attacker.example"}, 403),
+        ({"origin": "null", "content-type": "text/plain"}, 403),
+    ):
+        response = httpx.post(url, content=body, headers=headers)
+        assert response.status_code == status, response.text
+        assert response.headers["x-should-retry"] == "false"
+    assert rig.upstream.chat_requests == []  # nothing went upstream with the key
+    # Programs send no Origin, and a local page's is loopback: both are served.
+    ok = httpx.post(url, content=body, headers={"content-type": "application/json"})
+    local_page = {"origin": "http://localhost:3000", "content-type": "application/json"}
+    local = httpx.post(url, content=body, headers=local_page)
+    assert ok.status_code == local.status_code == 200
+    assert (
+        rig.client()
+        .chat.completions.create(model="m", messages=[{"role": "user", "content": "y"}])
+        .choices[0]
+        .message.content
+        == "hi"
+    )
+    assert len(rig.calls()) == 3

@@ -401,6 +401,10 @@ def test_serve_local_refuses_what_a_web_page_could_send(local_model: Any) -> Non
         response = httpx.post(url + "/v1/chat/completions", content=body, headers=headers)
         assert response.status_code == 415, (kind, response.text)
         assert "four" not in response.text
+    # A page's request names its origin, which a program never does.
+    page = {"origin": "http://attacker.example", "content-type": "application/json"}
+    response = httpx.post(url + "/v1/chat/completions", content=body, headers=page)
+    assert response.status_code == 403, response.text
     assert local_model.server.requests == 0  # the model was never asked
 
 

@@ -35,6 +35,42 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def host_name(header: str) -> str:
+    """The host of a Host header without its port (``[::1]:8080`` -> ``::1``), lower-cased."""
+    value = header.strip().lower()
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0]
+    if value.count(":") == 1:
+        return value.split(":", 1)[0]
+    return value
+
+
+def from_a_web_page(request: Request, bound: str) -> tuple[int, str] | None:
+    """(status, reason) when ``request``, made to a server bound on ``bound``, looks sent
+    by a web page in the user's browser rather than by a program; None otherwise.
+
+    A page reaches a loopback server by DNS rebinding (its own name resolved to 127.0.0.1:
+    the Host header names it) or by a cross-origin request (a form, a no-cors ``fetch``):
+    browsers then send an ``Origin`` header, which programs and SDKs do not. So, on
+    loopback, the Host must name this machine and an Origin must be a loopback one. A
+    server bound beyond loopback takes any request (its user was warned that anyone who
+    reaches it can use it)."""
+    if not is_loopback(bound):
+        return None
+    host = request.header("host")
+    if host is not None:
+        name = host_name(host)
+        if not (is_loopback(name) or name == bound.lower()):
+            return 400, (
+                f"Host header {host!r} does not name this loopback server; use 127.0.0.1 "
+                "or localhost"
+            )
+    origin = request.header("origin")
+    if origin is not None and not is_loopback(host_name(origin.partition("://")[2])):
+        return 403, f"a request from the web page {origin!r} is refused"
+    return None
+
+
 MAX_BODY = 64 * 1024 * 1024
 """Requests larger than this are refused (413); long agent histories stay far below it."""
 

@@ -33,7 +33,7 @@ from faultfinder.replay.httpserver import (
     Request,
     Response,
     error_response,
-    is_loopback,
+    from_a_web_page,
     json_response,
 )
 from faultfinder.replay.matching import split_agent_path
@@ -100,24 +100,13 @@ class LocalModelServer(Endpoint):
         return json_response(200, completion)
 
     def _refused(self, request: Request) -> Response | None:
-        """The answer to a request a web page could have sent, or None to serve it.
-
-        A page in the user's browser can reach a loopback server two ways: by DNS
-        rebinding (its own name resolved to 127.0.0.1, so the Host header names it) and by
-        a "simple" cross-origin POST (a form, ``fetch`` in no-cors mode), which cannot
-        carry ``Content-Type: application/json``. So on loopback the Host header must name
-        this machine, and every POST must be JSON. A server bound beyond loopback takes
-        any Host (its user was warned that anyone who reaches it can use it)."""
-        host = request.header("host")
-        if host is not None and is_loopback(self._server.host):
-            name = host_name(host)
-            if not (is_loopback(name) or name == self._server.host.lower()):
-                return error_response(
-                    400,
-                    f"Host header {host!r} does not name this loopback server; use "
-                    f"127.0.0.1 or localhost",
-                    "invalid_request_error",
-                )
+        """The answer to a request a web page could have sent, or None to serve it:
+        :func:`~faultfinder.replay.httpserver.from_a_web_page` (a foreign Host or Origin on
+        loopback), and, since a "simple" cross-origin POST (a form, ``fetch`` in no-cors
+        mode) cannot carry ``Content-Type: application/json``, every POST must be JSON."""
+        refused = from_a_web_page(request, self._server.host)
+        if refused is not None:
+            return error_response(*refused, "invalid_request_error")
         if request.method == "POST":
             kind = (request.header("content-type") or "").split(";", 1)[0].strip().lower()
             if kind != "application/json":
@@ -244,16 +233,6 @@ class LocalModelServer(Endpoint):
                 "total_tokens": usage.prompt_tokens + usage.completion_tokens,
             },
         }
-
-
-def host_name(header: str) -> str:
-    """The host of a Host header without its port (``[::1]:8080`` -> ``::1``), lower-cased."""
-    value = header.strip().lower()
-    if value.startswith("["):
-        return value[1:].split("]", 1)[0]
-    if value.count(":") == 1:
-        return value.split(":", 1)[0]
-    return value
 
 
 def _json_body(request: Request) -> Any:

@@ -37,6 +37,7 @@ from faultfinder.replay.httpserver import (
     Request,
     Response,
     error_response,
+    from_a_web_page,
     json_response,
 )
 from faultfinder.replay.matching import AGENT_HEADER, Matcher, split_agent_path
@@ -163,9 +164,16 @@ class RecordingProxy(Endpoint):
 
     async def handle(self, request: Request) -> Response:
         path_agent, path = split_agent_path(request.path)
+        adapter = adapter_for(request.method, path)
+        refused = from_a_web_page(request, self.config.host)
+        if refused is not None:
+            # Nothing goes upstream: with --api-key-env the proxy adds the user's key.
+            status, reason = refused
+            return self._error(
+                adapter, status, reason, "invalid_request_error", [("x-should-retry", "false")]
+            )
         self.redactor.learn_headers(request.headers)
         self.redactor.learn_query(request.query)
-        adapter = adapter_for(request.method, path)
         stored = self._stored_reply(request.method, path)
         if stored is not None:
             return json_response(200, stored)
