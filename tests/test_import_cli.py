@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from faultfinder.cli import main
 from faultfinder.cli.import_cmd import trace_file_name
+from faultfinder.errors import TraceFormatError
 from faultfinder.traces.importers import get_importer
 from faultfinder.traces.io import write_trace
 from faultfinder.traces.loader import load_trace, load_traces
@@ -62,6 +63,24 @@ def test_import_single_file_auto_detected(tmp_path: Path) -> None:
     assert "wrote 1 trace(s)" in output
     assert load_trace(out) == load_trace(HC_FILE)
     assert json.loads(out.read_text("utf-8"))["schema_version"] == "1"
+
+
+def test_a_trace_written_under_another_suffix_reads_back(tmp_path: Path) -> None:
+    # `import --out run.trace` writes canonical JSON; every command must read it back.
+    out = tmp_path / "run.trace"
+    code, output = run("import", str(HC_FILE), "--out", str(out))
+    assert code == 0, output
+    assert load_trace(out) == load_trace(HC_FILE)
+    code, output = run("attribute", str(out), "--method", "shortlist", "--no-save")
+    assert code == 0, output
+    assert "step:" in output
+    lines = tmp_path / "runs.log"
+    lines.write_text((tmp_path / "run.trace").read_text("utf-8").replace("\n", " ") + "\n")
+    assert load_traces(lines) == [load_trace(HC_FILE)]
+    other = tmp_path / "other.trace"
+    other.write_text('{"hello": 1}', "utf-8")
+    with pytest.raises(TraceFormatError, match="schema_version"):
+        load_traces(other, format="faultfinder")
 
 
 def test_import_many_to_directory(tmp_path: Path) -> None:

@@ -59,6 +59,13 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
             return [trace_from_dict(data, p)]
         if format == "faultfinder":
             raise TraceFormatError(str(p), "schema_version", "missing: not a faultfinder trace")
+    if p.is_file() and p.suffix not in (".json", ".jsonl") and format in (None, "faultfinder"):
+        # Canonical traces written under another name (`import --out run.trace`).
+        found = _canonical_by_content(p)
+        if found is not None:
+            return found
+        if format == "faultfinder":
+            raise TraceFormatError(str(p), "schema_version", "missing: not a faultfinder trace")
     tried = ["faultfinder (canonical)"]
     if format is None:
         for name, cls in importers().items():
@@ -115,6 +122,25 @@ def _detects(name: str, importer: Any, path: Path) -> bool:
         if IMPORTERS.skip(name, "detect()", exc):
             return False
         raise
+
+
+def _canonical_by_content(p: Path) -> list[Trace] | None:
+    """The traces of a file whose name does not say JSON but whose content is canonical
+    traces (one JSON object, or JSON lines); None for anything else, which the importers
+    then try."""
+    with p.open("rb") as handle:
+        head = handle.read(1024).lstrip()
+    if not head.startswith(b"{"):
+        return None
+    lines = split_lines(read_text(p))
+    first = next((ln for ln in lines if ln.strip()), "")
+    if is_canonical(_try_json(first)):
+        return [trace_from_dict(value, f"{p}:{n}") for n, value in read_jsonl(p)]
+    try:
+        data = read_json(p)
+    except TraceFormatError:
+        return None
+    return [trace_from_dict(data, p)] if is_canonical(data) else None
 
 
 def _try_json(line: str) -> Any:
