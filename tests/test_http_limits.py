@@ -84,6 +84,46 @@ def test_an_idle_connection_is_closed() -> None:
     assert data.startswith(b"HTTP/1.1 200") and 0.3 < waited < 3
 
 
+def test_a_client_that_stops_reading_is_cut_off() -> None:
+    size = 64 * 1024 * 1024  # far more than the socket buffers hold
+
+    async def big(request: Request) -> Response:
+        return Response(200, [("content-type", "text/plain")], b"x" * size)
+
+    async def factory() -> HttpServer:
+        limits = HttpLimits(write_timeout=0.5)
+        return await HttpServer(big, limits=limits).start()
+
+    with ServerThread(factory) as thread:
+        sock = connect(thread)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(2)  # read nothing, well past write_timeout
+        assert not thread.server._connections
+        data, _ = read_all(sock)
+    assert data.startswith(b"HTTP/1.1 200") and len(data) < size
+
+
+def test_connections_over_the_cap_get_503() -> None:
+    async def factory() -> HttpServer:
+        return await HttpServer(echo, limits=HttpLimits(max_connections=2)).start()
+
+    with ServerThread(factory) as thread:
+        held = [connect(thread), connect(thread)]
+        for sock in held:  # each connection is served, so it counts
+            sock.sendall(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        extra = connect(thread)
+        refused, _ = read_all(extra)
+        held[0].close()
+        time.sleep(0.2)
+        again = connect(thread)
+        again.sendall(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
+        answered = again.recv(65536)
+    assert refused.startswith(b"HTTP/1.1 503") and b"too many open connections" in refused
+    assert answered.startswith(b"HTTP/1.1 200")
+
+
 def test_oversized_bodies_get_413_declared_or_chunked() -> None:
     with serve() as thread:
         sock = connect(thread)

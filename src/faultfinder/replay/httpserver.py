@@ -89,6 +89,11 @@ class HttpLimits:
     """Largest request body in bytes (413 above it)."""
     max_head: int = 64 * 1024
     """Largest request head (request line and headers) in bytes (431 above it)."""
+    write_timeout: float = 60.0
+    """Seconds a client may leave the server's output unread (the socket's buffers full)
+    before the connection is closed: one that stops reading cannot hold it open."""
+    max_connections: int = 256
+    """Open client connections at most; one more is answered 503 and closed."""
 
 
 class _Refused(Exception):
@@ -212,6 +217,9 @@ class HttpServer:
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
+        if len(self._connections) >= self.limits.max_connections:
+            await self._too_many(writer)
+            return
         if task is not None:
             self._connections.add(task)
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_head)
@@ -243,6 +251,33 @@ class HttpServer:
             writer.close()
             with contextlib.suppress(ConnectionError, asyncio.CancelledError, RuntimeError):
                 await writer.wait_closed()
+
+    async def _too_many(self, writer: asyncio.StreamWriter) -> None:
+        """Answer 503 to a connection over ``max_connections`` without reading it, and close."""
+        body = json.dumps(
+            {"error": {"message": "faultfinder: too many open connections; try again"}}
+        ).encode()
+        head = (
+            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nretry-after: 1\r\nconnection: close\r\n\r\n"
+        )
+        with contextlib.suppress(ConnectionError, TimeoutError):
+            writer.write(head.encode("ascii") + body)
+            async with asyncio.timeout(1.0):
+                await writer.drain()
+        writer.close()
+        with contextlib.suppress(ConnectionError, asyncio.CancelledError, RuntimeError):
+            await writer.wait_closed()
+
+    async def _drain(self, writer: asyncio.StreamWriter) -> None:
+        """Wait for the client to take what was written, within ``write_timeout``."""
+        try:
+            async with asyncio.timeout(self.limits.write_timeout):
+                await writer.drain()
+        except TimeoutError:
+            # close() would wait for the unread output to drain; drop it instead.
+            writer.transport.abort()
+            raise ConnectionError("the client stopped reading the response") from None
 
     async def _refuse(
         self, conn: h11.Connection, writer: asyncio.StreamWriter, status: int, message: str
@@ -328,23 +363,23 @@ class HttpServer:
             if response.body:
                 writer.write(conn.send(h11.Data(data=response.body)))
             writer.write(conn.send(h11.EndOfMessage()))
-            await writer.drain()
+            await self._drain(writer)
             return
         # No content-length: h11 picks chunked encoding for HTTP/1.1 clients.
         writer.write(conn.send(h11.Response(status_code=response.status, headers=headers)))
-        await writer.drain()
+        await self._drain(writer)
         iterator = response.body
         try:
             async for chunk in iterator:
                 if chunk:
                     writer.write(conn.send(h11.Data(data=chunk)))
-                    await writer.drain()
+                    await self._drain(writer)
         finally:
             aclose = getattr(iterator, "aclose", None)
             if aclose is not None:
                 await aclose()
         writer.write(conn.send(h11.EndOfMessage()))
-        await writer.drain()
+        await self._drain(writer)
 
 
 _MANAGED = {"content-length", "transfer-encoding", "connection"}

@@ -41,6 +41,7 @@ from typing import Any, Protocol
 
 from faultfinder.replay.httpserver import (
     LOOPBACK,
+    HttpLimits,
     HttpServer,
     Request,
     Response,
@@ -218,7 +219,13 @@ class FakeOpenAIServer:
 
     def start(self) -> FakeOpenAIServer:
         async def serve() -> HttpServer:
-            server = HttpServer(self._handle, LOOPBACK, self._requested_port, backlog=1024)
+            server = HttpServer(
+                self._handle,
+                LOOPBACK,
+                self._requested_port,
+                limits=HttpLimits(max_connections=1024),
+                backlog=1024,
+            )
             return await server.start()
 
         try:
