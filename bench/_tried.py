@@ -15,6 +15,9 @@ blind source kept for the next change (``--program warehouse``) stays unranked.
   were each ranked blind once; afterwards they could train. The criterion then also leaves
   each of them out in turn (the shipped configuration, which never trains on them, is
   tested on them by a model trained on the shipped sources).
+* **Agent first** (``_agent_first``): a second listwise model names the agent, and the
+  shortlist its most probable step, since the agent of the top step is right little more
+  often than the step is on the long sources.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from _agent_first import agent_first
 from _criterion import header
 from _deploy_choice import MARGIN, WHO_AND_WHEN, criterion_parts, mean_of_folds, row
 
@@ -104,6 +108,7 @@ def tried(
         table = build_table(traces, features)
         parts = criterion_parts(traces, table, features, mean_of_folds, generated, (), folds)
         out.append(row(label, *parts))
+    out += agent_first(traces, trained, groups, folds)
     spent = [s for s in SPENT if s in present]
     if not spent:
         return out
