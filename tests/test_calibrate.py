@@ -18,11 +18,11 @@ from faultfinder.errors import ConfigError
 from faultfinder.eval.rows import read_rows
 from faultfinder.shortlist import conformal
 from faultfinder.shortlist.calibrate import MIN_TRACES, calibrate
-from faultfinder.shortlist.model import trace_hash
+from faultfinder.shortlist.model import ShortlistModel, trace_hash
 from faultfinder.shortlist.rank import rank_trace
 from faultfinder.shortlist.weights import load_weights, shipped_weights
 from faultfinder.traces.loader import load_trace, load_traces
-from faultfinder.traces.schema import Trace
+from faultfinder.traces.schema import GoldLabel, Trace
 
 FIXTURES = Path(__file__).parent / "fixtures" / "oracle"
 AG = FIXTURES / "Algorithm-Generated"
@@ -205,6 +205,38 @@ def test_train_fits_the_ranker_on_the_users_traces_alone(tmp_path: Path) -> None
     )
     result = shortlist_with(fresh, out, tmp_path)
     assert result["step_set_source"].endswith("(calibrated on my-team)")
+
+
+def test_train_on_traces_of_one_length_writes_a_usable_file(tmp_path: Path) -> None:
+    # Every run of a small team has the same three steps: the column of the trace's length
+    # is constant up to rounding noise, which used to be stored as a scale of 0.
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    base = load_trace(AG / "3.json")
+    words = ["alpha", "beta", "gamma", "delta", "omega", "sigma"]
+    for n in range(24):
+        steps = [
+            s.model_copy(update={"content": f"{words[n % 6]} {n} {s.content}"})
+            for s in base.steps[:3]
+        ]
+        label = GoldLabel(step=n % 3, agent=steps[n % 3].agent)
+        trace = without_source(base).model_copy(
+            update={"id": f"run-{n}", "task": f"task {n}", "steps": steps, "label": label}
+        )
+        (runs / f"run-{n}.json").write_text(trace.model_dump_json())
+    out = tmp_path / "team.json"
+    code, output = cli("calibrate", str(runs), "--source", "team", "--train", "--out", str(out))
+    assert code == 0, output
+    assert all(s > 0 for s in load_weights(out).deploy.scale)
+    fresh = load_trace(runs / "run-5.json").model_copy(update={"id": "new", "task": "new"})
+    assert shortlist_with(fresh, out, tmp_path)["status"] == "ok"
+
+
+def test_a_weights_file_with_a_zero_scale_is_refused() -> None:
+    model = shipped_weights().deploy.to_json()
+    model["scale"][0] = 0.0
+    with pytest.raises(ConfigError, match="positive number"):
+        ShortlistModel.from_json(model)
 
 
 def test_train_needs_enough_traces(tmp_path: Path) -> None:

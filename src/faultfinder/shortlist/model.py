@@ -66,6 +66,12 @@ class ShortlistModel:
                     f"shortlist model: '{name}' has {len(getattr(self, name))} values, "
                     f"the feature groups {self.groups} have {width} columns"
                 )
+        for name, value in zip(feature_names(self.groups), self.scale, strict=True):
+            if not value > 0 or value == float("inf"):
+                raise ConfigError(
+                    f"shortlist model: column {name!r} has scale {value}, which must be a "
+                    "positive number; rebuild the weights file (faultfinder calibrate --train)"
+                )
 
     @property
     def names(self) -> list[str]:

@@ -45,6 +45,9 @@ over the shipped training sources only (the demo team and the software team are 
 it): the mean of top-1 on Who&When's two subsets, cross-validated, and of top-1 on each
 generated training source left out in turn; docs/methods/shortlist.md, "Ranker and
 training protocol", and ``bench/transfer.py``'s table of it."""
+MIN_SCALE = 1e-6
+"""A column whose spread over the training rows is below this is constant: it scales by 1
+(the file stores 8 decimals, so a spread of rounding noise would be stored as 0)."""
 OTHER_SHARE = 1.0
 """Total training weight of the non-anchor sources, as a multiple of the anchor traces'
 count (see :func:`source_weights`; chosen with ``LAMBDA``)."""
@@ -137,10 +140,11 @@ def fit(
 
 
 def _standardisation(x: Any) -> tuple[Any, Any]:
-    """Per-column mean and scale of the step rows ``x`` (a constant column scales by 1)."""
+    """Per-column mean and scale of the step rows ``x`` (a constant column scales by 1;
+    constant up to rounding too: a spread of 1e-15 would be written to the file as 0)."""
     mean = x.mean(axis=0)
     scale = x.std(axis=0)
-    scale[scale == 0] = 1.0
+    scale[scale < MIN_SCALE] = 1.0
     return mean, scale
 
 
