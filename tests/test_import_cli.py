@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from faultfinder.cli import main
 from faultfinder.cli.import_cmd import trace_file_name
-from faultfinder.errors import TraceFormatError
+from faultfinder.errors import TraceFormatError, TraceFormatWarning
 from faultfinder.traces.importers import get_importer
 from faultfinder.traces.io import write_trace
 from faultfinder.traces.loader import load_trace, load_traces
@@ -81,6 +81,31 @@ def test_a_trace_written_under_another_suffix_reads_back(tmp_path: Path) -> None
     other.write_text('{"hello": 1}', "utf-8")
     with pytest.raises(TraceFormatError, match="schema_version"):
         load_traces(other, format="faultfinder")
+
+
+def test_a_folder_reads_every_file_a_reader_recognises_and_names_the_rest(
+    tmp_path: Path,
+) -> None:
+    import gzip
+    import shutil
+
+    otel = Path(__file__).parent / "fixtures" / "otel"
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    shutil.copy(otel / "openai-agents-genai.otlp.jsonl", folder / "genai.otlp")
+    raw = (otel / "crewai-openinference.otlp.jsonl").read_bytes()
+    (folder / "crew.json.gz").write_bytes(gzip.compress(raw))
+    write_trace(load_trace(HC_FILE), folder / "run.trace")
+    (folder / "README.md").write_text("# notes\n", "utf-8")
+    expected = (
+        load_traces(otel / "openai-agents-genai.otlp.jsonl")
+        + load_traces(otel / "crewai-openinference.otlp.jsonl")
+        + [load_trace(HC_FILE)]
+    )
+    with pytest.warns(TraceFormatWarning, match=r"README\.md: skipped"):
+        traces = load_traces(folder)
+    assert sorted(len(t.steps) for t in traces) == sorted(len(t.steps) for t in expected)
+    assert len(traces) == len(expected)
 
 
 def test_import_many_to_directory(tmp_path: Path) -> None:

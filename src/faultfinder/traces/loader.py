@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
-from faultfinder.errors import TraceFormatError
+from faultfinder.errors import TraceFormatError, TraceFormatWarning
 from faultfinder.traces.importers import get_importer, importers
 from faultfinder.traces.io import (
     is_canonical,
@@ -74,7 +75,7 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
                 return list(importer.load(p, **options))
             tried.append(name)
     if p.is_dir():
-        files = [f for f in p.iterdir() if f.is_file() and f.suffix in (".json", ".jsonl")]
+        files = _trace_files(p, format)
         if files:
             # Each file in whatever format it is in: canonical traces, OTLP, Langfuse...
             return _each(files, format, options)
@@ -84,6 +85,41 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
         f"no reader recognises it (tried: {', '.join(tried)}); name one with --format "
         f"({', '.join(importers())})",
     )
+
+
+_TRACE_SUFFIXES = (".json", ".jsonl", ".gz")
+
+
+def _trace_files(folder: Path, format: str | None) -> list[Path]:
+    """The files of ``folder`` to read as traces: every .json, .jsonl and .gz file, and
+    any other (not hidden) file whose content a reader recognises (`run.trace`, `x.otlp`).
+    Another file is skipped with a warning naming it, never silently."""
+    chosen: list[Path] = []
+    for f in sorted(folder.iterdir(), key=lambda f: natural_key(f.name)):
+        if not f.is_file() or f.name.startswith("."):
+            continue
+        if f.suffix in _TRACE_SUFFIXES or _recognised(f, format):
+            chosen.append(f)
+        else:
+            warnings.warn(
+                TraceFormatWarning(f"{f}: skipped: no reader recognises this file"),
+                stacklevel=2,
+            )
+    return chosen
+
+
+def _recognised(p: Path, format: str | None) -> bool:
+    """True when ``p`` holds canonical traces or an importer detects it."""
+    if _is_blank(p):
+        return False
+    try:
+        if _canonical_by_content(p) is not None:
+            return True
+    except (TraceFormatError, OSError):
+        return False
+    if format not in (None, "faultfinder"):
+        return False
+    return any(_detects(name, cls(), p) for name, cls in importers().items())
 
 
 def _each(files: list[Path], format: str | None, options: dict[str, Any]) -> list[Trace]:
