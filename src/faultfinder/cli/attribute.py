@@ -151,6 +151,12 @@ def attribute(
     """Find the responsible agent and decisive step of a failed trace."""
     with explained(trace_path, "trace", "a trace"):
         trace = load_trace(trace_path, format=trace_format, strict=strict)
+    if not trace.steps:
+        # A verdict ("no error found") would tell a script the run was checked.
+        raise click.ClickException(
+            f"{safe(trace.id)} in {trace_path} has no steps: there is nothing to attribute "
+            "(docs/import.md says what becomes a step)"
+        )
     overrides = method_overrides(with_ground_truth, observability, settings)
     overrides.update(pop_sampling(llm_options))
     overrides = with_shortlist_weights(method_spec, overrides, shortlist_weights)

@@ -205,7 +205,7 @@ def eval_command(
             ),
         )
     if not traces:
-        raise click.ClickException(f"No traces to evaluate in {dataset} with these filters.")
+        raise click.ClickException(_why_none(dataset, include_unlabelled, trace_format, strict))
     if executor == "local" and (ray_address or ray_workers):
         raise click.UsageError("--ray-address and --ray-workers go with --executor ray.")
     llm_options["needs_model"] = any(p.cls.needs_model for p in plans)
@@ -366,3 +366,19 @@ def report_command(
             f"reliability diagram written to {drawn}" if drawn else "no row states a confidence",
             err=True,
         )
+
+
+def _why_none(
+    dataset: str, include_unlabelled: bool, trace_format: str | None, strict: bool
+) -> str:
+    """Why no trace of ``dataset`` is left to evaluate, and what to do about it."""
+    every = load_dataset(
+        dataset, DatasetOptions(labelled_only=False, format=trace_format, strict=strict)
+    )
+    if every and not include_unlabelled and all(t.label is None for t in every):
+        return (
+            f"No traces to evaluate in {dataset}: none of its {len(every)} trace(s) has a "
+            "gold label. Label some with `faultfinder label`, or pass --include-unlabelled "
+            "to run the methods without scoring them."
+        )
+    return f"No traces to evaluate in {dataset} with these filters."

@@ -51,7 +51,7 @@ def label(
     faultfinder label runs/RUN/trace.json --step 3 --reason "read the 2021 column"
     faultfinder label otel-export.json --step 5 --out labelled/run-17.json
     """
-    from faultfinder.traces.io import is_canonical, read_json, write_trace
+    from faultfinder.traces.io import write_trace
     from faultfinder.traces.loader import load_trace
     from faultfinder.traces.schema import GoldLabel
 
@@ -75,7 +75,7 @@ def label(
             f"{trace.label.agent}); pass --force to replace the label"
         )
     if out_path is None:
-        if Path(trace_path).is_dir() or not is_canonical(read_json(trace_path)):
+        if Path(trace_path).is_dir() or not _one_canonical_trace(trace_path):
             raise click.UsageError(
                 f"{trace_path} is not a canonical faultfinder trace file; write the labelled "
                 "canonical trace elsewhere with --out FILE"
@@ -89,3 +89,15 @@ def label(
     write_trace(labelled, out_path)
     note = "" if agent == speaker else f" (step {step} is spoken by {speaker})"
     click.echo(f"labelled {out_path}: step {step}, agent {agent}{note}")
+
+
+def _one_canonical_trace(path: str) -> bool:
+    """True when ``path`` is a file holding one canonical trace as JSON: the only kind
+    `label` rewrites in place (an export, JSON lines or a gzip file needs --out)."""
+    from faultfinder.errors import TraceFormatError
+    from faultfinder.traces.io import is_canonical, read_json
+
+    try:
+        return is_canonical(read_json(path))
+    except TraceFormatError:
+        return False
