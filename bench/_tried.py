@@ -15,6 +15,12 @@ blind source kept for the next change (``--program warehouse``) stays unranked.
   were each ranked blind once; afterwards they could train. The criterion then also leaves
   each of them out in turn (the shipped configuration, which never trains on them, is
   tested on them by a model trained on the shipped sources).
+* **Lengths relative to the trace.** Three shipped columns grow with a trace's absolute
+  length (``position.log_index``, ``position.rel_x_log_length``, and
+  ``cause.steps_to_first_signal``, the log of the steps to the first failure signal), and
+  on the long traces of unseen frameworks the shortlist answered early. The candidate
+  drops the first two (and ``position.log_length``, which cancels in the softmax anyway)
+  and measures the distance to the first signal as a share of the trace.
 * **Agent first** (``_agent_first``): a second listwise model names the agent, and the
   shortlist its most probable step, since the agent of the top step is right little more
   often than the step is on the long sources.
@@ -22,6 +28,7 @@ blind source kept for the next change (``--program warehouse``) stays unranked.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 
@@ -31,6 +38,7 @@ from _deploy_choice import MARGIN, WHO_AND_WHEN, criterion_parts, mean_of_folds,
 
 from faultfinder.eval.datasets import subset_of
 from faultfinder.shortlist import conformal
+from faultfinder.shortlist.features import feature_names
 from faultfinder.shortlist.model import softmax
 from faultfinder.shortlist.train import Table, build_table, deploy_fit
 from faultfinder.traces.schema import Trace
@@ -80,6 +88,27 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "structure + errors + cause (names and position out)": ("structure", "errors", "cause"),
     "structure + errors (names, position and cause out)": ("structure", "errors"),
 }
+
+
+def relative_lengths(table: Table, groups: Sequence[str]) -> Table:
+    """``table`` with the columns tied to a trace's absolute length made relative: the
+    position columns ``log_index``, ``log_length`` and ``rel_x_log_length`` set to 0 (a
+    constant column gets a zero weight: the same fit as without it) and
+    ``cause.steps_to_first_signal`` as a share of the trace's steps."""
+    names = feature_names(groups)
+    dropped = {
+        names.index(f"position.{c}") for c in ("log_index", "log_length", "rel_x_log_length")
+    }
+    distance = names.index("cause.steps_to_first_signal")
+    rows: list[list[float]] = []
+    for start, end in table.spans:
+        for values in table.rows[start:end]:
+            row = [0.0 if j in dropped else v for j, v in enumerate(values)]
+            row[distance] = math.expm1(values[distance]) / (end - start)
+            rows.append(row)
+    return Table(table.traces, rows, table.targets, table.spans)
+
+
 SPENT = ("generated:swe-team", "generated:support-desk")
 """Sources ranked blind once and never trained on: candidates for training data."""
 
@@ -108,6 +137,10 @@ def tried(
         table = build_table(traces, features)
         parts = criterion_parts(traces, table, features, mean_of_folds, generated, (), folds)
         out.append(row(label, *parts))
+    if {"position", "cause"} <= set(groups):
+        table = relative_lengths(build_table(traces, groups), groups)
+        parts = criterion_parts(traces, table, groups, mean_of_folds, generated, (), folds)
+        out.append(row(f"{' + '.join(groups)}, lengths relative to the trace", *parts))
     out += agent_first(traces, trained, groups, folds)
     spent = [s for s in SPENT if s in present]
     if not spent:
