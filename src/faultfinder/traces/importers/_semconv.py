@@ -23,6 +23,7 @@ from faultfinder.traces.importers._agent_spans import (
     final_answer,
 )
 from faultfinder.traces.importers._common import make_trace
+from faultfinder.traces.importers._langgraph import INNER_NODES
 from faultfinder.traces.importers._messages import (
     input_messages,
     message_list,
@@ -86,6 +87,7 @@ def build_trace(
     order = tree.walk()
     kinds = {s.span_id: span_kind(s) for s in order}
     agent_steps = agent_step_spans(order, tree, kinds)
+    chains = chain_agents(order, tree, kinds)
     steps: list[Step] = []
     roster: dict[str, Agent] = {}
     handoffs: list[dict[str, Any]] = []
@@ -119,7 +121,7 @@ def build_trace(
         elif kind == "llm":
             if any(kinds[a.span_id] == "llm" for a in ancestors):
                 continue  # the same call seen by a second instrumentation (nested LLM spans)
-            steps.append(_llm_step(span, ancestors, kinds, index=len(steps)))
+            steps.append(_llm_step(span, ancestors, kinds, chains, index=len(steps)))
     for span in order:
         if kinds[span.span_id] != "tool":
             continue
@@ -131,7 +133,7 @@ def build_trace(
         if owner_span is not None and owner_step is not None:
             add_tool(owner_step, span, f"TOOL span under agent span '{owner_span.name}'")
         else:
-            _attach_tool(span, tree, kinds, steps)
+            _attach_tool(span, tree, kinds, chains, steps)
     for step in steps:
         roster.setdefault(step.agent, Agent(name=step.agent, model=step.model))
         if roster[step.agent].model is None and step.model:
@@ -230,8 +232,11 @@ def _first_user(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() and value[:1] not in "[{" else None
 
 
-def _agent_of(span: Span, ancestors: list[Span], kinds: dict[str, str | None]) -> tuple[str, str]:
-    """The agent speaking in ``span`` and how that was inferred."""
+def _agent_of(
+    span: Span, ancestors: list[Span], kinds: dict[str, str | None], chains: set[str]
+) -> tuple[str, str]:
+    """The agent speaking in ``span`` and how that was inferred (``chains``: the span ids
+    of :func:`chain_agents`)."""
     own = named_agent(span, AGENT_KEYS)
     for a in ancestors:
         if kinds[a.span_id] == "agent":
@@ -246,6 +251,9 @@ def _agent_of(span: Span, ancestors: list[Span], kinds: dict[str, str | None]) -
         named = named_agent(a)
         if named:
             return named, f"graph node of span '{a.name}'"
+    chain = next((a for a in ancestors if a.span_id in chains), None)
+    if chain is not None:
+        return chain.name, f"chain span '{chain.name}' holding model or tool calls (no agent span)"
     service = next(
         (
             str(s.resource["service.name"])
@@ -259,8 +267,72 @@ def _agent_of(span: Span, ancestors: list[Span], kinds: dict[str, str | None]) -
     return "assistant", "default (no agent span, attribute or service name)"
 
 
-def _llm_step(span: Span, ancestors: list[Span], kinds: dict[str, str | None], index: int) -> Step:
-    agent, how = _agent_of(span, ancestors, kinds)
+WRAPPER_CHAINS = frozenset(
+    {
+        "LangGraph",  # a compiled graph's default name
+        "__start__",
+        "__end__",
+        "ChannelWrite",
+        "ChannelRead",
+        "Branch",
+        "RunnableSequence",
+        "RunnableParallel",
+        "RunnableMap",
+        "RunnableLambda",
+        "RunnableCallable",
+        "RunnableAssign",
+        "RunnablePassthrough",
+        "RunnablePick",
+        "RunnableBranch",
+        "RunnableBinding",
+        "RunnableEach",
+        "RunnableRetry",
+        "RunnableGenerator",
+        "RunnableWithFallbacks",
+        "RunnableWithMessageHistory",
+    }
+)
+"""Span names LangChain and LangGraph give the runnables they compose (a class name, with
+``<...>`` after some): structure, never an agent the user named."""
+
+
+def chain_agents(order: list[Span], tree: SpanTree, kinds: dict[str, str | None]) -> set[str]:
+    """Span ids of the chains taken as agents by the LangSmith reader's rule, for the calls
+    no agent span encloses: an OpenInference CHAIN span that holds a model call or a tool
+    span, directly or through LangChain's and LangGraph's own wrapper chains
+    (:data:`WRAPPER_CHAINS`, a prebuilt agent's inner nodes); never the root span (the run
+    itself, as LangSmith's root run)."""
+    found: set[str] = set()
+    for span in order:
+        if kinds[span.span_id] in ("llm", "tool"):
+            holder = _holding_chain(tree.ancestors(span))
+            if holder is not None:
+                found.add(holder.span_id)
+    return found
+
+
+def _holding_chain(ancestors: list[Span]) -> Span | None:
+    """The first CHAIN span up from a call that is not a wrapper chain, or None when a span
+    of another kind or the root comes first."""
+    for n, span in enumerate(ancestors):
+        if str(span.attributes.get("openinference.span.kind") or "").upper() != "CHAIN":
+            return None
+        if n == len(ancestors) - 1:
+            return None  # the root: the run itself, as LangSmith's root run
+        name = span.name.split("<", 1)[0].strip()
+        if name and name not in WRAPPER_CHAINS and name not in INNER_NODES:
+            return span
+    return None
+
+
+def _llm_step(
+    span: Span,
+    ancestors: list[Span],
+    kinds: dict[str, str | None],
+    chains: set[str],
+    index: int,
+) -> Step:
+    agent, how = _agent_of(span, ancestors, kinds, chains)
     inputs, in_conv = input_messages(span)
     outputs, out_conv = output_messages(span)
     content = "\n".join(m["content"] for m in outputs or [] if m.get("content"))
@@ -311,12 +383,16 @@ def _llm_step(span: Span, ancestors: list[Span], kinds: dict[str, str | None], i
 
 
 def _attach_tool(
-    span: Span, tree: SpanTree, kinds: dict[str, str | None], steps: list[Step]
+    span: Span,
+    tree: SpanTree,
+    kinds: dict[str, str | None],
+    chains: set[str],
+    steps: list[Step],
 ) -> None:
     """Attach a tool execution to the step that asked for it (by call id, then name, then
     the latest earlier step of the same agent); without any earlier step it becomes a step."""
     fields = tool_fields(span)
-    agent, how = _agent_of(span, tree.ancestors(span), kinds)
+    agent, how = _agent_of(span, tree.ancestors(span), kinds, chains)
     before = [
         s for s in steps if s.started_at is None or span.start is None or s.started_at <= span.start
     ]

@@ -13,6 +13,7 @@ from faultfinder.traces.importers._langgraph import span_graph_node_agent
 from faultfinder.traces.importers._messages import (
     MESSAGE_EVENTS,
     Message,
+    chat_message,
     message_list,
 )
 from faultfinder.traces.importers._spans import Span, maybe_json
@@ -206,6 +207,11 @@ def tool_fields(span: Span) -> dict[str, Any]:
     args = a.get("gen_ai.tool.call.arguments", span_input(span))
     result = a.get("gen_ai.tool.call.result", span_output(span))
     status = "error" if span.status == "error" else "success"
+    message = tool_message(result)
+    if message is not None:  # LangChain's ToolMessage: its content is the result
+        result = message["content"]
+        call_id = call_id or str_or_none(message.get("tool_call_id"))
+        status = "error" if message.get("status") == "error" else status
     return {
         "name": name or KIND_PREFIX.sub("", span.name) or span.name,
         "call_id": call_id,
@@ -215,6 +221,36 @@ def tool_fields(span: Span) -> dict[str, Any]:
         else (span.status_message or ""),
         "status": status,
     }
+
+
+def tool_message(value: Any) -> Message | None:
+    """A LangChain ``ToolMessage`` a tool span's output holds, as a chat message (its
+    ``content`` as text, ``tool_call_id``, and ``status`` when LangChain wrote one): the
+    ``{"type": "tool", "data": {...}}`` form OpenInference's LangChain instrumentation
+    writes, or LangChain's own serialisation (``{"lc": 1, "id": [..., "ToolMessage"],
+    "kwargs": {...}}``). None for any other value."""
+    value = maybe_json(value)
+    if not isinstance(value, dict):
+        return None
+    if value.get("type") == "tool" and isinstance(value.get("data"), dict):
+        fields = value["data"]
+    elif (
+        value.get("lc")
+        and isinstance(value.get("id"), list)
+        and value["id"][-1:] == ["ToolMessage"]
+        and isinstance(value.get("kwargs"), dict)
+    ):
+        fields = value["kwargs"]
+    else:
+        return None
+    if "content" not in fields:
+        return None
+    message = chat_message({"type": "tool", "data": fields})
+    if message is None:
+        return None
+    if isinstance(fields.get("status"), str):
+        message["status"] = fields["status"]
+    return message
 
 
 def str_or_none(value: Any) -> str | None:

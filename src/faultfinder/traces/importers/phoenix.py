@@ -7,10 +7,21 @@ page or JSON lines; the spans dataframe (``get_spans_dataframe()``) saved as JSO
 (columns ``context.span_id``, ``attributes.llm.input_messages``...) or as parquet, which
 needs ``pyarrow``. Attributes are flattened to OpenInference's dotted keys and mapped like
 OTLP spans.
+
+The OpenTelemetry SDK's own JSON layout is read here too (it has the same ``context`` and
+``parent_id``): what ``ReadableSpan.to_json()`` returns and ``ConsoleSpanExporter`` prints
+(``{name, context: {trace_id, span_id, trace_state}, kind, parent_id, start_time, end_time,
+status: {status_code, description}, attributes, events, links, resource: {attributes,
+schema_url}}``), as a JSON list, JSON lines or the exporter's default output (indented
+objects one after another). Its ``0x`` id prefixes are dropped, so its ids are those of the
+same spans exported as OTLP; ``status`` gives the error status and ``resource`` the
+resource attributes (``service.name``) as in OTLP.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -23,6 +34,7 @@ from faultfinder.traces.importers._spans import (
     check_keys,
     flatten,
     keep_raw,
+    key_values,
     maybe_json,
     parse_time,
 )
@@ -54,8 +66,17 @@ _TOP_KEYS = frozenset(
         "trace_id",
         "trace_rowid",
         "project_name",
+        # the OpenTelemetry SDK's layout (ReadableSpan.to_json)
+        "context.trace_state",
+        "kind",
+        "status",
+        "links",
+        "resource",
     ]
 )
+_BLANKS = re.compile(r"[ \t\r\n]*")
+_SDK_STATUS_KEYS = frozenset(["status_code", "description"])
+_SDK_RESOURCE_KEYS = frozenset(["attributes", "schema_url"])
 
 
 def _record_fields(record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -109,20 +130,65 @@ def span_of(record: Any, *, path: str | Path, where: str) -> Span:
                     attributes=flatten(ev.get("attributes") or {}),
                 )
             )
-    status = str(top.get("status_code") or "").upper()
+    code, message = _status(top, path=path, where=where)
+    resource, context = _resource(top.get("resource"), path=path, where=f"{where}.resource")
+    raw = {k: v for k, v in record.items() if k != "resource"} if context else record
     return Span(
-        trace_id=top["context.trace_id"],
-        span_id=top["context.span_id"],
-        parent_id=top.get("parent_id") or None,
+        trace_id=_hex(top["context.trace_id"]),
+        span_id=_hex(top["context.span_id"]),
+        parent_id=_hex(top.get("parent_id") or "") or None,
         name=str(top.get("name") or ""),
         start=parse_time(top.get("start_time"), path=path, where=f"{where}.start_time"),
         end=parse_time(top.get("end_time"), path=path, where=f"{where}.end_time"),
         attributes=attrs,
         events=events,
-        status="error" if status == "ERROR" else "ok" if status == "OK" else None,
-        status_message=top.get("status_message") or None,
-        raw=keep_raw(record),
+        status="error" if code == "ERROR" else "ok" if code == "OK" else None,
+        status_message=message,
+        resource=resource,
+        raw=keep_raw(raw),
+        context=keep_raw(context) if context else None,
     )
+
+
+def _hex(value: str) -> str:
+    """An id without the ``0x`` the OpenTelemetry SDK writes before it (``0x6b4e...``)."""
+    return value[2:] if value.startswith(("0x", "0X")) else value
+
+
+def _status(top: dict[str, Any], *, path: str | Path, where: str) -> tuple[str, str | None]:
+    """(upper-case status code, message): Phoenix's ``status_code`` / ``status_message``,
+    else the SDK layout's ``status: {status_code, description}``."""
+    code = str(top.get("status_code") or "").upper()
+    message = top.get("status_message") or None
+    status = top.get("status")
+    if status is None:
+        return code, message
+    if not isinstance(status, dict):
+        fail(path, f"{where}.status", f"expected an object, got {type(status).__name__}")
+    check_keys(status, _SDK_STATUS_KEYS, path=path, where=f"{where}.status")
+    for key in _SDK_STATUS_KEYS:
+        if status.get(key) is not None and not isinstance(status[key], str):
+            got = type(status[key]).__name__
+            fail(path, f"{where}.status.{key}", f"expected a string, got {got}")
+    # "UNSET", "OK" or "ERROR" (StatusCode.name); also "STATUS_CODE_ERROR" as OTLP spells it
+    return (
+        code or str(status.get("status_code") or "").upper().removeprefix("STATUS_CODE_"),
+        message or status.get("description") or None,
+    )
+
+
+def _resource(
+    value: Any, *, path: str | Path, where: str
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The SDK layout's ``resource`` as (its attributes, the context to keep once per trace
+    as OTLP's resource is); ({}, None) when there is none."""
+    if value is None:
+        return {}, None
+    if not isinstance(value, dict):
+        fail(path, where, f"expected an object, got {type(value).__name__}")
+    check_keys(value, _SDK_RESOURCE_KEYS, path=path, where=where)
+    attributes = key_values(value.get("attributes"), path=path, where=f"{where}.attributes")
+    return attributes, {"resource": value}
 
 
 def _records(path: Path) -> list[tuple[Any, str]]:
@@ -148,12 +214,44 @@ def _read(path: Path) -> tuple[list[tuple[Any, str]], dict[str, Any]]:
     records = json_lines(text, path)
     if records is not None:
         return [(value, f"(line {n})") for n, value in records], {}
-    whole = parse_json(text, path)
+    try:
+        whole = parse_json(text, path)
+    except TraceFormatError:
+        stream = _object_stream(text, path)
+        if stream is None:
+            raise
+        return [(value, f"(object at line {n})") for n, value in stream], {}
     items = whole.get("data") if isinstance(whole, dict) else whole
     if not isinstance(items, list):
         return [(whole, "[0]")], {}
     page = {k: v for k, v in whole.items() if k != "data"} if isinstance(whole, dict) else {}
     return [(r, f"[{n}]") for n, r in enumerate(items)], page
+
+
+def _object_stream(text: str, path: Path) -> list[tuple[int, Any]] | None:
+    """(line number, value) of each object when ``text`` is JSON objects one after another
+    (``ConsoleSpanExporter``'s default output: indented objects, each followed by a line
+    break), each parsed strictly; None when it is not (fewer than two objects, anything
+    else between or around them)."""
+    decoder = json.JSONDecoder()
+    found: list[tuple[int, Any]] = []
+    pos, line = 0, 1
+    while True:
+        blanks = _BLANKS.match(text, pos)
+        start = blanks.end() if blanks else pos
+        if start == len(text):
+            break
+        line += text.count("\n", pos, start)
+        if text[start] != "{":
+            return None
+        try:
+            _, end = decoder.raw_decode(text, start)
+        except (json.JSONDecodeError, RecursionError):
+            return None
+        found.append((line, parse_json(text[start:end], path, line=line)))
+        line += text.count("\n", start, end)
+        pos = end
+    return found if len(found) > 1 else None
 
 
 def _plain(value: Any) -> Any:
