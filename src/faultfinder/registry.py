@@ -16,7 +16,8 @@ asked to detect a file's format, the model APIs asked whether they handle a requ
 built-ins come first, in the order listed here, then the plugins by name: a plugin adds a
 format or an API, it never takes a built-in's traffic.
 
-This module is a leaf: it imports nothing of faultfinder's but ``errors``.
+This module is a leaf: it imports nothing of faultfinder's but ``errors`` (checking a
+method class, once it is imported, imports ``judging.method``, which says what one is).
 """
 
 from __future__ import annotations
@@ -177,6 +178,20 @@ class Registry(Generic[T]):
         )
         return True
 
+    def failure(self, name: str, action: str, exc: Exception) -> ConfigError | None:
+        """A loaded plugin's ``action`` (``"its load() of run.log"``...) raised ``exc``, an
+        exception of a type the caller does not expect: the one-line error naming the plugin,
+        its package and the exception, for the caller to raise (``from None``). None for a
+        built-in (or an unknown name): its error is a bug to show, the caller re-raises."""
+        entry = self.entries().get(name)
+        if entry is None or entry.origin == BUILTIN:
+            return None
+        message = " ".join(str(exc).split())
+        return ConfigError(
+            f"The {self.kind} '{name}' from {entry.origin} ({entry.target}) failed: {action} "
+            f"raised {type(exc).__name__}" + (f": {message}" if message else "")
+        )
+
     def skipped(self, name: str) -> bool:
         """True once a plugin has been skipped with a warning (:meth:`skip`, or a failed
         load)."""
@@ -236,8 +251,14 @@ def _warn(message: str) -> None:
 # -- the built-ins -------------------------------------------------------------------------
 
 
-def _method_name_problem(name: str, cls: Any) -> str | None:
-    """What is wrong with the method class registered as ``name``: a name of its own."""
+def _method_problem(name: str, cls: Any) -> str | None:
+    """What is wrong with the class registered as the method ``name``: not a method class
+    (``judging.method.method_problem``), or a name of its own."""
+    from faultfinder.judging.method import method_problem
+
+    problem = method_problem(cls)
+    if problem is not None:
+        return problem
     own = getattr(cls, "name", None)
     if own == name:
         return None
@@ -260,7 +281,7 @@ METHODS: Registry[type[Method]] = Registry(
         "shortlist": "faultfinder.methods.shortlist:ShortlistMethod",
         "compose": "faultfinder.methods.compose:ComposeMethod",
     },
-    check=_method_name_problem,
+    check=_method_problem,
 )
 """Attribution methods: classes following ``faultfinder.judging.method.Method``."""
 
@@ -314,14 +335,14 @@ APIS: Registry[type[Any]] = Registry(
 
 
 def method_class(name: str) -> type[Method]:
-    """The method class registered as ``name`` (without a preset); a class whose own
-    ``name`` differs is refused (ConfigError)."""
+    """The method class registered as ``name`` (without a preset); a class that is not a
+    method, or whose own ``name`` differs, is refused (ConfigError)."""
     return METHODS.get(name)
 
 
 def methods() -> dict[str, type[Method]]:
-    """Every method that loads, by name (a broken plugin, or one registered under a name
-    that is not its class's, is skipped with a warning)."""
+    """Every method that loads, by name (a broken plugin, one that is not a method, or one
+    registered under a name that is not its class's, is skipped with a warning)."""
     return METHODS.load_all()
 
 

@@ -100,10 +100,11 @@ def model_options(fn: Callable[..., Any] | None = None, *, timeout_flag: str = "
         ),
         click.option(
             "--api-key-env",
-            default="OPENAI_API_KEY",
-            show_default=True,
+            default=None,
+            metavar="VAR",
             help="Environment variable holding the API key (never stored or cached); "
-            "anthropic: models read ANTHROPIC_API_KEY unless another is named.",
+            "default: the backend's own, OPENAI_API_KEY for openai:, ANTHROPIC_API_KEY for "
+            "anthropic:, a plugin's documented one. Given to the backend only when named.",
         ),
         click.option(
             "--cache",
@@ -169,7 +170,7 @@ EMBEDDED_NOTE = (
 def llm_spec(
     model: str,
     base_url: str | None,
-    api_key_env: str,
+    api_key_env: str | None,
     cache_path: str,
     concurrency: int,
     max_tokens: int | None,

@@ -256,6 +256,54 @@ class MethodBase:
         return None
 
 
+_METHOD_FLAGS = ("needs_model", "floor", "pairs_agent_and_step", "proposes_candidates")
+_METHOD_CALLS = ("attribute", "judge_candidates", "candidates_cost")
+
+
+def method_problem(cls: object) -> str | None:
+    """What keeps ``cls`` from being a method class (:class:`Method`), as a phrase ('is
+    not a method: it lacks summary, Config'), or None. The registry asks it of every method
+    it loads, so a plugin that is not one is refused there, in one line naming it, and no
+    command half-uses it."""
+    if not isinstance(cls, type):
+        return f"is not a method: it is a {type(cls).__name__}, not a class"
+    attributes = ("name", "summary", "Config", "presets", *_METHOD_FLAGS, *_METHOD_CALLS)
+    missing = [a for a in attributes if not hasattr(cls, a)]
+    wrong = [
+        f"{a} is not a string"
+        for a in ("name", "summary")
+        if a not in missing and not isinstance(getattr(cls, a), str)
+    ]
+    config = getattr(cls, "Config", None)
+    if "Config" not in missing and not (
+        isinstance(config, type) and issubclass(config, MethodConfig)
+    ):
+        wrong.append("Config is not a MethodConfig subclass")
+    presets = getattr(cls, "presets", None)
+    if "presets" not in missing and not (
+        isinstance(presets, dict)
+        and all(isinstance(k, str) and isinstance(v, dict) for k, v in presets.items())
+    ):
+        wrong.append("presets is not a dict of option dicts by name")
+    wrong += [
+        f"{a} is not True or False"
+        for a in _METHOD_FLAGS
+        if a not in missing and not isinstance(getattr(cls, a), bool)
+    ]
+    wrong += [
+        f"{a} is not callable"
+        for a in _METHOD_CALLS
+        if a not in missing and not callable(getattr(cls, a))
+    ]
+    if not missing and not wrong:
+        return None
+    lacks = [f"it lacks {', '.join(missing)}"] if missing else []
+    return (
+        f"is not a method: {'; '.join(lacks + wrong)} (a method class follows "
+        "faultfinder.judging.method.Method: subclass MethodBase)"
+    )
+
+
 async def run_method(
     method: Method,
     trace: Trace,

@@ -407,13 +407,13 @@ def anthropic_backend(
     *,
     base_url: str | None = None,
     api_key: str | None = None,
-    api_key_env: str = "OPENAI_API_KEY",
+    api_key_env: str | None = None,
     **options: Any,
 ) -> AnthropicBackend:
     """``anthropic:MODEL`` (registered in ``faultfinder.registry``). The key comes from
-    ``api_key``, else the variable ``api_key_env`` names; left at the command line's
-    default (``OPENAI_API_KEY``, which is no Anthropic key), that is ``ANTHROPIC_API_KEY``."""
+    ``api_key``, else the variable ``api_key_env`` names (the user's ``--api-key-env``),
+    else ``ANTHROPIC_API_KEY``."""
     require_name(name, "anthropic", example="claude-sonnet-4-5")
-    variable = AnthropicBackend.key_env if api_key_env in ("", "OPENAI_API_KEY") else api_key_env
+    variable = api_key_env or AnthropicBackend.key_env
     key = api_key if api_key is not None else os.environ.get(variable)
     return AnthropicBackend(model=name, base_url=base_url, api_key=key, **options)

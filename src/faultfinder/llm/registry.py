@@ -8,11 +8,11 @@ import sys
 from collections.abc import Callable
 from typing import Any, Protocol, cast
 
-from faultfinder.errors import ConfigError, UnknownNameError
+from faultfinder.errors import ConfigError, FaultfinderError, UnknownNameError
 from faultfinder.llm.base import Backend
 
 BACKENDS: dict[str, str] = {
-    "openai": "OpenAI-compatible endpoint: openai:MODEL (--base-url, key from --api-key-env)",
+    "openai": "OpenAI-compatible endpoint: openai:MODEL (--base-url, key from OPENAI_API_KEY)",
     "anthropic": "Anthropic Messages API: anthropic:MODEL (--base-url, key from ANTHROPIC_API_KEY)",
     "local": "embedded SmolLM2-135M-Instruct via llama-cpp-python ([local] extra): local[:GGUF]",
     "scripted": "scripted replies in order from a JSON file: scripted:replies.json",
@@ -28,7 +28,11 @@ NO_MODEL = "none"
 
 class BackendFactory(Protocol):
     """What a backend kind registers: called with the part of ``--model KIND:NAME`` after
-    the colon and the endpoint options the command line gave."""
+    the colon and the endpoint options the command line gave. ``api_key_env`` is passed
+    only when the user named a variable (``--api-key-env``); otherwise the factory reads
+    its own provider's variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``...), never
+    another provider's. The backend it returns is named by the spec it was built from
+    (``name == "KIND:NAME"``): results are labelled and keyed with that name."""
 
     def __call__(
         self,
@@ -36,7 +40,7 @@ class BackendFactory(Protocol):
         *,
         base_url: str | None = None,
         api_key: str | None = None,
-        api_key_env: str = "OPENAI_API_KEY",
+        api_key_env: str | None = None,
         **options: Any,
     ) -> Backend: ...
 
@@ -57,11 +61,18 @@ def make_backend(
     *,
     base_url: str | None = None,
     api_key: str | None = None,
-    api_key_env: str = "OPENAI_API_KEY",
+    api_key_env: str | None = None,
     **options: Any,
 ) -> Backend:
-    """Build the backend a spec names. Unknown kinds list the known ones."""
+    """Build the backend a spec names. Unknown kinds list the known ones.
+
+    ``api_key_env`` reaches the factory only when given (the user's ``--api-key-env``):
+    without it each backend reads its own provider's variable, so no key goes to another
+    provider than the one it is for. A plugin's factory that fails with anything but a
+    faultfinder error (a RuntimeError 'key not set'), or that names its backend otherwise
+    than ``spec``, is a one-line ConfigError naming the plugin and its package."""
     from faultfinder.registry import BACKENDS as FACTORIES
+    from faultfinder.registry import BUILTIN
 
     kind, _, rest = spec.partition(":")
     if kind not in FACTORIES.entries():
@@ -72,7 +83,33 @@ def make_backend(
             )
         raise UnknownNameError("model backend", kind, FACTORIES.available())
     factory: BackendFactory = FACTORIES.get(kind)
-    return factory(rest, base_url=base_url, api_key=api_key, api_key_env=api_key_env, **options)
+    if api_key_env:
+        options["api_key_env"] = api_key_env
+    try:
+        backend = factory(rest, base_url=base_url, api_key=api_key, **options)
+    except FaultfinderError:
+        raise
+    except Exception as exc:
+        error = FACTORIES.failure(kind, f"building --model {spec}", exc)
+        if error is None:
+            raise
+        from faultfinder.redact import Redactor
+
+        # The factory may have read a key: none goes out in the message, neither a
+        # key-shaped token nor the value of a secret-named variable.
+        redactor = Redactor([api_key, os.environ.get(api_key_env) if api_key_env else None])
+        redactor.learn_env(os.environ)
+        raise ConfigError(redactor.text(str(error))) from None
+    entry = FACTORIES.entries()[kind]
+    named = getattr(backend, "name", None)
+    if entry.origin != BUILTIN and named != spec:
+        raise ConfigError(
+            f"The model backend '{kind}' from {entry.origin} ({entry.target}) calls the "
+            f"backend it built for --model {spec} {named!r}: a backend's name must be its "
+            "--model spec, which results are labelled and keyed with (else two models of "
+            "one kind share their rows). Fix or remove that package."
+        )
+    return backend
 
 
 def openai_backend(
@@ -80,14 +117,16 @@ def openai_backend(
     *,
     base_url: str | None = None,
     api_key: str | None = None,
-    api_key_env: str = "OPENAI_API_KEY",
+    api_key_env: str | None = None,
     **options: Any,
 ) -> Backend:
-    """``openai:MODEL``: any OpenAI-compatible endpoint."""
+    """``openai:MODEL``: any OpenAI-compatible endpoint. The key comes from ``api_key``,
+    else the variable ``api_key_env`` names, else ``OPENAI_API_KEY``."""
     from faultfinder.llm.openai_compat import OpenAICompatBackend
 
     require_name(name, "openai", example="gpt-4o")
-    key = api_key if api_key is not None else os.environ.get(api_key_env)
+    variable = api_key_env or OpenAICompatBackend.key_env
+    key = api_key if api_key is not None else os.environ.get(variable)
     return OpenAICompatBackend(model=name, base_url=base_url, api_key=key, **options)
 
 

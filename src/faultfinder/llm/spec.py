@@ -1,7 +1,8 @@
 """What it takes to build an :class:`~faultfinder.llm.client.LLM`, as plain data.
 
 A spec names the model and the LLM layer's settings but never holds a credential: the
-key is read from the environment variable ``api_key_env`` by whoever builds the LLM. That
+key is read from the environment variable ``api_key_env`` (or the backend's own variable)
+by whoever builds the LLM. That
 is what lets a spec travel to another process (a Ray worker) without a secret in it.
 """
 
@@ -25,8 +26,10 @@ class LLMSpec(BaseModel):
     """Model spec, e.g. ``openai:gpt-4o``, ``local``, ``function:pkg.mod:fn``."""
     base_url: str | None = None
     """OpenAI-compatible endpoint URL (``openai:`` models)."""
-    api_key_env: str = "OPENAI_API_KEY"
-    """Environment variable the key is read from, where the LLM is built."""
+    api_key_env: str | None = None
+    """Environment variable the key is read from, where the LLM is built (the user's
+    ``--api-key-env``); None: the backend's own (``OPENAI_API_KEY`` for ``openai:``,
+    ``ANTHROPIC_API_KEY`` for ``anthropic:``, a plugin's documented one)."""
     cache_path: str | None = None
     """SQLite response cache file; None: no cache."""
     concurrency: int = Field(default=8, ge=1)

@@ -13,7 +13,14 @@ the program from any step with an edit.
 
 from faultfinder.replay.edits import Edit
 from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
-from faultfinder.replay.recorder import RecordedCall, RunMeta, RunStore, build_trace, rebuild_trace
+from faultfinder.replay.recorder import (
+    RecordedCall,
+    RunMeta,
+    RunStore,
+    build_trace,
+    load_calls,
+    rebuild_trace,
+)
 from faultfinder.replay.replayer import ReplayOptions, ReplayPlan
 from faultfinder.replay.report import ReplayReport
 from faultfinder.replay.session import (
@@ -38,6 +45,7 @@ __all__ = [
     "RunStore",
     "SessionOptions",
     "build_trace",
+    "load_calls",
     "rebuild_trace",
     "record_run",
     "replay_run",

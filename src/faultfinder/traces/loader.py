@@ -7,7 +7,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from faultfinder.errors import TraceFormatError, TraceFormatWarning
+from faultfinder.errors import FaultfinderError, TraceFormatError, TraceFormatWarning
 from faultfinder.traces.importers import get_importer, importers
 from faultfinder.traces.io import (
     is_canonical,
@@ -48,7 +48,7 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
             # A folder of files in this format (OTLP exports, Langfuse traces...).
             files = [f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")]
             return _each(files, format, options)
-        return importer.load(p, **options)
+        return _read(format, importer, p, options)
     if p.is_file() and p.suffix == ".jsonl" and format in (None, "faultfinder"):
         lines = split_lines(read_text(p))
         first = next((ln for ln in lines if ln.strip()), "")
@@ -72,7 +72,7 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
         for name, cls in importers().items():
             importer = cls()
             if _detects(name, importer, p):
-                return list(importer.load(p, **options))
+                return _read(name, importer, p, options)
             tried.append(name)
     if p.is_dir():
         files = _trace_files(p, format)
@@ -158,6 +158,23 @@ def _detects(name: str, importer: Any, path: Path) -> bool:
         if IMPORTERS.skip(name, "detect()", exc):
             return False
         raise
+
+
+def _read(name: str, importer: Any, path: Path, options: dict[str, Any]) -> list[Trace]:
+    """The traces the importer registered as ``name`` reads from ``path``. Bad input is
+    its TraceFormatError; a plugin's load() that fails otherwise (a bug of its own) is one
+    ConfigError naming it, its package and the error; a built-in's bug is raised."""
+    from faultfinder.registry import IMPORTERS
+
+    try:
+        return list(importer.load(path, **options))
+    except FaultfinderError:
+        raise
+    except Exception as exc:
+        error = IMPORTERS.failure(name, f"its load() of {path}", exc)
+        if error is None:
+            raise
+        raise error from None
 
 
 def _canonical_by_content(p: Path) -> list[Trace] | None:

@@ -37,7 +37,7 @@ from faultfinder.replay.recorder import (
 from faultfinder.replay.report import ReplayReport
 from faultfinder.traces.importers import importers
 from faultfinder.traces.io import split_lines
-from faultfinder.traces.loader import load_traces
+from faultfinder.traces.loader import _detects, _recognised, load_traces
 from faultfinder.traces.schema import Trace
 
 TraceKind = Literal["trace", "recording", "replay"]
@@ -47,6 +47,9 @@ the page, or the results store (``saved``)."""
 
 MAX_FILES = 20_000
 """Stop walking after this many files (a guard against pointing the UI at '/')."""
+MAX_SNIFFED = 20_000
+"""Look into at most this many files without a trace suffix (asking the readers whether
+they recognise them); after that the walk takes files by their suffix only."""
 VERDICT_STATUSES = frozenset({"ok", "unparsed", "no-error-found", "error", "budget-exceeded"})
 SKIPPED_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv", ".faultfinder"})
 
@@ -248,8 +251,11 @@ def build_catalog(paths: Iterable[str | Path], results_file: Path | None = None)
 
 
 TRACE_SUFFIXES = (".json", ".jsonl", ".gz", ".pb", ".binpb", ".db", ".sqlite", ".parquet")
-"""Files the walk reads: JSON and JSON lines (traces, results, evaluations, graphs), gzip
-and protobuf OTLP exports, AG2 logging databases, Phoenix parquet exports."""
+"""Files the walk reads whatever their content (one it cannot read is listed as a problem):
+JSON and JSON lines (traces, results, evaluations, graphs), gzip and protobuf OTLP exports,
+AG2 logging databases, Phoenix parquet exports. It also reads every other file a reader
+recognises, as the CLI does in a folder (canonical traces under another name, a plugin's
+format: ``traces.loader``)."""
 
 
 def _walk(root: Path, catalog: Catalog, whole: Path | None = None) -> Iterator[Path]:
@@ -259,6 +265,7 @@ def _walk(root: Path, catalog: Catalog, whole: Path | None = None) -> Iterator[P
         yield root
         return
     seen = 0
+    sniffed = 0
     stack = [root]
     while stack:
         directory = stack.pop()
@@ -282,23 +289,43 @@ def _walk(root: Path, catalog: Catalog, whole: Path | None = None) -> Iterator[P
                 continue
             if real.is_dir():
                 stack.append(child)
-            elif child.suffix in TRACE_SUFFIXES:
-                seen += 1
-                if seen > MAX_FILES:
-                    catalog.problems.append(Problem(root, f"stopped after {MAX_FILES} files"))
-                    return
-                yield child
+                continue
+            if child.suffix not in TRACE_SUFFIXES:
+                if not real.is_file():  # a FIFO or a device is never opened
+                    continue
+                sniffed += 1
+                if sniffed == MAX_SNIFFED + 1:
+                    catalog.problems.append(
+                        Problem(
+                            root,
+                            f"looked into {MAX_SNIFFED} files without a trace suffix; "
+                            "further ones were not read",
+                        )
+                    )
+                if sniffed > MAX_SNIFFED or not _recognised_file(child, catalog):
+                    continue
+            seen += 1
+            if seen > MAX_FILES:
+                catalog.problems.append(Problem(root, f"stopped after {MAX_FILES} files"))
+                return
+            yield child
+
+
+def _recognised_file(path: Path, catalog: Catalog) -> bool:
+    """Whether a file without a trace suffix holds traces a reader recognises, asked as the
+    CLI asks in a folder (``traces.loader``); a file that cannot be read is a problem."""
+    try:
+        return _recognised(path, None)
+    except READ_ERRORS as exc:
+        catalog.problems.append(Problem(path, _one_line(exc)))
+        return False
 
 
 def _importer_dir(directory: Path) -> bool:
-    """A directory an importer reads as one trace (TraceElephant, for example)."""
-    for cls in importers().values():
-        try:
-            if cls().detect(directory):
-                return True
-        except (OSError, ValueError):
-            continue
-    return False
+    """A directory an importer reads as one trace (TraceElephant, for example), asked as
+    the CLI asks (``traces.loader``): a plugin whose detect() fails is skipped, with one
+    warning naming it and its package."""
+    return any(_detects(name, cls(), directory) for name, cls in importers().items())
 
 
 def _read_any(path: Path, catalog: Catalog) -> None:
