@@ -157,3 +157,37 @@ def test_attribute_and_eval_say_why_a_case_is_unparsed(tmp_path: Path) -> None:
     assert (
         "demo-riverton-library-loans · all-at-once: unparsed: no 'Agent Name:' line" in ran.stderr
     )
+
+
+def test_eval_says_why_without_its_progress_bar(tmp_path: Path) -> None:
+    """Scripts and CI run with --no-progress: the reason lines are theirs too."""
+    demo = tmp_path / "demo.json"
+    from faultfinder.cli.demo import demo_trace_text
+
+    demo.write_text(demo_trace_text(), encoding="utf-8")
+    out = tmp_path / "r.jsonl"
+    model = replies(tmp_path, "I cannot tell.", repeat_last=True)
+    ran = run(
+        "eval", str(demo), "--method", "all-at-once", "--model", model, "--out", str(out),
+        "--no-progress",
+    )  # fmt: skip
+    assert ran.exit_code == exitcodes.UNPARSED
+    assert (
+        "demo-riverton-library-loans · all-at-once: unparsed: no 'Agent Name:' line" in ran.stderr
+    )
+
+
+def test_runs_warn_only_about_methods_that_call_a_model(tmp_path: Path) -> None:
+    out = tmp_path / "r.jsonl"
+    ran = run(
+        "eval", EVAL_SET, "--method", "random,shortlist,baseline:position", "--runs", "2",
+        "--out", str(out), "--no-progress",
+    )  # fmt: skip
+    assert ran.exit_code == exitcodes.OK, ran.output
+    assert "not independent runs" not in ran.stderr
+    model = replies(tmp_path, GOOD, repeat_last=True)
+    ran = run(
+        "eval", EVAL_SET, "--method", "all-at-once,random", "--model", model, "--runs", "2",
+        "--out", str(tmp_path / "s.jsonl"), "--no-progress",
+    )  # fmt: skip
+    assert "the repeats of all-at-once are not independent runs" in ran.stderr

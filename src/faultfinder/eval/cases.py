@@ -93,7 +93,10 @@ def repeat_warnings(plans: Sequence[MethodPlan], runs: int) -> list[str]:
     nondeterminism), whatever seed each repeat gets."""
     if runs < 2:
         return []
-    greedy = [p.label for p in plans if p.config.temperature == 0]
+    # A method that calls no model (a floor, shortlist) decodes nothing greedily.
+    greedy = [
+        p.label for p in plans if p.config.temperature == 0 and getattr(p.cls, "needs_model", True)
+    ]
     if not greedy:
         return []
     return [

@@ -332,8 +332,9 @@ async def _run_locked(
                     counts[row.status] += 1
                 elif row.status in FAILED_STATUSES:
                     counts["error"] += 1
-                if opts.progress and (reason := why(row)):
-                    # Say why as it happens, not only in the rows (docs/exit-codes.md).
+                if reason := why(row):
+                    # Say why as it happens, not only in the rows (docs/exit-codes.md), with
+                    # the bar or without it (--no-progress: scripts and CI).
                     bar.write(f"{row.trace_id} · {row.method}: {row.status}: {reason}", sys.stderr)
                 bar.update(1)
                 bar.set_postfix(counts, refresh=False)
