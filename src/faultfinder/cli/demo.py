@@ -28,6 +28,7 @@ from faultfinder.cli.common import (
     pop_sampling,
     with_progress,
 )
+from faultfinder.eval.floors import FLOORS
 from faultfinder.exitcodes import CaseCounts
 from faultfinder.judging.method import Attribution, run_method
 from faultfinder.llm.client import LLM
@@ -84,8 +85,6 @@ def compare_with_gold(trace: Trace, result: Attribution) -> str:
     return "\n".join(gold_lines(trace, result)) if trace.label else "gold label: (none)"
 
 
-FLOORS = ("random", "baseline:first-speaker", "baseline:majority-agent", "baseline:position")
-"""The floors the demo's answer is shown beside: what a method must beat."""
 
 
 def floor_table(trace: Trace, result: Attribution, floors: list[Attribution]) -> str:
