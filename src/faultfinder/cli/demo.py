@@ -85,8 +85,6 @@ def compare_with_gold(trace: Trace, result: Attribution) -> str:
     return "\n".join(gold_lines(trace, result)) if trace.label else "gold label: (none)"
 
 
-
-
 def floor_table(trace: Trace, result: Attribution, floors: list[Attribution]) -> str:
     """The answer and each floor: agent, step, and whether each matches the gold label."""
     gold = trace.label
