@@ -44,7 +44,7 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
         raise TraceFormatError(str(p), "(file)", "empty directory")
     if format and format != "faultfinder":
         importer = get_importer(format)
-        if p.is_dir() and not _detects(format, importer, p):
+        if p.is_dir() and not detects(format, importer, p):
             # A folder of files in this format (OTLP exports, Langfuse traces...).
             files = [f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")]
             return _each(files, format, options)
@@ -71,7 +71,7 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
     if format is None:
         for name, cls in importers().items():
             importer = cls()
-            if _detects(name, importer, p):
+            if detects(name, importer, p):
                 return _read(name, importer, p, options)
             tried.append(name)
     if p.is_dir():
@@ -98,7 +98,7 @@ def _trace_files(folder: Path, format: str | None) -> list[Path]:
     for f in sorted(folder.iterdir(), key=lambda f: natural_key(f.name)):
         if not f.is_file() or f.name.startswith("."):
             continue
-        if f.suffix in _TRACE_SUFFIXES or _recognised(f, format):
+        if f.suffix in _TRACE_SUFFIXES or recognised(f, format):
             chosen.append(f)
         else:
             warnings.warn(
@@ -108,7 +108,7 @@ def _trace_files(folder: Path, format: str | None) -> list[Path]:
     return chosen
 
 
-def _recognised(p: Path, format: str | None) -> bool:
+def recognised(p: Path, format: str | None) -> bool:
     """True when ``p`` holds canonical traces or an importer detects it."""
     if _is_blank(p):
         return False
@@ -119,7 +119,7 @@ def _recognised(p: Path, format: str | None) -> bool:
         return False
     if format not in (None, "faultfinder"):
         return False
-    return any(_detects(name, cls(), p) for name, cls in importers().items())
+    return any(detects(name, cls(), p) for name, cls in importers().items())
 
 
 def _each(files: list[Path], format: str | None, options: dict[str, Any]) -> list[Trace]:
@@ -141,7 +141,7 @@ def load_trace(
     return traces[0]
 
 
-def _detects(name: str, importer: Any, path: Path) -> bool:
+def detects(name: str, importer: Any, path: Path) -> bool:
     """True when the importer registered as ``name`` recognises ``path``. Detection only
     looks: a file it cannot read is simply not this importer's format. A plugin whose
     detect() fails otherwise (a bug of its own) is skipped from then on, with one warning

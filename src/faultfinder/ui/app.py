@@ -165,12 +165,20 @@ def create_app(
         context.setdefault("max_repeats", MAX_REPEATS)
         context["token"] = token
         context["shown"] = catalog.roots.shown
-        return HTMLResponse(env.get_template(name).render(**context), status_code=status)
+        page = env.get_template(name).render(**context)
+        # Text that cannot be written as UTF-8 (a lone surrogate that got past the readers)
+        # is shown escaped rather than failing the page.
+        return HTMLResponse(page.encode("utf-8", "backslashreplace"), status_code=status)
 
-    async def index(request: Request) -> Response:
+    # The pages are plain functions, which Starlette runs in its worker threads: building
+    # and rendering a large page (10,000 runs) never holds up the event loop, so other
+    # requests (a stylesheet, a job's status) are answered meanwhile. What needs the loop
+    # (starting and cancelling jobs, their status) stays async.
+
+    def index(request: Request) -> Response:
         return render("index.html", **pages.index(catalog, dict(request.query_params)))
 
-    async def trace(request: Request) -> Response:
+    def trace(request: Request) -> Response:
         entry = catalog.traces.get(request.path_params["key"])
         if entry is None:
             raise HTTPException(404, "no such trace")
@@ -181,37 +189,37 @@ def create_app(
         ctx["editable"] = replays is not None and entry.run_dir is not None
         return render("trace.html", **ctx)
 
-    async def step(request: Request) -> Response:
+    def step(request: Request) -> Response:
         entry = catalog.traces.get(request.path_params["key"])
         n = request.path_params["n"]
         if entry is None or not 0 <= n < len(entry.trace.steps):
             raise HTTPException(404, "no such step")
         return render("step.html", entry=entry, step=entry.trace.steps[n])
 
-    async def step_inputs(request: Request) -> Response:
+    def step_inputs(request: Request) -> Response:
         entry = catalog.traces.get(request.path_params["key"])
         n = request.path_params["n"]
         if entry is None or not 0 <= n < len(entry.trace.steps):
             raise HTTPException(404, "no such step")
         return JSONResponse(pages.input_messages(entry.trace.steps[n]))
 
-    async def graph(request: Request) -> Response:
+    def graph(request: Request) -> Response:
         entry = found(catalog.graphs, request, "graph")
         return render("graph.html", **pages.graph(catalog, entry))
 
-    async def replay(request: Request) -> Response:
+    def replay(request: Request) -> Response:
         entry = found(catalog.replays, request, "replay")
         return render("replay.html", **pages.replay(catalog, entry))
 
-    async def dover(request: Request) -> Response:
+    def dover(request: Request) -> Response:
         entry = found(catalog.dovers, request, "DoVer file")
         return render("dover.html", **pages.dover(catalog, entry))
 
-    async def evaluation(request: Request) -> Response:
+    def evaluation(request: Request) -> Response:
         entry = found(catalog.evals, request, "evaluation")
         return render("eval.html", **pages.evaluation(catalog, entry))
 
-    async def raw(request: Request) -> Response:
+    def raw(request: Request) -> Response:
         given = request.query_params.get("path", "")
         if "\x00" in given:
             raise HTTPException(400, "a path cannot hold a NUL byte")

@@ -5,7 +5,7 @@ reads files only through the project's public loaders (traces, eval rows, DoVer 
 replay run directories, CHIEF graph files) and never writes anything. A file that cannot
 be read becomes a *problem* entry with a one-line reason instead of stopping the server.
 Only regular files whose resolved location lies under one of the given paths are read: a
-symbolic link pointing elsewhere is skipped.
+symbolic link pointing elsewhere is skipped, and so is a name that is not UTF-8 (listed).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +24,7 @@ from pydantic import ValidationError
 
 from faultfinder.dover.models import DoverRow
 from faultfinder.dover.report import read_rows as read_dover_rows
-from faultfinder.errors import FaultfinderError
+from faultfinder.errors import FaultfinderError, TraceFormatError
 from faultfinder.eval.rows import EvalRow, latest_by_key, read_rows
 from faultfinder.judging.method import Attribution
 from faultfinder.methods.chief.graph import CausalGraph
@@ -36,8 +38,8 @@ from faultfinder.replay.recorder import (
 )
 from faultfinder.replay.report import ReplayReport
 from faultfinder.traces.importers import importers
-from faultfinder.traces.io import split_lines
-from faultfinder.traces.loader import _detects, _recognised, load_traces
+from faultfinder.traces.io import read_json, read_jsonl, split_lines
+from faultfinder.traces.loader import detects, load_traces, recognised
 from faultfinder.traces.schema import Trace
 
 TraceKind = Literal["trace", "recording", "replay"]
@@ -59,6 +61,26 @@ _ABSOLUTE = re.compile(r"(^|[\s'\"(=:])/(?:[^\s'\"/:,)]+/)+([^\s'\"/:,)]*)")
 its last part)."""
 
 
+def printable(text: str) -> str:
+    """``text`` as it can be put on a page: bytes of a file name that are not UTF-8 (which
+    Python keeps as lone surrogates) shown as ``\\xNN``, any other lone surrogate as
+    ``\\udNNN``."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` (a file name, a path) can be written as UTF-8: a name whose bytes
+    are not UTF-8 comes back from the file system holding lone surrogates."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class Roots:
     """The paths given on the command line; every file read must resolve inside one."""
 
@@ -71,10 +93,10 @@ class Roots:
         p = Path(path)
         for root in self.paths:
             if p == root:
-                return root.name
+                return printable(root.name)
             if p.is_relative_to(root):
-                return str(Path(root.name) / p.relative_to(root))
-        return p.name
+                return printable(str(Path(root.name) / p.relative_to(root)))
+        return printable(p.name)
 
     def scrub(self, text: str) -> str:
         """``text`` (a problem's reason, an error message) without absolute paths of this
@@ -85,7 +107,7 @@ class Roots:
                 continue
             pattern = re.escape(str(root)) + r"(?=$|[/\s'\":,)])"
             text = re.sub(pattern, root.name.replace("\\", "\\\\"), text)
-        return _ABSOLUTE.sub(lambda m: m.group(1) + ".../" + m.group(2), text)
+        return printable(_ABSOLUTE.sub(lambda m: m.group(1) + ".../" + m.group(2), text))
 
     def contains(self, path: Path) -> Path | None:
         """The resolved path when it is an existing regular file or directory under a root
@@ -101,7 +123,8 @@ class Roots:
 
 def make_key(*parts: str) -> str:
     """Short, URL-safe, stable identity of an entry."""
-    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:12]
+    joined = "\x00".join(parts).encode("utf-8", "surrogatepass")
+    return hashlib.sha256(joined).hexdigest()[:12]
 
 
 @dataclass
@@ -171,11 +194,20 @@ class DoverEntry:
 class Problem:
     path: Path
     reason: str
+    unrecognised: bool = False
+    """No reader recognises the file on its own (it may be a part of a directory an
+    importer reads whole, such as a TraceElephant run's ``trace_metadata.json``)."""
 
 
 @dataclass
 class Catalog:
-    """Everything found, with look-ups by key and by trace id."""
+    """Everything found, with look-ups by key and by trace id.
+
+    Pages are built in worker threads while jobs (on the server's event loop) add traces,
+    replays and answers: the look-ups by trace id use indexes kept under a lock, and what
+    iterates a table takes a snapshot of it first (``list(table.values())``, one step for
+    the interpreter, so never "changed size during iteration"). ``attributions`` only
+    grows: its index takes in what was appended since the last look-up."""
 
     roots: Roots
     traces: dict[str, TraceEntry] = field(default_factory=dict)
@@ -188,16 +220,23 @@ class Catalog:
     results_file: Path | None = None
     """Where attributions run from the page are appended (None: running is off)."""
     _files: tuple[int, set[Path]] | None = field(default=None, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _answers_by_trace: dict[str, list[int]] = field(default_factory=dict, repr=False, compare=False)
+    """Trace id -> positions of its answers in ``attributions`` (in the order found)."""
+    _answers_indexed: int = field(default=0, repr=False, compare=False)
+    _keys_by_trace: dict[str, list[str]] = field(default_factory=dict, repr=False, compare=False)
+    """Trace id -> keys of its entries in ``traces``."""
+    _traces_indexed: int = field(default=0, repr=False, compare=False)
 
     def artefact_files(self) -> set[Path]:
         """The resolved files the catalog read artefacts from (traces, answers, graphs,
         evaluations, DoVer rows): all `/raw` may serve. Cached until the catalog grows."""
         paths = [
-            *(t.path for t in self.traces.values()),
+            *(t.path for t in list(self.traces.values())),
             *(a.path for a in self.attributions),
-            *(g.path for g in self.graphs.values()),
-            *(e.path for e in self.evals.values()),
-            *(d.path for d in self.dovers.values()),
+            *(g.path for g in list(self.graphs.values())),
+            *(e.path for e in list(self.evals.values())),
+            *(d.path for d in list(self.dovers.values())),
         ]
         if self._files is None or self._files[0] != len(paths):
             files = set()
@@ -209,44 +248,99 @@ class Catalog:
         return self._files[1]
 
     def traces_with_id(self, trace_id: str) -> list[TraceEntry]:
-        return [t for t in self.traces.values() if t.trace.id == trace_id]
+        """The entries of trace ``trace_id`` (one look-up in an index, not a scan)."""
+        with self._lock:
+            if self._traces_indexed != len(self.traces):  # an entry added behind add_trace
+                items = list(self.traces.items())
+                self._keys_by_trace = {}
+                for key, entry in items:
+                    self._keys_by_trace.setdefault(entry.trace.id, []).append(key)
+                self._traces_indexed = len(items)
+            keys = list(self._keys_by_trace.get(trace_id, ()))
+        return [found for key in keys if (found := self.traces.get(key)) is not None]
+
+    def answer_positions(self, trace_id: str) -> list[int]:
+        """Where the answers on trace ``trace_id`` are in ``attributions``, in the order
+        they were found: one look-up in the index by trace id, which first takes in the
+        answers appended since the last look-up (a run from the page appends one)."""
+        with self._lock:
+            end = len(self.attributions)
+            if end < self._answers_indexed:  # the list was replaced: index it again
+                self._answers_by_trace, self._answers_indexed = {}, 0
+            for position in range(self._answers_indexed, end):
+                found = self.attributions[position].attribution.trace_id
+                self._answers_by_trace.setdefault(found, []).append(position)
+            self._answers_indexed = end
+            return list(self._answers_by_trace.get(trace_id, ()))
 
     def attributions_for(self, trace_id: str) -> list[AttributionEntry]:
-        return [a for a in self.attributions if a.attribution.trace_id == trace_id]
+        """Every answer on trace ``trace_id`` (see :meth:`answer_positions`)."""
+        return [self.attributions[i] for i in self.answer_positions(trace_id)]
 
     def graphs_for(self, trace_id: str) -> list[GraphEntry]:
-        return [g for g in self.graphs.values() if g.graph.trace_id == trace_id]
+        return [g for g in list(self.graphs.values()) if g.graph.trace_id == trace_id]
 
     def replays_of(self, trace_key: str) -> list[ReplayEntry]:
-        return [r for r in self.replays.values() if r.original_key == trace_key]
+        return [r for r in list(self.replays.values()) if r.original_key == trace_key]
 
     def add_trace(self, trace: Trace, path: Path, kind: TraceKind, run_dir: Path | None) -> str:
         key = make_key("trace", str(path), trace.id)
-        self.traces[key] = TraceEntry(key, trace, path, kind, run_dir)
+        with self._lock:
+            indexed = self._traces_indexed == len(self.traces)
+            if key not in self.traces:
+                self._keys_by_trace.setdefault(trace.id, []).append(key)
+            self.traces[key] = TraceEntry(key, trace, path, kind, run_dir)
+            if indexed:
+                self._traces_indexed = len(self.traces)
         return key
 
 
-READ_ERRORS = (FaultfinderError, ValidationError, ValueError, OSError, KeyError, TypeError)
+READ_ERRORS = (
+    FaultfinderError,
+    ValidationError,
+    ValueError,
+    OSError,
+    KeyError,
+    TypeError,
+    RecursionError,
+)
 """What reading a damaged or foreign file may raise; each becomes a listed problem."""
 
 
 def build_catalog(paths: Iterable[str | Path], results_file: Path | None = None) -> Catalog:
     """Walk ``paths`` and read every artefact found, file by file: a file that cannot be
-    read is listed as a problem and hides nothing else. ``results_file`` (the results
-    store `attribute` and the page append to) is read too when it exists."""
+    read is listed as a problem and hides nothing else. A directory an importer reads
+    whole where it is (a TraceElephant run) is read whole too (:func:`_read_whole`).
+    ``results_file`` (the results store `attribute` and the page append to) is read too
+    when it exists."""
     catalog = Catalog(Roots(paths))
     own = results_file.resolve() if results_file is not None else None
     for root in catalog.roots.paths:
-        for path in _walk(root, catalog):
+        if not is_utf8(str(root)):
+            catalog.problems.append(Problem(root, "skipped: its path is not valid UTF-8"))
+            continue
+        wholes: list[tuple[Path, str]] = []
+        for path in _walk(root, catalog, wholes):
             if own is None or path.resolve() != own:  # read once, below
                 _read_any(path, catalog)
+        alone: dict[Path, list[Problem]] = {}
+        for problem in catalog.problems:
+            if problem.unrecognised:
+                alone.setdefault(problem.path.parent, []).append(problem)
+        parts: set[int] = set()
+        for directory, importer in wholes:
+            parts |= _read_whole(directory, importer, alone.get(directory, []), catalog)
+        catalog.problems = [p for p in catalog.problems if id(p) not in parts]
     if results_file is not None:
         catalog.results_file = results_file
-        if results_file.is_file():
+        if not is_utf8(str(results_file)):
+            catalog.problems.append(Problem(results_file, "skipped: its path is not valid UTF-8"))
+        elif results_file.is_file():
             try:
                 _read_jsonl(results_file, catalog, origin="saved")
             except READ_ERRORS as exc:
                 catalog.problems.append(Problem(results_file, _one_line(exc)))
+    catalog.answer_positions("")  # index the answers by trace id now, not at the first page
     return catalog
 
 
@@ -258,9 +352,10 @@ recognises, as the CLI does in a folder (canonical traces under another name, a 
 format: ``traces.loader``)."""
 
 
-def _walk(root: Path, catalog: Catalog, whole: Path | None = None) -> Iterator[Path]:
-    """Files and run directories under ``root``, in sorted order, links checked. ``whole``:
-    a directory that could not be read as one importer's input, walked file by file."""
+def _walk(root: Path, catalog: Catalog, wholes: list[tuple[Path, str]]) -> Iterator[Path]:
+    """Files and recordings under ``root``, in sorted order, links checked; every directory
+    is walked. Appended to ``wholes``: each directory an importer reads whole where it is
+    (see :func:`_whole_format`), with that importer's name."""
     if root.is_file():
         yield root
         return
@@ -272,16 +367,17 @@ def _walk(root: Path, catalog: Catalog, whole: Path | None = None) -> Iterator[P
         if (directory / STEPS_FILE).is_file():
             yield directory  # a recording (or a branch): read as a whole
             continue
-        if directory != whole and _importer_dir(directory):
-            yield directory
-            continue
         try:
             children = sorted(directory.iterdir(), reverse=True)
         except OSError as exc:
             catalog.problems.append(Problem(directory, f"cannot list: {exc}"))
             continue
+        subdirectories: list[Path] = []
         for child in children:
             if child.name in SKIPPED_DIRS or child.name.startswith("."):
+                continue
+            if not is_utf8(child.name):
+                catalog.problems.append(Problem(child, "skipped: its name is not valid UTF-8"))
                 continue
             real = catalog.roots.contains(child)
             if real is None:
@@ -289,6 +385,7 @@ def _walk(root: Path, catalog: Catalog, whole: Path | None = None) -> Iterator[P
                 continue
             if real.is_dir():
                 stack.append(child)
+                subdirectories.append(child)
                 continue
             if child.suffix not in TRACE_SUFFIXES:
                 if not real.is_file():  # a FIFO or a device is never opened
@@ -309,29 +406,44 @@ def _walk(root: Path, catalog: Catalog, whole: Path | None = None) -> Iterator[P
                 catalog.problems.append(Problem(root, f"stopped after {MAX_FILES} files"))
                 return
             yield child
+        importer = _whole_format(directory, subdirectories)
+        if importer is not None:
+            wholes.append((directory, importer))
 
 
 def _recognised_file(path: Path, catalog: Catalog) -> bool:
     """Whether a file without a trace suffix holds traces a reader recognises, asked as the
     CLI asks in a folder (``traces.loader``); a file that cannot be read is a problem."""
     try:
-        return _recognised(path, None)
+        return recognised(path, None)
     except READ_ERRORS as exc:
         catalog.problems.append(Problem(path, _one_line(exc)))
         return False
 
 
-def _importer_dir(directory: Path) -> bool:
-    """A directory an importer reads as one trace (TraceElephant, for example), asked as
-    the CLI asks (``traces.loader``): a plugin whose detect() fails is skipped, with one
-    warning naming it and its package."""
-    return any(_detects(name, cls(), directory) for name, cls in importers().items())
+def _importer_of(directory: Path) -> str | None:
+    """The first importer that recognises ``directory`` as its input, asked as the CLI asks
+    (``traces.loader``): a plugin whose detect() fails is skipped, with one warning naming
+    it and its package."""
+    for name, cls in importers().items():
+        if detects(name, cls(), directory):
+            return name
+    return None
+
+
+def _whole_format(directory: Path, subdirectories: list[Path]) -> str | None:
+    """The importer that reads ``directory`` whole *where it is*: it recognises the
+    directory and no importer recognises one of its subdirectories. The TraceElephant
+    importer recognises the folders above a run too (it searches below), and the Who&When
+    one the dataset's root above its subset folders: those are walked on, down to the
+    run or subset folder itself."""
+    importer = _importer_of(directory)
+    if importer is None or any(_importer_of(sub) is not None for sub in subdirectories):
+        return None
+    return importer
 
 
 def _read_any(path: Path, catalog: Catalog) -> None:
-    if path.is_dir() and not (path / STEPS_FILE).is_file():
-        _read_dir(path, catalog)
-        return
     try:
         if path.is_dir():
             _read_run(path, catalog)
@@ -343,25 +455,53 @@ def _read_any(path: Path, catalog: Catalog) -> None:
             for trace in load_traces(path):
                 catalog.add_trace(trace, path, "trace", None)
     except READ_ERRORS as exc:
-        catalog.problems.append(Problem(path, _one_line(exc)))
+        unrecognised = isinstance(exc, TraceFormatError) and exc.field == "(format)"
+        catalog.problems.append(Problem(path, _one_line(exc), unrecognised))
 
 
-def _read_dir(path: Path, catalog: Catalog) -> None:
-    """A directory an importer recognises (a TraceElephant run, a Who&When subset): read
-    whole when that works, else file by file, so one foreign file (an attribution result
-    next to the traces) hides nothing."""
-    try:
-        traces = load_traces(path)
-    except READ_ERRORS:
-        for child in _walk(path, catalog, whole=path):
-            _read_any(child, catalog)
-        return
+def _read_whole(directory: Path, importer: str, alone: list[Problem], catalog: Catalog) -> set[int]:
+    """Read a directory an importer reads whole where it is (a TraceElephant run, a
+    Who&When subset folder), after its files were read one by one; ``alone``: the
+    problems of its files that no reader recognised on their own. A trace a file gave on
+    its own is not repeated (a Who&When case stays the entry of its own file). When the
+    directory gives traces no file gave, those files are taken as its parts (a run's
+    ``trace_metadata.json``); when it cannot be read whole while such files are there,
+    the directory is listed with why instead of them. Returns the ids of the problems
+    that leave the list. The read's warnings (an unknown key...) are passed on only when
+    it gave new traces: the files' own reads warned about the rest already."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            traces = load_traces(directory, format=importer)
+        except READ_ERRORS as exc:
+            if not alone:
+                return set()  # its files were read one by one, which is all there is to it
+            catalog.problems.append(Problem(directory, _one_line(exc)))
+            return {id(p) for p in alone}
+    added = False
     for trace in traces:
-        catalog.add_trace(trace, path, "trace", None)
+        if any(e.path.parent == directory for e in catalog.traces_with_id(trace.id)):
+            continue  # this case's own file was read on its own
+        catalog.add_trace(trace, _own_file(trace, directory), "trace", None)
+        added = True
+    if not added:
+        return set()
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    return {id(p) for p in alone}
+
+
+def _own_file(trace: Trace, directory: Path) -> Path:
+    """The file of ``directory`` the importer says ``trace`` came from, when it names one
+    (the page links it); else the directory (a TraceElephant run: two files, no link)."""
+    source = Path(trace.source.path or directory)
+    return source if source.parent == directory and source.is_file() else directory
 
 
 def _read_json(path: Path, catalog: Catalog) -> None:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    # The reader of trace files: text that cannot be written back as UTF-8 (a lone
+    # surrogate), NaN, duplicate keys and the like are refused here as in a trace.
+    data = read_json(path)
     if isinstance(data, dict) and data.get("format") == "faultfinder-chief-graph":
         graph = CausalGraph.model_validate(data)
         key = make_key("graph", str(path))
@@ -385,6 +525,7 @@ def _read_jsonl(path: Path, catalog: Catalog, *, origin: AttributionOrigin) -> N
     if first is None:
         return
     if first.get("kind") == "dover":
+        read_jsonl(path)  # refuses what a trace file may not hold (a lone surrogate...)
         rows = read_dover_rows([path])
         key = make_key("dover", str(path))
         catalog.dovers[key] = DoverEntry(key, path, rows)

@@ -41,10 +41,12 @@ class IndexRow:
 
 
 def index(catalog: Catalog, query: dict[str, str]) -> dict[str, Any]:
-    """Every trace with its filters; the other artefacts in their own lists."""
+    """Every trace with its filters; the other artefacts in their own lists. Linear in
+    what the catalog holds: a trace's answers are counted by one look-up in the index by
+    trace id."""
     chosen = {name: query.get(name, "").strip() for name in FILTERS}
     rows: list[IndexRow] = []
-    for entry in catalog.traces.values():
+    for entry in list(catalog.traces.values()):  # a snapshot: jobs add traces meanwhile
         t = entry.trace
         rows.append(
             IndexRow(
@@ -56,7 +58,7 @@ def index(catalog: Catalog, query: dict[str, str]) -> dict[str, Any]:
                 outcome=entry.outcome,
                 steps=len(t.steps),
                 agents=len(t.agent_names()),
-                answers=len(catalog.attributions_for(t.id)),
+                answers=len(catalog.answer_positions(t.id)),
                 path=str(entry.path),
             )
         )
@@ -73,10 +75,10 @@ def index(catalog: Catalog, query: dict[str, str]) -> dict[str, Any]:
         "total": len(rows),
         "chosen": chosen,
         "options": options,
-        "graphs": sorted(catalog.graphs.values(), key=lambda g: str(g.path)),
-        "evals": sorted(catalog.evals.values(), key=lambda e: str(e.path)),
-        "dovers": sorted(catalog.dovers.values(), key=lambda d: str(d.path)),
-        "replays": sorted(catalog.replays.values(), key=lambda r: str(r.branch_dir)),
+        "graphs": sorted(list(catalog.graphs.values()), key=lambda g: str(g.path)),
+        "evals": sorted(list(catalog.evals.values()), key=lambda e: str(e.path)),
+        "dovers": sorted(list(catalog.dovers.values()), key=lambda d: str(d.path)),
+        "replays": sorted(list(catalog.replays.values()), key=lambda r: str(r.branch_dir)),
         "answer_files": sorted(
             {
                 str(a.path)
@@ -103,17 +105,17 @@ def _keep(row: IndexRow, chosen: dict[str, str]) -> bool:
 
 def trace(catalog: Catalog, entry: TraceEntry, selected: int | None) -> dict[str, Any]:
     t = entry.trace
-    ids = {id(a): i for i, a in enumerate(catalog.attributions)}
-    found = catalog.attributions_for(t.id)
-    answers = trace_view.answer_rows(t, found)
-    for row, a in zip(answers, found, strict=True):
-        row.index = ids[id(a)]
+    positions = catalog.answer_positions(t.id)
+    answers = trace_view.answer_rows(t, [catalog.attributions[i] for i in positions])
+    for row, position in zip(answers, positions, strict=True):
+        row.index = position
     if selected is None or all(r.index != selected for r in answers):
         selected = answers[0].index if answers else None
     chosen = next((r for r in answers if r.index == selected), None)
     marks = trace_view.marks_for(t, answers, selected)
     return {
         "entry": entry,
+        "source_file": source_file(catalog, entry),
         "trace": t,
         "rows": trace_view.step_rows(t),
         "timeline": trace_view.timeline(t, marks),
@@ -131,6 +133,14 @@ def trace(catalog: Catalog, entry: TraceEntry, selected: int | None) -> dict[str
         "lane_height": trace_view.LANE_HEIGHT,
         "step_width": trace_view.step_width(len(t.steps)),
     }
+
+
+def source_file(catalog: Catalog, entry: TraceEntry) -> Path | None:
+    """The file the trace page links as its source (``/raw`` serves it): the case's own
+    file; None for a trace read from a whole directory (a TraceElephant run), which
+    ``/raw`` never serves."""
+    real = catalog.roots.contains(entry.path)
+    return entry.path if real is not None and real.is_file() else None
 
 
 def input_messages(step: Step) -> list[dict[str, str]]:
@@ -217,7 +227,7 @@ def replay(catalog: Catalog, entry: ReplayEntry) -> dict[str, Any]:
 
 def _dover_rows_for_branch(catalog: Catalog, entry: ReplayEntry) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for d in catalog.dovers.values():
+    for d in list(catalog.dovers.values()):
         for row in d.rows:
             for rep in row.repeats:
                 if rep.branch and rep.branch.rstrip("/").endswith(entry.branch_dir.name):
@@ -227,8 +237,8 @@ def _dover_rows_for_branch(catalog: Catalog, entry: ReplayEntry) -> list[dict[st
 
 def dover(catalog: Catalog, entry: DoverEntry) -> dict[str, Any]:
     trials = []
+    replays = {r.branch_dir.name: r.key for r in list(catalog.replays.values())}
     for row in entry.rows:
-        replays = {r.branch_dir.name: r.key for r in catalog.replays.values()}
         diff = (
             replay_view.word_diff(row.intervention.original, row.intervention.replacement)
             if row.intervention
@@ -313,7 +323,7 @@ def branch_tree(catalog: Catalog, trace_key: str, depth: int = 0) -> list[Branch
 def suggested_edits(catalog: Catalog, trace_id: str) -> list[dict[str, Any]]:
     """DoVer's interventions on this trace, each a one-click edit of its step."""
     out: list[dict[str, Any]] = []
-    for d in catalog.dovers.values():
+    for d in list(catalog.dovers.values()):
         for row in d.rows:
             iv = row.intervention
             if row.trace_id != trace_id or iv is None or row.hypothesis.method == "edit":
