@@ -71,8 +71,8 @@ def record(
     The program gets OPENAI_BASE_URL (and OPENAI_API_BASE) and ANTHROPIC_BASE_URL
     pointing at the proxy; Chat Completions, Responses and Messages calls are recorded.
     The run's trace.json is written even when the program fails; the exit status is the
-    program's. Model calls that failed and requests that are not model calls are
-    reported; a run with no step says why.
+    program's (128+N when signal N killed it). Model calls that failed and requests that
+    are not model calls are reported; a run with no step says why.
     """
     outcome = run_sync(
         record_run(
@@ -92,9 +92,15 @@ def record(
     trace = outcome.trace
     apis = trace.metadata.get("apis") or []
     over = f" over {', '.join(apis)}" if apis else ""
+    status = outcome.child.exit_code
+    ended = (
+        f"program killed by signal {-status}"
+        if status is not None and status < 0
+        else f"program exit status {status}"
+    )
     click.echo(
         f"recorded {plural(len(trace.steps), 'step')} from {plural(len(trace.agents), 'agent')}"
-        f"{over} (program exit status {outcome.child.exit_code}) -> {outcome.run_dir}",
+        f"{over} ({ended}) -> {outcome.run_dir}",
         err=True,
     )
     for line in recording_notes(outcome.meta, outcome.run_dir, len(trace.steps)):
@@ -105,6 +111,15 @@ def record(
         click.echo(
             f"final answer {trace.final_answer!r}: {trace.metadata['outcome']}{why}", err=True
         )
-    code = outcome.child.exit_code
+    code = exit_status(outcome.child.exit_code)
     if code:
-        sys.exit(code if code > 0 else 1)
+        sys.exit(code)
+
+
+def exit_status(code: int | None) -> int:
+    """The status `record` exits with: the program's own, or for a program killed by
+    signal N (``code`` -N) 128 + N as a shell reports it (137 for SIGKILL, 143 for
+    SIGTERM), so a signal death is never taken for 1, "could not run"."""
+    if code is None:
+        return 0
+    return 128 - code if code < 0 else code

@@ -99,8 +99,13 @@ def edit_state(report: ReplayReport) -> str:
         return f"could NOT be applied: {report.edit_error}"
     if report.edit_applied:
         return "applied"
+    if report.at_reached and "tool_result" in (report.edit or {}):
+        return (
+            "NOT applied (the step was reached, but no request carrying the edited tool "
+            "result was answered by the upstream)"
+        )
     if report.at_reached:
-        return "NOT applied (the step was reached, but no request carried the edited tool result)"
+        return "NOT applied (the step was reached, but the upstream never answered the edited call)"
     return "NOT applied (the program never reached it)"
 
 

@@ -60,6 +60,11 @@ _HOP_BY_HOP = {
     "accept-encoding",
 }
 
+_NOT_RELAYED = _HOP_BY_HOP | {"content-encoding", "proxy-authenticate"}
+"""Upstream response headers the proxy does not pass on: those of the connection
+(``connection``, ``transfer-encoding``, ``content-length``: the proxy's server sets its
+own) and ``content-encoding`` (the body is read decoded)."""
+
 
 NO_UPSTREAM = (
     "faultfinder replay: this call would go live, but no upstream was named; pass "
@@ -259,9 +264,7 @@ class RecordingProxy(Endpoint):
         self._sent_live(
             LiveRequest(method=request.method, path=request.path, status=upstream.status_code)
         )
-        headers = [(k, v) for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP]
-        headers = [(k, v) for k, v in headers if k.lower() != "content-encoding"]
-        return Response(upstream.status_code, headers, upstream.content)
+        return Response(upstream.status_code, relayed_headers(upstream), upstream.content)
 
     def _sent_live(self, live: LiveRequest) -> None:
         if self.plan is not None:
@@ -330,6 +333,9 @@ class RecordingProxy(Endpoint):
                 adapter.remember(self.chains, body, response)
                 if response.get("id"):
                     self.replies[str(response["id"])] = response
+            elif self.plan is not None:
+                # Not a step: the program's retry of this request takes its place.
+                self.plan.call_failed(decision)
 
         if decision.action == "reject":
             record(None, decision.status, decision.message)
@@ -395,24 +401,26 @@ class RecordingProxy(Endpoint):
         if isinstance(upstream, Response):
             return upstream
         if not stream:
-            return self._live_reply(adapter, upstream, sent, record)
+            return self._live_reply(adapter, upstream, sent, record, decision)
 
         def finished(reply: dict[str, Any], events: list[bytes], writes: list[int]) -> None:
             record(reply, sent=sent, events=events, writes=writes)
-            self._live_done()
+            self._live_done(decision)
 
         def cut() -> None:
             record(None, 502, "stream ended before the reply was complete", sent)
 
-        return relay(upstream, adapter, body, finished, cut)
+        streamed = relay(upstream, adapter, body, finished, cut)
+        streamed.headers = relayed_headers(upstream, streamed.headers)
+        return streamed
 
     def _check_stop(self) -> None:
         if self.plan is not None and self.plan.should_stop:
             self.stop_requested.set()
 
-    def _live_done(self) -> None:
+    def _live_done(self, decision: Decision) -> None:
         if self.plan is not None:
-            self.plan.live_finished()
+            self.plan.live_finished(decision)
             self._check_stop()
 
     async def _send_live(
@@ -428,7 +436,10 @@ class RecordingProxy(Endpoint):
     ) -> httpx.Response | Response:
         """Send a live call upstream and tell the plan it went. An unreachable upstream
         or an error status is recorded here and answered (a :class:`Response`); a 200
-        reply comes back as the upstream's (its body still open when ``stream``)."""
+        reply comes back as the upstream's (its body still open when ``stream``). An error
+        reaches the client with the upstream's headers (``retry-after``,
+        ``x-should-retry``, request ids), so the program's SDK retries as it would without
+        the proxy."""
         assert self._client is not None
         upstream_request = self._client.build_request(
             "POST", url, content=json.dumps(forwarded).encode("utf-8"), headers=headers
@@ -446,7 +457,9 @@ class RecordingProxy(Endpoint):
             content = await upstream.aread()
             await upstream.aclose()
             record(None, upstream.status_code, _error_text(content), sent)
-            return Response(upstream.status_code, _content_type(upstream), content)
+            return Response(
+                upstream.status_code, relayed_headers(upstream, _content_type(upstream)), content
+            )
         return upstream
 
     def _live_reply(
@@ -455,21 +468,23 @@ class RecordingProxy(Endpoint):
         upstream: httpx.Response,
         sent: dict[str, Any],
         record: Callable[..., None],
+        decision: Decision,
     ) -> Response:
         """A live 200 reply, recorded when it is a complete reply of the API, and passed
-        on to the client as the upstream sent it."""
+        on to the client as the upstream sent it, headers and all."""
         content = upstream.content
+        headers = relayed_headers(upstream, _content_type(upstream))
         try:
             payload = json.loads(content)
         except json.JSONDecodeError:
             record(None, 502, "upstream reply is not JSON", sent)
-            return Response(upstream.status_code, _content_type(upstream), content)
+            return Response(upstream.status_code, headers, content)
         if not adapter.reply_ok(payload):
             record(None, 502, f"upstream reply is not a complete {adapter.name} reply", sent)
         else:
             record(payload, sent=sent)
-            self._live_done()
-        return Response(200, _content_type(upstream), content)
+            self._live_done(decision)
+        return Response(200, headers, content)
 
 
 def upstream_url(base: str, path: str, query: str) -> str:
@@ -481,6 +496,21 @@ def upstream_url(base: str, path: str, query: str) -> str:
     rest = path[3:] if path.startswith("/v1/") or path == "/v1" else path
     joined = "&".join(q for q in (parts.query, query) if q)
     return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + rest, joined, ""))
+
+
+def relayed_headers(
+    upstream: httpx.Response, own: list[tuple[str, str]] | None = None
+) -> list[tuple[str, str]]:
+    """The headers a client gets with an upstream's reply: ``own`` (the proxy's), then
+    every header of the upstream's but those of the connection (:data:`_NOT_RELAYED` and
+    any its ``connection`` header names) and those ``own`` sets. They reach the program
+    only: no header is written to the run."""
+    own = list(own or [])
+    dropped = set(_NOT_RELAYED) | {k.lower() for k, _ in own}
+    for value in upstream.headers.get_list("connection", split_commas=True):
+        dropped.add(value.strip().lower())
+    kept = [(k.lower(), v) for k, v in upstream.headers.multi_items() if k.lower() not in dropped]
+    return own + kept
 
 
 def _content_type(upstream: httpx.Response) -> list[tuple[str, str]]:

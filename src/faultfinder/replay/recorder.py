@@ -266,8 +266,12 @@ def read_meta(directory: str | Path) -> RunMeta:
 
 
 def load_calls(directory: str | Path, *, include_failed: bool = False) -> list[RecordedCall]:
-    """The calls of a run in arrival order; a cut-short last line is skipped."""
+    """The calls of a run in arrival order; a cut-short last line is skipped. A run
+    directory with ``meta.json`` and no ``steps.jsonl`` (a program that made no model
+    call, recorded before ``record`` created the file up front) has none."""
     path = Path(directory) / STEPS_FILE
+    if not path.exists() and (Path(directory) / META_FILE).is_file():
+        return []
     if not path.exists():
         raise TraceFormatError(
             str(path),

@@ -18,12 +18,19 @@ faithfully.
   never gets a recorded reply to a different request, and nothing goes live unless the
   policy is 'live'.
 
+A call that gets no reply (an upstream error, an unreachable upstream, a stream cut
+short: :meth:`ReplayPlan.call_failed`) is not a step, as in a recording: the step it was
+matched to is open again, so the program's retry of the same request is that step. The
+retry of step ``at`` gets the edit again, and the edit counts as applied only once a call
+carrying it was answered.
+
 The plan is plain state, called from the proxy's event loop only. What it did is a
 :class:`~faultfinder.replay.report.ReplayReport` (``report.json``).
 """
 
 from __future__ import annotations
 
+import bisect
 import copy
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -129,6 +136,12 @@ class Decision:
     note: str | None = None
     stop: bool = False
     """Stop the program after answering (the live window is used up)."""
+    edited: bool = False
+    """The call carries the edit (its request, or its reply, was changed)."""
+    key: tuple[str, str] | None = None
+    """(agent, request hash) of a call matched to a recorded step."""
+    ordinal: int | None = None
+    """Its ordinal among identical requests (the one given back when it fails)."""
 
 
 class ReplayPlan:
@@ -137,6 +150,12 @@ class ReplayPlan:
     def __init__(self, recorded: list[RecordedCall], options: ReplayOptions) -> None:
         self.recorded = sorted((c for c in recorded if c.ok), key=lambda c: c.call)
         self.options = options
+        if options.at is not None and not self.recorded:
+            raise ValueError(
+                f"step {options.at} is outside the recording: it has no steps (the program "
+                "made no model call that was answered), so there is no step to edit or go "
+                "live from; replay it without --at"
+            )
         if options.at is not None and options.at >= len(self.recorded):
             raise ValueError(
                 f"step {options.at} is outside the recording (steps 0..{len(self.recorded) - 1})"
@@ -157,6 +176,9 @@ class ReplayPlan:
         for step, key in enumerate(zip(self.agents, self.hashes, strict=True)):
             self.by_content.setdefault(key, []).append(step)
         self._ordinals: dict[tuple[str, str], int] = {}
+        self._released: dict[tuple[str, str], list[int]] = {}
+        """Ordinals of matched calls that got no reply, smallest first: the next identical
+        request (the program's retry) takes them again."""
         self._agent_calls: dict[str, int] = {}
         self.live_agents: set[str] = set()
         prefix = len(self.recorded) if options.at is None else options.at
@@ -211,8 +233,13 @@ class ReplayPlan:
         number = self._agent_calls.get(agent, 0)
         self._agent_calls[agent] = number + 1
         key = (agent, got)
-        ordinal = self._ordinals.get(key, 0)
-        self._ordinals[key] = ordinal + 1
+        released = self._released.get(key)
+        if released:
+            # The retry of a call that got no reply: the same step again.
+            ordinal = released.pop(0)
+        else:
+            ordinal = self._ordinals.get(key, 0)
+            self._ordinals[key] = ordinal + 1
         candidates = self.by_content.get(key, [])
         if ordinal >= len(candidates):
             if self._at_reached:
@@ -221,6 +248,13 @@ class ReplayPlan:
             return self._diverged(adapter, agent, number, normalised, got, body)
         step = candidates[ordinal]
         self._claimed.add(step)
+        decision = self._matched(adapter, agent, step, body)
+        decision.key, decision.ordinal = key, ordinal
+        return decision
+
+    def _matched(
+        self, adapter: WireAdapter, agent: str, step: int, body: dict[str, Any]
+    ) -> Decision:
         recorded = self.recorded[step]
         at = self.options.at
         if agent in self.live_agents or (at is not None and step > at):
@@ -324,8 +358,10 @@ class ReplayPlan:
                 message=f"faultfinder replay: the edit at step {step} cannot be applied: {reason}",
                 note="edit not applied",
             )
-        # A tool-result edit is applied once a request carries the result (see _live).
-        self.report.edit_applied = edit.kind != "tool_result" or self.report.edit_applied
+        # A served edit is applied now; one sent upstream (an edited request, a request
+        # carrying the edited tool result) once the upstream answered it (live_finished).
+        if decision.action == "serve" and decision.edited:
+            self.report.edit_applied = True
         return decision
 
     def _apply_edit(
@@ -344,7 +380,9 @@ class ReplayPlan:
             return self._tool_result_at_step(adapter, recorded, step, body)
         response = edited_response(recorded, edit)
         self._count_live_done()
-        return Decision("serve", "edited", recorded, step, response=response, note="edited reply")
+        return Decision(
+            "serve", "edited", recorded, step, response=response, note="edited reply", edited=True
+        )
 
     def _tool_result_at_step(
         self, adapter: WireAdapter, recorded: RecordedCall, step: int, body: dict[str, Any]
@@ -399,7 +437,6 @@ class ReplayPlan:
             if rewritten is not None:
                 body, origin = rewritten, "edited-input"
                 note = note or "edited tool result"
-                self.report.edit_applied = True
         if self.options.live_overrides:
             body = adapter.for_upstream(
                 body,
@@ -408,7 +445,8 @@ class ReplayPlan:
                 stream_usage=False,
                 expand=False,
             )
-        return Decision("live", origin, recorded, step, body=body, note=note)
+        edited = origin == "edited-input"
+        return Decision("live", origin, recorded, step, body=body, note=note, edited=edited)
 
     # --- what reached the upstream -------------------------------------------------------
 
@@ -430,12 +468,30 @@ class ReplayPlan:
         self._live_started += 1
         self.live_finished()
 
-    def live_finished(self) -> None:
-        """A live call completed (called by the proxy)."""
+    def live_finished(self, decision: Decision | None = None) -> None:
+        """A live call completed: the upstream answered it (called by the proxy, with the
+        call's decision). An edited call that completed makes the edit applied."""
+        if decision is not None and decision.edited:
+            self.report.edit_applied = True
         self._live_done += 1
         limit = self.options.stop_after_live
         if limit is not None and self._live_done >= limit:
             self.report.window_reached = True
+
+    def call_failed(self, decision: Decision) -> None:
+        """A call got no reply (the upstream answered with an error or was unreachable, its
+        stream was cut short, the call was refused): it is not a step, as failed calls are
+        not in a recording. The recorded step it was matched to is open again, so the
+        program's retry of the same request is matched to that step: the retry of step
+        ``at`` carries the edit, as the first try did. Nor does it use up the live window.
+        Called by the proxy."""
+        if decision.action == "live" and self._live_started > 0:
+            self._live_started -= 1
+        if decision.key is None or decision.ordinal is None:
+            return
+        bisect.insort(self._released.setdefault(decision.key, []), decision.ordinal)
+        if decision.step is not None:
+            self._claimed.discard(decision.step)
 
     @property
     def should_stop(self) -> bool:

@@ -385,6 +385,9 @@ async def record_run(
         system=system,
     )
     store.write_meta(meta)
+    # Created up front: a program that makes no model call still leaves a recording
+    # (of no step) that replay, the UI and the CLI recognise.
+    store.steps_path.touch()
     config = ProxyConfig(
         upstream=upstream,
         upstreams=options.upstreams,
