@@ -49,11 +49,9 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
             files = [f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")]
             return _each(files, format, options)
         return _read(format, importer, p, options)
-    if p.is_file() and p.suffix == ".jsonl" and format in (None, "faultfinder"):
-        lines = split_lines(read_text(p))
-        first = next((ln for ln in lines if ln.strip()), "")
-        if first and is_canonical(_try_json(first)):
-            return [trace_from_dict(value, f"{p}:{n}") for n, value in read_jsonl(p)]
+    jsonl = p.is_file() and p.suffix == ".jsonl" and format in (None, "faultfinder")
+    if jsonl and _canonical_lines(p):
+        return [trace_from_dict(value, f"{p}:{n}") for n, value in read_jsonl(p)]
     if p.is_file() and p.suffix == ".json":
         data = read_json(p)
         if is_canonical(data):
@@ -113,7 +111,7 @@ def recognised(p: Path, format: str | None) -> bool:
     if _is_blank(p):
         return False
     try:
-        if _canonical_by_content(p) is not None:
+        if _canonical_form(p) is not None:
             return True
     except (TraceFormatError, OSError):
         return False
@@ -177,23 +175,35 @@ def _read(name: str, importer: Any, path: Path, options: dict[str, Any]) -> list
         raise error from None
 
 
-def _canonical_by_content(p: Path) -> list[Trace] | None:
-    """The traces of a file whose name does not say JSON but whose content is canonical
-    traces (one JSON object, or JSON lines); None for anything else, which the importers
-    then try."""
+def _canonical_lines(p: Path) -> bool:
+    """True when the first non-blank line of ``p`` is a canonical trace (JSON lines)."""
+    lines = split_lines(read_text(p))
+    first = next((ln for ln in lines if ln.strip()), "")
+    return bool(first) and is_canonical(_try_json(first))
+
+
+def _canonical_form(p: Path) -> str | None:
+    """'lines' or 'json' when ``p``'s content is canonical traces (JSON lines, or one
+    JSON object) whatever its name; None for anything else, which the importers then try.
+    Looks only: builds no trace."""
     with p.open("rb") as handle:
         head = handle.read(1024).lstrip()
     if not head.startswith(b"{"):
         return None
-    lines = split_lines(read_text(p))
-    first = next((ln for ln in lines if ln.strip()), "")
-    if is_canonical(_try_json(first)):
-        return [trace_from_dict(value, f"{p}:{n}") for n, value in read_jsonl(p)]
+    if _canonical_lines(p):
+        return "lines"
     try:
-        data = read_json(p)
+        return "json" if is_canonical(read_json(p)) else None
     except TraceFormatError:
         return None
-    return [trace_from_dict(data, p)] if is_canonical(data) else None
+
+
+def _canonical_by_content(p: Path) -> list[Trace] | None:
+    """The traces of a file whose content is canonical whatever its name, else None."""
+    form = _canonical_form(p)
+    if form == "lines":
+        return [trace_from_dict(value, f"{p}:{n}") for n, value in read_jsonl(p)]
+    return [trace_from_dict(read_json(p), p)] if form == "json" else None
 
 
 def _try_json(line: str) -> Any:
