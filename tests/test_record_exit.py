@@ -118,3 +118,23 @@ def test_an_edit_of_a_recording_without_steps_is_refused_saying_why(tmp_path: Pa
     assert result.exit_code == 1, result.output
     assert "step 0 is outside the recording: it has no steps" in result.output
     assert "made no model call" in result.output
+
+
+CATCHES_SIGTERM = """\
+import signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+print("started", flush=True)
+time.sleep(60)
+"""
+
+
+@posix_only
+def test_a_program_stopped_by_timeout_exits_124_even_when_it_exits_0(tmp_path: Path) -> None:
+    program = write_program(tmp_path, CATCHES_SIGTERM)
+    with FakeOpenAIServer("unused") as upstream:
+        result = record(tmp_path, upstream.base_url, program, "--timeout", "1")
+    assert result.exit_code == 124, result.output
+    assert "program timed out after 1 s" in result.output
+    meta = json.loads((tmp_path / "runs" / "run" / "meta.json").read_text(encoding="utf-8"))
+    assert meta["timed_out"] is True
+    assert exit_status(0, timed_out=True) == 124

@@ -18,6 +18,9 @@ from faultfinder.cli.proxy_options import (
 from faultfinder.replay.proxy_notes import recording_notes
 from faultfinder.replay.session import record_run, run_sync
 
+TIMED_OUT = 124
+"""`record`'s exit status for a program stopped by ``--timeout`` (GNU ``timeout``'s)."""
+
 
 @click.command(context_settings=PASSTHROUGH)
 @click.option(
@@ -71,8 +74,9 @@ def record(
     The program gets OPENAI_BASE_URL (and OPENAI_API_BASE) and ANTHROPIC_BASE_URL
     pointing at the proxy; Chat Completions, Responses and Messages calls are recorded.
     The run's trace.json is written even when the program fails; the exit status is the
-    program's (128+N when signal N killed it). Model calls that failed and requests that
-    are not model calls are reported; a run with no step says why.
+    program's (128+N when signal N killed it, 124 when --timeout stopped it). Model
+    calls that failed and requests that are not model calls are reported; a run with no
+    step says why.
     """
     outcome = run_sync(
         record_run(
@@ -98,6 +102,8 @@ def record(
         if status is not None and status < 0
         else f"program exit status {status}"
     )
+    if outcome.child.timed_out:
+        ended = f"program timed out after {timeout or 0:g} s, stopped: {ended}"
     click.echo(
         f"recorded {plural(len(trace.steps), 'step')} from {plural(len(trace.agents), 'agent')}"
         f"{over} ({ended}) -> {outcome.run_dir}",
@@ -111,15 +117,19 @@ def record(
         click.echo(
             f"final answer {trace.final_answer!r}: {trace.metadata['outcome']}{why}", err=True
         )
-    code = exit_status(outcome.child.exit_code)
+    code = exit_status(outcome.child.exit_code, timed_out=outcome.child.timed_out)
     if code:
         sys.exit(code)
 
 
-def exit_status(code: int | None) -> int:
-    """The status `record` exits with: the program's own, or for a program killed by
-    signal N (``code`` -N) 128 + N as a shell reports it (137 for SIGKILL, 143 for
-    SIGTERM), so a signal death is never taken for 1, "could not run"."""
+def exit_status(code: int | None, *, timed_out: bool = False) -> int:
+    """The status `record` exits with: 124 for a program stopped by ``--timeout``
+    (as GNU ``timeout`` reports it), whatever it exited with once stopped (one that
+    catches SIGTERM and exits 0 did not finish); else the program's own, or for a program
+    killed by signal N (``code`` -N) 128 + N as a shell reports it (137 for SIGKILL, 143
+    for SIGTERM), so a signal death is never taken for 1, "could not run"."""
+    if timed_out:
+        return TIMED_OUT
     if code is None:
         return 0
     return 128 - code if code < 0 else code
