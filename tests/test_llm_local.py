@@ -87,6 +87,7 @@ def fake_backend(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> LocalBacken
 def test_explicit_gguf_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     backend = fake_backend(monkeypatch, tmp_path)
     assert backend.model == "Tiny"
+    assert backend.name == "local:Tiny"  # rows of two GGUF files never share a key
     assert backend.identity() == {"backend": "local", "model": "Tiny", "weights": "Tiny.gguf"}
     with pytest.raises(errors.ModelNotAvailableError, match="GGUF file not found"):
         LocalBackend(model_path=str(tmp_path / "missing.gguf"))

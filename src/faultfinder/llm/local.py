@@ -62,7 +62,10 @@ def _require_llama_cpp() -> None:
 
 
 class LocalBackend:
-    """SmolLM2-135M-Instruct in-process. Completions run one at a time in a worker thread."""
+    """SmolLM2-135M-Instruct in-process. Completions run one at a time in a worker thread.
+
+    Named ``local`` for the embedded model and ``local:STEM`` for another GGUF file, so
+    rows and result keys of two model files never share a name."""
 
     name = "local"
     model = MODEL_NAME
@@ -85,6 +88,7 @@ class LocalBackend:
                     "or plain --model local for the embedded SmolLM2."
                 )
             self.model = path.stem
+            self.name = f"local:{path.stem}"
         else:
             path = find_weights()
         self.model_path = path
