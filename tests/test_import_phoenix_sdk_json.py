@@ -128,9 +128,8 @@ def sdk_spans() -> list[ReadableSpan]:
 
 
 LAYOUTS = {"console": "run.log", "lines": "run.jsonl", "list": "run.json"}
-"""Each layout in a file named as a user would: the console exporter's output is not one
-JSON document, so not a ``.json`` file (those must be; ``--format phoenix`` reads it
-under any name)."""
+"""Each layout in a file named as a user would (console output saved as ``.json`` is read
+too: see test_console_output_saved_as_json_is_recognised)."""
 
 
 def write_layout(spans: list[ReadableSpan], layout: str, path: Path) -> Path:
@@ -194,6 +193,25 @@ def test_damaged_object_in_console_output_is_an_error(tmp_path: Path) -> None:
     path.write_text(path.read_text().replace("}\n{", "}\n{ ,", 1), encoding="utf-8")
     with pytest.raises(TraceFormatError):
         load_traces(path, format="phoenix")
+
+
+def test_console_output_saved_as_json_is_recognised(tmp_path: Path) -> None:
+    """ConsoleSpanExporter's output (objects one after another, not one JSON document) in
+    a ``.json`` file is found by detection, as under any other name; when no reader
+    recognises such a file, the JSON error (file, line, column) is the one shown."""
+    spans = sdk_spans()
+    logged = load_quietly(write_layout(spans, "console", tmp_path / "run.log"))
+    saved = load_quietly(write_layout(spans, "console", tmp_path / "spans.json"))
+    assert saved.source.format == "phoenix"
+    assert comparable(saved) == comparable(logged)
+    result = CliRunner().invoke(main, ["import", str(tmp_path / "spans.json"), "--out",
+                                       str(tmp_path / "out.jsonl")])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"a": 1}\n{"b": 2}\n', encoding="utf-8")
+    with pytest.raises(TraceFormatError) as err:
+        load_traces(bad)
+    assert "line 2" in str(err.value) and "Extra data" in str(err.value)
 
 
 # --- a real instrumented program --------------------------------------------------------

@@ -52,9 +52,18 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
     jsonl = p.is_file() and p.suffix == ".jsonl" and format in (None, "faultfinder")
     if jsonl and _canonical_lines(p):
         return [trace_from_dict(value, f"{p}:{n}") for n, value in read_jsonl(p)]
+    not_json: TraceFormatError | None = None
     if p.is_file() and p.suffix == ".json":
-        data = read_json(p)
-        if is_canonical(data):
+        try:
+            data = read_json(p)
+        except TraceFormatError as exc:
+            if format == "faultfinder":
+                raise
+            # Not one JSON document: perhaps several (the OTel SDK's console exporter
+            # writes one object per span). A reader may still recognise it; if none
+            # does, the JSON error (file, line, column) is the one to show.
+            not_json, data = exc, None
+        if not_json is None and is_canonical(data):
             return [trace_from_dict(data, p)]
         if format == "faultfinder":
             raise TraceFormatError(str(p), "schema_version", "missing: not a faultfinder trace")
@@ -72,6 +81,8 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
             if detects(name, importer, p):
                 return _read(name, importer, p, options)
             tried.append(name)
+    if not_json is not None:
+        raise not_json
     if p.is_dir():
         files = _trace_files(p, format)
         if files:
