@@ -251,8 +251,8 @@ def test_the_ui_runs_methods_with_the_calibrated_file(tmp_path: Path) -> None:
 
     from faultfinder.llm import LLM, ScriptedBackend
     from faultfinder.ui.app import create_app
-    from faultfinder.ui.catalog import build_catalog
     from faultfinder.ui.jobs import JobRunner
+    from faultfinder.ui.scan import build_catalog
 
     out = tmp_path / "mine.json"
     assert cli("calibrate", str(AG), "--source", "my-team", "--out", str(out))[0] == 0

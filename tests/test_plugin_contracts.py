@@ -26,6 +26,7 @@ from faultfinder.registry import BACKENDS, IMPORTERS, METHODS
 from faultfinder.traces.io import read_text, split_lines
 from faultfinder.traces.schema import SourceInfo, Step, Trace
 from faultfinder.ui import catalog as ui_catalog
+from faultfinder.ui import scan as ui_scan
 
 DEMO_TRACE = Path(__file__).resolve().parent.parent / "src/faultfinder/data/demo_trace.json"
 
@@ -240,12 +241,12 @@ def test_the_ui_walk_looks_into_a_bounded_number_of_files(
     for name in ("x1.txt", "x2.txt"):
         (tmp_path / name).write_text("notes\n", encoding="utf-8")
     shutil.copy(DEMO_TRACE, tmp_path / "b.json")
-    found = ui_catalog.build_catalog([tmp_path])
+    found = ui_scan.build_catalog([tmp_path])
     assert sorted(t.trace.id for t in found.traces.values()) == ["a", "demo-riverton-library-loans"]
     assert not found.problems
 
-    monkeypatch.setattr(ui_catalog, "MAX_SNIFFED", 2)
-    bounded = ui_catalog.build_catalog([tmp_path])
+    monkeypatch.setattr(ui_scan, "MAX_SNIFFED", 2)
+    bounded = ui_scan.build_catalog([tmp_path])
     # Files with a trace suffix are still read; no third file is looked into.
     assert [t.trace.id for t in bounded.traces.values()] == ["demo-riverton-library-loans"]
     (problem,) = bounded.problems
@@ -259,7 +260,7 @@ def test_the_ui_walk_never_opens_a_fifo(tmp_path: Path) -> None:
     shutil.copy(DEMO_TRACE, tmp_path / "demo.json")
     result: list[ui_catalog.Catalog] = []
     worker = threading.Thread(
-        target=lambda: result.append(ui_catalog.build_catalog([tmp_path])), daemon=True
+        target=lambda: result.append(ui_scan.build_catalog([tmp_path])), daemon=True
     )
     worker.start()
     worker.join(timeout=60)

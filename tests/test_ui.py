@@ -19,8 +19,8 @@ from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import ScriptedBackend
 from faultfinder.shortlist.sets import describe as describe_step_set
 from faultfinder.ui.app import CSP, UIConfig, create_app
-from faultfinder.ui.catalog import build_catalog
 from faultfinder.ui.jobs import JobRunner
+from faultfinder.ui.scan import build_catalog
 from ui_support import PAYLOADS, XSS_ID, Artifacts, shared
 
 

@@ -29,7 +29,7 @@ from faultfinder.llm.doubles import FunctionBackend
 from faultfinder.replay.httpserver import HttpLimits, ServerThread
 from faultfinder.replay.local_server import LocalModelServer
 from faultfinder.ui.app import create_app
-from faultfinder.ui.catalog import build_catalog
+from faultfinder.ui.scan import build_catalog
 from faultfinder.ui.serve import MAX_HEAD, ui_server
 
 HOST = "http://127.0.0.1"

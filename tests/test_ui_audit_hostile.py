@@ -30,7 +30,8 @@ from faultfinder.judging.method import Attribution
 from faultfinder.replay.httpserver import ServerThread
 from faultfinder.ui import pages
 from faultfinder.ui.app import create_app
-from faultfinder.ui.catalog import AttributionEntry, build_catalog
+from faultfinder.ui.catalog import AttributionEntry
+from faultfinder.ui.scan import build_catalog
 from faultfinder.ui.serve import ui_server
 from ui_support import Artifacts, shared
 

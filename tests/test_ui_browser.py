@@ -68,10 +68,11 @@ from faultfinder.llm.doubles import ScriptedBackend  # noqa: E402
 from faultfinder.replay.httpserver import ServerThread  # noqa: E402
 from faultfinder.testing import FakeOpenAIServer  # noqa: E402
 from faultfinder.ui.app import UIConfig, create_app  # noqa: E402
-from faultfinder.ui.catalog import Catalog, build_catalog  # noqa: E402
+from faultfinder.ui.catalog import Catalog  # noqa: E402
 from faultfinder.ui.jobs import JobRunner  # noqa: E402
 from faultfinder.ui.replay_jobs import ReplayRunner  # noqa: E402
 from faultfinder.ui.replay_requests import ReplaySettings  # noqa: E402
+from faultfinder.ui.scan import build_catalog  # noqa: E402
 from faultfinder.ui.serve import ui_server  # noqa: E402
 from ui_support import (  # noqa: E402
     FIX,

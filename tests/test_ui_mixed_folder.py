@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 
 from faultfinder.cli import main
 from faultfinder.ui.app import create_app
-from faultfinder.ui.catalog import build_catalog
+from faultfinder.ui.scan import build_catalog
 
 FIX = Path(__file__).parent / "fixtures"
 WW = FIX / "importers" / "whoandwhen" / "Hand-Crafted" / "1.json"

@@ -31,9 +31,10 @@ from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import FunctionBackend
 from faultfinder.testing import FakeOpenAIServer
 from faultfinder.ui.app import create_app
-from faultfinder.ui.catalog import Catalog, build_catalog
+from faultfinder.ui.catalog import Catalog
 from faultfinder.ui.replay_jobs import ReplayRunner
 from faultfinder.ui.replay_requests import ReplaySettings
+from faultfinder.ui.scan import build_catalog
 from ui_support import FIX, TEAM, plant_hostile_recording, record_team
 
 HOST = "http://127.0.0.1"

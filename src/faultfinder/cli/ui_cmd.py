@@ -182,10 +182,10 @@ def ui(
     try:
         from faultfinder.dover.edit_repeats import Program
         from faultfinder.ui.app import UIConfig, create_app
-        from faultfinder.ui.catalog import build_catalog
         from faultfinder.ui.jobs import JobRunner
         from faultfinder.ui.replay_jobs import ReplayRunner
         from faultfinder.ui.replay_requests import ReplaySettings
+        from faultfinder.ui.scan import build_catalog
         from faultfinder.ui.serve import serve
     except ImportError as exc:
         raise click.ClickException(

@@ -2,6 +2,7 @@
 replays, DoVer results and evaluations (optional extra `ui`). See docs/ui.md."""
 
 from faultfinder.ui.app import UIConfig, create_app
-from faultfinder.ui.catalog import Catalog, build_catalog
+from faultfinder.ui.catalog import Catalog
+from faultfinder.ui.scan import build_catalog
 
 __all__ = ["Catalog", "UIConfig", "build_catalog", "create_app"]
