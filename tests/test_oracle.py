@@ -1,5 +1,6 @@
-"""Proof by oracle: with a judge that knows the gold label, every Who&When method scores
-100% agent and step where the label is consistent; with a wrong judge, 0."""
+"""Proof by oracle: with a judge that knows the gold label, every Who&When method, the
+agentic navigator and ECHO (its default and ablations) score 100% agent and step where the
+label is consistent; with a wrong judge, 0."""
 
 from __future__ import annotations
 
@@ -31,7 +32,17 @@ RECOVERS_ON_ODD_LABELS = {
     "binary-search": (False, True),
     "hybrid": (True, False),  # the agent, then only that agent's steps are judged
     "agentic": (True, False),
+    # ECHO: the analysts name the agent; its step, taken by another agent, is not kept
+    "echo": (True, False),
+    "echo:I1": (True, False),
+    "echo:I2": (True, False),
+    "echo:I3": (True, False),
+    "echo:llm-context": (True, False),
 }
+MARKED_ON_ODD_LABELS = {"all-at-once", "agentic", "echo:I1", "echo:I2"}
+"""Methods whose answer names a step another agent took: marked unparsed, not kept."""
+NO_STEP_ON_ODD_LABELS = {"echo", "echo:I3", "echo:llm-context"}
+"""Methods whose vote keeps no step that the agent it names did not take: step None."""
 
 
 @pytest.fixture(scope="module")
@@ -70,11 +81,13 @@ def test_perfect_judge_on_odd_labels_recovers_what_the_rule_allows(
     assert len(rows) == 2
     for row in rows:
         assert (row.agent_correct, row.step_correct) == RECOVERS_ON_ODD_LABELS[method], row
-    if RECOVERS_ON_ODD_LABELS[method] == (True, False) and method != "hybrid":
+    if method in MARKED_ON_ODD_LABELS:
         # The step the judge gave was taken by another agent: marked, not silently kept.
         assert all(
             r.status == "unparsed" and "was taken by" in (r.step_unparsed or "") for r in rows
         )
+    if method in NO_STEP_ON_ODD_LABELS:
+        assert all(r.status == "ok" and r.step is None for r in rows), rows
 
 
 def test_wrong_judge_scores_zero(traces: list[Trace]) -> None:

@@ -12,6 +12,12 @@ step-by-step   '1. Yes. 2. ...' when the judged (last shown) step is S, else '1.
 binary search  the half ('upper half' / 'lower half') whose range holds S
 explain        'Reason for Mistake: ...' (binary search's optional follow-up)
 agentic        reads step S once, then submits A and S (tool call, or the text ACTION line)
+ECHO analyst   the analysis JSON (its schema is sent with the request): A and S as the
+               primary conclusion, A's evaluation at S
+ECHO argument  the context-aware step agent's sections; 'Errors' says whether the
+               argued step is S
+ECHO judge     the judge's JSON naming A and S
+ECHO extractor the LLM context extractor's three compressions of a step
 ============== ===================================================================
 
 The *perfect* judge answers with the gold agent A and step S. The *wrong* judge
@@ -39,7 +45,17 @@ from faultfinder.llm.base import ChatRequest
 from faultfinder.llm.doubles import FunctionBackend
 from faultfinder.traces.schema import Trace
 
-QuestionKind = Literal["all-at-once", "step", "half", "explain", "agentic"]
+QuestionKind = Literal[
+    "all-at-once",
+    "step",
+    "half",
+    "explain",
+    "agentic",
+    "echo-analysis",
+    "echo-argument",
+    "echo-judge",
+    "echo-compress",
+]
 
 
 @dataclass(frozen=True)
@@ -76,6 +92,17 @@ def question_of(request: ChatRequest, trace: Trace) -> Question:
         (t for m, t in zip(request.messages, texts, strict=True) if m.get("role") == "system"), ""
     )
     last = texts[-1] if texts else ""
+    schema = request.constraint.json_schema if request.constraint else None
+    fields = (schema or {}).get("properties") or {}
+    if "primary_conclusion" in fields:
+        return Question("echo-analysis")
+    if "mistake_agent" in fields:
+        return Question("echo-judge")
+    if "key_decision" in fields:
+        return Question("echo-compress")
+    argued = _ARGUED.search(last)
+    if "Context-Aware Step Agent" in system and argued:
+        return Question("echo-argument", step=int(argued.group(1)))
     if "expert debugger of LLM-based multi-agent systems" in system:
         answered = any(m.get("role") == "tool" for m in request.messages) or any(
             t.startswith("OBSERVATION") for t in texts[1:]
@@ -92,6 +119,10 @@ def question_of(request: ChatRequest, trace: Trace) -> Question:
     if "explain what the mistake in that step is" in last:
         return Question("explain")
     raise FaultfinderError(f"oracle judge: unrecognised question: {last[:120]!r}")
+
+
+_ARGUED = re.compile(r"Please analyze this agent \(Step (\d+) - ")
+"""The step a context-aware ECHO step agent argues about."""
 
 
 def _last_step_shown(prompt: str, trace: Trace) -> int:
@@ -155,7 +186,49 @@ class OracleJudge:
             return "upper half" if low <= self.step <= high else "lower half"
         if question.kind == "explain":
             return f"Reason for Mistake: {self.reason()}"
+        if question.kind.startswith("echo-"):
+            return self._echo(question)
         return self._agentic(question, tools)
+
+    def _echo(self, question: Question) -> str:
+        if question.kind == "echo-analysis":
+            conclusion = {
+                "type": "single_agent",
+                "attribution": [self.agent],
+                "mistake_step": self.step,
+                "confidence": 0.95,
+                "reasoning": self.reason(),
+            }
+            evaluation = {
+                "agent_name": self.agent,
+                "step_index": self.step,
+                "error_likelihood": 0.95,
+                "reasoning": self.reason(),
+                "evidence": self.reason(),
+            }
+            analysis = {
+                "analysis_summary": self.reason(),
+                "agent_evaluations": [evaluation],
+                "primary_conclusion": conclusion,
+                "alternative_hypotheses": [],
+            }
+            return json.dumps(analysis)
+        if question.kind == "echo-judge":
+            answer = {
+                "mistake_agent": self.agent,
+                "mistake_step": self.step,
+                "mistake_reason": self.reason(),
+            }
+            return f"<json>{json.dumps(answer)}</json>"
+        if question.kind == "echo-argument":
+            errors = self.reason() if question.step == self.step else "No mistake in this step."
+            return (
+                "## Purpose:\nThe step's task.\n\n## Assumptions and Information:\nThe log.\n\n"
+                f"## Errors:\n{errors}\n\n## Evidence:\n{errors}"
+            )
+        return json.dumps(
+            {"key_decision": "a decision", "summary": "a summary", "milestone": "a milestone"}
+        )
 
     def _agentic(self, question: Question, tools: bool) -> str | dict[str, Any]:
         args: dict[str, Any]
@@ -186,7 +259,18 @@ def wrong_judge(trace: Trace) -> FunctionBackend:
 
 # --- running methods against an oracle --------------------------------------------
 
-ORACLE_METHODS = ("all-at-once", "step-by-step", "binary-search", "hybrid", "agentic")
+ORACLE_METHODS = (
+    "all-at-once",
+    "step-by-step",
+    "binary-search",
+    "hybrid",
+    "agentic",
+    "echo",
+    "echo:I1",
+    "echo:I2",
+    "echo:I3",
+    "echo:llm-context",
+)
 """Methods whose every question an oracle judge answers."""
 
 
@@ -202,6 +286,8 @@ class OracleRow:
     step_correct: bool
     status: str
     step_unparsed: str | None
+    step: int | None = None
+    """The step the method answered."""
 
 
 def label_consistent(trace: Trace) -> bool:
@@ -243,6 +329,7 @@ async def run_oracle(
                     step_correct=step_correct(result.step, trace.label),
                     status=result.status,
                     step_unparsed=result.details.get("step_unparsed"),
+                    step=result.step,
                 )
             )
     return rows
