@@ -1,6 +1,6 @@
 """Proof by oracle: with a judge that knows the gold label, every Who&When method, the
-agentic navigator and ECHO (its default and ablations) score 100% agent and step where the
-label is consistent; with a wrong judge, 0."""
+agentic navigator, ECHO and CHIEF (their defaults and ablations) score 100% agent and step
+where the label is consistent; with a wrong judge, 0."""
 
 from __future__ import annotations
 
@@ -38,8 +38,23 @@ RECOVERS_ON_ODD_LABELS = {
     "echo:I2": (True, False),
     "echo:I3": (True, False),
     "echo:llm-context": (True, False),
+    # CHIEF: the named agent is kept; the step, taken by another agent, is not
+    "chief": (True, False),
+    "chief:M1": (True, False),
+    "chief:M1+M2": (True, False),
+    "chief:M1+M3": (True, False),
+    "chief:paper": (True, False),
 }
-MARKED_ON_ODD_LABELS = {"all-at-once", "agentic", "echo:I1", "echo:I2"}
+MARKED_ON_ODD_LABELS = {
+    "all-at-once",
+    "agentic",
+    "echo:I1",
+    "echo:I2",
+    "chief",
+    "chief:M1",
+    "chief:M1+M3",
+    "chief:paper",
+}
 """Methods whose answer names a step another agent took: marked unparsed, not kept."""
 NO_STEP_ON_ODD_LABELS = {"echo", "echo:I3", "echo:llm-context"}
 """Methods whose vote keeps no step that the agent it names did not take: step None."""
@@ -88,6 +103,10 @@ def test_perfect_judge_on_odd_labels_recovers_what_the_rule_allows(
         )
     if method in NO_STEP_ON_ODD_LABELS:
         assert all(r.status == "ok" and r.step is None for r in rows), rows
+    if method == "chief:M1+M2":
+        # Backtracking's step was dropped (another agent's); the candidate agent's steps
+        # are the widened candidates and the earliest wins, as the method says it does.
+        assert all(r.status == "ok" and r.step is not None for r in rows), rows
 
 
 def test_wrong_judge_scores_zero(traces: list[Trace]) -> None:

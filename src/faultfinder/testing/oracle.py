@@ -18,6 +18,9 @@ ECHO argument  the context-aware step agent's sections; 'Errors' says whether th
                argued step is S
 ECHO judge     the judge's JSON naming A and S
 ECHO extractor the LLM context extractor's three compressions of a step
+CHIEF stages   a graph of one subtask over the whole run (every speaker's OTAR entry, no
+               edges, one oracle); backtracking names S as the one discrepant step;
+               counterfactual attribution and the direct answer name A and S
 ============== ===================================================================
 
 The *perfect* judge answers with the gold agent A and step S. The *wrong* judge
@@ -43,6 +46,7 @@ from typing import Any, Literal
 from faultfinder.errors import FaultfinderError
 from faultfinder.llm.base import ChatRequest
 from faultfinder.llm.doubles import FunctionBackend
+from faultfinder.methods.chief.prompts import stage_of as chief_stage_of
 from faultfinder.traces.schema import Trace
 
 QuestionKind = Literal[
@@ -55,6 +59,7 @@ QuestionKind = Literal[
     "echo-argument",
     "echo-judge",
     "echo-compress",
+    "chief",
 ]
 
 
@@ -65,6 +70,8 @@ class Question:
     kind: QuestionKind
     step: int | None = None
     """Step-by-step: the step being judged."""
+    stage: str = ""
+    """CHIEF: the stage asked (``methods.chief.prompts.stage_of``)."""
     upper: tuple[int, int] | None = None
     """Binary search: the upper half's inclusive range."""
     lower: tuple[int, int] | None = None
@@ -100,6 +107,9 @@ def question_of(request: ChatRequest, trace: Trace) -> Question:
         return Question("echo-judge")
     if "key_decision" in fields:
         return Question("echo-compress")
+    chief_stage = chief_stage_of(last) or chief_stage_of("\n".join(texts))
+    if chief_stage:
+        return Question("chief", stage=chief_stage)
     argued = _ARGUED.search(last)
     if "Context-Aware Step Agent" in system and argued:
         return Question("echo-argument", step=int(argued.group(1)))
@@ -167,16 +177,19 @@ class OracleJudge:
         self.questions.append(question)
         return self.answer(question, tools=bool(request.tools))
 
+    def _agent_step_reason(self) -> str:
+        return (
+            f"Agent Name: {self.agent}\nStep Number: {self.step}\n"
+            f"Reason for Mistake: {self.reason()}"
+        )
+
     def reason(self) -> str:
         return f"oracle: step {self.step} by {self.agent} is the decisive error."
 
     def answer(self, question: Question, *, tools: bool = False) -> str | dict[str, Any]:
         """The reply to ``question`` in its method's format."""
         if question.kind == "all-at-once":
-            return (
-                f"Agent Name: {self.agent}\nStep Number: {self.step}\n"
-                f"Reason for Mistake: {self.reason()}"
-            )
+            return self._agent_step_reason()
         if question.kind == "step":
             verdict = "Yes" if question.step == self.step else "No"
             return f"1. {verdict}. 2. {self.reason()}"
@@ -188,7 +201,96 @@ class OracleJudge:
             return f"Reason for Mistake: {self.reason()}"
         if question.kind.startswith("echo-"):
             return self._echo(question)
+        if question.kind == "chief":
+            return self._chief(question.stage)
         return self._agentic(question, tools)
+
+    def _chief(self, stage: str) -> str:
+        if stage == "direct":  # asked as all-at-once asks: agent, step and reason lines
+            return self._agent_step_reason()
+        last = len(self.trace.steps) - 1
+        speakers = list(dict.fromkeys(s.agent for s in self.trace.steps))
+        oracle = {
+            "subtask": "S1",
+            "goal": "the task's answer",
+            "preconditions": ["the task"],
+            "key_evidence": ["the steps"],
+            "acceptance_criteria": ["a right answer"],
+        }
+        replies: dict[str, Any] = {
+            "decompose": {
+                "subtasks": [
+                    {
+                        "id": "S1",
+                        "name": "The whole run",
+                        "description": "every step of the run",
+                        "step_range": [0, last],
+                    }
+                ]
+            },
+            "otar": {
+                "subtasks": [
+                    {
+                        "subtask": "S1",
+                        "agents": [
+                            {
+                                "agent": name,
+                                "observation": "its input",
+                                "thought": "its plan",
+                                "action": "its step",
+                                "result": "its output",
+                            }
+                            for name in speakers
+                        ],
+                    }
+                ]
+            },
+            "edges": {"subtask_edges": [], "agent_edges": []},
+            "step-edges": {"step_edges": []},
+            "oracle": oracle,
+            "oracles": {"oracles": [oracle]},
+            "backtrack": {
+                "subtasks": [{"id": "S1", "discrepancy": 1, "reason": self.reason()}],
+                "agents": [
+                    {
+                        "subtask": "S1",
+                        "agent": self.agent,
+                        "discrepancy": 1,
+                        "reason": self.reason(),
+                    }
+                ],
+                "steps": [
+                    {
+                        "step": self.step,
+                        "agent": self.agent,
+                        "discrepancy": 1,
+                        "reason": self.reason(),
+                    }
+                ],
+            },
+            "attribution": {
+                "assessments": [
+                    {
+                        "step": self.step,
+                        "agent": self.agent,
+                        "local_origin": True,
+                        "upstream_causes": [],
+                        "loop_group": None,
+                        "loop_responsibility": "none",
+                        "data_flow": "none",
+                        "reversible": False,
+                        "irrecoverable": True,
+                    }
+                ],
+                "agent_name": self.agent,
+                "step_number": self.step,
+                "reason_for_mistake": self.reason(),
+                "supporting_stages": ["Final Screening"],
+            },
+        }
+        if stage not in replies:
+            raise FaultfinderError(f"oracle judge: unrecognised CHIEF stage {stage!r}")
+        return json.dumps(replies[stage])
 
     def _echo(self, question: Question) -> str:
         if question.kind == "echo-analysis":
@@ -270,6 +372,11 @@ ORACLE_METHODS = (
     "echo:I2",
     "echo:I3",
     "echo:llm-context",
+    "chief",
+    "chief:M1",
+    "chief:M1+M2",
+    "chief:M1+M3",
+    "chief:paper",
 )
 """Methods whose every question an oracle judge answers."""
 
