@@ -271,7 +271,8 @@ _STEP_WORD = re.compile(r"\bstep[\s_]*+(?:(?:number|no\.?|index)[\s_]*+)?(?=[#\-
 # A note on the numbering ('0-based', 'counting from 1') names no step.
 _NUMBERING_NOTE = re.compile(
     r"\b[01][ \t]*+-?[ \t]*+(?:based|indexed)\b|"
-    r"\b(?:counting|numbered|indexed|starting)[ \t]++(?:from|at)[ \t]++[01]\b",
+    r"\b(?:counting|numbered|indexed|starting|start|starts|begin|begins|beginning)"
+    r"[ \t]++(?:from|at)[ \t]++[01]\b",
     re.I,
 )
 # A whole number standing on its own: not inside a word or code ('4th', 'Agent_2', 'gpt4',
@@ -484,12 +485,24 @@ hold a raw newline, so a fence quoted inside a JSON value never matches."""
 # Possessive blanks: '.*?' could take them too, and retrying each split of a long run of
 # blanks before a fence that never closes is quadratic.
 _INLINE_FENCE = re.compile(r"```(?:json)?\s*+(.*?)```", re.DOTALL)
+_JSON_TAG = re.compile(r"<json>(.*?)</json>", re.DOTALL | re.IGNORECASE)
+"""The ``<json></json>`` tags ECHO's prompts ask the answer to be wrapped in."""
+
+
+def json_tagged(text: str) -> str | None:
+    """The content of the last complete ``<json>...</json>`` block of ``text`` (the answer,
+    when prose before it quotes JSON of its own), or None when there is none."""
+    blocks = _JSON_TAG.findall(text)
+    return blocks[-1] if blocks else None
 
 
 def extract_json(text: str) -> Any:
     """The JSON object or array ``text`` holds: the whole text when it is one; else the
-    first in a code fence, then the first in the text (prose around it and trailing commas
-    tolerated)."""
+    content of its last ``<json></json>`` block, when it has one; else the first in a code
+    fence, then the first in the text (prose around it and trailing commas tolerated)."""
+    tagged = json_tagged(text)
+    if tagged is not None and tagged.strip() != text.strip():
+        return extract_json(tagged)
     try:
         whole = json.loads(text)
     except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deep

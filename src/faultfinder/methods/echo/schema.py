@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_valid
 from faultfinder.judging.answers import (
     closing_bracket,
     extract_json,
+    json_tagged,
     match_agent,
     parse_step_number,
 )
@@ -50,6 +51,9 @@ def _coerce_type(value: Any) -> Any:
             "single": "single_agent",
             "multi": "multi_agent",
             "multiple_agent": "multi_agent",
+            # the prompt's own wording: "Single agent error", "Multi-agent error"
+            "single_agent_error": "single_agent",
+            "multi_agent_error": "multi_agent",
         }
         return aliases.get(key, key)
     return value
@@ -141,6 +145,11 @@ def _unclosed(text: str) -> bool:
 
 
 def _object(text: str) -> dict[str, Any]:
+    tagged = json_tagged(text)
+    if tagged is not None:  # the answer asked for: prose before it may quote JSON
+        text = tagged
+    elif "<json>" in text.lower() and "</json>" not in text.lower():
+        raise ParseError("the <json> block is cut off before its end (reply too long?)")
     if _unclosed(text):
         raise ParseError("the JSON object is cut off before its end (reply too long?)")
     data = extract_json(text)
