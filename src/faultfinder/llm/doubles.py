@@ -11,9 +11,11 @@ import asyncio
 import contextlib
 import contextvars
 import difflib
+import hashlib
 import inspect
 import json
 import threading
+import types
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -210,14 +212,35 @@ ReplyFunction = Callable[
 
 
 def function_identity(fn: Callable[..., Any]) -> str | int:
-    """A module-level function is known by its import path, the same in every process (so
-    cache keys and request hashes agree across Ray workers); a closure, lambda or bound
-    method only by the object itself."""
+    """A module-level function is known by its import path and a digest of its compiled
+    code, the same in every process (so cache keys and request hashes agree across Ray
+    workers) and different once its body is edited (so an edited function is not served
+    its old answers); a closure, lambda or bound method only by the object itself."""
     module = getattr(fn, "__module__", None)
     qualname = getattr(fn, "__qualname__", "")
     if module and qualname and "<" not in qualname and not inspect.ismethod(fn):
-        return f"{module}:{qualname}"
+        code = getattr(fn, "__code__", None)
+        if not isinstance(code, types.CodeType):
+            return f"{module}:{qualname}"
+        digest = hashlib.sha256()
+        _digest_code(code, digest)
+        return f"{module}:{qualname}@{digest.hexdigest()[:12]}"
     return id(fn)
+
+
+def _digest_code(code: types.CodeType, digest: Any) -> None:
+    """Feed what a function does into ``digest``: its bytecode, names and constants (nested
+    functions' too), not its file or line numbers, and sets of constants in sorted order,
+    so the digest is the same in every process whatever the hash seed."""
+    digest.update(code.co_code)
+    digest.update(repr((code.co_names, code.co_varnames, code.co_freevars)).encode())
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _digest_code(const, digest)
+        elif isinstance(const, frozenset):
+            digest.update(repr(sorted(map(repr, const))).encode())
+        else:
+            digest.update(repr(const).encode())
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
