@@ -244,10 +244,11 @@ def test_run_n_times_gives_the_flip_rate_and_debug_s_verdict(
     assert again.config["edit"] == row.config["edit"]
     for n in range(3):
         assert (runs / "avalon" / "branches" / f"again-r{n}" / "report.json").is_file()
-    # An edit that keeps the mistake: carried out, still failing -> refuted.
+    # An edit that keeps the mistake (reworded, so it is a change): carried out, still
+    # failing -> refuted. The recorded text itself would be not_applied (DoVer's rule 1).
     wrong = {
         **body,
-        "edit": {"kind": "message", "text": "NEXT: Researcher | Look up the population of Avalon"},
+        "edit": {"kind": "message", "text": "NEXT: Researcher | Look up Avalon's population"},
     }
     status = wait(client, start(client, {**wrong, "verdict": True}).json()["url"])
     assert status["verdict"] == "refuted" and status["flip_rate"] == 0.0, status

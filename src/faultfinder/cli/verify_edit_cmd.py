@@ -107,6 +107,7 @@ def verify_edit(
         Attempt,
         Program,
         judge_repeats,
+        not_replayed,
         run_attempt,
         verify_config,
         write_row,
@@ -143,9 +144,13 @@ def verify_edit(
         tuple(program), upstream, trust_run, upstream_key_env, replay_timeout, cwd, upstreams
     )
 
+    skip = not_replayed(original, at, spec, checker)
+    if skip is not None:
+        click.echo(f"not replayed: {skip}")
+
     async def verify() -> Any:
         attempts = []
-        for number in range(repeats):
+        for number in range(0 if skip else repeats):
             attempt = Attempt(
                 number, f"{name}-r{number}", base / BRANCHES_DIR / f"{name}-r{number}"
             )
@@ -176,7 +181,10 @@ def verify_edit(
     interval = (
         f" (95% CI {verdict.interval[0]:.0%}-{verdict.interval[1]:.0%})" if verdict.interval else ""
     )
-    click.echo(f"verdict: {row.verdict} ({row.verdict_reason}); flip rate {rate}{interval}")
+    if row.status == "already-succeeded":
+        click.echo(f"verdict: none, the run already succeeded ({row.verdict_reason})")
+    else:
+        click.echo(f"verdict: {row.verdict} ({row.verdict_reason}); flip rate {rate}{interval}")
     click.echo(format_summary(aggregate([row])))
     click.echo(f"rows: {path}")
     exit_if_replays_failed(

@@ -22,7 +22,14 @@ from typing import Any, Literal
 
 from faultfinder.dover.checker import Checker, check_recorded
 from faultfinder.dover.judge import judge_fulfilment
-from faultfinder.dover.models import DoverRow, Hypothesis, Intervention, RepeatResult, Trial
+from faultfinder.dover.models import (
+    DoverRow,
+    Hypothesis,
+    Intervention,
+    RepeatResult,
+    Trial,
+    VerdictName,
+)
 from faultfinder.dover.verdict import classify, no_evidence, program_failure, trial_success
 from faultfinder.errors import FaultfinderError
 from faultfinder.llm.client import LLM
@@ -257,12 +264,18 @@ async def judge_repeats(
     with track_usage() as scope:
         for attempt in attempts:
             results.append(await _result(original, attempt, intervention, judge))
-    verdict, reason = classify(results, changed=True)
+    check = check_recorded(checker, original)
+    skipped = not_replayed(original, at, spec, checker)
+    verdict: VerdictName | None
+    if check.passed:
+        # Nothing to flip: a success of the edited run is not a recovery (DoVer's rule).
+        verdict, reason = None, skipped or ""
+    else:
+        verdict, reason = classify(results, changed=edit_changes_step(original.steps[at], spec))
     if judge is None and verdict == "inconclusive":
         reason += "; no judge model (--model), so fulfilment was not judged"
     rate = trial_success(results)
     temperatures = [t for r in results for t in r.temperatures]
-    check = check_recorded(checker, original)
     row = DoverRow(
         run_dir=str(run_dir),
         trace_id=original.id,
@@ -282,9 +295,10 @@ async def judge_repeats(
         successes=rate.successes,
         fulfilled=sum(1 for r in results if r.fulfilled),
         failed_replays=rate.failed_replays,
-        trial_success_rate=rate.rate,
-        flip_rate=rate.rate,
-        flip_rate_ci=rate.interval,
+        trial_success_rate=None if check.passed else rate.rate,
+        flip_rate=None if check.passed else rate.rate,
+        flip_rate_ci=None if check.passed else rate.interval,
+        status="already-succeeded" if check.passed else "ok",
         # No seeds are sent (the `replay` command has none): independence rests on sampling.
         independent_repeats=bool(temperatures) and all(t is None or t > 0 for t in temperatures),
         verdict=verdict,
@@ -293,7 +307,33 @@ async def judge_repeats(
         config=config,
         usage=scope.usage,
     )
+    if check.passed:
+        return Verdict(row, None, None)
     return Verdict(row, rate.rate, rate.interval)
+
+
+def edit_changes_step(step: Step, spec: dict[str, Any]) -> bool:
+    """Whether the edit differs from what step ``step`` recorded (DoVer's rule 1: an
+    intervention equal to the original changes nothing). Compared as text, blanks at the
+    ends ignored; a kind with no recorded counterpart counts as a change."""
+    if spec.get("kind") not in ("message", "input", "tool_result"):
+        return True
+    return replacement_text(spec).strip() != original_text(step, spec).strip()
+
+
+def not_replayed(original: Trace, at: int, spec: dict[str, Any], checker: Checker) -> str | None:
+    """Why replaying this edit cannot tell anything, before any replay: the recorded run
+    already passes the success check, or the edit equals the recording. None: replay."""
+    check = check_recorded(checker, original)
+    if check.passed:
+        detail = f" ({check.detail})" if check.detail else ""
+        return (
+            "the recorded run already passes the success check: an edit has nothing to flip"
+            + detail
+        )
+    if not edit_changes_step(original.steps[at], spec):
+        return "the edit is what the step recorded: it changes nothing"
+    return None
 
 
 async def _result(

@@ -1,0 +1,87 @@
+"""`verify-edit` follows DoVer's rules before it replays anything: a recorded run that
+already passes the success check has nothing to flip (no verdict, no flip rate, never a
+"recovery"), and an edit equal to what the step recorded changes nothing (`not_applied`).
+Neither sends a request upstream. The demo team is recorded for real, on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from faultfinder.cli import main
+from faultfinder.demo_team import mock_model
+from faultfinder.dover.models import DoverRow
+from faultfinder.dover.report import aggregate
+from faultfinder.replay.session import SessionOptions, record_run
+from faultfinder.testing import FakeOpenAIServer
+from faultfinder.traces.loader import load_traces
+
+TEAM = [sys.executable, "-m", "faultfinder.demo_team", "--quiet", "--task-id", "avalon-2020"]
+WRONG, RIGHT = "154131", "144630"  # what the team answers; the reference
+
+
+def record(root: Path, ground_truth: str) -> Path:
+    with FakeOpenAIServer(reply=mock_model.reply) as upstream:
+        outcome = asyncio.run(
+            record_run(
+                TEAM,
+                upstream.base_url,
+                root,
+                run_id=f"gt-{ground_truth}",
+                ground_truth=ground_truth,
+                options=SessionOptions(echo=False),
+            )
+        )
+    return Path(outcome.run_dir)
+
+
+def verify(run_dir: Path, edit: dict[str, object], at: int, session: str) -> tuple[str, int, int]:
+    path = run_dir / f"{session}.edit.json"
+    path.write_text(json.dumps(edit), encoding="utf-8")
+    with FakeOpenAIServer(reply=mock_model.reply) as upstream:
+        result = CliRunner().invoke(
+            main,
+            ["verify-edit", str(run_dir), "--at", str(at), "--edit-file", str(path),
+             "--repeats", "3", "--session", session, "--upstream", upstream.base_url,
+             "--", *TEAM],
+        )  # fmt: skip
+        sent = len(upstream.requests)
+    return result.output, result.exit_code, sent
+
+
+def row_of(run_dir: Path, session: str) -> DoverRow:
+    (line,) = (run_dir / "dover" / f"{session}.jsonl").read_text().splitlines()
+    return DoverRow.model_validate_json(line)
+
+
+@pytest.mark.slow
+def test_a_run_that_already_succeeded_gets_no_verdict(tmp_path: Path) -> None:
+    run_dir = record(tmp_path, WRONG)  # the team's own answer: the run passes its check
+    output, code, sent = verify(run_dir, {"kind": "message", "text": RIGHT}, 6, "ok-run")
+    assert code == 0, output
+    assert sent == 0
+    assert "not replayed: the recorded run already passes the success check" in output
+    assert "verdict: none, the run already succeeded" in output
+    row = row_of(run_dir, "ok-run")
+    assert row.status == "already-succeeded" and row.verdict is None
+    assert row.flip_rate is None and row.repeats == []
+    summary = aggregate([row])
+    assert summary.already_succeeded == 1 and summary.runs_recovered == 0
+
+
+@pytest.mark.slow
+def test_an_edit_equal_to_the_recording_is_not_applied(tmp_path: Path) -> None:
+    run_dir = record(tmp_path, RIGHT)
+    (trace,) = load_traces(run_dir / "trace.json", format="faultfinder")
+    same = {"kind": "message", "text": "  " + trace.steps[6].content + "\n"}
+    output, code, sent = verify(run_dir, same, 6, "same")
+    assert code == 0, output
+    assert sent == 0
+    assert "not replayed: the edit is what the step recorded" in output
+    row = row_of(run_dir, "same")
+    assert row.verdict == "not_applied" and row.repeats == []
