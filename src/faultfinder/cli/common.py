@@ -16,6 +16,7 @@ from click.core import ParameterSource
 from faultfinder import exitcodes
 from faultfinder.cli.handling import BudgetError as BudgetError  # re-exported: the
 from faultfinder.cli.handling import EndpointError as EndpointError  # commands import
+from faultfinder.cli.handling import InputPath
 from faultfinder.cli.handling import pass_errors as pass_errors  # them from here
 from faultfinder.llm.client import DEFAULT_TIMEOUT, LLM
 from faultfinder.llm.registry import BACKENDS, NO_MODEL
@@ -421,7 +422,7 @@ def _absolute(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 shortlist_weights_option = click.option(
     "--shortlist-weights",
     "shortlist_weights",
-    type=click.Path(exists=True, dir_okay=False),
+    type=InputPath(dir_okay=False),
     default=None,
     envvar="FAULTFINDER_SHORTLIST_WEIGHTS",
     callback=_absolute,

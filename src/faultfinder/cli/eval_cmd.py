@@ -183,6 +183,11 @@ def eval_command(
       faultfinder eval ../shared/data/who-and-when --method all-at-once,binary-search \\
           --model local --runs 3 --out results.jsonl
     """
+    if shortlist_weights is not None:
+        # Read now, not in each case after its model calls were paid for.
+        from faultfinder.shortlist.weights import load_weights
+
+        load_weights(shortlist_weights)
     overrides = method_overrides(with_ground_truth, None, settings)
     overrides.update(pop_sampling(llm_options))
     plans = plan_methods(

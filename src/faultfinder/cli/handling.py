@@ -105,6 +105,8 @@ class InputPath(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str | os.PathLike) and not os.path.lexists(value):
             name = param.human_readable_name if param is not None else "path"
+            if isinstance(param, click.Option) and param.opts:  # as typed: --shortlist-weights
+                name = max(param.opts, key=len)
             raise MissingInputError(f"{name}: {os.fspath(value)!r} does not exist.")
         return super().convert(value, param, ctx)
 
