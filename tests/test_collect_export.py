@@ -346,7 +346,7 @@ def test_export_payloads_refuse_what_they_cannot_name(tmp_path: Path) -> None:
         langfuse_payload(no_step, trace)
     (ww,) = load_traces(Path(__file__).parent / "fixtures" / "baselines" / "five_steps.json")
     with pytest.raises(ConfigError, match="no span id"):
-        otlp_payload(verdict(ww.id, step=1), ww)
+        otlp_payload(verdict(ww.id, step=1, agent=ww.steps[1].agent), ww)
     result = CliRunner().invoke(
         main,
         [
@@ -360,3 +360,21 @@ def test_export_payloads_refuse_what_they_cannot_name(tmp_path: Path) -> None:
         ],
     )
     assert result.exit_code == 1 and "not an attribution" in result.output
+
+
+def test_export_refuses_a_trace_changed_since_the_verdict(tmp_path: Path) -> None:
+    """The same trace id, but the step the verdict names is now another agent's (late spans
+    rewrote the file): the verdict would land on an unrelated span, so export refuses."""
+    trace = real_trace()
+    write_trace(trace, tmp_path / "t.json")
+    step = trace.steps[1]
+    other = next(s.agent for s in trace.steps if s.agent != step.agent)
+    (tmp_path / "a.json").write_text(verdict(trace.id, step=1, agent=other).model_dump_json())
+    result = CliRunner().invoke(
+        main,
+        ["export", str(tmp_path / "a.json"), str(tmp_path / "t.json"), "--to", "otlp",
+         "--out", str(tmp_path / "v.json")],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert f"step 1 of {trace.id} is by {step.agent}" in result.output
+    assert "attribute" in result.output and not (tmp_path / "v.json").exists()

@@ -59,7 +59,18 @@ def decisive_step(attribution: Attribution, trace: Trace) -> Step:
             f"The attribution names step {attribution.step}, outside trace {trace.id} "
             f"(steps 0..{len(trace.steps) - 1}): is it the same trace?"
         )
-    return trace.steps[attribution.step]
+    step = trace.steps[attribution.step]
+    if attribution.agent is not None and step.agent != attribution.agent:
+        # Every method pairs its step with the agent that took it (judging/pairing.py), so
+        # another agent at that index means the file changed since (late spans rewritten
+        # by the collector, a partial export): the verdict would land on an unrelated span.
+        raise ConfigError(
+            f"The attribution names {attribution.agent} at step {attribution.step}, but step "
+            f"{attribution.step} of {trace.id} is by {step.agent}: the trace changed since it "
+            "was attributed (spans added or reordered). Run `faultfinder attribute` on this "
+            "file again, then export."
+        )
+    return step
 
 
 def span_id_of(step: Step) -> str:
