@@ -378,3 +378,51 @@ def test_export_refuses_a_trace_changed_since_the_verdict(tmp_path: Path) -> Non
     assert result.exit_code == 1, result.output
     assert f"step 1 of {trace.id} is by {step.agent}" in result.output
     assert "attribute" in result.output and not (tmp_path / "v.json").exists()
+
+
+def test_a_web_page_cannot_post_spans(tmp_path: Path) -> None:
+    """A page in the user's browser reaches a loopback collector by a cross-origin POST
+    (Origin header) or DNS rebinding (a foreign Host): refused, nothing written."""
+    with collector(tmp_path) as server:
+        url = server.url + "/v1/traces"
+        page = httpx.post(url, json=genai_current(), headers={"origin": "https://evil.example"})
+        rebound = httpx.post(url, json=genai_current(), headers={"host": "attacker.example"})
+        local = httpx.post(url, json=genai_current(), headers={"origin": "http://localhost:3000"})
+        assert (page.status_code, rebound.status_code, local.status_code) == (403, 400, 200)
+        assert wait_for(lambda: len(server.server.written) == 1)
+
+
+def test_collect_refuses_an_empty_host(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["collect", "--out", str(tmp_path), "--host", ""])
+    assert result.exit_code == 2 and "empty" in result.output
+
+
+def test_collect_exits_1_when_a_received_trace_could_not_be_written(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    out = tmp_path / "traces"
+    (out / f"{TRACE}.json").mkdir(parents=True)  # the trace's file cannot be written
+    process = subprocess.Popen(
+        [sys.executable, "-m", "faultfinder", "collect", "--out", str(out), "--port",
+         str(port), "--quiet-seconds", "0.1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        for _ in range(200):
+            try:
+                answer = httpx.post(f"http://127.0.0.1:{port}/v1/traces", json=genai_current())
+                break
+            except httpx.ConnectError:
+                time.sleep(0.05)
+        assert answer.status_code == 200
+        time.sleep(1.0)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 1, stderr
+    assert "cannot write trace" in stderr and "could not be written" in stderr

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import click
 
+from faultfinder import exitcodes
 from faultfinder.cli.common import COUNT, PORT, SECONDS, pass_errors
+from faultfinder.cli.proxy_options import check_host
 from faultfinder.collect.collector import Collector, CollectorConfig
 from faultfinder.replay.httpserver import LOOPBACK
 
@@ -97,7 +99,9 @@ def collect(
     max_traces: int | None,
 ) -> None:
     """Receive OpenTelemetry spans over OTLP/HTTP (/v1/traces, protobuf or JSON) and write one
-    canonical trace per finished trace. Traces still open are written on shutdown."""
+    canonical trace per finished trace. Traces still open are written on shutdown. Exits 1
+    when something received could not be written (a trace file, the --raw copy)."""
+    check_host(host)
     if host not in (LOOPBACK, "localhost", "::1"):
         click.echo(
             f"warning: listening on {host}, not loopback: anyone who can reach it can send spans",
@@ -111,4 +115,12 @@ def collect(
         read_timeout=read_timeout,
         raw_file=Path(raw_file) if raw_file else None,
     )
-    asyncio.run(run_collector(config, max_traces=max_traces))
+    collector = asyncio.run(run_collector(config, max_traces=max_traces))
+    if collector.errors:
+        click.echo(
+            f"exit {exitcodes.FAILURE}: {len(collector.errors)} thing(s) received could not be "
+            "written (see the errors above); the exporters were answered 200 and will not "
+            "send them again",
+            err=True,
+        )
+        click.get_current_context().exit(exitcodes.FAILURE)

@@ -45,6 +45,7 @@ from faultfinder.replay.httpserver import (
     HttpServer,
     Request,
     Response,
+    from_a_web_page,
     json_response,
 )
 from faultfinder.traces.importers._semconv import build_trace
@@ -178,6 +179,10 @@ class Collector:
             return json_response(404, {"error": f"unknown path {request.path}; use /v1/traces"})
         if request.method != "POST":
             return json_response(405, {"error": "use POST"})
+        refused = from_a_web_page(request, self.config.host)
+        if refused is not None:  # a page in the user's browser, not an exporter
+            self.rejected += 1
+            return json_response(refused[0], {"error": refused[1]})
         kind = (request.header("content-type") or "").split(";")[0].strip().lower()
         try:
             body = self._decoded_body(request)
