@@ -426,3 +426,18 @@ def test_collect_exits_1_when_a_received_trace_could_not_be_written(tmp_path: Pa
         _, stderr = process.communicate(timeout=30)
     assert process.returncode == 1, stderr
     assert "cannot write trace" in stderr and "could not be written" in stderr
+
+
+def test_export_out_into_a_missing_folder_is_one_line(tmp_path: Path) -> None:
+    trace = real_trace()
+    write_trace(trace, tmp_path / "t.json")
+    (tmp_path / "a.json").write_text(verdict(trace.id).model_dump_json())
+    target = tmp_path / "missing" / "v.json"
+    result = CliRunner().invoke(
+        main,
+        ["export", str(tmp_path / "a.json"), str(tmp_path / "t.json"), "--to", "otlp",
+         "--out", str(target)],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "cannot write it" in result.output and "Traceback" not in result.output

@@ -61,7 +61,10 @@ def export(
     trace = load_trace(trace_path, format=trace_format)
     payload = payload_for(target, attribution, trace)
     if out:
-        Path(out).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        try:
+            Path(out).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"--out {out}: cannot write it: {exc.strerror or exc}") from None
         click.echo(f"wrote {target} payload to {out}")
     if url:
         status = send(target, url, payload)
