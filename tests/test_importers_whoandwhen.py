@@ -207,3 +207,17 @@ def test_real_dataset_loads_with_labels_in_range() -> None:
     for trace in traces:
         assert trace.label is not None and trace.label.step is not None
         assert 0 <= trace.label.step < len(trace.steps)
+
+
+@pytest.mark.parametrize("whoandwhen_first", [True, False])
+def test_a_folder_mixing_who_and_when_with_other_traces_reads_each_file(
+    tmp_path: Path, whoandwhen_first: bool
+) -> None:
+    """Which file sorts first no longer decides: a flat folder is Who&When's only when all
+    of its JSON files are; otherwise every file is read in its own format."""
+    tiny = Path(__file__).parent / "fixtures" / "core" / "tiny_trace.json"
+    names = ("a.json", "b.json") if whoandwhen_first else ("b.json", "a.json")
+    shutil.copy(next(iter(sorted(AG.glob("*.json")))), tmp_path / names[0])
+    shutil.copy(tiny, tmp_path / names[1])
+    traces = load_traces(tmp_path)
+    assert sorted(t.source.format for t in traces) == ["faultfinder", "who-and-when"]

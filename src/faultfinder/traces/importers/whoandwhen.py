@@ -109,8 +109,10 @@ class WhoAndWhenImporter:
         if path.is_dir():
             if any((path / s).is_dir() for s in SUBSETS):
                 return True
+            # A flat folder is Who&When's only when every JSON file in it is: a folder that
+            # mixes formats is read file by file (each in its own), whatever sorts first.
             files = _json_files(path)
-            return bool(files) and self._detect_file(files[0])
+            return bool(files) and all(self._detect_file(f) for f in files)
         return self._detect_file(path)
 
     def _detect_file(self, path: Path) -> bool:
