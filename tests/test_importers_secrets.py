@@ -260,6 +260,37 @@ def test_audit_reproduction_through_the_cli(tmp_path: Path) -> None:
     assert kept["HF_TOKEN"] == kept["OPENAI_API_KEY"] == {"stringValue": REDACTED}
 
 
+def test_secrets_in_what_the_steps_say_are_scrubbed(tmp_path: Path) -> None:
+    """Key-shaped tokens, URL keys and secret-named fields of tool-call arguments in the
+    messages themselves (not only in attributes): gone from the steps, the task and the
+    final answer, as they are from the kept source records. The rest of the text stays."""
+    doc = hostile_otlp()
+    span = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    asked = "Fetch https://api.example/v1?api_key=LEAK21-urlkeyabcdef for me."
+    said = [
+        {"type": "text", "content": "Using sk-LEAK22abcdefghijklmnopqrst and done."},
+        {"type": "tool_call", "id": "c1", "name": "fetch",
+         "arguments": {"api_key": "LEAK23-toolargabcdef", "q": "weather"}},
+    ]  # fmt: skip
+    for item in span["attributes"]:
+        if item["key"] == "gen_ai.input.messages":
+            parts = [{"type": "text", "content": asked}]
+            item["value"]["stringValue"] = json.dumps([{"role": "user", "parts": parts}])
+        if item["key"] == "gen_ai.output.messages":
+            item["value"]["stringValue"] = json.dumps([{"role": "assistant", "parts": said}])
+    source = tmp_path / "said.otlp.json"
+    source.write_text(json.dumps(doc))
+    out = tmp_path / "said.json"
+    result = CliRunner().invoke(main, ["import", str(source), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert not LEAK.findall(out.read_text()), LEAK.findall(out.read_text())
+    (trace,) = load_traces(out)
+    (step,) = [s for s in trace.steps if s.kind == "llm"]
+    assert step.content == f"Using {REDACTED} and done."
+    assert json.loads(step.tool_calls[0].arguments) == {"api_key": REDACTED, "q": "weather"}
+    assert trace.task == f"Fetch https://api.example/v1?api_key={REDACTED} for me."
+
+
 # --- real OTLP from the OpenTelemetry SDK -------------------------------------------------
 
 

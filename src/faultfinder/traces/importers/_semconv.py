@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from faultfinder.redact import Redactor
 from faultfinder.traces.importers._agent_spans import (
     add_tool,
     agent_step,
@@ -166,15 +167,40 @@ def build_trace(
     final, final_from = final_answer(order, kinds)
     if final_from:
         metadata["final_answer_from"] = final_from
+    # The source records were scrubbed as they were kept; the text taken from them into
+    # the steps is scrubbed here, with the secrets the spans' attributes reveal.
+    redactor = Redactor()
+    redactor.learn_data([s.raw for s in spans if s.raw is not None])
     return make_trace(
         path,
         id=trace_id,
-        task=task,
-        final_answer=final,
+        task=redactor.text(task) if task else task,
+        final_answer=redactor.text(final) if final else final,
         agents=list(roster.values()),
-        steps=steps,
+        steps=[scrubbed(step, redactor) for step in steps],
         source=SourceInfo(format=fmt, path=str(path)),
         metadata=metadata,
+    )
+
+
+def scrubbed(step: Step, redactor: Redactor) -> Step:
+    """``step`` with credentials removed from what it says and was asked: its content, input
+    messages, request, tool-call arguments and tool results (key-shaped tokens, credentials
+    in URLs, secret-named fields of JSON held in strings, secrets ``redactor`` learned)."""
+    return step.model_copy(
+        update={
+            "content": redactor.text(step.content),
+            "input_messages": redactor.data(step.input_messages),
+            "request": redactor.data(step.request),
+            "tool_calls": [
+                c.model_copy(update={"arguments": redactor.data(c.arguments)})
+                for c in step.tool_calls
+            ],
+            "tool_results": [
+                r.model_copy(update={"content": redactor.text(r.content)})
+                for r in step.tool_results
+            ],
+        }
     )
 
 
