@@ -228,3 +228,18 @@ def test_attribute_reads_raw_formats(tmp_path: Path, path: Path) -> None:
     trace = load_trace(path)
     assert result["agent"] in trace.agent_names()
     assert 0 <= result["step"] < len(trace.steps)
+
+
+def test_the_summary_counts_the_listed_agents_and_names_other_speakers(tmp_path: Path) -> None:
+    """A human turn is a speaker, not an agent of the roster: the line says which (it
+    used to count it as an agent: "3 agents" beside a roster of 2)."""
+    path = tmp_path / "chat.jsonl"
+    lines = [
+        {"role": "user", "content": "Add 2 and 2."},
+        {"role": "assistant", "name": "Planner", "content": "Calculator, add them."},
+        {"role": "assistant", "name": "Calculator", "content": "5"},
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    result = CliRunner().invoke(main, ["import", str(path), "--format", "generic"])
+    assert result.exit_code == 0, result.output
+    assert "chat: 3 steps, 2 agents (+1 other speaker(s): user); label -" in result.output

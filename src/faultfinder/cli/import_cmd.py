@@ -87,8 +87,12 @@ def describe(trace: Trace) -> str:
     inputs = ", inputs" if trace.has_inputs else ""
     under = trace.metadata.get("otlp_under")
     where = f"; OTLP under {', '.join(repr(p) for p in under)}" if isinstance(under, list) else ""
+    speakers = trace.agent_names()
+    roster = [a.name for a in trace.agents] or speakers  # the agents, as the trace lists them
+    others = [s for s in speakers if s not in roster]
+    extra = f" (+{len(others)} other speaker(s): {', '.join(others)})" if others else ""
     return (
-        f"{trace.id}: {len(trace.steps)} steps, {len(trace.agent_names())} agents{inputs}; "
+        f"{trace.id}: {len(trace.steps)} steps, {len(roster)} agents{extra}{inputs}; "
         f"label {label}{where}"
     )
 
