@@ -138,3 +138,25 @@ def test_a_program_stopped_by_timeout_exits_124_even_when_it_exits_0(tmp_path: P
     meta = json.loads((tmp_path / "runs" / "run" / "meta.json").read_text(encoding="utf-8"))
     assert meta["timed_out"] is True
     assert exit_status(0, timed_out=True) == 124
+
+
+def test_replay_json_is_alone_on_stdout(tmp_path: Path) -> None:
+    """`replay --json` without --quiet: stdout is the report only (the program's own
+    output, echoed otherwise, would make it unreadable as JSON); the output is kept in the
+    branch's stdout.txt."""
+    import subprocess
+
+    program = write_program(tmp_path, NO_MODEL)
+    with FakeOpenAIServer("unused") as upstream:
+        recorded = record(tmp_path, upstream.base_url, program)
+        assert recorded.exit_code == 0, recorded.output
+        done = subprocess.run(
+            [sys.executable, "-m", "faultfinder", "replay", str(tmp_path / "runs" / "run"),
+             "--json", "--branch-id", "b1", "--", *program],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["live_calls"] == 0
+    branch = tmp_path / "runs" / "run" / "branches" / "b1"
+    assert "FINAL ANSWER: none needed" in (branch / "stdout.txt").read_text(encoding="utf-8")

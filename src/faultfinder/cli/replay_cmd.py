@@ -252,7 +252,13 @@ def replay_exit(report: ReplayReport, on_divergence: str) -> int:
     "--timeout", type=SECONDS, default=None, help="Stop the program after this many seconds."
 )
 @click.option("--quiet", is_flag=True, help="Do not echo the program's output.")
-@click.option("--json", "as_json", is_flag=True, help="Print the replay report as JSON.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the replay report as JSON (alone on stdout: the program's output is not "
+    "echoed, it is in the branch's stdout.txt and stderr.txt).",
+)
 @proxy_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_errors
@@ -319,7 +325,7 @@ def replay(
             trust_run=trusted,
             branch_id=branch_id,
             options=session_options(
-                api_key_env, host, port, quiet, timeout, cwd, upstreams=api_upstream
+                api_key_env, host, port, quiet or as_json, timeout, cwd, upstreams=api_upstream
             ),
         )
     )
