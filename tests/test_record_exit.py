@@ -160,3 +160,46 @@ def test_replay_json_is_alone_on_stdout(tmp_path: Path) -> None:
     assert report["live_calls"] == 0
     branch = tmp_path / "runs" / "run" / "branches" / "b1"
     assert "FINAL ANSWER: none needed" in (branch / "stdout.txt").read_text(encoding="utf-8")
+
+
+TOOL_PROGRAM = """\
+import json, openai
+client = openai.OpenAI()
+messages = [{"role": "user", "content": "What is the capital?"}]
+tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
+first = client.chat.completions.create(model="m", messages=messages, tools=tools)
+call = first.choices[0].message.tool_calls[0]
+messages += [first.choices[0].message.model_dump(exclude_none=True),
+             {"role": "tool", "tool_call_id": call.id, "content": "Lyon"}]
+final = client.chat.completions.create(model="m", messages=messages)
+print("FINAL ANSWER:", final.choices[0].message.content)
+"""
+
+
+def tool_reply(body: dict[str, object]) -> object:
+    messages = body.get("messages") or []
+    results = [m for m in messages if isinstance(m, dict) and m.get("role") == "tool"]
+    if not results:
+        return {"tool_calls": [{"name": "lookup", "arguments": {}}]}
+    return str(results[-1].get("content"))
+
+
+def test_an_edit_never_applied_is_not_a_passing_replay(tmp_path: Path) -> None:
+    """A tool_result edit naming a call id no request carries is never applied; the
+    program still exits 0. The replay tested nothing, so it exits 1, saying why."""
+    program = write_program(tmp_path, TOOL_PROGRAM)
+    edit = tmp_path / "edit.json"
+    edit.write_text(
+        json.dumps({"kind": "tool_result", "tool_call_id": "call_zzz", "content": "Paris"}),
+        encoding="utf-8",
+    )
+    with FakeOpenAIServer(tool_reply) as upstream:
+        recorded = record(tmp_path, upstream.base_url, program)
+        assert recorded.exit_code == 0, recorded.output
+        result = CliRunner().invoke(
+            main,
+            ["replay", str(tmp_path / "runs" / "run"), "--at", "0", "--edit-file", str(edit),
+             "--upstream", upstream.base_url, "--quiet", "--", *program],
+        )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert "NOT applied" in result.output and "tested nothing" in result.output

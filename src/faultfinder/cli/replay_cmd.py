@@ -177,13 +177,16 @@ def report_lines(report: ReplayReport, branch_dir: Path, trace: Trace) -> list[s
 def replay_exit(report: ReplayReport, on_divergence: str) -> int:
     """1 when the edit could not be applied at its step (it did not fit the recorded
     step), else 3 when the program diverged (policy 'fail'), else 4 when the replayed
-    program failed (non-zero exit or timeout), else 0 (docs/exit-codes.md)."""
+    program failed (non-zero exit or timeout), else 1 when an edit was asked for and never
+    applied (a replay that tested nothing is not a pass), else 0 (docs/exit-codes.md)."""
     if report.edit_error:
         return exitcodes.FAILURE
     if report.divergences and on_divergence == "fail":
         return DIVERGED_EXIT
     if report.program_failed:
         return exitcodes.ERRORED
+    if report.edit is not None and not report.edit_applied:
+        return exitcodes.FAILURE
     return exitcodes.OK
 
 
@@ -342,6 +345,12 @@ def replay(
         )
     elif code == DIVERGED_EXIT:
         click.echo(f"exit 3: the program diverged from the recording ({run_dir})", err=True)
+    elif code == exitcodes.FAILURE:
+        click.echo(
+            f"exit {code}: the edit was {edit_state(outcome.report)}, so this replay tested "
+            "nothing (for a tool_result edit, check its tool_call_id or index)",
+            err=True,
+        )
     elif code:
         click.echo(
             f"exit {code}: the replayed program failed (exit status "
