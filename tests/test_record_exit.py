@@ -203,3 +203,6 @@ def test_an_edit_never_applied_is_not_a_passing_replay(tmp_path: Path) -> None:
         )  # fmt: skip
     assert result.exit_code == 1, result.output
     assert "NOT applied" in result.output and "tested nothing" in result.output
+    (branch,) = (tmp_path / "runs" / "run" / "branches").iterdir()
+    report = json.loads((branch / "report.json").read_text(encoding="utf-8"))
+    assert report["edit_applied"] is False and report["program_failed"] is False

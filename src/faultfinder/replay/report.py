@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 __all__ = ["Divergence", "LiveRequest", "ReplayReport"]
 
@@ -129,6 +129,7 @@ class ReplayReport(BaseModel):
             and (self.at is not None or self.live_calls == self.passthrough_calls)
         )
 
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented form
     @property
     def program_failed(self) -> bool:
         """The program failed on its own: a non-zero exit status or the timeout (being
