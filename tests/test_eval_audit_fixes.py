@@ -348,3 +348,26 @@ def test_calibrate_on_training_traces_says_why_they_were_skipped() -> None:
     assert f"0 usable labelled trace(s) of {len(traces)}" in message
     assert f"Skipped {len(traces)}: {len(traces)} × the weights trained on it (e.g. " in message
     assert "--train" in message
+
+
+def test_report_says_when_an_unfinished_last_row_is_left_out(tmp_path: Path) -> None:
+    """A results file cut mid-row (a run killed while writing): the report still reads the
+    complete rows, and says that the last one was left out instead of dropping it silently."""
+    from faultfinder.errors import FaultfinderWarning
+    from faultfinder.eval.rows import read_rows
+
+    whole = tmp_path / "whole.jsonl"
+    result = CliRunner().invoke(
+        main,
+        ["eval", str(FIXTURE), "--method", "random,baseline:first-speaker",
+         "--out", str(whole), "--no-progress"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    cut = tmp_path / "cut.jsonl"
+    data = whole.read_bytes()
+    cut.write_bytes(data[: len(data) - 40])
+    with pytest.warns(FaultfinderWarning, match="last line is unfinished"):
+        rows = read_rows(cut)
+    assert len(rows) == len(whole.read_text().splitlines()) - 1
+    shown = CliRunner().invoke(main, ["report", str(cut)])
+    assert shown.exit_code == 0 and "last line is unfinished" in shown.output

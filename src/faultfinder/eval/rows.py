@@ -10,6 +10,7 @@ import asyncio
 import hashlib
 import json
 import os
+import warnings
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
-from faultfinder.errors import FaultfinderError
+from faultfinder.errors import FaultfinderError, FaultfinderWarning
 from faultfinder.judging.method import Attribution
 from faultfinder.traces.schema import GoldLabel
 
@@ -98,6 +99,14 @@ def read_rows(path: str | Path, *, repair: bool = False) -> list[EvalRow]:
             tail_ok = True
         except (ValidationError, ValueError):
             tail_ok = False
+            if not repair:  # said, not silently dropped: a report would lack this case
+                warnings.warn(
+                    f"{p}: its last line is unfinished (a run stopped while writing it?) and "
+                    "was left out; `faultfinder eval ... --resume` with the same command "
+                    "cuts it and runs that case again",
+                    FaultfinderWarning,
+                    stacklevel=2,
+                )
         if repair:
             with p.open("r+b") as handle:
                 if tail_ok:
