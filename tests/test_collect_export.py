@@ -324,7 +324,7 @@ def test_export_otlp_event_reaches_the_collector(tmp_path: Path) -> None:
         )
         assert result.exit_code == 0, result.output
         entry = server.server.traces[trace.metadata["trace_id"]]
-        (span,) = entry.spans.values()
+        (span,) = entry.spans
     assert span.name == "faultfinder.attribution"
     assert span.parent_id == trace.steps[1].metadata["span_id"]
     (event,) = span.events
@@ -441,3 +441,25 @@ def test_export_out_into_a_missing_folder_is_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 1, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert "cannot write it" in result.output and "Traceback" not in result.output
+
+
+def test_a_span_received_twice_is_counted_not_overwritten(tmp_path: Path) -> None:
+    """An exporter retry or two exports of one span: the collected trace says so
+    (`duplicate_spans`, a differing copy's record kept), as the import of a file does."""
+    doc = genai_current()
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    again = json.loads(json.dumps(spans[-1]))
+    again["name"] = again["name"] + " (second copy)"
+    with collector(tmp_path) as server:
+        url = server.url + "/v1/traces"
+        httpx.post(url, json=doc)
+        httpx.post(url, json={"resourceSpans": [{"scopeSpans": [{"spans": [again]}]}]})
+        assert wait_for(lambda: len(server.server.written) >= 1)
+        time.sleep(0.5)
+    collected = load_trace(tmp_path / "out" / f"{TRACE}.json")
+    assert collected.metadata["duplicate_spans"] == 1
+    (kept,) = collected.metadata["duplicate_spans_differing"]
+    assert {kept["name"], collected.steps[-1].metadata["source"]["name"]} == {
+        spans[-1]["name"],
+        again["name"],
+    }

@@ -94,7 +94,10 @@ class CollectorConfig:
 
 @dataclass
 class _Open:
-    spans: dict[str, Span] = field(default_factory=dict)
+    spans: list[Span] = field(default_factory=list)
+    """Every span received, copies of one span id included: the trace builder keeps one
+    and counts the others (``duplicate_spans``), keeping a differing copy's record, as an
+    import of the same spans from a file does."""
     last_seen: float = 0.0
     has_root: bool = False
     written: bool = False
@@ -237,7 +240,7 @@ class Collector:
         now = time.monotonic()
         for span in spans:
             entry = self.traces.setdefault(span.trace_id, _Open())
-            entry.spans[span.span_id] = span
+            entry.spans.append(span)
             entry.last_seen = now
             entry.dirty = True
             if span.parent_id is None:
@@ -266,7 +269,7 @@ class Collector:
     def _write(self, trace_id: str, entry: _Open, *, complete: bool) -> Path:
         target = self.config.out_dir / f"{file_stem(trace_id)}.json"
         trace = build_trace(
-            list(entry.spans.values()),
+            list(entry.spans),
             path=target,
             fmt="otlp-collector",
             trace_id=f"collected/{trace_id}",
