@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from faultfinder.dover.checker import Checker, check_recorded
+from faultfinder.dover.checker import Checker, CheckResult, check_recorded
 from faultfinder.dover.judge import judge_fulfilment
 from faultfinder.dover.models import (
     DoverRow,
@@ -265,11 +265,10 @@ async def judge_repeats(
         for attempt in attempts:
             results.append(await _result(original, attempt, intervention, judge))
     check = check_recorded(checker, original)
-    skipped = not_replayed(original, at, spec, checker)
     verdict: VerdictName | None
     if check.passed:
         # Nothing to flip: a success of the edited run is not a recovery (DoVer's rule).
-        verdict, reason = None, skipped or ""
+        verdict, reason = None, why_not_replayed(check, original.steps[at], spec) or ""
     else:
         verdict, reason = classify(results, changed=edit_changes_step(original.steps[at], spec))
     if judge is None and verdict == "inconclusive":
@@ -322,16 +321,22 @@ def edit_changes_step(step: Step, spec: dict[str, Any]) -> bool:
 
 
 def not_replayed(original: Trace, at: int, spec: dict[str, Any], checker: Checker) -> str | None:
-    """Why replaying this edit cannot tell anything, before any replay: the recorded run
-    already passes the success check, or the edit equals the recording. None: replay."""
-    check = check_recorded(checker, original)
+    """Why replaying this edit at step ``at`` cannot tell anything (see
+    :func:`why_not_replayed`); None: replay it."""
+    return why_not_replayed(check_recorded(checker, original), original.steps[at], spec)
+
+
+def why_not_replayed(check: CheckResult, step: Step, spec: dict[str, Any]) -> str | None:
+    """Why replaying ``spec`` on ``step`` cannot tell anything, given the recorded run's
+    ``check``: it already passes the success check, or the edit equals what the step
+    recorded. None: replay it."""
     if check.passed:
         detail = f" ({check.detail})" if check.detail else ""
         return (
             "the recorded run already passes the success check: an edit has nothing to flip"
             + detail
         )
-    if not edit_changes_step(original.steps[at], spec):
+    if not edit_changes_step(step, spec):
         return "the edit is what the step recorded: it changes nothing"
     return None
 

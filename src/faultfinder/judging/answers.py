@@ -501,7 +501,7 @@ def extract_json(text: str) -> Any:
     content of its last ``<json></json>`` block, when it has one; else the first in a code
     fence, then the first in the text (prose around it and trailing commas tolerated)."""
     tagged = json_tagged(text)
-    if tagged is not None and tagged.strip() != text.strip():
+    if tagged is not None:  # strictly shorter than ``text``: the recursion ends
         return extract_json(tagged)
     try:
         whole = json.loads(text)
