@@ -266,7 +266,8 @@ def test_secrets_in_what_the_steps_say_are_scrubbed(tmp_path: Path) -> None:
     final answer, as they are from the kept source records. The rest of the text stays."""
     doc = hostile_otlp()
     span = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
-    asked = "Fetch https://api.example/v1?api_key=LEAK21-urlkeyabcdef for me."
+    # LEAK6 is the resource's OPENAI_API_KEY: a secret the attributes reveal, not key-shaped
+    asked = "Fetch https://api.example/v1?api_key=LEAK21-urlkeyabcdef for me, LEAK6-openaiabcdef."
     said = [
         {"type": "text", "content": "Using sk-LEAK22abcdefghijklmnopqrst and done."},
         {"type": "tool_call", "id": "c1", "name": "fetch",
@@ -288,7 +289,7 @@ def test_secrets_in_what_the_steps_say_are_scrubbed(tmp_path: Path) -> None:
     (step,) = [s for s in trace.steps if s.kind == "llm"]
     assert step.content == f"Using {REDACTED} and done."
     assert json.loads(step.tool_calls[0].arguments) == {"api_key": REDACTED, "q": "weather"}
-    assert trace.task == f"Fetch https://api.example/v1?api_key={REDACTED} for me."
+    assert trace.task == f"Fetch https://api.example/v1?api_key={REDACTED} for me, {REDACTED}."
 
 
 # --- real OTLP from the OpenTelemetry SDK -------------------------------------------------

@@ -169,8 +169,10 @@ def build_trace(
         metadata["final_answer_from"] = final_from
     # The source records were scrubbed as they were kept; the text taken from them into
     # the steps is scrubbed here, with the secrets the spans' attributes reveal.
+    # Learned from what was read (each kept record was scrubbed alone, so a secret another
+    # record reveals, such as a resource's key quoted in a message, is only known here).
     redactor = Redactor()
-    redactor.learn_data([s.raw for s in spans if s.raw is not None])
+    redactor.learn_data([(s.attributes, s.resource) for s in spans])
     return make_trace(
         path,
         id=trace_id,
@@ -179,7 +181,7 @@ def build_trace(
         agents=list(roster.values()),
         steps=[scrubbed(step, redactor) for step in steps],
         source=SourceInfo(format=fmt, path=str(path)),
-        metadata=metadata,
+        metadata=redactor.data(metadata),
     )
 
 
@@ -200,6 +202,7 @@ def scrubbed(step: Step, redactor: Redactor) -> Step:
                 r.model_copy(update={"content": redactor.text(r.content)})
                 for r in step.tool_results
             ],
+            "metadata": redactor.data(step.metadata),
         }
     )
 
