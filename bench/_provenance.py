@@ -1,0 +1,183 @@
+"""Value provenance, a candidate feature group for the shortlist (issue 26), pre-registered.
+
+Written down, with its rule, before any of its rows was read (2026-11-27).
+
+**Mechanism.** Many failures start where an agent writes a value that has no source in the
+run, or that contradicts the value an earlier step gave for the same thing: a
+specification that copies a ticket but changes an argument, a tool call whose amount
+appears nowhere before it. The step that does so is the cause; the steps that reuse the
+value later are symptoms. The shipped groups see numbers only as "new" or "reused"
+(``cause.new_numbers``), not as unsupported or contradicting, and no column names the
+*first* such step. Every column below is computed from the trace alone, reads no agent
+name and does not grow with the trace's length.
+
+**Columns** (group ``provenance``, appended to the shipped groups):
+
+* ``conflicts``: log(1 + the values in the step whose key — the word before the value and
+  the value's place after it — was given earlier in the run, task included, with other
+  values only);
+* ``first_conflict``: the first step with a conflict;
+* ``unsupported_args``: log(1 + the values in the step's tool-call arguments found
+  nowhere earlier, task and the step's own text included);
+* ``first_unsupported_arg``: the first step with such an argument;
+* ``unsupported_text``: log(1 + the values the step's own text (not its tool results)
+  states that appear nowhere earlier).
+
+Values are numbers compared by their numeric value (``45``, ``45.0`` and ``45.00`` are
+one); whole numbers under 10 count for conflicts only (list markers and counts are
+everywhere).
+
+**Rule.** Adopt (ship ``position + agent + errors + cause + provenance``, same λ, source
+weights and deploy fit, then rank the warehouse team blind once) only if its criterion
+(``_criterion.score`` on the training sources, deploy fit as the inner fit) leads the
+shipped configuration's by at least ``MARGIN`` (1.0) point. The spent sources (software
+team, support desk) and top-1 agent are printed beside it and decide nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from _criterion import header
+from _deploy_choice import MARGIN, WHO_AND_WHEN, criterion_parts, mean_of_folds, row
+
+from faultfinder.eval.datasets import load_dataset, subset_of
+from faultfinder.shortlist.features import FeatureSpec
+from faultfinder.shortlist.train import Table, build_table
+from faultfinder.shortlist.weights import shipped_weights
+from faultfinder.traces.schema import Step, Trace
+
+COLUMNS = (
+    "conflicts",
+    "first_conflict",
+    "unsupported_args",
+    "first_unsupported_arg",
+    "unsupported_text",
+)
+_VALUE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?![\w]|\.\d)")
+_KEYWORD = re.compile(r"[A-Za-z_][A-Za-z_]+")
+
+
+def _number(text: str) -> float:
+    return round(float(text), 6)
+
+
+def _keyed(text: str) -> list[tuple[tuple[str, int], float, bool]]:
+    """Each value in ``text`` with its key (the last word before it on its line, and how
+    many values came after that word before it) and whether it is a small whole number."""
+    out: list[tuple[tuple[str, int], float, bool]] = []
+    for line in text.splitlines():
+        word, place, last = "", 0, 0
+        for m in _VALUE.finditer(line):
+            words = _KEYWORD.findall(line, last, m.start())
+            if words:
+                word, place = words[-1].lower(), 0
+            else:
+                place += 1
+            last = m.end()
+            raw = m.group(1)
+            value = _number(raw)
+            small = "." not in raw and value < 10
+            if word:
+                out.append(((word, place), value, small))
+    return out
+
+
+def _values(text: str, small: bool) -> set[float]:
+    return {
+        _number(m.group(1))
+        for m in _VALUE.finditer(text)
+        if small or "." in m.group(1) or _number(m.group(1)) >= 10
+    }
+
+
+def _own_text(step: Step) -> str:
+    return step.content
+
+
+def _args(step: Step) -> str:
+    return "\n".join(c.arguments for c in step.tool_calls or [])
+
+
+def _results(step: Step) -> str:
+    return "\n".join(r.content for r in step.tool_results or [])
+
+
+def provenance(trace: Trace) -> list[list[float]]:
+    """One row of ``COLUMNS`` per step of ``trace``."""
+    seen: set[float] = _values(trace.task, True)
+    given: dict[tuple[str, int], set[float]] = {}
+    for key, value, _ in _keyed(trace.task):
+        given.setdefault(key, set()).add(value)
+    rows: list[list[float]] = []
+    any_conflict = any_unsupported = False
+    for step in trace.steps:
+        text, args, results = _own_text(step), _args(step), _results(step)
+        conflicts = 0
+        for part in (text, args, results):
+            for key, value, _ in _keyed(part):
+                before = given.get(key)
+                if before and value not in before:
+                    conflicts += 1
+        unsupported_args = len(_values(args, False) - seen - _values(text, False))
+        unsupported_text = len(_values(text, False) - seen)
+        first_conflict = conflicts > 0 and not any_conflict
+        first_unsupported = unsupported_args > 0 and not any_unsupported
+        any_conflict |= conflicts > 0
+        any_unsupported |= unsupported_args > 0
+        rows.append(
+            [
+                math.log1p(conflicts),
+                float(first_conflict),
+                math.log1p(unsupported_args),
+                float(first_unsupported),
+                math.log1p(unsupported_text),
+            ]
+        )
+        for part in (text, args, results):
+            seen |= _values(part, True)
+            for key, value, _ in _keyed(part):
+                given.setdefault(key, set()).add(value)
+    return rows
+
+
+def with_provenance(table: Table) -> Table:
+    """``table`` with the ``provenance`` columns appended to every step's row."""
+    rows: list[list[float]] = []
+    for trace, (start, end) in zip(table.traces, table.spans, strict=True):
+        extra = provenance(trace)
+        assert len(extra) == end - start
+        rows += [[*table.rows[r], *extra[r - start]] for r in range(start, end)]
+    return Table(table.traces, rows, table.targets, table.spans)
+
+
+def main(paths: Sequence[str]) -> int:
+    traces: list[Trace] = []
+    for p in paths:
+        traces += load_dataset(Path(p))
+    groups = FeatureSpec().groups
+    present = {subset_of(t) for t in traces}
+    trained = [s for s in shipped_weights().trained_sources if s in present]
+    names = [s for s in WHO_AND_WHEN if s in present]
+    generated = [s for s in trained if s not in WHO_AND_WHEN]
+    spent = [s for s in ("generated:swe-team", "generated:support-desk") if s in present]
+    base = build_table(traces, groups)
+    print(*header(["features"], names, [*generated, *spent]), sep="\n")
+    for label, table in (
+        (" + ".join(groups) + " (shipped)", base),
+        (" + ".join(groups) + " + provenance", with_provenance(base)),
+    ):
+        cv, loso = criterion_parts(traces, table, groups, mean_of_folds, generated, spent)
+        decide = loso[: len(generated)]
+        others = ", ".join(f"{v:.1f}" for v in loso[len(generated) :])
+        print(row(label, cv, decide) + " spent: " + others)
+    print(f"Rule: adopt only for a criterion lead of at least {MARGIN:.1f} point.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
