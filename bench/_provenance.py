@@ -46,6 +46,7 @@ from _criterion import header
 from _deploy_choice import MARGIN, WHO_AND_WHEN, criterion_parts, mean_of_folds, row
 
 from faultfinder.eval.datasets import load_dataset, subset_of
+from faultfinder.shortlist import features
 from faultfinder.shortlist.features import FeatureSpec
 from faultfinder.shortlist.train import Table, build_table
 from faultfinder.shortlist.weights import shipped_weights
@@ -166,12 +167,15 @@ def main(paths: Sequence[str]) -> int:
     generated = [s for s in trained if s not in WHO_AND_WHEN]
     spent = [s for s in ("generated:swe-team", "generated:support-desk") if s in present]
     base = build_table(traces, groups)
+    # The model checks its columns against its groups' names: name the new group.
+    features.GROUPS = (*features.GROUPS, "provenance")
+    features._NAMES["provenance"] = COLUMNS
     print(*header(["features"], names, [*generated, *spent]), sep="\n")
-    for label, table in (
-        (" + ".join(groups) + " (shipped)", base),
-        (" + ".join(groups) + " + provenance", with_provenance(base)),
+    for label, table, used in (
+        (" + ".join(groups) + " (shipped)", base, groups),
+        (" + ".join(groups) + " + provenance", with_provenance(base), (*groups, "provenance")),
     ):
-        cv, loso = criterion_parts(traces, table, groups, mean_of_folds, generated, spent)
+        cv, loso = criterion_parts(traces, table, used, mean_of_folds, generated, spent)
         decide = loso[: len(generated)]
         others = ", ".join(f"{v:.1f}" for v in loso[len(generated) :])
         print(row(label, cv, decide) + " spent: " + others)
