@@ -23,7 +23,8 @@ from faultfinder.cli.common import (
     strict_option,
 )
 from faultfinder.cli.handling import InputPath
-from faultfinder.cli.kinds import explained
+from faultfinder.cli.kinds import explained, kind_of, wrong_kind
+from faultfinder.errors import ConfigError
 from faultfinder.eval import prompt_cost, reliability, step_sets
 from faultfinder.eval.cases import plan_methods, repeat_warnings
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
@@ -346,8 +347,11 @@ def report_command(
 ) -> None:
     """Accuracy tables (per subset, mean ± std over runs, 95% intervals, floors) from eval
     result files; then step sets, calibration and prompt tokens with the prefix cache."""
-    with explained(results, "results", "eval results"):
-        rows = read_result_files(results)
+    for path in results:
+        # Before reading: a one-line trace would otherwise read as an unfinished last row.
+        if message := not_results(path):
+            raise ConfigError(message)
+    rows = read_result_files(results)
     if not rows:
         raise click.ClickException("No result rows in " + ", ".join(results))
     if floors_from:
@@ -371,6 +375,19 @@ def report_command(
             f"reliability diagram written to {drawn}" if drawn else "no row states a confidence",
             err=True,
         )
+
+
+def not_results(path: str) -> str | None:
+    """What ``path`` is and what reads it, when it is a known kind of file other than eval
+    results (a trace: attribute it, or eval methods on it and report that); else None."""
+    message = wrong_kind(path, "results", "eval results")
+    kind = kind_of(path)
+    if message and kind is not None and kind.name == "trace":
+        message += (
+            f"; or evaluate methods on it: faultfinder eval {path} --out results.jsonl, "
+            "then faultfinder report results.jsonl"
+        )
+    return message
 
 
 def _why_none(
