@@ -10,6 +10,9 @@ from typing import Any
 from click.testing import CliRunner
 
 from faultfinder.cli import main
+from faultfinder.eval import reliability
+from faultfinder.eval.rows import EvalRow
+from faultfinder.traces.schema import GoldLabel
 
 HERE = Path(__file__).parent
 FIXTURE = HERE / "fixtures" / "eval" / "traces.jsonl"
@@ -34,3 +37,60 @@ def test_report_of_a_one_line_trace_says_it_is_a_trace(tmp_path: Path) -> None:
     both = invoke("report", results, trace)
     assert both.exit_code == 1 and f"{trace} is a trace" in both.output
     assert "unfinished" not in both.output
+
+
+def row(
+    trace: str,
+    run: int,
+    step: int | None,
+    *,
+    status: str = "ok",
+    confidence: float | None = None,
+    budget_stop: str | None = None,
+    method: str = "m1",
+    **extra: Any,
+) -> EvalRow:
+    return EvalRow(
+        trace_id=trace,
+        method=method,
+        config={},
+        model="function:test",
+        prompt_version="t",
+        with_ground_truth=False,
+        observability="outputs",
+        agent="Coder" if step is not None else None,
+        step=step,
+        status=status,
+        confidence=confidence,
+        budget_stop=budget_stop,  # type: ignore[arg-type]
+        key=f"{trace}|{method}|cfg0000000|function:test|run{run}",
+        config_id="cfg0000000",
+        run=run,
+        subset="Alpha",
+        gold=GoldLabel(agent="Coder", step=2),
+        **extra,
+    )
+
+
+def test_reliability_counts_cases_and_says_the_rows_apart() -> None:
+    # Two cases, three runs each: six rows in one bin are two cases.
+    rows = [row(t, r, 2, confidence=0.75) for t in ("t1", "t2") for r in range(3)]
+    text = reliability.render_rows(rows, "text")
+    assert "on Alpha (2 cases, 6 rows, ECE" in text
+    header, _, first = text.splitlines()[1:4]
+    assert header.split() == [
+        "confidence",
+        "cases",
+        "rows",
+        "mean",
+        "confidence",
+        "step",
+        "accuracy",
+    ]
+    assert first.split()[:3] == ["0.7–0.8", "2", "6"]
+    md = reliability.render_rows(rows, "markdown")
+    assert "| confidence | cases | rows | mean confidence | step accuracy |" in md
+    assert "| 0.7–0.8 | 2 | 6 | 0.75 | 100.0% |" in md
+    # One run: the table is as before, a case per row.
+    once = reliability.render_rows([row("t1", 0, 2, confidence=0.75)], "markdown")
+    assert "(1 case, ECE" in once and "| 0.7–0.8 | 1 | 0.75 | 100.0% |" in once

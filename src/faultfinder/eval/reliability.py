@@ -2,10 +2,11 @@
 
 For results that carry a ``confidence`` (the probability the method gives its own step),
 the pairs (confidence, step correct) are binned into equal-width bins; each bin shows its
-count, mean confidence and accuracy, and the expected calibration error (ECE) is the
-count-weighted mean gap. ``faultfinder report`` prints this, in its own format, for every
-line of its main table whose rows carry confidences (models and configs of one method
-apart) and can draw it as a reliability diagram.
+cases (and its rows, when repeats make them more), mean confidence and accuracy, and the
+expected calibration error (ECE) is the row-weighted mean gap. ``faultfinder report``
+prints this, in its own format, for every line of its main table whose rows carry
+confidences (models and configs of one method apart) and can draw it as a reliability
+diagram.
 """
 
 from __future__ import annotations
@@ -37,17 +38,28 @@ class Bin:
     low: float
     high: float
     count: int
+    """Pairs (result rows) in the bin."""
     confidence: float
     """Mean stated confidence in the bin (nan when empty)."""
     accuracy: float
     """Fraction correct in the bin (nan when empty)."""
+    cases: int
+    """Distinct cases in the bin: ``count`` less the repeats of a case (a case whose
+    repeats fall in two bins counts in each)."""
 
 
-def reliability(pairs: Iterable[tuple[float, bool]], bins: int = BINS) -> list[Bin]:
-    """Equal-width bins over [0, 1] of (confidence, correct) pairs."""
+def reliability(
+    pairs: Iterable[tuple[float, bool]], bins: int = BINS, cases: Iterable[str] | None = None
+) -> list[Bin]:
+    """Equal-width bins over [0, 1] of (confidence, correct) pairs; ``cases``: the case
+    of each pair, in order (None: every pair is a case of its own)."""
     members: list[list[tuple[float, bool]]] = [[] for _ in range(bins)]
-    for conf, ok in pairs:
-        members[min(int(conf * bins), bins - 1)].append((conf, ok))
+    ids: list[set[object]] = [set() for _ in range(bins)]
+    names = iter(cases) if cases is not None else None
+    for i, (conf, ok) in enumerate(pairs):
+        b = min(int(conf * bins), bins - 1)
+        members[b].append((conf, ok))
+        ids[b].add(next(names) if names is not None else i)
     out: list[Bin] = []
     for b, items in enumerate(members):
         n = len(items)
@@ -58,6 +70,7 @@ def reliability(pairs: Iterable[tuple[float, bool]], bins: int = BINS) -> list[B
                 count=n,
                 confidence=sum(c for c, _ in items) / n if n else float("nan"),
                 accuracy=sum(ok for _, ok in items) / n if n else float("nan"),
+                cases=len(ids[b]),
             )
         )
     return out
@@ -71,45 +84,62 @@ def ece(table: Sequence[Bin]) -> float:
     return sum(b.count * abs(b.accuracy - b.confidence) for b in table if b.count) / total
 
 
-def markdown(table: Sequence[Bin]) -> str:
-    """A reliability table (non-empty bins) in Markdown."""
-    lines = ["| confidence | cases | mean confidence | step accuracy |", "|---|---:|---:|---:|"]
-    for b in table:
-        if b.count:
-            lines.append(
-                f"| {b.low:.1f}–{b.high:.1f} | {b.count} | {b.confidence:.2f} | "
-                f"{100 * b.accuracy:.1f}% |"
-            )
-    return "\n".join(lines)
-
-
 TABLE_HEADERS = ["confidence", "cases", "mean confidence", "step accuracy"]
 
 
-def text(table: Sequence[Bin]) -> str:
-    """A reliability table (non-empty bins) as plain text, like the report's other tables."""
+def repeated(table: Sequence[Bin]) -> bool:
+    """Whether a bin holds more rows than cases (repeats of a case): the table then shows
+    the rows in a column of their own."""
+    return any(b.count != b.cases for b in table)
+
+
+def _table(table: Sequence[Bin]) -> tuple[list[str], list[list[str]]]:
+    """Headers and cells of the non-empty bins ('rows' after 'cases' when repeated)."""
+    rows = repeated(table)
+    headers = [*TABLE_HEADERS[:2], *(["rows"] if rows else []), *TABLE_HEADERS[2:]]
     body = [
         [
             f"{b.low:.1f}–{b.high:.1f}",
-            str(b.count),
+            str(b.cases),
+            *([str(b.count)] if rows else []),
             f"{b.confidence:.2f}",
             f"{100 * b.accuracy:.1f}%",
         ]
         for b in table
         if b.count
     ]
-    return text_table(TABLE_HEADERS, body, left=1)
+    return headers, body
+
+
+def markdown(table: Sequence[Bin]) -> str:
+    """A reliability table (non-empty bins) in Markdown."""
+    headers, body = _table(table)
+    align = "|---|" + "---:|" * (len(headers) - 1)
+    lines = ["| " + " | ".join(headers) + " |", align]
+    lines += ["| " + " | ".join(cells) + " |" for cells in body]
+    return "\n".join(lines)
+
+
+def text(table: Sequence[Bin]) -> str:
+    """A reliability table (non-empty bins) as plain text, like the report's other tables."""
+    headers, body = _table(table)
+    return text_table(headers, body, left=1)
 
 
 def group_pairs(rows: Iterable[EvalRow]) -> dict[GroupKey, list[tuple[float, bool]]]:
     """Main-table group -> (confidence, step correct) of its scored rows with a confidence
     (models and configs of one method apart, as in the main table)."""
-    out: dict[GroupKey, list[tuple[float, bool]]] = {}
+    return {key: [(c, ok) for _, c, ok in items] for key, items in group_cases(rows).items()}
+
+
+def group_cases(rows: Iterable[EvalRow]) -> dict[GroupKey, list[tuple[str, float, bool]]]:
+    """As :func:`group_pairs`, each pair with its case (trace id) first."""
+    out: dict[GroupKey, list[tuple[str, float, bool]]] = {}
     for row in rows:
         if row.confidence is None or row.gold is None:
             continue
         ok = step_correct(row.step, row.gold)
-        out.setdefault(group_key(row), []).append((float(row.confidence), ok))
+        out.setdefault(group_key(row), []).append((row.trace_id, float(row.confidence), ok))
     return out
 
 
@@ -139,17 +169,21 @@ def render_rows(rows: Iterable[EvalRow], fmt: str = "text") -> str:
     """The ``report`` section ('' when no row states a confidence): per main-table group
     with confidences, its bins and ECE, as a text or Markdown (``fmt``) table."""
     items = list(rows)
-    groups = group_pairs(items)
+    groups = group_cases(items)
     if not groups:
         return ""
     names = _names(items)
     parts: list[str] = []
     for key in sorted(groups, key=lambda k: (k.subset, names[k])):
-        pairs = groups[key]
-        table = reliability(pairs)
+        triples = groups[key]
+        table = reliability([(c, ok) for _, c, ok in triples], cases=[t for t, _, _ in triples])
+        cases = len({t for t, _, _ in triples})
+        counts = f"{cases} case{'s' * (cases != 1)}"
+        if len(triples) != cases:
+            counts += f", {len(triples)} rows"
         caption = (
             f"Reliability of stated confidence: {names[key]} on {key.subset} "
-            f"({len(pairs)} rows, ECE {ece(table):.3f})"
+            f"({counts}, ECE {ece(table):.3f})"
         )
         if fmt == "markdown":
             # Markdown needs a blank line between a paragraph and a table.
