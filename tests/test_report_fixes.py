@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from faultfinder.cli import main
 from faultfinder.eval import reliability
+from faultfinder.eval.report import render, summarise
 from faultfinder.eval.rows import EvalRow
 from faultfinder.traces.schema import GoldLabel
 
@@ -94,3 +95,19 @@ def test_reliability_counts_cases_and_says_the_rows_apart() -> None:
     # One run: the table is as before, a case per row.
     once = reliability.render_rows([row("t1", 0, 2, confidence=0.75)], "markdown")
     assert "(1 case, ECE" in once and "| 0.7–0.8 | 1 | 0.75 | 100.0% |" in once
+
+
+def test_rows_stopped_by_their_own_budget_are_not_sent_to_resume() -> None:
+    stopped = row("t1", 0, None, status="budget-exceeded", budget_stop="case")
+    text = render(summarise([row("t2", 0, 2), stopped]))
+    assert "--resume to retry" not in text
+    assert "1 row(s) stopped on their own per-case token budget" in text
+    assert "--resume keeps them" in text and "a larger --budget-tokens" in text
+    # An error and a run-wide budget stop are what --resume retries.
+    failed = [
+        row("t3", 0, None, status="error"),
+        row("t4", 0, None, status="budget-exceeded", budget_stop="run"),
+    ]
+    text = render(summarise([stopped, *failed]))
+    assert "2 row(s) failed (status error/budget-exceeded)" in text
+    assert "with --resume to retry them" in text and "1 row(s) stopped on their own" in text

@@ -160,6 +160,9 @@ class ScoredRow:
     """Prompt tokens the endpoint served from its prefix cache."""
     trace_tokens: int | None = None
     """Tokens of the trace's own text (None: not recorded)."""
+    budget_stop: str | None = None
+    """With status 'budget-exceeded', the budget that stopped the case ('case': its own
+    ``budget_tokens``; 'run': the run's)."""
 
 
 RATIO_TARGET = 2.0
@@ -229,6 +232,9 @@ class GroupMetrics:
     scored_cases: int = 0
     """Distinct traces with a gold label: the cases the accuracies and their intervals are
     over (``cases`` minus :attr:`unlabelled_cases`)."""
+    case_budget_stops: int = 0
+    """Rows of ``errors`` stopped by their own per-case budget (``budget_stop: case``):
+    ``--resume`` keeps them, as they would stop again."""
 
     @property
     def unlabelled_cases(self) -> int:
@@ -286,4 +292,7 @@ def aggregate(rows: Iterable[ScoredRow]) -> GroupMetrics:
             (r.prompt_tokens - r.cached_prompt_tokens, r.trace_tokens) for r in items
         ),
         scored_cases=len(by_case),
+        case_budget_stops=sum(
+            r.status == "budget-exceeded" and r.budget_stop == "case" for r in items
+        ),
     )

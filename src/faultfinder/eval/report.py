@@ -72,6 +72,7 @@ def scored(row: EvalRow) -> ScoredRow:
         prompt_tokens=row.usage.prompt_tokens,
         cached_prompt_tokens=row.usage.cached_prompt_tokens,
         trace_tokens=row.trace_tokens,
+        budget_stop=row.budget_stop,
     )
 
 
@@ -329,10 +330,19 @@ def footnotes(summaries: Sequence[GroupSummary]) -> list[str]:
             "no model), or run `faultfinder eval --method random,baseline:first-speaker,"
             "baseline:majority-agent,baseline:position`."
         )
-    if errors:
+    case_stops = sum(g.metrics.case_budget_stops for g in summaries)
+    if errors > case_stops:
         notes.append(
-            f"{errors} row(s) failed (status error/budget-exceeded) and count as wrong: rerun "
-            "the same `faultfinder eval` command with --resume to retry them."
+            f"{errors - case_stops} row(s) failed (status error/budget-exceeded) and count as "
+            "wrong: rerun the same `faultfinder eval` command with --resume to retry them."
+        )
+    if case_stops:
+        notes.append(
+            f"{case_stops} row(s) stopped on their own per-case token budget (budget-exceeded, "
+            "budget_stop: case) and count as wrong; --resume keeps them, as they would stop "
+            "again. To give them more tokens, run `faultfinder eval` again with a larger "
+            "--budget-tokens into a new --out: that is a new configuration, so every case of "
+            "the method runs again."
         )
     unlabelled = sum(g.metrics.rows - g.metrics.scored_rows for g in summaries)
     if unlabelled:
