@@ -111,3 +111,17 @@ def test_rows_stopped_by_their_own_budget_are_not_sent_to_resume() -> None:
     text = render(summarise([stopped, *failed]))
     assert "2 row(s) failed (status error/budget-exceeded)" in text
     assert "with --resume to retry them" in text and "1 row(s) stopped on their own" in text
+
+
+def test_runs_over_different_cases_are_said_in_a_note() -> None:
+    # Run 0 has three cases, run 1 (cut short) one of them, run 2 two.
+    rows = [row(t, 0, 2) for t in ("t1", "t2", "t3")]
+    rows += [row("t1", 1, 2), row("t1", 2, 3), row("t2", 2, 2)]
+    rows += [row(t, r, 2, method="m2") for t in ("t1", "t2") for r in range(2)]
+    text = render(summarise(rows))
+    assert "Runs cover different cases: each run's accuracy is over the cases it has" in text
+    assert "m1 on Alpha: 1 of 3 cases in run 1; 2 of 3 cases in run 2." in text
+    assert "m2 on Alpha" not in text  # both its runs have both its cases
+    assert "with --resume runs the missing cases" in text
+    # Runs over the same cases: no note.
+    assert "Runs cover different cases" not in render(summarise(rows[-4:]))

@@ -235,6 +235,15 @@ class GroupMetrics:
     case_budget_stops: int = 0
     """Rows of ``errors`` stopped by their own per-case budget (``budget_stop: case``):
     ``--resume`` keeps them, as they would stop again."""
+    run_cases: dict[int, int] = field(default_factory=dict)
+    """Labelled cases each run has a row for. Runs with fewer than :attr:`scored_cases`
+    (an unfinished repeat, files of different cases merged) have their accuracy over
+    other cases than the rest: the report says so in a note."""
+
+    @property
+    def short_runs(self) -> dict[int, int]:
+        """Runs that lack some of the group's labelled cases: run -> cases it has."""
+        return {r: n for r, n in self.run_cases.items() if n < self.scored_cases}
 
     @property
     def unlabelled_cases(self) -> int:
@@ -250,6 +259,10 @@ def aggregate(rows: Iterable[ScoredRow]) -> GroupMetrics:
         if row.score is not None:
             by_run.setdefault(row.run, []).append(row.score)
     runs = sorted(by_run)
+    run_cases: dict[int, set[str]] = {}
+    for row in items:
+        if row.score is not None:
+            run_cases.setdefault(row.run, set()).add(row.case)
     by_case: dict[str, list[RowScore]] = {}
     for row in items:
         if row.score is not None:
@@ -295,4 +308,5 @@ def aggregate(rows: Iterable[ScoredRow]) -> GroupMetrics:
         case_budget_stops=sum(
             r.status == "budget-exceeded" and r.budget_stop == "case" for r in items
         ),
+        run_cases={r: len(run_cases[r]) for r in runs},
     )

@@ -344,6 +344,8 @@ def footnotes(summaries: Sequence[GroupSummary]) -> list[str]:
             "--budget-tokens into a new --out: that is a new configuration, so every case of "
             "the method runs again."
         )
+    if short := short_runs_note(summaries):
+        notes.append(short)
     unlabelled = sum(g.metrics.rows - g.metrics.scored_rows for g in summaries)
     if unlabelled:
         notes.append(
@@ -352,6 +354,36 @@ def footnotes(summaries: Sequence[GroupSummary]) -> list[str]:
             "parentheses."
         )
     return notes
+
+
+def short_runs_note(summaries: Sequence[GroupSummary]) -> str | None:
+    """The note for lines whose runs cover different cases (None: every run of every line
+    has every case): which runs lack cases, and how many they have."""
+    idents = varying_idents(g.key for g in summaries)
+    parts: list[str] = []
+    for g in summaries:
+        short = g.metrics.short_runs
+        if not short:
+            continue
+        extra = ", ".join(f"{h} {IDENT_FIELDS[h](g.key)}" for h in idents)
+        name = f"{g.label} ({extra})" if extra else g.label
+        by_count: dict[int, list[int]] = {}
+        for run, n in sorted(short.items()):
+            by_count.setdefault(n, []).append(run)
+        runs = "; ".join(
+            f"{n} of {g.metrics.scored_cases} cases in run{'s' * (len(rs) > 1)} "
+            + ", ".join(map(str, rs))
+            for n, rs in sorted(by_count.items())
+        )
+        parts.append(f"{name} on {g.key.subset}: {runs}")
+    if not parts:
+        return None
+    return (
+        "Runs cover different cases: each run's accuracy is over the cases it has, so the "
+        "mean ± std mixes different cases (the interval is over every case; `cases` counts "
+        f"them all). {'. '.join(parts)}. If a run was cut short, its `faultfinder eval` "
+        "command rerun with --resume runs the missing cases."
+    )
 
 
 def plot_literal(text: str) -> str:
