@@ -125,3 +125,57 @@ def test_runs_over_different_cases_are_said_in_a_note() -> None:
     assert "with --resume runs the missing cases" in text
     # Runs over the same cases: no note.
     assert "Runs cover different cases" not in render(summarise(rows[-4:]))
+
+
+def floor_levels(stdout: str) -> dict[str, set[str]]:
+    """Method -> the levels of its lines in the report's step-set section."""
+    section = stdout.split("Step sets:", 1)[1].split("\n\n", 1)[0]
+    out: dict[str, set[str]] = {}
+    for line in section.splitlines()[3:]:
+        cells = line.split()
+        out.setdefault(cells[1], set()).add(cells[2])
+    return out
+
+
+def test_floors_get_step_sets_at_the_results_level(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.delenv("FAULTFINDER_SHORTLIST_WEIGHTS", raising=False)
+    out = tmp_path / "r80.jsonl"
+    args = ["eval", FIXTURE, "--method", "shortlist", "--no-progress", "--cache", "none"]
+    assert invoke(*args, "--step-set", "0.8", "--out", out).exit_code == 0
+    result = invoke("report", out, "--floors", FIXTURE, "--no-tolerances")
+    assert result.exit_code == 0, result.output
+    levels = floor_levels(result.stdout)
+    assert levels["random"] == levels["baseline:position"] == levels["shortlist"] == {"80%"}
+    assert "note: --floors" not in result.stderr  # the rows say one level and weights
+    # Results without step sets: the floors get none either.
+    off = tmp_path / "off.jsonl"
+    assert invoke(*args, "--step-set", "off", "--out", off).exit_code == 0
+    result = invoke("report", off, "--floors", FIXTURE)
+    assert result.exit_code == 0 and "Step sets:" not in result.stdout
+
+
+def test_floors_say_which_weights_their_step_sets_come_from(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.delenv("FAULTFINDER_SHORTLIST_WEIGHTS", raising=False)
+    mine = tmp_path / "mine.json"
+    mine.write_bytes((HERE.parent / "src/faultfinder/shortlist/weights.json").read_bytes())
+    out = tmp_path / "r.jsonl"
+    args = ["eval", FIXTURE, "--method", "shortlist", "--no-progress", "--cache", "none"]
+    assert invoke(*args, "--shortlist-weights", mine, "--out", out).exit_code == 0
+    shipped = invoke("report", out, "--floors", FIXTURE)
+    assert shipped.exit_code == 0, shipped.output
+    assert (
+        "note: --floors: the results' step sets come from the shortlist weights 'mine.json'; "
+        "the floors' come from 'shipped': pass that file as --shortlist-weights"
+    ) in shipped.stderr
+    same = invoke("report", out, "--floors", FIXTURE, "--shortlist-weights", mine)
+    assert same.exit_code == 0 and "note: --floors" not in same.stderr
+    # Rows at two levels: the floors take the one most rows have, and say so.
+    more = tmp_path / "more.jsonl"
+    assert invoke(*args, "--step-set", "0.95", "--limit", "1", "--out", more).exit_code == 0
+    mixed = invoke("report", more, out, "--floors", FIXTURE, "--shortlist-weights", mine)
+    assert mixed.exit_code == 0, mixed.output
+    # (the shipped weights' shortlist is another config: its rows are lines of their own)
+    assert "several levels, 90% (5 rows), 95% (2 rows); the floors' are at 90%" in mixed.stderr
+    assert "weights 'mine.json', 'shipped'; the floors' come from 'mine.json'" in mixed.stderr

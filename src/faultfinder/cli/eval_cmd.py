@@ -28,13 +28,14 @@ from faultfinder.errors import ConfigError
 from faultfinder.eval import prompt_cost, reliability, step_sets
 from faultfinder.eval.cases import plan_methods, repeat_warnings
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
-from faultfinder.eval.floors import floor_rows
+from faultfinder.eval.floors import floor_rows, step_set_settings
 from faultfinder.eval.plotting import pyplot
 from faultfinder.eval.report import FORMATS, plot_tolerance, render, summarise
 from faultfinder.eval.rows import EvalRow, read_result_files
 from faultfinder.eval.runner import EvalOptions, run_eval
 from faultfinder.exitcodes import CaseCounts
 from faultfinder.judging.method import Observability
+from faultfinder.shortlist.weights import load_weights
 
 OBSERVABILITIES: tuple[str, ...] = get_args(Observability)
 
@@ -186,8 +187,6 @@ def eval_command(
     """
     if shortlist_weights is not None:
         # Read now, not in each case after its model calls were paid for.
-        from faultfinder.shortlist.weights import load_weights
-
         load_weights(shortlist_weights)
     overrides = method_overrides(with_ground_truth, None, settings)
     overrides.update(pop_sampling(llm_options))
@@ -280,9 +279,11 @@ def run_on_ray(
             executor.close()
 
 
-def floors_for(rows: list[EvalRow], dataset: str) -> list[EvalRow]:
+def floors_for(rows: list[EvalRow], dataset: str, weights: str | None = None) -> list[EvalRow]:
     """Floor rows on the traces of ``dataset`` that the results cover (floors the results
-    already hold are not recomputed)."""
+    already hold are not recomputed), with step sets at the level the results have, from
+    the shortlist weights file ``weights`` (None: the shipped ones); what does not match
+    the results' sets is said on stderr."""
     wanted = {row.trace_id for row in rows}
     traces = [
         t for t in load_dataset(dataset, DatasetOptions(labelled_only=False)) if t.id in wanted
@@ -295,7 +296,10 @@ def floors_for(rows: list[EvalRow], dataset: str) -> list[EvalRow]:
     if missing:
         click.echo(f"note: {missing} traces of the results are not in {dataset}", err=True)
     present = {row.method for row in rows}
-    return floor_rows(traces, skip=present)
+    level, notes = step_set_settings(rows, weights)
+    for note in notes:
+        click.echo(f"note: --floors: {note}", err=True)
+    return floor_rows(traces, skip=present, step_set=level, step_set_weights=weights)
 
 
 @click.command("report")
@@ -330,6 +334,16 @@ def floors_for(rows: list[EvalRow], dataset: str) -> list[EvalRow]:
     "same traces and list them under each subset (needs no model).",
 )
 @click.option(
+    "--shortlist-weights",
+    "shortlist_weights",
+    type=InputPath(dir_okay=False),
+    default=None,
+    envvar="FAULTFINDER_SHORTLIST_WEIGHTS",
+    metavar="FILE",
+    help="With --floors: the shortlist weights the results' step sets came from (eval's "
+    "--shortlist-weights), for the floors' step sets; default: the shipped ones.",
+)
+@click.option(
     "--reliability-plot",
     "reliability_path",
     type=click.Path(dir_okay=False),
@@ -344,6 +358,7 @@ def report_command(
     tolerances: bool,
     floors_from: str | None = None,
     reliability_path: str | None = None,
+    shortlist_weights: str | None = None,
 ) -> None:
     """Accuracy tables (per subset, mean ± std over runs, 95% intervals, floors) from eval
     result files; then step sets, calibration and prompt tokens with the prefix cache."""
@@ -355,7 +370,9 @@ def report_command(
     if not rows:
         raise click.ClickException("No result rows in " + ", ".join(results))
     if floors_from:
-        rows.extend(floors_for(rows, floors_from))
+        if shortlist_weights is not None:
+            load_weights(shortlist_weights)  # a bad file is said once, not in every floor row
+        rows.extend(floors_for(rows, floors_from, shortlist_weights))
     if plot_path or reliability_path:
         pyplot()  # a missing plot extra is said before any table, not after
     summaries = summarise(rows)

@@ -5,14 +5,17 @@ agent, a fixed step position) run through the same harness as every other method
 their rows are ordinary result rows. A plugin adds a floor as the built-ins are one: a
 method class with ``floor = True`` (and ``needs_model = False``). :func:`floor_rows`
 computes every floor registered for the traces of a results file when that file has none
-(``faultfinder report --floors DATASET``).
+(``faultfinder report --floors DATASET``), with step sets at the level the results' rows
+record (:func:`step_set_settings`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import warnings
+from collections import Counter
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from faultfinder.errors import FaultfinderError, FaultfinderWarning
@@ -21,6 +24,7 @@ from faultfinder.eval.rows import EvalRow
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import NoModelBackend
 from faultfinder.registry import create_method, methods
+from faultfinder.shortlist.sets import DEFAULT_LEVEL
 from faultfinder.traces.schema import Trace
 
 FLOORS: tuple[str, ...] = (
@@ -71,10 +75,15 @@ def floor_labels() -> list[str]:
 
 
 def floor_rows(
-    traces: Sequence[Trace], skip: Iterable[str] = (), random_runs: int = RANDOM_RUNS
+    traces: Sequence[Trace],
+    skip: Iterable[str] = (),
+    random_runs: int = RANDOM_RUNS,
+    step_set: float | None = DEFAULT_LEVEL,
+    step_set_weights: str | None = None,
 ) -> list[EvalRow]:
     """Rows of every floor of :func:`floor_labels` (except the labels in ``skip``) on
-    ``traces``.
+    ``traces``, with step sets at ``step_set`` (None: none) from the shortlist weights file
+    ``step_set_weights`` (None: the shipped one).
 
     A floor that draws at random (``random``) runs ``random_runs`` times, the deterministic
     ones once. No model is built: a floor that asked one would fail loudly.
@@ -87,12 +96,56 @@ def floor_rows(
             continue
         plans = plan_methods([label])
         random = any("run" in type(plan.config).model_fields for plan in plans)
-        cases.extend(plan_cases(traces, plans, random_runs if random else 1, llm.name))
+        runs = random_runs if random else 1
+        cases.extend(plan_cases(traces, plans, runs, llm.name, step_set, step_set_weights))
 
     async def run_all() -> list[EvalRow]:
         return [await run_case(case, llm) for case in cases]
 
     return asyncio.run(run_all())
+
+
+def weights_name(source: str) -> str:
+    """The weights file a row's ``step_set_source`` names: 'shipped' for
+    'shipped:fold-3', 'mine.json' for 'mine.json:deploy (calibrated on my-team)'."""
+    return source.split(" (", 1)[0].rpartition(":")[0]
+
+
+def step_set_settings(
+    rows: Iterable[EvalRow], weights: str | None = None
+) -> tuple[float | None, list[str]]:
+    """The level the floors' step sets are computed at for ``rows``, and notes saying
+    what the floors' sets could not match.
+
+    The level is the one the rows' step sets have (None when no row has a set: the floors
+    get none either); when rows have several, the one most rows have, said in a note. A
+    note also says when the rows' sets come from other shortlist weights than ``weights``
+    (a file; None: the shipped ones): rows record the file's name, not where it is.
+    """
+    items = [r for r in rows if r.step_set_level is not None]
+    levels = Counter(r.step_set_level for r in items if r.step_set_level is not None)
+    if not levels:
+        return None, []
+    level = max(levels, key=lambda v: (levels[v], v == DEFAULT_LEVEL, v))
+    notes: list[str] = []
+    if len(levels) > 1:
+        shown = ", ".join(f"{100 * v:g}% ({n} rows)" for v, n in sorted(levels.items()))
+        most = sum(n == levels[level] for n in levels.values()) == 1
+        notes.append(
+            f"the results' step sets are at several levels, {shown}; the floors' are at "
+            f"{100 * level:g}%, {'the' if most else 'one of the'} level{'' if most else 's'} "
+            "most rows have"
+        )
+    used = Path(weights).name if weights else "shipped"
+    names = sorted({weights_name(r.step_set_source) for r in items if r.step_set_source})
+    if names and names != [used]:
+        named = ", ".join(f"'{n}'" for n in names)
+        how = "" if weights else ": pass that file as --shortlist-weights for the same"
+        notes.append(
+            f"the results' step sets come from the shortlist weights {named}; the floors' "
+            f"come from '{used}'{how}"
+        )
+    return level, notes
 
 
 def _config(spec: str) -> dict[str, Any]:
