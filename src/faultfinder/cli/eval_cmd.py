@@ -95,7 +95,8 @@ def parse_observabilities(value: str | None) -> list[Any]:
     "--retry-errors/--no-retry-errors",
     default=True,
     show_default=True,
-    help="With --resume, rerun cases whose row is an error or budget stop.",
+    help="With --resume, rerun cases whose row is an error or a stop on the run's budget "
+    "(a case over its own --budget-tokens is kept: it would stop again).",
 )
 @click.option(
     "--subset",

@@ -56,7 +56,8 @@ class EvalOptions(BaseModel):
     force: bool = False
     """Overwrite an existing non-empty results file."""
     retry_errors: bool = True
-    """With ``resume``, run again cases whose row has status 'error' or 'budget-exceeded'."""
+    """With ``resume``, run again cases whose row has status 'error' or was stopped by the
+    run's budget (a case over its own ``budget_tokens`` is kept: :func:`final_row`)."""
     progress: bool = True
     """Show a progress bar on stderr."""
     step_set: float | None = DEFAULT_LEVEL
