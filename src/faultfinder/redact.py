@@ -18,6 +18,7 @@ import binascii
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 from urllib.parse import parse_qsl, unquote, unquote_plus
 
@@ -141,6 +142,15 @@ KEY_PATTERNS = (
 )
 """Token shapes that look like credentials wherever they appear."""
 
+_ANY_KEY_SHAPE = re.compile("|".join(f"(?:{p.pattern})" for p in KEY_PATTERNS))
+"""Matches where any of :data:`KEY_PATTERNS` would: a string it does not match holds no
+key-shaped token, so the patterns need not run one by one."""
+
+MEMO_CHARS = 8_000_000
+"""Characters of text a :class:`Redactor` remembers having scrubbed (and learned from), so
+a string repeated across a trace (a conversation's history, resent with every model call)
+is scrubbed once. Forgotten when full, and whenever a new secret is learned."""
+
 MIN_SECRET_LENGTH = 6
 """Shorter 'secrets' are not scrubbed from text (they would erase ordinary words)."""
 
@@ -158,9 +168,13 @@ _URL_TAIL = ".,;:!?)]}"
 def name_words(name: str) -> list[str]:
     """The lower-case words of a name's last dotted part, camelCase and separators split:
     ``http.request.header.X-Api-Key`` -> x, api, key; ``openaiApiKey`` -> openai, api, key."""
+    return list(_words(name))
+
+
+def _words(name: str) -> tuple[str, ...]:
     parts = [p for p in name.split(".") if p.strip()]
     last = _CAMEL.sub("_", parts[-1]) if parts else ""
-    return [w for w in _NON_WORD.split(last.lower()) if w]
+    return tuple(w for w in _NON_WORD.split(last.lower()) if w)
 
 
 def is_secret_name(name: str, loose: bool = False) -> bool:
@@ -173,7 +187,11 @@ def is_secret_name(name: str, loose: bool = False) -> bool:
     when not a count: :data:`NOT_SECRET_BEFORE_TOKEN`), a word containing one of
     :data:`SECRET_PARTS`. Usage names (``max_tokens``, ``token_count``) are not secrets.
     """
-    words = name_words(name)
+    return (_short_secret_name if len(name) <= 200 else _secret_name)(name, loose)
+
+
+def _secret_name(name: str, loose: bool) -> bool:
+    words = _words(name)
     if not words:
         return False
     joined = "_".join(words)
@@ -191,13 +209,16 @@ def is_secret_name(name: str, loose: bool = False) -> bool:
     return compact.endswith("apikey") or joined.endswith(SECRET_SUFFIXES)
 
 
+_short_secret_name = lru_cache(maxsize=8192)(_secret_name)  # names are few, and repeat
+
+
 def is_secret_field(key: str, siblings: Mapping[str, Any] | None = None) -> bool:
     """Does the entry ``key`` of an object (whose other keys are ``siblings``) hold a
     secret? :func:`is_secret_name`, except that a ``token`` next to a ``logprob`` is a
     piece of model output (OpenAI's and Gemini's log-probabilities), not a credential."""
     if not is_secret_name(key):
         return False
-    if siblings is not None and name_words(key) == ["token"]:
+    if siblings is not None and _words(key) == ("token",):
         return not any(
             isinstance(k, str) and _NON_WORD.sub("", k.lower()).startswith("logprob")
             for k in siblings
@@ -236,6 +257,10 @@ class Redactor:
     def __init__(self, secrets: Iterable[str | None] = ()) -> None:
         self.secrets: set[str] = set()
         self._pattern: re.Pattern[str] | None = None
+        self._generation = 0  # bumped by every new secret
+        self._learned: set[str] = set()  # strings already learned from
+        self._texts: dict[str, str] = {}  # text() of strings, with the secrets known
+        self._memo_chars = 0
         for secret in secrets:
             self.add(secret)
 
@@ -246,6 +271,17 @@ class Redactor:
         if secret not in self.secrets:
             self.secrets.add(secret)
             self._pattern = None
+            self._generation += 1
+            self._texts.clear()
+
+    def _memo(self, value: str) -> bool:
+        """May ``value`` be remembered? Forgets everything past :data:`MEMO_CHARS`."""
+        self._memo_chars += len(value)
+        if self._memo_chars > MEMO_CHARS:
+            self._learned.clear()
+            self._texts.clear()
+            self._memo_chars = len(value)
+        return len(value) <= MEMO_CHARS
 
     # --- learning ----------------------------------------------------------------------
 
@@ -285,11 +321,15 @@ class Redactor:
         """Secrets held by JSON-like data: values of secret-named fields and name/value
         pairs (at any depth, JSON inside strings included) and credentials in URLs."""
         if isinstance(value, str):
+            if value in self._learned:  # what a string teaches depends on it alone
+                return
             parsed = _json_container(value)
             if parsed is not None:
                 self.learn_data(parsed)
             elif "://" in value:
                 _URL.sub(lambda m: self._scrub_url(m.group(0)), value)
+            if self._memo(value):
+                self._learned.add(value)
         elif isinstance(value, dict):
             pair = _secret_pair(value)
             for key, item in value.items():
@@ -322,13 +362,20 @@ class Redactor:
     def text(self, value: str) -> str:
         """``value`` with credentials in URLs (user info, secret-named query and fragment
         parameters), every known secret and key-shaped token replaced."""
+        done = self._texts.get(value)
+        if done is not None:
+            return done
+        generation, original = self._generation, value
         if "://" in value:
             value = _URL.sub(lambda m: self._scrub_url(m.group(0)), value)
         pattern = self._compiled()
         if pattern is not None:
             value = pattern.sub(REDACTED, value)
-        for shape in KEY_PATTERNS:
-            value = shape.sub(REDACTED, value)
+        if _ANY_KEY_SHAPE.search(value):
+            for shape in KEY_PATTERNS:
+                value = shape.sub(REDACTED, value)
+        if generation == self._generation and self._memo(original):
+            self._texts[original] = value
         return value
 
     def data(self, value: Any) -> Any:
@@ -401,7 +448,7 @@ def _hides(obj: Mapping[Any, Any], key: Any, item: Any, pair: bool) -> bool:
     scrubbed field by field)."""
     if pair and key == "value":
         return True
-    return isinstance(key, str) and _scalars(item) and is_secret_field(key, obj)
+    return isinstance(key, str) and is_secret_field(key, obj) and _scalars(item)
 
 
 def _scalar(value: Any) -> bool:
