@@ -69,6 +69,14 @@ def _report(collector: Collector, seen: int, errors: int) -> tuple[int, int]:
     help="A trace is written once its root span arrived and no span came for this long.",
 )
 @click.option(
+    "--forget-seconds",
+    type=SECONDS,
+    default=60.0,
+    show_default=True,
+    help="A written trace leaves memory after this long without a new span; later spans "
+    "of it go to OUT/<trace id>.late-<n>.json.",
+)
+@click.option(
     "--read-timeout",
     type=SECONDS,
     default=30.0,
@@ -94,6 +102,7 @@ def collect(
     host: str,
     port: int,
     quiet_seconds: float,
+    forget_seconds: float,
     read_timeout: float,
     raw_file: str | None,
     max_traces: int | None,
@@ -112,6 +121,7 @@ def collect(
         host=host,
         port=port,
         quiet_seconds=quiet_seconds,
+        forget_seconds=forget_seconds,
         read_timeout=read_timeout,
         raw_file=Path(raw_file) if raw_file else None,
     )

@@ -12,6 +12,13 @@ spans by trace id, and writes ``OUT/<trace id>.json`` once the trace is *finishe
 On shutdown every trace still open is written too, finished or not (``metadata.complete``
 says which). A span arriving after its trace was written rewrites the file with it.
 
+Memory is bounded by time: a trace written finished whose last span came ``forget_seconds``
+ago is dropped from memory; only its id and the secrets its spans revealed are kept. A span
+of it arriving later cannot be merged (the spans are gone), so it is written, with any
+others that follow it, to ``OUT/<trace id>.late-<n>.json`` (trace id
+``collected/<trace id>/late-<n>``, ``metadata.late_for`` naming the trace); the complete
+file is never overwritten by a fragment.
+
 A trace that cannot be written (a full disk, say) is named in :attr:`Collector.errors` and
 skipped; the others are still written. Ids are lower-case hex as ``faultfinder import``
 reads them; one longer than ``MAX_NAME`` digits (not a valid OTLP id) gets a bounded file
@@ -39,6 +46,7 @@ from typing import Any
 import h11
 
 from faultfinder.errors import ConfigError, FaultfinderError
+from faultfinder.redact import Redactor
 from faultfinder.replay.httpserver import (
     LOOPBACK,
     MAX_BODY,
@@ -83,6 +91,9 @@ class CollectorConfig:
     """TCP port (4318 is OTLP/HTTP's default; 0 picks a free one)."""
     quiet_seconds: float = 2.0
     """A trace whose root span has arrived is finished after this long without new spans."""
+    forget_seconds: float = 60.0
+    """A finished trace, once written, leaves memory after this long without new spans (at
+    least ``quiet_seconds``); a later span of it goes to a ``.late-<n>.json`` file."""
     read_timeout: float = 30.0
     """Seconds a client may take to send one request (or to start the next one)."""
     max_body: int = MAX_BODY
@@ -102,6 +113,19 @@ class _Open:
     has_root: bool = False
     written: bool = False
     dirty: bool = True
+    late: int = 0
+    """0 for a trace's own file; n for the n-th file of spans that came after it left
+    memory (finished once quiet: its root came before)."""
+    secrets: frozenset[str] = frozenset()
+    """What the spans of the trace that left memory revealed, scrubbed here too."""
+
+
+@dataclass
+class _Gone:
+    """A trace written and dropped from memory."""
+
+    secrets: frozenset[str]
+    late: int
 
 
 class _TimedServer(HttpServer):
@@ -124,6 +148,9 @@ class Collector:
     def __init__(self, config: CollectorConfig) -> None:
         self.config = config
         self.traces: dict[str, _Open] = {}
+        """The traces in memory: open, or written less than ``forget_seconds`` ago."""
+        self.gone: dict[str, _Gone] = {}
+        """The traces written and dropped from memory, by id."""
         self.written: list[Path] = []
         """Every file written, in order (a rewritten trace appears again)."""
         self.errors: list[str] = []
@@ -239,7 +266,11 @@ class Collector:
     def add(self, spans: list[Span]) -> None:
         now = time.monotonic()
         for span in spans:
-            entry = self.traces.setdefault(span.trace_id, _Open())
+            entry = self.traces.get(span.trace_id)
+            if entry is None:
+                gone = self.gone.get(span.trace_id)
+                entry = _Open() if gone is None else _Open(late=gone.late + 1, secrets=gone.secrets)
+                self.traces[span.trace_id] = entry
             entry.spans.append(span)
             entry.last_seen = now
             entry.dirty = True
@@ -251,10 +282,14 @@ class Collector:
         """Write the traces that are finished (all open ones when ``force``)."""
         now = time.monotonic()
         out = []
-        for trace_id, entry in self.traces.items():
+        forget = max(self.config.forget_seconds, self.config.quiet_seconds)
+        for trace_id, entry in list(self.traces.items()):
+            idle = now - entry.last_seen
             if not entry.dirty:
+                if entry.written and not force and idle >= forget:
+                    self._forget(trace_id, entry)
                 continue
-            finished = entry.has_root and now - entry.last_seen >= self.config.quiet_seconds
+            finished = (entry.has_root or entry.late > 0) and idle >= self.config.quiet_seconds
             if not (finished or force):
                 continue
             try:
@@ -266,15 +301,26 @@ class Collector:
                 )
         return out
 
+    def _forget(self, trace_id: str, entry: _Open) -> None:
+        """Drop a written trace's spans, keeping its id and the secrets they revealed."""
+        redactor = Redactor(entry.secrets)
+        redactor.learn_data([(s.attributes, s.resource) for s in entry.spans])
+        self.gone[trace_id] = _Gone(frozenset(redactor.secrets), entry.late)
+        del self.traces[trace_id]
+
     def _write(self, trace_id: str, entry: _Open, *, complete: bool) -> Path:
-        target = self.config.out_dir / f"{file_stem(trace_id)}.json"
+        late = f".late-{entry.late}" if entry.late else ""
+        target = self.config.out_dir / f"{file_stem(trace_id)}{late}.json"
         trace = build_trace(
             list(entry.spans),
             path=target,
             fmt="otlp-collector",
-            trace_id=f"collected/{trace_id}",
+            trace_id=f"collected/{trace_id}{late.replace('.', '/')}",
+            secrets=entry.secrets,
         )
-        trace.metadata["complete"] = complete
+        trace.metadata["complete"] = complete and not entry.late
+        if entry.late:
+            trace.metadata["late_for"] = f"collected/{trace_id}"
         write_trace(trace, target)
         entry.dirty = False
         entry.written = True

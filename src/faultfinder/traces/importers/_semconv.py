@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +81,16 @@ def dedupe(spans: list[Span]) -> tuple[list[Span], int, list[Any]]:
 
 
 def build_trace(
-    spans: list[Span], *, path: str | Path, fmt: str, trace_id: str, task: str | None = None
+    spans: list[Span],
+    *,
+    path: str | Path,
+    fmt: str,
+    trace_id: str,
+    task: str | None = None,
+    secrets: Iterable[str] = (),
 ) -> Trace:
-    """The canonical trace of one trace's spans."""
+    """The canonical trace of one trace's spans (``secrets``: values other spans of the
+    trace revealed, scrubbed too)."""
     spans, duplicates, differing = dedupe(spans)
     tree = SpanTree(spans)
     order = tree.walk()
@@ -171,7 +179,7 @@ def build_trace(
     # the steps is scrubbed here, with the secrets the spans' attributes reveal.
     # Learned from what was read (each kept record was scrubbed alone, so a secret another
     # record reveals, such as a resource's key quoted in a message, is only known here).
-    redactor = Redactor()
+    redactor = Redactor(secrets)
     redactor.learn_data([(s.attributes, s.resource) for s in spans])
     return make_trace(
         path,
