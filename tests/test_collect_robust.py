@@ -17,7 +17,7 @@ import httpx
 from click.testing import CliRunner
 
 from faultfinder.cli import main
-from faultfinder.collect.collector import file_stem
+from faultfinder.collect.collector import PROTOBUF, file_stem
 from faultfinder.traces.loader import load_trace, load_traces
 from otel_helpers import TRACE, genai_current
 from test_collect_export import collector, wait_for
@@ -177,3 +177,36 @@ def _listening(port: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def test_an_export_of_no_spans_is_accepted(tmp_path: Path) -> None:
+    raw = tmp_path / "raw.jsonl"
+    with collector(tmp_path, raw_file=raw) as server:
+        empty = httpx.post(  # a valid, empty ExportTraceServiceRequest
+            server.url + "/v1/traces", content=b"", headers={"content-type": PROTOBUF}
+        )
+        assert empty.status_code == 200 and empty.content == b""
+        assert post(server.url, b"{}").status_code == 200
+        assert server.server.rejected == 0
+    assert server.server.written == [] and not server.server.errors
+    assert list((tmp_path / "out").iterdir()) == [] and raw.read_text() == ""
+
+
+def test_a_multi_member_gzip_body_is_read_whole(tmp_path: Path) -> None:
+    body = json.dumps(genai_current()).encode()
+    third = len(body) // 3
+    members = b"".join(gzip.compress(body[i : i + third]) for i in range(0, len(body), third))
+    gz = {"content-encoding": "gzip"}
+    with collector(tmp_path) as server:
+        assert post(server.url, members, **gz).status_code == 200
+        assert wait_for(lambda: server.server.written)
+        # a member that is not gzip, or cut short, is still a 400
+        junk = post(server.url, gzip.compress(body) + b"junk", **gz)
+        assert junk.status_code == 400 and "not gzip" in junk.json()["error"]
+        cut = post(server.url, gzip.compress(body) + gzip.compress(body)[:-5], **gz)
+        assert cut.status_code == 400 and "truncated" in cut.json()["error"]
+    assert len(load_trace(tmp_path / "out" / f"{TRACE}.json").steps) == 2
+    # the bound on the decompressed size holds across members
+    with collector(tmp_path, max_body=len(body) - 1) as server:
+        over = post(server.url, members, **gz)
+        assert over.status_code == 400 and f"{len(body) - 1} bytes" in over.json()["error"]

@@ -223,12 +223,13 @@ class Collector:
                 payload = parse_json(body.decode("utf-8"), "request")
             else:
                 return json_response(415, {"error": f"unsupported content type {kind!r}"})
-            spans = spans_from_otlp(payload, path="request")
+            # an export of no spans (a 0-byte protobuf body, "{}"): valid, nothing to keep
+            spans = spans_from_otlp(payload, path="request") if payload != {} else []
         except (FaultfinderError, ValueError) as exc:
             self.rejected += 1
             return json_response(400, {"error": str(exc)})
         self.add(spans)
-        if self.config.raw_file is not None:
+        if self.config.raw_file is not None and payload != {}:
             self._keep_raw(self.config.raw_file, payload)
         if kind == PROTOBUF:
             return Response(
@@ -242,16 +243,22 @@ class Collector:
             return request.body
         if encoding != "gzip":
             raise ValueError(f"unsupported content encoding {encoding!r}")
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            out = d.decompress(request.body, self.config.max_body + 1)
-        except zlib.error as exc:
-            raise ValueError(f"content-encoding gzip, but the body is not gzip: {exc}") from None
-        if len(out) > self.config.max_body:
-            raise ValueError(f"body decompresses to more than {self.config.max_body} bytes")
-        if not d.eof:
-            raise ValueError("content-encoding gzip, but the gzip body is truncated")
-        return out
+        limit, out, data = self.config.max_body, bytearray(), request.body
+        while True:  # one gzip member after another (RFC 1952), all bounded together
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            try:
+                out += d.decompress(data, limit + 1 - len(out))
+            except zlib.error as exc:
+                raise ValueError(
+                    f"content-encoding gzip, but the body is not gzip: {exc}"
+                ) from None
+            if len(out) > limit:
+                raise ValueError(f"body decompresses to more than {limit} bytes")
+            if not d.eof:
+                raise ValueError("content-encoding gzip, but the gzip body is truncated")
+            data = d.unused_data
+            if not data:
+                return bytes(out)
 
     def _keep_raw(self, raw_file: Path, payload: Any) -> None:
         """Append one request to the ``--raw`` file, credentials removed. A failure is
