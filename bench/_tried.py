@@ -21,6 +21,9 @@ blind source kept for the next change (``--program warehouse``) stays unranked.
   on the long traces of unseen frameworks the shortlist answered early. The candidate
   drops the first two (and ``position.log_length``, which cancels in the softmax anyway)
   and measures the distance to the first signal as a share of the trace.
+* **Value provenance** (``_provenance``): columns on values a step writes with no source
+  earlier in the run, or contradicting an earlier value for the same key, and on the first
+  step that does either.
 * **Agent first** (``_agent_first``): a second listwise model names the agent, and the
   shortlist its most probable step, since the agent of the top step is right little more
   often than the step is on the long sources.
@@ -35,6 +38,8 @@ from collections.abc import Sequence
 from _agent_first import agent_first
 from _criterion import header
 from _deploy_choice import MARGIN, WHO_AND_WHEN, criterion_parts, mean_of_folds, row
+from _provenance import SPENT
+from _provenance import table as provenance_table
 
 from faultfinder.eval.datasets import subset_of
 from faultfinder.shortlist import conformal
@@ -109,10 +114,6 @@ def relative_lengths(table: Table, groups: Sequence[str]) -> Table:
     return Table(table.traces, rows, table.targets, table.spans)
 
 
-SPENT = ("generated:swe-team", "generated:support-desk")
-"""Sources ranked blind once and never trained on: candidates for training data."""
-
-
 def tried(
     traces: list[Trace], trained: Sequence[str], groups: Sequence[str], folds: int = 5
 ) -> list[str]:
@@ -141,6 +142,7 @@ def tried(
         table = relative_lengths(build_table(traces, groups), groups)
         parts = criterion_parts(traces, table, groups, mean_of_folds, generated, (), folds)
         out.append(row(f"{' + '.join(groups)}, lengths relative to the trace", *parts))
+    out += provenance_table(traces, trained, groups, folds)
     out += agent_first(traces, trained, groups, folds)
     spent = [s for s in SPENT if s in present]
     if not spent:
