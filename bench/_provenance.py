@@ -27,6 +27,12 @@ Values are numbers compared by their numeric value (``45``, ``45.0`` and ``45.00
 one); whole numbers under 10 count for conflicts only (list markers and counts are
 everywhere).
 
+**Variant B** (written down 2026-11-27 after the row above was read, with the same rule;
+bench/README.md shows both): the mechanism is an *agent* writing a contradicting value, but
+the columns above also count contradictions inside tool results, where a web page or a
+listing gives one key many values. Variant B counts conflicts in the step's own text and
+its tool-call arguments only; everything else is as above.
+
 **Rule.** Adopt (ship ``position + agent + errors + cause + provenance``, same λ, source
 weights and deploy fit, then rank the warehouse team blind once) only if its criterion
 (``_criterion.score`` on the training sources, deploy fit as the inner fit) leads the
@@ -110,8 +116,9 @@ def _results(step: Step) -> str:
     return "\n".join(r.content for r in step.tool_results or [])
 
 
-def provenance(trace: Trace) -> list[list[float]]:
-    """One row of ``COLUMNS`` per step of ``trace``."""
+def provenance(trace: Trace, own_only: bool = False) -> list[list[float]]:
+    """One row of ``COLUMNS`` per step of ``trace`` (``own_only``: variant B, conflicts
+    counted in what the agent wrote only, not in its tools' results)."""
     seen: set[float] = _values(trace.task, True)
     given: dict[tuple[str, int], set[float]] = {}
     for key, value, _ in _keyed(trace.task):
@@ -121,7 +128,7 @@ def provenance(trace: Trace) -> list[list[float]]:
     for step in trace.steps:
         text, args, results = _own_text(step), _args(step), _results(step)
         conflicts = 0
-        for part in (text, args, results):
+        for part in (text, args) if own_only else (text, args, results):
             for key, value, _ in _keyed(part):
                 before = given.get(key)
                 if before and value not in before:
@@ -148,11 +155,11 @@ def provenance(trace: Trace) -> list[list[float]]:
     return rows
 
 
-def with_provenance(table: Table) -> Table:
+def with_provenance(table: Table, own_only: bool = False) -> Table:
     """``table`` with the ``provenance`` columns appended to every step's row."""
     rows: list[list[float]] = []
     for trace, (start, end) in zip(table.traces, table.spans, strict=True):
-        extra = provenance(trace)
+        extra = provenance(trace, own_only)
         assert len(extra) == end - start
         rows += [[*table.rows[r], *extra[r - start]] for r in range(start, end)]
     return Table(table.traces, rows, table.targets, table.spans)
@@ -190,6 +197,11 @@ def table(
     for label, rows, used in (
         (" + ".join(groups) + " (shipped)", base, tuple(groups)),
         (" + ".join(groups) + " + provenance", with_provenance(base), (*groups, "provenance")),
+        (
+            " + ".join(groups) + " + provenance, conflicts in the agent's own text only",
+            with_provenance(base, own_only=True),
+            (*groups, "provenance"),
+        ),
     ):
         cv, loso = criterion_parts(traces, rows, used, mean_of_folds, generated, spent, folds)
         others = "".join(f" {v:.1f} |" for v in loso[len(generated) :])
