@@ -381,8 +381,12 @@ def parse_agent_step_reason(
 
 # --- yes / no ----------------------------------------------------------------------
 
+# 'Partially' hedges an answer ('Yes, partially'), but 'partially wrong' asserts an error:
+# only its extent is qualified, so it is read as written.
 _HEDGES = re.compile(
-    r"\b(maybe|perhaps|possibly|probably|partial(ly)?|unclear|uncertain|unsure|not sure|"
+    r"\b(maybe|perhaps|possibly|probably|"
+    r"partial(ly)?(?![ \t]++(?:wrong|incorrect|erroneous|flawed|mistaken|faulty|at[ \t]++fault)\b)|"
+    r"unclear|uncertain|unsure|not sure|"
     r"(hard|impossible) to (say|tell|determine)|(can(no|')t|can not|unable to) (be )?"
     r"(determined?|tell|say|know)|debatable|ambiguous|depends)\b",
     re.I,
