@@ -362,6 +362,25 @@ def test_export_payloads_refuse_what_they_cannot_name(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "not an attribution" in result.output
 
 
+def test_export_to_otlp_refuses_ids_that_are_not_otlp_ids(tmp_path: Path) -> None:
+    """A Langfuse trace's ids ('t-1', 'o2') name nothing an OTLP receiver holds: sent as
+    they were, the verdict landed nowhere. It is refused, pointing at --to langfuse."""
+    (trace,) = load_traces(FIXTURES.parent / "importers" / "langfuse" / "observations-page.json")
+    write_trace(trace, tmp_path / "t.json")
+    (tmp_path / "a.json").write_text(verdict(trace.id, step=1, agent="Leader").model_dump_json())
+    with collector(tmp_path) as server:
+        result = CliRunner().invoke(
+            main,
+            ["export", str(tmp_path / "a.json"), str(tmp_path / "t.json"), "--to", "otlp",
+             "--url", server.url],
+        )  # fmt: skip
+        assert server.server.traces == {}
+    assert result.exit_code == 1, result.output
+    assert "trace id 't-1' is not 32 hex digits" in result.output
+    assert "span id 'o3' is not 16 hex digits" in result.output
+    assert "--to langfuse" in result.output
+
+
 def test_export_refuses_a_trace_changed_since_the_verdict(tmp_path: Path) -> None:
     """The same trace id, but the step the verdict names is now another agent's (late spans
     rewrote the file): the verdict would land on an unrelated span, so export refuses."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import time
 from typing import Any
@@ -143,25 +144,50 @@ def _attr(key: str, value: Any) -> dict[str, Any]:
     return {"key": key, "value": {"stringValue": "" if value is None else str(value)}}
 
 
+_HEX = re.compile(r"[0-9a-fA-F]+")
+
+
+def _otlp_ids(trace: Trace, step: Step) -> tuple[str, str]:
+    """The trace's and the decisive step's ids, which OTLP can link a span to only when
+    they are its own: 32 and 16 hex digits, not all zero. Another source's ids (Langfuse's
+    UUIDs or names) would be sent as they are and name nothing the receiver holds."""
+    sid = span_id_of(step)
+    tid = source_trace_id(trace)
+    bad = [
+        f"{what} {value!r} is not {digits} hex digits"
+        for what, value, digits in (("trace id", tid, 32), ("span id", sid, 16))
+        if len(value) != digits or not _HEX.fullmatch(value) or not value.strip("0")
+    ]
+    if bad:
+        raise ConfigError(
+            f"Trace {trace.id} does not carry OTLP ids ({'; '.join(bad)}), so an OTLP "
+            "receiver could not place the verdict under its span. Export it to the tool "
+            "it came from (--to langfuse or --to phoenix)."
+        )
+    return tid, sid
+
+
 def otlp_payload(
     attribution: Attribution, trace: Trace, *, now_ns: int | None = None
 ) -> dict[str, Any]:
-    """An OTLP/JSON export with one child span of the decisive span carrying the verdict."""
+    """An OTLP/JSON export with one child span of the decisive span carrying the verdict
+    (the trace must carry OTLP's own ids: :func:`_otlp_ids`)."""
     step = decisive_step(attribution, trace)
+    trace_id, span_id = _otlp_ids(trace, step)
     now = now_ns if now_ns is not None else time.time_ns()
     facts: dict[str, Any] = {
         "faultfinder.agent": attribution.agent,
         "faultfinder.step": attribution.step,
-        "faultfinder.decisive_span_id": span_id_of(step),
+        "faultfinder.decisive_span_id": span_id,
         "faultfinder.method": attribution.method,
         "faultfinder.model": attribution.model,
     }
     if attribution.confidence is not None:
         facts["faultfinder.confidence"] = attribution.confidence
     span = {
-        "traceId": source_trace_id(trace),
+        "traceId": trace_id,
         "spanId": secrets.token_hex(8),
-        "parentSpanId": span_id_of(step),
+        "parentSpanId": span_id,
         "name": "faultfinder.attribution",
         "kind": 1,
         "startTimeUnixNano": str(now),
