@@ -106,7 +106,8 @@ def test_giving_up_raises_llm_call_error() -> None:
         run(llm.chat("hi"))
     assert backend.attempts == 3
     assert len(sleep.delays) == 2
-    assert llm.usage.calls == 0
+    # The request went out (three times): one call, its retries included, with no reply.
+    assert (llm.usage.calls, llm.usage.completion_tokens) == (1, 0)
 
 
 def test_non_transient_errors_are_not_retried() -> None:

@@ -190,9 +190,42 @@ def test_an_unreachable_endpoint_fails_at_once_and_says_so(url: str, why: str) -
         slept.append(seconds)
 
     llm = LLM(OpenAICompatBackend("m", base_url=url), sleep=record_sleep)
-    with pytest.raises(errors.LLMCallError, match=why):
+    with pytest.raises(errors.LLMCallError, match=why) as raised:
         asyncio.run(llm.chat("hi"))
     assert slept == []  # not retried
+    # Nothing reached an endpoint: no call is counted.
+    assert raised.value.sent is False and llm.usage.calls == 0
+
+
+def test_a_call_that_timed_out_is_counted_as_a_call() -> None:
+    """The request went out and the model worked on it (the embedded model's compute, an
+    endpoint's bill): the cost line must not say '0 calls'."""
+    from faultfinder.llm.doubles import FunctionBackend
+    from faultfinder.llm.scopes import UsageScope, track_usage
+    from faultfinder.usage import Budget
+
+    async def slow(request: Any) -> str:
+        await asyncio.sleep(5)
+        return "late"
+
+    llm = LLM(FunctionBackend(slow), timeout=0.1, budget=Budget(max_calls=1))
+
+    async def go() -> UsageScope:
+        with track_usage() as scope:
+            with pytest.raises(errors.LLMCallError, match="no complete reply") as raised:
+                await llm.chat("what went wrong in this run?", purpose="judge")
+            assert raised.value.sent is True
+            # ... and it counts against --max-calls like any call that went out.
+            with pytest.raises(errors.BudgetExceededError):
+                await llm.chat("again")
+        return scope
+
+    scope = asyncio.run(go())
+    assert (llm.usage.calls, llm.usage.completion_tokens) == (1, 0)
+    assert llm.usage.prompt_tokens > 0 and llm.usage.estimated
+    (record,) = scope.calls
+    assert record.purpose == "judge" and record.usage.calls == 1 and not record.parsed
+    assert "no reply" in (record.parse_error or "")
 
 
 @pytest.mark.parametrize(

@@ -69,6 +69,12 @@ class CaseBudgetExceededError(BudgetExceededError):
 class LLMCallError(FaultfinderError):
     """The model endpoint kept failing after all retries."""
 
+    sent: bool | None = None
+    """Whether the request went out before it failed (a timeout, an error reply): the
+    call is then counted as made, since the endpoint may have done the work. A backend
+    sets False when it knows nothing was sent (no connection); None: the LLM layer
+    decides (sent once an attempt started)."""
+
 
 class ConfigError(FaultfinderError):
     """A method or run configuration is invalid."""

@@ -210,7 +210,12 @@ class LLM:
                 # A parse retry must be a new draw, not the same cached reply.
                 sample=sample + 1000 * attempt,
             )
-            completion, cached, key = await self._complete(request)
+            try:
+                completion, cached, key = await self._complete(request)
+            except errors.LLMCallError as exc:
+                if exc.sent:  # it went out: a report must not say fewer calls went live
+                    self._record(self._failed_call(purpose, request, exc))
+                raise
             last = completion
             call_usage = completion.usage.model_copy(
                 update={"calls": 0 if cached else 1, "cached_calls": 1 if cached else 0}
@@ -265,6 +270,20 @@ class LLM:
             cached=cached,
         )
 
+    def _failed_call(
+        self, purpose: str, request: ChatRequest, exc: errors.LLMCallError
+    ) -> CallRecord:
+        """The record of a call sent that brought no reply: one call, its prompt tokens
+        (estimated: the endpoint said nothing), no completion."""
+        prompt = self.backend.count_tokens(_request_text(request))
+        return CallRecord(
+            purpose=purpose,
+            prompt=_last_user_text(request.messages) if self.keep_prompts else None,
+            parsed=False,
+            parse_error=f"no reply: {exc}",
+            usage=Usage(prompt_tokens=prompt, calls=1, estimated=True),
+        )
+
     def _record(self, record: CallRecord) -> None:
         self.usage = self.usage + record.usage
         for scope in active_scopes():
@@ -299,11 +318,18 @@ class LLM:
             except BaseException:
                 settle_all(books, need, 0, called=False)
                 raise
+            sent: list[bool] = []
             try:
-                completion = await self._with_deadline(request)
-            except BaseException:
-                await self.ledger.settle(need, 0, called=False)
-                settle_all(books, need, 0, called=False)
+                completion = await self._with_deadline(request, sent)
+            except BaseException as exc:
+                # A request that went out counts as a call, with its prompt, in budgets too.
+                went = bool(sent)
+                if isinstance(exc, errors.LLMCallError):
+                    went = exc.sent if exc.sent is not None else went
+                    exc.sent = went
+                spent = prompt_estimate if went else 0
+                await self.ledger.settle(need, spent, called=went)
+                settle_all(books, need, spent, called=went)
                 raise
             completion = self._fill_usage(completion, prompt_estimate)
             await self.ledger.settle(need, completion.usage.total_tokens, called=True)
@@ -350,15 +376,16 @@ class LLM:
         )
         return c.model_copy(update={"usage": usage})
 
-    async def _with_deadline(self, request: ChatRequest) -> Completion:
-        """The call with its retries, cut off after ``timeout`` seconds in all."""
+    async def _with_deadline(self, request: ChatRequest, sent: list[bool]) -> Completion:
+        """The call with its retries, cut off after ``timeout`` seconds in all (``sent``
+        gets an entry for each attempt sent)."""
         if self.timeout is None:
-            return await self._with_retries(request)
+            return await self._with_retries(request, sent)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         try:
             async with asyncio.timeout_at(deadline):
-                return await self._with_retries(request, deadline)
+                return await self._with_retries(request, sent, deadline)
         except TimeoutError:
             raise errors.LLMCallError(
                 f"{self.backend.name}: no complete reply within {self.timeout:g} s "
@@ -366,11 +393,12 @@ class LLM:
             ) from None
 
     async def _with_retries(
-        self, request: ChatRequest, deadline: float | None = None
+        self, request: ChatRequest, sent: list[bool], deadline: float | None = None
     ) -> Completion:
         for attempt in range(self.max_retries + 1):
             if self.limiter is not None:
                 await self.limiter.acquire()
+            sent.append(True)
             try:
                 return await self.backend.complete(request)
             except TransientLLMError as exc:

@@ -257,10 +257,12 @@ class SDKBackend(Generic[C]):
             # by waiting: say so at once instead of retrying.
             why = unreachable(exc)
             if why:
-                raise errors.LLMCallError(
+                refused = errors.LLMCallError(
                     f"{self.name}: cannot connect to {self.base_url}: {why}. Check "
                     "--base-url and that the server is running."
-                ) from exc
+                )
+                refused.sent = False  # no connection: nothing reached the endpoint
+                raise refused from exc
             raise TransientLLMError(self._redactor.text(f"{self._where}: {exc}")) from exc
         except (errs.validation, ValueError) as exc:
             # A 200 reply whose body is not JSON: retried, then reported.
