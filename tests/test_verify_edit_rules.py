@@ -40,7 +40,9 @@ def record(root: Path, ground_truth: str) -> Path:
     return Path(outcome.run_dir)
 
 
-def verify(run_dir: Path, edit: dict[str, object], at: int, session: str) -> tuple[str, int, int]:
+def verify(
+    run_dir: Path, edit: dict[str, object], at: int, session: str, *options: str
+) -> tuple[str, int, int]:
     path = run_dir / f"{session}.edit.json"
     path.write_text(json.dumps(edit), encoding="utf-8")
     with FakeOpenAIServer(reply=mock_model.reply) as upstream:
@@ -48,7 +50,7 @@ def verify(run_dir: Path, edit: dict[str, object], at: int, session: str) -> tup
             main,
             ["verify-edit", str(run_dir), "--at", str(at), "--edit-file", str(path),
              "--repeats", "3", "--session", session, "--upstream", upstream.base_url,
-             "--", *TEAM],
+             *options, "--", *TEAM],
         )  # fmt: skip
         sent = len(upstream.requests)
     return result.output, result.exit_code, sent
@@ -72,6 +74,31 @@ def test_a_run_that_already_succeeded_gets_no_verdict(tmp_path: Path) -> None:
     assert row.flip_rate is None and row.repeats == []
     summary = aggregate([row])
     assert summary.already_succeeded == 1 and summary.runs_recovered == 0
+
+
+def counting_check(tmp_path: Path, verdict: str) -> tuple[str, Path]:
+    """A --check command that says ``verdict`` and leaves a line in a file per run."""
+    marker = tmp_path / "checks.log"
+    script = tmp_path / "check.py"
+    script.write_text(
+        f"import sys\nopen({str(marker)!r}, 'a').write('x\\n')\nprint({verdict!r})\n",
+        encoding="utf-8",
+    )
+    return f"{sys.executable} {script}", marker
+
+
+@pytest.mark.slow
+def test_the_success_check_runs_once_on_the_recorded_run(tmp_path: Path) -> None:
+    """A --check command may be slow or cost money: the recorded run is checked once,
+    for the rule and the row alike (it ran twice)."""
+    run_dir = record(tmp_path, RIGHT)
+    command, marker = counting_check(tmp_path, "pass")
+    output, code, sent = verify(
+        run_dir, {"kind": "message", "text": RIGHT}, 6, "once", "--check", command
+    )
+    assert code == 0 and sent == 0, output
+    assert "verdict: none, the run already succeeded" in output
+    assert marker.read_text().count("x") == 1
 
 
 @pytest.mark.slow

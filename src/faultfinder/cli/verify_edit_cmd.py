@@ -102,7 +102,7 @@ def verify_edit(
     which `debug-report` reads. With --model, DoVer's judge says whether each replay
     carried the edit out (without one, a failed edit is inconclusive, never refuted).
     """
-    from faultfinder.dover.checker import make_checker
+    from faultfinder.dover.checker import check_recorded, make_checker
     from faultfinder.dover.edit_repeats import (
         Attempt,
         Program,
@@ -144,7 +144,8 @@ def verify_edit(
         tuple(program), upstream, trust_run, upstream_key_env, replay_timeout, cwd, upstreams
     )
 
-    skip = not_replayed(original, at, spec, checker)
+    check = check_recorded(checker, original)  # once: a --check command may be slow
+    skip = not_replayed(original, at, spec, check)
     if skip is not None:
         click.echo(f"not replayed: {skip}")
 
@@ -172,6 +173,7 @@ def verify_edit(
             checker=checker,
             judge=judge,
             config=config,
+            check=check,
         )
 
     verdict = run_sync(verify())

@@ -249,8 +249,11 @@ async def judge_repeats(
     checker: Checker,
     judge: LLM | None,
     config: dict[str, Any],
+    check: CheckResult | None = None,
 ) -> Verdict:
-    """DoVer's row for ``attempts`` (replays of ``spec`` at step ``at`` of ``original``)."""
+    """DoVer's row for ``attempts`` (replays of ``spec`` at step ``at`` of ``original``);
+    ``check``: the recorded run's success check, when the caller already ran it (a
+    checker command runs once per verification)."""
     step = original.steps[at]
     intervention = Intervention(
         category="modified_instruction",
@@ -264,7 +267,8 @@ async def judge_repeats(
     with track_usage() as scope:
         for attempt in attempts:
             results.append(await _result(original, attempt, intervention, judge))
-    check = check_recorded(checker, original)
+    if check is None:
+        check = check_recorded(checker, original)
     verdict: VerdictName | None
     if check.passed:
         # Nothing to flip: a success of the edited run is not a recovery (DoVer's rule).
@@ -320,10 +324,10 @@ def edit_changes_step(step: Step, spec: dict[str, Any]) -> bool:
     return replacement_text(spec).strip() != original_text(step, spec).strip()
 
 
-def not_replayed(original: Trace, at: int, spec: dict[str, Any], checker: Checker) -> str | None:
-    """Why replaying this edit at step ``at`` cannot tell anything (see
-    :func:`why_not_replayed`); None: replay it."""
-    return why_not_replayed(check_recorded(checker, original), original.steps[at], spec)
+def not_replayed(original: Trace, at: int, spec: dict[str, Any], check: CheckResult) -> str | None:
+    """Why replaying this edit at step ``at`` cannot tell anything, ``check`` being the
+    recorded run's success check (see :func:`why_not_replayed`); None: replay it."""
+    return why_not_replayed(check, original.steps[at], spec)
 
 
 def why_not_replayed(check: CheckResult, step: Step, spec: dict[str, Any]) -> str | None:
