@@ -442,6 +442,29 @@ def test_without_a_reference_the_verdict_is_unverifiable(
     assert status["flip_rate_ci"] is None
 
 
+def test_run_n_times_replays_nothing_when_the_run_already_succeeded(
+    runs: Path, upstream: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """DoVer's rules hold in the UI as in `verify-edit`: a recorded run that already
+    passes its check has nothing to flip, so no replay runs, and the check runs once."""
+    marker = tmp_path / "checks.log"
+    script = tmp_path / "check.py"
+    script.write_text(f"open({str(marker)!r}, 'a').write('x')\nprint('pass')\n")
+    client, catalog, _ = app_for(runs, upstream, check=f"{sys.executable} {script}")
+    before = len(upstream.requests)
+    body = {"trace": recording_key(catalog), "at": 1, "edit": {"kind": "message", "text": FIX}}
+    status = wait(client, start(client, {**body, "repeats": 3, "verdict": True}).json()["url"])
+    assert status["state"] == "done", status
+    assert status["attempts"] == [] and status["verdict"] is None
+    assert "already passes the success check" in status["not_replayed"]
+    assert status["message"].startswith("not replayed, no verdict")
+    assert len(upstream.requests) == before and not (runs / "avalon" / "branches").exists()
+    assert marker.read_text() == "x"
+    (rows_file,) = (runs / "avalon" / "dover").glob("ui-*.jsonl")
+    (row,) = read_rows([rows_file])
+    assert row.status == "already-succeeded" and row.repeats == []
+
+
 def test_progress_reads_only_complete_new_lines(tmp_path: Path) -> None:
     from faultfinder.ui.job_progress import BranchWatch
 

@@ -30,11 +30,12 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from faultfinder.dover.checker import make_checker
+from faultfinder.dover.checker import CheckResult, check_recorded, make_checker
 from faultfinder.dover.edit_repeats import (
     REPEAT_TEMPERATURE,
     Attempt,
     judge_repeats,
+    not_replayed,
     run_attempt,
     verify_config,
     write_row,
@@ -152,10 +153,19 @@ class ReplayRunner:
                     json.dumps(job.spec, ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
                 )
                 edit = read_edit_file(job.edit_file)  # what `replay --edit-file` reads
+            check = None
+            if job.verdict_wanted and job.spec is not None and job.at is not None:
+                # DoVer's rules before any replay, as `verify-edit` applies them: a run that
+                # already passes its check, or an edit equal to the recording, tells nothing.
+                trace = self.catalog.traces[job.trace_key].trace
+                check = await asyncio.to_thread(check_recorded, self.checker, trace)
+                job.not_replayed = not_replayed(trace, job.at, job.spec, check)
+                if job.not_replayed is not None:
+                    job.attempts = []
             for attempt in job.attempts:
                 await self._attempt(job, attempt, edit)
             if job.verdict_wanted:
-                await self._verdict(job)
+                await self._verdict(job, check)
             job.state = "done"
             job.message = self._summary(job)
         except asyncio.CancelledError:
@@ -221,7 +231,7 @@ class ReplayRunner:
         )
         attempt.replay_key, attempt.trace = key, trace
 
-    async def _verdict(self, job: ReplayJob) -> None:
+    async def _verdict(self, job: ReplayJob, check: CheckResult | None = None) -> None:
         """Flip rate, interval and DoVer's verdict over the replays: one DoVer row, in
         ``<base>/dover/<session>.jsonl`` (where `debug` writes its rows by default)."""
         assert job.spec is not None and job.at is not None
@@ -237,6 +247,7 @@ class ReplayRunner:
             checker=self.checker,
             judge=judge,
             config=config,
+            check=check,
         )
         row = verdict.row
         job.verdict, job.verdict_reason = row.verdict, row.verdict_reason
@@ -251,6 +262,8 @@ class ReplayRunner:
         if job.verdict is not None:
             rate = "-" if job.flip_rate is None else f"{job.flip_rate:.0%}"
             return f"{job.verdict}: flip rate {rate} ({job.verdict_reason})"
+        if job.not_replayed is not None:
+            return f"not replayed, no verdict: {job.not_replayed}"
         attempt = job.attempts[-1]
         if attempt.program_failed:  # its answer is the last step that ran: not rated
             return f"answer {attempt.answer!r}, not rated: {attempt.error or 'the program failed'}"
@@ -297,6 +310,7 @@ class ReplayRunner:
             "attempts": attempts,
             "verdict": job.verdict,
             "verdict_reason": job.verdict_reason,
+            "not_replayed": job.not_replayed,
             "flip_rate": job.flip_rate,
             "flip_rate_ci": list(job.flip_rate_ci) if job.flip_rate_ci else None,
             "dover": f"/dover/{job.dover_key}" if job.dover_key else None,

@@ -76,6 +76,9 @@ class ReplayJob:
     attempts: list[Attempt] = field(default_factory=list)
     verdict: str | None = None
     verdict_reason: str = ""
+    not_replayed: str | None = None
+    """Why Run N times replayed nothing (the run already passes its check, the edit is
+    what the step recorded): DoVer's rules, as `verify-edit` applies them."""
     flip_rate: float | None = None
     flip_rate_ci: tuple[float, float] | None = None
     dover_file: Path | None = None
