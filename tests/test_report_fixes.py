@@ -179,3 +179,6 @@ def test_floors_say_which_weights_their_step_sets_come_from(
     # (the shipped weights' shortlist is another config: its rows are lines of their own)
     assert "several levels, 90% (5 rows), 95% (2 rows); the floors' are at 90%" in mixed.stderr
     assert "weights 'mine.json', 'shipped'; the floors' come from 'mine.json'" in mixed.stderr
+    # Without --floors the file would serve nothing: said, not ignored.
+    alone = invoke("report", out, "--shortlist-weights", mine)
+    assert alone.exit_code == 2 and "only applies with --floors" in alone.output

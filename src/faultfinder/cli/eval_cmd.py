@@ -6,6 +6,7 @@ import asyncio
 from typing import Any, get_args
 
 import click
+from click.core import ParameterSource
 
 from faultfinder.cli.common import (
     budget_tokens_option,
@@ -363,6 +364,10 @@ def report_command(
 ) -> None:
     """Accuracy tables (per subset, mean ± std over runs, 95% intervals, floors) from eval
     result files; then step sets, calibration and prompt tokens with the prefix cache."""
+    given = click.get_current_context().get_parameter_source("shortlist_weights")
+    if given == ParameterSource.COMMANDLINE and not floors_from:
+        # The results' own step sets are already computed: the file only serves the floors.
+        raise click.UsageError("--shortlist-weights only applies with --floors DATASET")
     for path in results:
         # Before reading: a one-line trace would otherwise read as an unfinished last row.
         if message := not_results(path):
