@@ -99,14 +99,22 @@ def llm_for(url: str, **options: Any) -> LLM:
 
 
 def test_a_trickling_reply_is_cut_at_the_deadline() -> None:
+    llm: LLM | None = None
+
     async def go() -> float:
+        nonlocal llm
         async with raw_server(trickle) as (url, _):
             started = time.monotonic()
+            llm = llm_for(url, timeout=1.0)
             with pytest.raises(errors.LLMCallError, match=r"within 1 s \(retries included\)"):
-                await llm_for(url, timeout=1.0).chat("hi")
+                await llm.chat("hi")
             return time.monotonic() - started
 
     assert asyncio.run(go()) < 5
+    # The endpoint had the request: one call, as a local call cut by the timeout counts
+    # (test_llm_local.py), with its prompt estimated and no completion.
+    assert llm is not None
+    assert (llm.usage.calls, llm.usage.completion_tokens, llm.usage.estimated) == (1, 0, True)
 
 
 def test_the_deadline_covers_retries_and_backoff() -> None:

@@ -148,3 +148,52 @@ def test_embedded_model_answers_in_the_grammar() -> None:
     too_long = ChatRequest(messages=[{"role": "user", "content": "word " * 200}])
     with pytest.raises(errors.FaultfinderError, match="context window"):
         asyncio.run(small.complete(too_long))
+
+
+class SlowLlama:
+    """A stand-in for llama_cpp.Llama: one token a word; its completion blocks until the
+    test lets it finish (the embedded model still computing when --timeout cuts the call)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.release = threading.Event()
+
+    def tokenize(self, text: bytes, add_bos: bool = False, special: bool = False) -> list[int]:
+        return list(range(len(text.split())))
+
+    def create_chat_completion(self, **options: Any) -> dict[str, Any]:
+        self.release.wait(10)
+        return {"choices": [{"message": {"content": "late"}}], "usage": {}}
+
+
+def test_a_local_call_cut_by_the_timeout_counts_as_a_call(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The embedded model worked on the prompt until --timeout cut it: the cost line must
+    say one call with its prompt tokens, as for an HTTP endpoint, not '0 calls'."""
+    from faultfinder.llm import base
+    from faultfinder.llm.scopes import UsageScope, track_usage
+
+    monkeypatch.setattr(base, "ALLOW_MODEL_REQUESTS", True)  # the model is a stand-in
+    backend = fake_backend(monkeypatch, tmp_path)
+    slow = SlowLlama()
+    backend._llama = slow
+    llm = LLM(backend, timeout=0.2)
+
+    async def go() -> UsageScope:
+        with track_usage() as scope:
+            try:
+                with pytest.raises(errors.LLMCallError, match=r"no complete reply within 0\.2 s"):
+                    await llm.chat("which step went wrong in this run", purpose="judge")
+            finally:
+                slow.release.set()  # let the abandoned generation end with the test
+        return scope
+
+    scope = asyncio.run(go())
+    (record,) = scope.calls
+    assert record.purpose == "judge" and not record.parsed
+    assert "no reply" in (record.parse_error or "")
+    for usage in (llm.usage, scope.usage, record.usage):
+        assert (usage.calls, usage.completion_tokens, usage.estimated) == (1, 0, True)
+        assert usage.prompt_tokens >= 7  # the prompt's words, as the model's tokenizer counts
