@@ -210,3 +210,56 @@ def test_import_from_langfuse_fetches_all_pages(
 def test_import_from_langfuse_needs_a_host() -> None:
     result = CliRunner().invoke(main, ["import", "--from-langfuse", "t-1"])
     assert result.exit_code == 2 and "--langfuse-host" in result.output
+
+
+@pytest.mark.parametrize(
+    ("trace_id", "ids", "exported"),
+    [
+        # Langfuse's OpenTelemetry-based SDKs (v3, every shared sample): OTLP's own ids.
+        ("a287bb31e317433610d8827617471140", ["231c43964b7e7e63", "042f9350c3729147",
+         "e44e72cf2d221781", "4f6535aaebcda355"], True),
+        # Langfuse's v2 SDK: UUIDs, which name nothing an OTLP receiver holds.
+        ("0b7c4f5e-2d1a-4a8e-9c3b-5f6e7d8c9b0a", ["5d0e8c1a-3f2b-4c6d-8e9f-0a1b2c3d4e5f",
+         "6e1f9d2b-4a3c-4d7e-9f0a-1b2c3d4e5f6a", "7f2a0e3c-5b4d-4e8f-a01b-2c3d4e5f6a7b",
+         "8a3b1f4d-6c5e-4f9a-b12c-3d4e5f6a7b8c"], False),
+    ],
+)  # fmt: skip
+def test_export_to_otlp_takes_only_a_langfuse_trace_with_otlp_ids(
+    tmp_path: Path, trace_id: str, ids: list[str], exported: bool
+) -> None:
+    """`export --to otlp` of an imported Langfuse trace: its ids are sent when they are
+    OTLP's own (32 and 16 hex digits); UUIDs are refused in one line that says to export
+    --to langfuse, and nothing is written."""
+    from faultfinder.judging.method import Attribution
+    from faultfinder.traces.io import write_trace
+
+    page = Path(__file__).parent / "fixtures" / "importers" / "langfuse" / "observations-page.json"
+    text = page.read_text().replace('"t-1"', json.dumps(trace_id))
+    for old, new in zip(("o1", "o2", "o3", "o4"), ids, strict=True):
+        text = text.replace(f'"{old}"', json.dumps(new))
+    (tmp_path / "page.json").write_text(text)
+    (trace,) = load_traces(tmp_path / "page.json")
+    write_trace(trace, tmp_path / "t.json")
+    verdict = Attribution(
+        agent="Leader", step=1, reason="r", trace_id=trace.id, method="all-at-once",
+        config={}, model="scripted", prompt_version="x", with_ground_truth=False,
+        observability="full",
+    )  # fmt: skip
+    (tmp_path / "a.json").write_text(verdict.model_dump_json())
+    out = tmp_path / "v.otlp.json"
+    result = CliRunner().invoke(
+        main,
+        ["export", str(tmp_path / "a.json"), str(tmp_path / "t.json"), "--to", "otlp",
+         "--out", str(out)],
+    )  # fmt: skip
+    if exported:
+        assert result.exit_code == 0, result.output
+        (span,) = json.loads(out.read_text())["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        assert span["traceId"] == trace_id
+        assert span["parentSpanId"] == trace.steps[1].metadata["span_id"] in ids
+        return
+    assert result.exit_code == 1 and not out.exists()
+    message = result.output.strip()
+    assert "\n" not in message, message
+    assert f"trace id '{trace_id}' is not 32 hex digits" in message
+    assert "is not 16 hex digits" in message and "--to langfuse" in message
