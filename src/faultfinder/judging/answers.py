@@ -381,11 +381,14 @@ def parse_agent_step_reason(
 
 # --- yes / no ----------------------------------------------------------------------
 
-# 'Partially' hedges an answer ('Yes, partially'), but 'partially wrong' asserts an error:
-# only its extent is qualified, so it is read as written.
+# 'Partially' (or 'partly') hedges an answer ('Yes, partially'), but 'partially wrong',
+# 'partly in error' assert an error: only its extent is qualified, so it is read as written.
+_ERROR_WORDS = (
+    r"wrong|incorrect|inaccurate|erroneous|flawed|mistaken|faulty|at[ \t]++fault|in[ \t]++error"
+)
 _HEDGES = re.compile(
     r"\b(maybe|perhaps|possibly|probably|"
-    r"partial(ly)?(?![ \t]++(?:wrong|incorrect|erroneous|flawed|mistaken|faulty|at[ \t]++fault)\b)|"
+    rf"part(?:ial(?:ly)?|ly)(?![ \t-]++(?:{_ERROR_WORDS})\b)|"
     r"unclear|uncertain|unsure|not sure|"
     r"(hard|impossible) to (say|tell|determine)|(can(no|')t|can not|unable to) (be )?"
     r"(determined?|tell|say|know)|debatable|ambiguous|depends)\b",
