@@ -4,9 +4,7 @@ CLI against the demo team and the loopback fake upstream."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,12 +12,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from demo_recording import TEAM, record_demo
 from faultfinder.cli import main
 from faultfinder.demo_team import mock_model
-from faultfinder.replay.session import SessionOptions, record_run
 from faultfinder.testing import FakeOpenAIServer
 
-TEAM = [sys.executable, "-m", "faultfinder.demo_team", "--quiet", "--task-id", "avalon-2020"]
 DEBUGGER = ["--model", "function:faultfinder.demo_team.mock_debugger:respond", "--cache", "none"]
 
 
@@ -28,16 +25,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, F
     """A recorded failing demo run and the upstream its replays' live calls go to."""
     root = tmp_path_factory.mktemp("runs")
     with FakeOpenAIServer(reply=mock_model.reply) as upstream:
-        outcome = asyncio.run(
-            record_run(
-                TEAM,
-                upstream.base_url,
-                root,
-                run_id="avalon",
-                ground_truth="144630",
-                options=SessionOptions(echo=False),
-            )
-        )
+        outcome = record_demo(root, upstream.base_url)
         yield Path(outcome.run_dir), upstream
 
 

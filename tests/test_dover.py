@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from demo_recording import demo_command, record_demo
 from faultfinder.demo_team import Team, TeamConfig, mock_debugger, mock_model
 from faultfinder.demo_team.tasks import find_task
 from faultfinder.dover.checker import ExactChecker, make_checker
@@ -46,7 +47,7 @@ from faultfinder.replay.recorder import (
 )
 from faultfinder.replay.replayer import Edit, ReplayOptions, ReplayPlan
 from faultfinder.replay.report import ReplayReport
-from faultfinder.replay.session import ChildResult, ReplayOutcome, SessionOptions, record_run
+from faultfinder.replay.session import ChildResult, ReplayOutcome, SessionOptions
 from faultfinder.testing import FakeOpenAIServer
 from faultfinder.traces.schema import Step, Trace
 
@@ -456,10 +457,6 @@ CAMELOT = find_task("camelot")
 assert AVALON is not None and CAMELOT is not None
 
 
-def demo(task_id: str) -> list[str]:
-    return [sys.executable, "-m", "faultfinder.demo_team", "--quiet", "--task-id", task_id]
-
-
 async def team_through_proxy(
     run_dir: Path, upstream: str, task: str, plan: ReplayPlan | None, meta: RunMeta
 ) -> Trace:
@@ -513,20 +510,15 @@ def test_dover_end_to_end_on_the_demo_team(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     with FakeOpenAIServer(reply=mock_model.reply) as upstream:
         # The real thing: recorded and replayed as separate processes.
-        recorded = asyncio.run(
-            record_run(
-                demo("avalon-2020"),
-                upstream.base_url,
-                tmp_path,
-                run_id="avalon",
-                ground_truth=AVALON.answer,
-                reference_steps=AVALON.reference_steps,
-                options=SessionOptions(echo=False),
-            )
+        recorded = record_demo(
+            tmp_path,
+            upstream.base_url,
+            ground_truth=AVALON.answer,
+            reference_steps=AVALON.reference_steps,
         )
         executor = ReplayExecutor(
             recorded.run_dir,
-            demo("avalon-2020"),
+            demo_command("avalon-2020"),
             upstream=upstream.base_url,
             options=SessionOptions(echo=False),
         )

@@ -4,10 +4,10 @@ k steps, then re-ranked."""
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
+from demo_recording import demo_command, record_demo
 from faultfinder.demo_team import mock_debugger, mock_model
 from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
 from faultfinder.llm.client import LLM
@@ -15,7 +15,6 @@ from faultfinder.llm.doubles import FunctionBackend
 from faultfinder.methods.agentic.dynamic import dynamic_check
 from faultfinder.methods.agentic.dynamic_candidates import Observation, score
 from faultfinder.replay.recorder import load_calls
-from faultfinder.replay.session import SessionOptions, record_run
 from faultfinder.testing import FakeOpenAIServer
 from faultfinder.traces.schema import Trace
 
@@ -45,18 +44,9 @@ def test_score_prefers_expected_output_without_recurrence() -> None:
 
 
 def test_dynamic_check_reranks_candidates_by_their_replays(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "faultfinder.demo_team", "--quiet", "--task-id", "avalon-2020"]
+    command = demo_command()
     with FakeOpenAIServer(reply=mock_model.reply) as upstream:
-        recorded = asyncio.run(
-            record_run(
-                command,
-                upstream.base_url,
-                tmp_path,
-                run_id="avalon",
-                ground_truth="144630",
-                options=SessionOptions(echo=False),
-            )
-        )
+        recorded = record_demo(tmp_path, upstream.base_url)
         before = len(upstream.chat_requests)
         result = asyncio.run(
             dynamic_check(

@@ -20,9 +20,7 @@ early gets its Researcher's live steps and then crashes when the Orchestrator sp
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,14 +29,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from demo_recording import TEAM, record_demo
 from faultfinder.cli import main
 from faultfinder.demo_team import mock_model
 from faultfinder.dover.models import DoverRow
-from faultfinder.replay.session import SessionOptions, record_run
 from faultfinder.testing import FakeOpenAIServer
 from faultfinder.testing.fake_openai import ReplyError
 
-TEAM = [sys.executable, "-m", "faultfinder.demo_team", "--quiet", "--task-id", "avalon-2020"]
 DEBUGGER = ["--model", "function:faultfinder.demo_team.mock_debugger:respond", "--cache", "none"]
 ANSWER = "144630"
 
@@ -71,16 +68,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         FakeOpenAIServer(reply=mock_model.reply) as good,
         FakeOpenAIServer(reply=no_orchestrator) as failing,
     ):
-        outcome = asyncio.run(
-            record_run(
-                TEAM,
-                good.base_url,
-                root,
-                run_id="avalon",
-                ground_truth=ANSWER,
-                options=SessionOptions(echo=False),
-            )
-        )
+        outcome = record_demo(root, good.base_url, ground_truth=ANSWER)
         yield Setup(Path(outcome.run_dir), good, failing)
 
 

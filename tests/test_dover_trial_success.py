@@ -10,9 +10,7 @@ the first replay crashes and the other two recover the reference answer. The rat
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,16 +19,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from demo_recording import TEAM, record_demo
 from faultfinder.cli import main
 from faultfinder.demo_team import mock_model
 from faultfinder.dover.models import DoverRow, RepeatResult
 from faultfinder.dover.report import aggregate, format_summary
 from faultfinder.dover.verdict import trial_success
-from faultfinder.replay.session import SessionOptions, record_run
 from faultfinder.testing import FakeOpenAIServer
 from faultfinder.testing.fake_openai import ReplyError
 
-TEAM = [sys.executable, "-m", "faultfinder.demo_team", "--quiet", "--task-id", "avalon-2020"]
 DEBUGGER = ["--model", "function:faultfinder.demo_team.mock_debugger:respond", "--cache", "none"]
 ANSWER = "144630"
 
@@ -58,18 +55,7 @@ class FirstOrchestratorCallFails:
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The demo team's failing run (answer 154131, reference 144630), recorded once."""
     root = tmp_path_factory.mktemp("runs")
-    with FakeOpenAIServer(reply=mock_model.reply) as good:
-        outcome = asyncio.run(
-            record_run(
-                TEAM,
-                good.base_url,
-                root,
-                run_id="avalon",
-                ground_truth=ANSWER,
-                options=SessionOptions(echo=False),
-            )
-        )
-    yield Path(outcome.run_dir)
+    yield Path(record_demo(root, ground_truth=ANSWER).run_dir)
 
 
 def rows(path: Path) -> list[DoverRow]:

@@ -4,19 +4,19 @@ follows; divergences are reported, never papered over."""
 from __future__ import annotations
 
 import asyncio
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from demo_recording import demo_command, record_demo
 from faultfinder.demo_team import mock_model
 from faultfinder.demo_team.tasks import find_task
 from faultfinder.replay.matching import Matcher, first_difference, request_hash
 from faultfinder.replay.recorder import RecordedCall, load_calls
 from faultfinder.replay.replayer import Edit, ReplayOptions, ReplayPlan, apply_input_edit
-from faultfinder.replay.session import SessionOptions, record_run, replay_run
+from faultfinder.replay.session import SessionOptions, replay_run
 from faultfinder.testing import FakeOpenAIServer
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -28,10 +28,6 @@ AVALON = find_task("avalon-2020")
 assert AVALON is not None
 
 
-def demo_command(task_id: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "faultfinder.demo_team", "--quiet", "--task-id", task_id, *extra]
-
-
 @pytest.fixture(scope="module")
 def upstream() -> Any:
     with FakeOpenAIServer(reply=mock_model.reply) as server:
@@ -41,16 +37,7 @@ def upstream() -> Any:
 @pytest.fixture(scope="module")
 def recorded(upstream: FakeOpenAIServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("runs")
-    outcome = asyncio.run(
-        record_run(
-            demo_command("avalon-2020"),
-            upstream.base_url,
-            out,
-            run_id="avalon",
-            ground_truth=AVALON.answer,
-            options=SessionOptions(echo=False),
-        )
-    )
+    outcome = record_demo(out, upstream.base_url, ground_truth=AVALON.answer)
     assert outcome.child.exit_code == 0
     assert outcome.trace.final_answer == "154131" and outcome.trace.metadata["outcome"] == "failure"
     return outcome.run_dir

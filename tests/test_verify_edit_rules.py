@@ -5,7 +5,6 @@ Neither sends a request upstream. The demo team is recorded for real, on loopbac
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -13,31 +12,19 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from demo_recording import TEAM, record_demo
 from faultfinder.cli import main
 from faultfinder.demo_team import mock_model
 from faultfinder.dover.models import DoverRow
 from faultfinder.dover.report import aggregate
-from faultfinder.replay.session import SessionOptions, record_run
 from faultfinder.testing import FakeOpenAIServer
 from faultfinder.traces.loader import load_traces
 
-TEAM = [sys.executable, "-m", "faultfinder.demo_team", "--quiet", "--task-id", "avalon-2020"]
 WRONG, RIGHT = "154131", "144630"  # what the team answers; the reference
 
 
 def record(root: Path, ground_truth: str) -> Path:
-    with FakeOpenAIServer(reply=mock_model.reply) as upstream:
-        outcome = asyncio.run(
-            record_run(
-                TEAM,
-                upstream.base_url,
-                root,
-                run_id=f"gt-{ground_truth}",
-                ground_truth=ground_truth,
-                options=SessionOptions(echo=False),
-            )
-        )
-    return Path(outcome.run_dir)
+    return Path(record_demo(root, run_id=f"gt-{ground_truth}", ground_truth=ground_truth).run_dir)
 
 
 def verify(

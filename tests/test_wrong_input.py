@@ -4,7 +4,6 @@ mistyped method or preset gets a "did you mean"."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -13,11 +12,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from demo_recording import record_demo
 from faultfinder.cli import main
 from faultfinder.cli.kinds import kind_of, unusable
-from faultfinder.demo_team import mock_model
-from faultfinder.replay.session import SessionOptions, record_run
-from faultfinder.testing import FakeOpenAIServer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TINY = str(FIXTURES / "core" / "tiny_trace.json")
@@ -69,14 +66,7 @@ def test_a_bad_command_line_is_still_exit_2() -> None:
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("runs")
-    command = [sys.executable, "-m", "faultfinder.demo_team", "--quiet", "--task-id", "round-trip"]
-    with FakeOpenAIServer(reply=mock_model.reply) as upstream:
-        done = asyncio.run(
-            record_run(
-                command, upstream.base_url, out, run_id="r", options=SessionOptions(echo=False)
-            )
-        )
-    return done.run_dir
+    return record_demo(out, task_id="round-trip", run_id="r", ground_truth=None).run_dir
 
 
 @pytest.fixture(scope="module")
