@@ -378,6 +378,13 @@ class Redactor:
             self._texts[original] = value
         return value
 
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where in ``text`` :meth:`text` would replace something (a known secret, a
+        key-shaped token, a URL that may hold credentials), as (start, end): a text cut
+        inside one of them and scrubbed in two parts would keep both halves."""
+        patterns = [_URL, _ANY_KEY_SHAPE, self._compiled()]
+        return [m.span() for p in patterns if p is not None for m in p.finditer(text)]
+
     def data(self, value: Any) -> Any:
         """A copy of ``value`` with every string scrubbed and the values of secret-named
         fields and name/value pairs (OTLP attributes) replaced, JSON objects inside strings

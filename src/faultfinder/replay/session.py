@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from faultfinder.errors import ConfigError, FaultfinderError
 from faultfinder.redact import Redactor
 from faultfinder.replay.apis import ADAPTERS
+from faultfinder.replay.capture import tee
 from faultfinder.replay.httpserver import LOOPBACK
 from faultfinder.replay.proxy import Passthrough, ProxyConfig, RecordingProxy
 from faultfinder.replay.recorder import (
@@ -151,43 +152,6 @@ def run_redactor(command: list[str], extra_env: dict[str, str] | None = None) ->
     return redactor
 
 
-async def _tee(
-    stream: asyncio.StreamReader | None,
-    sink: IO[bytes],
-    echo: IO[bytes] | None,
-    redactor: Redactor,
-) -> bytes:
-    """Copy a stream to ``sink`` (and ``echo``) line by line, scrubbed of the secrets
-    known so far; returns what the program wrote, unscrubbed (it is scrubbed again, with
-    every secret learned during the run, before it is kept: :func:`rescrub_file`)."""
-    if stream is None:
-        return b""
-    parts: list[bytes] = []
-    pending = b""
-    while True:
-        data = await stream.read(65536)
-        if data:
-            parts.append(data)
-            pending += data
-            # Whole lines only (a secret is never split), '\r' too (progress bars).
-            cut = max(pending.rfind(b"\n"), pending.rfind(b"\r")) + 1
-            if not cut and len(pending) < 1 << 20:
-                continue
-            ready, pending = (pending[:cut], pending[cut:]) if cut else (pending, b"")
-        else:
-            ready, pending = pending, b""
-        if ready:
-            clean = redactor.text(ready.decode("utf-8", errors="replace")).encode("utf-8")
-            sink.write(clean)
-            sink.flush()
-            if echo is not None:
-                echo.write(clean)
-                echo.flush()
-        if not data:
-            break
-    return b"".join(parts)
-
-
 OUTPUT_FILES = ("stdout.txt", "stderr.txt")
 """The program's output, kept in the run directory."""
 
@@ -302,8 +266,8 @@ async def _watch(
     (stdout, stderr, killed, timed out)."""
     with (out_dir / "stdout.txt").open("wb") as out, (out_dir / "stderr.txt").open("wb") as err:
         readers = asyncio.gather(
-            _tee(process.stdout, out, echo_out, redactor),
-            _tee(process.stderr, err, echo_err, redactor),
+            tee(process.stdout, out, echo_out, redactor),
+            tee(process.stderr, err, echo_err, redactor),
         )
         waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(process.wait())]
         if stop is not None:
