@@ -197,3 +197,37 @@ def test_a_local_call_cut_by_the_timeout_counts_as_a_call(
     for usage in (llm.usage, scope.usage, record.usage):
         assert (usage.calls, usage.completion_tokens, usage.estimated) == (1, 0, True)
         assert usage.prompt_tokens >= 7  # the prompt's words, as the model's tokenizer counts
+
+
+def test_a_call_abandoned_while_waiting_for_the_model_never_runs_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Two calls to the embedded model, both cut by --timeout while the first computes:
+    the second, still waiting for the model, must not start a generation once the first
+    is done (nobody waits for its reply; the command would wait for it to end)."""
+    from faultfinder.llm import base
+
+    monkeypatch.setattr(base, "ALLOW_MODEL_REQUESTS", True)  # the model is a stand-in
+    backend = fake_backend(monkeypatch, tmp_path)
+    started: list[str] = []
+
+    class CountingLlama(SlowLlama):
+        def create_chat_completion(self, **options: Any) -> dict[str, Any]:
+            started.append(options["messages"][-1]["content"])
+            return super().create_chat_completion(**options)
+
+    slow = CountingLlama()
+    backend._llama = slow
+    llm = LLM(backend, timeout=0.2, concurrency=2)
+
+    async def go() -> list[BaseException | Any]:
+        try:
+            return await asyncio.gather(
+                llm.chat("first question"), llm.chat("second question"), return_exceptions=True
+            )
+        finally:
+            slow.release.set()
+
+    results = asyncio.run(go())  # returns once the first generation's thread has ended
+    assert all(isinstance(r, errors.LLMCallError) for r in results)
+    assert started == ["first question"]

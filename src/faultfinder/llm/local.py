@@ -177,9 +177,18 @@ class LocalBackend:
                 "The embedded model cannot call tools. Use a method variant without tools, "
                 "or an OpenAI-compatible model (--model openai:MODEL)."
             )
-        return await asyncio.to_thread(self._complete_sync, request)
+        abandoned = threading.Event()
+        try:
+            return await asyncio.to_thread(self._complete_sync, request, abandoned)
+        except asyncio.CancelledError:
+            # Cut by --timeout (or Ctrl-C): a generation already under way runs to its end
+            # in its thread, but a call still waiting for the model never starts one.
+            abandoned.set()
+            raise
 
-    def _complete_sync(self, request: ChatRequest) -> Completion:
+    def _complete_sync(
+        self, request: ChatRequest, abandoned: threading.Event | None = None
+    ) -> Completion:
         llama = self._model()
         self._check_fits(request)
         seed = (self.seed if request.seed is None else request.seed) + request.sample
@@ -189,6 +198,8 @@ class LocalBackend:
         if request.top_p is not None:
             sampling["top_p"] = request.top_p
         with self._run_lock:
+            if abandoned is not None and abandoned.is_set():
+                raise errors.LLMCallError("the call was abandoned before the model ran it")
             grammar = self._grammar(request.constraint)
             try:
                 result = llama.create_chat_completion(
