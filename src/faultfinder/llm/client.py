@@ -322,10 +322,12 @@ class LLM:
             try:
                 completion = await self._with_deadline(request, sent)
             except BaseException as exc:
-                # A request that went out counts as a call, with its prompt, in budgets too.
-                went = bool(sent)
+                # A request that went out and failed counts as a call, with its prompt, in
+                # budgets too. Any other exception (a bad request refused before sending,
+                # a cancelled run) leaves the call uncounted, as before.
+                went = False
                 if isinstance(exc, errors.LLMCallError):
-                    went = exc.sent if exc.sent is not None else went
+                    went = exc.sent if exc.sent is not None else bool(sent)
                     exc.sent = went
                 spent = prompt_estimate if went else 0
                 await self.ledger.settle(need, spent, called=went)
