@@ -76,12 +76,14 @@ def rows(path: Path) -> list[DoverRow]:
     return [DoverRow.model_validate_json(line) for line in path.read_text().splitlines()]
 
 
-def debug(setup: Setup, upstream: FakeOpenAIServer, out: Path, *program: str) -> Result:
+def debug(
+    setup: Setup, upstream: FakeOpenAIServer, out: Path, *program: str, check: str = ""
+) -> Result:
     return CliRunner().invoke(
         main,
         ["debug", str(setup.run_dir), "--repeats", "3", "--segment", "none",
          "--out", str(out), *DEBUGGER, "--upstream", upstream.base_url,
-         "--", *(program or TEAM)],
+         *(["--check", check] if check else []), "--", *(program or TEAM)],
     )  # fmt: skip
 
 
@@ -152,6 +154,27 @@ def test_verify_edit_with_a_working_upstream_still_validates(setup: Setup, tmp_p
     (row,) = rows(setup.run_dir / "dover" / f"{tmp_path.name}.jsonl")
     assert row.verdict == "validated" and row.failed_replays == 0
     assert all(r.success and not r.program_failed for r in row.repeats)
+
+
+def test_debug_checks_the_recording_once_whatever_the_trials(setup: Setup, tmp_path: Path) -> None:
+    """A --check command may be slow or cost money: `debug` checked the recording once to
+    decide whether to debug it and again for every trial's row."""
+    marker = tmp_path / "checked.log"
+    script = tmp_path / "check.py"
+    script.write_text(
+        "import json, sys\n"
+        "job = json.load(sys.stdin)\n"
+        f"open({str(marker)!r}, 'a').write(job['run_dir'] + '\\n')\n"
+        "print('pass' if job['final_answer'] == job['reference'] else 'fail')\n",
+        encoding="utf-8",
+    )
+    result = debug(setup, setup.good, tmp_path / "rows.jsonl", check=f"{sys.executable} {script}")
+    assert result.exit_code == 0, result.output
+    (row,) = rows(tmp_path / "rows.jsonl")
+    assert row.original_success is False and row.verdict == "validated"
+    checked = marker.read_text().splitlines()
+    assert checked.count(str(setup.run_dir)) == 1
+    assert len(checked) == 1 + len(row.repeats)  # and once per replay
 
 
 def test_debug_says_a_replay_could_not_run(setup: Setup, tmp_path: Path) -> None:

@@ -92,6 +92,7 @@ async def run_dover(
         segmentation_status=segmentation.status,
         n_trials=len(segmentation.trials),
         checker=checker,
+        original_success=original.passed,
     )
     trials = segmentation.trials[: config.max_trials]
     if parallelism(executor) == 1:
@@ -165,7 +166,7 @@ async def debug_trial(
         "task": trace.task,
         "ground_truth": trace.ground_truth,
         "original_answer": trace.final_answer,
-        "original_success": check_recorded(context.checker, trace, str(run_dir)).passed,
+        "original_success": context.original_success,
         "checker": context.checker.name,
         "n_steps": len(trace.steps),
         "trial": trial,

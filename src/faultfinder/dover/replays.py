@@ -97,6 +97,9 @@ class RunContext(BaseModel):
     segmentation_status: str
     n_trials: int
     checker: Any
+    original_success: bool | None = None
+    """The recording's success check, made once for every trial (a checker command may be
+    slow or paid for)."""
 
 
 async def execute(
