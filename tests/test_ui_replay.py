@@ -449,7 +449,11 @@ def test_run_n_times_replays_nothing_when_the_run_already_succeeded(
     passes its check has nothing to flip, so no replay runs, and the check runs once."""
     marker = tmp_path / "checks.log"
     script = tmp_path / "check.py"
-    script.write_text(f"open({str(marker)!r}, 'a').write('x')\nprint('pass')\n")
+    script.write_text(
+        "import json, sys\n"
+        f"open({str(marker)!r}, 'a').write(json.load(sys.stdin)['run_dir'] + '\\n')\n"
+        "print('pass')\n"
+    )
     client, catalog, _ = app_for(runs, upstream, check=f"{sys.executable} {script}")
     before = len(upstream.requests)
     body = {"trace": recording_key(catalog), "at": 1, "edit": {"kind": "message", "text": FIX}}
@@ -459,7 +463,9 @@ def test_run_n_times_replays_nothing_when_the_run_already_succeeded(
     assert "already passes the success check" in status["not_replayed"]
     assert status["message"].startswith("not replayed, no verdict")
     assert len(upstream.requests) == before and not (runs / "avalon" / "branches").exists()
-    assert marker.read_text() == "x"
+    # Once, and given the recording's directory, as `debug` gives it (it got '').
+    (checked,) = marker.read_text().splitlines()
+    assert Path(checked).resolve() == (runs / "avalon").resolve()
     (rows_file,) = (runs / "avalon" / "dover").glob("ui-*.jsonl")
     (row,) = read_rows([rows_file])
     assert row.status == "already-succeeded" and row.repeats == []

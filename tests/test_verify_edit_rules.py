@@ -64,11 +64,14 @@ def test_a_run_that_already_succeeded_gets_no_verdict(tmp_path: Path) -> None:
 
 
 def counting_check(tmp_path: Path, verdict: str) -> tuple[str, Path]:
-    """A --check command that says ``verdict`` and leaves a line in a file per run."""
+    """A --check command that says ``verdict`` and leaves a line per run in a file: the
+    run directory it was given."""
     marker = tmp_path / "checks.log"
     script = tmp_path / "check.py"
     script.write_text(
-        f"import sys\nopen({str(marker)!r}, 'a').write('x\\n')\nprint({verdict!r})\n",
+        "import json, sys\n"
+        f"open({str(marker)!r}, 'a').write(json.load(sys.stdin)['run_dir'] + '\\n')\n"
+        f"print({verdict!r})\n",
         encoding="utf-8",
     )
     return f"{sys.executable} {script}", marker
@@ -85,7 +88,8 @@ def test_the_success_check_runs_once_on_the_recorded_run(tmp_path: Path) -> None
     )
     assert code == 0 and sent == 0, output
     assert "verdict: none, the run already succeeded" in output
-    assert marker.read_text().count("x") == 1
+    # Once, and given the recording's directory, as `debug` gives it (it got '').
+    assert marker.read_text().splitlines() == [str(run_dir)]
 
 
 @pytest.mark.slow

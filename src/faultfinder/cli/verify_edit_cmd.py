@@ -144,7 +144,7 @@ def verify_edit(
         tuple(program), upstream, trust_run, upstream_key_env, replay_timeout, cwd, upstreams
     )
 
-    check = check_recorded(checker, original)  # once: a --check command may be slow
+    check = check_recorded(checker, original, str(base))  # once: --check may be slow
     skip = not_replayed(original, at, spec, check)
     if skip is not None:
         click.echo(f"not replayed: {skip}")

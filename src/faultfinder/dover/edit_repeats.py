@@ -268,7 +268,7 @@ async def judge_repeats(
         for attempt in attempts:
             results.append(await _result(original, attempt, intervention, judge))
     if check is None:
-        check = check_recorded(checker, original)
+        check = check_recorded(checker, original, str(run_dir))
     verdict: VerdictName | None
     if check.passed:
         # Nothing to flip: a success of the edited run is not a recovery (DoVer's rule).

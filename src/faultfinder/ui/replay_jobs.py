@@ -158,7 +158,9 @@ class ReplayRunner:
                 # DoVer's rules before any replay, as `verify-edit` applies them: a run that
                 # already passes its check, or an edit equal to the recording, tells nothing.
                 trace = self.catalog.traces[job.trace_key].trace
-                check = await asyncio.to_thread(check_recorded, self.checker, trace)
+                check = await asyncio.to_thread(
+                    check_recorded, self.checker, trace, str(job.base_dir)
+                )
                 job.not_replayed = not_replayed(trace, job.at, job.spec, check)
                 if job.not_replayed is not None:
                     job.attempts = []
