@@ -21,6 +21,7 @@ early gets its Researcher's live steps and then crashes when the Orchestrator sp
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
