@@ -264,6 +264,11 @@ class Redactor:
         for secret in secrets:
             self.add(secret)
 
+    @property
+    def generation(self) -> int:
+        """Changes whenever a new secret is learned: what was scrubbed before may hold it."""
+        return self._generation
+
     def add(self, secret: str | None) -> None:
         """Remember a value that must never be written."""
         if not secret or len(secret) < MIN_SECRET_LENGTH or secret == REDACTED:

@@ -21,6 +21,12 @@ from faultfinder.redact import Redactor
 from faultfinder.replay.apis import ADAPTERS
 from faultfinder.replay.capture import tee
 from faultfinder.replay.httpserver import LOOPBACK
+from faultfinder.replay.output import (
+    OUTPUT_FILES,
+    replace_file,
+    rescrub_file,
+    rescrub_while_running,
+)
 from faultfinder.replay.proxy import Passthrough, ProxyConfig, RecordingProxy
 from faultfinder.replay.recorder import (
     BRANCHES_DIR,
@@ -152,31 +158,6 @@ def run_redactor(command: list[str], extra_env: dict[str, str] | None = None) ->
     return redactor
 
 
-OUTPUT_FILES = ("stdout.txt", "stderr.txt")
-"""The program's output, kept in the run directory."""
-
-
-def _replace_file(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    tmp.replace(path)
-
-
-def rescrub_file(path: Path, redactor: Redactor) -> None:
-    """Scrub a file of the run again with every secret learned so far: a key the program
-    printed before its first model call is known only once that call's headers arrive.
-    The file is rewritten only when something changes."""
-    if not path.is_file():
-        return
-    text = path.read_bytes().decode("utf-8", errors="replace")
-    clean = redactor.text(text)
-    if clean != text:
-        _replace_file(path, clean)
-
-
 def rescrub_steps(directory: Path, redactor: Redactor) -> None:
     """Scrub ``steps.jsonl`` again with every secret learned during the run (a step is
     written when it completes, perhaps before a later request taught the redactor a
@@ -197,7 +178,7 @@ def rescrub_steps(directory: Path, redactor: Redactor) -> None:
             lines.append(json.dumps(redactor.data(value), ensure_ascii=False))
     clean = "\n".join(lines)
     if clean != text:
-        _replace_file(path, clean)
+        replace_file(path, clean)
 
 
 def rescrub_run(directory: Path, redactor: Redactor) -> None:
@@ -264,11 +245,14 @@ async def _watch(
 ) -> tuple[bytes, bytes, bool, bool]:
     """Tee the program's output into ``out_dir`` until it exits, is stopped or times out:
     (stdout, stderr, killed, timed out)."""
-    with (out_dir / "stdout.txt").open("wb") as out, (out_dir / "stderr.txt").open("wb") as err:
+    with (out_dir / "stdout.txt").open("w+b") as out, (out_dir / "stderr.txt").open("w+b") as err:
         readers = asyncio.gather(
             tee(process.stdout, out, echo_out, redactor),
             tee(process.stderr, err, echo_err, redactor),
         )
+        # A secret learned mid-run is scrubbed from what was written as soon as it is
+        # learned, not when the program ends.
+        rescrubber = asyncio.ensure_future(rescrub_while_running((out, err), redactor))
         waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(process.wait())]
         if stop is not None:
             waiters.append(asyncio.ensure_future(stop.wait()))
@@ -292,6 +276,9 @@ async def _watch(
         finally:
             for waiter in waiters[1:]:
                 waiter.cancel()
+            rescrubber.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await rescrubber
         stdout, stderr = await readers
     return stdout, stderr, killed, timed_out
 
