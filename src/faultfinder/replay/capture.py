@@ -7,8 +7,8 @@ ends at '\\n' or at '\\r', for progress bars), or, of a line longer than
 the redactor would replace (:func:`safe_cut`): a known secret, a key-shaped token or a URL
 that the cut would halve, or a known secret whose first part ends the output so far (a
 private key printed over several lines, its rest still to come), is held back until it is
-whole. Secrets learned later in the run are scrubbed from the files when it ends
-(``session.rescrub_file``).
+whole. Secrets learned later in the run are scrubbed from the files already written as
+soon as they are learned, and again when the run ends (``output.py``).
 """
 
 from __future__ import annotations
