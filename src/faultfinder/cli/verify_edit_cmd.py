@@ -107,9 +107,9 @@ def verify_edit(
         Attempt,
         Program,
         judge_repeats,
-        not_replayed,
         run_attempt,
         verify_config,
+        why_not_replayed,
         write_row,
     )
     from faultfinder.dover.report import aggregate, format_summary
@@ -145,7 +145,7 @@ def verify_edit(
     )
 
     check = check_recorded(checker, original, str(base))  # once: --check may be slow
-    skip = not_replayed(original, at, spec, check)
+    skip = why_not_replayed(check, original.steps[at], spec)
     if skip is not None:
         click.echo(f"not replayed: {skip}")
 

@@ -324,12 +324,6 @@ def edit_changes_step(step: Step, spec: dict[str, Any]) -> bool:
     return replacement_text(spec).strip() != original_text(step, spec).strip()
 
 
-def not_replayed(original: Trace, at: int, spec: dict[str, Any], check: CheckResult) -> str | None:
-    """Why replaying this edit at step ``at`` cannot tell anything, ``check`` being the
-    recorded run's success check (see :func:`why_not_replayed`); None: replay it."""
-    return why_not_replayed(check, original.steps[at], spec)
-
-
 def why_not_replayed(check: CheckResult, step: Step, spec: dict[str, Any]) -> str | None:
     """Why replaying ``spec`` on ``step`` cannot tell anything, given the recorded run's
     ``check``: it already passes the success check, or the edit equals what the step

@@ -35,9 +35,9 @@ from faultfinder.dover.edit_repeats import (
     REPEAT_TEMPERATURE,
     Attempt,
     judge_repeats,
-    not_replayed,
     run_attempt,
     verify_config,
+    why_not_replayed,
     write_row,
 )
 from faultfinder.errors import FaultfinderError
@@ -161,7 +161,7 @@ class ReplayRunner:
                 check = await asyncio.to_thread(
                     check_recorded, self.checker, trace, str(job.base_dir)
                 )
-                job.not_replayed = not_replayed(trace, job.at, job.spec, check)
+                job.not_replayed = why_not_replayed(check, trace.steps[job.at], job.spec)
                 if job.not_replayed is not None:
                     job.attempts = []
             for attempt in job.attempts:
