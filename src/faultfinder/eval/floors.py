@@ -25,6 +25,7 @@ from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import NoModelBackend
 from faultfinder.registry import create_method, methods
 from faultfinder.shortlist.sets import DEFAULT_LEVEL
+from faultfinder.shortlist.weights import source_parts
 from faultfinder.traces.schema import Trace
 
 FLOORS: tuple[str, ...] = (
@@ -105,12 +106,6 @@ def floor_rows(
     return asyncio.run(run_all())
 
 
-def weights_name(source: str) -> str:
-    """The weights file a row's ``step_set_source`` names: 'shipped' for
-    'shipped:fold-3', 'mine.json' for 'mine.json:deploy (calibrated on my-team)'."""
-    return source.split(" (", 1)[0].rpartition(":")[0]
-
-
 def step_set_settings(
     rows: Iterable[EvalRow], weights: str | None = None
 ) -> tuple[float | None, list[str]]:
@@ -137,7 +132,7 @@ def step_set_settings(
             "most rows have"
         )
     used = Path(weights).name if weights else "shipped"
-    names = sorted({weights_name(r.step_set_source) for r in items if r.step_set_source})
+    names = sorted({source_parts(r.step_set_source)[0] for r in items if r.step_set_source})
     if names and names != [used]:
         named = ", ".join(f"'{n}'" for n in names)
         how = "" if weights else ": pass that file as --shortlist-weights for the same"

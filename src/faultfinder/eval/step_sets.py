@@ -24,6 +24,7 @@ from faultfinder.eval.report import (
 )
 from faultfinder.eval.rows import EvalRow
 from faultfinder.eval.tables import markdown_table, text_table
+from faultfinder.shortlist.weights import source_parts
 
 
 @dataclass(frozen=True)
@@ -80,8 +81,7 @@ def covers(row: EvalRow) -> bool | None:
 def model_family(source: str | None) -> str:
     """'shipped:fold-3' -> 'fold'; 'shipped:deploy' -> 'deploy', whatever note follows in
     parentheses ('shipped:deploy (calibrated on sources never trained on)' -> 'deploy')."""
-    model = (source or "?").split(" (", 1)[0]
-    return model.rpartition(":")[2].split("-", 1)[0]
+    return source_parts(source or "?")[1].split("-", 1)[0]
 
 
 def coverage(rows: Iterable[EvalRow]) -> list[Coverage]:

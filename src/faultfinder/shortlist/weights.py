@@ -39,6 +39,14 @@ FORMAT_V2 = "faultfinder-shortlist/2"
 _MODEL_FIELDS = ("mean", "scale", "coef", "intercept", "conformal")
 
 
+def source_parts(source: str) -> tuple[str, str]:
+    """A result's ``step_set_source`` read back: (weights file, model), whatever note
+    follows in parentheses: 'shipped:fold-3' -> ('shipped', 'fold-3'); 'mine.json:deploy
+    (calibrated on my-team)' -> ('mine.json', 'deploy')."""
+    weights, _, model = source.split(" (", 1)[0].rpartition(":")
+    return weights, model
+
+
 @dataclass(frozen=True)
 class Chosen:
     """The model that answers for one trace, and where it comes from."""
