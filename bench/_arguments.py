@@ -1,0 +1,162 @@
+"""Argument provenance, a candidate feature group for the shortlist (issue 26), pre-registered.
+
+Written down, with its rule, before any of its rows was read (2026-11-27). It is the third
+try of one idea: value provenance (``_provenance``, two variants, both not kept) was read
+first, and this variant was shaped by what those rows showed and by a fact of the training
+data, so it says so.
+
+**Mechanism.** A wrong value does harm when an agent acts on it: the arguments of a tool
+call are where an invented or altered value becomes an action. A tool-call argument with
+no source earlier in the run (task, earlier steps, tool results), or one that contradicts
+the value an earlier step gave for the same key, marks the step that caused what follows;
+the steps that reuse the value later are its symptoms. Variants A and B also read the
+values in a step's prose, which every Who&When step has, and both cost Hand-Crafted three
+traces. This group reads tool-call arguments only, and Who&When has no structured tool
+call (0 of 184 traces), so its columns are zero on every Who&When step: it can move a
+Who&When ranking only through the refit of the coefficients it shares with the other
+groups.
+
+**Columns** (group ``arguments``, appended to the shipped groups; sources of values as in
+``_provenance``: task, and every earlier step's text, arguments and tool results):
+
+* ``arg_conflicts``: log(1 + the values in the step's tool-call arguments whose key was
+  given earlier in the run with other values only);
+* ``first_arg_conflict``: the first step with such an argument;
+* ``unsupported_args``: log(1 + the values in the step's tool-call arguments found nowhere
+  earlier, the step's own text included);
+* ``first_unsupported_arg``: the first step with such an argument.
+
+**Rule** (the same as A's and B's). Adopt (ship ``position + agent + errors + cause +
+arguments``, same λ, source weights and deploy fit) only if its criterion
+(``_criterion.score`` on the training sources, deploy fit as the inner fit) leads the
+shipped configuration's by at least ``MARGIN`` (1.0) point. The spent sources (software
+team, support desk) are printed after the criterion and decide nothing. If adopted: commit
+the new weights, then rank the warehouse team (``--program warehouse``, never ranked)
+once, with the new and the shipped-before weights, and report top-1 step and agent with
+their paired test whatever they say; the adoption is reverted only if the new weights are
+significantly worse there (paired exact McNemar p < 0.05 at top-1 step).
+
+**Disclosure.** While this was being written, the warehouse team's generation was under
+way, and a script run over ``.faultfinder/generated/*`` by mistake printed, for its first
+52 traces, how many have a tool call (49) and how many labelled steps carry one (26).
+Nothing of the warehouse team was ranked or scored.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from _criterion import header
+from _deploy_choice import MARGIN, WHO_AND_WHEN, criterion_parts, mean_of_folds, row
+from _provenance import SPENT, _args, _keyed, _own_text, _results, _values
+
+from faultfinder.eval.datasets import load_dataset, subset_of
+from faultfinder.shortlist import features
+from faultfinder.shortlist.features import FeatureSpec
+from faultfinder.shortlist.train import Table, build_table
+from faultfinder.shortlist.weights import shipped_weights
+from faultfinder.traces.schema import Trace
+
+COLUMNS = ("arg_conflicts", "first_arg_conflict", "unsupported_args", "first_unsupported_arg")
+
+
+def arguments(trace: Trace) -> list[list[float]]:
+    """One row of ``COLUMNS`` per step of ``trace``."""
+    seen: set[float] = _values(trace.task, True)
+    given: dict[tuple[str, int], set[float]] = {}
+    for key, value, _ in _keyed(trace.task):
+        given.setdefault(key, set()).add(value)
+    rows: list[list[float]] = []
+    any_conflict = any_unsupported = False
+    for step in trace.steps:
+        text, args, results = _own_text(step), _args(step), _results(step)
+        conflicts = sum(
+            1 for key, value, _ in _keyed(args) if given.get(key) and value not in given[key]
+        )
+        unsupported = len(_values(args, False) - seen - _values(text, False))
+        rows.append(
+            [
+                math.log1p(conflicts),
+                float(conflicts > 0 and not any_conflict),
+                math.log1p(unsupported),
+                float(unsupported > 0 and not any_unsupported),
+            ]
+        )
+        any_conflict |= conflicts > 0
+        any_unsupported |= unsupported > 0
+        for part in (text, args, results):
+            seen |= _values(part, True)
+            for key, value, _ in _keyed(part):
+                given.setdefault(key, set()).add(value)
+    return rows
+
+
+def with_arguments(table: Table) -> Table:
+    """``table`` with the ``arguments`` columns appended to every step's row."""
+    rows: list[list[float]] = []
+    for trace, (start, end) in zip(table.traces, table.spans, strict=True):
+        extra = arguments(trace)
+        assert len(extra) == end - start
+        rows += [[*table.rows[r], *extra[r - start]] for r in range(start, end)]
+    return Table(table.traces, rows, table.targets, table.spans)
+
+
+def _name_group() -> None:
+    """The model checks its columns against its groups' names: name the new group."""
+    if "arguments" not in features.GROUPS:
+        features.GROUPS = (*features.GROUPS, "arguments")
+        features._NAMES["arguments"] = COLUMNS
+
+
+def table(
+    traces: list[Trace], trained: Sequence[str], groups: Sequence[str], folds: int = 5
+) -> list[str]:
+    """The candidate beside the shipped configuration under the criterion (training
+    sources), with the spent sources' top-1 after the criterion (deciding nothing)."""
+    present = {subset_of(t) for t in traces}
+    names = [s for s in WHO_AND_WHEN if s in present]
+    generated = [s for s in trained if s not in WHO_AND_WHEN]
+    spent = [s for s in SPENT if s in present]
+    base = build_table(traces, groups)
+    _name_group()
+    out = [
+        "",
+        "Argument provenance (`bench/_arguments.py`: four columns on tool-call arguments "
+        "with no source earlier in the run, or contradicting an earlier value for the same "
+        "key; zero on every Who&When step, which has no structured tool call; the third try "
+        "of value provenance, shaped by the two above; the software team and the support "
+        "desk are shown after the criterion and decide nothing). Top-1 %:",
+        "",
+        *header(["features"], names, generated)[:1],
+    ]
+    out[-1] = out[-1].removesuffix(" |") + "".join(f" | {s}" for s in spent) + " |"
+    out.append("|---|" + "---:|" * (len(names) + len(generated) + 1 + len(spent)))
+    for label, rows, used in (
+        (" + ".join(groups) + " (shipped)", base, tuple(groups)),
+        (" + ".join(groups) + " + arguments", with_arguments(base), (*groups, "arguments")),
+    ):
+        cv, loso = criterion_parts(traces, rows, used, mean_of_folds, generated, spent, folds)
+        others = "".join(f" {v:.1f} |" for v in loso[len(generated) :])
+        out.append(row(label, cv, loso[: len(generated)]) + others)
+    return out
+
+
+def main(paths: Sequence[str]) -> int:
+    traces: list[Trace] = []
+    for p in paths:
+        traces += load_dataset(Path(p))
+    present = {subset_of(t) for t in traces}
+    if any(s.endswith("warehouse") for s in present):
+        print("the warehouse team is the blind test: leave it out", file=sys.stderr)
+        return 2
+    trained = [s for s in shipped_weights().trained_sources if s in present]
+    print(*table(traces, trained, FeatureSpec().groups), sep="\n")
+    print(f"Rule: adopt only for a criterion lead of at least {MARGIN:.1f} point.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
