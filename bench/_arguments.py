@@ -40,6 +40,18 @@ significantly worse there (paired exact McNemar p < 0.05 at top-1 step).
 way, and a script run over ``.faultfinder/generated/*`` by mistake printed, for its first
 52 traces, how many have a tool call (49) and how many labelled steps carry one (26).
 Nothing of the warehouse team was ranked or scored.
+
+**Result, and a second rule** (written 2026-11-27 after the row above was read, before any
+warehouse trace was ranked). Criterion 35.1 against the shipped 35.6 (Hand-Crafted one
+trace fewer, CrewAI one more): not adopted by the first rule. The software team rose from
+31.2 to 40.6% and the support desk from 23.8 to 27.6%, but they are spent and decide
+nothing. The criterion cannot tell the group from the shipped one: it is zero on Who&When,
+and the short training sources rarely pass an unsupported argument. So the choice goes to
+the one source nothing has ranked, and the warehouse team is spent by it: both
+configurations (deploy fit, trained on the shipped sources) rank it once (``--warehouse``).
+Adopt the group only if, there, the traces whose top-1 step only it gets right outnumber
+those only the shipped one gets right, and its top-1 agent is not lower by more than 1.0
+point. Whatever the row says is printed in bench/README.md with its paired tests.
 """
 
 from __future__ import annotations
