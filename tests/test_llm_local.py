@@ -6,6 +6,9 @@ import asyncio
 import importlib.machinery
 import importlib.util
 import sys
+import time
+import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +146,15 @@ def test_embedded_model_answers_in_the_grammar() -> None:
     assert not reply.usage.estimated  # the real tokenizer counted them
     assert backend.count_tokens("Agent Name") > 0
 
+    # The library pulls every token through the hook that stops an abandoned call.
+    llama = backend._model()
+    abandoned = local_module._CallState()
+    abandoned.abandon()
+    llama.call = abandoned
+    with pytest.raises(local_module._Abandoned):
+        llama.create_chat_completion(messages=messages, max_tokens=8)
+    llama.call = None
+
     # Prompts beyond the context window are refused, never cut.
     small = LocalBackend(n_ctx=64, n_threads=1)
     too_long = ChatRequest(messages=[{"role": "user", "content": "word " * 200}])
@@ -231,3 +243,86 @@ def test_a_call_abandoned_while_waiting_for_the_model_never_runs_it(
     results = asyncio.run(go())  # returns once the first generation's thread has ended
     assert all(isinstance(r, errors.LLMCallError) for r in results)
     assert started == ["first question"]
+
+
+class TokenByTokenLlama:
+    """A stand-in for llama_cpp.Llama built as the library is: its chat completion pulls
+    tokens one at a time from ``generate`` (each a few milliseconds of work) and builds the
+    reply, finish reason and usage from them. ``pulled`` counts the tokens computed."""
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+        self.pulled = 0
+
+    def tokenize(self, text: bytes, add_bos: bool = False, special: bool = False) -> list[int]:
+        return list(range(len(text.split())))
+
+    def generate(self, tokens: list[int], **options: Any) -> Iterator[int]:
+        while True:
+            time.sleep(0.005)
+            self.pulled += 1
+            yield 7
+
+    def create_chat_completion(self, **options: Any) -> dict[str, Any]:
+        prompt = self.tokenize(options["messages"][-1]["content"].encode()) + [0] * 9
+        completion: list[int] = []
+        for token in self.generate(prompt):
+            completion.append(token)
+            if len(completion) >= options["max_tokens"]:
+                break
+        return {
+            "choices": [
+                {"message": {"content": "ok " * len(completion)}, "finish_reason": "length"}
+            ],
+            "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(completion)},
+        }
+
+
+def token_by_token_backend(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> tuple[LLM, TokenByTokenLlama]:
+    """An LLM over a LocalBackend that loads TokenByTokenLlama as its model."""
+    from faultfinder.llm import base
+
+    monkeypatch.setattr(base, "ALLOW_MODEL_REQUESTS", True)  # the model is a stand-in
+    fake_llama_cpp = types.ModuleType("llama_cpp")
+    fake_llama_cpp.Llama = TokenByTokenLlama  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "llama_cpp", fake_llama_cpp)
+    backend = fake_backend(monkeypatch, tmp_path)
+    llama = backend._model()
+    assert isinstance(llama, TokenByTokenLlama)
+    return LLM(backend, timeout=0.2), llama
+
+
+def test_a_local_call_cut_by_the_timeout_stops_its_generation(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """--timeout cuts a long generation: the model stops at its next token, instead of
+    computing the whole reply for nobody while the command waits for it to end."""
+    llm, llama = token_by_token_backend(monkeypatch, tmp_path)
+    pulled_at_cut: list[int] = []
+
+    async def go() -> None:
+        with pytest.raises(errors.LLMCallError, match=r"no complete reply within 0\.2 s"):
+            await llm.chat("tell a long story", max_tokens=1000)
+        pulled_at_cut.append(llama.pulled)
+
+    asyncio.run(go())  # returns once the generation's thread has ended
+    assert 0 < pulled_at_cut[0] < 1000
+    assert llama.pulled <= pulled_at_cut[0] + 1  # at most the token under way at the cut
+    assert llm.usage.calls == 1  # it had started: it counts
+
+
+def test_a_local_call_left_alone_keeps_the_library_reply_and_usage(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    llm, llama = token_by_token_backend(monkeypatch, tmp_path)
+    completion = asyncio.run(
+        llm.backend.complete(
+            ChatRequest(messages=[{"role": "user", "content": "a b c"}], max_tokens=5)
+        )
+    )
+    assert llama.pulled == 5
+    assert (completion.text, completion.finish_reason) == ("ok " * 5, "length")
+    usage = completion.usage
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.estimated) == (12, 5, False)

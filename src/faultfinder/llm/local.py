@@ -11,10 +11,12 @@ answers with grammars (``OutputConstraint.gbnf``) so they stay readable.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import json
 import os
 import threading
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,61 @@ def _require_llama_cpp() -> None:
         raise errors.ModelNotAvailableError(
             f"The embedded model needs llama-cpp-python, which is not installed. {INSTALL_HINT}"
         )
+
+
+class _CallState:
+    """One call as the event loop and the worker thread both see it. The lock makes
+    "abandoned" and "started" exclusive: a call cut before the model took it never runs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.abandoned = False
+        self.started = False
+
+    def start(self) -> bool:
+        """The worker holds the model: start the generation, unless the call was cut."""
+        with self._lock:
+            self.started = not self.abandoned
+            return self.started
+
+    def abandon(self) -> bool:
+        """The caller gave up (--timeout, Ctrl-C). True when the generation had started."""
+        with self._lock:
+            self.abandoned = True
+            return self.started
+
+
+class _Abandoned(Exception):
+    """Ends, between two tokens, a generation whose caller has gone."""
+
+
+class _StopBetweenTokens:
+    """Mixed into ``llama_cpp.Llama``. Its chat completion (``create_completion`` under
+    it) pulls every token from ``generate``; ending that between two tokens once the call
+    is abandoned frees the model at once. A call left alone runs the library's own
+    non-streaming path, so its reply, finish reason and usage are the library's."""
+
+    call: _CallState | None = None
+
+    def generate(self, *args: Any, **kwargs: Any) -> Generator[int, Any, None]:
+        tokens: Generator[int, Any, None] = super().generate(*args, **kwargs)  # type: ignore[misc]
+        try:
+            reply = None
+            while True:
+                if self.call is not None and self.call.abandoned:
+                    raise _Abandoned
+                try:
+                    token = tokens.send(reply)  # evaluates the last token, samples the next
+                except StopIteration:
+                    return
+                reply = yield token
+        finally:
+            tokens.close()
+
+
+@functools.cache
+def _stoppable(llama_class: type) -> type:
+    return type(f"Stoppable{llama_class.__name__}", (_StopBetweenTokens, llama_class), {})
 
 
 class LocalBackend:
@@ -111,7 +168,7 @@ class LocalBackend:
                 if self._llama is None:
                     import llama_cpp
 
-                    self._llama = llama_cpp.Llama(
+                    self._llama = _stoppable(llama_cpp.Llama)(
                         model_path=str(self.model_path),
                         n_ctx=self.n_ctx,
                         n_threads=self.n_threads,
@@ -177,18 +234,17 @@ class LocalBackend:
                 "The embedded model cannot call tools. Use a method variant without tools, "
                 "or an OpenAI-compatible model (--model openai:MODEL)."
             )
-        abandoned = threading.Event()
+        call = _CallState()
         try:
-            return await asyncio.to_thread(self._complete_sync, request, abandoned)
+            return await asyncio.to_thread(self._complete_sync, request, call)
         except asyncio.CancelledError:
-            # Cut by --timeout (or Ctrl-C): a generation already under way runs to its end
-            # in its thread, but a call still waiting for the model never starts one.
-            abandoned.set()
+            # Cut by --timeout (or Ctrl-C): a generation under way stops at its next token,
+            # and a call still waiting for the model never starts one.
+            call.abandon()
             raise
 
-    def _complete_sync(
-        self, request: ChatRequest, abandoned: threading.Event | None = None
-    ) -> Completion:
+    def _complete_sync(self, request: ChatRequest, call: _CallState | None = None) -> Completion:
+        call = call or _CallState()
         llama = self._model()
         self._check_fits(request)
         seed = (self.seed if request.seed is None else request.seed) + request.sample
@@ -198,9 +254,11 @@ class LocalBackend:
         if request.top_p is not None:
             sampling["top_p"] = request.top_p
         with self._run_lock:
-            if abandoned is not None and abandoned.is_set():
+            if not call.start():
                 raise errors.LLMCallError("the call was abandoned before the model ran it")
             grammar = self._grammar(request.constraint)
+            if isinstance(llama, _StopBetweenTokens):
+                llama.call = call
             try:
                 result = llama.create_chat_completion(
                     messages=request.messages,
@@ -210,6 +268,8 @@ class LocalBackend:
                     stop=request.stop or [],
                     grammar=grammar,
                 )
+            except _Abandoned:
+                raise errors.LLMCallError("the call was abandoned while the model ran it") from None
             except ValueError as exc:
                 if "context window" in str(exc):
                     raise errors.FaultfinderError(
@@ -217,6 +277,9 @@ class LocalBackend:
                         "Lower the method's context budget so it fits."
                     ) from exc
                 raise
+            finally:
+                if isinstance(llama, _StopBetweenTokens):
+                    llama.call = None
         choice = result["choices"][0]
         reported = result.get("usage") or {}
         return Completion(
