@@ -243,6 +243,9 @@ def test_a_call_abandoned_while_waiting_for_the_model_never_runs_it(
     results = asyncio.run(go())  # returns once the first generation's thread has ended
     assert all(isinstance(r, errors.LLMCallError) for r in results)
     assert started == ["first question"]
+    # The second never reached the model: the report counts one call, not two.
+    assert [r.sent for r in results if isinstance(r, errors.LLMCallError)] == [True, False]
+    assert llm.usage.calls == 1
 
 
 class TokenByTokenLlama:

@@ -76,6 +76,21 @@ class TransientLLMError(Exception):
         self.retry_after = retry_after
 
 
+_NEVER_SENT = "_faultfinder_never_sent"
+
+
+def mark_never_sent(cancelled: BaseException) -> None:
+    """Say, on the cancellation a backend's ``complete`` re-raises, that its request never
+    reached the model (it was still queued inside the backend): the LLM layer then does
+    not count the cut call as made. Without the mark, a cut call counts."""
+    setattr(cancelled, _NEVER_SENT, True)
+
+
+def never_sent(cancelled: BaseException) -> bool:
+    """Whether a backend marked this cancellation with :func:`mark_never_sent`."""
+    return getattr(cancelled, _NEVER_SENT, False) is True
+
+
 @runtime_checkable
 class Backend(Protocol):
     """A model endpoint. Implementations live one per module in ``faultfinder.llm``."""

@@ -327,7 +327,7 @@ class LLM:
                 # a cancelled run) leaves the call uncounted, as before.
                 went = False
                 if isinstance(exc, errors.LLMCallError):
-                    went = exc.sent if exc.sent is not None else bool(sent)
+                    went = exc.sent if exc.sent is not None else any(sent)
                     exc.sent = went
                 spent = prompt_estimate if went else 0
                 await self.ledger.settle(need, spent, called=went)
@@ -380,7 +380,7 @@ class LLM:
 
     async def _with_deadline(self, request: ChatRequest, sent: list[bool]) -> Completion:
         """The call with its retries, cut off after ``timeout`` seconds in all (``sent``
-        gets an entry for each attempt sent)."""
+        gets an entry for each attempt: False for one the backend never sent)."""
         if self.timeout is None:
             return await self._with_retries(request, sent)
         loop = asyncio.get_running_loop()
@@ -403,6 +403,10 @@ class LLM:
             sent.append(True)
             try:
                 return await self.backend.complete(request)
+            except asyncio.CancelledError as exc:
+                if base.never_sent(exc):  # cut while queued inside the backend
+                    sent[-1] = False
+                raise
             except TransientLLMError as exc:
                 if attempt == self.max_retries:
                     raise errors.LLMCallError(

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from faultfinder import errors
-from faultfinder.llm.base import ChatRequest, Completion, OutputConstraint
+from faultfinder.llm.base import ChatRequest, Completion, OutputConstraint, mark_never_sent
 from faultfinder.usage import Usage
 
 MODEL_NAME = "SmolLM2-135M-Instruct"
@@ -237,10 +237,11 @@ class LocalBackend:
         call = _CallState()
         try:
             return await asyncio.to_thread(self._complete_sync, request, call)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as cancelled:
             # Cut by --timeout (or Ctrl-C): a generation under way stops at its next token,
-            # and a call still waiting for the model never starts one.
-            call.abandon()
+            # and a call still waiting for the model never starts one (nor counts as made).
+            if not call.abandon():
+                mark_never_sent(cancelled)
             raise
 
     def _complete_sync(self, request: ChatRequest, call: _CallState | None = None) -> Completion:
