@@ -4,6 +4,9 @@ counts and the step sets of the floors it computes."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -182,3 +185,25 @@ def test_floors_say_which_weights_their_step_sets_come_from(
     # Without --floors the file would serve nothing: said, not ignored.
     alone = invoke("report", out, "--shortlist-weights", mine)
     assert alone.exit_code == 2 and "only applies with --floors" in alone.output
+
+
+def test_csv_and_json_reports_keep_their_notes_on_stderr(tmp_path: Path) -> None:
+    # A per-case budget stop and a run cut short: caveats a script must not lose.
+    rows = [row("t1", 0, 2), row("t2", 0, None, status="budget-exceeded", budget_stop="case")]
+    rows.append(row("t1", 1, 2))
+    results = tmp_path / "r.jsonl"
+    results.write_text("".join(r.model_dump_json() + "\n" for r in rows))
+    for fmt in ("csv", "json"):
+        result = invoke("report", results, "--format", fmt)
+        assert result.exit_code == 0, result.output
+        notes = result.stderr.splitlines()
+        assert all(line.startswith("note: ") for line in notes)
+        assert any("1 row(s) stopped on their own per-case token budget" in n for n in notes)
+        assert any("m1 on Alpha: 1 of 2 cases in run 1" in n for n in notes)
+        assert any("No floors in these results" in n for n in notes)
+        assert not any(n.startswith("note: Accuracies:") for n in notes)  # the tables' key
+        assert "note:" not in result.stdout  # the data stays as it was
+    data = json.loads(invoke("report", results, "--format", "json").stdout)
+    assert [r["method"] for r in data] == ["m1"] and data[0]["errors"] == 1
+    records = list(csv.DictReader(io.StringIO(invoke("report", results, "--format", "csv").stdout)))
+    assert len(records) == 1 and records[0]["runs"] == "2"

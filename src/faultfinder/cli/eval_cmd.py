@@ -31,7 +31,7 @@ from faultfinder.eval.cases import plan_methods, repeat_warnings
 from faultfinder.eval.datasets import DatasetOptions, load_dataset, subsets
 from faultfinder.eval.floors import floor_rows, step_set_settings
 from faultfinder.eval.plotting import pyplot
-from faultfinder.eval.report import FORMATS, plot_tolerance, render, summarise
+from faultfinder.eval.report import FORMATS, caveats, plot_tolerance, render, summarise
 from faultfinder.eval.rows import EvalRow, read_result_files
 from faultfinder.eval.runner import EvalOptions, run_eval
 from faultfinder.exitcodes import CaseCounts
@@ -383,6 +383,10 @@ def report_command(
         pyplot()  # a missing plot extra is said before any table, not after
     summaries = summarise(rows)
     click.echo(render(summaries, fmt, tolerances=tolerances))  # type: ignore[arg-type]
+    if fmt in ("csv", "json"):
+        # The data stays parseable on stdout; what qualifies it goes beside it, as --floors's.
+        for note in caveats(summaries):
+            click.echo(f"note: {note}", err=True)
     if plot_path:
         written = plot_tolerance(summaries, plot_path)
         click.echo(f"plot written to {written}", err=True)

@@ -310,14 +310,25 @@ def render(
     return "\n".join(parts).rstrip("\n")
 
 
+READING_NOTE = (
+    "Accuracies: per-run accuracy, mean ± sample std across runs, then the 95% Wilson "
+    "interval over cases in parentheses; unparsed and failed rows count as wrong. Steps "
+    "are scored by integer equality."
+)
+"""How to read the text and markdown tables' accuracy cells."""
+
+
 def footnotes(summaries: Sequence[GroupSummary]) -> list[str]:
-    """Warnings a reader of the table needs."""
+    """Warnings a reader of the table needs: how to read it, then :func:`caveats`."""
+    return [READING_NOTE, *caveats(summaries)]
+
+
+def caveats(summaries: Sequence[GroupSummary]) -> list[str]:
+    """The notes that qualify these results' numbers (floors, failed rows, per-case budget
+    stops, runs over different cases, unlabelled rows), one line each, in every format:
+    under the tables in text and markdown, on stderr beside csv and json."""
     errors = sum(g.metrics.errors for g in summaries)
-    notes = [
-        "Accuracies: per-run accuracy, mean ± sample std across runs, then the 95% Wilson "
-        "interval over cases in parentheses; unparsed and failed rows count as wrong. Steps "
-        "are scored by integer equality."
-    ]
+    notes: list[str] = []
     floors = sorted({g.label for g in summaries if g.floor})
     if floors:
         notes.append(
