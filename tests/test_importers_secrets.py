@@ -445,3 +445,28 @@ def test_phoenix_spans_nested_and_dataframe(tmp_path: Path) -> None:
         (step,) = trace.steps
         assert step.request is not None and step.request["max_tokens"] == 100
         assert step.usage is not None and step.usage.prompt_tokens == 12
+
+
+def test_a_secret_only_a_dropped_copy_of_a_span_revealed_is_scrubbed(tmp_path: Path) -> None:
+    # An exporter sent one span twice: the first copy's resource holds the key, the second
+    # (more attributes, so the one kept) quotes it. The dropped copy still teaches the key.
+    def copy(resource: dict[str, str], attributes: dict[str, str]) -> dict[str, Any]:
+        span: dict[str, Any] = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "chat gpt-4o"}
+        span["attributes"] = [_attr(k, v) for k, v in attributes.items()]
+        return {
+            "resource": {"attributes": [_attr(k, v) for k, v in resource.items()]},
+            "scopeSpans": [{"spans": [span]}],
+        }
+
+    chat = {"gen_ai.operation.name": "chat"}
+    key = "LEAK11-dropcopyabcdef"
+    reply = [{"role": "assistant", "parts": [{"type": "text", "content": f"key: {key}"}]}]
+    said = {**chat, "gen_ai.output.messages": json.dumps(reply), "x.n": "1"}
+    source = tmp_path / "dup.otlp.json"
+    doc = {"resourceSpans": [copy({"service.api_key": key}, chat)]}
+    doc["resourceSpans"].append(copy({"service.name": "svc"}, said))
+    source.write_text(json.dumps(doc))
+    (trace,) = load_traces(source)
+    assert trace.metadata["duplicate_spans"] == 1
+    assert trace.steps[0].content == "key: [REDACTED]"
+    assert not LEAK.findall(trace.model_dump_json())

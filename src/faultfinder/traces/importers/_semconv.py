@@ -91,6 +91,7 @@ def build_trace(
 ) -> Trace:
     """The canonical trace of one trace's spans (``secrets``: values other spans of the
     trace revealed, scrubbed too)."""
+    every = spans  # dropped copies of a span teach secrets too
     spans, duplicates, differing = dedupe(spans)
     tree = SpanTree(spans)
     order = tree.walk()
@@ -178,9 +179,10 @@ def build_trace(
     # The source records were scrubbed as they were kept; the text taken from them into
     # the steps is scrubbed here, with the secrets the spans' attributes reveal.
     # Learned from what was read (each kept record was scrubbed alone, so a secret another
-    # record reveals, such as a resource's key quoted in a message, is only known here).
+    # record reveals, such as a resource's key quoted in a message, is only known here),
+    # every copy of a span included: the copy dedupe dropped may be the one that revealed it.
     redactor = Redactor(secrets)
-    redactor.learn_data([(s.attributes, s.resource) for s in spans])
+    redactor.learn_data([(s.attributes, s.resource) for s in every])
     return make_trace(
         path,
         id=trace_id,
