@@ -9,6 +9,8 @@ from typing import Any
 
 import httpx
 
+from faultfinder.collect.collector import Collector, CollectorConfig
+from faultfinder.traces.importers._spans import spans_from_otlp
 from faultfinder.traces.loader import load_trace
 from otel_helpers import TRACE, genai_current
 from test_collect_export import collector, wait_for
@@ -81,3 +83,31 @@ def test_a_late_span_within_forget_seconds_is_still_merged(tmp_path: Path) -> No
         assert not server.server.gone
     assert [p.name for p in (tmp_path / "out").iterdir()] == [f"{TRACE}.json"]
     assert len(load_trace(tmp_path / "out" / f"{TRACE}.json").steps) == 2
+
+
+def test_a_late_file_scrubs_what_an_unwritten_span_revealed(tmp_path: Path) -> None:
+    """The secrets kept when a trace leaves memory come from every span it held, also one
+    whose rewrite failed: the late file scrubs a key only that span's resource revealed."""
+    out = tmp_path / "out"
+    out.mkdir()
+    # Driven by hand, no server and no clock: quiet and forget times are 0, and a trace
+    # counts as idle once its spans are made old.
+    server = Collector(CollectorConfig(out_dir=out, quiet_seconds=0, forget_seconds=0))
+
+    def receive(doc: dict[str, Any], *, keyless: bool = True) -> None:
+        if keyless:
+            doc["resourceSpans"][0].pop("resource")
+        server.add(spans_from_otlp(doc, path="request"))
+        for entry in server.traces.values():
+            entry.last_seen -= 1000
+        server.flush()
+
+    receive(export(TRACE, "a" * 16, parent=None))
+    (out / f"{TRACE}.json.tmp").mkdir()  # the rewrite with the next span fails
+    receive(export(TRACE, "b" * 16, parent="a" * 16), keyless=False)
+    assert server.errors and KEY not in (out / f"{TRACE}.json").read_text()
+    server.flush()  # the trace leaves memory
+    assert TRACE in server.gone and not server.traces
+    receive(export(TRACE, "9" * 16, parent="a" * 16, text=f"key is {KEY}"))
+    late = (out / f"{TRACE}.late-1.json").read_text()
+    assert KEY not in late and "key is [REDACTED]" in late

@@ -309,7 +309,11 @@ class Collector:
         return out
 
     def _forget(self, trace_id: str, entry: _Open) -> None:
-        """Drop a written trace's spans, keeping its id and the secrets they revealed."""
+        """Drop a written trace's spans, keeping its id and the secrets they revealed.
+
+        Learned here, not taken from the last write: ``build_trace`` keeps what it learns to
+        itself, and spans a rewrite failed to take in (a full disk) are held here too, but
+        in no file; a late span may quote what they revealed."""
         redactor = Redactor(entry.secrets)
         redactor.learn_data([(s.attributes, s.resource) for s in entry.spans])
         self.gone[trace_id] = _Gone(frozenset(redactor.secrets), entry.late)
