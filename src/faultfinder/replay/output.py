@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -42,10 +42,12 @@ def rescrub_open(sink: IO[bytes], redactor: Redactor) -> None:
         os.fsync(sink.fileno())
 
 
-async def rescrub_while_running(sinks: Sequence[IO[bytes]], redactor: Redactor) -> None:
-    """Until cancelled: scrub ``sinks`` again whenever ``redactor`` learns a secret.
-    Runs on the event loop that writes them (``capture.tee``), so a rewrite never interleaves
-    with a write."""
+async def rescrub_while_running(
+    sinks: Sequence[IO[bytes]], redactor: Redactor, also: Callable[[], None] | None = None
+) -> None:
+    """Until cancelled: scrub ``sinks`` again whenever ``redactor`` learns a secret, and
+    call ``also`` (the run's other files: ``RunStore.rescrub``). Runs on the event loop
+    that writes them (``capture.tee``), so a rewrite never interleaves with a write."""
     seen = redactor.generation
     while True:
         await asyncio.sleep(RESCRUB_POLL_S)
@@ -53,6 +55,8 @@ async def rescrub_while_running(sinks: Sequence[IO[bytes]], redactor: Redactor) 
             seen = redactor.generation
             for sink in sinks:
                 rescrub_open(sink, redactor)
+            if also is not None:
+                also()
 
 
 def replace_file(path: Path, text: str) -> None:

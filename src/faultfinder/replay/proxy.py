@@ -179,6 +179,7 @@ class RecordingProxy(Endpoint):
             )
         self.redactor.learn_headers(request.headers)
         self.redactor.learn_query(request.query)
+        self.store.rescrub()  # a key learned now leaves the calls recorded before it
         stored = self._stored_reply(request.method, path)
         if stored is not None:
             return json_response(200, stored)

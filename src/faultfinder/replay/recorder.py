@@ -33,6 +33,8 @@ from faultfinder.redact import Redactor, redact_argv
 from faultfinder.replay.canonical import canonical_reply, canonical_requests
 from faultfinder.replay.matching import content_text, system_prompt
 from faultfinder.replay.outcome import answers_match, final_answer_from_output, program_failure
+from faultfinder.replay.output import replace_file
+from faultfinder.replay.run_scrub import rescrub_json, rescrub_steps
 from faultfinder.traces.io import split_lines, write_trace
 from faultfinder.traces.schema import Agent, SourceInfo, Step, ToolCall, ToolResult, Trace
 from faultfinder.usage import Usage
@@ -186,7 +188,8 @@ def utcnow() -> datetime:
 class RunStore:
     """Appends calls to a run directory's ``steps.jsonl`` durably, in completion order.
 
-    Everything it writes passes its :class:`Redactor` first.
+    Everything it writes passes its :class:`Redactor` first, and is scrubbed again
+    (:meth:`rescrub`) once the redactor learns a secret after it was written.
     """
 
     def __init__(self, directory: str | Path, redactor: Redactor | None = None) -> None:
@@ -198,6 +201,9 @@ class RunStore:
         self._next_call = 0
         self.count = 0
         self.failed = 0
+        # What steps.jsonl and meta.json were last scrubbed with (a generation, its secrets).
+        self._scrubbed = self.redactor.generation
+        self._known = frozenset(self.redactor.secrets)
 
     @property
     def steps_path(self) -> Path:
@@ -226,10 +232,33 @@ class RunStore:
                 handle.write(line)
                 handle.flush()
                 os.fsync(handle.fileno())
+            self._rescrub()  # a secret this call taught may be in the calls before it
         return record
 
     def write_meta(self, meta: RunMeta) -> None:
-        write_meta(self.dir, meta, self.redactor)
+        with self._lock:
+            write_meta(self.dir, meta, self.redactor)
+            self._rescrub()
+
+    def rescrub(self) -> None:
+        """Scrub ``steps.jsonl`` and ``meta.json`` again when the redactor has learned a
+        secret since they were last scrubbed (a call may quote a key that only a later
+        call's headers reveal); nothing to do otherwise. Under the lock of :meth:`append`,
+        so no line is lost or written twice."""
+        if self.redactor.generation == self._scrubbed:
+            return
+        with self._lock:
+            self._rescrub()
+
+    def _rescrub(self) -> None:
+        generation, known = self.redactor.generation, frozenset(self.redactor.secrets)
+        if generation == self._scrubbed:
+            return
+        new = known - self._known
+        rescrub_steps(self.steps_path, self.redactor, new)
+        rescrub_json(self.dir / META_FILE, self.redactor, new)
+        # Scrubbing may teach more (a secret-named field): the next call scrubs for those.
+        self._scrubbed, self._known = generation, known
 
 
 def redact_meta(meta: RunMeta, redactor: Redactor) -> dict[str, Any]:
@@ -246,11 +275,8 @@ def redact_meta(meta: RunMeta, redactor: Redactor) -> dict[str, Any]:
 
 
 def write_meta(directory: Path, meta: RunMeta, redactor: Redactor | None = None) -> None:
-    path = directory / META_FILE
-    tmp = path.with_suffix(".json.tmp")
     data = redact_meta(meta, redactor or Redactor())
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
-    tmp.replace(path)
+    replace_file(directory / META_FILE, json.dumps(data, indent=2, ensure_ascii=False))
 
 
 def read_meta(directory: str | Path) -> RunMeta:

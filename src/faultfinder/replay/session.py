@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -23,7 +24,6 @@ from faultfinder.replay.capture import tee
 from faultfinder.replay.httpserver import LOOPBACK
 from faultfinder.replay.output import (
     OUTPUT_FILES,
-    replace_file,
     rescrub_file,
     rescrub_while_running,
 )
@@ -44,6 +44,7 @@ from faultfinder.replay.recorder import (
 )
 from faultfinder.replay.replayer import ReplayOptions, ReplayPlan
 from faultfinder.replay.report import ReplayReport
+from faultfinder.replay.run_scrub import rescrub_steps
 from faultfinder.replay.trust import (
     replay_upstream,
     replay_upstreams,
@@ -158,34 +159,11 @@ def run_redactor(command: list[str], extra_env: dict[str, str] | None = None) ->
     return redactor
 
 
-def rescrub_steps(directory: Path, redactor: Redactor) -> None:
-    """Scrub ``steps.jsonl`` again with every secret learned during the run (a step is
-    written when it completes, perhaps before a later request taught the redactor a
-    secret it holds). A line that is not JSON (cut short) is scrubbed as text."""
-    path = directory / STEPS_FILE
-    if not path.is_file():
-        return
-    text = path.read_text(encoding="utf-8", errors="replace")
-    lines = []
-    for line in text.split("\n"):
-        try:
-            value = json.loads(line) if line.strip() else None
-        except ValueError:
-            value = None
-        if value is None:
-            lines.append(redactor.text(line))
-        else:
-            lines.append(json.dumps(redactor.data(value), ensure_ascii=False))
-    clean = "\n".join(lines)
-    if clean != text:
-        replace_file(path, clean)
-
-
 def rescrub_run(directory: Path, redactor: Redactor) -> None:
     """Once a run has ended: scrub what the proxy wrote (the steps, the replay report)
     with everything the redactor learned during the run. The program's output is scrubbed
     again where it is written, by :func:`run_child`, as soon as the program ends."""
-    rescrub_steps(directory, redactor)
+    rescrub_steps(directory / STEPS_FILE, redactor)
     rescrub_file(directory / REPORT_FILE, redactor)
 
 
@@ -196,9 +174,11 @@ async def run_child(
     options: SessionOptions,
     stop: asyncio.Event | None = None,
     redactor: Redactor | None = None,
+    rescrub: Callable[[], None] | None = None,
 ) -> ChildResult:
     """Run ``command``, teeing its output (secrets scrubbed) into ``out_dir``; stop it
-    when ``stop`` is set."""
+    when ``stop`` is set. ``rescrub`` (the run's ``RunStore.rescrub``) is called, like the
+    output files are scrubbed again, whenever ``redactor`` learns a secret mid-run."""
     redactor = redactor or run_redactor(command, env)
     started = time.perf_counter()
     try:
@@ -217,7 +197,7 @@ async def run_child(
     echo_err = sys.stderr.buffer if options.echo else None
     try:
         stdout, stderr, killed, timed_out = await _watch(
-            process, out_dir, options, stop, redactor, echo_out, echo_err
+            process, out_dir, options, stop, redactor, echo_out, echo_err, rescrub
         )
     finally:
         # Secrets learned after a line was written (a key printed before the first model
@@ -242,6 +222,7 @@ async def _watch(
     redactor: Redactor,
     echo_out: IO[bytes] | None,
     echo_err: IO[bytes] | None,
+    rescrub: Callable[[], None] | None,
 ) -> tuple[bytes, bytes, bool, bool]:
     """Tee the program's output into ``out_dir`` until it exits, is stopped or times out:
     (stdout, stderr, killed, timed out)."""
@@ -250,9 +231,9 @@ async def _watch(
             tee(process.stdout, out, echo_out, redactor),
             tee(process.stderr, err, echo_err, redactor),
         )
-        # A secret learned mid-run is scrubbed from what was written as soon as it is
-        # learned, not when the program ends.
-        rescrubber = asyncio.ensure_future(rescrub_while_running((out, err), redactor))
+        # A secret learned mid-run is scrubbed from what was written (the output, the
+        # steps) as soon as it is learned, not when the program ends.
+        rescrubber = asyncio.ensure_future(rescrub_while_running((out, err), redactor, rescrub))
         waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(process.wait())]
         if stop is not None:
             waiters.append(asyncio.ensure_future(stop.wait()))
@@ -354,7 +335,9 @@ async def record_run(
             meta.proxy_url = proxy.url
             store.write_meta(meta)
             env = child_env(proxy.base_url, proxy.url, run_dir, options.env)
-            child = await run_child(command, env, run_dir, options, redactor=redactor)
+            child = await run_child(
+                command, env, run_dir, options, redactor=redactor, rescrub=store.rescrub
+            )
     finally:
         meta.ended_at = utcnow()
         meta.exit_code = child.exit_code
@@ -461,7 +444,7 @@ async def replay_run(
             meta.proxy_url = proxy.url
             env = child_env(proxy.base_url, proxy.url, branch_dir, options.env)
             child = await run_child(
-                command, env, branch_dir, options, proxy.stop_requested, redactor
+                command, env, branch_dir, options, proxy.stop_requested, redactor, store.rescrub
             )
     finally:
         report = plan.finish()
