@@ -1,266 +1,62 @@
 """Reading model answers: agent names, step numbers, yes/no, JSON. (The grammars that
-make a constrained model answer in a readable form are in ``methods.grammars``.)
+make a constrained model answer in a readable form are in ``judging.grammars``.)
 
 Every parser is anchored to the answer field its prompt asks for and raises
 :class:`faultfinder.llm.ParseError` for anything else; the LLM layer then re-samples and
 finally records the reply as unparsed. Nothing here guesses. The rules, with examples,
 are in ``docs/eval.md`` ("Reading answers"); ``tests/parser_tables/`` holds the replies
 each parser is tested on.
+
+This module reads step numbers and yes/no answers, and the agent/step/reason answer that
+combines them. It is also where every reader is imported from (``docs/plugins.md``): agent
+names live in :mod:`~faultfinder.judging.agent_names`, labelled fields in
+:mod:`~faultfinder.judging.answer_fields`, JSON in :mod:`~faultfinder.judging.answer_json`.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, overload
+from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel
 
-from faultfinder.llm.client import ParseError
-from faultfinder.traces.schema import Trace
-
-# --- agents ------------------------------------------------------------------------
-
-
-class Roster(Sequence[str]):
-    """The agent names a method may answer with, plus aliases that resolve to them.
-
-    An alias is a qualified speaker as the log shows it (Magentic-One's
-    ``Orchestrator (-> WebSurfer)`` is the Orchestrator speaking): an answer naming it
-    names its agent, not the agent inside the parentheses. Behaves as the list of names.
-    """
-
-    def __init__(self, names: Iterable[str], aliases: Mapping[str, str] | None = None) -> None:
-        self.names: tuple[str, ...] = tuple(dict.fromkeys(names))
-        self.aliases: dict[str, str] = {
-            alias: agent
-            for alias, agent in (aliases or {}).items()
-            if agent in self.names and alias not in self.names
-        }
-
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[str]: ...
-    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
-        return self.names[index]
-
-    def __len__(self) -> int:
-        return len(self.names)
-
-    def __repr__(self) -> str:
-        return f"Roster({list(self.names)!r}, aliases={self.aliases!r})"
-
-    def forms(self) -> Iterator[tuple[str, str]]:
-        """(surface form, agent) for every name and alias."""
-        for name in self.names:
-            yield name, name
-        yield from self.aliases.items()
-
-
-def roster_of(trace: Trace, names: Sequence[str] | None = None) -> Roster:
-    """``names`` (default: the trace's speakers) with the trace's qualified speakers as
-    aliases, so 'Orchestrator (thought)' in an answer reads as 'Orchestrator'."""
-    aliases = {s.speaker: s.agent for s in trace.steps if s.speaker != s.agent}
-    return Roster(trace.agent_names() if names is None else names, aliases)
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[\W_]+", "", name).casefold()
-
-
-_WORD = r"[^\W_]"
-_SEPARATORS = re.compile(r"[\s_\-.]+")
-_SEPARATOR_RUN = r"[\s_\-.]*"
-
-
-@functools.lru_cache(maxsize=4096)
-def _form_pattern(form: str) -> re.Pattern[str] | None:
-    """A pattern finding ``form`` in prose: case and the spelling of separators ('_', ' ',
-    '-', none) are free; punctuation inside the form (parentheses, arrows) must be there."""
-    parts: list[str] = []
-    for token in re.findall(rf"{_WORD}+|[^\w]+|_+", form.strip()):
-        if re.fullmatch(rf"{_WORD}+", token):
-            # 'WebSurfer' also matches 'Web Surfer'.
-            parts.append(re.sub(r"(?<=[a-z])(?=[A-Z])", r"[\\s_\\-]?", re.escape(token)))
-        elif _SEPARATORS.fullmatch(token):
-            parts.append(_SEPARATOR_RUN)
-        else:
-            chars = [re.escape(c) for c in token if not c.isspace()]
-            parts.append(r"\s*" + r"\s*".join(chars) + r"\s*")
-    while parts and not re.search(r"\w", parts[-1].replace("\\s", "")):
-        parts.pop()  # a trailing ')' is optional
-    while parts and (
-        parts[0] == _SEPARATOR_RUN or not re.search(r"\w", parts[0].replace("\\s", ""))
-    ):
-        # Leading separators ('_Agent') are optional anyway: without them the name is
-        # found at the same places, and a run of blanks is not rescanned from every start.
-        parts.pop(0)
-    if not parts:
-        return None
-    return re.compile(rf"(?<!{_WORD}){_join_runs(parts)}(?!{_WORD})", re.IGNORECASE)
-
-
-def _join_runs(parts: list[str]) -> str:
-    """``parts`` joined, two optional runs in a row ('_' beside '-' or '(' in 'a_-b', 'a_(b')
-    made one: the same text matches, and a long run of blanks is not split every way."""
-    joined = ""
-    for part in parts:
-        if joined.endswith(_SEPARATOR_RUN):
-            part = part.removeprefix(_SEPARATOR_RUN).removeprefix(r"\s*")
-        elif part == _SEPARATOR_RUN:
-            joined = joined.removesuffix(r"\s*")
-        joined += part
-    return joined
-
-
-def agents_mentioned(text: str, agents: Sequence[str]) -> list[str]:
-    """Roster agents named in ``text``, in order of first mention, each once.
-
-    Longer surface forms are matched first and hide what they contain, so an alias
-    ('Orchestrator (-> WebSurfer)') counts as its own agent only.
-    """
-    roster = agents if isinstance(agents, Roster) else Roster(agents)
-    forms = sorted(roster.forms(), key=lambda fa: len(_norm(fa[0])), reverse=True)
-    taken = [False] * len(text)
-    found: list[tuple[int, str]] = []
-    for form, agent in forms:
-        pattern = _form_pattern(form)
-        if pattern is None:
-            continue
-        for m in pattern.finditer(text):
-            if any(taken[m.start() : m.end()]):
-                continue
-            taken[m.start() : m.end()] = [True] * (m.end() - m.start())
-            found.append((m.start(), agent))
-    return list(dict.fromkeys(agent for _, agent in sorted(found)))
-
-
-_PLACEHOLDER = re.compile(
-    r"^\(?\s*(your\s+(prediction|reason|answer)|agent name|n/?a)\s*\)?$", re.I
+from faultfinder.judging.agent_names import Roster, agents_mentioned, match_agent, roster_of
+from faultfinder.judging.answer_fields import (
+    clean_value,
+    field_values,
+    find_field,
+    json_answer,
+    json_field,
 )
+from faultfinder.judging.answer_json import (
+    MAX_OPEN_BRACKETS,
+    closing_bracket,
+    extract_json,
+    json_tagged,
+)
+from faultfinder.llm.client import ParseError
 
-
-def match_agent(answer: str, agents: Sequence[str]) -> str:
-    """The one roster agent ``answer`` names.
-
-    An exact name or alias (case, spaces, underscores and markdown ignored) wins; otherwise
-    the answer must mention exactly one agent. Two different agents ('WebSurfer, then
-    Orchestrator') are ambiguous and raise, as does an answer naming none. Pass a
-    :class:`Roster` (``roster_of(trace)``) so qualified speakers resolve to their agent.
-    """
-    roster = agents if isinstance(agents, Roster) else Roster(agents)
-    cleaned = clean_value(answer)
-    target = _norm(cleaned)
-    if not target or _PLACEHOLDER.match(cleaned):
-        raise ParseError("no agent name in the answer")
-    for form, agent in roster.forms():
-        if _norm(form) == target:
-            return agent
-    named = agents_mentioned(cleaned, roster)
-    if len(named) == 1:
-        return named[0]
-    if named:
-        raise ParseError(f"the answer names several agents ({', '.join(named)}); name one")
-    raise ParseError(f"agent '{cleaned[:80]}' is not one of: {', '.join(roster)}")
-
-
-# --- labelled fields ------------------------------------------------------------------
-
-_MARKUP = "*_`'\"“”‘’"
-# Blanks after a bullet, number or '#' belong to that branch only (not to a second run of
-# blanks after it, which would split a long run of spaces every way: quadratic).
-_LINE_START = r"^[ \t>]*(?:[-*•+][ \t]+|\d+[.)][ \t]*|#+[ \t]*)?"
-
-
-def clean_value(value: str) -> str:
-    """A field value without surrounding markdown, quotes, brackets or trailing commas."""
-    text = value.strip()
-    previous = None
-    while text != previous:
-        previous = text
-        text = text.strip().rstrip(",;").strip()
-        text = text.strip(_MARKUP).strip()
-        if len(text) > 1 and text[0] + text[-1] in ("[]", "<>"):
-            text = text[1:-1]
-    return text
-
-
-def _field_pattern(label: str) -> re.Pattern[str]:
-    words = r"[ \t_]+".join(re.escape(w) for w in label.split())
-    return re.compile(
-        rf"{_LINE_START}[{re.escape(_MARKUP)}]*{words}[{re.escape(_MARKUP)}]*[ \t]*"
-        rf"(?:[:：][{re.escape(_MARKUP)}]*[ \t]*(?P<value>[^\n]*)|(?P<bare>)$)",
-        re.IGNORECASE | re.MULTILINE,
-    )
-
-
-def _is_placeholder(value: str) -> bool:
-    return bool(re.fullmatch(r"\(?\s*your\s+(prediction|reason|answer)\s*\)?\.?", value, re.I))
-
-
-def _next_line(text: str, end: int) -> str:
-    for line in text[end:].splitlines():
-        if line.strip():
-            return line
-    return ""
-
-
-def field_values(text: str, label: str) -> list[str]:
-    """Every value written after ``Label:`` at the start of a line (markdown bullets, bold,
-    numbering and headings tolerated, ':' or '：'). A label alone on its line (a heading)
-    takes the next non-empty line. Placeholders echoed from the prompt are skipped."""
-    values: list[str] = []
-    for m in _field_pattern(label).finditer(text):
-        raw = m.group("value")
-        value = clean_value(raw) if raw is not None else ""
-        if not value:
-            value = clean_value(_next_line(text, m.end()))
-            if re.match(rf"{_LINE_START}[\w ]{{1,30}}[:：]", value):
-                value = ""  # the next line is another field, not this one's value
-        if value and not _is_placeholder(value):
-            values.append(value)
-    return values
-
-
-def find_field(text: str, *labels: str) -> str | None:
-    """The value of the first of ``labels`` present. Repeats must agree: two different
-    values for one field are ambiguous (ParseError); an absent field gives None."""
-    for label in labels:
-        values = field_values(text, label)
-        distinct = list(dict.fromkeys(_norm(v) for v in values))
-        if len(distinct) > 1:
-            raise ParseError(
-                f"'{label}' is answered twice, differently: {values[0]!r} / {values[1]!r}"
-            )
-        if values:
-            return values[0]
-    return None
-
-
-def json_field(data: Any, *keys: str) -> Any:
-    """``data[key]`` for the first of ``keys`` matching a key of the dict (case, spaces and
-    underscores ignored), or None."""
-    if not isinstance(data, dict):
-        return None
-    by_norm = {_norm(str(k)): v for k, v in data.items()}
-    for key in keys:
-        if _norm(key) in by_norm:
-            return by_norm[_norm(key)]
-    return None
-
-
-def json_answer(text: str) -> dict[str, Any] | None:
-    """The reply's JSON object when it has one, else None."""
-    if "{" not in text:
-        return None
-    try:
-        data = extract_json(text)
-    except ParseError:
-        return None
-    return data if isinstance(data, dict) else None
+__all__ = [
+    "MAX_OPEN_BRACKETS",
+    "AgentStepAnswer",
+    "Roster",
+    "agents_mentioned",
+    "clean_value",
+    "closing_bracket",
+    "extract_json",
+    "field_values",
+    "find_field",
+    "find_hedge",
+    "json_answer",
+    "json_field",
+    "json_tagged",
+    "match_agent",
+    "parse_agent_step_reason",
+    "parse_step_number",
+    "parse_yes_no",
+    "roster_of",
+]
 
 
 # --- step numbers ------------------------------------------------------------------
@@ -481,102 +277,3 @@ def parse_yes_no(text: str) -> bool:
                 f"the answer is given twice, differently: '{stripped[0][:40]}' / '{other[:40]}'"
             )
     return answer
-
-
-# --- JSON --------------------------------------------------------------------------
-
-
-_FENCE = re.compile(r"^[ \t]*```[\w-]*[ \t]*\n(.*?)\n[ \t]*```", re.MULTILINE | re.DOTALL)
-"""A Markdown code fence: opening and closing on lines of their own. A JSON string cannot
-hold a raw newline, so a fence quoted inside a JSON value never matches."""
-# Possessive blanks: '.*?' could take them too, and retrying each split of a long run of
-# blanks before a fence that never closes is quadratic.
-_INLINE_FENCE = re.compile(r"```(?:json)?\s*+(.*?)```", re.DOTALL)
-_JSON_TAG = re.compile(r"<json>(.*?)</json>", re.DOTALL | re.IGNORECASE)
-"""The ``<json></json>`` tags ECHO's prompts ask the answer to be wrapped in."""
-
-
-def json_tagged(text: str) -> str | None:
-    """The content of the last complete ``<json>...</json>`` block of ``text`` (the answer,
-    when prose before it quotes JSON of its own), or None when there is none."""
-    blocks = _JSON_TAG.findall(text)
-    return blocks[-1] if blocks else None
-
-
-def extract_json(text: str) -> Any:
-    """The JSON object or array ``text`` holds: the whole text when it is one; else the
-    content of its last ``<json></json>`` block, when it has one; else the first in a code
-    fence, then the first in the text (prose around it and trailing commas tolerated)."""
-    tagged = json_tagged(text)
-    if tagged is not None:  # strictly shorter than ``text``: the recursion ends
-        return extract_json(tagged)
-    try:
-        whole = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deep
-        whole = None
-    if isinstance(whole, dict | list):
-        return whole
-    text_block = _first_block(text)
-    candidates = [m.group(1) for m in _FENCE.finditer(text)]
-    inline = None if candidates else _INLINE_FENCE.search(text)
-    # '```json {...}``` on one line', unless those backticks are inside the text's first
-    # bracketed block (code quoted in a string of the answer itself).
-    if inline is not None and (
-        text_block is None or not text_block[0] < inline.start() < text_block[1]
-    ):
-        candidates.append(inline.group(1))
-    candidates.append(text)
-    for i, candidate in enumerate(candidates):
-        span = text_block if i == len(candidates) - 1 else _first_block(candidate)
-        if span is None:
-            continue
-        blob = candidate[span[0] : span[1] + 1]
-        for attempt in (blob, re.sub(r",\s*([}\]])", r"\1", blob)):
-            try:
-                return json.loads(attempt)
-            except (json.JSONDecodeError, RecursionError):
-                pass
-    raise ParseError("no valid JSON object in the answer")
-
-
-MAX_OPEN_BRACKETS = 64
-"""Unclosed brackets :func:`_first_block` looks past before giving up (each costs a scan
-to the end of the text, so the bound keeps a reply of '[[[[...' linear)."""
-
-
-def _first_block(text: str) -> tuple[int, int] | None:
-    """Start and end index of the first bracketed block that closes, or None."""
-    tried = 0
-    for start, char in enumerate(text):
-        if char not in "{[":
-            continue
-        end = closing_bracket(text, start)
-        if end is not None:
-            return start, end
-        tried += 1
-        if tried >= MAX_OPEN_BRACKETS:
-            return None
-    return None
-
-
-def closing_bracket(text: str, start: int) -> int | None:
-    """Index of the bracket closing the one at ``start`` (strings skipped), or None."""
-    depth, in_string, escaped = 0, False, False
-    for i in range(start, len(text)):
-        c = text[i]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif c == "\\":
-                escaped = True
-            elif c == '"':
-                in_string = False
-        elif c == '"':
-            in_string = True
-        elif c in "{[":
-            depth += 1
-        elif c in "}]":
-            depth -= 1
-            if depth == 0:
-                return i
-    return None

@@ -400,7 +400,7 @@ def _parts(
     step: Step, options: RenderOptions, compact: CompactInput | None, visible: set[int]
 ) -> StepParts:
     # The speaker as the log wrote it ('Orchestrator (thought)'): answers naming it resolve
-    # to the agent through ``answers.roster_of``, so model and scorer name the same agents.
+    # to the agent through ``agent_names.roster_of``, so model and scorer name the same agents.
     header = f"Step {step.index} - {step.speaker}" if options.step_indices else step.speaker
     input_text: str | None = None
     if shows_inputs(options.observability) and step.input_messages:

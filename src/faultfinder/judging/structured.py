@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from faultfinder.judging.answers import extract_json
+from faultfinder.judging.answer_json import extract_json
 from faultfinder.judging.fitting import fit_steps
 from faultfinder.judging.render import RenderOptions
 from faultfinder.llm.base import OutputConstraint

@@ -24,7 +24,8 @@ from typing import Any, ClassVar, NamedTuple
 from pydantic import Field
 
 from faultfinder.errors import ConfigError
-from faultfinder.judging.answers import parse_agent_step_reason, roster_of
+from faultfinder.judging.agent_names import roster_of
+from faultfinder.judging.answers import parse_agent_step_reason
 from faultfinder.judging.grammars import agent_step_grammar
 from faultfinder.judging.method import Method, MethodBase, MethodConfig, Verdict
 from faultfinder.judging.render import RenderOptions, render_step, step_output_text

@@ -81,7 +81,7 @@ class Step(BaseModel):
     def speaker(self) -> str:
         """The speaker as logs show it: the raw role when it qualifies the agent's name
         (Magentic-One's 'Orchestrator (thought)'), else the agent. Prompts show this name;
-        answers naming it resolve to ``agent`` (see ``judging.answers.roster_of``)."""
+        answers naming it resolve to ``agent`` (see ``judging.agent_names.roster_of``)."""
         return qualified_role(self.role, self.agent) or self.agent
 
 

@@ -14,7 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from faultfinder.judging.answers import extract_json, find_field, parse_step_number
+from faultfinder.judging.answer_fields import find_field
+from faultfinder.judging.answer_json import extract_json
+from faultfinder.judging.answers import parse_step_number
 from faultfinder.judging.grammars import gbnf_choice, gbnf_literal
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import ParseError

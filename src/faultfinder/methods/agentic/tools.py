@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from faultfinder.judging.answers import match_agent, roster_of
+from faultfinder.judging.agent_names import match_agent, roster_of
 from faultfinder.judging.method import Observability
 from faultfinder.judging.reference import ground_truth_for
 from faultfinder.judging.render import (

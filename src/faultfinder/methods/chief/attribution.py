@@ -25,7 +25,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from faultfinder.judging.answers import AgentStepAnswer, match_agent, parse_agent_step_reason
+from faultfinder.judging.agent_names import match_agent
+from faultfinder.judging.answers import AgentStepAnswer, parse_agent_step_reason
 from faultfinder.judging.grammars import agent_step_grammar
 from faultfinder.llm.client import ParseError
 from faultfinder.methods.chief import prompts

@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from faultfinder.judging.answers import Roster, extract_json, roster_of
+from faultfinder.judging.agent_names import Roster, roster_of
+from faultfinder.judging.answer_json import extract_json
 from faultfinder.judging.fitting import fit_steps
 from faultfinder.judging.reference import ground_truth_for
 from faultfinder.judging.render import RenderOptions, context_budget, render_metadata

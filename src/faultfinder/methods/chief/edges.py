@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from faultfinder.judging.answers import Roster, match_agent
+from faultfinder.judging.agent_names import Roster, match_agent
 from faultfinder.llm.client import ParseError
 from faultfinder.methods.chief import prompts
 from faultfinder.methods.chief.context import (

@@ -2,7 +2,7 @@
 """CHIEF's prompts (paper Appendices A–F), with JSON answer formats.
 
 The task descriptions follow the paper's figures; the answer formats are JSON (read with
-``answers.extract_json``) instead of the paper's plain-text blocks, except the M1-only
+``answer_json.extract_json``) instead of the paper's plain-text blocks, except the M1-only
 direct answer, which keeps the paper's 'Agent Name / Step Number / Reason for Mistake'.
 ``stage_of`` tells which stage a prompt belongs to (tests and scripted models route on it).
 

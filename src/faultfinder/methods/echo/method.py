@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from faultfinder.judging.answers import roster_of
+from faultfinder.judging.agent_names import roster_of
 from faultfinder.judging.fitting import fit_pieces, fit_steps
 from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
 from faultfinder.judging.render import RenderOptions, context_budget, render_metadata

@@ -14,13 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator
 
-from faultfinder.judging.answers import (
-    closing_bracket,
-    extract_json,
-    json_tagged,
-    match_agent,
-    parse_step_number,
-)
+from faultfinder.judging.agent_names import match_agent
+from faultfinder.judging.answer_json import closing_bracket, extract_json, json_tagged
+from faultfinder.judging.answers import parse_step_number
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import ParseError
 from faultfinder.methods.echo.voting import ConclusionType

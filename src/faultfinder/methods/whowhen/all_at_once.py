@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 from typing import Any, ClassVar
 
-from faultfinder.judging.answers import parse_agent_step_reason, roster_of
+from faultfinder.judging.agent_names import roster_of
+from faultfinder.judging.answers import parse_agent_step_reason
 from faultfinder.judging.grammars import agent_step_grammar
 from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
 from faultfinder.judging.pairing import check_step

@@ -1,0 +1,112 @@
+"""Labelled answer fields: the value after ``Label:`` on a line of a reply, or under a key
+of its JSON object, cleaned of markdown and quotes. The readers of agent names, step
+numbers and yes/no (:mod:`faultfinder.judging.answers`) take their fields from here.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from faultfinder.judging.answer_json import extract_json
+from faultfinder.llm.client import ParseError
+
+
+def comparable(text: str) -> str:
+    """``text`` as names, labels and keys are compared: case, blanks, underscores and
+    punctuation ignored."""
+    return re.sub(r"[\W_]+", "", text).casefold()
+
+
+_MARKUP = "*_`'\"“”‘’"
+# Blanks after a bullet, number or '#' belong to that branch only (not to a second run of
+# blanks after it, which would split a long run of spaces every way: quadratic).
+_LINE_START = r"^[ \t>]*(?:[-*•+][ \t]+|\d+[.)][ \t]*|#+[ \t]*)?"
+
+
+def clean_value(value: str) -> str:
+    """A field value without surrounding markdown, quotes, brackets or trailing commas."""
+    text = value.strip()
+    previous = None
+    while text != previous:
+        previous = text
+        text = text.strip().rstrip(",;").strip()
+        text = text.strip(_MARKUP).strip()
+        if len(text) > 1 and text[0] + text[-1] in ("[]", "<>"):
+            text = text[1:-1]
+    return text
+
+
+def _field_pattern(label: str) -> re.Pattern[str]:
+    words = r"[ \t_]+".join(re.escape(w) for w in label.split())
+    return re.compile(
+        rf"{_LINE_START}[{re.escape(_MARKUP)}]*{words}[{re.escape(_MARKUP)}]*[ \t]*"
+        rf"(?:[:：][{re.escape(_MARKUP)}]*[ \t]*(?P<value>[^\n]*)|(?P<bare>)$)",
+        re.IGNORECASE | re.MULTILINE,
+    )
+
+
+def _is_placeholder(value: str) -> bool:
+    return bool(re.fullmatch(r"\(?\s*your\s+(prediction|reason|answer)\s*\)?\.?", value, re.I))
+
+
+def _next_line(text: str, end: int) -> str:
+    for line in text[end:].splitlines():
+        if line.strip():
+            return line
+    return ""
+
+
+def field_values(text: str, label: str) -> list[str]:
+    """Every value written after ``Label:`` at the start of a line (markdown bullets, bold,
+    numbering and headings tolerated, ':' or '：'). A label alone on its line (a heading)
+    takes the next non-empty line. Placeholders echoed from the prompt are skipped."""
+    values: list[str] = []
+    for m in _field_pattern(label).finditer(text):
+        raw = m.group("value")
+        value = clean_value(raw) if raw is not None else ""
+        if not value:
+            value = clean_value(_next_line(text, m.end()))
+            if re.match(rf"{_LINE_START}[\w ]{{1,30}}[:：]", value):
+                value = ""  # the next line is another field, not this one's value
+        if value and not _is_placeholder(value):
+            values.append(value)
+    return values
+
+
+def find_field(text: str, *labels: str) -> str | None:
+    """The value of the first of ``labels`` present. Repeats must agree: two different
+    values for one field are ambiguous (ParseError); an absent field gives None."""
+    for label in labels:
+        values = field_values(text, label)
+        distinct = list(dict.fromkeys(comparable(v) for v in values))
+        if len(distinct) > 1:
+            raise ParseError(
+                f"'{label}' is answered twice, differently: {values[0]!r} / {values[1]!r}"
+            )
+        if values:
+            return values[0]
+    return None
+
+
+def json_field(data: Any, *keys: str) -> Any:
+    """``data[key]`` for the first of ``keys`` matching a key of the dict (case, spaces and
+    underscores ignored), or None."""
+    if not isinstance(data, dict):
+        return None
+    by_norm = {comparable(str(k)): v for k, v in data.items()}
+    for key in keys:
+        if comparable(key) in by_norm:
+            return by_norm[comparable(key)]
+    return None
+
+
+def json_answer(text: str) -> dict[str, Any] | None:
+    """The reply's JSON object when it has one, else None."""
+    if "{" not in text:
+        return None
+    try:
+        data = extract_json(text)
+    except ParseError:
+        return None
+    return data if isinstance(data, dict) else None
