@@ -95,7 +95,7 @@ COMMANDS: list[Command] = [
     ),
     Command(
         "check",
-        "faultfinder.cli.debug_cmd",
+        "faultfinder.cli.check_cmd",
         "check",
         "TraceElephant's dynamic agentic check: replay each candidate step with a correction, "
         "watch the next --window steps, and re-rank the candidates.",

@@ -18,7 +18,14 @@ from faultfinder.replay.httpserver import LOOPBACK, is_loopback
 from faultfinder.replay.recorder import REPORT_FILE, read_meta, safe_child
 from faultfinder.replay.report import ReplayReport
 from faultfinder.replay.session import SessionOptions
-from faultfinder.replay.trust import describe_upstreams, stored_command_note
+from faultfinder.replay.trust import (
+    describe_upstreams,
+    replay_upstream,
+    replay_upstreams,
+    require_api_upstreams,
+    require_upstream,
+    stored_command_note,
+)
 from faultfinder.traces.io import split_lines
 
 PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False}
@@ -182,6 +189,26 @@ def choose_upstream(run_dir: str, upstream: str | None, trust_run: bool) -> tupl
         )
         return None, trusted
     return None, False
+
+
+def live_upstreams(
+    run_dir: str,
+    upstream: str | None,
+    trust_run: bool,
+    api_upstream: dict[str, str],
+    required: bool,
+) -> tuple[str | None, dict[str, str]]:
+    """Where the replays' live calls go (the main upstream, and the per-API ones); with
+    ``required`` (every replay goes live), an error now rather than one per replay after
+    the model calls were spent."""
+    given, trusted = choose_upstream(run_dir, upstream, trust_run)
+    meta = read_meta(run_dir)
+    live = replay_upstream(meta, given, trusted)
+    upstreams = replay_upstreams(meta, api_upstream, trusted)
+    if required:
+        require_upstream(meta, live)
+        require_api_upstreams(meta, live, upstreams)
+    return live, upstreams
 
 
 def require_command(run_dir: str, command: tuple[str, ...]) -> list[str]:
