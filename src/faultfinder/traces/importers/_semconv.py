@@ -4,14 +4,15 @@ Every LLM call becomes one step; tool executions are attached to the step that a
 them; the agent of each step is inferred and *how* it was inferred is kept in
 ``Step.metadata['inferred']``. Steps are ordered by a depth-first walk of the span tree with
 siblings in start-time order, so causality (parent before child) wins over clock skew.
-What one span says is read by ``_span_fields``; agent spans with no LLM span under them
-become steps by ``_agent_spans``.
+What one span says is read by ``_span_fields``; what a model-call, tool or handoff span
+becomes, and which agent made the call, by ``_call_spans``; agent spans with no LLM span
+under them become steps by ``_agent_spans``. This module walks the spans and assembles the
+trace: duplicates dropped, roster, metadata, source records kept, credentials scrubbed.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -24,28 +25,19 @@ from faultfinder.traces.importers._agent_spans import (
     encloses_llm,
     final_answer,
 )
+from faultfinder.traces.importers._call_spans import attach_tool, chain_agents, handoff, llm_step
 from faultfinder.traces.importers._common import make_trace
-from faultfinder.traces.importers._langgraph import INNER_NODES
-from faultfinder.traces.importers._messages import (
-    input_messages,
-    message_list,
-    output_messages,
-    request_of,
-    usage_of,
-)
+from faultfinder.traces.importers._messages import message_list
 from faultfinder.traces.importers._span_fields import (
-    AGENT_KEYS,
     SpanTree,
     agent_span_name,
-    clean_message,
     named_agent,
     span_input,
     span_kind,
     str_or_none,
-    tool_fields,
 )
 from faultfinder.traces.importers._spans import Span
-from faultfinder.traces.schema import Agent, SourceInfo, Step, ToolCall, ToolResult, Trace
+from faultfinder.traces.schema import Agent, SourceInfo, Step, Trace
 
 
 def build_traces(spans: list[Span], *, path: str | Path, fmt: str, id_prefix: str) -> list[Trace]:
@@ -127,11 +119,11 @@ def build_trace(
                     span.span_id
                 )
         elif kind == "handoff":
-            handoffs.append(_handoff(span, ancestors, kinds))
+            handoffs.append(handoff(span, ancestors, kinds))
         elif kind == "llm":
             if any(kinds[a.span_id] == "llm" for a in ancestors):
                 continue  # the same call seen by a second instrumentation (nested LLM spans)
-            steps.append(_llm_step(span, ancestors, kinds, chains, index=len(steps)))
+            steps.append(llm_step(span, ancestors, kinds, chains, index=len(steps)))
     for span in order:
         if kinds[span.span_id] != "tool":
             continue
@@ -143,7 +135,7 @@ def build_trace(
         if owner_span is not None and owner_step is not None:
             add_tool(owner_step, span, f"TOOL span under agent span '{owner_span.name}'")
         else:
-            _attach_tool(span, tree, kinds, chains, steps)
+            attach_tool(span, tree, kinds, chains, steps)
     for step in steps:
         roster.setdefault(step.agent, Agent(name=step.agent, model=step.model))
         if roster[step.agent].model is None and step.model:
@@ -269,267 +261,3 @@ def _first_user(value: Any) -> str | None:
     if messages:
         return next((m["content"] for m in messages if m["role"] == "user" and m["content"]), None)
     return value if isinstance(value, str) and value.strip() and value[:1] not in "[{" else None
-
-
-def _agent_of(
-    span: Span, ancestors: list[Span], kinds: dict[str, str | None], chains: set[str]
-) -> tuple[str, str]:
-    """The agent speaking in ``span`` and how that was inferred (``chains``: the span ids
-    of :func:`chain_agents`)."""
-    own = named_agent(span, AGENT_KEYS)
-    for a in ancestors:
-        if kinds[a.span_id] == "agent":
-            name = agent_span_name(a)
-            how = f"enclosing agent span '{a.name}'"
-            if own and own != name:
-                how += f" (the span's own agent attribute says '{own}')"
-            return name, how
-    if own:
-        return own, "agent attribute on the span"
-    for a in (span, *ancestors):
-        named = named_agent(a)
-        if named:
-            return named, f"graph node of span '{a.name}'"
-    chain = next((a for a in ancestors if a.span_id in chains), None)
-    if chain is not None:
-        return chain.name, f"chain span '{chain.name}' holding model or tool calls (no agent span)"
-    service = next(
-        (
-            str(s.resource["service.name"])
-            for s in (span, *ancestors)
-            if s.resource.get("service.name")
-        ),
-        None,
-    )
-    if service and service != "unknown_service" and not service.startswith("unknown_service:"):
-        return service, "service.name (no agent span encloses the call)"
-    return "assistant", "default (no agent span, attribute or service name)"
-
-
-WRAPPER_CHAINS = frozenset(
-    {
-        "LangGraph",  # a compiled graph's default name
-        "__start__",
-        "__end__",
-        "ChannelWrite",
-        "ChannelRead",
-        "Branch",
-        "RunnableSequence",
-        "RunnableParallel",
-        "RunnableMap",
-        "RunnableLambda",
-        "RunnableCallable",
-        "RunnableAssign",
-        "RunnablePassthrough",
-        "RunnablePick",
-        "RunnableBranch",
-        "RunnableBinding",
-        "RunnableEach",
-        "RunnableRetry",
-        "RunnableGenerator",
-        "RunnableWithFallbacks",
-        "RunnableWithMessageHistory",
-    }
-)
-"""Span names LangChain and LangGraph give the runnables they compose (a class name, with
-``<...>`` after some): structure, never an agent the user named."""
-
-
-def chain_agents(order: list[Span], tree: SpanTree, kinds: dict[str, str | None]) -> set[str]:
-    """Span ids of the chains taken as agents by the LangSmith reader's rule, for the calls
-    no agent span encloses: an OpenInference CHAIN span that holds a model call or a tool
-    span, directly or through LangChain's and LangGraph's own wrapper chains
-    (:data:`WRAPPER_CHAINS`, a prebuilt agent's inner nodes); never the root span (the run
-    itself, as LangSmith's root run)."""
-    found: set[str] = set()
-    for span in order:
-        if kinds[span.span_id] in ("llm", "tool"):
-            holder = _holding_chain(tree.ancestors(span))
-            if holder is not None:
-                found.add(holder.span_id)
-    return found
-
-
-def _holding_chain(ancestors: list[Span]) -> Span | None:
-    """The first CHAIN span up from a call that is not a wrapper chain, or None when a span
-    of another kind or the root comes first."""
-    for n, span in enumerate(ancestors):
-        if str(span.attributes.get("openinference.span.kind") or "").upper() != "CHAIN":
-            return None
-        if n == len(ancestors) - 1:
-            return None  # the root: the run itself, as LangSmith's root run
-        name = span.name.split("<", 1)[0].strip()
-        if name and name not in WRAPPER_CHAINS and name not in INNER_NODES:
-            return span
-    return None
-
-
-def _llm_step(
-    span: Span,
-    ancestors: list[Span],
-    kinds: dict[str, str | None],
-    chains: set[str],
-    index: int,
-) -> Step:
-    agent, how = _agent_of(span, ancestors, kinds, chains)
-    inputs, in_conv = input_messages(span)
-    outputs, out_conv = output_messages(span)
-    content = "\n".join(m["content"] for m in outputs or [] if m.get("content"))
-    calls = [
-        ToolCall(id=c.get("id"), name=c["function"]["name"], arguments=c["function"]["arguments"])
-        for m in outputs or []
-        for c in m.get("tool_calls", [])
-    ]
-    a = span.attributes
-    model = next(
-        (
-            str(a[k])
-            for k in ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name")
-            if a.get(k)
-        ),
-        str_or_none(span.hints.get("model")),
-    )
-    metadata: dict[str, Any] = {
-        "span_id": span.span_id,
-        "span_name": span.name,
-        "inferred": {"agent": how},
-    }
-    if in_conv or out_conv:
-        metadata["conventions"] = sorted({c for c in (in_conv, out_conv) if c})
-    finish = [m["finish_reason"] for m in outputs or [] if m.get("finish_reason")]
-    if finish:
-        metadata["finish_reason"] = finish[0]
-    if span.status == "error":
-        metadata["status"] = "error"
-        if span.status_message:
-            metadata["status_message"] = span.status_message
-    return Step(
-        index=index,
-        agent=agent,
-        role="assistant",
-        kind="llm",
-        content=content,
-        input_messages=[clean_message(m) for m in inputs] if inputs else None,
-        request=request_of(span),
-        tool_calls=calls,
-        model=model,
-        usage=usage_of(span),
-        started_at=span.start,
-        ended_at=span.end,
-        source_id=span.span_id,
-        metadata=metadata,
-    )
-
-
-def _attach_tool(
-    span: Span,
-    tree: SpanTree,
-    kinds: dict[str, str | None],
-    chains: set[str],
-    steps: list[Step],
-) -> None:
-    """Attach a tool execution to the step that asked for it (by call id, then name, then
-    the latest earlier step of the same agent); without any earlier step it becomes a step."""
-    fields = tool_fields(span)
-    agent, how = _agent_of(span, tree.ancestors(span), kinds, chains)
-    before = [
-        s for s in steps if s.started_at is None or span.start is None or s.started_at <= span.start
-    ]
-    answered = {r.call_id for s in steps for r in s.tool_results if r.call_id}
-    target: Step | None = None
-    rule = ""
-    if fields["call_id"]:
-        target = next(
-            (s for s in reversed(steps) if any(c.id == fields["call_id"] for c in s.tool_calls)),
-            None,
-        )
-        rule = "call id"
-    if target is None:
-        target = next(
-            (
-                s
-                for s in reversed(before)
-                if any(c.name == fields["name"] and c.id not in answered for c in s.tool_calls)
-            ),
-            None,
-        )
-        rule = "tool name"
-    if target is None:
-        target = next((s for s in reversed(before) if s.agent == agent), None)
-        rule = "latest earlier step of the same agent"
-    result = ToolResult(
-        call_id=fields["call_id"],
-        name=fields["name"],
-        content=fields["content"],
-        status=fields["status"],
-    )
-    if target is None:
-        steps.append(
-            Step(
-                index=len(steps),
-                agent=agent,
-                role="tool",
-                kind="tool",
-                content=fields["content"],
-                tool_calls=[
-                    ToolCall(
-                        id=fields["call_id"], name=fields["name"], arguments=fields["arguments"]
-                    )
-                ],
-                tool_results=[result],
-                started_at=span.start,
-                ended_at=span.end,
-                source_id=span.span_id,
-                metadata={
-                    "span_id": span.span_id,
-                    "span_name": span.name,
-                    "inferred": {"agent": how},
-                },
-            )
-        )
-        return
-    asked = [c for c in target.tool_calls if c.name == fields["name"]]
-    given = [r for r in target.tool_results if r.name == fields["name"]]
-    known = fields["call_id"] and any(c.id == fields["call_id"] for c in target.tool_calls)
-    if not known and len(given) >= len(asked):  # every call of that name already answered
-        target.tool_calls.append(
-            ToolCall(id=fields["call_id"], name=fields["name"], arguments=fields["arguments"])
-        )
-    target.tool_results.append(result)
-    target.metadata.setdefault("tool_spans", []).append(
-        {"span_id": span.span_id, "matched_by": rule}
-    )
-
-
-_HANDOFF_TARGET = re.compile(r"(?:->|to)\s*(.+)$")
-"""'... -> Target' or '... to Target': the rest of the name, which must be its last line."""
-
-
-def _last_line_reach(name: str) -> int:
-    """Where a match of :data:`_HANDOFF_TARGET` can start: its '.+' is the name's last line,
-    reached from a 2-character '->' or 'to' and the blanks after it. Searching from there
-    (the same first match) keeps a long name with many 'to's linear, where each would
-    otherwise scan to the end of its line and fail there."""
-    body_end = len(name) - 1 if name.endswith("\n") else len(name)
-    start = name.rfind("\n", 0, body_end)
-    if start < 0:
-        return 0
-    while start > 0 and name[start - 1].isspace():
-        start -= 1
-    return max(0, start - 2)
-
-
-def _handoff(span: Span, ancestors: list[Span], kinds: dict[str, str | None]) -> dict[str, Any]:
-    a = span.attributes
-    source = next((agent_span_name(x) for x in ancestors if kinds[x.span_id] == "agent"), None)
-    source = str_or_none(a.get("gen_ai.handoff.from_agent")) or source
-    target = str_or_none(a.get("gen_ai.handoff.to_agent")) or str_or_none(a.get("handoff.to_agent"))
-    if target is None:
-        found = _HANDOFF_TARGET.search(span.name, _last_line_reach(span.name))
-        target = found.group(1).strip() if found else None
-    return {
-        "span_id": span.span_id,
-        "from": source,
-        "to": target,
-        "at": span.start.isoformat() if span.start else None,
-    }
