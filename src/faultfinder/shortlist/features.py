@@ -17,6 +17,9 @@ a whole kind of evidence off:
   against the first failure signal, whether the failing step reuses this step's words
   (word-trigram overlap) or numbers it introduced, whether its tool call led to an error,
   and ranks and z-scores of its failure signals and length within the trace;
+* ``arguments``: where the values a step passes to its tools come from: arguments with
+  no source earlier in the run, or contradicting an earlier value for the same key, and
+  the first step with either (``shortlist/arguments.py``; zero on a step with no tool call);
 * ``surprisal``: the embedded model's token surprisal over the step's output given the
   preceding log (``shortlist/surprisal.py``); absent unless a scorer supplied it.
 
@@ -32,9 +35,19 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from faultfinder.shortlist.arguments import COLUMNS as ARGUMENT_COLUMNS
+from faultfinder.shortlist.arguments import argument_columns
 from faultfinder.traces.schema import Step, Trace
 
-GROUPS: tuple[str, ...] = ("position", "agent", "structure", "errors", "cause", "surprisal")
+GROUPS: tuple[str, ...] = (
+    "position",
+    "agent",
+    "structure",
+    "errors",
+    "cause",
+    "arguments",
+    "surprisal",
+)
 """Feature groups, in the order their columns appear."""
 
 _PLANNER = re.compile(r"orchestrat|planner|manager|captain|coordinat|lead|supervis", re.I)
@@ -67,12 +80,13 @@ _WORD = re.compile(r"[a-z0-9_]+")
 class FeatureSpec:
     """Which feature groups to compute."""
 
-    groups: tuple[str, ...] = ("position", "agent", "errors", "cause")
+    groups: tuple[str, ...] = ("position", "agent", "errors", "cause", "arguments")
     """Feature groups in use, a subset of ``GROUPS``: the shipped weights'. Issue 26 added
-    ``structure`` and ``cause``; ``cause`` (evidence relative to the trace's first failure
-    signal) joined the shipped groups once generated failures trained the ranker beside
-    Who&When; ``structure`` without ``position`` and ``agent`` transferred worse
-    (bench/README.md, "Transfer and paired tests")."""
+    ``structure``, ``cause`` and ``arguments``; ``cause`` (evidence relative to the trace's
+    first failure signal) joined the shipped groups once generated failures trained the
+    ranker beside Who&When; ``arguments`` joined them on a program no table had ranked
+    (the warehouse team); ``structure`` without ``position`` and ``agent`` transferred
+    worse (bench/README.md, "Transfer and paired tests")."""
 
 
 def feature_names(groups: Sequence[str]) -> list[str]:
@@ -150,6 +164,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
         "signal_z",
         "length_rank",
     ),
+    "arguments": ARGUMENT_COLUMNS,
     "surprisal": ("mean", "max", "z_mean", "rank_rel"),
 }
 
@@ -419,6 +434,8 @@ def trace_features(
         blocks.append(_errors(trace))
     if "cause" in groups:
         blocks.append(_cause(trace))
+    if "arguments" in groups:
+        blocks.append(argument_columns(trace))
     if "surprisal" in groups:
         if surprisal is None or len(surprisal) != n:
             raise ValueError("the 'surprisal' feature group needs one (mean, max) pair per step")
