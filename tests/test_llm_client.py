@@ -110,6 +110,34 @@ def test_giving_up_raises_llm_call_error() -> None:
     assert (llm.usage.calls, llm.usage.completion_tokens) == (1, 0)
 
 
+def test_a_call_with_no_reply_is_charged_its_prompt_as_reservations_scale_it() -> None:
+    """The endpoint counted 3 tokens for each one the local estimate saw; a later call it
+    never answered is charged its prompt scaled the same way (as its reservation was),
+    not the bare estimate: a report must not say fewer tokens were used than were."""
+    prompt = "word " * 40
+    estimate = approx_token_count(prompt)
+    answered: list[int] = []
+
+    def answer(request: ChatRequest) -> Completion:
+        if answered:
+            raise TransientLLMError("HTTP 503")
+        answered.append(1)
+        return with_usage("ok", 3 * estimate, 1)
+
+    llm = LLM(FunctionBackend(answer), max_retries=0, sleep=RecordingSleep())
+    run(llm.chat(prompt))
+    with (
+        track_usage() as scope,
+        pytest.raises(errors.LLMCallError, match="still failing") as raised,
+    ):
+        run(llm.chat(prompt))
+    (record,) = scope.calls
+    assert raised.value.sent is True
+    assert (record.usage.calls, record.usage.completion_tokens) == (1, 0)
+    assert record.usage.prompt_tokens == 3 * estimate and record.usage.estimated
+    assert llm.usage.prompt_tokens == 6 * estimate
+
+
 def test_non_transient_errors_are_not_retried() -> None:
     calls = []
 

@@ -316,6 +316,37 @@ def test_a_local_call_cut_by_the_timeout_stops_its_generation(
     assert llm.usage.calls == 1  # it had started: it counts
 
 
+def test_a_local_call_cut_by_the_timeout_counts_the_tokens_the_model_used(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A cut call is charged the prompt the model read (chat template included: 9 tokens
+    here, a local estimate of the messages' text leaves them out) and every token it
+    computed before stopping, never fewer than it used."""
+    from faultfinder.llm.limits import LocalLedger
+    from faultfinder.llm.scopes import UsageScope, track_usage
+
+    llm, llama = token_by_token_backend(monkeypatch, tmp_path)
+
+    async def go() -> UsageScope:
+        with (
+            track_usage() as scope,
+            pytest.raises(errors.LLMCallError, match="no complete reply") as raised,
+        ):
+            await llm.chat("tell a long story", max_tokens=1000)
+        assert raised.value.sent is True
+        return scope
+
+    scope = asyncio.run(go())  # returns once the generation's thread has ended
+    assert 0 < llama.pulled < 1000
+    (record,) = scope.calls
+    for usage in (llm.usage, scope.usage, record.usage):
+        assert usage.calls == 1
+        assert usage.prompt_tokens == 4 + 9  # the estimate alone says 4
+        assert usage.completion_tokens == llama.pulled  # each token computed, none more
+    assert isinstance(llm.ledger, LocalLedger)
+    assert llm.ledger.book.spent_tokens == 4 + 9 + llama.pulled
+
+
 def test_a_local_call_left_alone_keeps_the_library_reply_and_usage(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -91,6 +91,26 @@ def never_sent(cancelled: BaseException) -> bool:
     return getattr(cancelled, _NEVER_SENT, False) is True
 
 
+_USED = "_faultfinder_used"
+
+
+def report_usage(failure: BaseException, usage: Usage) -> None:
+    """Say, on the exception a backend's ``complete`` raises instead of a reply (an
+    ``LLMCallError``, or the cancellation it re-raises when the call is cut), what the
+    model is known to have used: the prompt tokens it read (chat template included) and
+    the tokens it generated before it stopped. The LLM layer charges a call that went out
+    and brought no reply no less than this, nor less than its own prompt estimate; without
+    a report, it charges the estimate alone. On the ``LLMCallError`` the LLM layer raises
+    for such a call, it puts what it charged."""
+    setattr(failure, _USED, usage)
+
+
+def reported_usage(failure: BaseException) -> Usage | None:
+    """What :func:`report_usage` put on this exception, if anything."""
+    used = getattr(failure, _USED, None)
+    return used if isinstance(used, Usage) else None
+
+
 @runtime_checkable
 class Backend(Protocol):
     """A model endpoint. Implementations live one per module in ``faultfinder.llm``."""

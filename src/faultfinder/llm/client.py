@@ -273,15 +273,34 @@ class LLM:
     def _failed_call(
         self, purpose: str, request: ChatRequest, exc: errors.LLMCallError
     ) -> CallRecord:
-        """The record of a call sent that brought no reply: one call, its prompt tokens
-        (estimated: the endpoint said nothing), no completion."""
-        prompt = self.backend.count_tokens(_request_text(request))
+        """The record of a call sent that brought no reply: one call, charged what
+        ``_complete`` charged it (put on the error), no reply."""
+        usage = base.reported_usage(exc) or self._unanswered(
+            self.backend.count_tokens(_request_text(request)), Usage()
+        )
         return CallRecord(
             purpose=purpose,
             prompt=_last_user_text(request.messages) if self.keep_prompts else None,
             parsed=False,
             parse_error=f"no reply: {exc}",
-            usage=Usage(prompt_tokens=prompt, calls=1, estimated=True),
+            usage=usage,
+        )
+
+    def _unanswered(self, prompt_estimate: int, reported: Usage) -> Usage:
+        """What a call that went out and brought no reply is charged: never less than was
+        used. The prompt the backend reported reading (the local estimate when that is
+        more); with no report, the estimate scaled as reservations scale it (the chat
+        template and the tokenizer's difference are unknown). The completion tokens the
+        backend reported generating before it stopped (none when it says nothing)."""
+        if reported.prompt_tokens > 0:
+            prompt = max(prompt_estimate, reported.prompt_tokens)
+        else:
+            prompt = self._scaled(prompt_estimate)
+        return Usage(
+            prompt_tokens=prompt,
+            completion_tokens=reported.completion_tokens,
+            calls=1,
+            estimated=reported.estimated or prompt > reported.prompt_tokens or not prompt,
         )
 
     def _record(self, record: CallRecord) -> None:
@@ -318,18 +337,23 @@ class LLM:
             except BaseException:
                 settle_all(books, need, 0, called=False)
                 raise
-            sent: list[bool] = []
+            attempts = _Attempts()
             try:
-                completion = await self._with_deadline(request, sent)
+                completion = await self._with_deadline(request, attempts)
             except BaseException as exc:
-                # A request that went out and failed counts as a call, with its prompt, in
-                # budgets too. Any other exception (a bad request refused before sending,
-                # a cancelled run) leaves the call uncounted, as before.
+                # A request that went out and failed counts as a call, with its prompt (and
+                # what the backend says it generated), in budgets too. Any other exception
+                # (a bad request refused before sending, a cancelled run) leaves the call
+                # uncounted, as before.
                 went = False
+                spent = 0
                 if isinstance(exc, errors.LLMCallError):
-                    went = exc.sent if exc.sent is not None else any(sent)
+                    went = exc.sent if exc.sent is not None else any(attempts.sent)
                     exc.sent = went
-                spent = prompt_estimate if went else 0
+                    if went:
+                        charged = self._unanswered(prompt_estimate, attempts.used)
+                        base.report_usage(exc, charged)
+                        spent = charged.total_tokens
                 await self.ledger.settle(need, spent, called=went)
                 settle_all(books, need, spent, called=went)
                 raise
@@ -348,8 +372,13 @@ class LLM:
         """Tokens to reserve for a call: its prompt, scaled by how far the backend's counts
         have exceeded the local estimate, plus its output cap (``UNCAPPED_OUTPUT`` when
         the request has none)."""
-        prompt = int(prompt_estimate * self._prompt_ratio + 0.999)
+        prompt = self._scaled(prompt_estimate)
         return prompt + (max_tokens if max_tokens is not None else UNCAPPED_OUTPUT)
+
+    def _scaled(self, prompt_estimate: int) -> int:
+        """A local prompt estimate scaled by the largest ratio of reported to estimated
+        prompt tokens seen so far (at least 1)."""
+        return int(prompt_estimate * self._prompt_ratio + 0.999)
 
     def _fill_usage(self, c: Completion, prompt_estimate: int) -> Completion:
         """Usage to charge: reported counts where plausible, local estimates elsewhere.
@@ -378,16 +407,16 @@ class LLM:
         )
         return c.model_copy(update={"usage": usage})
 
-    async def _with_deadline(self, request: ChatRequest, sent: list[bool]) -> Completion:
-        """The call with its retries, cut off after ``timeout`` seconds in all (``sent``
-        gets an entry for each attempt: False for one the backend never sent)."""
+    async def _with_deadline(self, request: ChatRequest, attempts: _Attempts) -> Completion:
+        """The call with its retries, cut off after ``timeout`` seconds in all
+        (``attempts`` notes what each attempt sent and used)."""
         if self.timeout is None:
-            return await self._with_retries(request, sent)
+            return await self._with_retries(request, attempts)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         try:
             async with asyncio.timeout_at(deadline):
-                return await self._with_retries(request, sent, deadline)
+                return await self._with_retries(request, attempts, deadline)
         except TimeoutError:
             raise errors.LLMCallError(
                 f"{self.backend.name}: no complete reply within {self.timeout:g} s "
@@ -395,19 +424,22 @@ class LLM:
             ) from None
 
     async def _with_retries(
-        self, request: ChatRequest, sent: list[bool], deadline: float | None = None
+        self, request: ChatRequest, attempts: _Attempts, deadline: float | None = None
     ) -> Completion:
         for attempt in range(self.max_retries + 1):
             if self.limiter is not None:
                 await self.limiter.acquire()
-            sent.append(True)
+            attempts.sent.append(True)
             try:
                 return await self.backend.complete(request)
-            except asyncio.CancelledError as exc:
-                if base.never_sent(exc):  # cut while queued inside the backend
-                    sent[-1] = False
-                raise
-            except TransientLLMError as exc:
+            except BaseException as exc:
+                used = base.reported_usage(exc)
+                if used is not None:  # what the model did before this attempt failed
+                    attempts.used = attempts.used + used
+                if isinstance(exc, asyncio.CancelledError) and base.never_sent(exc):
+                    attempts.sent[-1] = False  # cut while queued inside the backend
+                if not isinstance(exc, TransientLLMError):
+                    raise
                 if attempt == self.max_retries:
                     raise errors.LLMCallError(
                         f"{self.backend.name}: still failing after {attempt + 1} attempts: {exc}. "
@@ -430,6 +462,15 @@ class LLM:
             return min(max(retry_after, 0.0), self.backoff_max)
         exp = self.backoff_base * (2**attempt)
         return float(min(self.backoff_max, exp * (0.5 + random.random() / 2)))
+
+
+class _Attempts:
+    """What the attempts of one call did: for each, whether it went out (False when the
+    backend said it never sent it), and the tokens backends reported for failed ones."""
+
+    def __init__(self) -> None:
+        self.sent: list[bool] = []
+        self.used = Usage()
 
 
 def _request_text(request: ChatRequest) -> str:

@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from faultfinder import errors
-from faultfinder.llm.base import ChatRequest, Completion, OutputConstraint, mark_never_sent
+from faultfinder.llm.base import (
+    ChatRequest,
+    Completion,
+    OutputConstraint,
+    mark_never_sent,
+    report_usage,
+)
 from faultfinder.usage import Usage
 
 MODEL_NAME = "SmolLM2-135M-Instruct"
@@ -65,12 +71,18 @@ def _require_llama_cpp() -> None:
 
 class _CallState:
     """One call as the event loop and the worker thread both see it. The lock makes
-    "abandoned" and "started" exclusive: a call cut before the model took it never runs."""
+    "abandoned" and "started" exclusive: a call cut before the model took it never runs;
+    and it makes "abandoned" and "a token begun" exclusive: no token is begun after the
+    cut, so the tokens counted at the cut are all the model computes."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.abandoned = False
         self.started = False
+        self.prompt_tokens = 0
+        """The prompt the model was given, chat template included (0 until it is)."""
+        self.tokens_begun = 0
+        """Tokens the model has computed or is computing (the first evaluates the prompt)."""
 
     def start(self) -> bool:
         """The worker holds the model: start the generation, unless the call was cut."""
@@ -78,11 +90,27 @@ class _CallState:
             self.started = not self.abandoned
             return self.started
 
-    def abandon(self) -> bool:
-        """The caller gave up (--timeout, Ctrl-C). True when the generation had started."""
+    def prompt(self, tokens: int) -> None:
+        """The generation begins with a prompt of ``tokens`` tokens."""
+        with self._lock:
+            self.prompt_tokens = tokens
+
+    def next_token(self) -> bool:
+        """The model is about to compute a token: count it, unless the call was cut."""
+        with self._lock:
+            if self.abandoned:
+                return False
+            self.tokens_begun += 1
+            return True
+
+    def abandon(self) -> Usage | None:
+        """The caller gave up (--timeout, Ctrl-C). None when the generation had not started;
+        else what the model has used: its prompt and the tokens it computed or computes."""
         with self._lock:
             self.abandoned = True
-            return self.started
+            if not self.started:
+                return None
+            return Usage(prompt_tokens=self.prompt_tokens, completion_tokens=self.tokens_begun)
 
 
 class _Abandoned(Exception):
@@ -92,17 +120,22 @@ class _Abandoned(Exception):
 class _StopBetweenTokens:
     """Mixed into ``llama_cpp.Llama``. Its chat completion (``create_completion`` under
     it) pulls every token from ``generate``; ending that between two tokens once the call
-    is abandoned frees the model at once. A call left alone runs the library's own
-    non-streaming path, so its reply, finish reason and usage are the library's."""
+    is abandoned frees the model at once, and counting them says what a cut call used. A
+    call left alone runs the library's own non-streaming path, so its reply, finish
+    reason and usage are the library's."""
 
     call: _CallState | None = None
 
     def generate(self, *args: Any, **kwargs: Any) -> Generator[int, Any, None]:
         tokens: Generator[int, Any, None] = super().generate(*args, **kwargs)  # type: ignore[misc]
+        call = self.call
+        if call is not None:
+            prompt = args[0] if args else kwargs.get("tokens", ())
+            call.prompt(len(prompt))
         try:
             reply = None
             while True:
-                if self.call is not None and self.call.abandoned:
+                if call is not None and not call.next_token():
                     raise _Abandoned
                 try:
                     token = tokens.send(reply)  # evaluates the last token, samples the next
@@ -240,8 +273,12 @@ class LocalBackend:
         except asyncio.CancelledError as cancelled:
             # Cut by --timeout (or Ctrl-C): a generation under way stops at its next token,
             # and a call still waiting for the model never starts one (nor counts as made).
-            if not call.abandon():
+            # The tokens a cut generation used are counted now: its thread ends later.
+            used = call.abandon()
+            if used is None:
                 mark_never_sent(cancelled)
+            elif used.total_tokens:
+                report_usage(cancelled, used)
             raise
 
     def _complete_sync(self, request: ChatRequest, call: _CallState | None = None) -> Completion:
