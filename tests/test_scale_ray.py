@@ -276,6 +276,53 @@ def test_debug_runs_each_replay_on_a_ray_worker(ray_cluster: Any, tmp_path: Path
         assert json.loads((branch / "report.json").read_text())["edit_applied"] is True
 
 
+def test_a_ray_replay_writes_no_secret_of_the_run_into_the_branch_meta(
+    ray_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver writes the branch's meta.json again (its parent is this run, not the
+    worker's scratch copy). Secrets of the run (values of its environment, which the
+    command quotes under names that say nothing) must be scrubbed from it as a local
+    replay scrubs them: those the worker knows (the replay's own environment), which must
+    not come back through Ray in the outcome either, and those only the driver knows (its
+    environment: the workers were started before it was set)."""
+    from faultfinder.demo_team import mock_model
+    from faultfinder.dover.models import Intervention
+    from faultfinder.dover.replays import ReplayExecutor
+    from faultfinder.replay.session import SessionOptions, record_run
+    from faultfinder.scale.ray_debug import RayReplayExecutor
+    from faultfinder.testing import FakeOpenAIServer
+
+    secret, driver_secret = "q7Vd2kLm9XpR4tWz8NcB", "Hs3Kw8PzTq1Ye6RbVn0M"
+    monkeypatch.setenv("DRIVER_ONLY_TOKEN", driver_secret)
+    team = [sys.executable, "-m", "faultfinder.demo_team", "--quiet", "--task-id", "avalon-2020"]
+    quoting = ["env", f"TEAM_SETTING={secret}", f"OTHER_SETTING={driver_secret}", *team]
+    with FakeOpenAIServer(reply=mock_model.reply) as upstream:
+        options = SessionOptions(echo=False)
+        recorded = asyncio.run(
+            record_run(team, upstream.base_url, tmp_path / "runs", run_id="avalon", options=options)
+        )
+        run = recorded.run_dir
+        options = SessionOptions(echo=False, env={"TEAM_API_KEY": secret})
+        on_ray = RayReplayExecutor(
+            ReplayExecutor(run, quoting, upstream=upstream.base_url, options=options)
+        )
+        fix = "NEXT: Researcher | Look up the population of Avalon in 2020"
+        intervention = Intervention(
+            step=1,
+            agent="Orchestrator",
+            original="",
+            replacement=fix,
+            category="modified_instruction",
+        )
+        outcome = asyncio.run(on_ray.run(intervention, "quoting", {}))
+    assert outcome.report.edit_applied
+    text = (run / "branches" / "quoting" / "meta.json").read_text()
+    assert json.loads(text)["parent"] == str(run) and "TEAM_SETTING=" in text
+    assert secret not in text
+    assert driver_secret not in text
+    assert secret not in outcome.meta.model_dump_json()
+
+
 def test_debug_on_ray_says_why_a_replay_could_not_run(ray_cluster: Any, tmp_path: Path) -> None:
     """A program that does not exist on the worker: the CLI output and the row give the
     reason the local executor gives, word for word (not the worker's traceback)."""

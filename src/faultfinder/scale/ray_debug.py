@@ -21,8 +21,8 @@ from typing import Any
 from faultfinder.dover.models import Intervention
 from faultfinder.dover.replays import ReplayExecutor
 from faultfinder.errors import FaultfinderError
-from faultfinder.replay.recorder import BRANCHES_DIR, write_meta
-from faultfinder.replay.session import ReplayOutcome
+from faultfinder.replay.recorder import BRANCHES_DIR, read_meta, write_meta
+from faultfinder.replay.session import ReplayOutcome, run_redactor
 from faultfinder.scale.cluster import cluster_cpus, require_ray
 
 ray = require_ray()
@@ -64,7 +64,9 @@ def replay_on_worker(
 ) -> tuple[dict[str, Any], Files]:
     """Replay in a scratch copy of the recording; return the outcome and the branch files,
     or, when the replay could not run, why (``error``: the message the local executor
-    would raise)."""
+    would raise). The outcome's meta is the one the replay wrote, scrubbed of every secret
+    its redactor learned: some are known only here (a key first seen in a request's
+    headers), so the driver could not scrub them from the meta itself."""
     with tempfile.TemporaryDirectory(prefix="faultfinder-replay-") as scratch:
         run_dir = Path(scratch) / "run"
         write_files(run_dir, files)
@@ -81,6 +83,7 @@ def replay_on_worker(
             if p.is_file()
         }
         data = outcome.model_dump(mode="json")
+        data["meta"] = read_meta(branch).model_dump(mode="json")
         data["branch_dir"] = branch.relative_to(run_dir).as_posix()
     return {"outcome": data, "pid": os.getpid()}, out
 
@@ -120,5 +123,8 @@ class RayReplayExecutor:
         data["meta"]["parent"] = str(run_dir)
         outcome = ReplayOutcome.model_validate(data)
         write_files(branch_dir, files)
-        write_meta(branch_dir, outcome.meta)
+        # Written as a local replay writes it, with the run's redactor (the secrets of its
+        # command and environment), over what the worker already scrubbed.
+        redactor = run_redactor(list(self.local.command or ()), self.local.options.env)
+        write_meta(branch_dir, outcome.meta, redactor)
         return outcome
