@@ -207,3 +207,30 @@ def test_csv_and_json_reports_keep_their_notes_on_stderr(tmp_path: Path) -> None
     assert [r["method"] for r in data] == ["m1"] and data[0]["errors"] == 1
     records = list(csv.DictReader(io.StringIO(invoke("report", results, "--format", "csv").stdout)))
     assert len(records) == 1 and records[0]["runs"] == "2"
+
+
+def test_csv_and_json_records_say_which_line_the_notes_are_about(tmp_path: Path) -> None:
+    # m1: a per-case budget stop, and run 1 cut short; m2: both runs over both cases.
+    rows = [row("t1", 0, 2), row("t2", 0, None, status="budget-exceeded", budget_stop="case")]
+    rows += [row("t1", 1, 2), row("t3", 0, None, status="error")]
+    rows += [row(t, r, 2, method="m2") for t in ("t1", "t2") for r in range(2)]
+    results = tmp_path / "r.jsonl"
+    results.write_text("".join(r.model_dump_json() + "\n" for r in rows))
+    report = json.loads(invoke("report", results, "--format", "json").stdout)
+    data = {r["method"]: r for r in report}
+    assert data["m1"]["errors"] == 2 and data["m1"]["case_budget_stops"] == 1
+    assert (data["m1"]["min_run_cases"], data["m1"]["max_run_cases"]) == (1, 3)
+    assert data["m1"]["scored_cases"] == 3  # min_run_cases below it: the runs differ
+    assert data["m2"]["case_budget_stops"] == 0
+    assert (data["m2"]["min_run_cases"], data["m2"]["max_run_cases"]) == (2, 2)
+    # Additive: the new columns come last, after every column the records had.
+    out = invoke("report", results, "--format", "csv").stdout
+    header = next(csv.reader(io.StringIO(out)))
+    new = ["case_budget_stops", "min_run_cases", "max_run_cases"]
+    assert header[-4:] == list(data["m1"])[-4:] == ["no_error_found", *new]
+    records = {r["method"]: r for r in csv.DictReader(io.StringIO(out))}
+    assert records["m1"]["case_budget_stops"] == "1" and records["m1"]["min_run_cases"] == "1"
+    # A line without a labelled row has no run to count.
+    unlabelled = row("t1", 0, 2).model_copy(update={"gold": None})
+    empty = json.loads(render(summarise([unlabelled]), "json"))
+    assert empty[0]["min_run_cases"] is None and empty[0]["max_run_cases"] is None

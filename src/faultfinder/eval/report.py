@@ -272,6 +272,17 @@ def records(summaries: Sequence[GroupSummary]) -> list[dict[str, Any]]:
                 "no_error_found": m.no_error_found,
             }
         )
+        # What the stderr notes say of this line, for a script reading the records
+        # (:func:`caveats`): rows stopped by their own per-case budget (within ``errors``)
+        # and the fewest and most labelled cases a run has (below ``scored_cases``: the
+        # runs cover different cases; None: no labelled row).
+        record.update(
+            {
+                "case_budget_stops": m.case_budget_stops,
+                "min_run_cases": min(m.run_cases.values(), default=None),
+                "max_run_cases": max(m.run_cases.values(), default=None),
+            }
+        )
         out.append(record)
     return out
 
