@@ -399,3 +399,62 @@ def test_eval_on_ray_says_why_a_worker_could_not_run_a_case(
     assert str(remote.value) == f"{local.value} (on a Ray worker)"
     assert "no module named 'no_such_module_on_workers'" in str(remote.value)
     assert read_rows(out, repair=True) == []
+
+
+PROGRAM_WITH_A_KEY = """
+import os, sys, urllib.request
+key = open(sys.argv[1]).read().strip()
+request = urllib.request.Request(
+    os.environ["FAULTFINDER_PROXY_URL"] + "/v1/vaults/" + key + "/items",
+    headers={"Authorization": "Bearer " + key},
+)
+try:
+    urllib.request.urlopen(request, timeout=10)
+except Exception as exc:
+    print(exc, file=sys.stderr)
+sys.exit(1)
+"""
+
+
+def test_a_ray_replay_sends_back_no_secret_of_the_run_in_its_report(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """The replay's report comes back through Ray in the outcome, which DoVer reads (the
+    live calls a failed program made go into its rows and output): it must be scrubbed of
+    every secret the worker's replay learned, as the branch's report.json is. Here the
+    program reads a key from a file the driver never sees and sends it in a request's
+    headers and path: only the worker's proxy learns it."""
+    from faultfinder.demo_team import mock_model
+    from faultfinder.dover.models import Intervention
+    from faultfinder.dover.replays import ReplayExecutor
+    from faultfinder.dover.verdict import program_failure
+    from faultfinder.replay.session import SessionOptions, record_run
+    from faultfinder.scale.ray_debug import RayReplayExecutor
+    from faultfinder.testing import FakeOpenAIServer
+
+    secret = "Zp4Lx9Qe2Wm7Tc5Rv8Hn"
+    (tmp_path / "key.txt").write_text(secret)
+    program = [sys.executable, "-c", PROGRAM_WITH_A_KEY, str(tmp_path / "key.txt")]
+    team = [sys.executable, "-m", "faultfinder.demo_team", "--quiet", "--task-id", "avalon-2020"]
+    with FakeOpenAIServer(reply=mock_model.reply) as upstream:
+        options = SessionOptions(echo=False)
+        recorded = asyncio.run(
+            record_run(team, upstream.base_url, tmp_path / "runs", run_id="avalon", options=options)
+        )
+        run = recorded.run_dir
+        on_ray = RayReplayExecutor(
+            ReplayExecutor(run, program, upstream=upstream.base_url, options=options)
+        )
+        intervention = Intervention(
+            step=1,
+            agent="Orchestrator",
+            original="",
+            replacement="NEXT: Researcher | Look up the population of Avalon in 2020",
+            category="modified_instruction",
+        )
+        outcome = asyncio.run(on_ray.run(intervention, "keyed", {}))
+    report = outcome.report
+    assert report.program_failed and [c.method for c in report.live + report.blocked] == ["GET"]
+    assert secret not in (run / "branches" / "keyed" / "report.json").read_text()
+    assert secret not in report.model_dump_json()
+    assert secret not in program_failure(report)
