@@ -211,6 +211,33 @@ def test_no_secret_is_written_anywhere(tmp_path: Path, monkeypatch: pytest.Monke
     assert hits == []
 
 
+KEY = "Zp4Lx9Qe2Wm7Tc5Rv8Hn"
+
+
+def keyed_program(tmp_path: Path) -> list[str]:
+    """A program that sends a key, read from a file, in the headers and the path of a
+    request that is not a model call, then fails: only the proxy learns the key."""
+    (tmp_path / "key.txt").write_text(KEY)
+    return [sys.executable, str(PROBES / "keyed_client.py"), str(tmp_path / "key.txt")]
+
+
+def test_a_key_in_the_path_of_an_unrecorded_request_is_not_in_meta_json(
+    tmp_path: Path,
+) -> None:
+    """meta.json counts the requests that are not model calls by 'METHOD path': the keys
+    of that mapping are scrubbed too."""
+    with FakeOpenAIServer(reply="hello") as upstream:
+        recorded = CliRunner().invoke(
+            main,
+            ["record", "--upstream", upstream.base_url, "--out", str(tmp_path / "runs"),
+             "--run-id", "keyed", "--quiet", "--", *keyed_program(tmp_path)],
+        )  # fmt: skip
+    assert recorded.exit_code == 1, recorded.output
+    meta = (tmp_path / "runs" / "keyed" / "meta.json").read_text()
+    assert json.loads(meta)["unrecorded"] == {"GET /v1/vaults/[REDACTED]/items": 1}
+    assert KEY not in meta
+
+
 def test_run_id_cannot_leave_out(tmp_path: Path) -> None:
     runner = CliRunner()
     for bad in ("../escape", "/tmp/abs", "a/b", "..", ".hidden"):

@@ -263,7 +263,8 @@ class RunStore:
 
 def redact_meta(meta: RunMeta, redactor: Redactor) -> dict[str, Any]:
     """``meta`` as JSON data fit to write: secret arguments of the command, credentials
-    in the upstream URLs and every known secret removed."""
+    in the upstream URLs and every known secret (in the paths of unrecorded requests too)
+    removed."""
     data = meta.model_dump(mode="json", exclude_none=True)
     data["command"] = redact_argv(meta.command, redactor)
     for key in ("upstream", "proxy_url"):
@@ -271,6 +272,12 @@ def redact_meta(meta: RunMeta, redactor: Redactor) -> dict[str, Any]:
             data[key] = redactor.url(data[key])
     if data.get("upstreams"):
         data["upstreams"] = {api: redactor.url(url) for api, url in data["upstreams"].items()}
+    # 'METHOD path' keys (a path may carry a key): scrubbed data keeps its keys as they are.
+    unrecorded: dict[str, int] = {}
+    for request, count in meta.unrecorded.items():
+        request = redactor.text(request)
+        unrecorded[request] = unrecorded.get(request, 0) + count
+    data["unrecorded"] = unrecorded
     return dict(redactor.data(data))
 
 
