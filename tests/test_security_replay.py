@@ -4,6 +4,7 @@ written anywhere, run ids stay inside --out."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import sys
@@ -236,6 +237,55 @@ def test_a_key_in_the_path_of_an_unrecorded_request_is_not_in_meta_json(
     meta = (tmp_path / "runs" / "keyed" / "meta.json").read_text()
     assert json.loads(meta)["unrecorded"] == {"GET /v1/vaults/[REDACTED]/items": 1}
     assert KEY not in meta
+
+
+def test_what_record_and_replay_return_holds_no_secret_they_learned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What record and replay return is what their meta.json and report.json hold. The
+    recording's meta and the replay's report quote the key the program sent (in the path
+    of a request that is not a model call, a live call of a failed program) and reach
+    callers that print and write them: `record`'s notes, DoVer's rows and output."""
+    from faultfinder.demo_team import mock_model
+    from faultfinder.dover.verdict import program_failure
+    from faultfinder.replay.replayer import Edit, ReplayOptions
+    from faultfinder.replay.session import SessionOptions, record_run, replay_run
+
+    monkeypatch.chdir(tmp_path)
+    program = keyed_program(tmp_path)
+    team = [sys.executable, "-m", "faultfinder.demo_team", "--quiet", "--task-id", "avalon-2020"]
+    runner = CliRunner()
+    options = SessionOptions(echo=False)
+    with FakeOpenAIServer(reply=mock_model.reply) as upstream:
+        recorded = runner.invoke(
+            main,
+            ["record", "--upstream", upstream.base_url, "--out", "runs", "--quiet", "--",
+             *program],
+        )  # fmt: skip
+        assert recorded.exit_code == 1 and "GET /v1/vaults/" in recorded.output
+        keyed = asyncio.run(record_run(program, upstream.base_url, "runs", options=options))
+        team_run = asyncio.run(
+            record_run(team, upstream.base_url, "runs", run_id="avalon", options=options)
+        )
+        run = team_run.run_dir
+        replay = ReplayOptions(at=1, edit=Edit(output="NEXT: Researcher | Look it up"))
+        outcome = asyncio.run(
+            replay_run(run, program, replay, upstream=upstream.base_url, options=options)
+        )
+        debugged = runner.invoke(
+            main,
+            ["debug", str(run), "--repeats", "1", "--segment", "pattern:^PLAN", "--upstream",
+             upstream.base_url, "--out", "dover.jsonl", *DEBUGGER, "--", *program],
+        )  # fmt: skip
+    assert KEY not in recorded.output
+    assert keyed.meta.unrecorded and KEY not in keyed.meta.model_dump_json()
+    report = outcome.report
+    assert report.program_failed and [c.method for c in report.live] == ["GET"]
+    assert KEY not in report.model_dump_json() and KEY not in program_failure(report)
+    assert "the program failed on its own" in debugged.output
+    rows = (tmp_path / "dover.jsonl").read_text()
+    assert "GET /v1/vaults/" in rows
+    assert KEY not in rows and KEY not in debugged.output
 
 
 def test_run_id_cannot_leave_out(tmp_path: Path) -> None:

@@ -106,7 +106,7 @@ class SessionOptions(BaseModel):
 
 
 class RunOutcome(BaseModel):
-    """A finished recording."""
+    """A finished recording; its meta as ``meta.json`` holds it, free of secrets."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -117,7 +117,8 @@ class RunOutcome(BaseModel):
 
 
 class ReplayOutcome(BaseModel):
-    """A finished replay branch."""
+    """A finished replay branch; its meta and report as ``meta.json`` and ``report.json``
+    hold them, free of secrets."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -350,7 +351,9 @@ async def record_run(
         store.write_meta(meta)
         rescrub_run(run_dir, redactor)
         trace = rebuild_trace(run_dir)
-    return RunOutcome(run_dir=run_dir, meta=meta, trace=trace, child=child)
+    # The meta as meta.json holds it: the one built here may quote a secret (a key in the
+    # path of a request that is not a model call, learned from its headers).
+    return RunOutcome(run_dir=run_dir, meta=read_meta(run_dir), trace=trace, child=child)
 
 
 def count_requests(requests: list[Passthrough]) -> dict[str, int]:
@@ -461,7 +464,23 @@ async def replay_run(
         store.write_meta(meta)
         rescrub_run(branch_dir, redactor)
         trace = rebuild_trace(branch_dir)
-    return ReplayOutcome(branch_dir=branch_dir, meta=meta, report=report, trace=trace, child=child)
+    # What the replay's callers print and write: no secret it learned.
+    return ReplayOutcome(
+        branch_dir=branch_dir,
+        meta=read_meta(branch_dir),
+        report=read_report(branch_dir),
+        trace=trace,
+        child=child,
+    )
+
+
+def read_report(branch_dir: Path) -> ReplayReport:
+    """A branch's report as its ``report.json`` holds it, scrubbed of every secret the
+    replay learned. The report the replay built may quote one (a key the program put in a
+    request's path, learned from that request's headers), and what a replay returns is
+    written and printed by its callers (DoVer's rows, ``verify-edit``, the UI)."""
+    text = (branch_dir / REPORT_FILE).read_text(encoding="utf-8")
+    return ReplayReport.model_validate_json(text)
 
 
 def run_sync(coro: Any) -> Any:

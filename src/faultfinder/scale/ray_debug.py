@@ -21,8 +21,7 @@ from typing import Any
 from faultfinder.dover.models import Intervention
 from faultfinder.dover.replays import ReplayExecutor
 from faultfinder.errors import FaultfinderError
-from faultfinder.replay.recorder import BRANCHES_DIR, REPORT_FILE, read_meta, write_meta
-from faultfinder.replay.report import ReplayReport
+from faultfinder.replay.recorder import BRANCHES_DIR, write_meta
 from faultfinder.replay.session import ReplayOutcome, run_redactor
 from faultfinder.scale.cluster import cluster_cpus, require_ray
 
@@ -65,10 +64,10 @@ def replay_on_worker(
 ) -> tuple[dict[str, Any], Files]:
     """Replay in a scratch copy of the recording; return the outcome and the branch files,
     or, when the replay could not run, why (``error``: the message the local executor
-    would raise). The outcome's meta and report are the ones the replay wrote, scrubbed of
-    every secret its redactor learned: some are known only here (a key first seen in a
-    request's headers), so the driver could not scrub them itself, and nothing sent back
-    may hold them."""
+    would raise). The outcome's meta and report are, as a replay returns them, those its
+    meta.json and report.json hold, scrubbed of every secret its redactor learned: some
+    are known only here (a key first seen in a request's headers), so the driver could not
+    scrub them itself, and nothing sent back may hold them."""
     with tempfile.TemporaryDirectory(prefix="faultfinder-replay-") as scratch:
         run_dir = Path(scratch) / "run"
         write_files(run_dir, files)
@@ -85,9 +84,6 @@ def replay_on_worker(
             if p.is_file()
         }
         data = outcome.model_dump(mode="json")
-        data["meta"] = read_meta(branch).model_dump(mode="json")
-        report = (branch / REPORT_FILE).read_text(encoding="utf-8")
-        data["report"] = ReplayReport.model_validate_json(report).model_dump(mode="json")
         data["branch_dir"] = branch.relative_to(run_dir).as_posix()
     return {"outcome": data, "pid": os.getpid()}, out
 
