@@ -29,6 +29,7 @@ from faultfinder.usage import Budget
 
 TESTS = Path(__file__).parent
 FIXTURE = TESTS / "fixtures" / "eval" / "traces.jsonl"
+PROBES = TESTS / "fixtures" / "replay"
 MODEL = "function:ray_doubles:content_model"
 VOLATILE = {"created_at", "wall_time_s"}
 
@@ -401,21 +402,6 @@ def test_eval_on_ray_says_why_a_worker_could_not_run_a_case(
     assert read_rows(out, repair=True) == []
 
 
-PROGRAM_WITH_A_KEY = """
-import os, sys, urllib.request
-key = open(sys.argv[1]).read().strip()
-request = urllib.request.Request(
-    os.environ["FAULTFINDER_PROXY_URL"] + "/v1/vaults/" + key + "/items",
-    headers={"Authorization": "Bearer " + key},
-)
-try:
-    urllib.request.urlopen(request, timeout=10)
-except Exception as exc:
-    print(exc, file=sys.stderr)
-sys.exit(1)
-"""
-
-
 def test_a_ray_replay_sends_back_no_secret_of_the_run_in_its_report(
     ray_cluster: Any, tmp_path: Path
 ) -> None:
@@ -434,7 +420,7 @@ def test_a_ray_replay_sends_back_no_secret_of_the_run_in_its_report(
 
     secret = "Zp4Lx9Qe2Wm7Tc5Rv8Hn"
     (tmp_path / "key.txt").write_text(secret)
-    program = [sys.executable, "-c", PROGRAM_WITH_A_KEY, str(tmp_path / "key.txt")]
+    program = [sys.executable, str(PROBES / "keyed_client.py"), str(tmp_path / "key.txt")]
     team = [sys.executable, "-m", "faultfinder.demo_team", "--quiet", "--task-id", "avalon-2020"]
     with FakeOpenAIServer(reply=mock_model.reply) as upstream:
         options = SessionOptions(echo=False)
@@ -458,3 +444,49 @@ def test_a_ray_replay_sends_back_no_secret_of_the_run_in_its_report(
     assert secret not in (run / "branches" / "keyed" / "report.json").read_text()
     assert secret not in report.model_dump_json()
     assert secret not in program_failure(report)
+
+
+def test_a_ray_replay_writes_no_secret_of_the_driver_into_any_branch_file(
+    ray_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A secret only the driver's environment holds (set after the workers started),
+    which the program quotes under a name that says nothing, is scrubbed from every file
+    of the branch and from the outcome, as a local replay scrubs it: the program prints
+    it, sends it to the model and in the path of a request that is not a model call."""
+    from faultfinder.dover.models import Intervention
+    from faultfinder.dover.replays import ReplayExecutor
+    from faultfinder.replay.session import SessionOptions, record_run
+    from faultfinder.scale.ray_debug import RayReplayExecutor
+    from faultfinder.testing import FakeOpenAIServer
+
+    driver_secret = "Wd5Nq2Xc8Lp3Kt7Hy1Gv"
+    monkeypatch.setenv("DRIVER_ONLY_TOKEN", driver_secret)
+    program = [sys.executable, str(PROBES / "quoting_client.py")]
+    quoting = ["env", f"OTHER_SETTING={driver_secret}", *program]
+    options = SessionOptions(echo=False)
+    with FakeOpenAIServer(reply="4") as upstream:
+        recorded = asyncio.run(
+            record_run(program, upstream.base_url, tmp_path / "runs", options=options)
+        )
+        on_ray = RayReplayExecutor(
+            ReplayExecutor(recorded.run_dir, quoting, upstream=upstream.base_url, options=options)
+        )
+        edit = Intervention(
+            step=0, agent="assistant", original="", replacement="5", category="plan_update"
+        )
+        outcome = asyncio.run(on_ray.run(edit, "quoted", {}))
+        sent = [r.path for r in upstream.requests] + [json.dumps(r.body) for r in upstream.requests]
+    assert sum(driver_secret in s for s in sent) == 2  # the program really quoted it
+    assert outcome.report.edit_applied and outcome.trace.final_answer == "5"
+    branch = recorded.run_dir / "branches" / "quoted"
+    names = sorted(p.name for p in branch.iterdir())
+    assert names == [
+        "meta.json", "report.json", "stderr.txt", "stdout.txt", "steps.jsonl", "trace.json"
+    ]  # fmt: skip
+    for name in names:
+        text = (branch / name).read_text()
+        assert driver_secret not in text, name
+        if name != "meta.json":  # the command is cut at the program's secret arguments
+            assert "[REDACTED]" in text, name
+    assert json.loads((branch / "trace.json").read_text())["metadata"]["run_dir"] == str(branch)
+    assert driver_secret not in outcome.model_dump_json()

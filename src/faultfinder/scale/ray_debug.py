@@ -8,6 +8,10 @@ directory, whether or not the workers share its filesystem.
 
 The program command is the one the user gave after ``--``; it must exist on the workers
 (the same checkout or image), and the upstream URL must be reachable from them.
+
+The worker scrubs the branch of every secret its replay learned; the driver scrubs the
+files again with the run's redactor, as a local replay would (a secret of the driver's
+environment may be unknown on the worker).
 """
 
 from __future__ import annotations
@@ -21,8 +25,20 @@ from typing import Any
 from faultfinder.dover.models import Intervention
 from faultfinder.dover.replays import ReplayExecutor
 from faultfinder.errors import FaultfinderError
-from faultfinder.replay.recorder import BRANCHES_DIR, write_meta
-from faultfinder.replay.session import ReplayOutcome, run_redactor
+from faultfinder.redact import Redactor
+from faultfinder.replay.output import OUTPUT_FILES
+from faultfinder.replay.recorder import (
+    BRANCHES_DIR,
+    META_FILE,
+    REPORT_FILE,
+    STEPS_FILE,
+    TRACE_FILE,
+    read_meta,
+    rebuild_trace,
+    write_meta,
+)
+from faultfinder.replay.run_scrub import scrub_steps
+from faultfinder.replay.session import ReplayOutcome, read_report, run_redactor
 from faultfinder.scale.cluster import cluster_cpus, require_ray
 
 ray = require_ray()
@@ -122,9 +138,38 @@ class RayReplayExecutor:
         data["branch_dir"] = str(branch_dir)
         data["meta"]["parent"] = str(run_dir)
         outcome = ReplayOutcome.model_validate(data)
-        write_files(branch_dir, files)
-        # Written as a local replay writes it, with the run's redactor (the secrets of its
-        # command and environment), over what the worker already scrubbed.
+        # The run's redactor (the secrets of its command and of this environment, which
+        # the worker may not share) scrubs the branch again before it is written, as a
+        # local replay scrubs it; meta.json is written and trace.json rebuilt here.
         redactor = run_redactor(list(self.local.command or ()), self.local.options.env)
+        write_files(branch_dir, scrub_branch_files(files, redactor))
         write_meta(branch_dir, outcome.meta, redactor)
-        return outcome
+        child = outcome.child
+        return outcome.model_copy(
+            update={
+                "meta": read_meta(branch_dir),
+                "report": read_report(branch_dir),
+                "trace": rebuild_trace(branch_dir),
+                "child": child.model_copy(
+                    update={
+                        "stdout": redactor.text(child.stdout),
+                        "stderr": redactor.text(child.stderr),
+                    }
+                ),
+            }
+        )
+
+
+def scrub_branch_files(files: Files, redactor: Redactor) -> Files:
+    """The branch's files as a worker sent them, scrubbed with ``redactor`` as a local
+    replay scrubs its branch when it ends (``session.rescrub_run`` and the program's output
+    files): the steps first (a secret-named field they hold is learned), then the report
+    and the output. ``meta.json`` and ``trace.json`` are left out: the driver writes the
+    one and rebuilds the other from the scrubbed steps."""
+    out = {name: data for name, data in files.items() if name not in (META_FILE, TRACE_FILE)}
+    for name in (STEPS_FILE, REPORT_FILE, *OUTPUT_FILES):
+        if name in out:
+            text = out[name].decode("utf-8", errors="replace")
+            clean = scrub_steps(text, redactor) if name == STEPS_FILE else redactor.text(text)
+            out[name] = clean.encode("utf-8")
+    return out
