@@ -187,7 +187,7 @@ def agent_first(
         "",
         *header(["answer", "scored on"], names, generated),
     ]
-    for label, which in (("shipped (the top step and its speaker)", 0), ("agent first", 1)):
+    for label, which in (("shipped then (the top step and its speaker)", 0), ("agent first", 1)):
         for what, scored in ((0, "step"), (1, "agent")):
             cv, loso = parts(which, what)
             out.append(

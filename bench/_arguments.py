@@ -67,7 +67,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from _criterion import header
+from _criterion import BEFORE, header
 from _deploy_choice import MARGIN, WHO_AND_WHEN, criterion_parts, mean_of_folds, row
 from _provenance import SPENT
 from _stats import cell, paired
@@ -80,9 +80,6 @@ from faultfinder.shortlist.model import softmax
 from faultfinder.shortlist.train import Table, build_table
 from faultfinder.shortlist.weights import shipped_weights
 from faultfinder.traces.schema import Trace
-
-BEFORE = ("position", "agent", "errors", "cause")
-"""The groups shipped when this was tried: what the group was added to."""
 
 
 def with_arguments(table: Table) -> Table:

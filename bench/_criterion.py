@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+BEFORE = ("position", "agent", "errors", "cause")
+"""The groups the criterion chose, shipped until the ``arguments`` group joined them: what
+every change in ``_tried`` was tried against."""
+
 
 def score(cv: Sequence[float], loso: Sequence[float]) -> float:
     """The criterion from the subsets' cross-validated top-1 % and the left-out sources'."""

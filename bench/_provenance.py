@@ -48,12 +48,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from _criterion import header
+from _criterion import BEFORE, header
 from _deploy_choice import MARGIN, WHO_AND_WHEN, criterion_parts, mean_of_folds, row
 
 from faultfinder.eval.datasets import load_dataset, subset_of
 from faultfinder.shortlist import features
-from faultfinder.shortlist.features import FeatureSpec
 from faultfinder.shortlist.train import Table, build_table
 from faultfinder.shortlist.weights import shipped_weights
 from faultfinder.traces.schema import Step, Trace
@@ -195,7 +194,7 @@ def table(
     out[-1] = out[-1].removesuffix(" |") + "".join(f" | {s}" for s in spent) + " |"
     out.append("|---|" + "---:|" * (len(names) + len(generated) + 1 + len(spent)))
     for label, rows, used in (
-        (" + ".join(groups) + " (shipped)", base, tuple(groups)),
+        (" + ".join(groups) + " (shipped then)", base, tuple(groups)),
         (" + ".join(groups) + " + provenance", with_provenance(base), (*groups, "provenance")),
         (
             " + ".join(groups) + " + provenance, conflicts in the agent's own text only",
@@ -215,7 +214,7 @@ def main(paths: Sequence[str]) -> int:
         traces += load_dataset(Path(p))
     present = {subset_of(t) for t in traces}
     trained = [s for s in shipped_weights().trained_sources if s in present]
-    print(*table(traces, trained, FeatureSpec().groups), sep="\n")
+    print(*table(traces, trained, BEFORE), sep="\n")
     print(f"Rule: adopt only for a criterion lead of at least {MARGIN:.1f} point.")
     return 0
 

@@ -1,11 +1,13 @@
-"""Changes to the shortlist tried and not kept, measured as the shipped one was chosen.
+"""Changes to the shortlist tried, measured as the shipped one was chosen.
 
 Each candidate is scored by the criterion that chose the shipped configuration
 (``_criterion.score``) with the deploy fit (the mean of fold fits) as the inner fit, on
-the training sources only, beside the shipped configuration under the same protocol. Each
-was written down, with the rule "adopt only for a lead of at least ``MARGIN`` points",
-before its row was first read; none reached it, so the shipped file is unchanged and the
-blind source kept for the next change (``--program warehouse``) stays unranked.
+the training sources only, beside the configuration shipped when it was tried
+(``_criterion.BEFORE``: position, agent, errors, cause). Each was written down, with the
+rule "adopt only for a lead of at least ``MARGIN`` points", before its row was first read.
+None reached it. The last, argument provenance, tied, and a second rule written before
+the warehouse team (``--program warehouse``) was first ranked let that team decide: it
+was adopted, and the warehouse team is spent.
 
 * **Features without role names.** The ``agent`` group reads planner-like and tool-like
   names; ``structure`` says who speaks without reading names. The shortlist answered too
@@ -27,6 +29,8 @@ blind source kept for the next change (``--program warehouse``) stays unranked.
 * **Agent first** (``_agent_first``): a second listwise model names the agent, and the
   shortlist its most probable step, since the agent of the top step is right little more
   often than the step is on the long sources.
+* **Argument provenance** (``_arguments``): value provenance read from tool-call
+  arguments only, zero on Who&When. Adopted by its second rule.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from collections import Counter
 from collections.abc import Sequence
 
 from _agent_first import agent_first
+from _arguments import BLIND, warehouse
+from _arguments import table as arguments_table
 from _criterion import header
 from _deploy_choice import MARGIN, WHO_AND_WHEN, criterion_parts, mean_of_folds, row
 from _provenance import SPENT
@@ -121,14 +127,17 @@ def tried(
     present = {subset_of(t) for t in traces}
     names = [s for s in WHO_AND_WHEN if s in present]
     generated = [s for s in trained if s not in WHO_AND_WHEN]
-    shipped = f"{' + '.join(groups)} (shipped)"
+    shipped = f"{' + '.join(groups)} (shipped then)"
     out = [
         "",
-        "### Changes tried and not kept",
+        "### Changes tried",
         "",
         "Each change was written down with its rule (adopt only for a lead of at least "
         f"{MARGIN:.1f} point of the criterion) before its row was first read, and scored on "
-        "the training sources only, with the deploy fit as the inner fit. Top-1 %:",
+        "the training sources only, with the deploy fit as the inner fit, beside the "
+        "configuration shipped when it was tried. None reached it; the last (argument "
+        "provenance) was adopted by a second rule on the warehouse team, written before that "
+        "team was first ranked. Top-1 %:",
         "",
         "Features (same λ, source weights and fit; role names are read by `agent` only):",
         "",
@@ -144,6 +153,9 @@ def tried(
         out.append(row(f"{' + '.join(groups)}, lengths relative to the trace", *parts))
     out += provenance_table(traces, trained, groups, folds)
     out += agent_first(traces, trained, groups, folds)
+    out += arguments_table(traces, trained, groups, folds)
+    if BLIND in present:
+        out += warehouse(traces, trained, groups)
     spent = [s for s in SPENT if s in present]
     if not spent:
         return out

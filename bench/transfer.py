@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from _criterion import header, score
+from _criterion import BEFORE, header, score
 from _deploy_choice import deploy_choice
 from _readme import write_section
 from _stats import cell, paired
@@ -442,6 +442,13 @@ def leave_one_source_out(
 SELECTION_GROUPS: dict[str, tuple[str, ...]] = {
     "position + agent + errors": ("position", "agent", "errors"),
     "position + agent + errors + cause": ("position", "agent", "errors", "cause"),
+    "position + agent + errors + cause + arguments": (
+        "position",
+        "agent",
+        "errors",
+        "cause",
+        "arguments",
+    ),
     "structure + errors + cause": ("structure", "errors", "cause"),
     "position + agent + structure + errors + cause": (
         "position",
@@ -454,7 +461,10 @@ SELECTION_GROUPS: dict[str, tuple[str, ...]] = {
 SELECTION_PENALTIES = (10.0, 30.0, 100.0, 300.0)
 Config = tuple[str, str, float]
 """(feature groups' name, objective, listwise penalty)."""
-SHIPPED: Config = ("position + agent + errors + cause", "listwise", LAMBDA)
+CHOSEN: Config = ("position + agent + errors + cause", "listwise", LAMBDA)
+"""The criterion's choice, before ``arguments`` existed."""
+SHIPPED: Config = ("position + agent + errors + cause + arguments", "listwise", LAMBDA)
+"""The choice with ``arguments``, which a second rule adopted (``_arguments``)."""
 
 
 CRITERION_SHARES = (0.0, 0.3, 1.0)
@@ -492,8 +502,8 @@ def criterion(traces: list[Trace], trained: Sequence[str], folds: int = 5) -> li
     tables = {name: build_table(traces, gs) for name, gs in SELECTION_GROUPS.items()}
     rows: list[tuple[float, str]] = []
     for name, gs in SELECTION_GROUPS.items():
-        if "structure" in gs and "agent" not in gs:
-            continue
+        if ("structure" in gs and "agent" not in gs) or "arguments" in gs:
+            continue  # the grid is the record of a choice made before `arguments` existed
         table = tables[name]
         for penalty in SELECTION_PENALTIES:
             for share in CRITERION_SHARES:
@@ -531,18 +541,20 @@ def criterion(traces: list[Trace], trained: Sequence[str], folds: int = 5) -> li
     best = max(rows)[0]
     out += [r if s != best else r.replace(f" | {s:.1f} |", f" | **{s:.1f}** |") for s, r in rows]
     shipped = next(
-        s for s, r in rows if r.startswith(f"| {SHIPPED[0]} | {SHIPPED[2]:g} | {OTHER_SHARE:g} |")
+        s for s, r in rows if r.startswith(f"| {CHOSEN[0]} | {CHOSEN[2]:g} | {OTHER_SHARE:g} |")
     )
     out += [
         "",
-        f"Shipped: {label_of(SHIPPED)}, weight {OTHER_SHARE:g}: "
+        f"Chosen: {label_of(CHOSEN)}, weight {OTHER_SHARE:g}: "
         + (
             "the criterion's best."
             if shipped == best
             else f"criterion {shipped:.1f}, NOT the best."
         )
         + " Most rows are within a few traces of each other on these sources: the criterion "
-        "picks one, it does not show that one is better.",
+        "picks one, it does not show that one is better. The shipped ranker adds the "
+        "`arguments` group to it, adopted by a second rule on the warehouse team "
+        '("Changes tried", argument provenance).',
     ]
     return out
 
@@ -645,7 +657,8 @@ def selection(traces: list[Trace], trained: Sequence[str]) -> list[str]:
         f"Best mean: **{label(best)}**. A row chosen on these very columns overstates "
         "what the choice transfers; the nested estimate below does not. The shipped ranker "
         f"is {label(SHIPPED)}, trained on {', '.join(trained)}; it was chosen by the "
-        "criterion above, which reads no other source, and "
+        "criterion above, which reads no other source, and its `arguments` group by the "
+        'second rule of "Changes tried", which read the warehouse team once; '
         + (", ".join(never) or "no other source")
         + " never trained or calibrated it.",
         "",
@@ -827,7 +840,7 @@ def main() -> int:
     if not args.no_selection:
         out += criterion(traces, trained, args.folds)
         out += deploy_choice(traces, trained, groups, args.folds)
-        out += tried(traces, trained, groups, args.folds)
+        out += tried(traces, trained, BEFORE, args.folds)
         out += selection(traces, trained)
     text = "\n".join(out)
     print(text)
