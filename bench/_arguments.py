@@ -115,7 +115,7 @@ def table(
     out[-1] = out[-1].removesuffix(" |") + "".join(f" | {s}" for s in spent) + " |"
     out.append("|---|" + "---:|" * (len(names) + len(generated) + 1 + len(spent)))
     for label, rows, used in (
-        (" + ".join(groups) + " (shipped before)", base, tuple(groups)),
+        (" + ".join(groups) + " (shipped then)", base, tuple(groups)),
         (" + ".join(groups) + " + arguments", with_arguments(base), (*groups, "arguments")),
     ):
         cv, loso = criterion_parts(traces, rows, used, mean_of_folds, generated, spent, folds)
@@ -135,7 +135,7 @@ def warehouse(traces: list[Trace], trained: Sequence[str], groups: Sequence[str]
     test = [i for i, t in enumerate(traces) if subset_of(t) == BLIND]
     hits: dict[str, dict[str, list[bool]]] = {}
     for label, rows, used in (
-        ("shipped before", base, tuple(groups)),
+        ("shipped then", base, tuple(groups)),
         ("+ arguments", with_arguments(base), (*groups, "arguments")),
     ):
         model = mean_of_folds(rows, used, train, 5)
@@ -163,7 +163,7 @@ def warehouse(traces: list[Trace], trained: Sequence[str], groups: Sequence[str]
     ]
     for label, got in hits.items():
         out.append(f"| {label} | " + " | ".join(cell(sum(v), n) for v in got.values()) + " |")
-    old, new = hits["shipped before"], hits["+ arguments"]
+    old, new = hits["shipped then"], hits["+ arguments"]
     out.append("| paired | " + " | ".join(paired(new[k], old[k]).text() for k in old) + " |")
     step = paired(new["top-1 step"], old["top-1 step"])
     fall = (sum(old["top-1 agent"]) - sum(new["top-1 agent"])) / n

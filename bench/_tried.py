@@ -83,8 +83,8 @@ def _misses(
             + ", ".join(f"{where[k]} {k}" for k in ("two or more before", "one before", "after"))
         )
     return (
-        "Where the shipped configuration's top step falls when it misses, on the long "
-        "sources it never trained on (its deploy fit, trained on the shipped sources; "
+        "Where the configuration shipped then puts its top step when it misses, on the "
+        "long sources it never trained on (its deploy fit, trained on the shipped sources; "
         "against the decisive step): " + "; ".join(parts) + "."
     )
 
