@@ -67,9 +67,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from _criterion import BEFORE, header
-from _deploy_choice import MARGIN, WHO_AND_WHEN, criterion_parts, mean_of_folds, row
-from _provenance import SPENT
+from _criterion import BEFORE
+from _deploy_choice import MARGIN, mean_of_folds
+from _provenance import spent_table
 from _stats import cell, paired
 
 from faultfinder.eval.datasets import load_dataset, subset_of
@@ -97,31 +97,25 @@ def table(
 ) -> list[str]:
     """The candidate beside the shipped configuration under the criterion (training
     sources), with the spent sources' top-1 after the criterion (deciding nothing)."""
-    present = {subset_of(t) for t in traces}
-    names = [s for s in WHO_AND_WHEN if s in present]
-    generated = [s for s in trained if s not in WHO_AND_WHEN]
-    spent = [s for s in SPENT if s in present]
     base = build_table(traces, groups)
-    out = [
-        "",
+    intro = (
         "Argument provenance (`bench/_arguments.py`: four columns on tool-call arguments "
         "with no source earlier in the run, or contradicting an earlier value for the same "
         "key; zero on every Who&When step, which has no structured tool call; the third try "
         "of value provenance, shaped by the two above; the software team and the support "
-        "desk are shown after the criterion and decide nothing). Top-1 %:",
-        "",
-        *header(["features"], names, generated)[:1],
-    ]
-    out[-1] = out[-1].removesuffix(" |") + "".join(f" | {s}" for s in spent) + " |"
-    out.append("|---|" + "---:|" * (len(names) + len(generated) + 1 + len(spent)))
-    for label, rows, used in (
-        (" + ".join(groups) + " (shipped then)", base, tuple(groups)),
-        (" + ".join(groups) + " + arguments", with_arguments(base), (*groups, "arguments")),
-    ):
-        cv, loso = criterion_parts(traces, rows, used, mean_of_folds, generated, spent, folds)
-        others = "".join(f" {v:.1f} |" for v in loso[len(generated) :])
-        out.append(row(label, cv, loso[: len(generated)]) + others)
-    return out
+        "desk are shown after the criterion and decide nothing). Top-1 %:"
+    )
+    tried = " + ".join(groups)
+    return spent_table(
+        traces,
+        trained,
+        intro,
+        [
+            (tried + " (shipped then)", base, tuple(groups)),
+            (tried + " + arguments", with_arguments(base), (*groups, "arguments")),
+        ],
+        folds,
+    )
 
 
 BLIND = "generated:warehouse"

@@ -43,7 +43,6 @@ team, support desk) and top-1 agent are printed beside it and decide nothing.
 from __future__ import annotations
 
 import math
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -53,6 +52,7 @@ from _deploy_choice import MARGIN, WHO_AND_WHEN, criterion_parts, mean_of_folds,
 
 from faultfinder.eval.datasets import load_dataset, subset_of
 from faultfinder.shortlist import features
+from faultfinder.shortlist.arguments import keyed_values, values
 from faultfinder.shortlist.train import Table, build_table
 from faultfinder.shortlist.weights import shipped_weights
 from faultfinder.traces.schema import Step, Trace
@@ -66,41 +66,9 @@ COLUMNS = (
     "first_unsupported_arg",
     "unsupported_text",
 )
-_VALUE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?![\w]|\.\d)")
-_KEYWORD = re.compile(r"[A-Za-z_][A-Za-z_]+")
-
-
-def _number(text: str) -> float:
-    return round(float(text), 6)
-
-
-def _keyed(text: str) -> list[tuple[tuple[str, int], float, bool]]:
-    """Each value in ``text`` with its key (the last word before it on its line, and how
-    many values came after that word before it) and whether it is a small whole number."""
-    out: list[tuple[tuple[str, int], float, bool]] = []
-    for line in text.splitlines():
-        word, place, last = "", 0, 0
-        for m in _VALUE.finditer(line):
-            words = _KEYWORD.findall(line, last, m.start())
-            if words:
-                word, place = words[-1].lower(), 0
-            else:
-                place += 1
-            last = m.end()
-            raw = m.group(1)
-            value = _number(raw)
-            small = "." not in raw and value < 10
-            if word:
-                out.append(((word, place), value, small))
-    return out
-
-
-def _values(text: str, small: bool) -> set[float]:
-    return {
-        _number(m.group(1))
-        for m in _VALUE.finditer(text)
-        if small or "." in m.group(1) or _number(m.group(1)) >= 10
-    }
+_keyed = keyed_values
+"""Each value with its key: the package's parser (``shortlist.arguments``), as shipped."""
+_values = values
 
 
 def _own_text(step: Step) -> str:
@@ -120,7 +88,7 @@ def provenance(trace: Trace, own_only: bool = False) -> list[list[float]]:
     counted in what the agent wrote only, not in its tools' results)."""
     seen: set[float] = _values(trace.task, True)
     given: dict[tuple[str, int], set[float]] = {}
-    for key, value, _ in _keyed(trace.task):
+    for key, value in _keyed(trace.task):
         given.setdefault(key, set()).add(value)
     rows: list[list[float]] = []
     any_conflict = any_unsupported = False
@@ -128,7 +96,7 @@ def provenance(trace: Trace, own_only: bool = False) -> list[list[float]]:
         text, args, results = _own_text(step), _args(step), _results(step)
         conflicts = 0
         for part in (text, args) if own_only else (text, args, results):
-            for key, value, _ in _keyed(part):
+            for key, value in _keyed(part):
                 before = given.get(key)
                 if before and value not in before:
                     conflicts += 1
@@ -149,7 +117,7 @@ def provenance(trace: Trace, own_only: bool = False) -> list[list[float]]:
         )
         for part in (text, args, results):
             seen |= _values(part, True)
-            for key, value, _ in _keyed(part):
+            for key, value in _keyed(part):
                 given.setdefault(key, set()).add(value)
     return rows
 
@@ -171,41 +139,58 @@ def _name_group() -> None:
         features._NAMES["provenance"] = COLUMNS
 
 
+Candidate = tuple[str, Table, tuple[str, ...]]
+"""A row of a candidate table: its label, its feature table and its groups."""
+
+
+def spent_table(
+    traces: list[Trace], trained: Sequence[str], intro: str, rows: Sequence[Candidate], folds: int
+) -> list[str]:
+    """Candidates under the criterion (training sources, deploy fit as the inner fit), the
+    spent sources' top-1 after the criterion, deciding nothing."""
+    present = {subset_of(t) for t in traces}
+    names = [s for s in WHO_AND_WHEN if s in present]
+    generated = [s for s in trained if s not in WHO_AND_WHEN]
+    spent = [s for s in SPENT if s in present]
+    out = ["", intro, "", *header(["features"], names, generated)[:1]]
+    out[-1] = out[-1].removesuffix(" |") + "".join(f" | {s}" for s in spent) + " |"
+    out.append("|---|" + "---:|" * (len(names) + len(generated) + 1 + len(spent)))
+    for label, table_, used in rows:
+        cv, loso = criterion_parts(traces, table_, used, mean_of_folds, generated, spent, folds)
+        others = "".join(f" {v:.1f} |" for v in loso[len(generated) :])
+        out.append(row(label, cv, loso[: len(generated)]) + others)
+    return out
+
+
 def table(
     traces: list[Trace], trained: Sequence[str], groups: Sequence[str], folds: int = 5
 ) -> list[str]:
     """The candidate beside the shipped configuration under the criterion (training
     sources), with the spent sources' top-1 after the criterion (deciding nothing)."""
-    present = {subset_of(t) for t in traces}
-    names = [s for s in WHO_AND_WHEN if s in present]
-    generated = [s for s in trained if s not in WHO_AND_WHEN]
-    spent = [s for s in SPENT if s in present]
     base = build_table(traces, groups)
     _name_group()
-    out = [
-        "",
+    intro = (
         "Value provenance (`bench/_provenance.py`: five columns on values with no source "
         "earlier in the run, or contradicting an earlier one; the software team and the "
         "support desk, ranked blind before, are shown after the criterion and decide "
-        "nothing; trained on the shipped sources). Top-1 %:",
-        "",
-        *header(["features"], names, generated)[:1],
-    ]
-    out[-1] = out[-1].removesuffix(" |") + "".join(f" | {s}" for s in spent) + " |"
-    out.append("|---|" + "---:|" * (len(names) + len(generated) + 1 + len(spent)))
-    for label, rows, used in (
-        (" + ".join(groups) + " (shipped then)", base, tuple(groups)),
-        (" + ".join(groups) + " + provenance", with_provenance(base), (*groups, "provenance")),
-        (
-            " + ".join(groups) + " + provenance, conflicts in the agent's own text only",
-            with_provenance(base, own_only=True),
-            (*groups, "provenance"),
-        ),
-    ):
-        cv, loso = criterion_parts(traces, rows, used, mean_of_folds, generated, spent, folds)
-        others = "".join(f" {v:.1f} |" for v in loso[len(generated) :])
-        out.append(row(label, cv, loso[: len(generated)]) + others)
-    return out
+        "nothing; trained on the shipped sources). Top-1 %:"
+    )
+    tried = " + ".join(groups)
+    return spent_table(
+        traces,
+        trained,
+        intro,
+        [
+            (tried + " (shipped then)", base, tuple(groups)),
+            (tried + " + provenance", with_provenance(base), (*groups, "provenance")),
+            (
+                tried + " + provenance, conflicts in the agent's own text only",
+                with_provenance(base, own_only=True),
+                (*groups, "provenance"),
+            ),
+        ],
+        folds,
+    )
 
 
 def main(paths: Sequence[str]) -> int:
