@@ -22,6 +22,7 @@ from faultfinder.traces.io import trace_from_dict, write_trace
 from faultfinder.traces.loader import load_trace, load_traces
 from faultfinder.writeback import langfuse_payload, otlp_payload, phoenix_payload
 from otel_helpers import TRACE, genai_current
+from polling import wait_for
 
 FIXTURES = Path(__file__).parent / "fixtures" / "otel"
 
@@ -35,15 +36,6 @@ def collector(tmp_path: Path, **kw: Any) -> ServerThread:
         return await Collector(config).start()
 
     return ServerThread(factory)
-
-
-def wait_for(predicate: Any, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_json_export_is_written_once_the_trace_is_finished(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ import pytest
 from faultfinder.redact import Redactor
 from faultfinder.replay.output import rescrub_open
 from faultfinder.testing import FakeOpenAIServer
+from polling import wait_for
 
 KEY = "plainkeyvalue-CCCC3333DDDD"
 """Not key-shaped, not in the environment: learned only from the call's header."""
@@ -35,15 +35,6 @@ while not pathlib.Path(sys.argv[2]).exists() and time.monotonic() < deadline:
     time.sleep(0.05)
 print("FINAL ANSWER: 4", flush=True)
 """
-
-
-def wait_for(condition: object, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_a_key_learned_mid_run_leaves_the_output_files_while_the_program_runs(

@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 from faultfinder.redact import Redactor
 from faultfinder.replay.recorder import RecordedCall, RunMeta, RunStore, load_calls
 from faultfinder.testing import FakeOpenAIServer
+from polling import wait_for
 
 KEY = "plainkeyvalue-EEEE5555FFFF"
 """Not key-shaped, not in the environment: learned only mid-run."""
@@ -45,15 +45,6 @@ LEARN = {
     # The program prints a URL holding it: the output's scrubber learns it.
     "printed-url": 'print("db at https://admin:" + key + "@db.example.com/x", flush=True)',
 }
-
-
-def wait_for(condition: object, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.mark.parametrize("learned_from", sorted(LEARN))
