@@ -13,7 +13,8 @@ from faultfinder.collect.collector import Collector, CollectorConfig
 from faultfinder.traces.importers._spans import spans_from_otlp
 from faultfinder.traces.loader import load_trace
 from otel_helpers import TRACE, genai_current
-from test_collect_export import collector, wait_for
+from polling import wait_for
+from test_collect_export import collector
 
 KEY = "resource-secret-value-123"
 

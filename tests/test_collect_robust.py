@@ -20,7 +20,8 @@ from faultfinder.cli import main
 from faultfinder.collect.collector import PROTOBUF, file_stem
 from faultfinder.traces.loader import load_trace, load_traces
 from otel_helpers import TRACE, genai_current
-from test_collect_export import collector, wait_for
+from polling import wait_for
+from test_collect_export import collector
 
 OTHER = "1" * 32
 
@@ -153,7 +154,7 @@ def test_collect_command_survives_hostile_spans_and_writes_all_on_sigterm(
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        assert wait_for(lambda: _listening(port), timeout=20)
+        assert wait_for(lambda: _listening(port), seconds=20)
         assert post(url, json.dumps(export("c" * 601)).encode()).status_code == 200
         assert httpx.post(url + "/v1/traces", json=genai_current()).status_code == 200
         assert post(url, b'{"resourceSpans": "\\ud800"}').status_code == 400
