@@ -54,9 +54,14 @@ FITS: dict[str, Fitter] = {
 
 
 def _hits(traces: list[Trace], table: Table, model: ShortlistModel, test: list[int]) -> list[bool]:
+    """Whether ``model``'s top step is decisive in each trace of ``test`` (a model that
+    reads the trace itself to choose how to rank it, as ``_experts.Routed`` does, has a
+    ``logits_of(table, i)``)."""
+    routed = getattr(model, "logits_of", None)
     out = []
     for i in test:
-        probs = softmax(model.logits(table.rows[slice(*table.spans[i])]))
+        rows = table.rows[slice(*table.spans[i])]
+        probs = softmax(routed(table, i) if routed else model.logits(rows))
         label = traces[i].label
         out.append(conformal.ranking(probs)[0] in (label.acceptable_steps if label else []))
     return out
