@@ -470,3 +470,42 @@ def test_a_secret_only_a_dropped_copy_of_a_span_revealed_is_scrubbed(tmp_path: P
     assert trace.metadata["duplicate_spans"] == 1
     assert trace.steps[0].content == "key: [REDACTED]"
     assert not LEAK.findall(trace.model_dump_json())
+
+
+def test_a_secret_in_a_mapping_key_is_scrubbed_and_no_entry_is_lost(tmp_path: Path) -> None:
+    """A key is text a program wrote too: tool-call arguments keyed by a token, or by a URL
+    with a key in it, lose the secret and keep every entry (two keys that scrub alike
+    both stay)."""
+    redactor = Redactor(["LEAK25-knownvalue1"])
+    data = {
+        "sk-LEAK24abcdefghijklmnopqrst": 1,
+        "sk-LEAK26abcdefghijklmnopqrst": 2,
+        "https://host/v1?key=LEAK27-urlkeyabcdef": 3,
+        "by LEAK25-knownvalue1": 4,
+        "q": "weather",
+    }
+    assert redactor.data(data) == {
+        REDACTED: 1,
+        f"{REDACTED} #2": 2,
+        f"https://host/v1?key={REDACTED}": 3,
+        f"by {REDACTED}": 4,
+        "q": "weather",
+    }
+    doc = hostile_otlp()
+    span = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    said = [
+        {"type": "tool_call", "id": "c1", "name": "fetch",
+         "arguments": {"sk-LEAK24abcdefghijklmnopqrst": "x", "q": "weather"}},
+    ]  # fmt: skip
+    for item in span["attributes"]:
+        if item["key"] == "gen_ai.output.messages":
+            item["value"]["stringValue"] = json.dumps([{"role": "assistant", "parts": said}])
+    source = tmp_path / "keys.otlp.json"
+    source.write_text(json.dumps(doc))
+    out = tmp_path / "keys.json"
+    result = CliRunner().invoke(main, ["import", str(source), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert not LEAK.findall(out.read_text()), LEAK.findall(out.read_text())
+    (trace,) = load_traces(out)
+    (step,) = [s for s in trace.steps if s.kind == "llm"]
+    assert json.loads(step.tool_calls[0].arguments) == {REDACTED: "x", "q": "weather"}

@@ -391,9 +391,9 @@ class Redactor:
         return [m.span() for p in patterns if p is not None for m in p.finditer(text)]
 
     def data(self, value: Any) -> Any:
-        """A copy of ``value`` with every string scrubbed and the values of secret-named
-        fields and name/value pairs (OTLP attributes) replaced, JSON objects inside strings
-        (tool-call arguments, header dumps) included. The secrets are learned first, so a
+        """A copy of ``value`` with every string scrubbed (mapping keys too) and the values
+        of secret-named fields and name/value pairs (OTLP attributes) replaced, JSON objects
+        inside strings (tool-call arguments, header dumps) included. The secrets are learned first, so a
         secret is scrubbed wherever else it appears."""
         self.learn_data(value)
         return self._scrub(value)
@@ -405,11 +405,24 @@ class Redactor:
             pair = _secret_pair(value)
             out: dict[Any, Any] = {}
             for key, item in value.items():
-                out[key] = _blanked(item) if _hides(value, key, item, pair) else self._scrub(item)
+                kept = _blanked(item) if _hides(value, key, item, pair) else self._scrub(item)
+                out[self._key(key, out)] = kept
             return out
         if isinstance(value, list | tuple):
             return [self._scrub(v) for v in value]
         return value
+
+    def _key(self, key: Any, taken: dict[Any, Any]) -> Any:
+        """A mapping's ``key`` scrubbed as any text is (a map keyed by a URL or by what a
+        program wrote can hold a secret in its keys); a key that scrubs to one already
+        taken gets a ``#2``, ``#3``... suffix, so no entry is lost."""
+        if not isinstance(key, str):
+            return key
+        clean = candidate = self.text(key)
+        n = 2
+        while candidate in taken:
+            candidate, n = f"{clean} #{n}", n + 1
+        return candidate
 
     def _string(self, value: str) -> str:
         parsed = _json_container(value)
