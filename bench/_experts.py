@@ -42,19 +42,30 @@ on the shipped sources rank it once (``--blind``): the traces whose top-1 step o
 experts get right must not be fewer than those only the shipped model gets right, and
 top-1 agent must not fall by more than 1.0 point. If (1) fails, the expense desk is not
 ranked and stays blind for the next change. Either way the rows are printed in
-bench/README.md ("Changes tried") with what they say about Hand-Crafted's 20%.
+bench/README.md with what they say about Hand-Crafted's 20%.
+
+**Result** (2026-11-27): **not adopted.** Criterion 34.5 against the shipped 35.1.
+Hand-Crafted rose from 17.2 to 20.7% (two traces), the Agents SDK from 48.0 to 53.0% and
+CrewAI from 50.7 to 54.8%; Algorithm-Generated fell from 40.5 to 37.3%, AG2 from 43.5 to
+33.9% and LangGraph from 48.0 to 40.0%. Left out, a generated source's traces mostly went
+to another generated source's expert (the generated sources are alike in shape), and
+Algorithm-Generated's own expert ranked it worse than the deploy model. The expense desk
+was not ranked: it stays blind for the next change.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from _criterion import header, score
 from _deploy_choice import MARGIN, WHO_AND_WHEN, criterion_parts, mean_of_folds, row
+from _readme import write_section
 from _stats import cell, paired
 
 from faultfinder.eval.datasets import load_dataset, subset_of
@@ -280,25 +291,46 @@ def blind(traces: list[Trace], trained: Sequence[str], groups: Sequence[str]) ->
     return out
 
 
-def main(args: Sequence[str]) -> int:
-    """``python bench/_experts.py [--blind] DATA...`` (Who&When and the generated
-    directories)."""
-    is_blind = args[:1] == ["--blind"]
-    paths = args[1:] if is_blind else args
+README = Path(__file__).resolve().parent / "README.md"
+BEGIN, END = "<!-- experts:begin -->", "<!-- experts:end -->"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data", nargs="+", help="Who&When and the generated directories")
+    parser.add_argument("--blind", action="store_true", help="rule (2): rank the expense desk once")
+    parser.add_argument("--write", action="store_true", help="write the table into bench/README.md")
+    args = parser.parse_args(argv)
     traces: list[Trace] = []
-    for p in paths:
+    for p in args.data:
         traces += load_dataset(Path(p))
     present = {subset_of(t) for t in traces}
     weights = shipped_weights()
     trained = [s for s in weights.trained_sources if s in present]
     groups = tuple(weights.deploy.groups)
-    if is_blind:
-        print(*blind(traces, trained, groups), sep="\n")
+    if args.blind:
+        lines = blind(traces, trained, groups)
     else:
         traces = [t for t in traces if subset_of(t) != BLIND]
-        print(*table(traces, trained, groups), sep="\n")
+        lines = table(traces, trained, groups)
+    counts = ", ".join(f"{s} {n}" for s, n in sorted(Counter(map(subset_of, traces)).items()))
+    text = "\n".join(
+        [f"Measured {datetime.now(UTC).date().isoformat()}. {len(traces)} labelled traces "
+         f"({counts}); features: {', '.join(groups)}.", *lines]
+    )  # fmt: skip
+    print(text)
+    if args.write:
+        heading = (
+            "\n## Source experts, tried and not adopted — `bench/_experts.py`\n\n"
+            "Reproduce: `python bench/_experts.py ../shared/data/who-and-when "
+            ".faultfinder/generated/* --write` (needs the `shortlist` extra and the generated "
+            "sources of `bench/fault_injection.py`; about ten minutes). The candidate, its "
+            "rule and its result are in the script's docstring, committed before its first "
+            "row was read.\n\n"
+        )
+        write_section(README, BEGIN, END, text, heading)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())
