@@ -67,16 +67,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import _blind
 from _criterion import BEFORE
 from _deploy_choice import MARGIN, mean_of_folds
 from _provenance import spent_table
-from _stats import cell, paired
 
 from faultfinder.eval.datasets import load_dataset, subset_of
-from faultfinder.eval.metrics import normalise_agent
-from faultfinder.shortlist import conformal
 from faultfinder.shortlist.arguments import argument_columns
-from faultfinder.shortlist.model import softmax
 from faultfinder.shortlist.train import Table, build_table
 from faultfinder.shortlist.weights import shipped_weights
 from faultfinder.traces.schema import Trace
@@ -127,22 +124,16 @@ def warehouse(traces: list[Trace], trained: Sequence[str], groups: Sequence[str]
     base = build_table(traces, groups)
     train = [i for i, t in enumerate(traces) if subset_of(t) in trained]
     test = [i for i, t in enumerate(traces) if subset_of(t) == BLIND]
-    hits: dict[str, dict[str, list[bool]]] = {}
+    hits: dict[str, _blind.Hits] = {}
     for label, rows, used in (
         ("shipped then", base, tuple(groups)),
         ("+ arguments", with_arguments(base), (*groups, "arguments")),
     ):
         model = mean_of_folds(rows, used, train, 5)
-        got: dict[str, list[bool]] = {"top-1 step": [], "recall@3": [], "top-1 agent": []}
-        for i in test:
-            trace = traces[i]
-            order = conformal.ranking(softmax(model.logits(rows.rows[slice(*rows.spans[i])])))
-            want = trace.label.acceptable_steps if trace.label else []
-            agent = normalise_agent(trace.label.agent or "") if trace.label else ""
-            got["top-1 step"].append(order[0] in want)
-            got["recall@3"].append(any(s in want for s in order[:3]))
-            got["top-1 agent"].append(normalise_agent(trace.steps[order[0]].agent) == agent)
-        hits[label] = got
+        hits[label] = _blind.score(
+            [traces[i] for i in test],
+            lambda n, rows=rows, model=model: model.logits(rows.rows[slice(*rows.spans[test[n]])]),
+        )
     n = len(test)
     out = [
         "",
@@ -152,16 +143,10 @@ def warehouse(traces: list[Trace], trained: Sequence[str], groups: Sequence[str]
         "Brackets: 95% Wilson interval; paired exact McNemar (+ only the group right / "
         "− only the shipped one right):",
         "",
-        "| features | top-1 step % | recall@3 % | top-1 agent % |",
-        "|---|---:|---:|---:|",
+        *_blind.table("features", *hits.items()),
     ]
-    for label, got in hits.items():
-        out.append(f"| {label} | " + " | ".join(cell(sum(v), n) for v in got.values()) + " |")
-    old, new = hits["shipped then"], hits["+ arguments"]
-    out.append("| paired | " + " | ".join(paired(new[k], old[k]).text() for k in old) + " |")
-    step = paired(new["top-1 step"], old["top-1 step"])
-    fall = (sum(old["top-1 agent"]) - sum(new["top-1 agent"])) / n
-    adopt = step.only_a > step.only_b and 100 * fall <= MARGIN
+    won, lost, fall = _blind.wins(hits["shipped then"], hits["+ arguments"])
+    adopt = won > lost and fall <= MARGIN
     out.append(f"Second rule: {'adopt' if adopt else 'not adopted'}.")
     return out
 

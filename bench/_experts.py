@@ -63,15 +63,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+import _blind
 from _criterion import header, score
 from _deploy_choice import MARGIN, WHO_AND_WHEN, criterion_parts, mean_of_folds, row
 from _readme import write_section
-from _stats import cell, paired
 
 from faultfinder.eval.datasets import load_dataset, subset_of
-from faultfinder.eval.metrics import normalise_agent
-from faultfinder.shortlist import conformal
-from faultfinder.shortlist.model import ShortlistModel, averaged, softmax
+from faultfinder.shortlist.model import ShortlistModel, averaged
 from faultfinder.shortlist.shift import ShiftReference, build_reference
 from faultfinder.shortlist.train import (
     LAMBDA,
@@ -250,23 +248,9 @@ def blind(traces: list[Trace], trained: Sequence[str], groups: Sequence[str]) ->
     test = [i for i, t in enumerate(traces) if subset_of(t) == BLIND]
     candidate = routed_fit(base, groups, train, 5)
     shipped = candidate.general
-    hits: dict[str, dict[str, list[bool]]] = {}
-    for label in ("shipped", "+ experts"):
-        got: dict[str, list[bool]] = {"top-1 step": [], "recall@3": [], "top-1 agent": []}
-        for i in test:
-            trace = traces[i]
-            logits = (
-                shipped.logits(base.rows[slice(*base.spans[i])])
-                if label == "shipped"
-                else candidate.logits_of(base, i)
-            )
-            order = conformal.ranking(softmax(logits))
-            want = trace.label.acceptable_steps if trace.label else []
-            agent = normalise_agent(trace.label.agent or "") if trace.label else ""
-            got["top-1 step"].append(order[0] in want)
-            got["recall@3"].append(any(s in want for s in order[:3]))
-            got["top-1 agent"].append(normalise_agent(trace.steps[order[0]].agent) == agent)
-        hits[label] = got
+    chosen = [traces[i] for i in test]
+    old = _blind.score(chosen, lambda n: shipped.logits(base.rows[slice(*base.spans[test[n]])]))
+    new = _blind.score(chosen, lambda n: candidate.logits_of(base, test[n]))
     n = len(test)
     out = [
         "",
@@ -277,16 +261,10 @@ def blind(traces: list[Trace], trained: Sequence[str], groups: Sequence[str]) ->
         + ". Brackets: 95% Wilson interval; paired exact McNemar (+ only the experts right / "
         "− only the shipped model right):",
         "",
-        "| configuration | top-1 step % | recall@3 % | top-1 agent % |",
-        "|---|---:|---:|---:|",
+        *_blind.table("configuration", ("shipped", old), ("+ experts", new)),
     ]
-    for label, got in hits.items():
-        out.append(f"| {label} | " + " | ".join(cell(sum(v), n) for v in got.values()) + " |")
-    old, new = hits["shipped"], hits["+ experts"]
-    out.append("| paired | " + " | ".join(paired(new[k], old[k]).text() for k in old) + " |")
-    step = paired(new["top-1 step"], old["top-1 step"])
-    fall = (sum(old["top-1 agent"]) - sum(new["top-1 agent"])) / max(n, 1)
-    adopt = step.only_a >= step.only_b and 100 * fall <= MARGIN
+    won, lost, fall = _blind.wins(old, new)
+    adopt = won >= lost and fall <= MARGIN
     out.append(f"Rule (2): {'adopt' if adopt else 'not adopted'}.")
     return out
 
