@@ -68,6 +68,19 @@ Base programs (``--program``):
   by a scripted model (``bench/_fault_warehouse.py``, at most three sites of each fault
   kind per run, drawn with the seed; its premature stop is a worker reporting before its
   work is done, so the wrong total comes later).
+* ``expense-desk``: an expense-audit desk on the OpenAI Agents SDK at its default
+  settings with agents as tools (tests/fixtures/frameworks/agents_sdk_expense_desk.py,
+  unmodified: Responses API, a Manager that never hands off but calls four desks, each an
+  ``Agent.as_tool`` running its own agent — Receipts with ``get_receipt``, Policy with
+  ``lookup_limit``, Currency with ``convert`` and Audit with ``cap_receipt`` — giving
+  each a numbered list and answering the audited total) on twenty expense claims of one
+  to seven receipts, runs of 13 to 32 steps, the desks' own model calls steps under
+  their own names, every agent played faithfully by a scripted model
+  (``bench/_fault_expense_desk.py``, at most three sites of each fault kind per run,
+  drawn with the seed; a wrong handoff is the Manager calling the wrong desk, a dropped
+  instruction a line dropped from its list for a desk, a premature stop a desk reporting
+  before its work is done). Held back unranked: no ranker or scorer has seen these
+  traces, so they are the blind test of the next ranker change.
 
     python bench/fault_injection.py [--program NAME|all] [--out DIR] [--seed N]
 
@@ -94,6 +107,7 @@ from typing import Any
 import _fault_ag2
 import _fault_agents_sdk
 import _fault_crewai
+import _fault_expense_desk
 import _fault_langgraph
 import _fault_support_desk
 import _fault_swe_team
@@ -328,6 +342,15 @@ PROGRAMS: dict[str, Program] = {
         _fault_warehouse.faithful,
         _fault_warehouse.injectors(corrupt),
         _fault_warehouse.final_answer,
+    ),
+    "expense-desk": Program(
+        "expense-desk",
+        lambda: [Base(*t) for t in _fault_expense_desk.tasks()],
+        lambda base: _fault_expense_desk.command(base.task),
+        _fault_expense_desk.faithful,
+        _fault_expense_desk.injectors(corrupt),
+        _fault_expense_desk.final_answer,
+        _fault_expense_desk.ENV,
     ),
 }
 
