@@ -276,7 +276,11 @@ BEGIN, END = "<!-- experts:begin -->", "<!-- experts:end -->"
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data", nargs="+", help="Who&When and the generated directories")
-    parser.add_argument("--blind", action="store_true", help="rule (2): rank the expense desk once")
+    parser.add_argument(
+        "--blind",
+        action="store_true",
+        help="rule (2): rank the expense desk once (give .faultfinder/blind/expense-desk too)",
+    )
     parser.add_argument("--write", action="store_true", help="write the table into bench/README.md")
     args = parser.parse_args(argv)
     traces: list[Trace] = []

@@ -86,7 +86,10 @@ Base programs (``--program``):
 
 Traces go to ``.faultfinder/generated/<program>/`` (git-ignored) as canonical JSON, with
 ``source.subset`` = ``generated:<program>``; ``python bench/transfer.py --also DIR ...``
-adds each as a source to leave out.
+adds each as a source to leave out. A program held back as a blind test (:data:`BLIND`)
+goes to ``.faultfinder/blind/<program>/`` instead, out of reach of the benches' usual
+``.faultfinder/generated/*``, so that no table ranks it by accident before the rule it
+was generated for; once that rule has read it, it moves to ``generated``.
 """
 
 from __future__ import annotations
@@ -124,6 +127,10 @@ from faultfinder.traces.schema import GoldLabel, Trace
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERATED = ROOT / ".faultfinder" / "generated"
+BLIND_DIR = ROOT / ".faultfinder" / "blind"
+BLIND = frozenset({"expense-desk"})
+"""Programs held back unranked as the blind test of the next change (``bench/_experts.py``
+names the rule that may first rank the expense desk)."""
 DEFAULT_OUT = GENERATED / "demo-team"
 SOURCE = "generated:demo-team"
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -453,7 +460,7 @@ def main() -> int:
         unknown = sorted(set(args.faults or []) - set(kinds))
         if unknown:
             parser.error(f"{program} has no fault kind {unknown}; it has {sorted(kinds)}")
-        out = args.out or GENERATED / program
+        out = args.out or (BLIND_DIR if program in BLIND else GENERATED) / program
         started = time.perf_counter()
         counts = asyncio.run(generate(out, args.seed, args.only, args.faults, program))
         print(f"== {program}")
