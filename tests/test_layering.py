@@ -1,10 +1,11 @@
 """The package layering of docs/architecture.md, enforced on the source's imports.
 
 Data flows one way: ``cli → dover/eval → methods → replay → judging → shortlist → llm →
-traces``, with the leaves (errors, usage, redact, exitcodes, registry) under everything.
-A module may import its own package and any package on a lower layer, never a higher one
-(imports inside ``if TYPE_CHECKING:`` blocks included: a cycle for the type checker is
-still a cycle for the reader). Packages on the same layer may not import each other.
+traces``, with the leaves (errors, usage, secret_names, redact, exitcodes, registry) under
+everything. A module may import its own package and any package on a lower layer, never a
+higher one (imports inside ``if TYPE_CHECKING:`` blocks included: a cycle for the type
+checker is still a cycle for the reader). Packages on the same layer may not import each
+other.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "faultfinder"
 
 LAYERS: list[set[str]] = [
-    {"errors", "usage", "exitcodes", "__init__"},
+    {"errors", "usage", "exitcodes", "secret_names", "__init__"},
     {"redact", "registry"},
     {"traces"},
     {"llm"},

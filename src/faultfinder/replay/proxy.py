@@ -27,7 +27,6 @@ import httpx
 from pydantic import BaseModel, Field
 
 from faultfinder.errors import ConfigError
-from faultfinder.redact import KEY_HEADERS
 from faultfinder.replay.apis import Chains, WireAdapter, adapter_for
 from faultfinder.replay.canonical import remember_calls
 from faultfinder.replay.endpoint import Endpoint
@@ -45,6 +44,7 @@ from faultfinder.replay.proxy_streams import relay, replayed
 from faultfinder.replay.recorder import RecordedCall, RunStore, utcnow
 from faultfinder.replay.replayer import Decision, ReplayPlan
 from faultfinder.replay.report import LiveRequest
+from faultfinder.secret_names import KEY_HEADERS
 
 _HOP_BY_HOP = {
     "host",

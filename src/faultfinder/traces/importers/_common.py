@@ -11,7 +11,8 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from faultfinder.errors import ConfigError, TraceFormatError
-from faultfinder.redact import Redactor, is_secret_field, is_secret_name
+from faultfinder.redact import Redactor
+from faultfinder.secret_names import is_secret_field, is_secret_name
 from faultfinder.traces.io import check_value, trace_error_from_validation
 from faultfinder.traces.schema import Trace
 
@@ -122,7 +123,7 @@ def parse_label_step(
 def is_credential_key(key: str) -> bool:
     """True for keys that hold secrets (api_key, Authorization, OPENAI_API_KEY, HF_TOKEN,
     *secret*, *password*...), not usage such as 'max_tokens' or 'token_count': the one
-    definition, :func:`faultfinder.redact.is_secret_name`."""
+    definition, :func:`faultfinder.secret_names.is_secret_name`."""
     return is_secret_name(key)
 
 
