@@ -4,6 +4,7 @@ the program from any step with an edit.
 - :mod:`~faultfinder.replay.proxy`: the recording/replaying proxy;
 - :mod:`~faultfinder.replay.recorder`: run directories, ``steps.jsonl`` and ``trace.json``;
 - :mod:`~faultfinder.replay.replayer`: replay decisions and edits;
+- :mod:`~faultfinder.replay.replay_options`: what a replay is asked to do;
 - :mod:`~faultfinder.replay.report`: what a replay did (``report.json``);
 - :mod:`~faultfinder.replay.session`: run a program through the proxy (record / replay);
 - :mod:`~faultfinder.replay.trust`: what a replay takes from a run directory, only on the

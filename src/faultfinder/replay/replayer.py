@@ -24,8 +24,9 @@ matched to is open again, so the program's retry of the same request is that ste
 retry of step ``at`` gets the edit again, and the edit counts as applied only once a call
 carrying it was answered.
 
-The plan is plain state, called from the proxy's event loop only. What it did is a
-:class:`~faultfinder.replay.report.ReplayReport` (``report.json``).
+The plan is plain state, called from the proxy's event loop only. What it is asked to do
+is a :class:`~faultfinder.replay.replay_options.ReplayOptions` (re-exported here); what it
+did is a :class:`~faultfinder.replay.report.ReplayReport` (``report.json``).
 """
 
 from __future__ import annotations
@@ -35,28 +36,21 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
-
 from faultfinder.errors import ConfigError
 from faultfinder.replay.apis import Chains, WireAdapter
 from faultfinder.replay.apis.chat import ChatAdapter
 from faultfinder.replay.canonical import adapter_of, canonical_reply, canonical_requests
 from faultfinder.replay.edits import Edit, reply_message, tool_result_target
-from faultfinder.replay.matching import (
-    DEFAULT_NORMALISERS,
-    Matcher,
-    check_normalisers,
-    first_difference,
-    hash_normalised,
-    request_diff,
-)
+from faultfinder.replay.matching import first_difference, hash_normalised, request_diff
 from faultfinder.replay.recorder import Origin, RecordedCall
+from faultfinder.replay.replay_options import DivergencePolicy, ReplayOptions
 from faultfinder.replay.report import Divergence, LiveRequest, ReplayReport
 
 __all__ = [
     "EDIT_ERROR_STATUS",
     "REFUSAL_STATUS",
     "Decision",
+    "DivergencePolicy",
     "Edit",
     "ReplayOptions",
     "ReplayPlan",
@@ -72,49 +66,6 @@ REFUSAL_STATUS = 422
 EDIT_ERROR_STATUS = 400
 """Status of the call at step ``at`` when its edit cannot be applied (a bad request, not
 retried: ``x-should-retry: false``)."""
-
-DivergencePolicy = Literal["fail", "live"]
-
-
-class ReplayOptions(BaseModel):
-    """How a replay treats the recording."""
-
-    at: int | None = Field(default=None, ge=0)
-    """Step (canonical 0-based trace index) from which the run goes live; None replays
-    every recorded call and only calls beyond the recording go live."""
-    edit: Edit | None = None
-    """The change applied at step ``at``."""
-    on_divergence: DivergencePolicy = "fail"
-    """A call matching no recorded call before step ``at`` is reached: 'fail' refuses it
-    (HTTP 422 with ``x-should-retry: false``: clients raise instead of retrying); 'live' sends it to
-    the upstream and carries on live for that agent. Either way it is reported."""
-    masks: list[str] = Field(default_factory=list)
-    """Regular expressions whose matches in request text are ignored when matching calls
-    and naming agents (volatile text the built-in normalisers miss)."""
-    normalisers: list[str] = Field(default_factory=lambda: list(DEFAULT_NORMALISERS))
-    """Built-in normalisers of volatile text (timestamps, uuids, temp-paths, pids) applied
-    when matching calls and naming agents; see faultfinder.replay.matching.NORMALISERS."""
-    stop_after_live: int | None = Field(default=None, ge=1)
-    """Stop the program once this many steps from ``at`` on (the edited step included)
-    have completed: an observation window, as in TraceElephant's dynamic check."""
-    live_overrides: dict[str, Any] = Field(default_factory=dict)
-    """Request parameters forced on live calls (e.g. {"temperature": 0.3}), where the
-    call's API has them (the Responses and Messages APIs have no ``seed``)."""
-
-    @field_validator("normalisers")
-    @classmethod
-    def _known_normalisers(cls, value: list[str]) -> list[str]:
-        return list(check_normalisers(value))
-
-    def matcher(self) -> Matcher:
-        """The request normalisation these options ask for."""
-        return Matcher(tuple(self.normalisers), tuple(self.masks))
-
-    @model_validator(mode="after")
-    def _edit_needs_step(self) -> ReplayOptions:
-        if self.edit is not None and self.at is None:
-            raise ValueError("an edit needs the step it applies to (--at)")
-        return self
 
 
 @dataclass
