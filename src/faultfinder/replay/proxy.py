@@ -11,6 +11,11 @@ model calls: they are forwarded unrecorded and counted (:attr:`RecordingProxy.pa
 In replay mode a :class:`~faultfinder.replay.replayer.ReplayPlan` decides per call
 whether the answer comes from the recording, from an edit, or live from the upstream;
 every request that reaches the upstream, model call or not, is reported to the plan.
+
+The URLs and headers of what goes upstream and comes back are in
+:mod:`faultfinder.replay.proxy_upstream` (``upstream_url`` and ``relayed_headers`` are
+re-exported here); how streams are relayed and replayed, in
+:mod:`faultfinder.replay.proxy_streams`.
 """
 
 from __future__ import annotations
@@ -21,7 +26,6 @@ import os
 import time
 from collections.abc import Callable
 from typing import Any, Self
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from pydantic import BaseModel, Field
@@ -41,30 +45,26 @@ from faultfinder.replay.httpserver import (
 )
 from faultfinder.replay.matching import AGENT_HEADER, Matcher, split_agent_path
 from faultfinder.replay.proxy_streams import relay, replayed
+from faultfinder.replay.proxy_upstream import (
+    relayed_headers,
+    reply_content_type,
+    upstream_error_text,
+    upstream_headers,
+    upstream_url,
+)
 from faultfinder.replay.recorder import RecordedCall, RunStore, utcnow
 from faultfinder.replay.replayer import Decision, ReplayPlan
 from faultfinder.replay.report import LiveRequest
-from faultfinder.secret_names import KEY_HEADERS
 
-_HOP_BY_HOP = {
-    "host",
-    "content-length",
-    "connection",
-    "keep-alive",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "proxy-authorization",
-    "proxy-connection",
-    "accept-encoding",
-}
-
-_NOT_RELAYED = _HOP_BY_HOP | {"content-encoding", "proxy-authenticate"}
-"""Upstream response headers the proxy does not pass on: those of the connection
-(``connection``, ``transfer-encoding``, ``content-length``: the proxy's server sets its
-own) and ``content-encoding`` (the body is read decoded)."""
-
+__all__ = [
+    "NO_PASSTHROUGH",
+    "NO_UPSTREAM",
+    "Passthrough",
+    "ProxyConfig",
+    "RecordingProxy",
+    "relayed_headers",
+    "upstream_url",
+]
 
 NO_UPSTREAM = (
     "faultfinder replay: this call would go live, but no upstream was named; pass "
@@ -212,20 +212,7 @@ class RecordingProxy(Endpoint):
         return upstream_url(base, path, query)
 
     def _headers(self, request: Request, adapter: WireAdapter | None) -> dict[str, str]:
-        headers = {
-            k: v
-            for k, v in request.headers
-            if k not in _HOP_BY_HOP and not k.startswith("x-faultfinder-")
-        }
-        if self.upstream_key:
-            for key in KEY_HEADERS:
-                headers.pop(key, None)
-            if adapter is not None:
-                headers.update(adapter.auth_headers(self.upstream_key))
-            else:
-                headers["authorization"] = f"Bearer {self.upstream_key}"
-        headers["accept-encoding"] = "identity"
-        return headers
+        return upstream_headers(request, adapter, self.upstream_key)
 
     def _error(
         self,
@@ -457,9 +444,11 @@ class RecordingProxy(Endpoint):
         if upstream.status_code != 200:
             content = await upstream.aread()
             await upstream.aclose()
-            record(None, upstream.status_code, _error_text(content), sent)
+            record(None, upstream.status_code, upstream_error_text(content), sent)
             return Response(
-                upstream.status_code, relayed_headers(upstream, _content_type(upstream)), content
+                upstream.status_code,
+                relayed_headers(upstream, reply_content_type(upstream)),
+                content,
             )
         return upstream
 
@@ -474,7 +463,7 @@ class RecordingProxy(Endpoint):
         """A live 200 reply, recorded when it is a complete reply of the API, and passed
         on to the client as the upstream sent it, headers and all."""
         content = upstream.content
-        headers = relayed_headers(upstream, _content_type(upstream))
+        headers = relayed_headers(upstream, reply_content_type(upstream))
         try:
             payload = json.loads(content)
         except json.JSONDecodeError:
@@ -486,45 +475,3 @@ class RecordingProxy(Endpoint):
             record(payload, sent=sent)
             self._live_done(decision)
         return Response(200, headers, content)
-
-
-def upstream_url(base: str, path: str, query: str) -> str:
-    """Where a request on ``path`` (as the client sent it, ``/v1`` and all) with ``query``
-    goes, for an upstream whose base URL is ``base``: the path after the base's own path,
-    and the base's query (``?api-version=...``, ``?api-key=...``) before the request's.
-    A fragment of the base is dropped."""
-    parts = urlsplit(base)
-    rest = path[3:] if path.startswith("/v1/") or path == "/v1" else path
-    joined = "&".join(q for q in (parts.query, query) if q)
-    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + rest, joined, ""))
-
-
-def relayed_headers(
-    upstream: httpx.Response, own: list[tuple[str, str]] | None = None
-) -> list[tuple[str, str]]:
-    """The headers a client gets with an upstream's reply: ``own`` (the proxy's), then
-    every header of the upstream's but those of the connection (:data:`_NOT_RELAYED` and
-    any its ``connection`` header names) and those ``own`` sets. They reach the program
-    only: no header is written to the run."""
-    own = list(own or [])
-    dropped = set(_NOT_RELAYED) | {k.lower() for k, _ in own}
-    for value in upstream.headers.get_list("connection", split_commas=True):
-        dropped.add(value.strip().lower())
-    kept = [(k.lower(), v) for k, v in upstream.headers.multi_items() if k.lower() not in dropped]
-    return own + kept
-
-
-def _content_type(upstream: httpx.Response) -> list[tuple[str, str]]:
-    return [("content-type", upstream.headers.get("content-type", "application/json"))]
-
-
-def _error_text(content: bytes) -> str:
-    try:
-        payload = json.loads(content)
-        error = payload.get("error") if isinstance(payload, dict) else None
-        message = error.get("message") if isinstance(error, dict) else None
-        if message:
-            return f"upstream error: {message}"
-    except (json.JSONDecodeError, AttributeError):
-        pass
-    return "upstream error: " + content[:300].decode("utf-8", errors="replace")
