@@ -3,6 +3,7 @@ the program from any step with an edit.
 
 - :mod:`~faultfinder.replay.proxy`: the recording/replaying proxy;
 - :mod:`~faultfinder.replay.recorder`: run directories, ``steps.jsonl`` and ``trace.json``;
+- :mod:`~faultfinder.replay.run_format`: what a run directory's files hold;
 - :mod:`~faultfinder.replay.replayer`: replay decisions and edits;
 - :mod:`~faultfinder.replay.replay_options`: what a replay is asked to do;
 - :mod:`~faultfinder.replay.report`: what a replay did (``report.json``);

@@ -24,7 +24,7 @@ parameter kept under its own name) and a reply that is one assistant message
   header of a key: :meth:`~WireAdapter.auth_headers`.
 
 Recorded streams are kept as the events the upstream sent, grouped as they arrived
-(:class:`~faultfinder.replay.recorder.RecordedCall` ``events``/``writes``), and replayed
+(:class:`~faultfinder.replay.run_format.RecordedCall` ``events``/``writes``), and replayed
 as such for every API: an adapter only parses events (:class:`SSEEvent`), it never
 re-encodes a recorded stream.
 
