@@ -1,10 +1,10 @@
 """The shortlist ranker at inference: learned weights from a small JSON, applied in Python.
 
-Training (``shortlist/train.py``) needs SciPy or scikit-learn; applying a model does not.
-A model holds the feature groups, the standardisation (mean, scale), the linear score's
-coefficients and intercept, the split-conformal thresholds and its provenance. A weights
-file (``weights.py``) holds one model (format 1) or a deploy model plus one held-out model
-per cross-validation fold (format 2, shipped).
+Training (``shortlist/fitting.py``, ``shortlist/train.py``) needs SciPy or scikit-learn;
+applying a model does not. A model holds the feature groups, the standardisation (mean,
+scale), the linear score's coefficients and intercept, the split-conformal thresholds and
+its provenance. A weights file (``weights.py``) holds one model (format 1) or a deploy
+model plus one held-out model per cross-validation fold (format 2, shipped).
 """
 
 from __future__ import annotations
