@@ -16,7 +16,6 @@ from faultfinder.cli.terminal import safe
 from faultfinder.traces.loader import load_trace, load_traces
 
 OTEL = Path(__file__).parent / "fixtures" / "otel"
-LANGFUSE = Path(__file__).resolve().parents[2] / "shared" / "data" / "trace-samples" / "langfuse"
 
 
 def invoke(*args: str) -> tuple[int, str, str]:
@@ -57,12 +56,12 @@ def test_an_id_too_long_for_a_file_name_is_cut_and_kept_apart() -> None:
 
 
 def test_an_imported_trace_with_a_long_id_is_written(tmp_path: Path) -> None:
-    sample = LANGFUSE / "openai-agents-2025-09-30.trace.json"
-    data = json.loads(
-        sample.read_text("utf-8")
-        if sample.exists()
-        else (OTEL.parent / "importers" / "langfuse" / "export.json").read_text("utf-8")
-    )
+    # The committed page of observations as a one-trace export (no shared data needed).
+    page = OTEL.parent / "importers" / "langfuse" / "observations-page.json"
+    data = {
+        "trace": {"id": "t-1", "name": "run"},
+        "observations": json.loads(page.read_text())["data"],
+    }
     data["trace"]["id"] = "a" * 600
     for obs in data["observations"]:
         obs["traceId"] = "a" * 600
