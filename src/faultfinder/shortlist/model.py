@@ -1,6 +1,6 @@
 """The shortlist ranker at inference: learned weights from a small JSON, applied in Python.
 
-Training (``shortlist/fitting.py``, ``shortlist/train.py``) needs SciPy or scikit-learn;
+Training (``shortlist/learner.py``, ``shortlist/train.py``) needs SciPy or scikit-learn;
 applying a model does not. A model holds the feature groups, the standardisation (mean,
 scale), the linear score's coefficients and intercept, the split-conformal thresholds and
 its provenance. A weights file (``weights.py``) holds one model (format 1) or a deploy

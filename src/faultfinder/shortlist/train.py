@@ -1,7 +1,7 @@
 """Training the shortlist ranker (needs scikit-learn: the ``shortlist`` extra).
 
 One fit (the table of step rows, the listwise and pointwise objectives, how sources
-weigh, the mean of fold fits) is :mod:`faultfinder.shortlist.fitting`; every name there is
+weigh, the mean of fold fits) is :mod:`faultfinder.shortlist.learner`; every name there is
 re-exported here. This module decides which traces each fit sees and which calibrate it
 (docs/methods/shortlist.md). Cross-validation assigns whole traces to folds (identical
 logs share a fold), so no trace is ever both trained on and evaluated; the out-of-fold
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from faultfinder.shortlist import conformal, neardup
-from faultfinder.shortlist.fitting import (
+from faultfinder.shortlist.learner import (
     ANCHOR_SOURCES,
     LAMBDA,
     MIN_SCALE,
