@@ -43,12 +43,10 @@ is its own agent's report, a step of the trace, and is faulted there.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import sys
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -63,7 +61,20 @@ PROGRAM = ROOT / "tests" / "fixtures" / "frameworks" / "agents_sdk_expense_desk.
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(PROGRAM.parent))
 
-from _fault_common import Injector, by_kind, calls, sample, tool_errors  # noqa: E402
+from _fault_common import (  # noqa: E402
+    Corrupt,
+    History,
+    Injector,
+    by_kind,
+    calls,
+    failed,
+    read_history,
+    role_of,
+    sample,
+    step_arguments,
+    tool_errors,
+    wrong_number,
+)
 from expense_data import CLAIMS, money  # noqa: E402
 
 from frameworks_scripts import _call, _system  # noqa: E402
@@ -127,23 +138,12 @@ def command(task: str) -> list[str]:
 
 
 @dataclass(frozen=True)
-class _Call:
-    id: str
-    name: str
-    arguments: dict[str, Any]
+class _History(History):
+    """A request's history; its task is the claim (the Manager) or the Manager's list (a
+    desk)."""
 
-
-@dataclass(frozen=True)
-class _History:
-    given: str
-    """The first user message: the claim (the Manager) or the Manager's list (a desk)."""
     size: int
-    calls: list[_Call]
-    results: dict[str, str]
-    """Tool call id -> the result the model sees."""
-
-    def result(self, call: _Call) -> str:
-        return self.results.get(call.id, "")
+    """How many messages the request has."""
 
     def latest(self, heading: str) -> str:
         """The newest tool result that begins with ``heading`` ('' if none)."""
@@ -153,27 +153,12 @@ class _History:
 
 
 def _history(messages: list[dict[str, Any]]) -> _History:
-    given = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
-    found, results = [], {}
-    for m in messages:
-        if m.get("role") == "assistant":
-            for c in m.get("tool_calls") or []:
-                function = c.get("function") or {}
-                try:
-                    arguments = json.loads(function.get("arguments") or "{}")
-                except json.JSONDecodeError:
-                    arguments = {}
-                if not isinstance(arguments, dict):
-                    arguments = {}
-                found.append(_Call(str(c.get("id")), str(function.get("name")), arguments))
-        elif m.get("role") == "tool":
-            results[str(m.get("tool_call_id"))] = str(m.get("content") or "")
-    return _History(given, len(messages), found, results)
+    base = read_history(messages)
+    return _History(base.task, base.calls, base.results, len(messages))
 
 
 def _role(messages: list[dict[str, Any]]) -> str:
-    found = re.match(r"\s*You are (?:the )?(\w+)", _system({"messages": messages}))
-    return found.group(1) if found else ""
+    return role_of(_system({"messages": messages}))
 
 
 def _items(text: str) -> list[str]:
@@ -181,14 +166,10 @@ def _items(text: str) -> list[str]:
     return [m.group(2) for line in text.split("\n") if (m := _ITEM.match(line))]
 
 
-def _failed(result: str) -> bool:
-    return bool(re.match(r"\s*(error|traceback)", result, re.I))
-
-
 def _tool_call(history: _History, role: str, name: str, arguments: dict[str, Any]) -> Any:
     # Unique across the desks' nested runs and a function of the request only (replay
     # matches later requests, which carry the id, against the recording).
-    tag = zlib.crc32(history.given.encode()) % 100_000
+    tag = zlib.crc32(history.task.encode()) % 100_000
     return {"tool_calls": [_call(name, arguments, f"call_{role.lower()}_{history.size}_{tag}")]}
 
 
@@ -201,7 +182,7 @@ def receipts_report(given: str, done: list[tuple[str, str]]) -> str:
     lines = [f"RECEIPTS for {claim.group(0) if claim else 'the claim'}"]
     for receipt, result in done:
         found = _RECEIPT.search(result)
-        if _failed(result) or not found:
+        if failed(result) or not found:
             lines.append(f"- {receipt}: unavailable ({result})")
             continue
         category, units, unit, amount, currency, date = found.groups()
@@ -215,7 +196,7 @@ def policy_report(given: str, done: list[tuple[str, str]]) -> str:
     lines = [f"POLICY for the {band.group(1) if band else '?'} band"]
     for category, result in done:
         found = _LIMIT.search(result)
-        if _failed(result) or not found:
+        if failed(result) or not found:
             lines.append(f"- {category}: unknown ({result})")
         else:
             lines.append(f"- {category}: {found.group(1)} USD per {found.group(2)}")
@@ -227,7 +208,7 @@ def conversions_report(given: str, done: list[tuple[str, str]]) -> str:
     lines = ["CONVERSIONS"]
     for receipt, result in done:
         found = _USD.search(result)
-        if _failed(result) or not found:
+        if failed(result) or not found:
             lines.append(f"- {receipt}: not converted ({result})")
         else:
             lines.append(f"- {receipt}: {found.group(1)} USD")
@@ -241,7 +222,7 @@ def audit_report(given: str, done: list[tuple[str, str]]) -> str:
     total = Decimal(0)
     for receipt, result in done:
         found = _REIMBURSE.search(result)
-        if _failed(result) or not found:
+        if failed(result) or not found:
             lines.append(f"- {receipt}: not audited ({result})")
         else:
             lines.append(f"- {receipt}: reimburse {found.group(1)}")
@@ -255,13 +236,13 @@ def audit_report(given: str, done: list[tuple[str, str]]) -> str:
 
 def _manager_list(desk: str, history: _History) -> str:
     """The Manager's numbered list for ``desk``, from the task and the newest reports."""
-    claim = _CLAIM.search(history.given)
+    claim = _CLAIM.search(history.task)
     claim_id = claim.group(0) if claim else "the claim"
-    band = _BAND.search(history.given)
+    band = _BAND.search(history.task)
     receipts = _RECEIPT_LINE.findall(history.latest("RECEIPTS"))
     if desk == "read_receipts":
         head = f"Claim {claim_id}: read these receipts."
-        items = _RECEIPT_ID.findall(history.given)
+        items = _RECEIPT_ID.findall(history.task)
     elif desk == "check_policy":
         head = f"Limits for the {band.group(1) if band else '?'} band:"
         items = list(dict.fromkeys(category for _, category, *_ in receipts))
@@ -293,14 +274,14 @@ def _desk(role: str, history: _History, stop: bool = False) -> Any:
     """A desk: one call of its tool per line of its list, in order, then its report (or
     its report at once, with what it has, when ``stop``)."""
     tool = TOOLS[role]
-    lines = _items(history.given)
+    lines = _items(history.task)
     todo: list[tuple[str, dict[str, Any] | None]] = []  # (what, arguments; None: cannot)
     for line in lines:
         key = line.split(":", 1)[0].strip()
         if role == "Receipts":
             todo.append((key, {"receipt_id": key}))
         elif role == "Policy":
-            band = _FOR_BAND.search(history.given)
+            band = _FOR_BAND.search(history.task)
             todo.append((key, {"band": band.group(1) if band else "?", "category": key}))
         elif role == "Currency":
             found = _TO_CONVERT.match(line)
@@ -336,7 +317,7 @@ def _desk(role: str, history: _History, stop: bool = False) -> Any:
         "Currency": conversions_report,
         "Audit": audit_report,
     }[role]
-    return report(history.given, done)
+    return report(history.task, done)
 
 
 def faithful(body: dict[str, Any]) -> Any:
@@ -365,18 +346,6 @@ def final_answer(trace: Trace) -> str | None:
 # --- the faults -------------------------------------------------------------------------
 
 
-Corrupt = Callable[[str, random.Random], str]
-
-
-def _wrong(number: str, rng: random.Random, corrupt: Corrupt) -> str:
-    """A wrong number for ``number``: one of a different value."""
-    for _ in range(5):
-        wrong = corrupt(number, rng)
-        if float(wrong) != float(number):
-            return wrong
-    return str(int(float(number)) + 7)
-
-
 def _change(
     text: str, pattern: re.Pattern[str], groups: tuple[int, ...], rng: random.Random, c: Corrupt
 ) -> str | None:
@@ -385,7 +354,7 @@ def _change(
     if not spots:
         return None
     match, group = rng.choice(spots)
-    wrong = _wrong(match.group(group), rng, c)
+    wrong = wrong_number(match.group(group), rng, c)
     return text[: match.start(group)] + wrong + text[match.end(group) :]
 
 
@@ -412,11 +381,6 @@ _RESULT_NUMBERS = {
 }
 """In each tool's result, the numbers that its desk reads."""
 _ARGUMENTS = {"convert": ("amount",), "cap_receipt": ("usd", "limit", "units")}
-
-
-def _arguments(step: Step, n: int = 0) -> dict[str, Any]:
-    parsed = json.loads(step.tool_calls[n].arguments or "{}")
-    return parsed if isinstance(parsed, dict) else {}
 
 
 def _desk_calls(trace: Trace) -> list[Step]:
@@ -451,17 +415,17 @@ def injectors(corrupt: Corrupt) -> dict[str, Injector]:
         for s in _desk_calls(trace):
             desk = s.tool_calls[0].name
             if desk in _LIST_NUMBERS:
-                given = str(_arguments(s).get("input", ""))
+                given = str(step_arguments(s).get("input", ""))
                 wrong = _change(given, *_LIST_NUMBERS[desk], rng, corrupt)
                 if wrong is not None:
                     sites.append((s.index, _list_edit(wrong)))
         for tool, keys in _ARGUMENTS.items():
             for s in calls(trace, tool):
                 key = rng.choice(keys)
-                value = _arguments(s).get(key)
+                value = step_arguments(s).get(key)
                 if not isinstance(value, int | float):
                     continue
-                wrong_value = _wrong(str(value), rng, corrupt)
+                wrong_value = wrong_number(str(value), rng, corrupt)
                 new: float = int(float(wrong_value)) if key == "units" else float(wrong_value)
                 change = ToolCallChange(set_arguments={key: new})
                 sites.append((s.index, Edit(tool_call_changes=[change])))
@@ -487,7 +451,7 @@ def injectors(corrupt: Corrupt) -> dict[str, Injector]:
     def dropped_instruction(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
         sites: list[tuple[int, Edit]] = []
         for s in _desk_calls(trace):
-            lines = str(_arguments(s).get("input", "")).split("\n")
+            lines = str(step_arguments(s).get("input", "")).split("\n")
             numbered = [n for n, line in enumerate(lines) if _ITEM.match(line)]
             if numbered:
                 drop = rng.choice(numbered)

@@ -30,7 +30,6 @@ of each kind per run, drawn with the seed):
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import sys
@@ -48,7 +47,21 @@ PROGRAM = ROOT / "tests" / "fixtures" / "frameworks" / "agents_sdk_support_desk.
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(PROGRAM.parent))
 
-from _fault_common import Injector, by_kind, calls, sample, tool_errors  # noqa: E402
+from _fault_common import (  # noqa: E402
+    Call,
+    Corrupt,
+    History,
+    Injector,
+    by_kind,
+    calls,
+    failed,
+    read_history,
+    role_of,
+    sample,
+    step_arguments,
+    tool_errors,
+    wrong_number,
+)
 from support_ledger import CASES, money  # noqa: E402
 
 from frameworks_scripts import _call, _call_id, _system, _tools  # noqa: E402
@@ -99,50 +112,23 @@ def command(task: str) -> list[str]:
 
 
 @dataclass(frozen=True)
-class _Call:
-    position: int
-    """Index of the assistant message that made the call."""
-    id: str
-    name: str
-    arguments: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class _History:
-    task: str
+class _History(History):
     texts: list[tuple[int, str]]
     """Assistant texts, with their message index."""
-    calls: list[_Call]
-    results: dict[str, str]
-    """Tool call id -> the result the model sees."""
 
     def latest(self, head: str) -> tuple[int, str] | None:
         return next(((i, t) for i, t in reversed(self.texts) if t.startswith(head)), None)
 
-    def result(self, call: _Call) -> str:
-        return self.results.get(call.id, "")
-
 
 def _history(body: dict[str, Any]) -> _History:
     messages = body["messages"]
-    task = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
-    texts, calls, results = [], [], {}
-    for n, m in enumerate(messages):
-        if m.get("role") == "assistant":
-            if m.get("content"):
-                texts.append((n, str(m["content"])))
-            for c in m.get("tool_calls") or []:
-                function = c.get("function") or {}
-                try:
-                    arguments = json.loads(function.get("arguments") or "{}")
-                except json.JSONDecodeError:
-                    arguments = {}
-                if not isinstance(arguments, dict):
-                    arguments = {}
-                calls.append(_Call(n, str(c.get("id")), str(function.get("name")), arguments))
-        elif m.get("role") == "tool":
-            results[str(m.get("tool_call_id"))] = str(m.get("content") or "")
-    return _History(task, texts, calls, results)
+    texts = [
+        (n, str(m["content"]))
+        for n, m in enumerate(messages)
+        if m.get("role") == "assistant" and m.get("content")
+    ]
+    base = read_history(messages)
+    return _History(base.task, base.calls, base.results, texts)
 
 
 def _plan(history: _History) -> list[tuple[str, str]]:
@@ -155,10 +141,6 @@ def _plan(history: _History) -> list[tuple[str, str]]:
 def _case_id(history: _History) -> str:
     found = _CASE.search(history.task)
     return found.group(0) if found else "?"
-
-
-def _failed(result: str) -> bool:
-    return bool(re.match(r"\s*(error|traceback)", result, re.I))
 
 
 def _number(text: str) -> float:
@@ -200,7 +182,7 @@ def _triage(body: dict[str, Any], history: _History) -> Any:
     return f"FINAL: refund {due.group(1)}" if due else "FINAL: no refund was decided."
 
 
-def _made(history: _History, name: str, key: str, value: str, after: int = -1) -> _Call | None:
+def _made(history: _History, name: str, key: str, value: str, after: int = -1) -> Call | None:
     """The newest call of ``name`` with ``key`` = ``value`` (after message ``after``)."""
     return next(
         (
@@ -230,7 +212,7 @@ def _accounts(body: dict[str, Any], history: _History) -> Any:
         result = history.result(call) if call else ""
         if tool == "get_account":
             plan = re.search(r"plan (\w+)", result)
-            if _failed(result) or not plan:
+            if failed(result) or not plan:
                 lines.append(f"- account {value}: plan unknown ({result})")
             else:
                 lines.append(f"- account {value}: plan {plan.group(1)}")
@@ -240,7 +222,7 @@ def _accounts(body: dict[str, Any], history: _History) -> Any:
             rf"({_NUM}) days of outage",
             result,
         )
-        if _failed(result) or not found:
+        if failed(result) or not found:
             lines.append(f"- {value} ({reason}): unavailable ({result})")
             continue
         amount, period, used, outage = found.groups()
@@ -255,7 +237,7 @@ def _accounts(body: dict[str, Any], history: _History) -> Any:
 
 def _rule(topic: str, result: str) -> str:
     """A policy's report line, from what ``lookup_policy`` said."""
-    if _failed(result):
+    if failed(result):
         return f"- {topic}: unknown ({result})"
     if topic == "refund cap":
         caps = re.findall(rf"({_NUM}) on (\w+)", result)
@@ -333,7 +315,7 @@ def _refunds(body: dict[str, Any], history: _History) -> Any:
     for arguments in todo:
         call = _made(history, "compute_refund", "invoice_id", arguments["invoice_id"], since)
         value = re.search(rf"= ({_NUM})\s*$", history.result(call) if call else "")
-        if value and not _failed(history.result(call) if call else ""):
+        if value and not failed(history.result(call) if call else ""):
             refunds.append((arguments["invoice_id"], _number(value.group(1))))
     lines = [f"REFUNDS for case {_case_id(history)}"]
     if not todo:
@@ -349,7 +331,7 @@ def _refunds(body: dict[str, Any], history: _History) -> Any:
     lines += [f"- {invoice}: {money(value)}" for invoice, value in refunds]
     result = history.result(capping)
     due = re.search(rf"refund ({_NUM})\s*$", result)
-    if _failed(result) or not due:
+    if failed(result) or not due:
         lines.append(f"Refund due: unknown ({result})")
     else:
         lines.append(f"Refund due: {money(_number(due.group(1)))}")
@@ -358,9 +340,7 @@ def _refunds(body: dict[str, Any], history: _History) -> Any:
 
 def faithful(body: dict[str, Any]) -> Any:
     """Every agent of the program, played by rule and without mistakes."""
-    system, history = _system(body), _history(body)
-    found = re.match(r"\s*You are (?:the )?(\w+)", system)
-    role = found.group(1) if found else ""
+    history, role = _history(body), role_of(_system(body))
     if role == "Triage":
         return _triage(body, history)
     if role == "Accounts":
@@ -382,19 +362,10 @@ def final_answer(trace: Trace) -> str | None:
 # --- the faults -------------------------------------------------------------------------
 
 
-def _wrong(number: str, rng: random.Random, corrupt: Callable[[str, random.Random], str]) -> str:
-    """A wrong number for ``number``: one of a different value."""
-    for _ in range(5):
-        wrong = corrupt(number, rng)
-        if float(wrong) != float(number):
-            return wrong
-    return str(int(float(number)) + 7)
-
-
 def _change_number(
     text: str,
     rng: random.Random,
-    corrupt: Callable[[str, random.Random], str],
+    corrupt: Corrupt,
     lines: Callable[[str], bool] = lambda line: True,
 ) -> str | None:
     """``text`` with one standalone number changed, on a line ``lines`` accepts; None if
@@ -408,14 +379,12 @@ def _change_number(
     n, found = rng.choice(spots)
     line = all_lines[n]
     all_lines[n] = (
-        line[: found.start()] + _wrong(found.group(0), rng, corrupt) + line[found.end() :]
+        line[: found.start()] + wrong_number(found.group(0), rng, corrupt) + line[found.end() :]
     )
     return "\n".join(all_lines)
 
 
-def _change_invoice(
-    result: str, reason: str, rng: random.Random, corrupt: Callable[[str, random.Random], str]
-) -> str | None:
+def _change_invoice(result: str, reason: str, rng: random.Random, corrupt: Corrupt) -> str | None:
     """An invoice with one figure its refund depends on changed: the amount, the period,
     and the days used (a cancellation) or of outage (an outage)."""
     found = re.search(
@@ -426,7 +395,7 @@ def _change_invoice(
         return None
     groups = [1, 2] + ([3] if reason == "cancellation" else [4] if reason == "outage" else [])
     g = rng.choice(groups)
-    wrong = _wrong(found.group(g), rng, corrupt)
+    wrong = wrong_number(found.group(g), rng, corrupt)
     return result[: found.start(g)] + wrong + result[found.end(g) :]
 
 
@@ -441,7 +410,7 @@ def _sample(sites: list[tuple[int, Edit]], rng: random.Random) -> list[tuple[int
     return sample(sites, rng, PER_KIND)
 
 
-def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injector]:
+def injectors(corrupt: Corrupt) -> dict[str, Injector]:
     """The fault kinds of this program (``corrupt`` turns a number into a wrong one)."""
 
     def corrupted_number(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
@@ -461,23 +430,23 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
             if wrong is not None:
                 sites.append((s.index, Edit(output=wrong, tool_calls=_keep_calls(s))))
         for s in _calls(trace, "compute_refund"):
-            arguments = json.loads(s.tool_calls[0].arguments or "{}")
+            arguments = step_arguments(s)
             key = rng.choice(["amount", "days", "period_days", "rate_percent", "fee"])
             value = arguments.get(key)
             if isinstance(value, int | float):
-                wrong = _wrong(str(value), rng, corrupt)
+                wrong = wrong_number(str(value), rng, corrupt)
                 new: float = int(float(wrong)) if isinstance(value, int) else float(wrong)
                 change = ToolCallChange(set_arguments={key: new})
                 sites.append((s.index, Edit(tool_call_changes=[change])))
         for s in _calls(trace, "apply_cap"):
-            arguments = json.loads(s.tool_calls[0].arguments or "{}")
+            arguments = step_arguments(s)
             amounts = list(arguments.get("amounts") or [])
             cap = arguments.get("cap")
             if cap is not None and (not amounts or rng.random() < 0.5):
-                patch: dict[str, Any] = {"cap": float(_wrong(str(cap), rng, corrupt))}
+                patch: dict[str, Any] = {"cap": float(wrong_number(str(cap), rng, corrupt))}
             elif amounts:
                 k = rng.randrange(len(amounts))
-                amounts[k] = float(_wrong(str(amounts[k]), rng, corrupt))
+                amounts[k] = float(wrong_number(str(amounts[k]), rng, corrupt))
                 patch = {"amounts": amounts}
             else:
                 continue
@@ -491,7 +460,7 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
         for tool in ("get_account", "get_invoice", "lookup_policy", "compute_refund", "apply_cap"):
             for s in _calls(trace, tool):
                 result = s.tool_results[0].content if s.tool_results else ""
-                if _failed(result):
+                if failed(result):
                     continue
                 if tool == "get_account":
                     plan = re.search(r"plan (\w+)", result)
@@ -507,7 +476,7 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
                     changed = _change_number(value, rng, corrupt) if sep else None
                     wrong = head + sep + changed if changed is not None else None
                 elif tool == "get_invoice":
-                    invoice = str(json.loads(s.tool_calls[0].arguments or "{}").get("invoice_id"))
+                    invoice = str(step_arguments(s).get("invoice_id"))
                     wrong = _change_invoice(result, reasons.get(invoice, ""), rng, corrupt)
                 else:
                     wrong = _change_number(result, rng, corrupt)

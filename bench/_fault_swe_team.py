@@ -33,7 +33,6 @@ of each kind per run, drawn with the seed):
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import sys
@@ -50,7 +49,19 @@ PROGRAM = ROOT / "tests" / "fixtures" / "frameworks" / "langgraph_swe_team.py"
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(PROGRAM.parent))
 
-from _fault_common import Injector, by_kind, calls, sample, tool_errors  # noqa: E402
+from _fault_common import (  # noqa: E402
+    Corrupt,
+    Injector,
+    by_kind,
+    calls,
+    failed,
+    first_user,
+    read_history,
+    role_of,
+    sample,
+    step_arguments,
+    tool_errors,
+)
 from swe_tickets import TICKETS  # noqa: E402
 
 from frameworks_scripts import _call, _call_id, _last_call, _system, _tools  # noqa: E402
@@ -149,16 +160,8 @@ def _tested(reports: list[str]) -> dict[str, str]:
 
 def _own_call(messages: list[dict[str, Any]]) -> dict[str, Any]:
     """The arguments of the calling agent's last tool call."""
-    for m in reversed(messages):
-        if m.get("role") == "assistant" and m.get("tool_calls"):
-            arguments = m["tool_calls"][-1].get("function", {}).get("arguments") or "{}"
-            parsed = json.loads(arguments)
-            return parsed if isinstance(parsed, dict) else {}
-    return {}
-
-
-def _failed(result: str) -> bool:
-    return bool(re.match(r"\s*(error|traceback)", result, re.I))
+    made = read_history(messages).calls
+    return made[-1].arguments if made else {}
 
 
 # --- the agents -------------------------------------------------------------------------
@@ -199,7 +202,7 @@ def _product_manager(body: dict[str, Any], task: str) -> Any:
         ticket = str(_own_call(messages).get("ticket_id", ""))
         result = str(last.get("content"))
         title = result.splitlines()[0].split(":", 1)[-1].strip() if result else ""
-        if _failed(result):
+        if failed(result):
             return f"SPEC for ticket {ticket}\n(no requirements: {result})\nDeliverable: unknown"
         lines = [f"SPEC for ticket {ticket}: {title}"]
         requirements = [line[2:] for line in result.splitlines() if line.startswith("- ")]
@@ -261,7 +264,7 @@ def _qa(body: dict[str, Any], reports: list[str], task: str) -> Any:
     if messages[-1].get("role") == "tool" and _last_call(body) == "run_tests":
         function = str(_own_call(messages).get("function", ""))
         result = str(messages[-1].get("content"))
-        if _failed(result):
+        if failed(result):
             return f"Tests for {function}: not run ({result})"
         counts = re.search(r"(\d+) of (\d+) tests passed", result)
         if counts and counts.group(1) == counts.group(2):
@@ -294,11 +297,8 @@ def _reviewer(body: dict[str, Any], reports: list[str], task: str) -> Any:
 
 def faithful(body: dict[str, Any]) -> Any:
     """Every agent of the program, played by rule and without mistakes."""
-    system, messages = _system(body), body["messages"]
-    task = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
-    reports = _reports(messages)
-    found = re.match(r"You are (?:the )?(\w+)", system)
-    role = found.group(1) if found else ""
+    messages = body["messages"]
+    task, reports, role = first_user(messages), _reports(messages), role_of(_system(body))
     if role == "Supervisor":
         return _supervisor(body, reports)
     if role == "ProductManager":
@@ -326,7 +326,7 @@ def final_answer(trace: Trace) -> str | None:
 def _change_number(
     text: str,
     rng: random.Random,
-    corrupt: Callable[[str, random.Random], str],
+    corrupt: Corrupt,
     lines: Callable[[str], bool] = lambda line: True,
 ) -> str | None:
     """``text`` with one number changed, on a line ``lines`` accepts (a line's own
@@ -346,9 +346,7 @@ def _change_number(
     return "\n".join(all_lines)
 
 
-def _change_value(
-    text: str, rng: random.Random, corrupt: Callable[[str, random.Random], str]
-) -> str | None:
+def _change_value(text: str, rng: random.Random, corrupt: Corrupt) -> str | None:
     """``text`` with the value it states changed, not the call's arguments
     ('total(3, 20) = 57.3'); None if it states none."""
     head, equals, value = text.rpartition("= ")
@@ -373,7 +371,7 @@ def _sample(sites: list[tuple[int, Edit]], rng: random.Random) -> list[tuple[int
     return sample(sites, rng, PER_KIND)
 
 
-def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injector]:
+def injectors(corrupt: Corrupt) -> dict[str, Injector]:
     """The fault kinds of this program (``corrupt`` turns a number into a wrong one)."""
 
     def corrupted_number(trace: Trace, rng: random.Random) -> list[tuple[int, Edit]]:
@@ -389,7 +387,7 @@ def injectors(corrupt: Callable[[str, random.Random], str]) -> dict[str, Injecto
             if wrong is not None:
                 sites.append((s.index, Edit(output=wrong)))
         for s in _calls(trace, "write_code"):
-            code = str(json.loads(s.tool_calls[0].arguments or "{}").get("code", ""))
+            code = str(step_arguments(s).get("code", ""))
             wrong = _change_number(code, rng, corrupt)
             if wrong is not None:
                 change = ToolCallChange(set_arguments={"code": wrong})

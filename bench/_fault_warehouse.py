@@ -36,7 +36,6 @@ of each kind per run, drawn with the seed):
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import sys
@@ -54,7 +53,20 @@ PROGRAM = ROOT / "tests" / "fixtures" / "frameworks" / "langgraph_warehouse.py"
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(PROGRAM.parent))
 
-from _fault_common import Injector, by_kind, calls, sample, tool_errors  # noqa: E402
+from _fault_common import (  # noqa: E402
+    Call,
+    Corrupt,
+    History,
+    Injector,
+    by_kind,
+    calls,
+    failed,
+    read_history,
+    role_of,
+    sample,
+    step_arguments,
+    tool_errors,
+)
 from warehouse_data import REQUESTS, money  # noqa: E402
 
 from frameworks_scripts import _call, _call_id, _system  # noqa: E402
@@ -120,33 +132,19 @@ def command(task: str) -> list[str]:
 
 
 @dataclass(frozen=True)
-class _Call:
-    id: str
-    name: str
-    arguments: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class _History:
-    task: str
+class _History(History):
     reports: list[tuple[str, str]]
     """(agent, text) of each report, in order (assistant texts that begin a heading)."""
-    calls: list[_Call]
-    results: dict[str, str]
-    """Tool call id -> the result the model sees."""
 
     def latest(self, agent: str) -> str | None:
         return next((t for a, t in reversed(self.reports) if a == agent), None)
 
-    def made(self, tool: str, item: str) -> _Call | None:
+    def made(self, tool: str, item: str) -> Call | None:
         """The newest call of ``tool`` for ``item`` (whatever its other arguments)."""
         return next(
             (c for c in reversed(self.calls) if c.name == tool and c.arguments.get("item") == item),
             None,
         )
-
-    def result(self, call: _Call) -> str:
-        return self.results.get(call.id, "")
 
 
 def _reporter(text: str) -> str | None:
@@ -155,26 +153,15 @@ def _reporter(text: str) -> str | None:
 
 def _history(body: dict[str, Any]) -> _History:
     messages = body["messages"]
-    task = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
-    reports, found, results = [], [], {}
+    reports = []
     for m in messages:
         if m.get("role") == "assistant":
             text = str(m.get("content") or "")
             agent = _reporter(text)
             if agent and not m.get("tool_calls"):
                 reports.append((agent, text))
-            for c in m.get("tool_calls") or []:
-                function = c.get("function") or {}
-                try:
-                    arguments = json.loads(function.get("arguments") or "{}")
-                except json.JSONDecodeError:
-                    arguments = {}
-                if not isinstance(arguments, dict):
-                    arguments = {}
-                found.append(_Call(str(c.get("id")), str(function.get("name")), arguments))
-        elif m.get("role") == "tool":
-            results[str(m.get("tool_call_id"))] = str(m.get("content") or "")
-    return _History(task, reports, found, results)
+    base = read_history(messages)
+    return _History(base.task, base.calls, base.results, reports)
 
 
 def _plan(history: _History) -> list[tuple[str, str]]:
@@ -190,10 +177,6 @@ def _header(history: _History) -> tuple[str, str]:
     request = _REQUEST.search(history.task)
     task = _TASK.search(history.task)
     return (request.group(0) if request else "?", task.group(1) if task else "?")
-
-
-def _failed(result: str) -> bool:
-    return bool(re.match(r"\s*(error|traceback)", result, re.I))
 
 
 def _tool_call(body: dict[str, Any], name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -216,7 +199,7 @@ def _item_report(
     lines = [f"{heading} for {request} ({warehouse})"]
     for item, result in done:
         match = found.search(result)
-        if _failed(result) or not match:
+        if failed(result) or not match:
             lines.append(f"- {item}: unknown ({result})")
         else:
             lines.append(f"- {item}: {say(match)}")
@@ -250,7 +233,7 @@ def purchase_report(request: str, warehouse: str, done: list[tuple[str, str | No
         line = _LINE_RESULT.search(result or "")
         if result is None:
             lines.append(f"- {item}: no order (demand unknown)")
-        elif _failed(result) or not line:
+        elif failed(result) or not line:
             lines.append(f"- {item}: not priced ({result})")
         else:
             lines.append(f"- {item}: {line.group(1)} units = {line.group(2)}")
@@ -369,16 +352,14 @@ def _reviewer(body: dict[str, Any], history: _History) -> Any:
         return _tool_call(body, "price_order", arguments)
     result = history.result(call)
     value = _VALUE.search(result)
-    if _failed(result) or not value:
+    if failed(result) or not value:
         return review_report(request, None, result)
     return review_report(request, value.group(1))
 
 
 def faithful(body: dict[str, Any]) -> Any:
     """Every agent of the program, played by rule and without mistakes."""
-    history = _history(body)
-    found = re.match(r"You are (?:the )?(\w+)", _system(body))
-    role = found.group(1) if found else ""
+    history, role = _history(body), role_of(_system(body))
     if role == "Coordinator":
         return _coordinator(history)
     if role == "Planner":
@@ -401,9 +382,6 @@ def final_answer(trace: Trace) -> str | None:
 
 
 # --- the faults -------------------------------------------------------------------------
-
-
-Corrupt = Callable[[str, random.Random], str]
 
 
 def _swap(text: str, match: re.Match[str], group: int, new: str) -> str:
@@ -456,17 +434,12 @@ def _context(trace: Trace) -> tuple[str, str]:
     return "?", "?"
 
 
-def _arguments(step: Step) -> dict[str, Any]:
-    parsed = json.loads(step.tool_calls[0].arguments or "{}")
-    return parsed if isinstance(parsed, dict) else {}
-
-
 def _early_report(trace: Trace, step: Step) -> str:
     """What the worker of ``step`` reports if it stops there: its earlier calls' results."""
     request, warehouse = _context(trace)
     tool = step.tool_calls[0].name
     earlier = [s for s in calls(trace, tool) if s.index < step.index and s.tool_results]
-    done = [(str(_arguments(s).get("item")), s.tool_results[0].content) for s in earlier]
+    done = [(str(step_arguments(s).get("item")), s.tool_results[0].content) for s in earlier]
     if tool == "check_stock":
         return inventory_report(request, warehouse, done)
     if tool == "forecast_demand":
@@ -504,7 +477,7 @@ def injectors(corrupt: Corrupt) -> dict[str, Injector]:
         for tool, keys in _ARGUMENTS.items():
             for s in calls(trace, tool):
                 key = rng.choice(keys)
-                value = _arguments(s).get(key)
+                value = step_arguments(s).get(key)
                 if value is None:
                     continue
                 wrong_value = corrupt(str(value), rng)
