@@ -51,6 +51,14 @@ must not fall by more than 1.0 point. If (1) fails, the expense desk is not rank
 stays blind. The spent sources (demo team, software team, support desk, warehouse team) are
 printed after the criterion and decide nothing. Whatever the rows say goes into
 bench/README.md.
+
+**Result** (2026-11-27): **not adopted.** Criterion 34.0 against the shipped 35.1.
+Hand-Crafted stayed at 17.2% and LangGraph at 48.0%; the Agents SDK rose from 48.0 to
+52.0%; Algorithm-Generated fell from 40.5 to 38.1%, AG2 from 43.5 to 37.9% and CrewAI
+from 50.7 to 49.3%. After the criterion, deciding nothing: the demo team fell from 56.2
+to 42.2%, the warehouse team rose from 23.7 to 24.4%, the support desk fell from 27.6 to
+26.6%, the software team stayed level. The expense desk was not ranked: it stays blind
+for the next change.
 """
 
 from __future__ import annotations
@@ -290,11 +298,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(text)
     if args.write:
         heading = (
-            "\n## Verdict evidence — `bench/_verdict.py`\n\n"
+            "\n## Verdict evidence, tried and not adopted — `bench/_verdict.py`\n\n"
             "Reproduce: `python bench/_verdict.py ../shared/data/who-and-when "
             ".faultfinder/generated/* --write` (needs the `shortlist` extra and the generated "
-            "sources of `bench/fault_injection.py`). The candidate, its rule and its result "
-            "are in the script's docstring, committed before its first row was read.\n\n"
+            "sources of `bench/fault_injection.py`; about seven minutes on two busy cores). "
+            "The candidate, its rule and its result are in the script's docstring, committed "
+            "before its first row was read.\n\n"
         )
         write_section(README, BEGIN, END, text, heading)
     return 0
