@@ -89,7 +89,9 @@ DEFAULT_METHODS = (
     "compose:k5",
 )
 OWN_DEFAULT_OBSERVABILITY = ("echo", "chief")
-"""Methods also run with their own default observability (both 'full')."""
+"""Methods also run with their own default observability. Both default to 'outputs' now,
+the probe's own setting, so these runs are dropped as duplicates unless ``--observability``
+names another level."""
 METHOD_OVERRIDES: dict[str, dict[str, Any]] = {"chief": {"stage_cache": "none"}}
 """Per base method: options every run of it gets (CHIEF pays for its own graph per case)."""
 
