@@ -70,7 +70,7 @@ from pathlib import Path
 import _blind
 from _criterion import BEFORE
 from _deploy_choice import MARGIN, mean_of_folds
-from _provenance import spent_table
+from _provenance import appended, spent_table
 
 from faultfinder.eval.datasets import load_dataset, subset_of
 from faultfinder.shortlist.arguments import argument_columns
@@ -81,12 +81,7 @@ from faultfinder.traces.schema import Trace
 
 def with_arguments(table: Table) -> Table:
     """``table`` with the ``arguments`` columns appended to every step's row."""
-    rows: list[list[float]] = []
-    for trace, (start, end) in zip(table.traces, table.spans, strict=True):
-        extra = argument_columns(trace)
-        assert len(extra) == end - start
-        rows += [[*table.rows[r], *extra[r - start]] for r in range(start, end)]
-    return Table(table.traces, rows, table.targets, table.spans)
+    return appended(table, argument_columns)
 
 
 def table(

@@ -8,13 +8,20 @@ and apply their rule to it.
 
 from __future__ import annotations
 
+import argparse
+from collections import Counter
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
 
+from _readme import write_section
 from _stats import cell, paired
 
+from faultfinder.eval.datasets import load_dataset, subset_of
 from faultfinder.eval.metrics import normalise_agent
 from faultfinder.shortlist import conformal
 from faultfinder.shortlist.model import softmax
+from faultfinder.shortlist.weights import shipped_weights
 from faultfinder.traces.schema import Trace
 
 Hits = dict[str, list[bool]]
@@ -54,3 +61,53 @@ def wins(old: Hits, new: Hits) -> tuple[int, int, float]:
     n = max(len(old["top-1 agent"]), 1)
     fall = 100 * (sum(old["top-1 agent"]) - sum(new["top-1 agent"])) / n
     return step.only_a, step.only_b, fall
+
+
+Tables = Callable[[list[Trace], Sequence[str], Sequence[str]], list[str]]
+"""A candidate's table: (traces, the shipped training sources present, shipped groups)."""
+README = Path(__file__).resolve().parent / "README.md"
+
+
+def candidate_main(
+    argv: Sequence[str] | None,
+    doc: str,
+    blind_source: str,
+    criterion: Tables,
+    blind: Tables,
+    section: tuple[str, str, str],
+) -> int:
+    """The command line of a pre-registered candidate: rule (1), the criterion table, with
+    the blind source left out; ``--blind`` rule (2), ranking it; ``--write`` puts what was
+    printed into bench/README.md between ``section``'s markers (begin, end, heading)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("data", nargs="+", help="Who&When and the generated directories")
+    parser.add_argument(
+        "--blind",
+        action="store_true",
+        help=f"rule (2): rank {blind_source} once (give its directory under "
+        ".faultfinder/blind/ too)",
+    )
+    parser.add_argument("--write", action="store_true", help="write the table into bench/README.md")
+    args = parser.parse_args(argv)
+    traces: list[Trace] = []
+    for p in args.data:
+        traces += load_dataset(Path(p))
+    present = {subset_of(t) for t in traces}
+    weights = shipped_weights()
+    trained = [s for s in weights.trained_sources if s in present]
+    groups = tuple(weights.deploy.groups)
+    if args.blind:
+        lines = blind(traces, trained, groups)
+    else:
+        traces = [t for t in traces if subset_of(t) != blind_source]
+        lines = criterion(traces, trained, groups)
+    counts = ", ".join(f"{s} {n}" for s, n in sorted(Counter(map(subset_of, traces)).items()))
+    text = "\n".join(
+        [f"Measured {datetime.now(UTC).date().isoformat()}. {len(traces)} labelled traces "
+         f"({counts}); features: {', '.join(groups)}.", *lines]
+    )  # fmt: skip
+    print(text)
+    if args.write:
+        begin, end, heading = section
+        write_section(README, begin, end, text, heading)
+    return 0

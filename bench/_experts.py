@@ -57,20 +57,16 @@ ranked: it stays blind for the next change.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
 
 import _blind
 from _criterion import header, score
 from _deploy_choice import MARGIN, WHO_AND_WHEN, criterion_parts, mean_of_folds, row
-from _readme import write_section
 
-from faultfinder.eval.datasets import load_dataset, subset_of
+from faultfinder.eval.datasets import subset_of
 from faultfinder.shortlist.model import ShortlistModel, averaged
 from faultfinder.shortlist.shift import ShiftReference, build_reference
 from faultfinder.shortlist.train import (
@@ -82,7 +78,6 @@ from faultfinder.shortlist.train import (
     build_table,
     source_weights,
 )
-from faultfinder.shortlist.weights import shipped_weights
 from faultfinder.traces.schema import Trace
 
 BLIND = "generated:expense-desk"
@@ -271,50 +266,24 @@ def blind(traces: list[Trace], trained: Sequence[str], groups: Sequence[str]) ->
     return out
 
 
-README = Path(__file__).resolve().parent / "README.md"
-BEGIN, END = "<!-- experts:begin -->", "<!-- experts:end -->"
+SECTION = (
+    "<!-- experts:begin -->",
+    "<!-- experts:end -->",
+    (
+        "\n## Source experts, tried and not adopted — `bench/_experts.py`\n\n"
+        "Reproduce: `python bench/_experts.py ../shared/data/who-and-when "
+        ".faultfinder/generated/* --write` (needs the `shortlist` extra and the generated "
+        "sources of `bench/fault_injection.py`; five to seven minutes on two busy cores). "
+        "The candidate, its "
+        "rule and its result are in the script's docstring, committed before its first "
+        "row was read.\n\n"
+    ),
+)
+"""The markers and heading of this candidate's section of bench/README.md."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("data", nargs="+", help="Who&When and the generated directories")
-    parser.add_argument(
-        "--blind",
-        action="store_true",
-        help="rule (2): rank the expense desk once (give .faultfinder/blind/expense-desk too)",
-    )
-    parser.add_argument("--write", action="store_true", help="write the table into bench/README.md")
-    args = parser.parse_args(argv)
-    traces: list[Trace] = []
-    for p in args.data:
-        traces += load_dataset(Path(p))
-    present = {subset_of(t) for t in traces}
-    weights = shipped_weights()
-    trained = [s for s in weights.trained_sources if s in present]
-    groups = tuple(weights.deploy.groups)
-    if args.blind:
-        lines = blind(traces, trained, groups)
-    else:
-        traces = [t for t in traces if subset_of(t) != BLIND]
-        lines = table(traces, trained, groups)
-    counts = ", ".join(f"{s} {n}" for s, n in sorted(Counter(map(subset_of, traces)).items()))
-    text = "\n".join(
-        [f"Measured {datetime.now(UTC).date().isoformat()}. {len(traces)} labelled traces "
-         f"({counts}); features: {', '.join(groups)}.", *lines]
-    )  # fmt: skip
-    print(text)
-    if args.write:
-        heading = (
-            "\n## Source experts, tried and not adopted — `bench/_experts.py`\n\n"
-            "Reproduce: `python bench/_experts.py ../shared/data/who-and-when "
-            ".faultfinder/generated/* --write` (needs the `shortlist` extra and the generated "
-            "sources of `bench/fault_injection.py`; five to seven minutes on two busy cores). "
-            "The candidate, its "
-            "rule and its result are in the script's docstring, committed before its first "
-            "row was read.\n\n"
-        )
-        write_section(README, BEGIN, END, text, heading)
-    return 0
+    return _blind.candidate_main(argv, __doc__ or "", BLIND, table, blind, SECTION)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from _criterion import BEFORE, header
@@ -122,21 +122,31 @@ def provenance(trace: Trace, own_only: bool = False) -> list[list[float]]:
     return rows
 
 
-def with_provenance(table: Table, own_only: bool = False) -> Table:
-    """``table`` with the ``provenance`` columns appended to every step's row."""
+def appended(table: Table, columns_of: Callable[[Trace], list[list[float]]]) -> Table:
+    """``table`` with a candidate group's columns (``columns_of(trace)``, one row per step)
+    appended to every step's row."""
     rows: list[list[float]] = []
     for trace, (start, end) in zip(table.traces, table.spans, strict=True):
-        extra = provenance(trace, own_only)
+        extra = columns_of(trace)
         assert len(extra) == end - start
         rows += [[*table.rows[r], *extra[r - start]] for r in range(start, end)]
     return Table(table.traces, rows, table.targets, table.spans)
 
 
+def with_provenance(table: Table, own_only: bool = False) -> Table:
+    """``table`` with the ``provenance`` columns appended to every step's row."""
+    return appended(table, lambda trace: provenance(trace, own_only))
+
+
+def name_group(group: str, columns: tuple[str, ...]) -> None:
+    """The model checks its columns against its groups' names: name a candidate group."""
+    if group not in features.GROUPS:
+        features.GROUPS = (*features.GROUPS, group)
+        features._NAMES[group] = columns
+
+
 def _name_group() -> None:
-    """The model checks its columns against its groups' names: name the new group."""
-    if "provenance" not in features.GROUPS:
-        features.GROUPS = (*features.GROUPS, "provenance")
-        features._NAMES["provenance"] = COLUMNS
+    name_group("provenance", COLUMNS)
 
 
 Candidate = tuple[str, Table, tuple[str, ...]]
