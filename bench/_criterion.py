@@ -1,7 +1,7 @@
 """The criterion that chose the shipped shortlist: one fact, read by two tables.
 
 The mean of top-1 on each of Who&When's subsets (cross-validated) and of the mean top-1
-over the generated training sources, each left out in turn. ``transfer.criterion`` uses it
+over the generated training sources, each left out in turn. ``_selection.criterion`` uses it
 to choose the configuration, ``_deploy_choice`` to choose how the deploy model is fitted.
 """
 

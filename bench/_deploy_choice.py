@@ -4,7 +4,7 @@ The deploy model ranks every trace outside the training data. Until this table e
 was one fit on four of the five folds (the fifth calibrated its step sets), and a
 configuration fitted that way ranked a source never trained on very differently from the
 same configuration fitted on every fold. Three ways of fitting it are compared by the
-criterion that chose the shipped configuration (``transfer.criterion``), each as the inner
+criterion that chose the shipped configuration (``_selection.criterion``), each as the inner
 fit: top-1 on Who&When's subsets cross-validated (5 folds over Who&When, the generated
 training sources in every fold's training) and on each generated training source left out
 in turn (trained on all of Who&When and the other generated sources). The rule, fixed

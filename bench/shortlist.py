@@ -140,6 +140,38 @@ def recall_hits(trace: Trace, order: Sequence[int], k: int) -> bool:
     return any(s in order[:k] for s in trace.label.acceptable_steps)
 
 
+def prior_from(train: Sequence[Trace], by_subset: bool) -> Callable[[Trace], Ranked]:
+    """Steps by how often their index was decisive in ``train`` (ties: earlier first);
+    per subset when ``by_subset`` (cross-validation), pooled otherwise (transfer)."""
+    counts: dict[str, Counter[int]] = {}
+    for t in train:
+        assert t.label is not None and t.label.step is not None
+        key = subset_of(t) if by_subset else "*"
+        counts.setdefault(key, Counter())[t.label.step] += 1
+
+    def rank(trace: Trace) -> Ranked:
+        c = counts.get(subset_of(trace) if by_subset else "*", Counter())
+        order = sorted(range(len(trace.steps)), key=lambda i: (-c[i], i))
+        return Ranked(order, trace.steps[order[0]].agent)
+
+    return rank
+
+
+def ranked_of(trace: Trace, probs: Sequence[float]) -> Ranked:
+    order = conformal.ranking(probs)
+    return Ranked(order, trace.steps[order[0]].agent)
+
+
+def hits(traces: Sequence[Trace], ranked: Sequence[Ranked], k: int | None) -> list[bool]:
+    """Per trace: recall@k of the decisive step, or (k None) the top-1 agent."""
+    if k is None:
+        return [
+            same_agent(r.agent or "", t.label.agent if t.label else None)
+            for t, r in zip(traces, ranked, strict=True)
+        ]
+    return [recall_hits(t, r.order, k) for t, r in zip(traces, ranked, strict=True)]
+
+
 def table_rows(
     name: str, traces: Sequence[Trace], ranked: Sequence[Ranked], ci: bool = True
 ) -> str:
