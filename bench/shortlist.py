@@ -122,17 +122,7 @@ def majority_agent(trace: Trace) -> Ranked:
 
 def position_prior(train: Sequence[Trace]) -> Callable[[Trace], Ranked]:
     """Steps by how often their index was decisive in ``train`` (same subset), earlier first."""
-    counts: dict[str, Counter[int]] = {}
-    for t in train:
-        assert t.label is not None and t.label.step is not None
-        counts.setdefault(subset_of(t), Counter())[t.label.step] += 1
-
-    def rank(trace: Trace) -> Ranked:
-        c = counts.get(subset_of(trace), Counter())
-        order = sorted(range(len(trace.steps)), key=lambda i: (-c[i], i))
-        return Ranked(order, trace.steps[order[0]].agent)
-
-    return rank
+    return prior_from(train, by_subset=True)
 
 
 def recall_hits(trace: Trace, order: Sequence[int], k: int) -> bool:

@@ -36,6 +36,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from _deploy_choice import WHO_AND_WHEN
 from _held_out import left_out_note, split_unrankable
 from _readme import write_section
 from compose import describe_weights, provenance
@@ -113,9 +114,6 @@ async def run_level(traces: list[Trace], level: float, folder: Path) -> list[Eva
         )
         rows += outcome.rows
     return rows
-
-
-WHO_AND_WHEN = ("Algorithm-Generated", "Hand-Crafted")
 
 
 def check_sources(rows: Sequence[EvalRow], traces: Sequence[Trace]) -> None:

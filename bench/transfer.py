@@ -44,7 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from _criterion import BEFORE
-from _deploy_choice import deploy_choice
+from _deploy_choice import WHO_AND_WHEN, deploy_choice
 from _readme import write_section
 from _selection import SINGLE_HOLDOUT, criterion, every_other_source, selection
 from _stats import cell, paired
@@ -73,7 +73,6 @@ DEFAULT_DATA = ROOT.parent / "shared" / "data" / "who-and-when"
 README = ROOT / "bench" / "README.md"
 BEGIN, END = "<!-- transfer:begin -->", "<!-- transfer:end -->"
 KS = (1, 3, 5)
-WHO_AND_WHEN = ("Algorithm-Generated", "Hand-Crafted")
 """Who&When's subsets: the cross-validated tables are theirs."""
 
 
