@@ -18,9 +18,10 @@ from pydantic import Field
 
 from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
 from faultfinder.llm.client import LLM
-from faultfinder.shortlist.rank import Ranking, rank_trace
+from faultfinder.shortlist.rank import Ranking, ranked_by
+from faultfinder.shortlist.sets import weights_at
 from faultfinder.shortlist.surprisal import CachedSurprisal, LlamaSurprisal, SurprisalScorer
-from faultfinder.shortlist.weights import Chosen, Weights, load_weights
+from faultfinder.shortlist.weights import Chosen, Weights
 from faultfinder.traces.schema import Trace
 
 logger = logging.getLogger("faultfinder")
@@ -37,8 +38,9 @@ class ShortlistConfig(MethodConfig):
 
 
 def load_configured_model(path: str | None) -> Weights:
-    """The weights file of a config (shared with ``compose``)."""
-    return load_weights(path)
+    """The weights file of a config (shared with ``compose``), read once per process: the
+    same object the step sets use, so both share one ranking of a trace."""
+    return weights_at(path)
 
 
 def surprisal_scorer(weights: Weights) -> SurprisalScorer | None:
@@ -50,8 +52,7 @@ def rank_with(
     trace: Trace, weights: Weights, scorer: SurprisalScorer | None
 ) -> tuple[Chosen, Ranking]:
     """The model of ``weights`` that answers for ``trace`` and its ranking."""
-    chosen = weights.choose(trace)
-    return chosen, rank_trace(trace, chosen.model, scorer)
+    return ranked_by(trace, weights, scorer)
 
 
 def ranking_details(trace: Trace, chosen: Chosen, ranking: Ranking, top_k: int) -> dict[str, Any]:

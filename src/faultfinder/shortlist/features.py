@@ -177,10 +177,40 @@ def _words(text: str) -> set[str]:
     return set(_WORD.findall(text.lower()))
 
 
-def _jaccard(a: set[str], b: set[str]) -> float:
-    if not a or not b:
-        return 0.0
-    return len(a & b) / len(a | b)
+_DUPLICATE_WINDOW = 500
+"""How many earlier steps ``near_duplicate`` compares a step with: more than any training
+trace has (130 steps at most), so the shipped weights' columns are those of every earlier
+step, while a trace of thousands of steps costs time in proportion to its length."""
+
+
+def nearest_earlier(sets: Sequence[set[str]], window: int = _DUPLICATE_WINDOW) -> list[float]:
+    """For each set, its largest Jaccard similarity (shared words over all words) to one
+    of the ``window`` sets before it; 0.0 for the first set and where either set is empty.
+
+    Each set is a bitmask over the trace's vocabulary, so an intersection is one ``&`` and
+    one ``bit_count``."""
+    bit: dict[str, int] = {}
+    masks: list[int] = []
+    for words in sets:
+        mask = 0
+        for word in words:
+            mask |= 1 << bit.setdefault(word, len(bit))
+        masks.append(mask)
+    sizes = [len(s) for s in sets]
+    out: list[float] = []
+    for i, mask in enumerate(masks):
+        best = 0.0
+        size = sizes[i]
+        if size:
+            start = max(0, i - window)
+            for other, other_size in zip(masks[start:i], sizes[start:i], strict=True):
+                if other_size:
+                    shared = (mask & other).bit_count()
+                    value = shared / (size + other_size - shared)
+                    if value > best:
+                        best = value
+        out.append(best)
+    return out
 
 
 def step_text(step: Step) -> str:
@@ -249,13 +279,12 @@ def _errors(trace: Trace) -> list[list[float]]:
     lengths = [math.log1p(len(t)) for t in texts]
     mean = sum(lengths) / n
     std = math.sqrt(sum((x - mean) ** 2 for x in lengths) / n) or 1.0
-    words = [_words(t) for t in texts]
+    dups = nearest_earlier([_words(t) for t in texts])
     signal = [tb[i] or err[i] > 0 or unable[i] > 0 for i in range(n)]
     first_error = next((i for i in range(n) if signal[i]), None)
     rows: list[list[float]] = []
     for i, t in enumerate(texts):
         nxt = range(i + 1, min(i + 3, n))
-        dup = max((_jaccard(words[i], words[j]) for j in range(i)), default=0.0)
         later = [signal[j] for j in range(i + 1, n)]
         rows.append(
             [
@@ -273,7 +302,7 @@ def _errors(trace: Trace) -> list[list[float]]:
                 max((err[j] for j in nxt), default=0.0),
                 max((unable[j] for j in nxt), default=0.0),
                 err[i - 1] if i else 0.0,
-                dup,
+                dups[i],
                 sum(later) / len(later) if later else 0.0,
                 float(first_error is not None and i <= first_error and first_error - i <= 2),
             ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from faultfinder.errors import ConfigError
@@ -9,6 +11,7 @@ from faultfinder.shortlist import conformal
 from faultfinder.shortlist.features import trace_features
 from faultfinder.shortlist.model import ShortlistModel, softmax
 from faultfinder.shortlist.surprisal import SurprisalScorer
+from faultfinder.shortlist.weights import Chosen, Weights
 from faultfinder.traces.schema import Trace
 
 
@@ -43,3 +46,35 @@ def rank_trace(
     logits = model.logits(rows)
     probs = softmax(logits)
     return Ranking(logits, probs, conformal.ranking(probs))
+
+
+_MEMO_SIZE = 64
+_memo: OrderedDict[tuple[int, int, str], tuple[Weights, Chosen, Ranking]] = OrderedDict()
+"""The last rankings, by (weights, surprisal scorer, the trace's whole content)."""
+
+
+def content_key(trace: Trace) -> str:
+    """A hash of everything in ``trace`` (every field a feature or the model choice can
+    read, tool-call arguments and step kinds included): two traces with the same key rank
+    alike."""
+    return hashlib.sha256(trace.model_dump_json().encode("utf-8")).hexdigest()
+
+
+def ranked_by(
+    trace: Trace, weights: Weights, scorer: SurprisalScorer | None = None
+) -> tuple[Chosen, Ranking]:
+    """The model of ``weights`` that answers for ``trace`` (``Weights.choose``) and its
+    ranking. The last rankings are memoised, so a method's answer and its step set (or
+    several methods on one trace) compute the features and the model choice once: on a
+    trace of thousands of steps that is most of the time ``attribute`` takes."""
+    key = (id(weights), id(scorer), content_key(trace))
+    hit = _memo.get(key)
+    if hit is not None and hit[0] is weights:
+        _memo.move_to_end(key)
+        return hit[1], hit[2]
+    chosen = weights.choose(trace)
+    ranking = rank_trace(trace, chosen.model, scorer)
+    _memo[key] = (weights, chosen, ranking)
+    if len(_memo) > _MEMO_SIZE:
+        _memo.popitem(last=False)
+    return chosen, ranking

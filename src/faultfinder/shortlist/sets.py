@@ -9,8 +9,9 @@ calibration traces) holds for the union too; what the method adds is at most one
 
 The model comes from the weights file's rule (``weights.py``): a Who&When trace gets the
 held-out model of its fold, any other trace the deploy model. Ranking a trace takes about
-20 ms of CPU and no model call; the last rankings are memoised per trace content, so
-several methods on one trace rank it once.
+20 ms of CPU and no model call; the last rankings are memoised per trace content
+(``rank.ranked_by``), so a method's answer, its set and several methods on one trace rank
+it once.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from faultfinder.errors import ConfigError
 from faultfinder.shortlist import conformal
-from faultfinder.shortlist.model import trace_hash
-from faultfinder.shortlist.rank import rank_trace
+from faultfinder.shortlist.rank import content_key, ranked_by
 from faultfinder.shortlist.weights import Weights, load_weights, shipped_weights
 from faultfinder.traces.schema import Trace
 
@@ -35,8 +36,9 @@ DEFAULT_LEVEL = 0.9
 
 _MEMO_SIZE = 512
 _memo: OrderedDict[tuple[int, str, str | None], _Ranked] = OrderedDict()
-"""Rankings by (weights, content hash, named source): the content picks the model and the
-probabilities, the named source the shift check (``Weights.shift_threshold``)."""
+"""Rankings by (weights, content, named source): the content picks the model and the
+probabilities (``rank.content_key``), the named source the shift check
+(``Weights.shift_threshold``)."""
 
 
 @dataclass(frozen=True)
@@ -66,9 +68,21 @@ class StepSet:
     trained on this trace): the set is still the ranking's, but ``level`` is not claimed."""
 
 
-@lru_cache(maxsize=8)
 def weights_at(path: str | None) -> Weights:
-    """The weights file at ``path`` (None: the shipped one), read once per process."""
+    """The weights file at ``path`` (None: the shipped one), read once per process and
+    again when the file changes (a server that outlives a ``faultfinder calibrate``)."""
+    if path is None:
+        return shipped_weights()
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        return load_weights(path)  # the clear error for a missing file
+    return _weights_file(str(Path(path).resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=8)
+def _weights_file(path: str, mtime_ns: int, size: int) -> Weights:
+    """The file at ``path``; its modification time and size only key the cache."""
     return load_weights(path)
 
 
@@ -83,15 +97,15 @@ def check_level(level: float) -> float:
 
 
 def _ranked(trace: Trace, weights: Weights) -> _Ranked:
-    key = (id(weights), trace_hash(trace), trace.source.subset)
+    key = (id(weights), content_key(trace), trace.source.subset)
     hit = _memo.get(key)
-    if hit is not None and hit.weights is weights and len(hit.probs) == len(trace.steps):
+    if hit is not None and hit.weights is weights:
         _memo.move_to_end(key)
         return hit
-    chosen = weights.choose(trace)
-    if "surprisal" in chosen.model.groups:
+    if "surprisal" in weights.groups:
         raise ConfigError("step sets need a shortlist model without the 'surprisal' feature group")
-    probs = rank_trace(trace, chosen.model).probs
+    chosen, ranking = ranked_by(trace, weights)
+    probs = ranking.probs
     shift = weights.shift_score(trace)
     limit = weights.shift_threshold(trace)
     unlike = shift is not None and limit is not None and shift > limit
