@@ -49,8 +49,11 @@ def rank_trace(
 
 
 _MEMO_SIZE = 64
-_memo: OrderedDict[tuple[int, int, str], tuple[Weights, Chosen, Ranking]] = OrderedDict()
-"""The last rankings, by (weights, surprisal scorer, the trace's whole content)."""
+_memo: OrderedDict[
+    tuple[int, int, str], tuple[Weights, SurprisalScorer | None, Chosen, Ranking]
+] = OrderedDict()
+"""The last rankings, by (weights, surprisal scorer, the trace's whole content); each
+entry holds its weights and scorer, so neither identity can be reused while it is here."""
 
 
 def content_key(trace: Trace) -> str:
@@ -69,12 +72,12 @@ def ranked_by(
     trace of thousands of steps that is most of the time ``attribute`` takes."""
     key = (id(weights), id(scorer), content_key(trace))
     hit = _memo.get(key)
-    if hit is not None and hit[0] is weights:
+    if hit is not None and hit[0] is weights and hit[1] is scorer:
         _memo.move_to_end(key)
-        return hit[1], hit[2]
+        return hit[2], hit[3]
     chosen = weights.choose(trace)
     ranking = rank_trace(trace, chosen.model, scorer)
-    _memo[key] = (weights, chosen, ranking)
+    _memo[key] = (weights, scorer, chosen, ranking)
     if len(_memo) > _MEMO_SIZE:
         _memo.popitem(last=False)
     return chosen, ranking
