@@ -69,7 +69,7 @@ from pathlib import Path
 
 import _blind
 from _criterion import BEFORE
-from _deploy_choice import MARGIN, mean_of_folds
+from _deploy_choice import MARGIN
 from _provenance import appended, spent_table
 
 from faultfinder.eval.datasets import load_dataset, subset_of
@@ -117,19 +117,16 @@ def warehouse(traces: list[Trace], trained: Sequence[str], groups: Sequence[str]
     """The second rule: the shipped configuration and the group, each a deploy fit trained
     on the shipped sources, ranking the warehouse team once; paired tests."""
     base = build_table(traces, groups)
-    train = [i for i, t in enumerate(traces) if subset_of(t) in trained]
-    test = [i for i, t in enumerate(traces) if subset_of(t) == BLIND]
-    hits: dict[str, _blind.Hits] = {}
-    for label, rows, used in (
-        ("shipped then", base, tuple(groups)),
-        ("+ arguments", with_arguments(base), (*groups, "arguments")),
-    ):
-        model = mean_of_folds(rows, used, train, 5)
-        hits[label] = _blind.score(
-            [traces[i] for i in test],
-            lambda n, rows=rows, model=model: model.logits(rows.rows[slice(*rows.spans[test[n]])]),
-        )
-    n = len(test)
+    hits = _blind.rank_once(
+        traces,
+        trained,
+        BLIND,
+        [
+            ("shipped then", base, tuple(groups)),
+            ("+ arguments", with_arguments(base), (*groups, "arguments")),
+        ],
+    )
+    n = len(hits["shipped then"]["top-1 step"])
     out = [
         "",
         f"The second rule: the warehouse team ({BLIND}, {n} traces, first ranked by this "

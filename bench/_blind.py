@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from _deploy_choice import mean_of_folds
 from _readme import write_section
 from _stats import cell, paired
 
@@ -21,6 +22,7 @@ from faultfinder.eval.datasets import load_dataset, subset_of
 from faultfinder.eval.metrics import normalise_agent
 from faultfinder.shortlist import conformal
 from faultfinder.shortlist.model import softmax
+from faultfinder.shortlist.train import Table
 from faultfinder.shortlist.weights import shipped_weights
 from faultfinder.traces.schema import Trace
 
@@ -111,3 +113,37 @@ def candidate_main(
         begin, end, heading = section
         write_section(README, begin, end, text, heading)
     return 0
+
+
+def section(tag: str, title: str, script: str, minutes: str) -> tuple[str, str, str]:
+    """A candidate's section of bench/README.md: its markers and its heading."""
+    heading = (
+        f"\n## {title}, tried and not adopted — `bench/{script}`\n\n"
+        f"Reproduce: `python bench/{script} ../shared/data/who-and-when "
+        ".faultfinder/generated/* --write` (needs the `shortlist` extra and the generated "
+        f"sources of `bench/fault_injection.py`; {minutes} on two busy cores). The "
+        "candidate, its rule and its result are in the script's docstring, committed before "
+        "its first row was read.\n\n"
+    )
+    return f"<!-- {tag}:begin -->", f"<!-- {tag}:end -->", heading
+
+
+def rank_once(
+    traces: Sequence[Trace],
+    trained: Sequence[str],
+    source: str,
+    configurations: Sequence[tuple[str, Table, tuple[str, ...]]],
+) -> dict[str, Hits]:
+    """Each configuration (label, feature table, groups), a deploy fit trained on the
+    ``trained`` sources, ranking the traces of ``source`` once."""
+    train = [i for i, t in enumerate(traces) if subset_of(t) in trained]
+    test = [i for i, t in enumerate(traces) if subset_of(t) == source]
+    chosen = [traces[i] for i in test]
+    hits: dict[str, Hits] = {}
+    for label, rows, used in configurations:
+        model = mean_of_folds(rows, used, train, 5)
+        hits[label] = score(
+            chosen,
+            lambda n, rows=rows, model=model: model.logits(rows.rows[slice(*rows.spans[test[n]])]),
+        )
+    return hits

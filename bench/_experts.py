@@ -266,19 +266,7 @@ def blind(traces: list[Trace], trained: Sequence[str], groups: Sequence[str]) ->
     return out
 
 
-SECTION = (
-    "<!-- experts:begin -->",
-    "<!-- experts:end -->",
-    (
-        "\n## Source experts, tried and not adopted — `bench/_experts.py`\n\n"
-        "Reproduce: `python bench/_experts.py ../shared/data/who-and-when "
-        ".faultfinder/generated/* --write` (needs the `shortlist` extra and the generated "
-        "sources of `bench/fault_injection.py`; five to seven minutes on two busy cores). "
-        "The candidate, its "
-        "rule and its result are in the script's docstring, committed before its first "
-        "row was read.\n\n"
-    ),
-)
+SECTION = _blind.section("experts", "Source experts", "_experts.py", "five to seven minutes")
 """The markers and heading of this candidate's section of bench/README.md."""
 
 

@@ -223,22 +223,19 @@ def blind(traces: list[Trace], trained: Sequence[str], groups: Sequence[str]) ->
     blind source once; paired tests."""
     _name_group()
     base = build_table(traces, groups)
-    train = [i for i, t in enumerate(traces) if subset_of(t) in trained]
-    test = [i for i, t in enumerate(traces) if subset_of(t) == BLIND]
-    chosen = [traces[i] for i in test]
-    hits: dict[str, _blind.Hits] = {}
-    for label, rows, used in (
-        ("shipped", base, tuple(groups)),
-        ("+ verdict", with_verdict(base), (*groups, "verdict")),
-    ):
-        model = mean_of_folds(rows, used, train, 5)
-        hits[label] = _blind.score(
-            chosen,
-            lambda n, rows=rows, model=model: model.logits(rows.rows[slice(*rows.spans[test[n]])]),
-        )
+    hits = _blind.rank_once(
+        traces,
+        trained,
+        BLIND,
+        [
+            ("shipped", base, tuple(groups)),
+            ("+ verdict", with_verdict(base), (*groups, "verdict")),
+        ],
+    )
+    n = len(hits["shipped"]["top-1 step"])
     out = [
         "",
-        f"Rule (2): the expense desk ({BLIND}, {len(test)} traces, generated as a blind test "
+        f"Rule (2): the expense desk ({BLIND}, {n} traces, generated as a blind test "
         "and first ranked by this table), ranked once by each configuration (deploy fit, "
         "trained on the shipped sources). Brackets: 95% Wilson interval; paired exact "
         "McNemar (+ only the candidate right / − only the shipped model right):",
@@ -251,18 +248,7 @@ def blind(traces: list[Trace], trained: Sequence[str], groups: Sequence[str]) ->
     return out
 
 
-SECTION = (
-    "<!-- verdict:begin -->",
-    "<!-- verdict:end -->",
-    (
-        "\n## Verdict evidence, tried and not adopted — `bench/_verdict.py`\n\n"
-        "Reproduce: `python bench/_verdict.py ../shared/data/who-and-when "
-        ".faultfinder/generated/* --write` (needs the `shortlist` extra and the generated "
-        "sources of `bench/fault_injection.py`; about seven minutes on two busy cores). "
-        "The candidate, its rule and its result are in the script's docstring, committed "
-        "before its first row was read.\n\n"
-    ),
-)
+SECTION = _blind.section("verdict", "Verdict evidence", "_verdict.py", "about seven minutes")
 """The markers and heading of this candidate's section of bench/README.md."""
 
 
