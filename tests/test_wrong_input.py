@@ -123,6 +123,25 @@ def test_attribute_and_import_given_a_recording_point_at_its_trace(recording: Pa
     assert follow.exit_code == 0, follow.output
 
 
+def test_a_hand_written_trace_without_schema_version_is_told_what_to_add(
+    tmp_path: Path,
+) -> None:
+    steps = [{"index": 0, "agent": "Planner", "content": "plan"}]
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({"id": "mine", "task": "t", "steps": steps}), encoding="utf-8")
+    result = run("attribute", str(path), "--method", "shortlist", "--no-save")
+    assert result.exit_code == 1, result.output
+    line = one_error_line(result)
+    assert str(path) in line and '"schema_version": "1"' in line and "--format" in line
+    # ... and the hint works
+    path.write_text(
+        json.dumps({"schema_version": "1", "id": "mine", "task": "t", "steps": steps}),
+        encoding="utf-8",
+    )
+    follow = run("attribute", str(path), "--method", "shortlist", "--no-save")
+    assert follow.exit_code == 0, follow.output
+
+
 def test_the_ui_names_a_file_it_cannot_show(tmp_path: Path, recording: Path) -> None:
     other = tmp_path / "notes.json"
     other.write_text("{}", encoding="utf-8")

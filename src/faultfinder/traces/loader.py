@@ -53,6 +53,7 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
     if jsonl and _canonical_lines(p):
         return [trace_from_dict(value, f"{p}:{n}") for n, value in read_jsonl(p)]
     not_json: TraceFormatError | None = None
+    hint = ""
     if p.is_file() and p.suffix == ".json":
         try:
             data = read_json(p)
@@ -65,6 +66,11 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
             not_json, data = exc, None
         if not_json is None and is_canonical(data):
             return [trace_from_dict(data, p)]
+        if isinstance(data, dict) and isinstance(data.get("steps"), list):
+            hint = (
+                'it has "steps" like a faultfinder trace but no "schema_version": add '
+                '"schema_version": "1" if it follows docs/traces.md; otherwise '
+            )
         if format == "faultfinder":
             raise TraceFormatError(str(p), "schema_version", "missing: not a faultfinder trace")
     if p.is_file() and p.suffix not in (".json", ".jsonl") and format in (None, "faultfinder"):
@@ -91,7 +97,7 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
     raise TraceFormatError(
         str(p),
         "(format)",
-        f"no reader recognises it (tried: {', '.join(tried)}); name one with --format "
+        f"no reader recognises it (tried: {', '.join(tried)}); {hint}name one with --format "
         f"({', '.join(importers())})",
     )
 
