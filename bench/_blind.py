@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from _deploy_choice import mean_of_folds
+from _deploy_choice import MARGIN, mean_of_folds
 from _readme import write_section
 from _stats import cell, paired
 
@@ -147,3 +147,11 @@ def rank_once(
             lambda n, rows=rows, model=model: model.logits(rows.rows[slice(*rows.spans[test[n]])]),
         )
     return hits
+
+
+def rule_two(old: Hits, new: Hits) -> str:
+    """The second rule of ``_experts`` and ``_verdict``: adopt when the traces whose top-1
+    step only the candidate gets right are not fewer than those only the shipped model gets
+    right, and top-1 agent falls by at most ``MARGIN`` points."""
+    won, lost, fall = wins(old, new)
+    return f"Rule (2): {'adopt' if won >= lost and fall <= MARGIN else 'not adopted'}."

@@ -260,9 +260,7 @@ def blind(traces: list[Trace], trained: Sequence[str], groups: Sequence[str]) ->
         "",
         *_blind.table("configuration", ("shipped", old), ("+ experts", new)),
     ]
-    won, lost, fall = _blind.wins(old, new)
-    adopt = won >= lost and fall <= MARGIN
-    out.append(f"Rule (2): {'adopt' if adopt else 'not adopted'}.")
+    out.append(_blind.rule_two(old, new))
     return out
 
 

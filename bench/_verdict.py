@@ -242,9 +242,7 @@ def blind(traces: list[Trace], trained: Sequence[str], groups: Sequence[str]) ->
         "",
         *_blind.table("configuration", *hits.items()),
     ]
-    won, lost, fall = _blind.wins(hits["shipped"], hits["+ verdict"])
-    adopt = won >= lost and fall <= MARGIN
-    out.append(f"Rule (2): {'adopt' if adopt else 'not adopted'}.")
+    out.append(_blind.rule_two(hits["shipped"], hits["+ verdict"]))
     return out
 
 
