@@ -46,9 +46,13 @@ def format_attribution(result: Attribution, n_steps: int | None = None) -> str:
     """The human-readable summary `attribute` prints (``n_steps``: the trace's length, to
     say how much of it the step set covers)."""
     step = "-" if result.step is None else str(result.step)
+    reason = why(result)
+    # An error the one-line reason shortened is printed whole on a line of its own.
+    whole = result.error if result.error and reason != result.error else None
     lines = [
         f"method:     {result.method}  (model {result.model}, prompts {result.prompt_version})",
-        f"status:     {result.status}" + (f"  ({reason})" if (reason := why(result)) else ""),
+        f"status:     {result.status}" + (f"  ({reason})" if reason and not whole else ""),
+        *([f"error:      {whole}"] if whole else []),
         f"agent:      {result.agent or '-'}",
         f"step:       {step}  (0-based)",
         f"reason:     {result.reason or '-'}",

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import email.utils
 import os
+import re
 import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -31,6 +32,34 @@ from faultfinder.redact import Redactor
 PLACEHOLDER_KEY = "not-needed"
 """Sent when a custom endpoint is used without a key (local servers, gateways without
 keys, the loopback fake): most ignore the key, but the SDKs insist on one."""
+
+_OVERFLOW = re.compile(
+    r"context[_ ]length[_ ]exceeded|maximum context length|context window|context size|"
+    r"context limit|prompt is too long|too many (?:input )?tokens",
+    re.I,
+)
+"""How endpoints say a prompt is longer than the model's context: OpenAI's chat and
+Responses APIs (``context_length_exceeded``, "maximum context length is N tokens",
+"exceeds the context window"), Anthropic's ("prompt is too long: N tokens > M maximum"),
+and servers that follow them (vLLM, llama.cpp)."""
+_WINDOW = re.compile(r"maximum context length is ([\d,]+)|tokens? > ([\d,]+) maximum", re.I)
+
+
+def context_overflow_hint(message: str) -> str | None:
+    """What to do when ``message`` (an endpoint's error) says the prompt did not fit the
+    model's context window; None when it says something else."""
+    if not _OVERFLOW.search(message):
+        return None
+    found = _WINDOW.search(message)
+    size = next((g for g in found.groups() if g), None) if found else None
+    window = f" ({size} tokens)" if size else ""
+    return (
+        f"The prompt is longer than the model's context window{window}. Pass --set "
+        "context_budget=N, N a little under the window, and the method cuts the log to fit "
+        "around the steps it judges (docs/observability.md); or use --method compose, which "
+        "reads only a shortlist of steps."
+    )
+
 
 TRANSIENT_STATUSES = frozenset({408, 409, 429})
 """Statuses below 500 worth retrying: the ones the SDKs themselves would retry (a request
@@ -285,6 +314,11 @@ class SDKBackend(Generic[C]):
         if status in TRANSIENT_STATUSES or status >= 500:
             retry_after = parse_retry_after(dict(exc.response.headers))
             return TransientLLMError(self._redactor.text(where), retry_after)
+        overflow = context_overflow_hint(self._status_message(exc)) if status < 500 else None
+        if overflow is not None:
+            # What to do first: the one-line summaries (``judging.why``) keep a line's start.
+            text = f"{self._where}: {overflow} (HTTP {status}: {self._status_message(exc)})"
+            return errors.LLMCallError(self._redactor.text(text))
         return errors.LLMCallError(self._redactor.text(f"{where}. {self._status_hint(status)}"))
 
     def _status_hint(self, status: int) -> str:
@@ -294,7 +328,10 @@ class SDKBackend(Generic[C]):
         if status == 401:
             return f"Check the API key ({self.key_env}, or the variable named by --api-key-env)."
         if status == 413:
-            return "The prompt is too large for the endpoint; lower the method's context budget."
+            return (
+                "The prompt is too large for the endpoint; lower the method's context budget "
+                "(--set context_budget=N)."
+            )
         return (
             "The endpoint rejected the request; check that this model supports the "
             f"parameters used ({self.parameters}) and that the prompt fits its context window."
