@@ -30,8 +30,7 @@ OPENAI = (
 )
 ANTHROPIC = "prompt is too long: 208656 tokens > 200000 maximum"
 RESPONSES = (
-    "Your input exceeds the context window of this model. Please adjust your input and try "
-    "again."
+    "Your input exceeds the context window of this model. Please adjust your input and try again."
 )
 
 
