@@ -310,14 +310,15 @@ class SDKBackend(Generic[C]):
 
     def _status_error(self, exc: StatusError) -> Exception:
         status = exc.status_code
-        where = f"{self._where}: HTTP {status}: {self._status_message(exc)}"
+        message = self._status_message(exc)
+        where = f"{self._where}: HTTP {status}: {message}"
         if status in TRANSIENT_STATUSES or status >= 500:
             retry_after = parse_retry_after(dict(exc.response.headers))
             return TransientLLMError(self._redactor.text(where), retry_after)
-        overflow = context_overflow_hint(self._status_message(exc)) if status < 500 else None
+        overflow = context_overflow_hint(message)
         if overflow is not None:
             # What to do first: the one-line summaries (``judging.why``) keep a line's start.
-            text = f"{self._where}: {overflow} (HTTP {status}: {self._status_message(exc)})"
+            text = f"{self._where}: {overflow} (HTTP {status}: {message})"
             return errors.LLMCallError(self._redactor.text(text))
         return errors.LLMCallError(self._redactor.text(f"{where}. {self._status_hint(status)}"))
 
