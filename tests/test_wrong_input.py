@@ -123,11 +123,12 @@ def test_attribute_and_import_given_a_recording_point_at_its_trace(recording: Pa
     assert follow.exit_code == 0, follow.output
 
 
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
 def test_a_hand_written_trace_without_schema_version_is_told_what_to_add(
-    tmp_path: Path,
+    tmp_path: Path, suffix: str
 ) -> None:
     steps = [{"index": 0, "agent": "Planner", "content": "plan"}]
-    path = tmp_path / "mine.json"
+    path = tmp_path / f"mine{suffix}"
     path.write_text(json.dumps({"id": "mine", "task": "t", "steps": steps}), encoding="utf-8")
     result = run("attribute", str(path), "--method", "shortlist", "--no-save")
     assert result.exit_code == 1, result.output

@@ -66,11 +66,7 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
             not_json, data = exc, None
         if not_json is None and is_canonical(data):
             return [trace_from_dict(data, p)]
-        if isinstance(data, dict) and isinstance(data.get("steps"), list):
-            hint = (
-                'it has "steps" like a faultfinder trace but no "schema_version": add '
-                '"schema_version": "1" if it follows docs/traces.md; otherwise '
-            )
+        hint = _version_hint(data)
         if format == "faultfinder":
             raise TraceFormatError(str(p), "schema_version", "missing: not a faultfinder trace")
     if p.is_file() and p.suffix not in (".json", ".jsonl") and format in (None, "faultfinder"):
@@ -94,6 +90,8 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
         if files:
             # Each file in whatever format it is in: canonical traces, OTLP, Langfuse...
             return _each(files, format, options)
+    if jsonl:
+        hint = _version_hint(_first_line(p))
     raise TraceFormatError(
         str(p),
         "(format)",
@@ -192,11 +190,26 @@ def _read(name: str, importer: Any, path: Path, options: dict[str, Any]) -> list
         raise error from None
 
 
+def _first_line(p: Path) -> Any:
+    """The first non-blank line of ``p`` as JSON (None when it is not JSON)."""
+    first = next((ln for ln in split_lines(read_text(p)) if ln.strip()), "")
+    return _try_json(first) if first else None
+
+
 def _canonical_lines(p: Path) -> bool:
     """True when the first non-blank line of ``p`` is a canonical trace (JSON lines)."""
-    lines = split_lines(read_text(p))
-    first = next((ln for ln in lines if ln.strip()), "")
-    return bool(first) and is_canonical(_try_json(first))
+    return is_canonical(_first_line(p))
+
+
+def _version_hint(data: Any) -> str:
+    """What to add when ``data`` has a trace's steps but no ``schema_version`` (a trace
+    written by hand), to go before the list of formats in the error; else ''."""
+    if isinstance(data, dict) and isinstance(data.get("steps"), list):
+        return (
+            'it has "steps" like a faultfinder trace but no "schema_version": add '
+            '"schema_version": "1" if it follows docs/traces.md; otherwise '
+        )
+    return ""
 
 
 def _canonical_form(p: Path) -> str | None:
