@@ -4,6 +4,7 @@ against a loopback fake of the API."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,10 @@ from faultfinder.traces.io import trace_from_dict
 from faultfinder.traces.loader import load_traces
 from faultfinder.traces.schema import Trace
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "trace-samples" / "langfuse"
+# FAULTFINDER_TRACE_SAMPLES: the samples elsewhere (a worktree outside the checkout's
+# parent, whose ../shared is not there).
+_DEFAULT_SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "trace-samples"
+SAMPLES = Path(os.environ.get("FAULTFINDER_TRACE_SAMPLES", str(_DEFAULT_SAMPLES))) / "langfuse"
 
 
 def sample(name: str) -> Trace:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,10 @@ from otel_helpers import (
     to_dict_attributes,
 )
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "trace-samples"
+# FAULTFINDER_TRACE_SAMPLES: the samples elsewhere (a worktree outside the checkout's
+# parent, whose ../shared is not there).
+_DEFAULT_SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "trace-samples"
+SAMPLES = Path(os.environ.get("FAULTFINDER_TRACE_SAMPLES", str(_DEFAULT_SAMPLES)))
 
 
 def write(tmp_path: Path, name: str, doc: object) -> Path:
