@@ -102,13 +102,18 @@ def test_a_step_set_without_its_coverage_claim_is_never_shown_at_90(
 ) -> None:
     """A trace unlike the shortlist's calibration data gets its set, but no '90%'."""
     result = json.loads((art.root / "results" / "loop-chief.json").read_text("utf-8"))
-    result.update(step_set_calibrated=False, step_set_shift=0.97, step_set_level=0.9)
+    result.update(
+        step_set_calibrated=False, step_set_shift=0.97, step_set_shift_limit=0.5, step_set_level=0.9
+    )
     (tmp_path / "loop-chief.json").write_text(json.dumps(result), "utf-8")
     trace = (art.root / "traces" / "loop_trace.json").read_text("utf-8")
     (tmp_path / "loop_trace.json").write_text(trace, "utf-8")
     client = TestClient(create_app(build_catalog([tmp_path])), base_url="http://127.0.0.1")
     page = client.get(f"/trace/{key_of(client, 'chief-loop-1')}").text
-    assert "90% NOT claimed (trace unlike the calibration data, shift 0.97)" in page
+    assert (
+        "90% NOT claimed (trace unlike the calibration data, shift 0.97 over the limit 0.50)"
+        in page
+    )
     assert "at 90%" not in page
 
 
@@ -125,6 +130,7 @@ def test_trace_page_shows_confidence_and_the_step_set(art: Artifacts, client: Te
         result["step_set_source"],
         result["step_set_calibrated"],
         result["step_set_shift"],
+        result["step_set_shift_limit"],
     )
     assert f"step set {shown}" in page
     badged = {

@@ -42,6 +42,32 @@ CALIBRATE_HINT = (
 )
 
 
+def unlike_calibration(result: Attribution) -> bool:
+    """True when the step set's level is withdrawn because of the trace's shift score."""
+    shift, limit = result.step_set_shift, result.step_set_shift_limit
+    return (
+        result.step_set_calibrated is False
+        and shift is not None
+        and (limit is None or shift >= limit)
+    )
+
+
+def shift_hint(result: Attribution) -> str:
+    """What the shift score on the step set line means and what to do about it."""
+    limit = result.step_set_shift_limit
+    level = f"{100 * (result.step_set_level or 0):g}%"
+    past = "" if limit is None else f" (the level is claimed up to {limit:.2f})"
+    return (
+        f"hint: no {level} coverage is claimed for this step set: its shift score is "
+        f"{result.step_set_shift:.2f}{past}. The score is how far this trace's shape "
+        "(steps, characters per step, agents, speaker changes, tool steps, failure signals) "
+        "is from the traces the sets were calibrated on, in standard deviations; the set "
+        "still lists the ranker's likeliest steps. `faultfinder calibrate` on a few dozen "
+        "labelled runs of your framework makes the level hold for traces like them "
+        '(docs/step-sets.md, "When a trace is unlike the calibration data").'
+    )
+
+
 def format_attribution(result: Attribution, n_steps: int | None = None) -> str:
     """The human-readable summary `attribute` prints (``n_steps``: the trace's length, to
     say how much of it the step set covers)."""
@@ -106,6 +132,7 @@ def format_step_set(result: Attribution, n_steps: int | None = None) -> str:
         result.step_set_source,
         result.step_set_calibrated,
         result.step_set_shift,
+        result.step_set_shift_limit,
     )
 
 
@@ -179,7 +206,9 @@ def attribute(
     )
     shown = "\n".join([format_attribution(result, len(trace.steps)), *gold_lines(trace, result)])
     click.echo(result.model_dump_json(indent=2) if as_json else safe(shown))
-    if not as_json and (result.step_set_source or "").endswith(UNSEEN_NOTE):
+    if not as_json and unlike_calibration(result):
+        click.echo(shift_hint(result), err=True)
+    elif not as_json and (result.step_set_source or "").endswith(UNSEEN_NOTE):
         click.echo(CALIBRATE_HINT, err=True)
     if save:
         saved = append_result(result, Path(results_path))

@@ -212,7 +212,8 @@ def render_rows(rows: Iterable[EvalRow], fmt: str = "text") -> str:
     if any(c.claimed < c.cases for c in figures):
         notes += (
             " Claimed: cases like the calibration data; the others' sets carry no coverage "
-            "claim (step_set_calibrated: false; shift score past the threshold)."
+            "claim (step_set_calibrated: false: the trace's shift score is past its limit, "
+            "step_set_shift_limit, or the ranker trained on the trace)."
         )
     if any("single" in c.sources or "?" in c.sources for c in figures):
         notes += " Some sets come from a custom weights file: their level is not calibrated."

@@ -170,6 +170,10 @@ class Attribution(Verdict):
     step_set_calibrated: bool | None = None
     """False: the trace is unlike the calibration data (or the ranker trained on it), so
     ``step_set_level`` is not a coverage claim for this trace. None: no set."""
+    step_set_shift_limit: float | None = None
+    """The shift score up to which ``step_set_level`` is claimed for this trace (the
+    weights' threshold for its source, else the pooled one); ``step_set_shift`` past it
+    withdraws the claim. None: no set, or weights without a shift reference."""
     wall_time_s: float = 0.0
     created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())
 
@@ -370,6 +374,7 @@ async def run_method(
         step_set_source=chosen.source if chosen else None,
         step_set_shift=chosen.shift if chosen else None,
         step_set_calibrated=chosen.calibrated if chosen else None,
+        step_set_shift_limit=chosen.limit if chosen else None,
         trace_id=trace.id,
         method=label or method.name,
         config=cfg.model_dump(mode="json"),

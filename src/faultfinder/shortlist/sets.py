@@ -48,6 +48,7 @@ class _Ranked:
     source: str
     thresholds: dict[str, float]
     shift: float | None
+    limit: float | None
     calibrated: bool
 
 
@@ -66,6 +67,9 @@ class StepSet:
     calibrated: bool = True
     """False when the shift score passes the weights' threshold (or the ranking model
     trained on this trace): the set is still the ranking's, but ``level`` is not claimed."""
+    limit: float | None = None
+    """The shift score up to which ``level`` is claimed for this trace (its source's
+    threshold, else the pooled one; None: the weights hold no shift reference)."""
 
 
 def weights_at(path: str | None) -> Weights:
@@ -115,6 +119,7 @@ def _ranked(trace: Trace, weights: Weights) -> _Ranked:
         chosen.source,
         chosen.model.conformal,
         None if shift is None else round(shift, 3),
+        None if limit is None else round(limit, 3),
         not unlike and not chosen.contaminated,
     )
     _memo[key] = value
@@ -151,7 +156,7 @@ def step_set(
     steps = set(conformal.prediction_set(ranked.probs, tau))
     if include is not None and 0 <= include < len(trace.steps):
         steps.add(include)
-    return StepSet(sorted(steps), level, source, ranked.shift, ranked.calibrated)
+    return StepSet(sorted(steps), level, source, ranked.shift, ranked.calibrated, ranked.limit)
 
 
 def step_ranges(steps: list[int]) -> str:
@@ -170,6 +175,21 @@ def step_ranges(steps: list[int]) -> str:
     return ", ".join(parts)
 
 
+def withdrawn_because(shift: float | None, limit: float | None) -> str:
+    """Why a set's level is not claimed, in words: 'trace unlike the calibration data,
+    shift 0.97 over the limit 0.50', or 'the ranking model trained on this trace'."""
+    if shift is not None and limit is not None and shift < limit:
+        # Within the limit, so the shift is not the reason: the only other one is a
+        # ranking model that saw the trace (``Weights.choose``: a near-copy of training).
+        return "the ranking model trained on this trace or a near-copy of it"
+    why = "trace unlike the calibration data"
+    if shift is not None:
+        why += f", shift {shift:.2f}"
+        if limit is not None:
+            why += f" over the limit {limit:.2f}"
+    return why
+
+
 def describe(
     steps: list[int],
     level: float,
@@ -177,15 +197,17 @@ def describe(
     source: str | None = None,
     calibrated: bool | None = True,
     shift: float | None = None,
+    limit: float | None = None,
 ) -> str:
     """'{2-4, 7} at 90%: 4 of 12 steps (33% of the trace); ranked by shipped:deploy', or,
-    when the coverage claim is withdrawn, '{2-4, 7} — 90% NOT claimed (...): ...'."""
+    when the coverage claim is withdrawn, '{2-4, 7} — 90% NOT claimed (...): ...'.
+
+    ``limit`` is the shift score up to which the level is claimed; with it the reason
+    says how far past it the trace is, or, when the score is within it, that the claim
+    was withdrawn because the ranking model trained on the trace."""
     text = "{" + step_ranges(steps) + "}"
     if calibrated is False:
-        why = "trace unlike the calibration data"
-        if shift is not None:
-            why += f", shift {shift:.2f}"
-        text += f" — {100 * level:g}% NOT claimed ({why})"
+        text += f" — {100 * level:g}% NOT claimed ({withdrawn_because(shift, limit)})"
     else:
         text += f" at {100 * level:g}%"
     if n_steps:

@@ -182,6 +182,7 @@ def answer_rows(trace: Trace, entries: Sequence[AttributionEntry]) -> list[Answe
                         a.step_set_source,
                         a.step_set_calibrated,
                         a.step_set_shift,
+                        a.step_set_shift_limit,
                     )
                 ),
             )
