@@ -14,7 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from faultfinder.cli import main
+from faultfinder.errors import TraceFormatError
 from faultfinder.shortlist.sets import describe
+from faultfinder.traces.loader import load_traces
 
 _DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "trace-samples"
 SAMPLES = Path(os.environ.get("FAULTFINDER_TRACE_SAMPLES", str(_DEFAULT)))
@@ -88,3 +90,18 @@ def test_the_ui_trace_page_shows_the_shift_and_its_limit(tmp_path: Path) -> None
     shown = r"90% NOT claimed \(trace unlike the calibration data, shift \d\.\d\d over the limit "
     assert re.search(shown + r"\d\.\d\d\)", page), page
     assert "at 90%" not in page
+
+
+def test_a_folder_of_sample_folders_says_to_give_one_of_them() -> None:
+    """The samples' root holds folders only: the error names them, not --format."""
+    sample("langfuse")
+    with pytest.raises(TraceFormatError) as caught:
+        load_traces(SAMPLES)
+    message = str(caught.value)
+    assert "only folders (langfuse/, opentelemetry-proto/)" in message
+    assert "--format" not in message and "no reader recognises" not in message
+    code, _, err = run("import", str(SAMPLES))
+    assert code == 1 and "give one of them instead" in err
+    # Named format: it was 0 traces and exit 0 ("wrote 0 trace file(s)").
+    code, _, err = run("import", str(SAMPLES), "--format", "langfuse")
+    assert code == 1 and "only folders (langfuse/, opentelemetry-proto/)" in err

@@ -47,6 +47,8 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
         if p.is_dir() and not detects(format, importer, p):
             # A folder of files in this format (OTLP exports, Langfuse traces...).
             files = [f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")]
+            if not files:
+                _refuse_folder_of_folders(p)  # rather than 0 traces and success
             return _each(files, format, options)
         return _read(format, importer, p, options)
     jsonl = p.is_file() and p.suffix == ".jsonl" and format in (None, "faultfinder")
@@ -90,6 +92,9 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
         if files:
             # Each file in whatever format it is in: canonical traces, OTLP, Langfuse...
             return _each(files, format, options)
+        # A collection of exports sorted into folders: saying "no reader recognises it"
+        # would send the user to --format, which cannot help.
+        _refuse_folder_of_folders(p)
     if jsonl:
         hint = _version_hint(_first_line(p))
     raise TraceFormatError(
@@ -119,6 +124,23 @@ def _trace_files(folder: Path, format: str | None) -> list[Path]:
                 stacklevel=2,
             )
     return chosen
+
+
+def _refuse_folder_of_folders(folder: Path) -> None:
+    """Raise, naming them, when ``folder``'s trace files are all in subfolders, which are
+    not read (one dataset per folder); return when it has no visible subfolder."""
+    names = [f.name for f in folder.iterdir() if f.is_dir() and not f.name.startswith(".")]
+    if not names:
+        return
+    names.sort(key=natural_key)
+    shown = ", ".join(f"{name}/" for name in names[:5])
+    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+    raise TraceFormatError(
+        str(folder),
+        "(folder)",
+        f"no trace file in it, only folders ({shown}{more}), which are not read; "
+        f"give one of them instead (e.g. {folder / names[0]})",
+    )
 
 
 def recognised(p: Path, format: str | None) -> bool:
