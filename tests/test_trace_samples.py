@@ -105,3 +105,21 @@ def test_a_folder_of_sample_folders_says_to_give_one_of_them() -> None:
     # Named format: it was 0 traces and exit 0 ("wrote 0 trace file(s)").
     code, _, err = run("import", str(SAMPLES), "--format", "langfuse")
     assert code == 1 and "only folders (langfuse/, opentelemetry-proto/)" in err
+
+
+def test_labelling_a_trace_with_no_steps_is_an_input_error() -> None:
+    """OTLP's own example has no step: `label` exits 1 naming the file, as `attribute`
+    does, not 2 (a malformed command line)."""
+    path = sample("opentelemetry-proto/trace.json")
+    code, _, err = run("label", str(path), "--step", "0", "--out", os.devnull)
+    assert code == 1, err
+    assert "has no steps: there is no step to label" in err and str(path) in err
+    assert "Usage:" not in err
+    code, _, err = run("attribute", str(path), "--method", "shortlist", "--no-save")
+    assert code == 1 and "has no steps" in err
+
+
+def test_a_step_outside_a_sample_names_the_option() -> None:
+    path = sample("langfuse/koog-2025-08-26.trace.json")
+    code, _, err = run("label", str(path), "--step", "5", "--out", os.devnull)
+    assert code == 2 and "Invalid value for '--step': step 5 is outside the trace" in err

@@ -9,6 +9,7 @@ import click
 from faultfinder.cli.common import pass_errors, strict_option
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.kinds import explained
+from faultfinder.cli.terminal import safe
 
 
 @click.command()
@@ -59,16 +60,26 @@ def label(
         trace = load_trace(trace_path, format=trace_format, strict=strict)
     n = len(trace.steps)
     if n == 0:
-        raise click.BadParameter(f"{trace.id} has no steps: there is no step to label")
+        # The file, not the command line, is what cannot be labelled: exit 1, as
+        # `attribute` does for the same trace (docs/exit-codes.md).
+        raise click.ClickException(
+            f"{safe(trace.id)} in {trace_path} has no steps: there is no step to label "
+            "(docs/import.md says what becomes a step)"
+        )
     for s in (step, *also):
         if s >= n:
-            raise click.BadParameter(f"step {s} is outside the trace (steps 0-{n - 1})")
+            raise click.BadParameter(
+                f"step {s} is outside the trace (steps 0-{n - 1})",
+                param_hint="'--step'" if s == step else "'--also'",
+            )
     speaker = trace.steps[step].agent
     if agent is None:
         agent = speaker
     elif agent not in trace.agent_names():
         known = ", ".join(sorted(set(trace.agent_names())))
-        raise click.BadParameter(f"{agent!r} is not an agent of the trace ({known})")
+        raise click.BadParameter(
+            safe(f"{agent!r} is not an agent of the trace ({known})"), param_hint="'--agent'"
+        )
     if trace.label is not None and trace.label.step is not None and not force:
         raise click.ClickException(
             f"the trace is already labelled (step {trace.label.step}, agent "
