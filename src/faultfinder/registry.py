@@ -136,6 +136,22 @@ class Registry(Generic[T]):
         self._loaded[name] = value
         return value
 
+    def find(self, name: str) -> T | None:
+        """The component registered as ``name``, importing that one alone; None when no
+        component has that name, or when it is a plugin that does not load or that the
+        check refuses (warned once, naming it). For readers of names written elsewhere (a
+        results file's method labels), which must not import every plugin to look up a few."""
+        entry = self.entries().get(name)
+        if entry is None:
+            return None
+        try:
+            return self.get(name)
+        except ConfigError as exc:
+            if entry.origin == BUILTIN:
+                raise
+            self._warn_once(name, str(exc))
+            return None
+
     def load_all(self) -> dict[str, T]:
         """Every component that loads, in the order of :meth:`entries` (built-ins first,
         then plugins by name); a plugin that does not load, or that the check refuses, is

@@ -23,7 +23,7 @@ from faultfinder.eval.cases import plan_cases, plan_methods, run_case
 from faultfinder.eval.rows import EvalRow
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import NoModelBackend
-from faultfinder.registry import create_method, methods
+from faultfinder.registry import METHODS, create_method, methods
 from faultfinder.shortlist.sets import DEFAULT_LEVEL
 from faultfinder.shortlist.weights import source_parts
 from faultfinder.traces.schema import Trace
@@ -44,8 +44,9 @@ option, the repeat index the harness sets (``random``). The others run once."""
 
 def is_floor(label: str) -> bool:
     """Whether a method label ('random', 'baseline:position', ...) names a floor (a method
-    class with ``floor = True``)."""
-    cls = methods().get(label.partition(":")[0])
+    class with ``floor = True``). Imports that method alone: a report names a few methods,
+    and a plugin it does not name is never loaded."""
+    cls = METHODS.find(label.partition(":")[0])
     return cls is not None and cls.floor
 
 

@@ -22,7 +22,7 @@ from faultfinder.eval.metrics import RATIO_TARGET, TraceRatio, ratio_to_trace
 from faultfinder.eval.report import IDENT_HEADERS, GroupSummary, ident_cells
 from faultfinder.eval.rows import EvalRow
 from faultfinder.eval.tables import markdown_table, text_table
-from faultfinder.registry import methods
+from faultfinder.registry import METHODS
 
 
 def trace_ratio(
@@ -78,7 +78,7 @@ def without_cache_hints(groups: Iterable[GroupSummary]) -> list[str]:
     hints: dict[str, str] = {}
     for g in groups:
         name = g.key.method.partition(":")[0]
-        cls = methods().get(name)
+        cls = METHODS.find(name)  # the methods the report names, no other plugin
         better = getattr(getattr(cls, "Config", None), "WITHOUT_PREFIX_CACHE", {})
         changes = {k: v for k, v in better.items() if g.config.get(k, v) != v}
         if not changes or g.metrics.cached_prompt_tokens_per_case > 0:

@@ -1,0 +1,135 @@
+"""Plugins as a third-party author writes them, seen from outside the repository.
+
+Each test builds a small installed distribution by hand in ``tmp_path`` (a
+``*.dist-info`` directory with ``METADATA`` and ``entry_points.txt`` beside the plugin's
+modules: what ``importlib.metadata`` finds of any installed package) and runs faultfinder
+in a fresh process with that directory on its path. Two things are checked: that reading
+results imports only the methods they name, never every installed plugin (a plugin's
+heavy import is not paid, nor its breakage shown, by commands that do not use it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from test_plugins import DEMO_TRACE
+
+DIST = "ff-outside"
+
+FLOOR = """
+from typing import Any, ClassVar
+
+from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
+
+
+class LastSpeaker(MethodBase):
+    name: ClassVar[str] = "ff-last-speaker"
+    summary: ClassVar[str] = "The last step's agent and step (a floor)"
+    Config: ClassVar[type[MethodConfig]] = MethodConfig
+    needs_model: ClassVar[bool] = False
+    floor: ClassVar[bool] = True
+
+    async def attribute(self, trace: Any, llm: Any) -> Verdict:
+        last = trace.steps[-1]
+        return Verdict(agent=last.agent, step=last.index)
+"""
+
+HEAVY = 'raise RuntimeError("ff-outside heavy method was imported")\n'
+
+ENTRY_POINTS = """
+[faultfinder.methods]
+ff-last-speaker = ff_outside_floor:LastSpeaker
+ff-heavy = ff_outside_heavy:Heavy
+
+"""
+
+
+def install(tmp_path: Path) -> Path:
+    """The distribution ``ff-outside`` installed by hand into ``tmp_path/site``."""
+    site = tmp_path / "site"
+    info = site / "ff_outside-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {DIST}\nVersion: 0.1.0\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text(ENTRY_POINTS, encoding="utf-8")
+    (site / "ff_outside_floor.py").write_text(FLOOR, encoding="utf-8")
+    (site / "ff_outside_heavy.py").write_text(HEAVY, encoding="utf-8")
+    return site
+
+
+def run(site: Path, code: str) -> subprocess.CompletedProcess[str]:
+    """``python -c CODE`` in a fresh process that sees ``site``, in its parent directory."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH")) if p)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=site.parent,
+        timeout=300,
+        check=False,
+    )
+
+
+def command(site: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """``faultfinder ARGS`` in a fresh process, and the ``ff_outside`` modules it imported."""
+    done = run(
+        site,
+        f"""
+        import sys
+        from faultfinder.cli import main
+        try:
+            main({list(args)!r})
+        finally:
+            loaded = sorted(m for m in sys.modules if m.startswith("ff_outside"))
+            print("LOADED", " ".join(loaded), file=sys.stderr)
+        """,
+    )
+    marks = [line for line in done.stderr.splitlines() if line.startswith("LOADED")]
+    assert marks, done.stderr
+    return done, marks[-1].split()[1:]
+
+
+def test_eval_and_report_import_only_the_methods_they_name(tmp_path: Path) -> None:
+    site = install(tmp_path)
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    shutil.copy(DEMO_TRACE, traces / "demo.json")
+    rows = tmp_path / "rows.jsonl"
+    ran, loaded = command(
+        site, "eval", str(traces), "--method", "random", "--out", str(rows), "--no-progress"
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert loaded == [], ran.stderr  # no plugin method is needed to run and report `random`
+    assert "ff-heavy" not in ran.stderr and DIST not in ran.stderr
+    shown, loaded = command(site, "report", str(rows))
+    assert shown.returncode == 0, shown.stderr
+    assert loaded == [] and DIST not in shown.stderr, shown.stderr
+    assert "Floors (no model; listed last in each subset): random." in shown.stdout
+
+
+def test_report_still_knows_a_plugin_floor_it_names(tmp_path: Path) -> None:
+    site = install(tmp_path)
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    shutil.copy(DEMO_TRACE, traces / "demo.json")
+    rows = tmp_path / "rows.jsonl"
+    ran, _ = command(
+        site, "eval", str(traces), "--method", "ff-last-speaker,random", "--out", str(rows),
+        "--no-progress",
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    shown, loaded = command(site, "report", str(rows), "--format", "json")
+    assert shown.returncode == 0, shown.stderr
+    floors = {r["method"] for r in json.loads(shown.stdout) if r["floor"]}
+    assert floors == {"ff-last-speaker", "random"}
+    assert loaded == ["ff_outside_floor"]  # the method the rows name, not the broken one
+    assert "ff-heavy" not in shown.stderr
