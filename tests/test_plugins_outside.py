@@ -5,7 +5,9 @@ Each test builds a small installed distribution by hand in ``tmp_path`` (a
 modules: what ``importlib.metadata`` finds of any installed package) and runs faultfinder
 in a fresh process with that directory on its path. Two things are checked: that reading
 results imports only the methods they name, never every installed plugin (a plugin's
-heavy import is not paid, nor its breakage shown, by commands that do not use it).
+heavy import is not paid, nor its breakage shown, by commands that do not use it); and
+that a model-API adapter whose ``name`` is not its entry point's is refused, as a method
+whose ``name`` differs is, since replays look recorded calls' adapters up by that name.
 """
 
 from __future__ import annotations
@@ -42,11 +44,33 @@ class LastSpeaker(MethodBase):
 
 HEAVY = 'raise RuntimeError("ff-outside heavy method was imported")\n'
 
+ADAPTERS = """
+from faultfinder.replay.apis import AdapterBase
+from faultfinder.replay.apis.chat import ChatAdapter
+
+
+class Right(ChatAdapter):
+    name = "ff-right"
+    path = "/ff-right/chat"
+
+
+class CalledChat(ChatAdapter):  # a gateway's copy of Chat that kept Chat's name
+    path = "/ff-gateway/chat"
+
+
+class Unnamed(AdapterBase):  # AdapterBase's name is '' until a subclass sets one
+    path = "/ff-unnamed"
+"""
+
 ENTRY_POINTS = """
 [faultfinder.methods]
 ff-last-speaker = ff_outside_floor:LastSpeaker
 ff-heavy = ff_outside_heavy:Heavy
 
+[faultfinder.apis]
+ff-right = ff_outside_apis:Right
+ff-gateway = ff_outside_apis:CalledChat
+ff-unnamed = ff_outside_apis:Unnamed
 """
 
 
@@ -61,6 +85,7 @@ def install(tmp_path: Path) -> Path:
     (info / "entry_points.txt").write_text(ENTRY_POINTS, encoding="utf-8")
     (site / "ff_outside_floor.py").write_text(FLOOR, encoding="utf-8")
     (site / "ff_outside_heavy.py").write_text(HEAVY, encoding="utf-8")
+    (site / "ff_outside_apis.py").write_text(ADAPTERS, encoding="utf-8")
     return site
 
 
@@ -133,3 +158,33 @@ def test_report_still_knows_a_plugin_floor_it_names(tmp_path: Path) -> None:
     assert floors == {"ff-last-speaker", "random"}
     assert loaded == ["ff_outside_floor"]  # the method the rows name, not the broken one
     assert "ff-heavy" not in shown.stderr
+
+
+def test_an_api_adapter_named_otherwise_than_its_entry_point_is_refused(tmp_path: Path) -> None:
+    site = install(tmp_path)
+    done = run(
+        site,
+        """
+        import faultfinder.replay.apis as apis
+        print(" ".join(a.name for a in apis.ADAPTERS))
+        for path in ("/v1/ff-right/chat", "/v1/ff-gateway/chat", "/v1/ff-unnamed"):
+            adapter = apis.adapter_for("POST", path)
+            print(path, adapter.name if adapter is not None else None)
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    names, *paths = done.stdout.splitlines()
+    # Recorded calls carry the adapter's name and replays read them with the adapter of
+    # that name: one called 'chat' would have its calls read as Chat Completions.
+    assert names.split() == ["chat", "responses", "messages", "ff-right"]
+    assert paths == [
+        "/v1/ff-right/chat ff-right",
+        "/v1/ff-gateway/chat None",
+        "/v1/ff-unnamed None",
+    ]
+    warnings = [line for line in done.stderr.splitlines() if DIST in line]
+    assert len(warnings) == 2, done.stderr
+    for entry, own in (("ff-gateway", "'chat'"), ("ff-unnamed", "''")):
+        (line,) = [w for w in warnings if f"'{entry}'" in w]
+        assert line.startswith("warning: ") or "PluginWarning" in line, line
+        assert f"calls itself {own}" in line

@@ -334,6 +334,21 @@ BACKENDS: Registry[Any] = Registry(
 with the part of ``--model KIND:NAME`` after the colon and the endpoint options."""
 
 
+def _api_problem(name: str, cls: Any) -> str | None:
+    """What is wrong with the adapter class registered as the model API ``name``: a
+    ``name`` of its own. Recorded calls carry the adapter's ``name`` and a replay reads
+    each call with the adapter of that name, so an adapter called otherwise ('chat', or
+    the empty name of an ``AdapterBase`` subclass that sets none) would have its calls
+    read as another API's."""
+    own = getattr(cls, "name", None)
+    if own == name:
+        return None
+    return (
+        f"calls itself {own!r}: the entry point's name must be the adapter's `name`, which "
+        "recorded calls carry and replays look the adapter up by"
+    )
+
+
 APIS: Registry[type[Any]] = Registry(
     "model API",
     "faultfinder.apis",
@@ -342,6 +357,7 @@ APIS: Registry[type[Any]] = Registry(
         "responses": "faultfinder.replay.apis.responses:ResponsesAdapter",
         "messages": "faultfinder.replay.apis.messages:MessagesAdapter",
     },
+    check=_api_problem,
 )
 """Model wire formats the recording proxy speaks: classes following
 ``faultfinder.replay.apis.base.WireAdapter``, one per API."""
