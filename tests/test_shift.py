@@ -74,10 +74,11 @@ def test_a_step_set_withdraws_its_claim_past_the_threshold() -> None:
     text = sets.describe(unlike.steps, 0.9, 200, unlike.source, unlike.calibrated, unlike.shift)
     assert "90% NOT claimed (trace unlike the calibration data, shift" in text
     assert " at 90%" in sets.describe(like.steps, 0.9, 8, like.source, like.calibrated, like.shift)
-    # Without a reference no claim is checked (a weights file written before shift scores).
+    # Without a reference nothing says the trace is like the calibration data (a weights
+    # file written before shift scores), so the level is not claimed either.
     custom.shift = None
     old = sets.step_set(_trace(rng, 200, 20, 1, "other"), 0.9, weights=custom)
-    assert old is not None and old.calibrated and old.shift is None
+    assert old is not None and not old.calibrated and old.shift is None
 
 
 def test_shipped_weights_carry_a_reference_fitted_out_of_fold() -> None:

@@ -443,3 +443,33 @@ def test_the_model_family_of_a_set_ignores_the_calibration_note() -> None:
     assert model_family("shipped:deploy (calibrated on sources never trained on)") == "deploy"
     assert model_family("w.json:deploy (calibrated on generated:ag2)") == "deploy"
     assert model_family(None) == "?"
+
+
+def test_weights_without_a_shift_reference_claim_no_level(tmp_path: Path) -> None:
+    """A one-model weights file cannot tell a trace unlike its calibration data from one
+    like it, so its sets never carry an unqualified coverage claim (issue 26)."""
+    path = tmp_path / "single.json"
+    path.write_text(json.dumps(position_model("is_first", 5.0, {"0.9": 0.5}).to_json()))
+    trace = load_trace(ONE)
+    found = sets.step_set(trace, 0.9, weights=load_weights(path))
+    assert found is not None and found.calibrated is False and found.shift is None
+    result = CliRunner().invoke(
+        main,
+        ["attribute", str(ONE), "--method", "shortlist", "--shortlist-weights", str(path)],
+    )
+    assert result.exit_code == 0, result.output
+    assert "90% NOT claimed (the weights hold no shift reference" in result.stdout
+    assert "holds no shift reference" in result.stderr
+    as_json = CliRunner().invoke(
+        main,
+        [
+            "attribute",
+            str(ONE),
+            "--method",
+            "shortlist",
+            "--shortlist-weights",
+            str(path),
+            "--json",
+        ],
+    )
+    assert json.loads(as_json.stdout)["step_set_calibrated"] is False

@@ -41,14 +41,22 @@ CALIBRATE_HINT = (
     "runs of yours fits them to your framework (docs/step-sets.md)."
 )
 
+NO_REFERENCE_HINT = (
+    "hint: this weights file holds no shift reference (a one-model file, or one written by "
+    "an older faultfinder), so no trace can be checked against its calibration data and "
+    "no coverage is claimed; `faultfinder calibrate` writes weights that hold one "
+    "(docs/step-sets.md)."
+)
+
 
 def unlike_calibration(result: Attribution) -> bool:
-    """True when the step set's level is withdrawn because of the trace's shift score."""
+    """True when the step set's level is withdrawn because of the trace's shift score
+    (a row written before limits were recorded has a shift and no limit)."""
     shift, limit = result.step_set_shift, result.step_set_shift_limit
     return (
         result.step_set_calibrated is False
         and shift is not None
-        and (limit is None or shift >= limit)
+        and (limit is None or shift > limit)
     )
 
 
@@ -208,6 +216,8 @@ def attribute(
     click.echo(result.model_dump_json(indent=2) if as_json else safe(shown))
     if not as_json and unlike_calibration(result):
         click.echo(shift_hint(result), err=True)
+    elif not as_json and result.step_set_calibrated is False and result.step_set_shift is None:
+        click.echo(NO_REFERENCE_HINT, err=True)
     elif not as_json and (result.step_set_source or "").endswith(UNSEEN_NOTE):
         click.echo(CALIBRATE_HINT, err=True)
     if save:

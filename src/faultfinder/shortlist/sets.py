@@ -112,7 +112,9 @@ def _ranked(trace: Trace, weights: Weights) -> _Ranked:
     probs = ranking.probs
     shift = weights.shift_score(trace)
     limit = weights.shift_threshold(trace)
-    unlike = shift is not None and limit is not None and shift > limit
+    # No shift reference (a one-model file, or one written before references existed):
+    # nothing says the trace is like the calibration data, so the level is not claimed.
+    unlike = shift is None or limit is None or shift > limit
     value = _Ranked(
         weights,
         probs,
@@ -177,16 +179,17 @@ def step_ranges(steps: list[int]) -> str:
 
 def withdrawn_because(shift: float | None, limit: float | None) -> str:
     """Why a set's level is not claimed, in words: 'trace unlike the calibration data,
-    shift 0.97 over the limit 0.50', or 'the ranking model trained on this trace'."""
-    if shift is not None and limit is not None and shift < limit:
+    shift 0.97 over the limit 0.50', 'the ranking model trained on this trace', or that
+    the weights hold no shift reference to check the trace against."""
+    if shift is None:
+        return "the weights hold no shift reference to check this trace against"
+    if limit is not None and shift <= limit:
         # Within the limit, so the shift is not the reason: the only other one is a
         # ranking model that saw the trace (``Weights.choose``: a near-copy of training).
         return "the ranking model trained on this trace or a near-copy of it"
-    why = "trace unlike the calibration data"
-    if shift is not None:
-        why += f", shift {shift:.2f}"
-        if limit is not None:
-            why += f" over the limit {limit:.2f}"
+    why = f"trace unlike the calibration data, shift {shift:.2f}"
+    if limit is not None:
+        why += f" over the limit {limit:.2f}"
     return why
 
 
