@@ -24,6 +24,7 @@ import asyncio
 import sys
 import time
 from collections import defaultdict
+from datetime import UTC, datetime
 from pathlib import Path
 
 from faultfinder.testing.oracle import ORACLE_METHODS, OracleRow, label_consistent, run_oracle
@@ -103,6 +104,7 @@ def main() -> int:
     misses = [r for r in perfect if r.consistent and not (r.agent_correct and r.step_correct)]
 
     lines = [
+        f"Measured {datetime.now(UTC).date().isoformat()}. "
         f"{len(traces)} labelled cases ({n_consistent} with the labelled agent speaking at the "
         f"labelled step), methods: {', '.join(ORACLE_METHODS)} (default configurations). "
         f"Both judges over all cases took {elapsed:.0f} s.",

@@ -36,6 +36,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 from _readme import write_section
@@ -194,6 +195,8 @@ HEAD = (
     "| ranking | recall@1 % | recall@3 % | recall@5 % | top-1 agent % |\n|---|---:|---:|---:|---:|"
 )
 
+CV_ROW = "**shortlist** (cross-validated, one fit per fold)"
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -240,12 +243,14 @@ def main() -> int:
     prior_rank = [priors[f](t) for t, f in zip(traces, cv.folds, strict=True)]
 
     out.append(
-        f"{len(traces)} labelled traces ("
+        f"Measured {datetime.now(UTC).date().isoformat()}. {len(traces)} labelled traces ("
         + ", ".join(f"{s} {n}" for s, n in sorted(Counter(map(subset_of, traces)).items()))
         + f"), {args.folds} folds by content (near-duplicate logs share a fold, each source "
         "spread over every fold); every score below comes from a model that did not see the "
         "trace. Training weighs a Who&When trace 1 and gives the other sources, in equal "
-        "shares, as much weight again (`train.source_weights`). "
+        "shares, as much weight again (`train.source_weights`). Each fold is scored by one "
+        "fit on the other folds; the shipped deploy model is the mean of such fits, and "
+        'its cross-validated figures are in "Transfer and paired tests". '
         "Brackets: 95% Wilson interval. Features: "
         f"{', '.join(DEFAULT_GROUPS)} (no surprisal); {feat_cpu * 1000:.1f} ms CPU per trace "
         "to compute them, no model call."
@@ -254,7 +259,7 @@ def main() -> int:
         idx = [i for i, t in enumerate(traces) if subset_of(t) == subset]
         ts = [traces[i] for i in idx]
         out += ["", f"**{subset}** ({len(ts)} traces)", "", HEAD]
-        out.append(table_rows("**shortlist** (cross-validated)", ts, [model_rank[i] for i in idx]))
+        out.append(table_rows(CV_ROW, ts, [model_rank[i] for i in idx]))
         out.append(table_rows("position prior (training folds)", ts, [prior_rank[i] for i in idx]))
         out.append(table_rows("first speaker's steps", ts, [first_speaker(t) for t in ts]))
         out.append(table_rows("majority agent's steps", ts, [majority_agent(t) for t in ts]))
