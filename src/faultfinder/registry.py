@@ -76,10 +76,24 @@ class Registry(Generic[T]):
         self._entries: dict[str, Entry] | None = None
         self._loaded: dict[str, T] = {}
         self._broken: set[str] = set()
+        self._clashes: dict[str, list[str]] = {}
+        """Per name, why entry points declaring it were ignored (it was taken)."""
+        self._told: set[str] = set()
+        """The names whose clashes have been warned about."""
 
     def entries(self) -> dict[str, Entry]:
         """Every component by name, without importing any, in the order they are asked
-        in: the built-ins in the order listed here, then the plugins by name."""
+        in: the built-ins in the order listed here, then the plugins by name. For
+        listings: an entry point ignored because its name is taken is warned about here
+        (once), as it is when its name is looked up (:meth:`get`), and nowhere else, so a
+        command that uses no component of this kind never shows it."""
+        found = self._found()
+        for name in list(self._clashes):
+            self._tell_clash(name)
+        return found
+
+    def _found(self) -> dict[str, Entry]:
+        """:meth:`entries` without a word about clashes, for looking one name up."""
         if self._entries is None:
             found = {name: Entry(name, target, BUILTIN) for name, target in self._builtins.items()}
             points = _entry_points(self.group)
@@ -88,14 +102,35 @@ class Registry(Generic[T]):
                 if ep.name in found:
                     first = found[ep.name]
                     if first.origin != origin or first.target != ep.value:
-                        _warn(
-                            f"{self.kind} '{ep.name}' from {origin} ignored: the name is "
-                            f"taken by {first.origin} ({first.target})"
+                        taker = (
+                            f"the built-in one ({first.target})"
+                            if first.origin == BUILTIN
+                            else f"{first.origin} ({first.target})"
+                        )
+                        self._clashes.setdefault(ep.name, []).append(
+                            f"The {self.kind} '{ep.name}' from {origin} ({ep.value}) is "
+                            f"ignored: the name is taken by {taker}. Give it another name in "
+                            "that package's entry points."
                         )
                     continue
                 found[ep.name] = Entry(ep.name, ep.value, origin)
             self._entries = found
         return self._entries
+
+    def _tell_clash(self, name: str) -> None:
+        """Warn (once) about the entry points ignored because ``name`` was taken."""
+        if name in self._clashes and name not in self._told:
+            self._told.add(name)
+            for message in self._clashes[name]:
+                _warn(message)
+
+    def entry(self, name: str) -> Entry | None:
+        """The component registered as ``name`` (None: none is), without importing it; a
+        lookup: only entry points ignored because they declare ``name`` too are warned
+        about, not those of other names."""
+        found = self._found().get(name)
+        self._tell_clash(name)
+        return found
 
     def names(self) -> list[str]:
         """All names, sorted; nothing is imported."""
@@ -103,16 +138,17 @@ class Registry(Generic[T]):
 
     def origin(self, name: str) -> str:
         """Where a component comes from: 'built-in' or 'plugin DIST VERSION'."""
-        return self.entries()[name].origin
+        return self._found()[name].origin
 
     def get(self, name: str) -> T:
         """The component registered as ``name``, imported on first use. An unknown name
         raises UnknownNameError (with a 'did you mean' among the components that load); a
         plugin that cannot be imported, or that the registry's check refuses, raises
         ConfigError naming the plugin and the reason."""
+        entries = self._found()
+        self._tell_clash(name)
         if name in self._loaded:
             return self._loaded[name]
-        entries = self.entries()
         if name not in entries:
             raise UnknownNameError(self.kind, name, self.available())
         entry = entries[name]
@@ -141,7 +177,7 @@ class Registry(Generic[T]):
         component has that name, or when it is a plugin that does not load or that the
         check refuses (warned once, naming it). For readers of names written elsewhere (a
         results file's method labels), which must not import every plugin to look up a few."""
-        entry = self.entries().get(name)
+        entry = self._found().get(name)
         if entry is None:
             return None
         try:
@@ -184,7 +220,7 @@ class Registry(Generic[T]):
         """A loaded plugin's ``action`` (``"detect()"``...) raised ``exc``: warn once, naming
         the plugin and its package, and return True; the caller skips it. False for a
         built-in (or an unknown name): its error is a bug to show, the caller re-raises."""
-        entry = self.entries().get(name)
+        entry = self._found().get(name)
         if entry is None or entry.origin == BUILTIN:
             return False
         self._warn_once(
@@ -199,7 +235,7 @@ class Registry(Generic[T]):
         exception of a type the caller does not expect: the one-line error naming the plugin,
         its package and the exception, for the caller to raise (``from None``). None for a
         built-in (or an unknown name): its error is a bug to show, the caller re-raises."""
-        entry = self.entries().get(name)
+        entry = self._found().get(name)
         if entry is None or entry.origin == BUILTIN:
             return None
         message = " ".join(str(exc).split())
@@ -221,7 +257,7 @@ class Registry(Generic[T]):
     def add(self, name: str, value: T, origin: str = "in-process") -> None:
         """Register a component from running code (a test double, a notebook): it is
         found by name like any other until :meth:`remove`."""
-        entries = self.entries()
+        entries = self._found()
         if name in entries and entries[name].origin != origin:
             raise ValueError(f"{self.kind} '{name}' is registered already ({entries[name].origin})")
         entries[name] = Entry(name, f"<{origin}>", origin)
@@ -229,7 +265,7 @@ class Registry(Generic[T]):
 
     def remove(self, name: str) -> None:
         """Forget a component registered with :meth:`add`."""
-        self.entries().pop(name, None)
+        self._found().pop(name, None)
         self._loaded.pop(name, None)
 
     def reset(self) -> None:
@@ -237,13 +273,18 @@ class Registry(Generic[T]):
         self._entries = None
         self._loaded.clear()
         self._broken.clear()
+        self._clashes.clear()
+        self._told.clear()
 
 
 def _entry_points(group: str) -> list[metadata.EntryPoint]:
     try:
         return list(metadata.entry_points(group=group))
     except Exception as exc:  # a broken distribution's metadata must not stop the CLI
-        _warn(f"could not read the entry points of group '{group}': {exc}")
+        _warn(
+            f"The entry points of group '{group}' could not be read ({exc}): no plugin of "
+            "that group is used. Reinstall or remove the package whose metadata is broken."
+        )
         return []
 
 
@@ -301,6 +342,21 @@ METHODS: Registry[type[Method]] = Registry(
 )
 """Attribution methods: classes following ``faultfinder.judging.method.Method``."""
 
+
+def _importer_problem(name: str, cls: Any) -> str | None:
+    """What is wrong with the importer class registered as the trace format ``name``: a
+    ``name`` of its own. ``--format NAME`` finds the importer by its entry point's name
+    while the traces it reads carry the class's ``name`` as their ``source.format``, so an
+    importer called otherwise would label its traces with a format no command knows."""
+    own = getattr(cls, "name", None)
+    if own == name:
+        return None
+    return (
+        f"calls itself {own!r}: the entry point's name must be the importer's `name`, which "
+        "the traces it reads carry as their source format"
+    )
+
+
 IMPORTERS: Registry[type[Any]] = Registry(
     "trace format",
     "faultfinder.importers",
@@ -315,6 +371,7 @@ IMPORTERS: Registry[type[Any]] = Registry(
         "traceelephant": "faultfinder.traces.importers.traceelephant:TraceElephantImporter",
         "who-and-when": "faultfinder.traces.importers.whoandwhen:WhoAndWhenImporter",
     },
+    check=_importer_problem,
 )
 """Trace importers: classes following ``faultfinder.traces.importers.Importer``."""
 

@@ -75,7 +75,8 @@ def make_backend(
     from faultfinder.registry import BUILTIN
 
     kind, _, rest = spec.partition(":")
-    if kind not in FACTORIES.entries():
+    entry = FACTORIES.entry(kind)
+    if entry is None:
         if not rest:
             raise ConfigError(
                 f"Unknown model '{spec}': write KIND:NAME, e.g. openai:{spec}. "
@@ -100,7 +101,6 @@ def make_backend(
         redactor = Redactor([api_key, os.environ.get(api_key_env) if api_key_env else None])
         redactor.learn_env(os.environ)
         raise ConfigError(redactor.text(str(error))) from None
-    entry = FACTORIES.entries()[kind]
     named = getattr(backend, "name", None)
     if entry.origin != BUILTIN and named != spec:
         raise ConfigError(
