@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from click.testing import CliRunner
+
 from test_plugins import DEMO_TRACE, OTLP_FILE
 from test_plugins_outside import command
 
@@ -129,3 +131,13 @@ def test_a_name_taken_by_a_built_in_is_warned_only_where_that_kind_is_used(
     assert detected.returncode == 0, detected.stderr
     clashes = [w for w in warnings_of(detected.stderr) if "'otlp'" in w]
     assert len(clashes) == 1 and clashes[0].startswith("warning: The trace format 'otlp'")
+
+
+def test_api_upstream_help_says_plugin_apis_are_accepted() -> None:
+    from faultfinder.cli import main
+
+    for name in ("record", "proxy"):
+        shown = " ".join(CliRunner().invoke(main, [name, "--help"]).output.split())
+        assert "(chat, responses, messages; or the name of a model API an installed plugin" in (
+            shown
+        ), shown

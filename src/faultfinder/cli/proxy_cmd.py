@@ -81,6 +81,9 @@ def proxy(
     """Run the recording proxy until interrupted; point OPENAI_BASE_URL (and, for Claude
     programs, ANTHROPIC_BASE_URL) at it.
 
+    A program on a model API an installed plugin adds is pointed at it through the
+    variables that plugin documents (docs/plugins.md); its calls are recorded too.
+
     Agents are told apart by the X-Faultfinder-Agent header, an /agent/<name>/v1 base
     URL, or their system prompt. On Ctrl-C the run's trace.json is written.
     """

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from faultfinder import exitcodes
-from faultfinder.cli.common import PORT
+from faultfinder.cli.common import PORT, LazyHelpOption
 from faultfinder.replay.apis import ADAPTERS
 from faultfinder.replay.httpserver import LOOPBACK, is_loopback
 from faultfinder.replay.recorder import REPORT_FILE, read_meta, safe_child
@@ -108,15 +108,35 @@ def _api_upstreams(
     return out
 
 
+def api_upstream_help() -> str:
+    """--api-upstream's help: the built-in APIs, then those installed plugins declare (read
+    from their entry points' names, as --model's help reads backend kinds: no plugin is
+    imported by a --help)."""
+    from faultfinder.registry import APIS, BUILTIN
+
+    entries = APIS.entries()
+    names = [name for name, entry in entries.items() if entry.origin == BUILTIN]
+    plugins = [f"{name} ({entry.origin})" for name, entry in entries.items() if name not in names]
+    accepted = ", ".join(names) + (
+        "; installed plugins: " + ", ".join(plugins)
+        if plugins
+        else "; or the name of a model API an installed plugin adds"
+    )
+    return (
+        f"Send one API's model calls to an upstream of its own ({accepted}), e.g. "
+        "messages=https://api.anthropic.com/v1 for a program that also talks to Claude; "
+        "the others go to --upstream. Repeatable."
+    )
+
+
 api_upstream_option = click.option(
     "--api-upstream",
     "api_upstream",
     multiple=True,
     metavar="API=URL",
     callback=_api_upstreams,
-    help="Send one API's model calls to an upstream of its own (chat, responses, "
-    "messages), e.g. messages=https://api.anthropic.com/v1 for a program that "
-    "also talks to Claude; the others go to --upstream. Repeatable.",
+    cls=LazyHelpOption,
+    help_text=api_upstream_help,
 )
 """--api-upstream API=URL (repeatable), as a dict by API name: every command that runs a
 program through the proxy takes it, so each API's live calls reach their own endpoint."""

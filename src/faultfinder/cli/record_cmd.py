@@ -72,7 +72,9 @@ def record(
     faultfinder record --upstream http://127.0.0.1:8080/v1 -- python my_team.py "task"
 
     The program gets OPENAI_BASE_URL (and OPENAI_API_BASE) and ANTHROPIC_BASE_URL
-    pointing at the proxy; Chat Completions, Responses and Messages calls are recorded.
+    pointing at the proxy, and the variables each installed model-API plugin names;
+    Chat Completions, Responses and Messages calls are recorded, and those of every
+    plugin's API (docs/plugins.md).
     The run's trace.json is written even when the program fails; the exit status is the
     program's (128+N when signal N killed it, 124 when --timeout stopped it). Model
     calls that failed and requests that are not model calls are reported; a run with no
