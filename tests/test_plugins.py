@@ -88,11 +88,12 @@ def pip_install(project: Path, target: Path) -> None:
 
 
 def faultfinder(
-    site: Path, *args: str, cwd: Path | None = None
+    site: Path, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``faultfinder ARGS`` in a new process that sees the packages installed in ``site``,
-    run in ``site``'s parent directory (what a command writes stays in the test's files)."""
-    env = dict(os.environ)
+    run in ``site``'s parent directory (what a command writes stays in the test's files),
+    with ``env``'s variables added to the environment."""
+    env = {**os.environ, **(env or {})}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH")) if p)
     return subprocess.run(
         [sys.executable, "-m", "faultfinder", *args],
