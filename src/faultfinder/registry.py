@@ -308,6 +308,18 @@ def _warn(message: str) -> None:
 # -- the built-ins -------------------------------------------------------------------------
 
 
+def _misnamed(name: str, cls: Any, reader: str) -> str | None:
+    """What is wrong with a class registered as ``name`` that has a ``name`` of its own
+    (None: it has ``name``). ``reader`` says what reads the class's name, so a mismatch
+    mislabels or misroutes its output."""
+    own = getattr(cls, "name", None)
+    if own == name:
+        return None
+    return (
+        f"calls itself {own!r}: the entry point's name must be the class's `name`, which {reader}"
+    )
+
+
 def _method_problem(name: str, cls: Any) -> str | None:
     """What is wrong with the class registered as the method ``name``: not a method class
     (``judging.method.method_problem``), or a name of its own."""
@@ -316,10 +328,7 @@ def _method_problem(name: str, cls: Any) -> str | None:
     problem = method_problem(cls)
     if problem is not None:
         return problem
-    own = getattr(cls, "name", None)
-    if own == name:
-        return None
-    return f"calls itself '{own}': the entry point's name must be the class's `name`"
+    return _misnamed(name, cls, "its results carry as their method")
 
 
 METHODS: Registry[type[Method]] = Registry(
@@ -348,13 +357,7 @@ def _importer_problem(name: str, cls: Any) -> str | None:
     ``name`` of its own. ``--format NAME`` finds the importer by its entry point's name
     while the traces it reads carry the class's ``name`` as their ``source.format``, so an
     importer called otherwise would label its traces with a format no command knows."""
-    own = getattr(cls, "name", None)
-    if own == name:
-        return None
-    return (
-        f"calls itself {own!r}: the entry point's name must be the importer's `name`, which "
-        "the traces it reads carry as their source format"
-    )
+    return _misnamed(name, cls, "the traces it reads carry as their source format")
 
 
 IMPORTERS: Registry[type[Any]] = Registry(
@@ -397,13 +400,7 @@ def _api_problem(name: str, cls: Any) -> str | None:
     each call with the adapter of that name, so an adapter called otherwise ('chat', or
     the empty name of an ``AdapterBase`` subclass that sets none) would have its calls
     read as another API's."""
-    own = getattr(cls, "name", None)
-    if own == name:
-        return None
-    return (
-        f"calls itself {own!r}: the entry point's name must be the adapter's `name`, which "
-        "recorded calls carry and replays look the adapter up by"
-    )
+    return _misnamed(name, cls, "recorded calls carry and replays look the adapter up by")
 
 
 APIS: Registry[type[Any]] = Registry(
