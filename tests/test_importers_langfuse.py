@@ -51,6 +51,10 @@ def test_openai_agents_sample() -> None:
     assert first.started_at < second.started_at  # observations come out of order in the file
     assert trace.task == "What's the weather in Tokyo?"
     assert first.model == "gpt-4.1-2025-04-14"
+    # No span holds the run's output (the SDK's agent spans carry none): the run ended on
+    # the reply that asked for no tool, which is the final answer.
+    assert trace.final_answer == second.content
+    assert "reply of the last model call 'response'" in trace.metadata["final_answer_from"]
 
 
 def test_crewai_sample() -> None:
@@ -82,6 +86,9 @@ def test_koog_sample() -> None:
     assert names == ["ByeTool", "HelloTool"]
     assert sorted(c.name for c in trace.steps[0].tool_calls) == ["ByeTool", "HelloTool"]
     assert trace.steps[1].content == "Hello my darling Bob! And, bye my dear Bob!"
+    # Koog's agent and run spans carry no output; its strategy ends on that reply.
+    assert trace.final_answer == "Hello my darling Bob! And, bye my dear Bob!"
+    assert "reply of the last model call 'llm.chat'" in trace.metadata["final_answer_from"]
 
 
 def v2_page() -> dict[str, Any]:

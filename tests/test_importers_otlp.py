@@ -334,3 +334,74 @@ def test_written_trace_reads_back(tmp_path: Path) -> None:
     (trace,) = load_traces(write(tmp_path, "export.json", genai_current()))
     write_trace(trace, tmp_path / "out.json")
     assert trace_from_dict(read_json(tmp_path / "out.json")) == trace
+
+
+def _run_ending_with(last: dict[str, object], *, root_status: int = 0, under: str = "") -> object:
+    """An OpenInference agent span with no output (as the OpenAI Agents SDK's instrumentation
+    writes it) holding two model calls; the second one's output attributes are ``last``,
+    inside a span of kind ``under`` when one is given."""
+    first = {
+        "openinference.span.kind": "LLM",
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": "Sum 2 and 3.",
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.id": "c1",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "add",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments": "{}",
+    }
+    second = {"openinference.span.kind": "LLM", **last}
+    parent = "a000000000000001"
+    spans = [
+        span(parent, None, "Adder", 0, {"openinference.span.kind": "AGENT"}, status=root_status),
+        span("b000000000000002", parent, "response", 10, first),
+        span("c000000000000003", parent, "add", 20, {"openinference.span.kind": "TOOL"}),
+    ]
+    if under:
+        check = {"openinference.span.kind": under}
+        spans.append(span("d000000000000004", parent, "check", 25, check))
+        parent = "d000000000000004"
+    spans.append(span("e000000000000005", parent, "response", 30, second))
+    return export(spans)
+
+
+REPLY = {
+    "llm.output_messages.0.message.role": "assistant",
+    "llm.output_messages.0.message.content": "The sum is 5.",
+}
+
+
+def test_the_last_reply_is_the_final_answer_when_no_span_records_one(tmp_path: Path) -> None:
+    """No span carries the run's output: the reply of the last model call, which asked
+    for no tool, is the final answer, and the trace says where it came from."""
+    (trace,) = load_traces(write(tmp_path, "run.json", _run_ending_with(REPLY)))
+    assert trace.final_answer == "The sum is 5."
+    assert trace.metadata["final_answer_from"].startswith(
+        "reply of the last model call 'response' (e000000000000005), which asked for no tool"
+    )
+
+
+@pytest.mark.parametrize(
+    ("last", "root_status", "under"),
+    [
+        # the run was cut off while the model asked for a tool
+        (
+            {
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.tool_calls.0.tool_call.id": "c2",
+                "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "add",
+            },
+            0,
+            "",
+        ),
+        ({"llm.output_messages.0.message.role": "assistant"}, 0, ""),  # no text
+        (REPLY, 2, ""),  # the run ended in error: it returned nothing
+        (REPLY, 0, "GUARDRAIL"),  # a guardrail's model call judges the output
+    ],
+    ids=["asks-for-a-tool", "no-text", "run-failed", "inside-a-guardrail"],
+)
+def test_no_final_answer_is_made_up_from_a_call_that_did_not_end_the_run(
+    tmp_path: Path, last: dict[str, object], root_status: int, under: str
+) -> None:
+    doc = _run_ending_with(last, root_status=root_status, under=under)
+    (trace,) = load_traces(write(tmp_path, "run.json", doc))
+    assert trace.final_answer is None and "final_answer_from" not in trace.metadata

@@ -46,6 +46,7 @@ def check_agents_team(trace: Trace, *, llm_calls: int = 3) -> None:
     ]
     assert [(r.name, r.content) for r in call.tool_results] == [("add", "6")]
     assert answer.content == "The answer is 6."
+    assert trace.final_answer == "The answer is 6."  # OpenInference: from the last reply
     assert trace.task == QUESTION
     assert all(s.input_messages and s.usage and s.usage.calls == 1 for s in trace.steps)
     (handoff,) = trace.metadata["handoffs"]

@@ -264,6 +264,58 @@ def attach_tool(
     )
 
 
+_ASKS_FOR_TOOLS = frozenset({"tool_calls", "function_call", "tool_use"})
+"""Finish reasons that say the model stopped to call a tool: the run was not over."""
+
+
+_CHECKS = frozenset({"GUARDRAIL", "EVALUATOR"})
+"""OpenInference kinds of spans that judge the run's output: a model call inside one is a
+check, not the run's answer."""
+
+
+def last_reply(
+    steps: list[Step], tree: SpanTree, kinds: dict[str, str | None]
+) -> tuple[str | None, str]:
+    """The run's final answer when no span records the run's output: the reply of its last
+    model call, when that call ended the run. Agent frameworks whose agent spans carry no
+    output (the OpenAI Agents SDK under OpenInference, Koog) end a run on a model reply
+    that asks for no tool; that reply is the run's output. Nothing is taken when the last
+    step asked for a tool or holds tool results (the run was cut off), has no text, failed,
+    is not the last call to end, sits inside a guardrail or evaluator span, or when the
+    run or an agent around the call ended in error."""
+    if not steps:
+        return None, ""
+    last = steps[-1]
+    span = tree.by_id.get(str(last.metadata.get("span_id") or ""))
+    if (
+        span is None
+        or kinds.get(span.span_id) != "llm"
+        or last.kind != "llm"
+        or last.tool_calls
+        or last.tool_results
+        or not last.content.strip()
+        or last.metadata.get("status") == "error"
+        or last.metadata.get("finish_reason") in _ASKS_FOR_TOOLS
+    ):
+        return None, ""
+    ends = [s.ended_at for s in steps if s.kind == "llm" and s.ended_at is not None]
+    if last.ended_at is not None and ends and last.ended_at < max(ends):
+        return None, ""  # an earlier step (in tree order) ended later: no clear last call
+    ancestors = tree.ancestors(span)
+    for a in ancestors:
+        if a.status == "error":
+            return None, ""
+        if str(a.attributes.get("openinference.span.kind") or "").upper() in _CHECKS:
+            return None, ""
+    roots = tree.children.get(None, [])
+    if any(r.status == "error" for r in roots):
+        return None, ""
+    return last.content, (
+        f"reply of the last model call '{span.name}' ({span.span_id}), which asked for no "
+        "tool: no span records the run's output"
+    )
+
+
 _HANDOFF_TARGET = re.compile(r"(?:->|to)\s*(.+)$")
 """'... -> Target' or '... to Target': the rest of the name, which must be its last line."""
 

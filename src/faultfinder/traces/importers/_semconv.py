@@ -25,7 +25,13 @@ from faultfinder.traces.importers._agent_spans import (
     encloses_llm,
     final_answer,
 )
-from faultfinder.traces.importers._call_spans import attach_tool, chain_agents, handoff, llm_step
+from faultfinder.traces.importers._call_spans import (
+    attach_tool,
+    chain_agents,
+    handoff,
+    last_reply,
+    llm_step,
+)
 from faultfinder.traces.importers._common import make_trace
 from faultfinder.traces.importers._messages import message_list
 from faultfinder.traces.importers._span_fields import (
@@ -166,6 +172,8 @@ def build_trace(
     if task is None:
         task = _task(root, steps)
     final, final_from = final_answer(order, kinds)
+    if final is None:
+        final, final_from = last_reply(steps, tree, kinds)
     if final_from:
         metadata["final_answer_from"] = final_from
     # The source records were scrubbed as they were kept; the text taken from them into
