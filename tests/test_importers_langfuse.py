@@ -82,9 +82,19 @@ def test_koog_sample() -> None:
     trace = sample("koog-2025-08-26")
     assert len(trace.steps) == 2 and len(trace.agents) == 1
     assert {s.agent for s in trace.steps} == {trace.agents[0].name}
-    names = sorted(r.name or "" for s in trace.steps for r in s.tool_results)
-    assert names == ["ByeTool", "HelloTool"]
-    assert sorted(c.name for c in trace.steps[0].tool_calls) == ["ByeTool", "HelloTool"]
+    first = trace.steps[0]
+    assert [c.name for c in first.tool_calls] == ["HelloTool", "ByeTool"]
+    # Both tool spans started in the same millisecond and the file lists ByeTool first:
+    # the results follow the calls, matched by call id, and so does metadata.tool_spans.
+    assert [(r.name, r.call_id) for r in first.tool_results] == [
+        (c.name, c.id) for c in first.tool_calls
+    ]
+    assert [r.content for r in first.tool_results] == ["Hello my darling Bob!", "Bye my dear Bob!"]
+    assert [t["span_id"] for t in first.metadata["tool_spans"]] == [
+        "66f269083a2fff81",
+        "33188493784a060d",
+    ]
+    assert trace.steps[1].tool_results == []
     assert trace.steps[1].content == "Hello my darling Bob! And, bye my dear Bob!"
     # Koog's agent and run spans carry no output; its strategy ends on that reply.
     assert trace.final_answer == "Hello my darling Bob! And, bye my dear Bob!"

@@ -405,3 +405,53 @@ def test_no_final_answer_is_made_up_from_a_call_that_did_not_end_the_run(
     doc = _run_ending_with(last, root_status=root_status, under=under)
     (trace,) = load_traces(write(tmp_path, "run.json", doc))
     assert trace.final_answer is None and "final_answer_from" not in trace.metadata
+
+
+def _parallel_tools(second_tool_start: int) -> object:
+    """A model call asking for `hello` then `bye`; the tool spans are listed bye first, and
+    `bye` starts at ``second_tool_start`` (hello at 20)."""
+    call = {
+        "openinference.span.kind": "LLM",
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.id": "c-hello",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "hello",
+        "llm.output_messages.0.message.tool_calls.1.tool_call.id": "c-bye",
+        "llm.output_messages.0.message.tool_calls.1.tool_call.function.name": "bye",
+    }
+
+    def tool(name: str) -> dict[str, object]:
+        return {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": f"c-{name}",
+            "output.value": f"{name} done",
+        }
+
+    root = "a000000000000001"
+    return export(
+        [
+            span(root, None, "invoke_agent Greeter", 0, {"gen_ai.operation.name": "invoke_agent"}),
+            span("b000000000000002", root, "chat", 10, call),
+            span("c000000000000003", root, "execute_tool bye", second_tool_start, tool("bye")),
+            span("d000000000000004", root, "execute_tool hello", 20, tool("hello")),
+        ]
+    )
+
+
+def test_tool_results_that_started_together_follow_the_calls(tmp_path: Path) -> None:
+    """Two tool spans started in the same instant (Koog's parallel calls, timed to the
+    millisecond): their results are in the order of the calls, not of the file."""
+    (trace,) = load_traces(write(tmp_path, "tie.json", _parallel_tools(20)))
+    (step,) = trace.steps
+    assert [r.call_id for r in step.tool_results] == ["c-hello", "c-bye"]
+    assert [t["span_id"] for t in step.metadata["tool_spans"]] == [
+        "d000000000000004",
+        "c000000000000003",
+    ]
+
+
+def test_tool_results_that_started_apart_keep_their_start_order(tmp_path: Path) -> None:
+    """Only ties are reordered: a result whose span started first comes first."""
+    (trace,) = load_traces(write(tmp_path, "apart.json", _parallel_tools(15)))
+    (step,) = trace.steps
+    assert [r.call_id for r in step.tool_results] == ["c-bye", "c-hello"]

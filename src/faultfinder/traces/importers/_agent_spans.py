@@ -135,21 +135,22 @@ def agent_step(span: Span, agent: str, index: int) -> Step:
     )
 
 
-def add_tool(step: Step, span: Span, rule: str) -> None:
-    """One tool span as a call and its result on ``step`` (the agent step enclosing it)."""
+def add_tool(step: Step, span: Span, rule: str) -> ToolResult:
+    """One tool span as a call and its result on ``step`` (the agent step enclosing it);
+    returns the result."""
     fields = tool_fields(span)
     step.tool_calls.append(
         ToolCall(id=fields["call_id"], name=fields["name"], arguments=fields["arguments"])
     )
-    step.tool_results.append(
-        ToolResult(
-            call_id=fields["call_id"],
-            name=fields["name"],
-            content=fields["content"],
-            status=fields["status"],
-        )
+    result = ToolResult(
+        call_id=fields["call_id"],
+        name=fields["name"],
+        content=fields["content"],
+        status=fields["status"],
     )
+    step.tool_results.append(result)
     step.metadata.setdefault("tool_spans", []).append({"span_id": span.span_id, "matched_by": rule})
+    return result
 
 
 def final_answer(order: list[Span], kinds: dict[str, str | None]) -> tuple[str | None, str]:

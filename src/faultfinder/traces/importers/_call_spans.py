@@ -190,9 +190,10 @@ def attach_tool(
     kinds: dict[str, str | None],
     chains: set[str],
     steps: list[Step],
-) -> None:
+) -> ToolResult:
     """Attach a tool execution to the step that asked for it (by call id, then name, then
-    the latest earlier step of the same agent); without any earlier step it becomes a step."""
+    the latest earlier step of the same agent); without any earlier step it becomes a step.
+    Returns the result it added."""
     fields = tool_fields(span)
     agent, how = agent_of(span, tree.ancestors(span), kinds, chains)
     before = [
@@ -250,7 +251,7 @@ def attach_tool(
                 },
             )
         )
-        return
+        return result
     asked = [c for c in target.tool_calls if c.name == fields["name"]]
     given = [r for r in target.tool_results if r.name == fields["name"]]
     known = fields["call_id"] and any(c.id == fields["call_id"] for c in target.tool_calls)
@@ -262,6 +263,40 @@ def attach_tool(
     target.metadata.setdefault("tool_spans", []).append(
         {"span_id": span.span_id, "matched_by": rule}
     )
+    return result
+
+
+def order_tied_results(step: Step, started: dict[int, tuple[Span, ToolResult]]) -> None:
+    """Results of tool spans that started at the same instant (parallel calls, timed to
+    the millisecond) in the order the step asked for the calls, matched by call id; the
+    walk left them in the order the file happened to list the spans. Other results keep
+    their order, and ``metadata.tool_spans`` follows the results. ``started`` maps each
+    result attached from a span (by ``id``) to that span and the result."""
+    position = {c.id: n for n, c in enumerate(step.tool_calls) if c.id}
+    results = step.tool_results
+    ordered: list[ToolResult] = []
+    i = 0
+    while i < len(results):
+        start = _start_of(results[i], started)
+        j = i + 1
+        while j < len(results) and start is not None and _start_of(results[j], started) == start:
+            j += 1
+        group = results[i:j]
+        group.sort(key=lambda r: position.get(r.call_id or "", len(position)))
+        ordered.extend(group)
+        i = j
+    if all(a is b for a, b in zip(ordered, results, strict=True)):
+        return
+    step.tool_results = ordered
+    rank = {started[id(r)][0].span_id: n for n, r in enumerate(ordered) if id(r) in started}
+    spans = step.metadata.get("tool_spans")
+    if isinstance(spans, list):
+        spans.sort(key=lambda entry: rank.get(entry.get("span_id"), -1))
+
+
+def _start_of(result: ToolResult, started: dict[int, tuple[Span, ToolResult]]) -> Any:
+    found = started.get(id(result))
+    return found[0].start if found is not None else None
 
 
 _ASKS_FOR_TOOLS = frozenset({"tool_calls", "function_call", "tool_use"})

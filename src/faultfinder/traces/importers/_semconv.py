@@ -31,6 +31,7 @@ from faultfinder.traces.importers._call_spans import (
     handoff,
     last_reply,
     llm_step,
+    order_tied_results,
 )
 from faultfinder.traces.importers._common import make_trace
 from faultfinder.traces.importers._messages import message_list
@@ -43,7 +44,7 @@ from faultfinder.traces.importers._span_fields import (
     str_or_none,
 )
 from faultfinder.traces.importers._spans import Span
-from faultfinder.traces.schema import Agent, SourceInfo, Step, Trace
+from faultfinder.traces.schema import Agent, SourceInfo, Step, ToolResult, Trace
 
 
 def build_traces(spans: list[Span], *, path: str | Path, fmt: str, id_prefix: str) -> list[Trace]:
@@ -130,6 +131,7 @@ def build_trace(
             if any(kinds[a.span_id] == "llm" for a in ancestors):
                 continue  # the same call seen by a second instrumentation (nested LLM spans)
             steps.append(llm_step(span, ancestors, kinds, chains, index=len(steps)))
+    started: dict[int, tuple[Span, ToolResult]] = {}
     for span in order:
         if kinds[span.span_id] != "tool":
             continue
@@ -139,9 +141,12 @@ def build_trace(
         owner_span = next((a for a in ancestors if kinds[a.span_id] == "agent"), None)
         owner_step = step_of_agent_span.get(owner_span.span_id) if owner_span else None
         if owner_span is not None and owner_step is not None:
-            add_tool(owner_step, span, f"TOOL span under agent span '{owner_span.name}'")
+            result = add_tool(owner_step, span, f"TOOL span under agent span '{owner_span.name}'")
         else:
-            attach_tool(span, tree, kinds, chains, steps)
+            result = attach_tool(span, tree, kinds, chains, steps)
+        started[id(result)] = (span, result)  # the result is kept too, so its id stays its own
+    for step in steps:
+        order_tied_results(step, started)
     for step in steps:
         roster.setdefault(step.agent, Agent(name=step.agent, model=step.model))
         if roster[step.agent].model is None and step.model:
