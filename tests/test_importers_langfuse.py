@@ -64,6 +64,19 @@ def test_crewai_sample() -> None:
     assert step.tool_calls == [] and step.model == "gpt-4o-mini"
     assert step.usage is not None and step.usage.prompt_tokens == 190
     assert "Hello World" in step.content
+    # The task is the first user message without CrewAI's task wrapper; the task's own
+    # prompt (description, expected output) is whole, and what was removed is kept.
+    assert trace.task == (
+        "Define the HTML for making a simple website with heading- Hello World! Langfuse "
+        "monitors your CrewAI agent!\n\nThis is the expected criteria for your final answer: "
+        "A clear and concise HTML code\nyou MUST return the actual complete content as the "
+        "final answer, not a summary."
+    )
+    removed = trace.metadata["task_unwrapped"]
+    assert removed["wrapper"] == "CrewAI task prompt" and removed["before"] == "\nCurrent Task: "
+    assert removed["after"].startswith("\n\nBegin! This is VERY important to you")
+    message = next(m["content"] for m in step.input_messages or [] if m["role"] == "user")
+    assert message == removed["before"] + trace.task + removed["after"]  # nothing lost
 
 
 def test_langgraph_sample() -> None:

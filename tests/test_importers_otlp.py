@@ -455,3 +455,36 @@ def test_tool_results_that_started_apart_keep_their_start_order(tmp_path: Path) 
     (trace,) = load_traces(write(tmp_path, "apart.json", _parallel_tools(15)))
     (step,) = trace.steps
     assert [r.call_id for r in step.tool_results] == ["c-bye", "c-hello"]
+
+
+@pytest.mark.parametrize(
+    ("message", "task"),
+    [
+        ("\nCurrent Task: Sum 2 and 3.", "Sum 2 and 3."),
+        # the wrapper's closing words only when they end the message
+        (
+            "\nCurrent Task: Sum 2 and 3.\n\nBegin! This is VERY important to you, use the tools "
+            "available and give your best Final Answer, your job depends on it!\n\nThought:",
+            "Sum 2 and 3.",
+        ),
+        ("Current Task: Sum 2 and 3.", "Current Task: Sum 2 and 3."),  # not CrewAI's words
+        ("\nCurrent Task: ", "\nCurrent Task: "),  # nothing inside: kept as written
+    ],
+)
+def test_only_crewais_task_wrapper_is_removed_from_the_task(
+    tmp_path: Path, message: str, task: str
+) -> None:
+    llm = {
+        "openinference.span.kind": "LLM",
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": message,
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.content": "5",
+    }
+    (trace,) = load_traces(write(tmp_path, "t.json", export([span(TRACE[:16], None, "c", 0, llm)])))
+    assert trace.task == task
+    removed = trace.metadata.get("task_unwrapped")
+    if task == message:
+        assert removed is None
+    else:
+        assert removed["before"] + task + removed.get("after", "") == message

@@ -108,7 +108,8 @@ def check_crewai(trace: Trace) -> None:
     ]
     assert [(r.name, r.content) for r in call.tool_results] == [("add", "6")]
     assert "The answer is 6." in trace.steps[2].content
-    assert QUESTION in trace.task
+    assert trace.task.startswith(QUESTION + "\n")  # CrewAI's "\nCurrent Task: " removed
+    assert trace.metadata["task_unwrapped"]["before"] == "\nCurrent Task: "
 
 
 def test_crewai_fixture() -> None:

@@ -175,7 +175,9 @@ def build_trace(
     if service:
         metadata["service"] = service
     if task is None:
-        task = _task(root, steps)
+        task, unwrapped = _task(root, steps)
+        if unwrapped:
+            metadata["task_unwrapped"] = unwrapped
     final, final_from = final_answer(order, kinds)
     if final is None:
         final, final_from = last_reply(steps, tree, kinds)
@@ -255,17 +257,45 @@ def _keep_sources(spans: list[Span], steps: list[Step], metadata: dict[str, Any]
         metadata["sources"] = list(contexts.values())
 
 
-def _task(root: Span | None, steps: list[Step]) -> str:
+def _task(root: Span | None, steps: list[Step]) -> tuple[str, dict[str, str] | None]:
+    """The root span's input, else the first user message of the first step that has one
+    (with CrewAI's task wrapper removed, and what was removed: see :func:`unwrap_task`)."""
     if root is not None:
         value = span_input(root)
         found = _first_user(value)
         if found:
-            return found
+            return found, None
     for step in steps:
         found = _first_user(step.input_messages)
         if found:
-            return found
-    return ""
+            return unwrap_task(found)
+    return "", None
+
+
+CREWAI_TASK_BEFORE = "\nCurrent Task: "
+CREWAI_TASK_AFTER = (
+    "\n\nBegin! This is VERY important to you, use the tools available and give your best "
+    "Final Answer, your job depends on it!\n\nThought:"
+)
+"""CrewAI's ``task`` prompt slice, ``"\nCurrent Task: {input}"`` followed (in releases of
+2025) by :data:`CREWAI_TASK_AFTER`: the words it wraps around the task's own prompt
+(the task description, then its expected output) in an agent's first user message."""
+
+
+def unwrap_task(text: str) -> tuple[str, dict[str, str] | None]:
+    """``text`` without CrewAI's task wrapper, and what was removed (None when nothing
+    was): only a message that opens with the wrapper's exact words loses them, and its
+    closing words only when they end it; the task's own prompt inside is kept whole."""
+    if not text.startswith(CREWAI_TASK_BEFORE):
+        return text, None
+    body = text[len(CREWAI_TASK_BEFORE) :]
+    removed = {"wrapper": "CrewAI task prompt", "before": CREWAI_TASK_BEFORE}
+    if body.endswith(CREWAI_TASK_AFTER):
+        body = body[: -len(CREWAI_TASK_AFTER)]
+        removed["after"] = CREWAI_TASK_AFTER
+    if not body.strip():
+        return text, None
+    return body, removed
 
 
 def _first_user(value: Any) -> str | None:
