@@ -241,3 +241,14 @@ def test_readme_first_attribute_example_uses_the_demo_trace() -> None:
     assert first.split()[2] == ".faultfinder/demo-trace.json"
     for command in ("check", "proxy", "serve-local", "debug-report"):
         assert f"faultfinder {command} " in readme, command
+
+
+def test_the_cost_line_counts_one_call_in_the_singular(tmp_path: Path) -> None:
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps([GOOD]))
+    result = invoke(
+        "attribute", TINY, "--method", "all-at-once", "--model", f"scripted:{replies}", "--no-save"
+    )
+    assert result.exit_code == 0, result.output
+    cost = next(line for line in result.stdout.splitlines() if line.startswith("cost:"))
+    assert cost.startswith("cost:       1 call (0 cached), "), cost

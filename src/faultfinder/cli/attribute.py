@@ -24,7 +24,7 @@ from faultfinder.cli.common import (
 )
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.kinds import explained
-from faultfinder.cli.terminal import safe
+from faultfinder.cli.terminal import plural, safe
 from faultfinder.exitcodes import CaseCounts
 from faultfinder.judging.method import Attribution, run_method
 from faultfinder.judging.why import why
@@ -97,7 +97,8 @@ def format_attribution(result: Attribution, n_steps: int | None = None) -> str:
         lines.append(f"step set:   {format_step_set(result, n_steps)}")
     u = result.usage
     lines.append(
-        f"cost:       {u.calls} calls ({u.cached_calls} cached), {u.prompt_tokens} prompt + "
+        f"cost:       {plural(u.calls, 'call')} ({u.cached_calls} cached), "
+        f"{u.prompt_tokens} prompt + "
         f"{u.completion_tokens} completion tokens"
         + (" (estimated)" if u.estimated else "")
         + (

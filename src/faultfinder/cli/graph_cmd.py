@@ -21,6 +21,7 @@ from faultfinder.cli.common import (
     with_progress,
 )
 from faultfinder.cli.handling import InputPath
+from faultfinder.cli.terminal import plural
 from faultfinder.exitcodes import CaseCounts
 from faultfinder.llm.scopes import track_usage
 from faultfinder.methods.chief import CausalGraph, ChiefConfig, build_graph, write_graph
@@ -142,7 +143,8 @@ def graph(
     click.echo(format_graph(result))
     u = scope.usage
     click.echo(
-        f"cost:      {u.calls} calls ({u.cached_calls} cached), {u.prompt_tokens} prompt + "
+        f"cost:      {plural(u.calls, 'call')} ({u.cached_calls} cached), "
+        f"{u.prompt_tokens} prompt + "
         f"{u.completion_tokens} completion tokens" + (" (estimated)" if u.estimated else "")
     )
     click.echo("wrote:     " + ", ".join(written))

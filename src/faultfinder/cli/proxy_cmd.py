@@ -16,12 +16,12 @@ from faultfinder.cli.common import PORT, STEP, build_llm, model_options, pass_er
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.proxy_options import (
     choose_upstream,
-    plural,
     proxy_options,
     run_dir_in,
     warn_if_exposed,
 )
 from faultfinder.cli.replay_cmd import replay_options, report_lines
+from faultfinder.cli.terminal import plural
 from faultfinder.errors import ConfigError
 from faultfinder.replay.httpserver import LOOPBACK
 from faultfinder.replay.proxy import ProxyConfig, RecordingProxy

@@ -32,11 +32,6 @@ PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False}
 """Everything after the command's own options (and '--') is the program's argv."""
 
 
-def plural(count: int, word: str) -> str:
-    """'1 agent', '3 agents', '1 step', '0 steps'."""
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
 def check_host(host: str) -> None:
     """Refuse a ``--host`` a server should not bind: an empty one (it would listen on every
     interface while the URL printed says ``http://:PORT``) and an IPv4-mapped IPv6 address

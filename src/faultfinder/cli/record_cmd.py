@@ -10,11 +10,11 @@ from faultfinder.cli.common import SECONDS, pass_errors
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.proxy_options import (
     PASSTHROUGH,
-    plural,
     proxy_options,
     read_lines,
     session_options,
 )
+from faultfinder.cli.terminal import plural
 from faultfinder.replay.proxy_notes import recording_notes
 from faultfinder.replay.session import record_run, run_sync
 

@@ -23,3 +23,8 @@ def _escape(match: re.Match[str]) -> str:
 def safe(text: str) -> str:
     """``text`` with every control and direction-changing character escaped."""
     return _UNSAFE.sub(_escape, text)
+
+
+def plural(count: int, word: str) -> str:
+    """'1 agent', '3 agents', '1 call', '0 calls'."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
