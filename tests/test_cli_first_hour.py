@@ -252,3 +252,25 @@ def test_the_cost_line_counts_one_call_in_the_singular(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     cost = next(line for line in result.stdout.splitlines() if line.startswith("cost:"))
     assert cost.startswith("cost:       1 call (0 cached), "), cost
+
+
+def test_every_out_option_takes_the_short_o() -> None:
+    """`-o FILE` is what people type first; every command that writes to --out takes it."""
+    ctx = click.Context(main)
+    missing, found = [], 0
+    for name in main.list_commands(ctx):
+        command = main.get_command(ctx, name)
+        assert command is not None
+        for param in command.params:
+            if isinstance(param, click.Option) and "--out" in param.opts:
+                found += 1
+                if "-o" not in param.opts:
+                    missing.append(name)
+    assert found >= 10 and missing == []
+
+
+def test_import_writes_with_the_short_o(tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    result = invoke("import", TINY, "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["steps"]

@@ -20,6 +20,7 @@ from faultfinder.cli.kinds import explained
     "name, if they do).",
 )
 @click.option(
+    "-o",
     "--out",
     "out_path",
     required=True,

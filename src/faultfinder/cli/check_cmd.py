@@ -80,7 +80,9 @@ from faultfinder.replay.session import SessionOptions, run_sync
 @set_option
 @trust_options
 @api_upstream_option
-@click.option("--out", "out_path", default=None, help="Append the result row to this JSONL file.")
+@click.option(
+    "-o", "--out", "out_path", default=None, help="Append the result row to this JSONL file."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @model_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)

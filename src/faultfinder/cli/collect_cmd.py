@@ -51,6 +51,7 @@ def _report(collector: Collector, seen: int, errors: int) -> tuple[int, int]:
 
 @click.command("collect")
 @click.option(
+    "-o",
     "--out",
     "out_dir",
     type=click.Path(file_okay=False),

@@ -105,6 +105,7 @@ from faultfinder.replay.session import SessionOptions, run_sync
 @trust_options
 @api_upstream_option
 @click.option(
+    "-o",
     "--out",
     "out_path",
     default=None,

@@ -85,6 +85,7 @@ def parse_observabilities(value: str | None) -> list[Any]:
     help="Repeats per trace and method (distinct cache entries and seeds).",
 )
 @click.option(
+    "-o",
     "--out",
     required=True,
     type=click.Path(dir_okay=False),

@@ -37,6 +37,7 @@ def read_attribution(path: Path) -> Attribution:
     "Nothing is sent without it.",
 )
 @click.option(
+    "-o",
     "--out",
     type=click.Path(dir_okay=False),
     default=None,

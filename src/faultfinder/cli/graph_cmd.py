@@ -72,7 +72,7 @@ def format_graph(graph: CausalGraph) -> str:
 
 @click.command("graph")
 @click.argument("trace_path", type=InputPath())
-@click.option("--out", "out_path", default=None, help="Write the graph as JSON to this file.")
+@click.option("-o", "--out", "out_path", default=None, help="Write the graph as JSON to this file.")
 @click.option("--dot", "dot_path", default=None, help="Write a Graphviz DOT rendering here.")
 @click.option("--mermaid", "mermaid_path", default=None, help="Write a Mermaid rendering here.")
 @click.option(

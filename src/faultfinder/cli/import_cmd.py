@@ -130,6 +130,7 @@ def _format_help() -> str:
 @click.argument("path", type=InputPath(), required=False)
 @click.option("--format", "trace_format", default=None, cls=LazyHelpOption, help_text=_format_help)
 @click.option(
+    "-o",
     "--out",
     "out",
     type=click.Path(dir_okay=False),

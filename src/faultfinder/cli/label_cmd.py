@@ -25,6 +25,7 @@ from faultfinder.cli.terminal import safe
     help="Another step that also counts as correct (repeatable).",
 )
 @click.option(
+    "-o",
     "--out",
     "out_path",
     default=None,

@@ -45,7 +45,9 @@ from faultfinder.replay.trust import replay_upstream, replay_upstreams, require_
 @click.option(
     "--upstream", default=None, help="Model endpoint to forward to (recording mode: required)."
 )
-@click.option("--out", default="runs", show_default=True, help="Directory for runs/<run-id>/.")
+@click.option(
+    "-o", "--out", default="runs", show_default=True, help="Directory for runs/<run-id>/."
+)
 @click.option("--run-id", default=None, help="Name of the run directory inside --out.")
 @click.option(
     "--replay",

@@ -27,7 +27,7 @@ TIMED_OUT = 124
     "--upstream", required=True, help="Model endpoint to forward to, e.g. http://127.0.0.1:8080/v1."
 )
 @click.option(
-    "--out", default="runs", show_default=True, help="Directory that receives runs/<run-id>/."
+    "-o", "--out", default="runs", show_default=True, help="Directory that receives runs/<run-id>/."
 )
 @click.option(
     "--run-id",
