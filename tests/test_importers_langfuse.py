@@ -109,6 +109,10 @@ def test_koog_sample() -> None:
     ]
     assert trace.steps[1].tool_results == []
     assert trace.steps[1].content == "Hello my darling Bob! And, bye my dear Bob!"
+    # Why each call stopped: Koog writes the tool-call reply's reason on its completion
+    # messages (whose content is the call list), the last reply's only in the span's
+    # gen_ai.response.finish_reasons ('["stop"]', a string in Langfuse).
+    assert [s.metadata.get("finish_reason") for s in trace.steps] == ["tool_calls", "stop"]
     # Koog's agent and run spans carry no output; its strategy ends on that reply.
     assert trace.final_answer == "Hello my darling Bob! And, bye my dear Bob!"
     assert "reply of the last model call 'llm.chat'" in trace.metadata["final_answer_from"]

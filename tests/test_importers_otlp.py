@@ -394,10 +394,36 @@ def test_the_last_reply_is_the_final_answer_when_no_span_records_one(tmp_path: P
             "",
         ),
         ({"llm.output_messages.0.message.role": "assistant"}, 0, ""),  # no text
+        # text, and a tool call the instrumentation did not record: only the span's
+        # finish reasons (OTel GenAI's string array) say the model stopped for a tool
+        ({**REPLY, "gen_ai.response.finish_reasons": ["stop", "tool_calls"]}, 0, ""),
+        # the same said by a GenAI output message ('tool_call', the convention's value)
+        (
+            {
+                "gen_ai.output.messages": json.dumps(
+                    [
+                        {
+                            "role": "assistant",
+                            "parts": [{"type": "text", "content": "The sum is 5."}],
+                            "finish_reason": "tool_call",
+                        }
+                    ]
+                )
+            },
+            0,
+            "",
+        ),
         (REPLY, 2, ""),  # the run ended in error: it returned nothing
         (REPLY, 0, "GUARDRAIL"),  # a guardrail's model call judges the output
     ],
-    ids=["asks-for-a-tool", "no-text", "run-failed", "inside-a-guardrail"],
+    ids=[
+        "asks-for-a-tool",
+        "no-text",
+        "finish-reasons-attribute",
+        "genai-tool-call-finish",
+        "run-failed",
+        "inside-a-guardrail",
+    ],
 )
 def test_no_final_answer_is_made_up_from_a_call_that_did_not_end_the_run(
     tmp_path: Path, last: dict[str, object], root_status: int, under: str
@@ -405,6 +431,24 @@ def test_no_final_answer_is_made_up_from_a_call_that_did_not_end_the_run(
     doc = _run_ending_with(last, root_status=root_status, under=under)
     (trace,) = load_traces(write(tmp_path, "run.json", doc))
     assert trace.final_answer is None and "final_answer_from" not in trace.metadata
+
+
+def test_finish_reasons_come_from_the_messages_or_the_span(tmp_path: Path) -> None:
+    """The span's ``gen_ai.response.finish_reasons`` is read when the messages carry none,
+    and every distinct reason is kept when they differ."""
+    stopped = {**REPLY, "gen_ai.response.finish_reasons": ["stop"]}
+    (trace,) = load_traces(write(tmp_path, "run.json", _run_ending_with(stopped)))
+    assert trace.steps[-1].metadata["finish_reason"] == "stop"
+    assert "finish_reasons" not in trace.steps[-1].metadata
+    assert trace.final_answer == "The sum is 5."
+    both = {
+        **REPLY,
+        "llm.output_messages.0.message.finish_reason": "length",
+        "gen_ai.response.finish_reasons": json.dumps(["length", "stop"]),  # JSON text
+    }
+    (trace,) = load_traces(write(tmp_path, "run2.json", _run_ending_with(both)))
+    assert trace.steps[-1].metadata["finish_reason"] == "length"
+    assert trace.steps[-1].metadata["finish_reasons"] == ["length", "stop"]
 
 
 def _parallel_tools(second_tool_start: int) -> object:

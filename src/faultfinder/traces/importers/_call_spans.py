@@ -19,6 +19,7 @@ from faultfinder.traces.importers._messages import (
     input_messages,
     output_messages,
     request_of,
+    response_finish_reasons,
     usage_of,
 )
 from faultfinder.traces.importers._span_fields import (
@@ -159,9 +160,11 @@ def llm_step(
     }
     if in_conv or out_conv:
         metadata["conventions"] = sorted({c for c in (in_conv, out_conv) if c})
-    finish = [m["finish_reason"] for m in outputs or [] if m.get("finish_reason")]
+    finish = finish_reasons(outputs or [], span)
     if finish:
         metadata["finish_reason"] = finish[0]
+        if len(finish) > 1:
+            metadata["finish_reasons"] = finish
     if span.status == "error":
         metadata["status"] = "error"
         if span.status_message:
@@ -182,6 +185,20 @@ def llm_step(
         source_id=span.span_id,
         metadata=metadata,
     )
+
+
+def finish_reasons(outputs: list[dict[str, Any]], span: Span) -> list[str]:
+    """Why the model stopped, each reason once: the output messages' own finish reasons
+    first, then the span's ``gen_ai.response.finish_reasons`` (an export may hold either,
+    or both: Koog writes both, its tool-call replies' only in the messages)."""
+    found: list[str] = []
+    for reason in [
+        *(str(m["finish_reason"]) for m in outputs if m.get("finish_reason")),
+        *response_finish_reasons(span),
+    ]:
+        if reason not in found:
+            found.append(reason)
+    return found
 
 
 def attach_tool(
@@ -299,8 +316,16 @@ def _start_of(result: ToolResult, started: dict[int, tuple[Span, ToolResult]]) -
     return found[0].start if found is not None else None
 
 
-_ASKS_FOR_TOOLS = frozenset({"tool_calls", "function_call", "tool_use"})
-"""Finish reasons that say the model stopped to call a tool: the run was not over."""
+_ASKS_FOR_TOOLS = frozenset({"tool_calls", "tool_call", "function_call", "tool_use"})
+"""Finish reasons that say the model stopped to call a tool: the run was not over
+(OpenAI's ``tool_calls`` / ``function_call``, OTel GenAI output messages' ``tool_call``,
+Anthropic's ``tool_use``)."""
+
+
+def _asked_for_tools(step: Step) -> bool:
+    several = step.metadata.get("finish_reasons")
+    reasons = [step.metadata.get("finish_reason"), *(several if isinstance(several, list) else [])]
+    return any(r in _ASKS_FOR_TOOLS for r in reasons if isinstance(r, str))
 
 
 _CHECKS = frozenset({"GUARDRAIL", "EVALUATOR"})
@@ -330,7 +355,7 @@ def last_reply(
         or last.tool_results
         or not last.content.strip()
         or last.metadata.get("status") == "error"
-        or last.metadata.get("finish_reason") in _ASKS_FOR_TOOLS
+        or _asked_for_tools(last)
     ):
         return None, ""
     ends = [s.ended_at for s in steps if s.kind == "llm" and s.ended_at is not None]

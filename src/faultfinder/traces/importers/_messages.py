@@ -348,7 +348,9 @@ def output_messages(span: Span) -> tuple[list[Message] | None, str]:
 
 
 def _old_genai(x: Any) -> Any:
-    """An older GenAI ``gen_ai.prompt.N`` entry; Koog writes tool-call lists as 'content'."""
+    """An older GenAI ``gen_ai.prompt.N`` / ``gen_ai.completion.N`` entry; Koog writes
+    tool-call lists as 'content'. The entry's finish reason stays with the rewritten
+    message (Koog's ``gen_ai.completion.N.finish_reason``, "tool_calls")."""
     if not isinstance(x, dict):
         return x
     content = x.get("content")
@@ -359,8 +361,23 @@ def _old_genai(x: Any) -> Any:
     ):
         calls = _calls(content)
         if calls:
-            return {"role": "assistant", "content": "", "tool_calls": calls}
+            rewritten: Message = {"role": "assistant", "content": "", "tool_calls": calls}
+            if x.get("finish_reason"):
+                rewritten["finish_reason"] = x["finish_reason"]
+            return rewritten
     return x
+
+
+def response_finish_reasons(span: Span) -> list[str]:
+    """The span's ``gen_ai.response.finish_reasons`` (OTel GenAI: a string array, one
+    reason per generation received), also when written as JSON text (Langfuse keeps
+    attributes as strings: ``'["stop"]'``) or as one string."""
+    value = _attrs(span).get("gen_ai.response.finish_reasons")
+    if isinstance(value, str):
+        value = maybe_json(value) if value[:1] == "[" else [value]
+    if not isinstance(value, list):
+        return []
+    return [v for v in value if isinstance(v, str) and v]
 
 
 def nested_all(attrs: dict[str, Any]) -> dict[str, Any]:
