@@ -113,6 +113,9 @@ def test_koog_sample() -> None:
     # messages (whose content is the call list), the last reply's only in the span's
     # gen_ai.response.finish_reasons ('["stop"]', a string in Langfuse).
     assert [s.metadata.get("finish_reason") for s in trace.steps] == ["tool_calls", "stop"]
+    # Langfuse keeps span attributes as strings, and they override the numeric
+    # modelParameters: gen_ai.request.temperature "1" is the number it spells.
+    assert [s.request for s in trace.steps] == [{"temperature": 1.0}] * 2
     # Koog's agent and run spans carry no output; its strategy ends on that reply.
     assert trace.final_answer == "Hello my darling Bob! And, bye my dear Bob!"
     assert "reply of the last model call 'llm.chat'" in trace.metadata["final_answer_from"]

@@ -451,6 +451,35 @@ def test_finish_reasons_come_from_the_messages_or_the_span(tmp_path: Path) -> No
     assert trace.steps[-1].metadata["finish_reasons"] == ["length", "stop"]
 
 
+def test_numeric_request_parameters_written_as_text_are_numbers(tmp_path: Path) -> None:
+    """Parameters that are numbers by the GenAI convention read as numbers when an
+    exporter wrote them as strings; text that spells no such number stays as written."""
+    params = {
+        "gen_ai.request.temperature": "1",
+        "gen_ai.request.top_p": " 0.5 ",
+        "gen_ai.request.max_tokens": "256",
+        "gen_ai.request.seed": "-7",
+        "gen_ai.request.frequency_penalty": "nan",  # no finite number: kept
+        "gen_ai.request.presence_penalty": "high",  # no number: kept
+        "gen_ai.request.choice.count": "2.0",  # an int field: not an integer, kept
+        "gen_ai.request.top_k": 40,  # already a number
+        "gen_ai.request.stop_sequences": ["1"],  # not a numeric field
+    }
+    doc = _run_ending_with({**REPLY, **params})
+    (trace,) = load_traces(write(tmp_path, "run.json", doc))
+    assert trace.steps[-1].request == {
+        "temperature": 1.0,
+        "top_p": 0.5,
+        "max_tokens": 256,
+        "seed": -7,
+        "frequency_penalty": "nan",
+        "presence_penalty": "high",
+        "choice.count": "2.0",
+        "top_k": 40,
+        "stop_sequences": ["1"],
+    }
+
+
 def _parallel_tools(second_tool_start: int) -> object:
     """A model call asking for `hello` then `bye`; the tool spans are listed bye first, and
     `bye` starts at ``second_tool_start`` (hello at 20)."""

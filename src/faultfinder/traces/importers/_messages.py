@@ -15,6 +15,8 @@ Each reader returns OpenAI chat-format messages (``{"role", "content", "name"?,
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Any
 
 from faultfinder.traces.importers._common import text_of, without_credentials
@@ -425,8 +427,37 @@ def usage_of(span: Span) -> Usage | None:
     return Usage(prompt_tokens=prompt or 0, completion_tokens=completion or 0, calls=1)
 
 
+_DOUBLE_PARAMS = frozenset(
+    {"temperature", "top_p", "top_k", "frequency_penalty", "presence_penalty"}
+)
+_INT_PARAMS = frozenset(
+    {"max_tokens", "max_completion_tokens", "max_output_tokens", "seed", "choice.count", "n"}
+)
+"""Request parameters that are numbers by their convention (OTel GenAI's
+``gen_ai.request.*``: temperature, top_p, top_k and the penalties are doubles, max_tokens,
+seed and choice.count ints; OpenAI's names for the same)."""
+_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_INTEGER = re.compile(r"[+-]?\d{1,19}")
+
+
+def _numeric(key: str, value: Any) -> Any:
+    """``value`` as the number it spells when ``key`` is a numeric parameter and it is a
+    string (Langfuse keeps span attributes as strings: Koog's temperature is "1"); any
+    other value, or a string that is no number of that kind, as it is."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if key in _INT_PARAMS and _INTEGER.fullmatch(text):
+        return int(text)
+    if key in _DOUBLE_PARAMS and _DECIMAL.fullmatch(text):
+        number = float(text)
+        return number if math.isfinite(number) else value
+    return value
+
+
 def request_of(span: Span) -> dict[str, Any] | None:
-    """Request parameters of an LLM span, credentials removed."""
+    """Request parameters of an LLM span, credentials removed; numeric parameters
+    written as text (:func:`_numeric`) read as numbers."""
     a = span.attributes
     request: dict[str, Any] = {}
     params = maybe_json(a.get("llm.invocation_parameters"))
@@ -445,4 +476,5 @@ def request_of(span: Span) -> dict[str, Any] | None:
     ]
     if tools:
         request["tools"] = tools
+    request = {key: _numeric(key, value) for key, value in request.items()}
     return without_credentials(request) or None
