@@ -46,6 +46,15 @@ def test_openai_agents_sample() -> None:
         ("get_weather", {"city": "Tokyo"})
     ]
     assert [r.content for r in first.tool_results] == ["The weather in Tokyo is sunny."]
+    # The tool span names no call id and is attached by name; the next generation's
+    # input answers the call by id (a function_call_output item), so the result takes it.
+    (result,) = first.tool_results
+    assert result.call_id == first.tool_calls[0].id == "call_Kud0j0DxWSmLzv9W5m6qVqXn"
+    (attached,) = first.metadata["tool_spans"]
+    assert attached["matched_by"] == "tool name"
+    assert attached["call_id_from"] == (
+        "input of step 1 (span 90d94774e8e3724d): the only unanswered 'get_weather' call"
+    )
     assert second.content.startswith("The weather in Tokyo is currently sunny")
     assert first.started_at is not None and second.started_at is not None
     assert first.started_at < second.started_at  # observations come out of order in the file

@@ -480,6 +480,71 @@ def test_numeric_request_parameters_written_as_text_are_numbers(tmp_path: Path) 
     }
 
 
+def _two_adds_without_ids(first: str, second: str) -> object:
+    """OpenInference spans of an agent whose model asks for ``add`` twice (c1, c2); the two
+    tool spans name no call id (as the OpenAI Agents SDK's do) and return ``first`` and
+    ``second``; the next model call's input answers c2 with "7", then c1 with "5"."""
+    out = "llm.output_messages.0.message.tool_calls"
+    asked = {"openinference.span.kind": "LLM", "llm.output_messages.0.message.role": "assistant"}
+    for n, call in enumerate(["c1", "c2"]):
+        asked[f"{out}.{n}.tool_call.id"] = call
+        asked[f"{out}.{n}.tool_call.function.name"] = "add"
+        asked[f"{out}.{n}.tool_call.function.arguments"] = "{}"
+    inp = "llm.input_messages"
+    answered = {
+        "openinference.span.kind": "LLM",
+        f"{inp}.0.message.role": "user",
+        f"{inp}.0.message.content": "Sum twice.",
+        f"{inp}.1.message.role": "tool",
+        f"{inp}.1.message.tool_call_id": "c2",
+        f"{inp}.1.message.content": "7",
+        f"{inp}.2.message.role": "tool",
+        f"{inp}.2.message.tool_call_id": "c1",
+        f"{inp}.2.message.content": "5",
+        **REPLY,
+    }
+    parent = "a000000000000001"
+
+    def tool(span_id: str, start: int, output: str) -> dict[str, object]:
+        attrs = {"openinference.span.kind": "TOOL", "tool.name": "add", "output.value": output}
+        return span(span_id, parent, "add", start, attrs)
+
+    return export(
+        [
+            span(parent, None, "Adder", 0, {"openinference.span.kind": "AGENT"}),
+            span("b000000000000002", parent, "response", 10, asked),
+            tool("c000000000000003", 20, first),
+            tool("d000000000000004", 21, second),
+            span("e000000000000005", parent, "response", 30, answered),
+        ]
+    )
+
+
+def test_a_tool_span_without_call_id_gets_the_one_a_later_input_answers(
+    tmp_path: Path,
+) -> None:
+    """Two calls of one tool: each result takes the id whose answer in the next model
+    call's input is its own content, and the trace says where the id came from."""
+    (trace,) = load_traces(write(tmp_path, "run.json", _two_adds_without_ids("5", "7")))
+    step = trace.steps[0]
+    assert [(r.content, r.call_id) for r in step.tool_results] == [("5", "c1"), ("7", "c2")]
+    spans = step.metadata["tool_spans"]
+    assert [t["matched_by"] for t in spans] == ["tool name", "tool name"]
+    assert [t["call_id_from"] for t in spans] == [
+        "input of step 1 (span e000000000000005): the only 'add' call answered with this "
+        "result's content"
+    ] * 2
+
+
+def test_a_call_id_is_not_guessed_when_the_answers_do_not_tell(tmp_path: Path) -> None:
+    """Both results say "5" while the input answers "7" and "5": the "5" fits either
+    call, so neither result gets an id (the "7" answer matches no result either)."""
+    (trace,) = load_traces(write(tmp_path, "run.json", _two_adds_without_ids("5", "5")))
+    step = trace.steps[0]
+    assert [r.call_id for r in step.tool_results] == [None, None]
+    assert all("call_id_from" not in t for t in step.metadata["tool_spans"])
+
+
 def _parallel_tools(second_tool_start: int) -> object:
     """A model call asking for `hello` then `bye`; the tool spans are listed bye first, and
     `bye` starts at ``second_tool_start`` (hello at 20)."""

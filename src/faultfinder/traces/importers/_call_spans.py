@@ -283,6 +283,57 @@ def attach_tool(
     return result
 
 
+def fill_call_ids(
+    position: int, steps: list[Step], started: dict[int, tuple[Span, ToolResult]]
+) -> None:
+    """Call ids for the results of ``steps[position]`` whose tool span named none (the
+    OpenAI Agents SDK's under OpenInference: attached by tool name), taken from a later
+    model call's input, which answers the call by id (a Responses API
+    ``function_call_output`` item, a ``tool`` message). Only when unambiguous: of the
+    step's calls of that name, those answered there and claimed by no other result are
+    exactly one for exactly one such result, or else exactly one whose answer is this
+    result's content, that content answering no other of them. ``tool_spans`` says where
+    the id came from (``call_id_from``)."""
+    step = steps[position]
+    missing = [r for r in step.tool_results if r.call_id is None and r.name]
+    if not missing:
+        return
+    answers: dict[str, tuple[str, int]] = {}  # call id -> (answer, position of the step)
+    for n, later in enumerate(steps[position + 1 :], start=position + 1):
+        for message in later.input_messages or []:
+            call_id = message.get("tool_call_id")
+            if message.get("role") == "tool" and isinstance(call_id, str) and call_id:
+                content = message.get("content")
+                answers.setdefault(call_id, (content if isinstance(content, str) else "", n))
+    claimed = {r.call_id for r in step.tool_results if r.call_id}
+    for name in dict.fromkeys(r.name for r in missing):
+        results = [r for r in missing if r.name == name]
+        calls = [
+            c for c in step.tool_calls if c.name == name and c.id in answers and c.id not in claimed
+        ]
+        pairs: list[tuple[ToolResult, str, str]] = []
+        if len(calls) == 1 and len(results) == 1:
+            pairs.append((results[0], str(calls[0].id), f"the only unanswered '{name}' call"))
+        else:
+            for result in results:
+                same = [c for c in calls if answers[str(c.id)][0] == result.content]
+                twins = [r for r in results if r.content == result.content]
+                if len(same) == 1 and len(twins) == 1:
+                    why = f"the only '{name}' call answered with this result's content"
+                    pairs.append((result, str(same[0].id), why))
+        for result, call_id, why in pairs:
+            result.call_id = call_id
+            claimed.add(call_id)
+            later = steps[answers[call_id][1]]
+            source = started.get(id(result))
+            for entry in step.metadata.get("tool_spans", []):
+                if source is not None and entry.get("span_id") == source[0].span_id:
+                    entry["call_id_from"] = (
+                        f"input of step {answers[call_id][1]} "
+                        f"(span {later.metadata.get('span_id')}): {why}"
+                    )
+
+
 def order_tied_results(step: Step, started: dict[int, tuple[Span, ToolResult]]) -> None:
     """Results of tool spans that started at the same instant (parallel calls, timed to
     the millisecond) in the order the step asked for the calls, matched by call id; the

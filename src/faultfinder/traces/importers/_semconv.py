@@ -28,6 +28,7 @@ from faultfinder.traces.importers._agent_spans import (
 from faultfinder.traces.importers._call_spans import (
     attach_tool,
     chain_agents,
+    fill_call_ids,
     handoff,
     last_reply,
     llm_step,
@@ -145,7 +146,8 @@ def build_trace(
         else:
             result = attach_tool(span, tree, kinds, chains, steps)
         started[id(result)] = (span, result)  # the result is kept too, so its id stays its own
-    for step in steps:
+    for position, step in enumerate(steps):
+        fill_call_ids(position, steps, started)
         order_tied_results(step, started)
     for step in steps:
         roster.setdefault(step.agent, Agent(name=step.agent, model=step.model))
