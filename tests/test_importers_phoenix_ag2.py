@@ -209,6 +209,54 @@ def test_ag2_file_log_skips_logger_noise(tmp_path: Path) -> None:
     assert len(trace.steps) == 4
 
 
+def _ag2_log_lines() -> list[str]:
+    return (FIXTURES / "ag2-groupchat.runtime.log").read_text().splitlines(keepends=True)
+
+
+def test_ag2_final_answer_needs_the_chat_to_end_on_the_last_message(tmp_path: Path) -> None:
+    """The real GroupChat's file log, cut or edited: the last message is the answer only
+    when the log shows the chat ended on it, by an agent that then sent no reply or by
+    the message's TERMINATE."""
+    lines = _ag2_log_lines()
+    last_call = max(n for n, line in enumerate(lines) if '"invocation_id"' in line)
+    path = tmp_path / "runtime.log"
+
+    def final(text: str) -> tuple[str | None, str]:
+        path.write_text(text)
+        (trace,) = load_traces(path)
+        return trace.final_answer, trace.metadata.get("final_answer_from", "")
+
+    # cut off once the Solver's model was called, before its reply was sent: the last
+    # message logged (the Planner's request) came before that call, so nothing is taken
+    assert final("".join(lines[: last_call + 1])) == (None, "")
+    # the manager's closing event missing: the message's TERMINATE says the chat ended
+    answer, found = final("".join(lines[:-1]))
+    assert answer == "The answer is 6." and found.endswith(
+        "the chat ended there: it says TERMINATE"
+    )
+    # no TERMINATE in the text, and the manager's closing event: the chat ended there too
+    answer, found = final("".join(lines).replace(" TERMINATE", ""))
+    assert answer == "The answer is 6." and found.endswith("sent no reply (run_chat)")
+    # neither: nothing shows the chat ended on that message
+    assert final("".join(lines[:-1]).replace(" TERMINATE", "")) == (None, "")
+    # only TERMINATE: AG2's summary would be empty, so there is no answer to take
+    assert final("".join(lines).replace("The answer is 6. TERMINATE", "TERMINATE")) == (None, "")
+
+
+def test_ag2_sqlite_final_answer_comes_from_its_events(tmp_path: Path) -> None:
+    """The real SQLite log: its events carry no session id and are matched by time; with
+    the last message's events gone the last one left is the Planner's request, which a
+    model call followed, so there is no final answer."""
+    path = tmp_path / "runtime.db"
+    shutil.copy(FIXTURES / "ag2-groupchat.db", path)
+    (trace,) = load_traces(path)
+    assert trace.final_answer == "The answer is 6."
+    with sqlite3.connect(path) as con:
+        con.execute("DELETE FROM events WHERE json_state LIKE '%The answer is 6. TERMINATE%'")
+    (trace,) = load_traces(path)
+    assert trace.final_answer is None and "final_answer_from" not in trace.metadata
+
+
 def test_span_readers_never_crash_nor_misread_under_fuzzing() -> None:
     """OTLP (envelopes included), Langfuse, Phoenix, MLflow, LangSmith and AG2 readers:
     every damaged input is refused with a TraceFormatError, flagged, or read with the

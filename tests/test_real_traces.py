@@ -64,6 +64,13 @@ def check_ag2(trace: Trace) -> None:
     ]
     assert [(r.name, r.content) for r in solver_call.tool_results] == [("add", "6")]
     assert trace.steps[3].content == "The answer is 6. TERMINATE"
+    # AG2's chat result (ChatResult.summary, summary_method "last_msg"): the last message,
+    # "TERMINATE" removed; the group chat manager then ended the chat.
+    assert trace.final_answer == "The answer is 6."
+    assert trace.metadata["final_answer_from"].startswith("last message of the chat, from 'Solver'")
+    assert trace.metadata["final_answer_from"].endswith(
+        "'chat_manager' then sent no reply (run_chat)"
+    )
     assert trace.task == QUESTION and trace.system == "ag2"
     names = [a.name for a in trace.agents]
     assert {"Planner", "Solver", "Executor"} <= set(names)

@@ -4,8 +4,9 @@
 ``chat_completions``, ``agents``, ``events``, ``function_calls``...) or, with
 ``logger_type="file"``, JSON lines (one record per line; the kind of record is told by its
 keys). Every chat completion becomes an LLM step by its ``source_name`` agent, in start-time
-order; every function call is attached to the step that asked for it. The database is opened
-read-only; nothing in it is executed.
+order; every function call is attached to the step that asked for it; the final answer is
+the chat's result as AG2 gives it by default, its last message (:func:`chat_result`). The
+database is opened read-only; nothing in it is executed.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
+from faultfinder.errors import TraceFormatError
 from faultfinder.traces.importers._common import (
     check_options,
     fail,
@@ -43,6 +45,12 @@ class Session:
     events: int = 0
     others: list[dict[str, Any]] = field(default_factory=list)
     """Agent and event records as written (kept in the trace's metadata)."""
+    chat_events: list[dict[str, Any]] = field(default_factory=list)
+    """The ``received_message`` and ``reply_func_executed`` events, in log order: where
+    the chat's last message and its end are read (:func:`chat_result`)."""
+
+
+_CHAT_EVENTS = frozenset({"received_message", "reply_func_executed"})
 
 
 def _rows(con: sqlite3.Connection, table: str) -> Iterator[dict[str, Any]]:
@@ -81,6 +89,11 @@ def read_sqlite(path: Path) -> dict[str, Session]:
         events = (
             con.execute("SELECT COUNT(*) FROM events").fetchone()[0] if "events" in tables else 0
         )
+        chat_events = (
+            [e for e in _rows(con, "events") if e.get("event_name") in _CHAT_EVENTS]
+            if "events" in tables
+            else []
+        )
     except sqlite3.Error as exc:
         fail(path, "(sqlite)", f"query failed: {exc}")
     finally:
@@ -88,15 +101,22 @@ def read_sqlite(path: Path) -> dict[str, Session]:
     sessions = {k: v for k, v in sessions.items() if v.completions}
     if not sessions:
         fail(path, "chat_completions", "no rows: nothing to import")
-    _distribute(sessions, calls, path)
+    for sid, call in _distribute(sessions, calls, path, "function_calls.timestamp"):
+        sessions[sid].calls.append(call)
+    for sid, event in _distribute(sessions, chat_events, path, "events.timestamp"):
+        sessions[sid].chat_events.append(event)
     if len(sessions) == 1:
         next(iter(sessions.values())).events = int(events)
     return sessions
 
 
-def _distribute(sessions: dict[str, Session], calls: list[dict[str, Any]], path: Path) -> None:
+def _distribute(
+    sessions: dict[str, Session], records: list[dict[str, Any]], path: Path, where: str
+) -> list[tuple[str, dict[str, Any]]]:
+    """Each record with no session id paired with its session: the one whose completions
+    started last before it (the first session when none did)."""
     if not sessions:
-        return
+        return []
     spans = []
     for sid, s in sessions.items():
         times = [
@@ -105,13 +125,15 @@ def _distribute(sessions: dict[str, Session], calls: list[dict[str, Any]], path:
         known = [t for t in times if t]
         spans.append((min(known) if known else None, sid))
     spans.sort(key=lambda x: (x[0] is None, x[0] or datetime.min))
-    for call in calls:
-        moment = parse_time(call.get("timestamp"), path=path, where="function_calls.timestamp")
+    paired = []
+    for record in records:
+        moment = parse_time(record.get("timestamp"), path=path, where=where)
         target = spans[0][1]
         for start, sid in spans:
             if start is not None and moment is not None and start <= moment:
                 target = sid
-        sessions[target].calls.append(call)
+        paired.append((target, record))
+    return paired
 
 
 # The file logger's record kinds: (a key only that kind has, every key it writes).
@@ -267,6 +289,8 @@ def read_file_log(path: Path) -> dict[str, Session]:
         elif kind == "event":
             s.events += 1
             s.others.append(record)
+            if record.get("event_name") in _CHAT_EVENTS:
+                s.chat_events.append(record)
         else:
             s.others.append(record)
     found = {k: v for k, v in sessions.items() if v.completions or v.calls}
@@ -384,6 +408,100 @@ def _agent(name: str, info: dict[str, Any]) -> Agent:
     )
 
 
+def _message_text(message: Any) -> str | None:
+    """A logged chat message's text as AG2's ``last_msg`` summary reads it (a string, a
+    message's ``content`` string, or the text parts of a content list); None for a
+    message asking for a tool or with no text."""
+    if isinstance(message, str):
+        return message
+    if not isinstance(message, dict) or message.get("tool_calls") or message.get("function_call"):
+        return None
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return None
+
+
+def _event_time(event: dict[str, Any], path: Path) -> datetime | None:
+    try:
+        return parse_time(event.get("timestamp"), path=path, where="events.timestamp")
+    except TraceFormatError:
+        return None
+
+
+def chat_result(session: Session, steps: list[Step], path: Path) -> tuple[str | None, str]:
+    """The chat's result as AG2 gives it by default (``ChatResult.summary`` with
+    ``summary_method="last_msg"``: the last message of the chat, every "TERMINATE"
+    removed), and where it was read; None when the log does not show it.
+
+    The last message is the last valid ``received_message`` event. It is taken only when
+    the log shows the chat ended on it: an agent's reply function decided, after it, to
+    send no reply (``reply_func_executed`` with ``final`` true and no reply: a
+    termination message, a group chat's last round, the last auto-reply), or the message
+    says "TERMINATE" (the convention ``is_termination_msg`` checks). Never when a model
+    was called after it (a ``reflection_with_llm`` summary, or a log cut off), when it
+    asks for a tool, or when nothing is left once "TERMINATE" is removed."""
+    events = sorted(session.chat_events, key=lambda e: str(e.get("timestamp") or ""))
+    last: int | None = None
+    for n, event in enumerate(events):
+        state = maybe_json(event.get("json_state"))
+        if (
+            event.get("event_name") == "received_message"
+            and isinstance(state, dict)
+            and "message" in state
+            and state.get("valid") is not False
+        ):
+            last = n
+    if last is None:
+        return None, ""
+    event = events[last]
+    state = maybe_json(event.get("json_state"))
+    moment = _event_time(event, path)
+    if moment is None or any(
+        s.started_at is not None and s.started_at > moment for s in steps if s.kind == "llm"
+    ):
+        return None, ""
+    message = state["message"]
+    text = _message_text(message)
+    if text is None:
+        return None, ""
+    declined = next(
+        (
+            e
+            for e in events[last + 1 :]
+            if e.get("event_name") == "reply_func_executed"
+            and isinstance(later := maybe_json(e.get("json_state")), dict)
+            and later.get("final") is True
+            and later.get("reply") is None
+        ),
+        None,
+    )
+    if declined is None and "TERMINATE" not in text:
+        return None, ""
+    answer = text.replace("TERMINATE", "").strip()
+    if not answer:
+        return None, ""
+    speaker = message.get("name") if isinstance(message, dict) else None
+    speaker = speaker if isinstance(speaker, str) else state.get("sender")
+    if declined is not None:
+        state_of = maybe_json(declined.get("json_state"))
+        func = state_of.get("reply_func_name") if isinstance(state_of, dict) else None
+        ended = f"'{declined.get('source_name')}' then sent no reply ({func})"
+    else:
+        ended = "it says TERMINATE"
+    return answer, (
+        f"last message of the chat, from '{speaker}' (received_message event at "
+        f"{event.get('timestamp')}), 'TERMINATE' removed, as AG2's default chat summary "
+        f"(summary_method 'last_msg'); the chat ended there: {ended}"
+    )
+
+
 def sessions_to_traces(sessions: dict[str, Session], path: Path, fmt: str) -> list[Trace]:
     traces = []
     for sid, s in sessions.items():
@@ -407,11 +525,13 @@ def sessions_to_traces(sessions: dict[str, Session], path: Path, fmt: str) -> li
             ),
             "",
         )
+        final, final_from = chat_result(s, steps, path)
         traces.append(
             make_trace(
                 path,
                 id=f"{stem_of(path)}/{sid}",
                 task=text_of(first_user),
+                final_answer=final,
                 system="ag2",
                 agents=roster,
                 steps=steps,
@@ -420,6 +540,7 @@ def sessions_to_traces(sessions: dict[str, Session], path: Path, fmt: str) -> li
                     "session_id": sid,
                     "events": s.events,
                     "function_calls": len(s.calls),
+                    **({"final_answer_from": final_from} if final_from else {}),
                     **({"other_records": keep_raw(s.others)} if s.others else {}),
                 },
             )
