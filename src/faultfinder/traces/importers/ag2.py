@@ -12,295 +12,28 @@ database is opened read-only; nothing in it is executed.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
 from faultfinder.errors import TraceFormatError
+from faultfinder.traces.importers._ag2_logs import (
+    SQLITE_MAGIC,
+    Session,
+    read_file_log,
+    read_sqlite,
+    tables_of,
+)
 from faultfinder.traces.importers._common import (
     check_options,
-    fail,
     make_trace,
     text_of,
     without_credentials,
 )
 from faultfinder.traces.importers._openai import read_completion, split_request
-from faultfinder.traces.importers._spans import check_keys, keep_raw, maybe_json, parse_time
-from faultfinder.traces.importers.otlp import decode_text, read_bytes, sniff, stem_of
-from faultfinder.traces.io import parse_json, split_lines
+from faultfinder.traces.importers._spans import keep_raw, maybe_json, parse_time
+from faultfinder.traces.importers.otlp import sniff, stem_of
 from faultfinder.traces.schema import Agent, SourceInfo, Step, ToolCall, ToolResult, Trace
-
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
-@dataclass
-class Session:
-    """The records of one logging session."""
-
-    completions: list[dict[str, Any]] = field(default_factory=list)
-    agents: dict[str, dict[str, Any]] = field(default_factory=dict)
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    events: int = 0
-    others: list[dict[str, Any]] = field(default_factory=list)
-    """Agent and event records as written (kept in the trace's metadata)."""
-    chat_events: list[dict[str, Any]] = field(default_factory=list)
-    """The ``received_message`` and ``reply_func_executed`` events, in log order: where
-    the chat's last message and its end are read (:func:`chat_result`)."""
-
-
-_CHAT_EVENTS = frozenset({"received_message", "reply_func_executed"})
-
-
-def _rows(con: sqlite3.Connection, table: str) -> Iterator[dict[str, Any]]:
-    cur = con.execute(f"SELECT * FROM {table}")  # table names are constants below
-    names = [d[0] for d in cur.description]
-    for row in cur:
-        yield dict(zip(names, row, strict=True))
-
-
-def _tables(con: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-
-
-def read_sqlite(path: Path) -> dict[str, Session]:
-    try:
-        con = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        fail(path, "(sqlite)", f"cannot open: {exc}")
-    sessions: dict[str, Session] = {}
-    try:
-        tables = _tables(con)
-        if "chat_completions" not in tables:
-            fail(path, "chat_completions", "no such table: not an AG2 runtime log")
-        for row in _rows(con, "chat_completions"):
-            sessions.setdefault(str(row.get("session_id")), Session()).completions.append(row)
-        if "agents" in tables:
-            for row in _rows(con, "agents"):
-                s = sessions.setdefault(str(row.get("session_id")), Session())
-                s.agents[str(row.get("name"))] = {
-                    "class": row.get("class"),
-                    "init_args": row.get("init_args"),
-                }
-        # function_calls and events carry no session id: they belong to the only session,
-        # or are matched by time to the session whose completions span them.
-        calls = list(_rows(con, "function_calls")) if "function_calls" in tables else []
-        events = (
-            con.execute("SELECT COUNT(*) FROM events").fetchone()[0] if "events" in tables else 0
-        )
-        chat_events = (
-            [e for e in _rows(con, "events") if e.get("event_name") in _CHAT_EVENTS]
-            if "events" in tables
-            else []
-        )
-    except sqlite3.Error as exc:
-        fail(path, "(sqlite)", f"query failed: {exc}")
-    finally:
-        con.close()
-    sessions = {k: v for k, v in sessions.items() if v.completions}
-    if not sessions:
-        fail(path, "chat_completions", "no rows: nothing to import")
-    for sid, call in _distribute(sessions, calls, path, "function_calls.timestamp"):
-        sessions[sid].calls.append(call)
-    for sid, event in _distribute(sessions, chat_events, path, "events.timestamp"):
-        sessions[sid].chat_events.append(event)
-    if len(sessions) == 1:
-        next(iter(sessions.values())).events = int(events)
-    return sessions
-
-
-def _distribute(
-    sessions: dict[str, Session], records: list[dict[str, Any]], path: Path, where: str
-) -> list[tuple[str, dict[str, Any]]]:
-    """Each record with no session id paired with its session: the one whose completions
-    started last before it (the first session when none did)."""
-    if not sessions:
-        return []
-    spans = []
-    for sid, s in sessions.items():
-        times = [
-            parse_time(c.get("start_time"), path=path, where="start_time") for c in s.completions
-        ]
-        known = [t for t in times if t]
-        spans.append((min(known) if known else None, sid))
-    spans.sort(key=lambda x: (x[0] is None, x[0] or datetime.min))
-    paired = []
-    for record in records:
-        moment = parse_time(record.get("timestamp"), path=path, where=where)
-        target = spans[0][1]
-        for start, sid in spans:
-            if start is not None and moment is not None and start <= moment:
-                target = sid
-        paired.append((target, record))
-    return paired
-
-
-# The file logger's record kinds: (a key only that kind has, every key it writes).
-_RECORDS: list[tuple[str, str, frozenset[str]]] = [
-    (
-        "completion",
-        "invocation_id",
-        frozenset(
-            [
-                "invocation_id",
-                "client_id",
-                "wrapper_id",
-                "request",
-                "response",
-                "is_cached",
-                "cost",
-                "start_time",
-                "end_time",
-                "thread_id",
-                "source_name",
-                "session_id",
-            ]
-        ),
-    ),
-    (
-        "agent",
-        "agent_name",
-        frozenset(
-            [
-                "id",
-                "agent_name",
-                "wrapper_id",
-                "session_id",
-                "current_time",
-                "agent_type",
-                "args",
-                "thread_id",
-            ]
-        ),
-    ),
-    (
-        "call",
-        "input_args",
-        frozenset(
-            [
-                "source_id",
-                "source_name",
-                "agent_module",
-                "agent_class",
-                "timestamp",
-                "thread_id",
-                "input_args",
-                "returns",
-            ]
-        ),
-    ),
-    (
-        "event",
-        "event_name",
-        frozenset(
-            [
-                "source_id",
-                "source_name",
-                "event_name",
-                "agent_module",
-                "agent_class",
-                "json_state",
-                "timestamp",
-                "thread_id",
-            ]
-        ),
-    ),
-    (
-        "client",
-        "client_id",
-        frozenset(
-            [
-                "client_id",
-                "wrapper_id",
-                "session_id",
-                "class",
-                "json_state",
-                "timestamp",
-                "thread_id",
-            ]
-        ),
-    ),
-    (
-        "wrapper",
-        "wrapper_id",
-        frozenset(["wrapper_id", "session_id", "json_state", "timestamp", "thread_id"]),
-    ),
-]
-_TEXT = ("invocation_id", "source_name", "start_time", "end_time", "timestamp", "agent_name",
-         "agent_type", "event_name", "agent_module", "agent_class", "json_state", "session_id",
-         "current_time", "input_args", "returns")  # fmt: skip
-
-
-def _kind(record: dict[str, Any], where: str, path: Path) -> str:
-    """The record's kind; its keys and text fields checked (unknown keys warned about)."""
-    for kind, marker, known in _RECORDS:
-        if marker in record:
-            check_keys(record, known, path=path, where=where)
-            for key in _TEXT:
-                if (
-                    key in known
-                    and record.get(key) is not None
-                    and not isinstance(record[key], str)
-                ):
-                    fail(
-                        path,
-                        f"{where}.{key}",
-                        f"expected a string, got {type(record[key]).__name__}",
-                    )
-            return kind
-    fail(
-        path,
-        where,
-        "not a record the AG2 file logger writes (no invocation_id, agent_name, "
-        "input_args, event_name, client_id or wrapper_id)",
-    )
-
-
-def read_file_log(path: Path) -> dict[str, Session]:
-    text = decode_text(read_bytes(path), path)
-    sessions: dict[str, Session] = {}
-    current = "session"
-    for number, line in enumerate(split_lines(text), start=1):
-        line = line.strip()
-        if not line:
-            continue
-        if line.startswith("Started new session with Session ID:"):
-            current = line.rsplit(":", 1)[1].strip()
-            continue
-        if not line.startswith("{"):
-            continue  # the logger also writes its own error lines as plain text
-        record = parse_json(line, path, line=number)
-        if not isinstance(record, dict):
-            fail(f"{path}:{number}", "(line)", "expected a JSON object")
-        kind = _kind(record, f"line {number}", path)
-        sid = record.get("session_id") if isinstance(record.get("session_id"), str) else current
-        s = sessions.setdefault(sid or current, Session())
-        if kind == "completion":
-            s.completions.append(record)
-        elif kind == "agent":
-            s.agents[str(record["agent_name"])] = {
-                "class": record.get("agent_type"),
-                "init_args": record.get("args"),
-            }
-            s.others.append(record)
-        elif kind == "call":
-            s.calls.append(record)
-        elif kind == "event":
-            s.events += 1
-            s.others.append(record)
-            if record.get("event_name") in _CHAT_EVENTS:
-                s.chat_events.append(record)
-        else:
-            s.others.append(record)
-    found = {k: v for k, v in sessions.items() if v.completions or v.calls}
-    if not found:
-        fail(path, "(file)", "no chat completion or function call records: nothing to import")
-    first = next(iter(found.values()))
-    for sid, session in sessions.items():
-        if sid not in found:  # records of a session with no call: kept with the first one
-            first.others.extend(session.others)
-    return found
 
 
 def _step(row: dict[str, Any], index: int, path: Path, where: str) -> Step:
@@ -566,11 +299,11 @@ class Ag2Importer:
         if not path.is_file():
             return False
         head = sniff(path)
-        if head.startswith(_SQLITE_MAGIC):
+        if head.startswith(SQLITE_MAGIC):
             try:
                 con = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
                 try:
-                    return "chat_completions" in _tables(con)
+                    return "chat_completions" in tables_of(con)
                 finally:
                     con.close()
             except sqlite3.Error:
@@ -580,7 +313,7 @@ class Ag2Importer:
     def load(self, path: Path, **options: Any) -> list[Trace]:
         check_options(self.name, options, {})
         path = Path(path)
-        if sniff(path).startswith(_SQLITE_MAGIC):
+        if sniff(path).startswith(SQLITE_MAGIC):
             sessions = read_sqlite(path)
         else:
             sessions = read_file_log(path)
