@@ -472,7 +472,8 @@ def test_ground_truth_only_when_allowed() -> None:
 def test_empty_trace_makes_no_call() -> None:
     backend = ScriptedBackend([])
     result = run("agentic", Trace(id="e", task="t", steps=[]), backend)
-    assert result.status == "no-error-found" and result.usage.calls == 0
+    # Nothing to attribute: an error, not a verdict (run_method never runs the method).
+    assert result.status == "error" and result.usage.calls == 0
 
 
 # --- the loop: plain-text actions ------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 from pathlib import Path
 
@@ -49,3 +50,34 @@ def test_eval_says_when_no_trace_is_labelled(tmp_path: Path) -> None:
     assert code == 1
     assert "has a gold label" in output and "--include-unlabelled" in output
     assert "with these filters" not in output
+
+
+def test_eval_records_a_trace_with_no_steps_as_an_error_not_a_verdict(tmp_path: Path) -> None:
+    """`attribute` refuses a trace with no steps (exit 1); in a batch the same trace is an
+    `error` row saying why, counted in the summary, and the batch exits 4 (a case errored),
+    never 0 with `no-error-found`, which would tell a script the run was checked."""
+    labelled = load_traces(Path(__file__).parent / "fixtures" / "eval" / "traces.jsonl")[0]
+    dataset = tmp_path / "data"
+    dataset.mkdir()
+    write_trace(labelled, dataset / "a.json")
+    empty = labelled.model_copy(update={"steps": [], "label": None, "id": "empty-run"})
+    write_trace(empty, dataset / "b.json")
+    out = tmp_path / "r.jsonl"
+    code, output = run(
+        "eval", str(dataset), "--method", "random", "--include-unlabelled", "--no-progress",
+        "--out", str(out),
+    )  # fmt: skip
+    assert code == 4, output
+    assert "empty-run · random: error: the trace has no steps" in output
+    assert "exit 4: of 2 cases, 1 errored" in output
+    rows = {r["trace_id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert rows["empty-run"]["status"] == "error"
+    assert "nothing to attribute" in rows["empty-run"]["error"]
+    assert rows[labelled.id]["status"] == "ok"
+    # The report counts it as failed and says a retry will not help.
+    code, output = run("report", str(out))
+    assert code == 0, output
+    assert "1 row(s) are of traces with no steps" in output
+    assert "rerun the same `faultfinder eval` command with --resume" not in output
+    data = json.loads(CliRunner().invoke(main, ["report", str(out), "--format", "json"]).stdout)
+    assert [(r["errors"], r["empty_traces"]) for r in data] == [(1, 1)]

@@ -463,7 +463,8 @@ def test_llm_context_preset_compresses_with_the_model() -> None:
 def test_empty_trace_and_bad_config() -> None:
     trace = load_trace(ROOMS).model_copy(update={"steps": [], "label": None})
     result, backend = run("echo", trace, PanelModel())
-    assert result.status == "no-error-found" and backend.requests == []
+    # Nothing to attribute: an error, not a verdict (run_method never runs the method).
+    assert result.status == "error" and backend.requests == []
     with pytest.raises(ConfigError, match="panel_size"):
         create_method("echo", panel_size=7)
     with pytest.raises(ConfigError, match="temperature_min"):

@@ -226,8 +226,8 @@ def test_csv_and_json_records_say_which_line_the_notes_are_about(tmp_path: Path)
     # Additive: the new columns come last, after every column the records had.
     out = invoke("report", results, "--format", "csv").stdout
     header = next(csv.reader(io.StringIO(out)))
-    new = ["case_budget_stops", "min_run_cases", "max_run_cases"]
-    assert header[-4:] == list(data["m1"])[-4:] == ["no_error_found", *new]
+    new = ["case_budget_stops", "min_run_cases", "max_run_cases", "empty_traces"]
+    assert header[-5:] == list(data["m1"])[-5:] == ["no_error_found", *new]
     records = {r["method"]: r for r in csv.DictReader(io.StringIO(out))}
     assert records["m1"]["case_budget_stops"] == "1" and records["m1"]["min_run_cases"] == "1"
     # A line without a labelled row has no run to count.

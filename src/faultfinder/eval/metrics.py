@@ -163,6 +163,9 @@ class ScoredRow:
     budget_stop: str | None = None
     """With status 'budget-exceeded', the budget that stopped the case ('case': its own
     ``budget_tokens``; 'run': the run's)."""
+    no_steps: bool = False
+    """An 'error' row of a trace with no steps: nothing to attribute, and a retry would
+    fail the same way."""
 
 
 RATIO_TARGET = 2.0
@@ -235,6 +238,9 @@ class GroupMetrics:
     case_budget_stops: int = 0
     """Rows of ``errors`` stopped by their own per-case budget (``budget_stop: case``):
     ``--resume`` keeps them, as they would stop again."""
+    empty_traces: int = 0
+    """Rows of ``errors`` whose trace has no steps: ``--resume`` fails them again until
+    the trace is imported with its steps."""
     run_cases: dict[int, int] = field(default_factory=dict)
     """Labelled cases each run has a row for. Runs with fewer than :attr:`scored_cases`
     (an unfinished repeat, files of different cases merged) have their accuracy over
@@ -309,4 +315,5 @@ def aggregate(rows: Iterable[ScoredRow]) -> GroupMetrics:
             r.status == "budget-exceeded" and r.budget_stop == "case" for r in items
         ),
         run_cases={r: len(run_cases[r]) for r in runs},
+        empty_traces=sum(r.no_steps for r in items),
     )

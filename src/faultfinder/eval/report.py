@@ -27,6 +27,7 @@ from faultfinder.eval.metrics import (
 from faultfinder.eval.plotting import pyplot
 from faultfinder.eval.rows import EvalRow
 from faultfinder.eval.tables import markdown_table, text_table
+from faultfinder.judging.method import NO_STEPS
 
 TableFormat = Literal["text", "markdown", "csv", "json"]
 FORMATS: tuple[str, ...] = ("text", "markdown", "csv", "json")
@@ -73,6 +74,7 @@ def scored(row: EvalRow) -> ScoredRow:
         cached_prompt_tokens=row.usage.cached_prompt_tokens,
         trace_tokens=row.trace_tokens,
         budget_stop=row.budget_stop,
+        no_steps=row.status == "error" and row.error == NO_STEPS,
     )
 
 
@@ -275,12 +277,14 @@ def records(summaries: Sequence[GroupSummary]) -> list[dict[str, Any]]:
         # What the stderr notes say of this line, for a script reading the records
         # (:func:`caveats`): rows stopped by their own per-case budget (within ``errors``)
         # and the fewest and most labelled cases a run has (below ``scored_cases``: the
-        # runs cover different cases; None: no labelled row).
+        # runs cover different cases; None: no labelled row), and the rows of ``errors``
+        # whose trace has no steps (a retry fails them again).
         record.update(
             {
                 "case_budget_stops": m.case_budget_stops,
                 "min_run_cases": min(m.run_cases.values(), default=None),
                 "max_run_cases": max(m.run_cases.values(), default=None),
+                "empty_traces": m.empty_traces,
             }
         )
         out.append(record)
@@ -353,10 +357,18 @@ def caveats(summaries: Sequence[GroupSummary]) -> list[str]:
             "baseline:majority-agent,baseline:position`."
         )
     case_stops = sum(g.metrics.case_budget_stops for g in summaries)
-    if errors > case_stops:
+    empty = sum(g.metrics.empty_traces for g in summaries)
+    if errors > case_stops + empty:
         notes.append(
-            f"{errors - case_stops} row(s) failed (status error/budget-exceeded) and count as "
-            "wrong: rerun the same `faultfinder eval` command with --resume to retry them."
+            f"{errors - case_stops - empty} row(s) failed (status error/budget-exceeded) and "
+            "count as wrong: rerun the same `faultfinder eval` command with --resume to retry "
+            "them."
+        )
+    if empty:
+        notes.append(
+            f"{empty} row(s) are of traces with no steps (status error): there was nothing to "
+            "attribute, and --resume fails them again until the trace is imported with its "
+            "steps (docs/import.md says what becomes a step)."
         )
     if case_stops:
         notes.append(

@@ -32,6 +32,14 @@ context), 'outputs' (step outputs only: the Who&When setting)."""
 
 logger = logging.getLogger("faultfinder")
 
+NO_STEPS = (
+    "the trace has no steps: there is nothing to attribute (docs/import.md says what "
+    "becomes a step)"
+)
+"""The error of a case whose trace has no step. Not a verdict: "no error found" would tell
+a script the run was checked. ``attribute`` refuses such a trace (exit 1); ``eval`` and
+the UI's run button record it as an ``error`` row with this text."""
+
 VerdictStatus = Literal["ok", "unparsed", "no-error-found", "error", "budget-exceeded"]
 
 
@@ -321,7 +329,8 @@ async def run_method(
 
     Usage and raw replies are collected by the LLM layer; a budget overrun, a failing
     endpoint or any other exception the method raises (a bug: ``error`` is its type and
-    message) becomes a recorded error, never a made-up verdict. ``step_set`` is the
+    message) becomes a recorded error, never a made-up verdict; so does a trace with no
+    steps (:data:`NO_STEPS`; the method is not run). ``step_set`` is the
     coverage level of the result's step set (None: no set); the set is computed offline
     after the method's verdict and never calls the model, with the shortlist weights file
     ``step_set_weights`` (None: the shipped one; e.g. one ``faultfinder calibrate`` wrote).
@@ -333,6 +342,8 @@ async def run_method(
     cfg = method.config
     with track_usage(max_tokens=cfg.budget_tokens) as scope:
         try:
+            if not trace.steps:
+                raise FaultfinderError(NO_STEPS)
             verdict = await method.attribute(trace, llm)
         except CaseBudgetExceededError as exc:
             verdict, error, budget_stop = Verdict(status="budget-exceeded"), str(exc), "case"
