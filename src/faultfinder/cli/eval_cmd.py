@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any, get_args
 
 import click
@@ -24,7 +25,7 @@ from faultfinder.cli.common import (
     strict_option,
 )
 from faultfinder.cli.handling import InputPath
-from faultfinder.cli.kinds import explained, kind_of, wrong_kind
+from faultfinder.cli.kinds import TRACE, explained, kind_of, wrong_kind
 from faultfinder.errors import ConfigError
 from faultfinder.eval import prompt_cost, reliability, step_sets
 from faultfinder.eval.cases import plan_methods, repeat_warnings
@@ -37,6 +38,7 @@ from faultfinder.eval.runner import EvalOptions, run_eval
 from faultfinder.exitcodes import CaseCounts
 from faultfinder.judging.method import Observability
 from faultfinder.shortlist.weights import load_weights
+from faultfinder.traces.loader import recognised
 
 OBSERVABILITIES: tuple[str, ...] = get_args(Observability)
 
@@ -407,13 +409,26 @@ def report_command(
 
 def not_results(path: str) -> str | None:
     """What ``path`` is and what reads it, when it is a known kind of file other than eval
-    results (a trace: attribute it, or eval methods on it and report that); else None."""
+    results (a trace, in any format an importer reads: attribute it, or eval methods on it
+    and report that; attributions: the UI shows them); else None."""
     message = wrong_kind(path, "results", "eval results")
     kind = kind_of(path)
+    if kind is None and recognised(Path(path), None):
+        # An export of a tracing tool (OTLP, Langfuse...): not a line of it is a row.
+        message = (
+            f"{path} is a trace (a format faultfinder imports), not eval results. Try: "
+            f"faultfinder attribute {path} --method shortlist"
+        )
+        kind = TRACE
     if message and kind is not None and kind.name == "trace":
         message += (
             f"; or evaluate methods on it: faultfinder eval {path} --out results.jsonl, "
             "then faultfinder report results.jsonl"
+        )
+    elif message and kind is not None and kind.name == "attribution":
+        message += (
+            ". `report` reads the rows `faultfinder eval DATASET --method M --out FILE` "
+            "writes, which score methods on labelled traces"
         )
     return message
 

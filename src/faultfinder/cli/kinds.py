@@ -55,34 +55,52 @@ RECORDING_META = Kind(
 ATTRIBUTION = Kind(
     "attribution",
     "an attribution (the output of `attribute --json`)",
-    "faultfinder export {path} TRACE --to ...",
+    "faultfinder ui TRACES {path} to see it on its trace, or faultfinder export {path} TRACE "
+    "--to ... to write it back to the trace's spans",
+)
+RESULTS_STORE = Kind(
+    "attribution",
+    "a file of attributions, one per line: the results store `attribute` appends to (by "
+    "default .faultfinder/results.jsonl)",
+    "faultfinder ui TRACES --results {path} to see each on its trace",
+)
+REPLAY_REPORT = Kind(
+    "replay",
+    "a replay's report.json (what `faultfinder replay` did)",
+    "faultfinder ui RUNS to see the replay beside its recording, or faultfinder attribute "
+    "{parent}/trace.json",
+)
+WEIGHTS = Kind(
+    "weights",
+    "shortlist weights (from `faultfinder calibrate`)",
+    "faultfinder eval DATASET --method M --shortlist-weights {path} --out results.jsonl",
 )
 DOVER = Kind("dover", "DoVer result rows", "faultfinder debug-report {path}")
 GRAPH = Kind("graph", "a CHIEF graph", "faultfinder ui {path}")
 
 
-def _first_object(path: Path) -> dict[str, Any] | None:
-    """The JSON object the file holds, or its first line's (JSONL); None if neither."""
+def _first_object(path: Path) -> tuple[dict[str, Any] | None, bool]:
+    """The object on the file's first line (JSONL; True), or the JSON object the whole file
+    holds (False); None if neither."""
     try:
         with path.open("rb") as handle:
             head = handle.read(SNIFF_BYTES + 1)
     except OSError:
-        return None
+        return None, False
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
-    candidates = []
+    candidates = [(text.split("\n", 1)[0], True)]
     if len(head) <= SNIFF_BYTES:
-        candidates.append(text)
-    candidates.append(text.split("\n", 1)[0])
-    for candidate in candidates:
+        candidates.append((text, False))
+    for candidate, first_line in candidates:
         try:
             value = json.loads(candidate)
         except (ValueError, RecursionError):
             continue
         if isinstance(value, dict):
-            return value
+            return value, first_line
         if isinstance(value, list) and value and isinstance(value[0], dict):
-            return None  # a list of objects: an importer's business
-    return None
+            return None, False  # a list of objects: an importer's business
+    return None, False
 
 
 def kind_of(path: str | Path) -> Kind | None:
@@ -93,7 +111,7 @@ def kind_of(path: str | Path) -> Kind | None:
         if (p / "meta.json").is_file() and (p / "steps.jsonl").is_file():
             return RECORDING
         return None
-    obj = _first_object(p)
+    obj, first_line = _first_object(p)
     if obj is None:
         return None
     keys = set(obj)
@@ -102,7 +120,12 @@ def kind_of(path: str | Path) -> Kind | None:
     if obj.get("kind") == "dover" or {"trial", "hypothesis"} <= keys:
         return DOVER
     if {"method", "trace_id", "status", "config", "model"} <= keys:
-        return ATTRIBUTION
+        # `attribute --json` prints one indented object; the store holds one per line.
+        return RESULTS_STORE if first_line else ATTRIBUTION
+    if {"recorded_steps", "prefix_steps", "edit_applied"} <= keys:
+        return REPLAY_REPORT
+    if str(obj.get("format", "")).startswith("faultfinder-shortlist/"):
+        return WEIGHTS
     if {"request", "response", "agent_call"} <= keys or {"request_hash", "agent_call"} <= keys:
         return RECORDING_FILE
     if {"run_id", "command", "started_at"} <= keys:
