@@ -1,10 +1,11 @@
 """Coverage of step sets: how often a result's step set holds the decisive step.
 
 For every line of the report's main table (subset, method label, model, GT,
-observability, config) and level whose rows carry a step set and a gold label: the
-share of cases whose set holds an acceptable step (a case's repeats are averaged first;
-95% Wilson interval over cases), the mean set size, and the mean of set size / trace
-length. A set that holds every step
+observability, config) and level whose rows carry a step set: the share of labelled
+cases whose set holds an acceptable step (a case's repeats are averaged first; 95% Wilson
+interval over cases), the mean set size, the mean of set size / trace length, and how
+many cases' sets claim their level, unlabelled ones included (a claim needs no label,
+its coverage does). A set that holds every step
 always covers; the relative size says what the coverage cost. ``faultfinder report``
 prints this section; ``bench/step_sets.py`` writes it for Who&When.
 """
@@ -52,6 +53,22 @@ class Coverage:
     """``covered`` over the claimed cases only."""
     group: GroupKey | None = None
     """The main-table group of the figures (None: not known)."""
+    unlabelled: int = 0
+    """Cases with a set but no gold step (``eval --include-unlabelled``): their coverage
+    cannot be checked, so ``cases``, ``covered`` and the coverage figures leave them out;
+    the sizes and :attr:`all_claimed` count them."""
+    unlabelled_claimed: int = 0
+    """Unlabelled cases whose set claims its level."""
+
+    @property
+    def all_cases(self) -> int:
+        """Every case with a set, labelled or not."""
+        return self.cases + self.unlabelled
+
+    @property
+    def all_claimed(self) -> int:
+        """Every case whose set claims its level, labelled or not."""
+        return self.claimed + self.unlabelled_claimed
 
     def ident(self, header: str) -> str:
         """The group's cell under an identifying header of the main table ('model', 'GT',
@@ -92,7 +109,7 @@ def coverage(rows: Iterable[EvalRow]) -> list[Coverage]:
     labels = group_labels(group_key(row) for row in items_of)
     groups: dict[tuple[GroupKey, float], list[EvalRow]] = {}
     for row in items_of:
-        if covers(row) is None or row.step_set_level is None:
+        if row.step_set is None or row.step_set_level is None:
             continue
         groups.setdefault((group_key(row), row.step_set_level), []).append(row)
 
@@ -104,11 +121,17 @@ def coverage(rows: Iterable[EvalRow]) -> list[Coverage]:
     for (key, level), items in sorted(groups.items(), key=order):
         sizes = [len(r.step_set or []) for r in items]
         per_case: dict[str, list[bool]] = {}
+        unlabelled: set[str] = set()
         unclaimed: set[str] = set()
         for r in items:
-            per_case.setdefault(r.trace_id, []).append(bool(covers(r)))
+            covered = covers(r)
+            if covered is None:
+                unlabelled.add(r.trace_id)
+            else:
+                per_case.setdefault(r.trace_id, []).append(covered)
             if r.step_set_calibrated is False:
                 unclaimed.add(r.trace_id)
+        unlabelled -= set(per_case)
         claimed = {k: v for k, v in per_case.items() if k not in unclaimed}
         out.append(
             Coverage(
@@ -126,6 +149,8 @@ def coverage(rows: Iterable[EvalRow]) -> list[Coverage]:
                 claimed=len(claimed),
                 claimed_covered=sum(sum(v) / len(v) for v in claimed.values()),
                 group=key,
+                unlabelled=len(unlabelled),
+                unlabelled_claimed=len(unlabelled - unclaimed),
             )
         )
     return out
@@ -153,6 +178,7 @@ def headers(idents: Sequence[str] = ()) -> list[str]:
 
 def cells(c: Coverage, idents: Sequence[str] = ()) -> list[str]:
     low, high = c.ci
+    rate = f"{100 * c.rate:.1f} ({100 * low:.1f}–{100 * high:.1f})" if c.cases else "-"
     if c.claimed:
         lo2, hi2 = wilson(c.claimed_covered, c.claimed)
         where = f"{100 * c.claimed_rate:.1f} ({100 * lo2:.1f}–{100 * hi2:.1f})"
@@ -163,11 +189,11 @@ def cells(c: Coverage, idents: Sequence[str] = ()) -> list[str]:
         c.method,
         *(c.ident(h) for h in idents),
         f"{100 * c.level:g}%",
-        str(c.cases),
-        f"{100 * c.rate:.1f} ({100 * low:.1f}–{100 * high:.1f})",
+        f"{c.cases} (+{c.unlabelled} unlabelled)" if c.unlabelled else str(c.cases),
+        rate,
         f"{c.mean_size:.1f}",
         f"{100 * c.mean_relative_size:.0f}%",
-        f"{c.claimed}/{c.cases}",
+        f"{c.all_claimed}/{c.all_cases}",
         where,
     ]
 
@@ -191,10 +217,54 @@ def text(figures: Sequence[Coverage], idents: Sequence[str] | None = None) -> st
     return text_table(headers(shown), [cells(c, shown) for c in figures], left=2 + len(shown))
 
 
+def notes(figures: Sequence[Coverage], rows: Sequence[EvalRow]) -> list[str]:
+    """What the section's figures mean, and which rows they leave out: coverage needs a
+    gold label, ``claimed`` does not (issue 26: a withdrawn claim is shown wherever the
+    rows are)."""
+    out = [
+        "Coverage: cases whose set holds an acceptable step (repeats averaged), with the 95% "
+        "Wilson interval over cases; size / length: mean of set size over trace length. A "
+        "set is the offline shortlist's split-conformal set plus the method's own step "
+        "(docs/step-sets.md)."
+    ]
+    if any(c.all_claimed < c.all_cases for c in figures):
+        out.append(
+            "Claimed: cases like the calibration data, out of every case with a set; the "
+            "others' sets carry no coverage claim (step_set_calibrated: false: the trace's "
+            "shift score is past its limit, step_set_shift_limit, or the ranker trained on "
+            "the trace)."
+        )
+    unlabelled = sum(c.unlabelled for c in figures)
+    if unlabelled:
+        out.append(
+            f"{unlabelled} case(s) with a set have no gold step: coverage needs one, so it is "
+            "over the labelled cases only (`cases`, the unlabelled in parentheses; `-` when "
+            "none is labelled), while the sizes and `claimed` count every case."
+        )
+    if any("single" in c.sources or "?" in c.sources for c in figures):
+        out.append("Some sets come from a custom weights file: their level is not calibrated.")
+    labels = group_labels(group_key(row) for row in rows)
+    without: dict[str, list[int]] = {}
+    for row in rows:
+        counts = without.setdefault(labels[group_key(row)], [0, 0])
+        counts[0] += row.step_set is None
+        counts[1] += 1
+    missing = [f"{label} {n} of {total}" for label, (n, total) in without.items() if n]
+    if missing:
+        out.append(
+            "Rows that carry no step set (eval --step-set off, a trace with no steps, or a "
+            "case that failed before its set was made), in no line here: "
+            + ", ".join(missing)
+            + "."
+        )
+    return out
+
+
 def render_rows(rows: Iterable[EvalRow], fmt: str = "text") -> str:
-    """The ``report`` section ('' when no row carries a step set and a gold step). Its
-    lines are the main table's groups: the model, GT and observability columns are shown
-    when they differ between the rows, as is needed to tell two lines of one method apart.
+    """The ``report`` section ('' when no row carries a step set). Its lines are the main
+    table's groups: the model, GT and observability columns are shown when they differ
+    between the rows, as is needed to tell two lines of one method apart. Rows without a
+    gold label count in ``claimed`` and the sizes, not in coverage (:func:`notes`).
     """
     items = list(rows)
     figures = coverage(items)
@@ -203,19 +273,5 @@ def render_rows(rows: Iterable[EvalRow], fmt: str = "text") -> str:
     idents = varying_idents(group_key(row) for row in items)
     title = "Step sets: how often the set holds the decisive step"
     body = markdown(figures, idents) if fmt == "markdown" else text(figures, idents)
-    notes = (
-        "Coverage: cases whose set holds an acceptable step (repeats averaged), with the 95% "
-        "Wilson interval over cases; size / length: mean of set size over trace length. A "
-        "set is the offline shortlist's split-conformal set plus the method's own step "
-        "(docs/step-sets.md)."
-    )
-    if any(c.claimed < c.cases for c in figures):
-        notes += (
-            " Claimed: cases like the calibration data; the others' sets carry no coverage "
-            "claim (step_set_calibrated: false: the trace's shift score is past its limit, "
-            "step_set_shift_limit, or the ranker trained on the trace)."
-        )
-    if any("single" in c.sources or "?" in c.sources for c in figures):
-        notes += " Some sets come from a custom weights file: their level is not calibrated."
     heading = f"### {title}\n" if fmt == "markdown" else f"{title}:"
-    return f"{heading}\n{body}\n\n{notes}"
+    return f"{heading}\n{body}\n\n{' '.join(notes(figures, items))}"

@@ -1,12 +1,12 @@
-"""The evaluation page: the report's own tables (faultfinder.eval.report, and the prompt
-tokens of faultfinder.eval.prompt_cost), the tolerance curve as SVG, and a per-case
-drill-down of what each method said."""
+"""The evaluation page: the report's own tables (faultfinder.eval.report, the step sets of
+faultfinder.eval.step_sets and the prompt tokens of faultfinder.eval.prompt_cost), the
+tolerance curve as SVG, and a per-case drill-down of what each method said."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from faultfinder.eval import prompt_cost
+from faultfinder.eval import prompt_cost, step_sets
 from faultfinder.eval.floors import is_floor
 from faultfinder.eval.metrics import TOLERANCES, score
 from faultfinder.eval.report import (
@@ -41,6 +41,10 @@ class SubsetReport:
     curves: list[Curve]
     cost: list[list[str]] = field(default_factory=list)
     """The prompt-token table's cells (without the subset); empty when no prompt was sent."""
+    sets: list[list[str]] = field(default_factory=list)
+    """The step-set table's cells (without the subset): per line and level, cases (the
+    unlabelled in parentheses), coverage, sizes and how many claim their level; empty when
+    no row carries a set."""
 
 
 @dataclass
@@ -80,6 +84,10 @@ def subset_reports(rows: list[EvalRow]) -> tuple[list[SubsetReport], list[str]]:
     grouped: dict[str, list[GroupSummary]] = {}
     for g in summaries:
         grouped.setdefault(g.key.subset, []).append(g)
+    figures = step_sets.coverage(rows)
+    sets: dict[str, list[list[str]]] = {}
+    for c in figures:
+        sets.setdefault(c.subset, []).append(step_sets.cells(c, SET_IDENTS)[1:])
     out = [
         SubsetReport(
             subset=subset,
@@ -88,10 +96,14 @@ def subset_reports(rows: list[EvalRow]) -> tuple[list[SubsetReport], list[str]]:
             tolerance=[tolerance_cells(g) for g in groups],
             curves=[_curve(g, COLOURS[i % len(COLOURS)]) for i, g in enumerate(groups)],
             cost=[prompt_cost.cells(g)[1:] for g in prompt_cost.costly(groups)],
+            sets=sets.get(subset, []),
         )
         for subset, groups in grouped.items()
     ]
-    return out, footnotes(summaries)
+    notes = footnotes(summaries)
+    if figures:
+        notes += ["Step sets. " + " ".join(step_sets.notes(figures, rows))]
+    return out, notes
 
 
 def case_rows(
@@ -128,9 +140,13 @@ def case_rows(
     return columns, list(cases.values())
 
 
+SET_IDENTS = ("model", "GT", "observability")
+"""The step-set table shows every identifying column, as the main table does."""
+
 HEADERS = {
     "main": MAIN_HEADERS,
     "tolerance": TOLERANCE_HEADERS,
     "cost": prompt_cost.HEADERS[1:],
+    "sets": step_sets.headers(SET_IDENTS)[1:],
 }
 PLOT = {"w": PLOT_W, "h": PLOT_H, "pad": PAD, "ticks": list(TOLERANCES)}
