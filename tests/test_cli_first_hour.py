@@ -274,3 +274,10 @@ def test_import_writes_with_the_short_o(tmp_path: Path) -> None:
     result = invoke("import", TINY, "-o", str(out))
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())["steps"]
+
+
+def test_eval_names_the_model_it_runs_with(tmp_path: Path) -> None:
+    out = tmp_path / "rows.jsonl"
+    result = invoke("eval", TINY, "--method", "shortlist", "-o", str(out), "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert "run(s) with model none" in result.stderr

@@ -233,7 +233,7 @@ def eval_command(
     per_subset = ", ".join(f"{name} {n}" for name, n in subsets(traces).items())
     click.echo(
         f"{len(traces)} traces ({per_subset}) × {len(plans)} method config(s) × {runs} run(s) "
-        f"with {llm.name}",
+        f"with model {llm.name}",
         err=True,
     )
     try:
