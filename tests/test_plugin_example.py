@@ -13,8 +13,11 @@ and ``replay`` of a program calling that stand-in. No network, no real model.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
+import subprocess
 import sys
 import threading
 import tomllib
@@ -207,3 +210,56 @@ def test_record_and_replay_speak_the_plugin_api(
     replayed = faultfinder(site, "replay", str(runs / "r1"), "--", sys.executable, str(client))
     assert replayed.returncode == 0, replayed.stderr
     assert "ANSWER 5" in replayed.stdout and len(plainchat.requests) == 1
+
+
+def test_proxy_prints_the_plugin_api_variables_and_records_its_calls(
+    site: Path, plainchat: PlainChat, tmp_path: Path
+) -> None:
+    """`faultfinder proxy` tells the user every variable `record` sets for the program,
+    the plugin API's `client_env` included; a program given those lines is recorded."""
+    plainchat.text = "5"
+    env = {**os.environ, "NO_COLOR": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH")) if p)
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "faultfinder", "proxy", "--upstream", plainchat.url,
+         "--out", str(runs), "--run-id", "p1", "--port", "0"],
+        stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    exports: dict[str, str] = {}
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if line.strip().startswith("export "):
+                key, _, value = line.strip().removeprefix("export ").partition("=")
+                exports[key] = value
+            if "recording into" in line:
+                break
+        else:
+            raise AssertionError(f"the proxy stopped before it was ready (exit {proc.wait()})")
+        root = exports["ANTHROPIC_BASE_URL"]
+        assert exports == {
+            "OPENAI_BASE_URL": root + "/v1",
+            "OPENAI_API_BASE": root + "/v1",
+            "ANTHROPIC_BASE_URL": root,
+            "ANTHROPIC_API_URL": root,
+            "PLAINCHAT_BASE_URL": root + "/v1",  # the plugin adapter's client_env
+        }
+        client = tmp_path / "client.py"
+        client.write_text(CLIENT, encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, str(client)],
+            capture_output=True, text=True, env={**os.environ, **exports}, timeout=60,
+            check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "ANSWER 5" in done.stdout
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, rest = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest
+    assert f"wrote {runs / 'p1' / 'trace.json'} (1 step)" in rest
+    ((path, _, _),) = plainchat.requests
+    assert path == "/v1/plainchat/generate"
+    call = json.loads((runs / "p1" / "steps.jsonl").read_text().splitlines()[0])
+    assert call["api"] == "plainchat"

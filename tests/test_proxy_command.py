@@ -63,3 +63,34 @@ def test_ctrl_c_with_nothing_recorded_says_so(tmp_path: Path) -> None:
     rest = interrupt(proc)
     assert f"no model call was recorded, so {tmp_path / 'r1'} has no trace.json" in rest
     assert not (tmp_path / "r1" / "trace.json").exists()
+
+
+def test_it_prints_every_variable_record_gives_the_program(tmp_path: Path) -> None:
+    """The `export` lines are the API variables `record` sets (`session.api_env`), for
+    every API the proxy serves: a Claude program reading ANTHROPIC_API_URL first, or an
+    OpenAI one reading OPENAI_API_BASE, is pointed at the proxy too."""
+    from faultfinder.replay.session import api_env
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "faultfinder", "proxy", "--upstream", "http://127.0.0.1:9/v1",
+         "--out", str(tmp_path), "--run-id", "r1", "--port", "0"],
+        stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"},
+    )  # fmt: skip
+    assert proc.stderr is not None
+    base_url, exports = "", []
+    for line in proc.stderr:
+        found = re.search(r"proxy on (\S+) ->", line)
+        base_url = found.group(1) if found else base_url
+        if line.strip().startswith("export "):
+            exports.append(line.strip())
+        if "recording into" in line:
+            break
+    interrupt(proc)
+    root = base_url.removesuffix("/v1")
+    assert exports == [f"export {k}={v}" for k, v in api_env(base_url, root).items()]
+    assert {e.partition("=")[0] for e in exports} == {
+        "export OPENAI_BASE_URL",
+        "export OPENAI_API_BASE",
+        "export ANTHROPIC_BASE_URL",
+        "export ANTHROPIC_API_URL",
+    }

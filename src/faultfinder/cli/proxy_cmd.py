@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shlex
 import signal
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from faultfinder.replay.recorder import (
     utcnow,
 )
 from faultfinder.replay.replayer import ReplayPlan
-from faultfinder.replay.session import rescrub_run, run_redactor, run_sync
+from faultfinder.replay.session import api_env, rescrub_run, run_redactor, run_sync
 from faultfinder.replay.trust import replay_upstream, replay_upstreams, require_api_upstreams
 
 
@@ -83,8 +84,9 @@ def proxy(
     """Run the recording proxy until interrupted; point OPENAI_BASE_URL (and, for Claude
     programs, ANTHROPIC_BASE_URL) at it.
 
-    A program on a model API an installed plugin adds is pointed at it through the
-    variables that plugin documents (docs/plugins.md); its calls are recorded too.
+    It prints an `export` line for each variable `record` would set for the program, for
+    every API it serves: the built-ins and those installed plugins add (docs/plugins.md),
+    whose calls are recorded too.
 
     Agents are told apart by the X-Faultfinder-Agent header, an /agent/<name>/v1 base
     URL, or their system prompt. On Ctrl-C the run's trace.json is written.
@@ -160,8 +162,10 @@ async def _serve_proxy(
             store.write_meta(meta)
             target = config.upstream or "(recording only: no upstream)"
             click.echo(f"faultfinder proxy on {server.base_url} -> {target}", err=True)
-            click.echo(f"  export OPENAI_BASE_URL={server.base_url}", err=True)
-            click.echo(f"  export ANTHROPIC_BASE_URL={server.url}", err=True)
+            # What `record` gives the program, for every API the proxy serves (a plugin's
+            # too), so a program started by hand finds the proxy the same way.
+            for key, value in api_env(server.base_url, server.url).items():
+                click.echo(f"  export {key}={shlex.quote(value)}", err=True)
             click.echo(f"  recording into {run_dir} (Ctrl-C to stop)", err=True)
             await stop.wait()
     finally:

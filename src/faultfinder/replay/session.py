@@ -129,18 +129,28 @@ class ReplayOutcome(BaseModel):
     child: ChildResult
 
 
-def child_env(
-    base_url: str, proxy_url: str, run_dir: Path, extra: dict[str, str]
-) -> dict[str, str]:
-    """The program's environment: every API's SDK variables (``OPENAI_BASE_URL``,
-    ``ANTHROPIC_BASE_URL``...: each adapter's ``client_env``) point at the proxy, and the
-    SDKs that insist on a key get a placeholder when the program has none."""
-    env = dict(os.environ)
-    env.update(extra)
+def api_env(base_url: str, proxy_url: str) -> dict[str, str]:
+    """The variables that point every API's SDKs at the proxy: each adapter's
+    ``client_env`` (``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``..., and those of the
+    installed plugins' APIs), the built-ins first, with OpenAI's base URL last so no
+    adapter moves it. ``record`` gives them to the program; ``proxy`` prints them."""
+    env: dict[str, str] = {}
     for adapter in ADAPTERS:
         env.update(adapter.client_env(proxy_url))
     env["OPENAI_BASE_URL"] = base_url
     env["OPENAI_API_BASE"] = base_url
+    return env
+
+
+def child_env(
+    base_url: str, proxy_url: str, run_dir: Path, extra: dict[str, str]
+) -> dict[str, str]:
+    """The program's environment: every API's SDK variables (:func:`api_env`) point at
+    the proxy, and the SDKs that insist on a key get a placeholder when the program has
+    none."""
+    env = dict(os.environ)
+    env.update(extra)
+    env.update(api_env(base_url, proxy_url))
     env["FAULTFINDER_PROXY_URL"] = proxy_url
     env["FAULTFINDER_RUN_DIR"] = str(run_dir)
     for key in PLACEHOLDER_KEYS:
