@@ -1,11 +1,14 @@
 """The plugin contract, in this process: what a backend factory is given, which floors the
-report computes, how far the UI's walk looks into files, what a method class must have,
-and the replay names docs/replay.md imports. The same defects through the real CLI and a
-real installed distribution are in tests/test_plugin_defects.py."""
+report computes, how far the UI's walk looks into files, what a method, an importer and a
+model-API adapter class must have, and the replay names docs/replay.md imports. The same
+defects through the real CLI and a real installed distribution are in
+tests/test_plugin_defects.py (an importer or an adapter that lacks a member:
+tests/test_plugins_interfaces.py)."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 import warnings
@@ -22,7 +25,9 @@ from faultfinder.eval.floors import FLOORS, floor_labels, floor_rows
 from faultfinder.judging.method import MethodBase, MethodConfig, Verdict, method_problem
 from faultfinder.llm.base import ChatRequest, Completion, approx_token_count
 from faultfinder.llm.registry import make_backend
-from faultfinder.registry import BACKENDS, IMPORTERS, METHODS
+from faultfinder.registry import APIS, BACKENDS, IMPORTERS, METHODS
+from faultfinder.replay.apis.base import ADAPTER_CALLS, WireAdapter, adapter_problem
+from faultfinder.traces.importers.base import importer_problem
 from faultfinder.traces.io import read_text, split_lines
 from faultfinder.traces.schema import SourceInfo, Step, Trace
 from faultfinder.ui import catalog as ui_catalog
@@ -294,6 +299,58 @@ def test_a_class_that_is_not_a_method_says_what_it_lacks() -> None:
 def test_every_built_in_method_is_a_method() -> None:
     for name in METHODS.names():
         assert method_problem(METHODS.get(name)) is None, name
+
+
+# -- what an importer class and a model-API adapter class must have -----------------------
+
+
+def test_every_built_in_importer_and_adapter_passes_the_checks() -> None:
+    for name in IMPORTERS.names():
+        if IMPORTERS.origin(name) == "built-in":
+            assert importer_problem(IMPORTERS.get(name)) is None, name
+    for name in APIS.names():
+        if APIS.origin(name) == "built-in":
+            assert adapter_problem(APIS.get(name)) is None, name
+
+
+def test_the_adapter_check_asks_for_every_member_replay_md_names() -> None:
+    # docs/replay.md, "Adding an API", lists the contract's members; the check asks for
+    # each one the protocol declares, so neither can leave one out unnoticed.
+    text = (Path(__file__).resolve().parent.parent / "docs" / "replay.md").read_text()
+    (listed,) = re.findall(r"whose docstring is the contract: (.*?); its `name`", text, re.S)
+    assert re.findall(r"`(\w+)`", listed) == list(ADAPTER_CALLS)
+    assert set(ADAPTER_CALLS) == {
+        n for n in dir(WireAdapter) if not n.startswith("_") and callable(getattr(WireAdapter, n))
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "phrase"),
+    [
+        (len, "is not a trace importer: it is a builtin_function_or_method, not a class"),
+        (
+            type("T", (), {"name": 1, "summary": "s", "detect": None, "load": print}),
+            "is not a trace importer: name is not a string; detect is not callable (",
+        ),
+    ],
+)
+def test_the_importer_check_says_what_is_wrong(value: object, phrase: str) -> None:
+    problem = importer_problem(value)
+    assert problem is not None and problem.startswith(phrase), problem
+
+
+def test_the_adapter_check_says_what_is_wrong() -> None:
+    from faultfinder.replay.apis.chat import ChatAdapter
+
+    broken = type("B", (ChatAdapter,), {"client_env": "http://x", "name": None})
+    problem = adapter_problem(broken)
+    assert problem is not None
+    assert problem.startswith(
+        "is not a model-API adapter: name is not a string; client_env is not callable ("
+    ), problem
+    assert adapter_problem(ChatAdapter()) == (
+        "is not a model-API adapter: it is a ChatAdapter, not a class"
+    )
 
 
 # -- the replay API ------------------------------------------------------------------------

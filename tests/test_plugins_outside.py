@@ -58,7 +58,8 @@ class CalledChat(ChatAdapter):  # a gateway's copy of Chat that kept Chat's name
     path = "/ff-gateway/chat"
 
 
-class Unnamed(AdapterBase):  # AdapterBase's name is '' until a subclass sets one
+class Unnamed(ChatAdapter):  # a whole adapter that left its name as AdapterBase's, ''
+    name = AdapterBase.name
     path = "/ff-unnamed"
 """
 

@@ -16,8 +16,10 @@ asked to detect a file's format, the model APIs asked whether they handle a requ
 built-ins come first, in the order listed here, then the plugins by name: a plugin adds a
 format or an API, it never takes a built-in's traffic.
 
-This module is a leaf: it imports nothing of faultfinder's but ``errors`` (checking a
-method class, once it is imported, imports ``judging.method``, which says what one is).
+This module is a leaf: it imports nothing of faultfinder's but ``errors``. Checking a
+component once it is imported imports the module that says what one is: a method class
+``judging.method``, an importer class ``traces.importers.base``, a model-API adapter class
+``replay.apis.base``.
 """
 
 from __future__ import annotations
@@ -353,10 +355,17 @@ METHODS: Registry[type[Method]] = Registry(
 
 
 def _importer_problem(name: str, cls: Any) -> str | None:
-    """What is wrong with the importer class registered as the trace format ``name``: a
-    ``name`` of its own. ``--format NAME`` finds the importer by its entry point's name
-    while the traces it reads carry the class's ``name`` as their ``source.format``, so an
-    importer called otherwise would label its traces with a format no command knows."""
+    """What is wrong with the class registered as the trace format ``name``: not an
+    importer class (``traces.importers.base.importer_problem``: it lacks ``detect``,
+    ``load``...), or a ``name`` of its own. ``--format NAME`` finds the importer by its
+    entry point's name while the traces it reads carry the class's ``name`` as their
+    ``source.format``, so an importer called otherwise would label its traces with a
+    format no command knows."""
+    from faultfinder.traces.importers.base import importer_problem
+
+    problem = importer_problem(cls)
+    if problem is not None:
+        return problem
     return _misnamed(name, cls, "the traces it reads carry as their source format")
 
 
@@ -395,11 +404,17 @@ with the part of ``--model KIND:NAME`` after the colon and the endpoint options.
 
 
 def _api_problem(name: str, cls: Any) -> str | None:
-    """What is wrong with the adapter class registered as the model API ``name``: a
-    ``name`` of its own. Recorded calls carry the adapter's ``name`` and a replay reads
-    each call with the adapter of that name, so an adapter called otherwise ('chat', or
-    the empty name of an ``AdapterBase`` subclass that sets none) would have its calls
-    read as another API's."""
+    """What is wrong with the class registered as the model API ``name``: not an adapter
+    class (``replay.apis.base.adapter_problem``: it lacks a member of ``WireAdapter``,
+    which the proxy would call in the middle of a run), or a ``name`` of its own.
+    Recorded calls carry the adapter's ``name`` and a replay reads each call with the
+    adapter of that name, so an adapter called otherwise ('chat', or the empty name of an
+    ``AdapterBase`` subclass that sets none) would have its calls read as another API's."""
+    from faultfinder.replay.apis.base import adapter_problem
+
+    problem = adapter_problem(cls)
+    if problem is not None:
+        return problem
     return _misnamed(name, cls, "recorded calls carry and replays look the adapter up by")
 
 

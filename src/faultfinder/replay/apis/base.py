@@ -254,6 +254,41 @@ class WireAdapter(Protocol):
         ...
 
 
+ADAPTER_CALLS: tuple[str, ...] = tuple(
+    member
+    for member, value in vars(WireAdapter).items()
+    if callable(value) and not member.startswith("_")
+)
+"""Every method of :class:`WireAdapter`, in the order it declares them: the proxy, the
+replayer, the trace builder and ``record`` call each of them."""
+
+
+def adapter_problem(cls: object) -> str | None:
+    """What keeps ``cls`` from being an adapter class (:class:`WireAdapter`), as a phrase
+    ('is not a model-API adapter: it lacks client_env'), or None. The registry asks it of
+    every adapter it loads, so one that lacks a member is refused there, in one line naming
+    it, before the proxy calls that member in the middle of a program's run."""
+    if not isinstance(cls, type):
+        return f"is not a model-API adapter: it is a {type(cls).__name__}, not a class"
+    missing = [a for a in ("name", *ADAPTER_CALLS) if not hasattr(cls, a)]
+    wrong = []
+    if "name" not in missing and not isinstance(getattr(cls, "name", None), str):
+        wrong.append("name is not a string")
+    wrong += [
+        f"{a} is not callable"
+        for a in ADAPTER_CALLS
+        if a not in missing and not callable(getattr(cls, a))
+    ]
+    if not missing and not wrong:
+        return None
+    lacks = [f"it lacks {', '.join(missing)}"] if missing else []
+    return (
+        f"is not a model-API adapter: {'; '.join(lacks + wrong)} (an adapter class follows "
+        "faultfinder.replay.apis.base.WireAdapter; subclassing "
+        "faultfinder.replay.apis.AdapterBase gives the members most APIs share)"
+    )
+
+
 def tool_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
     """A canonical tool call (OpenAI's function format) with the API's own ``call_id``."""
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}

@@ -1,30 +1,15 @@
 """Importers: other formats → canonical traces. One module per format, listed in
-``faultfinder.registry`` (third parties: entry-point group ``faultfinder.importers``)."""
+``faultfinder.registry`` (third parties: entry-point group ``faultfinder.importers``).
+What an importer is, :class:`Importer`, and the registry's check of one are in
+:mod:`faultfinder.traces.importers.base`."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any
 
-from faultfinder.traces.schema import Trace
+from faultfinder.traces.importers.base import Importer, importer_problem
 
-
-@runtime_checkable
-class Importer(Protocol):
-    """Reads one source format."""
-
-    name: ClassVar[str]
-    """Format name for ``--format``."""
-    summary: ClassVar[str]
-    """One line for help texts."""
-
-    def detect(self, path: Path) -> bool:
-        """True when ``path`` (file or directory) is in this format."""
-        ...
-
-    def load(self, path: Path, **options: Any) -> list[Trace]:
-        """All traces at ``path``. Malformed input raises TraceFormatError (file, field, reason)."""
-        ...
+__all__ = ["Importer", "get_importer", "importer_problem", "importers"]
 
 
 def importers() -> dict[str, type[Any]]:

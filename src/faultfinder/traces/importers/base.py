@@ -1,0 +1,66 @@
+"""What a trace importer is (:class:`Importer`), and the check the registry makes of
+every importer class it loads (:func:`importer_problem`).
+
+This module imports nothing that imports ``faultfinder.registry``, so the registry can
+ask it about a class without a cycle.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from faultfinder.traces.schema import Trace
+
+
+@runtime_checkable
+class Importer(Protocol):
+    """Reads one source format."""
+
+    name: ClassVar[str]
+    """Format name for ``--format``."""
+    summary: ClassVar[str]
+    """One line for help texts."""
+
+    def detect(self, path: Path) -> bool:
+        """True when ``path`` (file or directory) is in this format."""
+        ...
+
+    def load(self, path: Path, **options: Any) -> list[Trace]:
+        """All traces at ``path``. Malformed input raises TraceFormatError (file, field, reason)."""
+        ...
+
+
+IMPORTER_TEXTS = ("name", "summary")
+"""The strings an importer class declares: its format name and its help line."""
+IMPORTER_CALLS = ("detect", "load")
+"""What the commands call on an importer: every file whose format is not named is asked
+``detect``, and the importer that says yes is asked ``load``."""
+
+
+def importer_problem(cls: object) -> str | None:
+    """What keeps ``cls`` from being an importer class (:class:`Importer`), as a phrase
+    ('is not a trace importer: it lacks load'), or None. The registry asks it of every
+    importer it loads, so one that is not an importer is refused there, in one line
+    naming it, before a detection or a help text half-uses it."""
+    if not isinstance(cls, type):
+        return f"is not a trace importer: it is a {type(cls).__name__}, not a class"
+    missing = [a for a in (*IMPORTER_TEXTS, *IMPORTER_CALLS) if not hasattr(cls, a)]
+    wrong = [
+        f"{a} is not a string"
+        for a in IMPORTER_TEXTS
+        if a not in missing and not isinstance(getattr(cls, a), str)
+    ]
+    wrong += [
+        f"{a} is not callable"
+        for a in IMPORTER_CALLS
+        if a not in missing and not callable(getattr(cls, a))
+    ]
+    if not missing and not wrong:
+        return None
+    lacks = [f"it lacks {', '.join(missing)}"] if missing else []
+    return (
+        f"is not a trace importer: {'; '.join(lacks + wrong)} (an importer class follows "
+        "faultfinder.traces.importers.Importer: name, summary, detect(path), "
+        "load(path, **options))"
+    )
