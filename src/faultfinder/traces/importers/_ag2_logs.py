@@ -32,6 +32,10 @@ class Session:
     chat_events: list[dict[str, Any]] = field(default_factory=list)
     """The ``received_message`` and ``reply_func_executed`` events, in log order: where
     the chat's last message and its end are read (:func:`chat_result`)."""
+    config: list[dict[str, Any]] = field(default_factory=list)
+    """The SQLite logger's ``oai_clients`` and ``oai_wrappers`` rows (model client
+    configuration): not kept in the trace, read only for the secrets they reveal, which are
+    scrubbed wherever else they appear (the file logger's are among ``others``)."""
 
 
 _CHAT_EVENTS = frozenset({"received_message", "reply_func_executed"})
@@ -67,6 +71,12 @@ def read_sqlite(path: Path) -> dict[str, Session]:
                     "class": row.get("class"),
                     "init_args": row.get("init_args"),
                 }
+        for table in ("oai_clients", "oai_wrappers"):
+            if table in tables:
+                for row in _rows(con, table):
+                    owner = sessions.get(str(row.get("session_id")))
+                    if owner is not None:
+                        owner.config.append(row)
         # function_calls and events carry no session id: they belong to the only session,
         # or are matched by time to the session whose completions span them.
         calls = list(_rows(con, "function_calls")) if "function_calls" in tables else []

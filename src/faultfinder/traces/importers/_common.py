@@ -14,7 +14,7 @@ from faultfinder.errors import ConfigError, TraceFormatError
 from faultfinder.redact import Redactor
 from faultfinder.secret_names import is_secret_field, is_secret_name
 from faultfinder.traces.io import check_value, trace_error_from_validation
-from faultfinder.traces.schema import Trace
+from faultfinder.traces.schema import Agent, Step, Trace
 
 
 def fail(path: str | Path, field: str, reason: str) -> NoReturn:
@@ -148,3 +148,42 @@ def _dropped(value: Any) -> Any:
     if isinstance(value, list):
         return [_dropped(v) for v in value]
     return value
+
+
+def scrubbed(step: Step, redactor: Redactor) -> Step:
+    """``step`` with credentials removed from what it says and was asked: its content, input
+    messages, request, tool-call arguments and tool results (key-shaped tokens, credentials
+    in URLs, secret-named fields of JSON held in strings, secrets ``redactor`` learned)."""
+    return step.model_copy(
+        update={
+            "content": redactor.text(step.content),
+            "input_messages": redactor.data(step.input_messages),
+            "request": redactor.data(step.request),
+            "tool_calls": [
+                c.model_copy(update={"arguments": redactor.data(c.arguments)})
+                for c in step.tool_calls
+            ],
+            "tool_results": [
+                r.model_copy(update={"content": redactor.text(r.content)})
+                for r in step.tool_results
+            ],
+            "metadata": redactor.data(step.metadata),
+        }
+    )
+
+
+def scrubbed_agent(agent: Agent, redactor: Redactor) -> Agent:
+    """``agent`` with credentials removed, as :func:`scrubbed` removes them from a step:
+    from its description, system prompt and config (its name, which steps refer to, is
+    kept)."""
+    return agent.model_copy(
+        update={
+            "description": _text_or_none(agent.description, redactor),
+            "system_prompt": _text_or_none(agent.system_prompt, redactor),
+            "config": redactor.data(agent.config),
+        }
+    )
+
+
+def _text_or_none(value: str | None, redactor: Redactor) -> str | None:
+    return None if value is None else redactor.text(value)

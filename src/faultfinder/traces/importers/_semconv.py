@@ -34,7 +34,7 @@ from faultfinder.traces.importers._call_spans import (
     llm_step,
     order_tied_results,
 )
-from faultfinder.traces.importers._common import make_trace
+from faultfinder.traces.importers._common import make_trace, scrubbed
 from faultfinder.traces.importers._messages import message_list
 from faultfinder.traces.importers._span_fields import (
     SpanTree,
@@ -201,28 +201,6 @@ def build_trace(
         steps=[scrubbed(step, redactor) for step in steps],
         source=SourceInfo(format=fmt, path=str(path)),
         metadata=redactor.data(metadata),
-    )
-
-
-def scrubbed(step: Step, redactor: Redactor) -> Step:
-    """``step`` with credentials removed from what it says and was asked: its content, input
-    messages, request, tool-call arguments and tool results (key-shaped tokens, credentials
-    in URLs, secret-named fields of JSON held in strings, secrets ``redactor`` learned)."""
-    return step.model_copy(
-        update={
-            "content": redactor.text(step.content),
-            "input_messages": redactor.data(step.input_messages),
-            "request": redactor.data(step.request),
-            "tool_calls": [
-                c.model_copy(update={"arguments": redactor.data(c.arguments)})
-                for c in step.tool_calls
-            ],
-            "tool_results": [
-                r.model_copy(update={"content": redactor.text(r.content)})
-                for r in step.tool_results
-            ],
-            "metadata": redactor.data(step.metadata),
-        }
     )
 
 

@@ -5,8 +5,9 @@
 ``logger_type="file"``, JSON lines (one record per line; the kind of record is told by its
 keys). Every chat completion becomes an LLM step by its ``source_name`` agent, in start-time
 order; every function call is attached to the step that asked for it; the final answer is
-the chat's result as AG2 gives it by default, its last message (:func:`chat_result`). The
-database is opened read-only; nothing in it is executed.
+the chat's result as AG2 gives it by default, its last message (:func:`chat_result`). What
+the trace takes from the log is scrubbed of credentials as the span readers' traces are.
+The database is opened read-only; nothing in it is executed.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from faultfinder.errors import TraceFormatError
+from faultfinder.redact import Redactor
 from faultfinder.traces.importers._ag2_logs import (
     SQLITE_MAGIC,
     Session,
@@ -27,6 +29,8 @@ from faultfinder.traces.importers._ag2_logs import (
 from faultfinder.traces.importers._common import (
     check_options,
     make_trace,
+    scrubbed,
+    scrubbed_agent,
     text_of,
     without_credentials,
 )
@@ -259,23 +263,33 @@ def sessions_to_traces(sessions: dict[str, Session], path: Path, fmt: str) -> li
             "",
         )
         final, final_from = chat_result(s, steps, path)
+        # Each record kept in the trace was scrubbed alone (keep_raw); what the steps, the
+        # roster, the task and the final answer took from the log is scrubbed here, as the
+        # span readers scrub theirs, with every secret any record of the session reveals
+        # (a client's configuration, an agent's llm_config, a request's headers).
+        redactor = Redactor()
+        redactor.learn_data(
+            [s.completions, list(s.agents.values()), s.calls, s.chat_events, s.others, s.config]
+        )
+        metadata = {
+            "session_id": sid,
+            "events": s.events,
+            "function_calls": len(s.calls),
+            **({"final_answer_from": final_from} if final_from else {}),
+            **({"other_records": keep_raw(s.others)} if s.others else {}),
+        }
+        task = text_of(first_user)
         traces.append(
             make_trace(
                 path,
                 id=f"{stem_of(path)}/{sid}",
-                task=text_of(first_user),
-                final_answer=final,
+                task=redactor.text(task) if task else task,
+                final_answer=redactor.text(final) if final else final,
                 system="ag2",
-                agents=roster,
-                steps=steps,
+                agents=[scrubbed_agent(a, redactor) for a in roster],
+                steps=[scrubbed(st, redactor) for st in steps],
                 source=SourceInfo(format=fmt, path=str(path)),
-                metadata={
-                    "session_id": sid,
-                    "events": s.events,
-                    "function_calls": len(s.calls),
-                    **({"final_answer_from": final_from} if final_from else {}),
-                    **({"other_records": keep_raw(s.others)} if s.others else {}),
-                },
+                metadata=redactor.data(metadata),
             )
         )
     return traces
