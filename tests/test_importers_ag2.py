@@ -1,13 +1,17 @@
 """The AG2 runtime-log importer on logs real AG2 programs wrote: credentials a program
-leaked into its log are scrubbed from everything the trace takes from it.
+leaked into its log are scrubbed from everything the trace takes from it, and function
+executions are matched to the tool calls that asked for them by call id.
 
 The logs are the committed fixtures (tests/fixtures/otel/ag2-groupchat.*, written by
 tests/fixtures/otel/programs/ag2_groupchat.py; the fuzzer's seed
-tests/fixtures/importers/ag2/runtime.jsonl).
+tests/fixtures/importers/ag2/runtime.jsonl) and, when AG2 0.x (`autogen`) is installed,
+a fresh run of tests/fixtures/otel/programs/ag2_tool_calls.py against the loopback
+scripted upstream.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
@@ -159,3 +163,117 @@ def test_secrets_a_program_leaked_into_its_log_are_never_written(tmp_path: Path,
     assert "[REDACTED]" in trace.steps[1].input_messages[-1]["content"]
     assert "[REDACTED]" in trace.steps[1].tool_calls[0].arguments
     assert trace.final_answer == "The answer is 6, sent with [REDACTED]."
+
+
+# --- function calls matched by call id ----------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(FIXTURES))
+def test_a_function_call_is_matched_by_the_id_of_the_call_it_ran(name: str) -> None:
+    """AG2 logs no call id with a function execution; the executing agent's
+    received_message event holds the tool calls it was asked to run, with their ids."""
+    (trace,) = load_traces(FIXTURES[name], format="ag2")
+    solver = trace.steps[1]
+    assert [(r.call_id, r.name, r.content) for r in solver.tool_results] == [
+        ("call_g1", "add", "6")
+    ]
+    (match,) = solver.metadata["function_call_matches"]
+    assert (match["matched_by"], match["call_id"]) == ("call id", "call_g1")
+    assert match["call_id_from"].startswith("received_message event at 2026-11-23 20:59:")
+    assert all("function_call_matches" not in s.metadata for s in trace.steps if s is not solver)
+
+
+def _without_the_executors_orders(name: str, target: Path) -> Path:
+    """The real log with the events showing the Executor the tool calls it was to run
+    removed: the log then holds no call id for the function call."""
+    source = FIXTURES[name]
+    if name == "sqlite":
+        shutil.copy(source, target)
+        with sqlite3.connect(target) as con:
+            con.execute(
+                "DELETE FROM events WHERE source_name = 'Executor' AND "
+                "event_name = 'received_message' AND json_state LIKE '%tool_calls%'"
+            )
+        con.close()
+        return target
+    lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
+    kept = [
+        line
+        for line in lines
+        if '"source_name": "Executor", "event_name": "received_message"' not in line
+        or "tool_calls" not in line
+    ]
+    assert len(kept) == len(lines) - 1
+    target.write_text("".join(kept))
+    return target
+
+
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [
+        ("sqlite", "function name: the latest earlier unanswered call"),
+        ("file", "position: the latest earlier unanswered call"),
+    ],
+)
+def test_without_an_id_in_the_log_the_call_is_matched_as_before(
+    tmp_path: Path, name: str, rule: str
+) -> None:
+    path = _without_the_executors_orders(name, tmp_path / f"log{FIXTURES[name].suffix}")
+    (trace,) = load_traces(path, format="ag2")
+    solver = trace.steps[1]
+    assert [(r.call_id, r.content) for r in solver.tool_results] == [("call_g1", "6")]
+    assert solver.metadata["function_call_matches"] == [{"matched_by": rule}]
+
+
+def _autogen_installed() -> bool:
+    try:
+        return importlib.util.find_spec("autogen.runtime_logging") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def divisions_upstream(body: dict[str, Any]) -> Any:
+    """The Solver asks for three divisions in one reply, then reports."""
+    if any(m.get("role") == "tool" for m in body["messages"]):
+        return "6/3 is 2.0, 1/0 is undefined, 8/2 is 4.0. TERMINATE"
+    calls = [(6, 3), (1, 0), (8, 2)]
+    return {
+        "tool_calls": [
+            {"id": f"call_d{n}", "name": "divide", "arguments": json.dumps({"a": a, "b": b})}
+            for n, (a, b) in enumerate(calls, start=1)
+        ]
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("logger", "log"), [("sqlite", "runtime.db"), ("file", "autogen_logs/runtime.log")]
+)
+def test_several_tool_calls_in_one_reply_are_matched_by_id(
+    tmp_path: Path, logger: str, log: str
+) -> None:
+    """A real AG2 run: one reply asks for three divisions; the second fails (AG2 then logs
+    no function call), so the third's execution is the second logged. Matched by id, each
+    result is on its own call; matched by position, 8/2's result went to the 1/0 call."""
+    if not _autogen_installed():
+        pytest.skip("AG2 0.x (autogen) not installed: pip install -e '.[dev]'")
+    from otel_programs import run_program
+
+    question = "What are 6/3, 1/0 and 8/2?"
+    run = run_program(
+        ["ag2_tool_calls.py", logger, question], divisions_upstream, tmp_path, collect=False
+    )
+    assert "FINAL ANSWER: 6/3 is 2.0, 1/0 is undefined, 8/2 is 4.0." in run.stdout
+    (trace,) = load_traces(tmp_path / log, format="ag2")
+    assert trace.task == question and len(trace.steps) == run.llm_requests == 2
+    asked = trace.steps[0]
+    assert [c.id for c in asked.tool_calls] == ["call_d1", "call_d2", "call_d3"]
+    assert [(r.call_id, r.content) for r in asked.tool_results] == [
+        ("call_d1", "2.0"),
+        ("call_d3", "4.0"),
+    ]
+    matches = asked.metadata["function_call_matches"]
+    assert [(m["matched_by"], m["call_id"]) for m in matches] == [
+        ("call id", "call_d1"),
+        ("call id", "call_d3"),
+    ]

@@ -4,15 +4,18 @@
 ``chat_completions``, ``agents``, ``events``, ``function_calls``...) or, with
 ``logger_type="file"``, JSON lines (one record per line; the kind of record is told by its
 keys). Every chat completion becomes an LLM step by its ``source_name`` agent, in start-time
-order; every function call is attached to the step that asked for it; the final answer is
-the chat's result as AG2 gives it by default, its last message (:func:`chat_result`). What
-the trace takes from the log is scrubbed of credentials as the span readers' traces are.
-The database is opened read-only; nothing in it is executed.
+order; every function call is attached to the step that asked for it (by call id where the
+log shows it: :func:`_attach`); the final answer is the chat's result as AG2 gives it by
+default, its last message (:func:`chat_result`). What the trace takes from the log is
+scrubbed of credentials as the span readers' traces are. The database is opened read-only;
+nothing in it is executed.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -79,9 +82,106 @@ def _step(row: dict[str, Any], index: int, path: Path, where: str) -> Step:
     )
 
 
-def _attach(record: dict[str, Any], steps: list[Step], path: Path) -> None:
-    """Attach one function execution to the latest earlier step with a call still
-    unanswered (matched by name when the log has it: the file logger does not write it)."""
+@dataclass
+class _Asked:
+    """The tool calls one agent was asked to run: a ``received_message`` event whose
+    message holds ``tool_calls`` with ids."""
+
+    agent: str
+    moment: datetime | None
+    timestamp: str
+    calls: list[dict[str, Any]]
+    claimed: set[int] = field(default_factory=set)
+    """Positions in ``calls`` already matched to a function call record."""
+
+
+def _asked(session: Session, path: Path) -> list[_Asked]:
+    """Every received message asking its receiver to run tool calls that carry ids, in time
+    order."""
+    found = []
+    for event in session.chat_events:
+        state = maybe_json(event.get("json_state"))
+        message = state.get("message") if isinstance(state, dict) else None
+        if event.get("event_name") != "received_message" or not isinstance(message, dict):
+            continue
+        calls = message.get("tool_calls")
+        if not isinstance(calls, list):
+            continue
+        calls = [c for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)]
+        if calls:
+            found.append(
+                _Asked(
+                    agent=_who(event),
+                    moment=_event_time(event, path),
+                    timestamp=str(event.get("timestamp")),
+                    calls=calls,
+                )
+            )
+    found.sort(key=lambda a: (a.moment is None, a.moment or datetime.min))
+    return found
+
+
+def _who(record: dict[str, Any]) -> str:
+    """The agent that logged a record: its ``source_id`` (the agent's Python id, which
+    events and function calls share), else its name."""
+    source = record.get("source_id")
+    return f"id:{source}" if source is not None else f"name:{record.get('source_name')}"
+
+
+def _call_id(
+    record: dict[str, Any], moment: datetime | None, asked: list[_Asked]
+) -> tuple[str, str] | None:
+    """The id of the tool call a function call record ran, and where it was read: among
+    the calls the executing agent last received before running it, the first not yet
+    matched whose arguments (and name, when logged) are the record's. None when the log
+    does not show it."""
+    name = record.get("function_name")
+    args = maybe_json(record.get("args", record.get("input_args")))
+    who = _who(record)
+    latest = None
+    for request in asked:
+        if request.agent != who:
+            continue
+        if moment is not None and request.moment is not None and request.moment > moment:
+            break
+        latest = request
+    if latest is None:
+        return None
+    for position, call in enumerate(latest.calls):
+        function = call.get("function")
+        if position in latest.claimed or not isinstance(function, dict):
+            continue
+        if name and function.get("name") != name:
+            continue
+        if maybe_json(function.get("arguments")) == args:
+            latest.claimed.add(position)
+            return str(call["id"]), (
+                f"received_message event at {latest.timestamp}: the tool calls "
+                f"'{record.get('source_name')}' was asked to run, the first not yet matched "
+                f"with the arguments{' and name' if name else ''} this function call logged"
+            )
+    return None
+
+
+def _pending(step: Step) -> list[ToolCall]:
+    """The step's calls no result answers yet (a result answers the first call with its
+    call id, a result without an id the first call without one)."""
+    answered = Counter(r.call_id for r in step.tool_results)
+    pending = []
+    for call in step.tool_calls:
+        if answered[call.id]:
+            answered[call.id] -= 1
+        else:
+            pending.append(call)
+    return pending
+
+
+def _attach(record: dict[str, Any], steps: list[Step], path: Path, asked: list[_Asked]) -> None:
+    """Attach one function execution to the step that asked for it: by the call id of the
+    tool call the executing agent was asked to run, when the log shows it (AG2 logs no id
+    with the execution itself); else to the latest earlier step with a call still
+    unanswered (matched by name when the log has it: the file logger does not write it).
+    ``metadata.function_call_matches`` on the step says which."""
     name = str(record.get("function_name") or "")
     args = maybe_json(record.get("args", record.get("input_args")))
     result = maybe_json(record.get("returns"))
@@ -89,12 +189,24 @@ def _attach(record: dict[str, Any], steps: list[Step], path: Path) -> None:
     earlier = [s for s in steps if s.started_at is None or moment is None or s.started_at <= moment]
     target: Step | None = None
     call: ToolCall | None = None
-    for step in reversed(earlier):
-        done = len(step.tool_results)  # the calls of a step are answered in order
-        pending = [c for c in step.tool_calls[done:] if not name or c.name == name]
-        if pending:
-            target, call = step, pending[0]
-            break
+    match: dict[str, Any] = {}
+    found = _call_id(record, moment, asked)
+    if found is not None:
+        call_id, source = found
+        for step in reversed(earlier):
+            call = next((c for c in _pending(step) if c.id == call_id), None)
+            if call is not None:
+                target = step
+                match = {"matched_by": "call id", "call_id": call_id, "call_id_from": source}
+                break
+    if target is None:
+        for step in reversed(earlier):
+            pending = [c for c in _pending(step) if not name or c.name == name]
+            if pending:
+                target, call = step, pending[0]
+                rule = "function name" if name else "position"
+                match = {"matched_by": f"{rule}: the latest earlier unanswered call"}
+                break
     tool_result = ToolResult(
         call_id=call.id if call else None,
         name=name or (call.name if call else None),
@@ -122,6 +234,7 @@ def _attach(record: dict[str, Any], steps: list[Step], path: Path) -> None:
     target.tool_results.append(tool_result)
     target.metadata.setdefault("executed_by", []).append(record.get("source_name"))
     target.metadata.setdefault("function_calls", []).append(keep_raw(record))
+    target.metadata.setdefault("function_call_matches", []).append(match)
 
 
 def _agent(name: str, info: dict[str, Any]) -> Agent:
@@ -246,8 +359,9 @@ def sessions_to_traces(sessions: dict[str, Session], path: Path, fmt: str) -> li
             s.completions, key=lambda r: (str(r.get("start_time") or ""), r.get("id") or 0)
         )
         steps = [_step(r, i, path, f"chat_completions[{i}]") for i, r in enumerate(rows)]
+        asked = _asked(s, path)
         for call in sorted(s.calls, key=lambda c: str(c.get("timestamp") or "")):
-            _attach(call, steps, path)
+            _attach(call, steps, path, asked)
         steps = [st.model_copy(update={"index": i}) for i, st in enumerate(steps)]
         roster = [_agent(n, info) for n, info in s.agents.items()]
         for st in steps:
