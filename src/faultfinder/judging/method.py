@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypedDict, runtime_checkabl
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from faultfinder.contracts import interface_problem
 from faultfinder.errors import BudgetExceededError, CaseBudgetExceededError, FaultfinderError
 from faultfinder.judging.pairing import apply_step_rule
 from faultfinder.judging.reference import GroundTruthStatus, ground_truth_status
@@ -277,42 +278,25 @@ def method_problem(cls: object) -> str | None:
     not a method: it lacks summary, Config'), or None. The registry asks it of every method
     it loads, so a plugin that is not one is refused there, in one line naming it, and no
     command half-uses it."""
-    if not isinstance(cls, type):
-        return f"is not a method: it is a {type(cls).__name__}, not a class"
-    attributes = ("name", "summary", "Config", "presets", *_METHOD_FLAGS, *_METHOD_CALLS)
-    missing = [a for a in attributes if not hasattr(cls, a)]
-    wrong = [
-        f"{a} is not a string"
-        for a in ("name", "summary")
-        if a not in missing and not isinstance(getattr(cls, a), str)
-    ]
     config = getattr(cls, "Config", None)
-    if "Config" not in missing and not (
-        isinstance(config, type) and issubclass(config, MethodConfig)
-    ):
-        wrong.append("Config is not a MethodConfig subclass")
     presets = getattr(cls, "presets", None)
-    if "presets" not in missing and not (
+    wrong = []
+    if not (isinstance(config, type) and issubclass(config, MethodConfig)):
+        wrong.append(("Config", "Config is not a MethodConfig subclass"))
+    if not (
         isinstance(presets, dict)
         and all(isinstance(k, str) and isinstance(v, dict) for k, v in presets.items())
     ):
-        wrong.append("presets is not a dict of option dicts by name")
-    wrong += [
-        f"{a} is not True or False"
-        for a in _METHOD_FLAGS
-        if a not in missing and not isinstance(getattr(cls, a), bool)
-    ]
-    wrong += [
-        f"{a} is not callable"
-        for a in _METHOD_CALLS
-        if a not in missing and not callable(getattr(cls, a))
-    ]
-    if not missing and not wrong:
-        return None
-    lacks = [f"it lacks {', '.join(missing)}"] if missing else []
-    return (
-        f"is not a method: {'; '.join(lacks + wrong)} (a method class follows "
-        "faultfinder.judging.method.Method: subclass MethodBase)"
+        wrong.append(("presets", "presets is not a dict of option dicts by name"))
+    return interface_problem(
+        cls,
+        "method",
+        "a method class follows faultfinder.judging.method.Method: subclass MethodBase",
+        texts=("name", "summary"),
+        others=("Config", "presets"),
+        flags=_METHOD_FLAGS,
+        calls=_METHOD_CALLS,
+        wrong=wrong,
     )
 
 

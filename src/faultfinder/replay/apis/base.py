@@ -45,6 +45,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from faultfinder.contracts import interface_problem
 from faultfinder.llm import usage as llm_usage
 
 
@@ -268,24 +269,13 @@ def adapter_problem(cls: object) -> str | None:
     ('is not a model-API adapter: it lacks client_env'), or None. The registry asks it of
     every adapter it loads, so one that lacks a member is refused there, in one line naming
     it, before the proxy calls that member in the middle of a program's run."""
-    if not isinstance(cls, type):
-        return f"is not a model-API adapter: it is a {type(cls).__name__}, not a class"
-    missing = [a for a in ("name", *ADAPTER_CALLS) if not hasattr(cls, a)]
-    wrong = []
-    if "name" not in missing and not isinstance(getattr(cls, "name", None), str):
-        wrong.append("name is not a string")
-    wrong += [
-        f"{a} is not callable"
-        for a in ADAPTER_CALLS
-        if a not in missing and not callable(getattr(cls, a))
-    ]
-    if not missing and not wrong:
-        return None
-    lacks = [f"it lacks {', '.join(missing)}"] if missing else []
-    return (
-        f"is not a model-API adapter: {'; '.join(lacks + wrong)} (an adapter class follows "
-        "faultfinder.replay.apis.base.WireAdapter; subclassing "
-        "faultfinder.replay.apis.AdapterBase gives the members most APIs share)"
+    return interface_problem(
+        cls,
+        "model-API adapter",
+        "an adapter class follows faultfinder.replay.apis.base.WireAdapter; subclassing "
+        "faultfinder.replay.apis.AdapterBase gives the members most APIs share",
+        texts=("name",),
+        calls=ADAPTER_CALLS,
     )
 
 

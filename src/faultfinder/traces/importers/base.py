@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from faultfinder.contracts import interface_problem
 from faultfinder.traces.schema import Trace
 
 
@@ -43,24 +44,11 @@ def importer_problem(cls: object) -> str | None:
     ('is not a trace importer: it lacks load'), or None. The registry asks it of every
     importer it loads, so one that is not an importer is refused there, in one line
     naming it, before a detection or a help text half-uses it."""
-    if not isinstance(cls, type):
-        return f"is not a trace importer: it is a {type(cls).__name__}, not a class"
-    missing = [a for a in (*IMPORTER_TEXTS, *IMPORTER_CALLS) if not hasattr(cls, a)]
-    wrong = [
-        f"{a} is not a string"
-        for a in IMPORTER_TEXTS
-        if a not in missing and not isinstance(getattr(cls, a), str)
-    ]
-    wrong += [
-        f"{a} is not callable"
-        for a in IMPORTER_CALLS
-        if a not in missing and not callable(getattr(cls, a))
-    ]
-    if not missing and not wrong:
-        return None
-    lacks = [f"it lacks {', '.join(missing)}"] if missing else []
-    return (
-        f"is not a trace importer: {'; '.join(lacks + wrong)} (an importer class follows "
-        "faultfinder.traces.importers.Importer: name, summary, detect(path), "
-        "load(path, **options))"
+    return interface_problem(
+        cls,
+        "trace importer",
+        "an importer class follows faultfinder.traces.importers.Importer: name, summary, "
+        "detect(path), load(path, **options)",
+        texts=IMPORTER_TEXTS,
+        calls=IMPORTER_CALLS,
     )
