@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,13 +94,25 @@ def faultfinder(
     """``faultfinder ARGS`` in a new process that sees the packages installed in ``site``,
     run in ``site``'s parent directory (what a command writes stays in the test's files),
     with ``env``'s variables added to the environment."""
-    env = {**os.environ, **(env or {})}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH")) if p)
+    return _in_site(site, ["-m", "faultfinder", *args], cwd, env)
+
+
+def python(site: Path, code: str) -> subprocess.CompletedProcess[str]:
+    """``python -c CODE`` in a new process that sees the packages installed in ``site``,
+    run in ``site``'s parent directory."""
+    return _in_site(site, ["-c", textwrap.dedent(code)])
+
+
+def _in_site(
+    site: Path, argv: list[str], cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, **(env or {})}
+    full["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), full.get("PYTHONPATH")) if p)
     return subprocess.run(
-        [sys.executable, "-m", "faultfinder", *args],
+        [sys.executable, *argv],
         capture_output=True,
         text=True,
-        env=env,
+        env=full,
         cwd=cwd or site.parent,
         timeout=300,
         check=False,

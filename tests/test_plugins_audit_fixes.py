@@ -10,15 +10,12 @@ behind an importer and a model API.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from test_plugins import DEMO_TRACE, OTLP_FILE, faultfinder, pip_install
+from test_plugins import DEMO_TRACE, OTLP_FILE, faultfinder, pip_install, python
 
 DIST = "ff-audit-plugin"
 
@@ -118,21 +115,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (project / "ff_audit_cloud.py").write_text(CLOUD, encoding="utf-8")
     pip_install(project, base / "site")
     return base / "site"
-
-
-def python(site: Path, code: str) -> subprocess.CompletedProcess[str]:
-    """``python -c CODE`` in a new process that sees the packages installed in ``site``."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH")) if p)
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=site.parent,
-        timeout=300,
-        check=False,
-    )
 
 
 def lines_naming(text: str, word: str) -> list[str]:

@@ -13,14 +13,11 @@ whose ``name`` differs is, since replays look recorded calls' adapters up by tha
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
-from test_plugins import DEMO_TRACE
+from test_plugins import DEMO_TRACE, python
 
 DIST = "ff-outside"
 
@@ -90,24 +87,9 @@ def install(tmp_path: Path) -> Path:
     return site
 
 
-def run(site: Path, code: str) -> subprocess.CompletedProcess[str]:
-    """``python -c CODE`` in a fresh process that sees ``site``, in its parent directory."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH")) if p)
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=site.parent,
-        timeout=300,
-        check=False,
-    )
-
-
 def command(site: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     """``faultfinder ARGS`` in a fresh process, and the ``ff_outside`` modules it imported."""
-    done = run(
+    done = python(
         site,
         f"""
         import sys
@@ -163,7 +145,7 @@ def test_report_still_knows_a_plugin_floor_it_names(tmp_path: Path) -> None:
 
 def test_an_api_adapter_named_otherwise_than_its_entry_point_is_refused(tmp_path: Path) -> None:
     site = install(tmp_path)
-    done = run(
+    done = python(
         site,
         """
         import faultfinder.replay.apis as apis
