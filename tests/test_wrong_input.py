@@ -249,3 +249,197 @@ def test_report_names_other_files_it_may_be_handed(tmp_path: Path, recording: Pa
         line = one_error_line(result)
         assert what in line and hint in line, line
         assert "not a valid result row" not in line
+
+
+# --- empty, lock, binary and edit files (what each is, and what reads it) -----------------
+
+
+def a_lock_file(tmp_path: Path) -> Path:
+    """The lock file an eval leaves beside its --out when killed outright (no data)."""
+    lock = tmp_path / "r.jsonl.lock"
+    lock.write_bytes(b"")
+    return lock
+
+
+def a_response_cache(tmp_path: Path) -> Path:
+    from faultfinder.llm.cache import ResponseCache
+
+    path = tmp_path / "cache.sqlite"
+    ResponseCache(path)  # the response cache as any model-calling command creates it
+    assert path.read_bytes().startswith(b"SQLite format 3\x00")
+    return path
+
+
+def test_report_names_an_empty_file_a_lock_file_and_binary_files(tmp_path: Path) -> None:
+    import sqlite3
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    other_db = tmp_path / "other.db"
+    with sqlite3.connect(other_db) as con:
+        con.execute("CREATE TABLE t (a)")
+    con.close()
+    blob = tmp_path / "plot.png"
+    blob.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
+    expected = {
+        empty: (f"{empty} is empty: no eval result rows yet", "faultfinder eval DATASET"),
+        a_lock_file(tmp_path): (
+            "is the lock file an eval holds beside its --out",
+            "no eval holds it, so an eval killed outright left it behind",
+        ),
+        a_response_cache(tmp_path): (
+            "is faultfinder's LLM response cache (a SQLite database",
+            "--cache",
+        ),
+        other_db: ("is a SQLite database (binary, not text), not eval results", ""),
+        blob: ("is a binary file (it holds NUL bytes, so it is not text)", ""),
+    }
+    for path, (what, more) in expected.items():
+        result = run("report", str(path))
+        assert result.exit_code == 1, result.output
+        line = one_error_line(result)
+        assert what in line and more in line, line
+        assert "No result rows" not in line
+        assert "unfinished" not in result.output and "--resume" not in result.output
+    line = one_error_line(run("report", str(tmp_path / "r.jsonl.lock")))
+    assert f"Try: faultfinder report {tmp_path / 'r.jsonl'}" in line
+
+
+def test_report_says_an_eval_holds_the_lock_it_is_given(tmp_path: Path) -> None:
+    from faultfinder.eval.runner import ResultsLock, lock_path
+
+    lock = ResultsLock(lock_path(tmp_path / "r.jsonl"))
+    assert lock.try_acquire()
+    try:
+        line = one_error_line(run("report", lock.path))
+    finally:
+        lock.release()
+    assert f"an eval is writing to {tmp_path / 'r.jsonl'} now" in line
+    assert f"Try: faultfinder report {tmp_path / 'r.jsonl'}" in line
+
+
+def test_report_reads_the_other_files_beside_an_empty_one(results: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "still-running.jsonl"
+    empty.write_bytes(b"")
+    result = run("report", str(results), str(empty))
+    assert result.exit_code == 0, result.output
+    assert f"warning: {empty} is empty: no eval result row in it yet" in result.output
+
+
+@pytest.mark.parametrize("flag", ["--resume", "--force", None])
+def test_eval_never_writes_its_rows_into_a_file_of_another_kind(
+    flag: str | None, tmp_path: Path
+) -> None:
+    """--resume used to cut a binary --out at its 'unfinished last line' and append rows
+    (the response cache was destroyed); --force emptied it."""
+    edit = tmp_path / "edit.json"
+    edit.write_text(json.dumps({"kind": "message", "text": "42"}, indent=1) + "\n")
+    for out, what in (
+        (a_response_cache(tmp_path), "is faultfinder's LLM response cache"),
+        (edit, "is a replay edit file"),
+        (Path(TINY), "is a trace"),
+    ):
+        before = out.read_bytes()
+        args = ["eval", EVAL_SET, "--method", "random", "--out", str(out), "--no-progress"]
+        result = run(*args, *([flag] if flag else []))
+        assert result.exit_code == 1, result.output
+        line = one_error_line(result)
+        assert f"--out {out} {what}" in line and "Choose another --out" in line, line
+        assert out.read_bytes() == before
+
+
+def test_eval_refuses_an_out_named_like_a_lock_file(tmp_path: Path) -> None:
+    """An eval writing to r.jsonl removes r.jsonl.lock when it ends, rows and all."""
+    for lock in (a_lock_file(tmp_path), tmp_path / "new.jsonl.lock"):
+        result = run("eval", EVAL_SET, "--method", "random", "--out", str(lock))
+        assert result.exit_code == 1, result.output
+        line = one_error_line(result)
+        assert "removes that file when it ends" in line
+        assert f"Choose another --out, e.g. {str(lock)[: -len('.lock')]}" in line
+    assert a_lock_file(tmp_path).read_bytes() == b"" and not (tmp_path / "new.jsonl.lock").exists()
+
+
+def test_resume_never_cuts_a_binary_file(tmp_path: Path) -> None:
+    from faultfinder.eval.rows import ResultsFileError, read_rows
+
+    cache = a_response_cache(tmp_path)
+    before = cache.read_bytes()
+    with pytest.raises(ResultsFileError, match="a binary file"):
+        read_rows(cache, repair=True)
+    assert cache.read_bytes() == before
+
+
+def edit_files(root: Path) -> list[Path]:
+    """Edit files as the web UI saves them (``ui/replay_jobs.py``): RUN/edits/<session>.json,
+    the edit the page sent, indented."""
+    specs = [
+        {"kind": "message", "text": "The loans rose 12 percent."},
+        {"kind": "tool_result", "content": "{}", "index": 0},
+        {"kind": "input", "text": "Use the 2023 figures.", "mode": "append-user"},
+    ]
+    paths = []
+    for number, spec in enumerate(specs):
+        path = root / "runs" / "r1" / "edits" / f"ui-{number}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(spec, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def test_an_edit_file_is_named_with_the_command_that_reads_it(tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs" / "r1"
+    for path in edit_files(tmp_path):
+        assert kind_of(path) is not None and kind_of(path).name == "edit"  # type: ignore[union-attr]
+        for args, wanted in (
+            (["attribute", str(path), "--method", "random", "--no-save"], "not a trace."),
+            (["import", str(path)], "not a trace in a format to import."),
+            (["report", str(path)], "not eval results."),
+        ):
+            result = run(*args)
+            assert result.exit_code == 1, result.output
+            line = one_error_line(result)
+            assert f"{path} is a replay edit file" in line and wanted in line, line
+            assert f"faultfinder replay {run_dir} --at K --edit-file {path} -- COMMAND" in line
+    # An object with an edit's kind but not an edit's fields is not taken for one.
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps({"kind": "message", "text": "x", "extra": 1}))
+    assert kind_of(odd) is None
+
+
+def test_ui_results_must_be_the_results_store(
+    results: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page reads --results and, with --allow-run, appends to it: another kind of file
+    would be read wrong, then written into."""
+    pytest.importorskip("starlette", reason="needs the 'ui' extra")
+
+    async def serve(*args: Any) -> None:  # never listen: the command ends where it would serve
+        print("serving")
+
+    monkeypatch.setattr("faultfinder.ui.serve.serve", serve)
+    for path, what in (
+        (results, "is an eval results file"),
+        (a_response_cache(tmp_path), "is faultfinder's LLM response cache"),
+        (a_lock_file(tmp_path), "is the lock file an eval holds"),
+        (tmp_path / "new.jsonl.lock", "ends in .lock"),
+    ):
+        before = path.read_bytes() if path.exists() else None
+        result = run("ui", TINY, "--results", str(path), "--port", "0")
+        assert result.exit_code == 1, result.output
+        line = one_error_line(result)
+        assert f"--results {path} {what}" in line and "not the results store" in line, line
+        assert "serving" not in result.output
+        assert (path.read_bytes() if path.exists() else None) == before
+    line = one_error_line(run("ui", TINY, "--results", str(results), "--port", "0"))
+    assert f"Try: faultfinder ui PATHS {results}" in line
+
+
+def test_ui_names_what_it_cannot_show(tmp_path: Path) -> None:
+    from faultfinder.cli.kinds import unusable
+
+    cache = a_response_cache(tmp_path)
+    (edit,) = edit_files(tmp_path)[:1]
+    lines = unusable([cache, edit], [(cache, "not a trace"), (edit, "not a trace")])
+    assert len(lines) == 2
+    assert "is faultfinder's LLM response cache" in lines[0] and "--cache" in lines[0]
+    assert "is a replay edit file" in lines[1] and "--edit-file" in lines[1]

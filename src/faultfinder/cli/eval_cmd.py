@@ -25,7 +25,16 @@ from faultfinder.cli.common import (
     strict_option,
 )
 from faultfinder.cli.handling import InputPath
-from faultfinder.cli.kinds import TRACE, explained, kind_of, wrong_kind
+from faultfinder.cli.kinds import (
+    LOCK,
+    LOCK_SUFFIX,
+    TRACE,
+    described,
+    explained,
+    kind_of,
+    state,
+    wrong_kind,
+)
 from faultfinder.errors import ConfigError
 from faultfinder.eval import prompt_cost, reliability, step_sets
 from faultfinder.eval.cases import plan_methods, repeat_warnings
@@ -190,6 +199,8 @@ def eval_command(
       faultfinder eval ../shared/data/who-and-when --method all-at-once,binary-search \\
           --model local --runs 3 --out results.jsonl
     """
+    if message := not_an_out(out):
+        raise ConfigError(message)
     if shortlist_weights is not None:
         # Read now, not in each case after its model calls were paid for.
         load_weights(shortlist_weights)
@@ -376,8 +387,18 @@ def report_command(
         if message := not_results(path):
             raise ConfigError(message)
     rows = read_result_files(results)
+    empty = [path for path in results if Path(path).stat().st_size == 0]
     if not rows:
+        if empty == list(results):
+            raise ConfigError(
+                f"{', '.join(empty)} {'is' if len(empty) == 1 else 'are'} empty: no eval "
+                "result rows yet. `faultfinder eval DATASET --method M --out FILE` writes "
+                "one row per case as each finishes (an eval still running may not have "
+                "finished one)."
+            )
         raise click.ClickException("No result rows in " + ", ".join(results))
+    for path in empty:
+        click.echo(f"warning: {path} is empty: no eval result row in it yet", err=True)
     if floors_from:
         if shortlist_weights is not None:
             load_weights(shortlist_weights)  # a bad file is said once, not in every floor row
@@ -413,8 +434,9 @@ def not_results(path: str) -> str | None:
     and report that; attributions: the UI shows them); else None."""
     message = wrong_kind(path, "results", "eval results")
     kind = kind_of(path)
-    if kind is None and recognised(Path(path), None):
-        # An export of a tracing tool (OTLP, Langfuse...): not a line of it is a row.
+    if (kind is None or kind.name == "binary") and recognised(Path(path), None):
+        # An export of a tracing tool (OTLP, Langfuse, AG2's SQLite log...): not a line of
+        # it is a row.
         message = (
             f"{path} is a trace (a format faultfinder imports), not eval results. Try: "
             f"faultfinder attribute {path} --method shortlist"
@@ -431,6 +453,36 @@ def not_results(path: str) -> str | None:
             "writes, which score methods on labelled traces"
         )
     return message
+
+
+def not_an_out(out: str) -> str | None:
+    """Why eval may not write its rows into ``out``, or None: a name ending in .lock (an
+    eval's lock file, removed with everything in it when that eval ends), or a file that
+    is something else than eval results (a trace, the response cache, any binary file...),
+    which --resume would cut at its "unfinished last line" and --force would empty."""
+    path = Path(out)
+    if path.name.endswith(LOCK_SUFFIX):
+        results = out[: -len(LOCK_SUFFIX)]
+        if kind_of(path) is LOCK:
+            what = f"{out} is {described(out, LOCK)}{state(out, LOCK)}"
+        else:
+            what = f"--out {out} ends in {LOCK_SUFFIX}, the name of an eval's lock file"
+        return (
+            f"{what}; an eval writing to {results or 'FILE'} removes that file when it ends, "
+            f"rows and all, so it cannot hold results. Choose another --out, e.g. "
+            f"{results or 'results.jsonl'}"
+        )
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    kind = kind_of(path)
+    if (kind is None or kind.name == "binary") and recognised(path, None):
+        kind = TRACE
+    if kind is None or kind.name == "results":
+        return None
+    return (
+        f"--out {out} is {described(out, kind)}, not eval results: eval would write its rows "
+        "into it. Choose another --out."
+    )
 
 
 def _why_none(

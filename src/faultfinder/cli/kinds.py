@@ -31,7 +31,9 @@ class Kind:
     what: str
     """How to call it in a sentence."""
     hint: str
-    """The command that reads it ({path} is the path)."""
+    """The command that reads it ({path} is the path, {parent} its folder, {run} the run
+directory of a file in its edits/ folder, {results} the file a lock file guards); empty:
+nothing reads it."""
 
 
 TRACE = Kind("trace", "a trace", "faultfinder attribute {path} --method shortlist")
@@ -77,6 +79,32 @@ WEIGHTS = Kind(
 )
 DOVER = Kind("dover", "DoVer result rows", "faultfinder debug-report {path}")
 GRAPH = Kind("graph", "a CHIEF graph", "faultfinder ui {path}")
+EDIT = Kind(
+    "edit",
+    "a replay edit file (the web UI saves the edit each replay from the page served as "
+    "RUN/edits/<session>.json)",
+    "faultfinder replay {run} --at K --edit-file {path} -- COMMAND to replay it at step K, "
+    "or faultfinder verify-edit {run} --at K --edit-file {path} ... to judge it",
+)
+LOCK = Kind(
+    "lock",
+    "the lock file an eval holds beside its --out {results} (it holds no data)",
+    "faultfinder report {results} for the rows written so far",
+)
+RESPONSE_CACHE = Kind(
+    "binary",
+    "faultfinder's LLM response cache (a SQLite database, by default .faultfinder/cache.sqlite)",
+    "a command that calls a model reads it: faultfinder attribute TRACE --method M --model "
+    "KIND:NAME --cache {path}",
+)
+SQLITE = Kind("binary", "a SQLite database (binary, not text)", "")
+BINARY = Kind("binary", "a binary file (it holds NUL bytes, so it is not text)", "")
+
+LOCK_SUFFIX = ".lock"
+"""An eval's lock file is its --out's name plus this (``eval/runner.py: lock_path``)."""
+SQLITE_MAGIC = b"SQLite format 3\x00"
+BINARY_SNIFF = 8192
+"""How much of a file is looked at to tell binary from text."""
 
 
 def _first_object(path: Path) -> tuple[dict[str, Any] | None, bool]:
@@ -103,6 +131,54 @@ def _first_object(path: Path) -> tuple[dict[str, Any] | None, bool]:
     return None, False
 
 
+def _binary_kind(path: Path) -> Kind | None:
+    """An eval's lock file (empty, named ``<out>.lock``), a SQLite database (faultfinder's
+    response cache told apart) or another binary file; None for text (or unreadable)."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            head = handle.read(BINARY_SNIFF)
+    except OSError:
+        return None
+    if size == 0:
+        return LOCK if path.name.endswith(LOCK_SUFFIX) and path.name != LOCK_SUFFIX else None
+    if head.startswith(SQLITE_MAGIC):
+        return RESPONSE_CACHE if _is_response_cache(path) else SQLITE
+    return BINARY if b"\x00" in head else None
+
+
+def _is_response_cache(path: Path) -> bool:
+    """Whether the SQLite file holds the response cache's table (``llm/cache.py``); opened
+    read-only, changing nothing."""
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        columns = {row[1] for row in con.execute("PRAGMA table_info(responses)")}
+    except sqlite3.Error:
+        return False
+    finally:
+        con.close()
+    return {"key", "request", "completion"} <= columns
+
+
+def _is_edit(obj: dict[str, Any]) -> bool:
+    """Whether ``obj`` is an edit file (``replay/edits.py: EditFile``), as the UI saves it
+    and ``replay --edit-file`` reads it."""
+    from faultfinder.replay.edits import EDIT_KINDS, parse_edit_file
+
+    if obj.get("kind") not in EDIT_KINDS:
+        return False
+    try:
+        parse_edit_file(obj)
+    except ConfigError:
+        return False
+    return True
+
+
 def kind_of(path: str | Path) -> Kind | None:
     """The kind of faultfinder file ``path`` is, or None when it is none of them (which
     may still be a format an importer reads)."""
@@ -111,6 +187,9 @@ def kind_of(path: str | Path) -> Kind | None:
         if (p / "meta.json").is_file() and (p / "steps.jsonl").is_file():
             return RECORDING
         return None
+    binary = _binary_kind(p)
+    if binary is not None:
+        return binary
     obj, first_line = _first_object(p)
     if obj is None:
         return None
@@ -132,6 +211,8 @@ def kind_of(path: str | Path) -> Kind | None:
         return RECORDING_META
     if {"nodes", "edges"} <= keys and "steps" not in keys:
         return GRAPH
+    if _is_edit(obj):
+        return EDIT
     if "steps" in keys and isinstance(obj.get("steps"), list):
         return TRACE
     if "history" in keys and ("mistake_agent" in keys or "question" in keys):
@@ -146,9 +227,46 @@ def wrong_kind(path: str | Path, expected: str, wanted: str) -> str | None:
     kind = kind_of(path)
     if kind is None or kind.name == expected:
         return None
-    parent = str(Path(path).parent)
-    hint = kind.hint.format(path=path, parent=parent)
-    return f"{path} is {kind.what}, not {wanted}. Try: {hint}"
+    return f"{path} is {described(path, kind)}, not {wanted}{state(path, kind)}.{tried(path, kind)}"
+
+
+def _fields(path: str | Path) -> dict[str, str]:
+    p = Path(path)
+    run = str(p.parent.parent) if p.parent.name == "edits" else "RUN"
+    results = str(p)[: -len(LOCK_SUFFIX)] if str(p).endswith(LOCK_SUFFIX) else str(p)
+    return {"path": str(path), "parent": str(p.parent), "run": run, "results": results}
+
+
+def described(path: str | Path, kind: Kind) -> str:
+    """What ``path`` is, in a sentence's words."""
+    return kind.what.format(**_fields(path))
+
+
+def state(path: str | Path, kind: Kind) -> str:
+    """For a lock file, whether an eval holds it now, and so what to do about it
+    (': an eval is writing to r.jsonl now'); '' for any other kind."""
+    if kind is not LOCK:
+        return ""
+    from faultfinder.eval.runner import lock_held
+
+    results = _fields(path)["results"]
+    held = lock_held(path)
+    if held is True:
+        return f": an eval is writing to {results} now"
+    if held is False:
+        return (
+            ": no eval holds it, so an eval killed outright left it behind (harmless: delete "
+            "it, or the next eval on that file takes it over)"
+        )
+    return (
+        f": an eval may be writing to {results} now, or one killed outright left it behind "
+        "(harmless)"
+    )
+
+
+def tried(path: str | Path, kind: Kind) -> str:
+    """' Try: <the command that reads it>', or '' when nothing reads it."""
+    return f" Try: {kind.hint.format(**_fields(path))}" if kind.hint else ""
 
 
 @contextmanager
@@ -175,6 +293,37 @@ UI_KINDS = (
 )
 
 
+UI_SHOWN = frozenset({"trace", "results", "recording", "attribution", "replay", "dover", "graph"})
+"""Kind names the UI shows when given as a PATH."""
+
+
+def not_a_store(path: str | Path) -> str | None:
+    """Why ``ui --results`` may not name ``path``, or None. The page reads the results
+    store and, with --allow-run, appends an attribution to it per run: a file of another
+    kind (eval results, a trace, the response cache, an eval's lock file...) would be read
+    wrong and then written into."""
+    p = Path(path)
+    store = (
+        "not the results store (attributions, one per line, which `attribute` and the "
+        "page's runs append to; by default .faultfinder/results.jsonl)"
+    )
+    kind = kind_of(p) if p.is_file() else None
+    if kind is None and p.name.endswith(LOCK_SUFFIX):
+        results = str(p)[: -len(LOCK_SUFFIX)] or "FILE"
+        return (
+            f"--results {path} ends in {LOCK_SUFFIX}, the name of an eval's lock file, which "
+            f"an eval writing to {results} removes when it ends: {store}. Choose another "
+            "--results"
+        )
+    if kind is None or kind is RESULTS_STORE:
+        return None
+    if kind.name in UI_SHOWN:
+        hint = f" Try: faultfinder ui PATHS {path} to see it (and --results for the store)"
+    else:
+        hint = tried(path, kind)
+    return f"--results {path} is {described(path, kind)}, {store}{state(path, kind)}.{hint}"
+
+
 def unusable(paths: Iterable[str | Path], problems: Iterable[tuple[Path, str]]) -> list[str]:
     """One line for each file given on the command line that could not be read as any kind
     the UI shows (``problems``: the catalog's (path, reason) pairs)."""
@@ -182,6 +331,12 @@ def unusable(paths: Iterable[str | Path], problems: Iterable[tuple[Path, str]]) 
     lines = []
     for path, reason in problems:
         shown = given.get(Path(path).resolve())
-        if shown is not None:
+        if shown is None:
+            continue
+        kind = kind_of(path)
+        if kind is not None and kind.name not in UI_SHOWN:
+            what = f"{described(shown, kind)}, none of what the UI shows ({UI_KINDS})"
+            lines.append(f"{shown} is {what}{state(shown, kind)}.{tried(shown, kind)}")
+        else:
             lines.append(f"{shown} is none of what the UI shows ({UI_KINDS}): {reason}")
     return lines

@@ -23,8 +23,9 @@ from faultfinder.cli.common import (
     shortlist_weights_option,
 )
 from faultfinder.cli.handling import InputPath
-from faultfinder.cli.kinds import unusable
+from faultfinder.cli.kinds import not_a_store, unusable
 from faultfinder.cli.proxy_options import api_upstream_option, check_host
+from faultfinder.errors import ConfigError
 from faultfinder.replay.httpserver import is_loopback
 from faultfinder.results_store import DEFAULT_RESULTS as RESULTS_STORE
 
@@ -235,6 +236,8 @@ def ui(
             "can read every trace under the given paths",
             err=True,
         )
+    if message := not_a_store(results_path):
+        raise ConfigError(message)
     results = Path(results_path)
     catalog = build_catalog(paths, results_file=results)
     found = [(problem.path, problem.reason) for problem in catalog.problems]

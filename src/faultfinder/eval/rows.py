@@ -80,6 +80,13 @@ def read_rows(path: str | Path, *, repair: bool = False) -> list[EvalRow]:
     if not p.exists():
         raise ResultsFileError(f"{p}: no such results file")
     data = p.read_bytes()
+    if b"\x00" in data:
+        # Result rows are JSON text; a binary file (the response cache, an image...) is not
+        # one with an unfinished last line, and `repair` must never cut it.
+        raise ResultsFileError(
+            f"{p}: a binary file (it holds NUL bytes), not eval results (JSON lines that "
+            "`faultfinder eval --out` writes)"
+        )
     *complete, tail = data.split(b"\n")
     rows: list[EvalRow] = []
     for number, raw in enumerate(complete, start=1):

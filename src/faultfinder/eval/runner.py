@@ -224,6 +224,28 @@ def lock_path(results: Path) -> str:
     return str(results.with_name(results.name + ".lock"))
 
 
+def lock_held(path: str | Path) -> bool | None:
+    """Whether an eval holds the lock file ``path`` now (True), or nobody does (False:
+    one killed outright left it behind); None where that cannot be told (no ``flock``, or
+    the file cannot be opened). The probe takes a shared lock for an instant: an eval
+    starting in that instant waits for it, as it would for another eval."""
+    if fcntl is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return None
+    finally:
+        os.close(fd)  # closing releases the probe's lock
+    return False
+
+
 class ResultsLock:
     """An exclusive lock on ``<out>.lock`` that removes the file when released, so an eval
     leaves nothing behind.
