@@ -117,6 +117,52 @@ def test_a_step_set_without_its_coverage_claim_is_never_shown_at_90(
     assert "at 90%" not in page
 
 
+def set_badges(page: str) -> dict[int, tuple[str, str, str]]:
+    """Each step's step-set badge: (class, title, text), as the page holds them."""
+    found = re.findall(
+        r'id="step-(\d+)"[^>]*>\s*<summary>(?:(?!</summary>).)*?'
+        r'<span class="badge (set-badge[^"]*)" title="([^"]*)">([^<]*)</span>',
+        page,
+        re.S,
+    )
+    return {int(i): (cls, title, text) for i, cls, title, text in found}
+
+
+@pytest.mark.parametrize("claimed", [True, False])
+def test_step_set_badges_say_whether_the_level_is_claimed(
+    art: Artifacts, tmp_path: Path, claimed: bool
+) -> None:
+    """The line above the steps says whether the set's level is claimed; each step's badge
+    says it too, so a step read on its own is never taken for a claimed 90% set."""
+    result = json.loads((art.root / "results" / "loop-chief.json").read_text("utf-8"))
+    result.update(
+        method=PAYLOADS[1],  # a method label is the file's text: escaped in the title
+        step_set_calibrated=claimed,
+        step_set_shift=0.2 if claimed else 0.97,
+        step_set_shift_limit=0.5,
+        step_set_level=0.9,
+    )
+    (tmp_path / "loop-chief.json").write_text(json.dumps(result), "utf-8")
+    trace = (art.root / "traces" / "loop_trace.json").read_text("utf-8")
+    (tmp_path / "loop_trace.json").write_text(trace, "utf-8")
+    client = TestClient(create_app(build_catalog([tmp_path])), base_url="http://127.0.0.1")
+    page = client.get(f"/trace/{key_of(client, 'chief-loop-1')}").text
+    badges = set_badges(page)
+    assert set(badges) == set(result["step_set"])
+    method = PAYLOADS[1].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    method = method.replace('"', "&#34;")
+    for cls, title, text in badges.values():
+        assert f"in the step set of the selected answer ({method})" in title
+        if claimed:
+            assert (cls, text) == ("set-badge", "in step set · 90% claimed")
+            assert "claimed at 90% for this trace" in title
+        else:
+            assert (cls, text) == ("set-badge unclaimed", "in step set · 90% not claimed")
+            assert "its 90% level is NOT claimed for this trace: trace unlike the" in title
+            assert "shift 0.97 over the limit 0.50" in title
+    assert PAYLOADS[1] not in page
+
+
 def test_trace_page_shows_confidence_and_the_step_set(art: Artifacts, client: TestClient) -> None:
     result = json.loads((art.root / "results" / "loop-chief.json").read_text("utf-8"))
     steps = result["step_set"]

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from faultfinder.eval.metrics import agent_correct, step_correct
+from faultfinder.judging.method import Attribution
 from faultfinder.shortlist.sets import describe as describe_step_set
+from faultfinder.shortlist.sets import withdrawn_because
 from faultfinder.traces.schema import Step, Trace
 from faultfinder.ui.catalog import AttributionEntry
 
@@ -148,6 +150,29 @@ class AnswerRow:
     step_set: list[int] | None = None
     step_set_text: str | None = None
     """The step set as `attribute` prints it ('{2-4, 7} at 90%: 4 of 12 steps ...')."""
+    step_set_claimed: bool | None = None
+    """Whether the step set's level is claimed for this trace; None: no set."""
+    step_set_badge: str | None = None
+    """What the badge on each step of the set says: the level and whether it is claimed
+    for this trace ('in step set · 90% claimed')."""
+    step_set_title: str | None = None
+    """The badge's title: whose set it is and, when the level is not claimed, why."""
+
+
+def set_badge(method: str, a: Attribution) -> tuple[str | None, str | None]:
+    """The text and title of the badge on a step of ``a``'s step set: whether its level is
+    claimed for this trace (as the line above the steps says), the level when it is."""
+    if a.step_set is None or a.step_set_level is None:
+        return None, None
+    level = f"{100 * a.step_set_level:g}%"
+    whose = f"in the step set of the selected answer ({method})"
+    if a.step_set_calibrated is False:
+        why = withdrawn_because(a.step_set_shift, a.step_set_shift_limit)
+        return (
+            f"in step set · {level} not claimed",
+            f"{whose}; its {level} level is NOT claimed for this trace: {why}",
+        )
+    return f"in step set · {level} claimed", f"{whose}, claimed at {level} for this trace"
 
 
 def answer_rows(trace: Trace, entries: Sequence[AttributionEntry]) -> list[AnswerRow]:
@@ -156,6 +181,7 @@ def answer_rows(trace: Trace, entries: Sequence[AttributionEntry]) -> list[Answe
     for i, entry in enumerate(entries):
         a = entry.attribution
         method = a.method + (f" (run {entry.row.run})" if entry.row is not None else "")
+        badge, title = set_badge(method, a)
         rows.append(
             AnswerRow(
                 index=i,
@@ -185,6 +211,9 @@ def answer_rows(trace: Trace, entries: Sequence[AttributionEntry]) -> list[Answe
                         a.step_set_shift_limit,
                     )
                 ),
+                step_set_claimed=(None if badge is None else a.step_set_calibrated is not False),
+                step_set_badge=badge,
+                step_set_title=title,
             )
         )
     return rows
