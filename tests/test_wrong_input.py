@@ -443,3 +443,18 @@ def test_ui_names_what_it_cannot_show(tmp_path: Path) -> None:
     assert len(lines) == 2
     assert "is faultfinder's LLM response cache" in lines[0] and "--cache" in lines[0]
     assert "is a replay edit file" in lines[1] and "--edit-file" in lines[1]
+
+
+def test_resume_never_cuts_a_text_file_given_as_out(tmp_path: Path) -> None:
+    """--resume repairs a row cut short by a killed run; a text file that is not results
+    (notes given as --out by mistake) is refused and left as it was."""
+    from faultfinder.eval.rows import ResultsFileError, read_rows
+
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"remember to label the runs")
+    with pytest.raises(ResultsFileError, match="not a result row"):
+        read_rows(notes, repair=True)
+    assert notes.read_bytes() == b"remember to label the runs"
+    cut = tmp_path / "rows.jsonl"
+    cut.write_bytes(b'{"key": "a", "meth')
+    assert read_rows(cut, repair=True) == [] and cut.read_bytes() == b""

@@ -106,6 +106,14 @@ def read_rows(path: str | Path, *, repair: bool = False) -> list[EvalRow]:
             tail_ok = True
         except (ValidationError, ValueError):
             tail_ok = False
+            if not tail.lstrip().startswith(b"{"):
+                # A row cut short still opens as one; this is some other text (a user's
+                # file given as --out by mistake), which `repair` must never cut.
+                raise ResultsFileError(
+                    f"{p}: line {len(complete) + 1} is not a result row, nor the start of "
+                    "one cut short by an interrupted run; this is not a results file that "
+                    "`faultfinder eval --out` wrote"
+                ) from None
             if not repair:  # said, not silently dropped: a report would lack this case
                 warnings.warn(
                     f"{p}: its last line is unfinished (a run stopped while writing it?) and "
