@@ -225,6 +225,82 @@ def test_without_an_id_in_the_log_the_call_is_matched_as_before(
     assert solver.metadata["function_call_matches"] == [{"matched_by": rule}]
 
 
+# --- tool responses no function call record gives ----------------------------------------
+
+KEY_IN_ERROR = "sk-proj-Ve6Nc2Hs8Kd4Pm1Tq9Lw"  # key-shaped, in the failed tool's error text
+
+
+def _as_if_add_raised(name: str, target: Path, response: str) -> Path:
+    """The real group chat log as AG2 writes it when the call did not return: no
+    function_calls record (AG2 logs an execution only when the function returns), and
+    ``response`` as the tool response in every event that holds it (the Executor's reply,
+    and the message each agent received from it)."""
+    source = FIXTURES[name]
+    pattern = re.compile(Q + r'content\1": \1"6\1"')
+
+    def swap(text: str) -> str:
+        return pattern.sub(lambda m: _quoted(m, f'"content": "{response}"'), text)
+
+    if name == "sqlite":
+        shutil.copy(source, target)
+        with sqlite3.connect(target) as con:
+            assert con.execute("DELETE FROM function_calls").rowcount == 1
+            rows = con.execute(
+                "SELECT rowid, json_state FROM events WHERE json_state LIKE '%tool_responses%'"
+            ).fetchall()
+            for rowid, state in rows:
+                con.execute(
+                    "UPDATE events SET json_state = ? WHERE rowid = ?", (swap(state), rowid)
+                )
+        con.close()
+        return target
+    lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
+    kept = [swap(line) if "tool_responses" in line else line for line in lines]
+    kept = [line for line in kept if '"input_args"' not in line]
+    assert len(kept) == len(lines) - 1
+    target.write_text("".join(kept))
+    return target
+
+
+@pytest.mark.parametrize("name", ["sqlite", "file"])
+@pytest.mark.parametrize(
+    ("response", "content", "status"),
+    [
+        (
+            f"Error: quota exceeded for {KEY_IN_ERROR}",
+            "Error: quota exceeded for [REDACTED]",
+            "error",
+        ),
+        ("6", "6", "success"),
+    ],
+    ids=["raised", "returned-unlogged"],
+)
+def test_a_result_only_the_chat_events_hold_is_attached_to_its_call(
+    tmp_path: Path, name: str, response: str, content: str, status: str
+) -> None:
+    """A call that raised has no function_calls record; its result is in the tool responses
+    of the events (four copies here: the Executor's reply, then the message relayed to each
+    agent). It is attached once, to its call, with status error when AG2 worded it as a
+    failure, scrubbed, and the step says where it came from."""
+    path = _as_if_add_raised(name, tmp_path / f"log{FIXTURES[name].suffix}", response)
+    assert response.encode() in path.read_bytes()
+    (trace,) = load_traces(path, format="ag2")
+    solver = trace.steps[1]
+    assert [(r.call_id, r.name, r.content, r.status) for r in solver.tool_results] == [
+        ("call_g1", "add", content, status)
+    ]
+    (note,) = solver.metadata["tool_responses"]
+    assert note["call_id"] == "call_g1"
+    assert (
+        note["taken_from"].startswith("reply_func_executed event at 2026-11-23 20:59:")
+        and "the reply of 'Executor' (generate_tool_calls_reply)" in note["taken_from"]
+    )
+    assert ("status_from" in note) == (status == "error")
+    assert "function_call_matches" not in solver.metadata
+    assert all("tool_responses" not in s.metadata for s in trace.steps if s is not solver)
+    assert KEY_IN_ERROR not in _imported(path, tmp_path / "out.json")
+
+
 def _autogen_installed() -> bool:
     try:
         return importlib.util.find_spec("autogen.runtime_logging") is not None
@@ -254,7 +330,9 @@ def test_several_tool_calls_in_one_reply_are_matched_by_id(
 ) -> None:
     """A real AG2 run: one reply asks for three divisions; the second fails (AG2 then logs
     no function call), so the third's execution is the second logged. Matched by id, each
-    result is on its own call; matched by position, 8/2's result went to the 1/0 call."""
+    result is on its own call; matched by position, 8/2's result went to the 1/0 call. The
+    failed call's result, which only the Executor's reply event holds, is on its call as an
+    error."""
     if not _autogen_installed():
         pytest.skip("AG2 0.x (autogen) not installed: pip install -e '.[dev]'")
     from otel_programs import run_program
@@ -268,12 +346,16 @@ def test_several_tool_calls_in_one_reply_are_matched_by_id(
     assert trace.task == question and len(trace.steps) == run.llm_requests == 2
     asked = trace.steps[0]
     assert [c.id for c in asked.tool_calls] == ["call_d1", "call_d2", "call_d3"]
-    assert [(r.call_id, r.content) for r in asked.tool_results] == [
-        ("call_d1", "2.0"),
-        ("call_d3", "4.0"),
+    assert [(r.call_id, r.content, r.status) for r in asked.tool_results] == [
+        ("call_d1", "2.0", "success"),
+        ("call_d2", "Error: division by zero", "error"),
+        ("call_d3", "4.0", "success"),
     ]
     matches = asked.metadata["function_call_matches"]
     assert [(m["matched_by"], m["call_id"]) for m in matches] == [
         ("call id", "call_d1"),
         ("call id", "call_d3"),
     ]
+    (note,) = asked.metadata["tool_responses"]
+    assert note["call_id"] == "call_d2"
+    assert "the reply of 'Executor' (generate_tool_calls_reply)" in note["taken_from"]

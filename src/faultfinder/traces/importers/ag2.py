@@ -5,8 +5,10 @@
 ``logger_type="file"``, JSON lines (one record per line; the kind of record is told by its
 keys). Every chat completion becomes an LLM step by its ``source_name`` agent, in start-time
 order; every function call is attached to the step that asked for it (by call id where the
-log shows it: :func:`_attach`); the final answer is the chat's result as AG2 gives it by
-default, its last message (:func:`chat_result`). What the trace takes from the log is
+log shows it: :func:`_attach`), and a call that raised, for which AG2 logs no function
+call, gets its error result from the chat events (:func:`_add_responses`); the final
+answer is the chat's result as AG2 gives it by default, its last message
+(:func:`chat_result`). What the trace takes from the log is
 scrubbed of credentials as the span readers' traces are. The database is opened read-only;
 nothing in it is executed.
 """
@@ -237,6 +239,109 @@ def _attach(record: dict[str, Any], steps: list[Step], path: Path, asked: list[_
     target.metadata.setdefault("function_call_matches", []).append(match)
 
 
+AG2_ERROR_PREFIX = "Error: "
+"""How AG2 words the response of a tool call that failed (``ConversableAgent.execute_function``
+and ``a_execute_function``: ``f"Error: {e}"`` for a function that raised, arguments that
+are not JSON, a function it does not know). The ``is_exec_success`` flag it sets beside it
+is not logged, so these words are the log's only mark of a failure."""
+
+
+@dataclass
+class _Response:
+    """A tool call's response as the log shows it in a chat event (``tool_responses``)."""
+
+    call_id: str
+    content: Any
+    moment: datetime | None
+    where: str
+    record: dict[str, Any]
+
+
+def _responses(session: Session, path: Path) -> list[_Response]:
+    """Every tool response with a call id that the chat events hold, in time order: the
+    ``tool_responses`` of a reply an agent's reply function gave (``reply_func_executed``,
+    ``generate_tool_calls_reply``) and of a message an agent received (``received_message``:
+    the only place an async chat, whose replies AG2 does not log, shows them)."""
+    found = []
+    for event in session.chat_events:
+        state = maybe_json(event.get("json_state"))
+        if not isinstance(state, dict):
+            continue
+        if event.get("event_name") == "reply_func_executed":
+            message = state.get("reply")
+            what = f"the reply of '{event.get('source_name')}' ({state.get('reply_func_name')})"
+        else:
+            message = state.get("message")
+            what = f"the message '{event.get('source_name')}' received"
+        responses = message.get("tool_responses") if isinstance(message, dict) else None
+        if not isinstance(responses, list):
+            continue
+        moment = _event_time(event, path)
+        for response in responses:
+            if isinstance(response, dict) and isinstance(response.get("tool_call_id"), str):
+                found.append(
+                    _Response(
+                        call_id=response["tool_call_id"],
+                        content=response.get("content"),
+                        moment=moment,
+                        where=f"{event.get('event_name')} event at {event.get('timestamp')}: "
+                        f"{what}",
+                        record=response,
+                    )
+                )
+    found.sort(key=lambda r: (r.moment is None, r.moment or datetime.min))
+    return found
+
+
+def _add_responses(session: Session, steps: list[Step], path: Path) -> None:
+    """Attach each tool response the chat events hold that no function call record gives:
+    AG2 logs a function's execution only when it returns, so a call that raised has its
+    result ("Error: ...") only there. A response goes to the latest earlier step that asked
+    for its call id, when that call has no result yet (a function call record's result is
+    never repeated); status ``error`` when AG2 worded it as a failure
+    (:data:`AG2_ERROR_PREFIX`). ``metadata.tool_responses`` on the step says where each
+    came from."""
+    for response in _responses(session, path):
+        earlier = [
+            s
+            for s in steps
+            if s.started_at is None or response.moment is None or s.started_at <= response.moment
+        ]
+        step = next(
+            (s for s in reversed(earlier) if any(c.id == response.call_id for c in s.tool_calls)),
+            None,
+        )
+        if step is None:
+            continue
+        call = next((c for c in _pending(step) if c.id == response.call_id), None)
+        if call is None:
+            continue  # answered already: by a function call record, or an earlier event
+        content = text_of(response.content)
+        failed = isinstance(response.content, str) and content.startswith(AG2_ERROR_PREFIX)
+        step.tool_results.append(
+            ToolResult(
+                call_id=call.id,
+                name=call.name,
+                content=content,
+                status="error" if failed else "success",
+            )
+        )
+        position = {c.id: n for n, c in reversed(list(enumerate(step.tool_calls)))}
+        if all(r.call_id in position for r in step.tool_results):
+            step.tool_results.sort(key=lambda r: position[r.call_id])
+        note: dict[str, Any] = {
+            "call_id": call.id,
+            "taken_from": f"{response.where}, tool_responses; no function_calls record "
+            "gives this call's result (AG2 logs an execution only when the function returns)",
+            "record": keep_raw(response.record),
+        }
+        if failed:
+            note["status_from"] = (
+                f"the response starts with {AG2_ERROR_PREFIX!r}, as AG2 words a failed call's"
+            )
+        step.metadata.setdefault("tool_responses", []).append(note)
+
+
 def _agent(name: str, info: dict[str, Any]) -> Agent:
     raw = maybe_json(info.get("init_args"))
     args: dict[str, Any] = without_credentials(raw) if isinstance(raw, dict) else {}
@@ -362,6 +467,7 @@ def sessions_to_traces(sessions: dict[str, Session], path: Path, fmt: str) -> li
         asked = _asked(s, path)
         for call in sorted(s.calls, key=lambda c: str(c.get("timestamp") or "")):
             _attach(call, steps, path, asked)
+        _add_responses(s, steps, path)
         steps = [st.model_copy(update={"index": i}) for i, st in enumerate(steps)]
         roster = [_agent(n, info) for n, info in s.agents.items()]
         for st in steps:
