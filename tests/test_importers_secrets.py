@@ -509,3 +509,28 @@ def test_a_secret_in_a_mapping_key_is_scrubbed_and_no_entry_is_lost(tmp_path: Pa
     (trace,) = load_traces(out)
     (step,) = [s for s in trace.steps if s.kind == "llm"]
     assert json.loads(step.tool_calls[0].arguments) == {REDACTED: "x", "q": "weather"}
+
+
+def test_a_secret_in_an_agent_description_is_scrubbed(tmp_path: Path) -> None:
+    """The OTel GenAI instrumentation of the OpenAI Agents SDK writes the agent's
+    description (``gen_ai.agent.description``, an instrumentor option) on its spans, and the
+    roster takes it. A key-shaped token in it, and a value only the resource's secret-named
+    attribute shows is a secret, are scrubbed from the roster as from the steps."""
+    fixture = Path(__file__).parent / "fixtures" / "otel" / "openai-agents-genai.otlp.jsonl"
+    said = "OpenAI Agents instrumentation"
+    planted = f"{said}, key sk-LEAK31abcdefghijklmnopqrst, gateway LEAK32-gatewayabcdef"
+    text = fixture.read_text()
+    assert f'"gen_ai.agent.description","value":{{"stringValue":"{said}"}}' in text
+    lines = []
+    for line in text.replace(f'"stringValue":"{said}"', f'"stringValue":"{planted}"').splitlines():
+        request = json.loads(line)
+        for rs in request["resourceSpans"]:
+            rs["resource"]["attributes"].append(_attr("GATEWAY_TOKEN", "LEAK32-gatewayabcdef"))
+        lines.append(json.dumps(request))
+    source = tmp_path / "described.otlp.jsonl"
+    source.write_text("\n".join(lines))
+    (trace,) = load_traces(source)
+    assert [(a.name, a.description) for a in trace.agents] == [
+        (name, f"{said}, key {REDACTED}, gateway {REDACTED}") for name in ("Triage", "Math tutor")
+    ]
+    assert not LEAK.findall(trace.model_dump_json()), LEAK.findall(trace.model_dump_json())

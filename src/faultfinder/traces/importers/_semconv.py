@@ -7,7 +7,8 @@ siblings in start-time order, so causality (parent before child) wins over clock
 What one span says is read by ``_span_fields``; what a model-call, tool or handoff span
 becomes, and which agent made the call, by ``_call_spans``; agent spans with no LLM span
 under them become steps by ``_agent_spans``. This module walks the spans and assembles the
-trace: duplicates dropped, roster, metadata, source records kept, credentials scrubbed.
+trace: duplicates dropped, roster, metadata, source records kept, credentials scrubbed
+(from the steps, the roster, the task and the final answer).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from faultfinder.traces.importers._call_spans import (
     llm_step,
     order_tied_results,
 )
-from faultfinder.traces.importers._common import make_trace, scrubbed
+from faultfinder.traces.importers._common import make_trace, scrubbed, scrubbed_agent
 from faultfinder.traces.importers._messages import message_list
 from faultfinder.traces.importers._span_fields import (
     SpanTree,
@@ -186,7 +187,7 @@ def build_trace(
     if final_from:
         metadata["final_answer_from"] = final_from
     # The source records were scrubbed as they were kept; the text taken from them into
-    # the steps is scrubbed here, with the secrets the spans' attributes reveal.
+    # the steps and the roster is scrubbed here, with the secrets the spans' attributes reveal.
     # Learned from what was read (each kept record was scrubbed alone, so a secret another
     # record reveals, such as a resource's key quoted in a message, is only known here),
     # every copy of a span included: the copy dedupe dropped may be the one that revealed it.
@@ -197,7 +198,7 @@ def build_trace(
         id=trace_id,
         task=redactor.text(task) if task else task,
         final_answer=redactor.text(final) if final else final,
-        agents=list(roster.values()),
+        agents=[scrubbed_agent(agent, redactor) for agent in roster.values()],
         steps=[scrubbed(step, redactor) for step in steps],
         source=SourceInfo(format=fmt, path=str(path)),
         metadata=redactor.data(metadata),
