@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from faultfinder.errors import TraceFormatError
 from faultfinder.traces.importers._common import fail
 from faultfinder.traces.importers._spans import check_keys, parse_time
 from faultfinder.traces.importers.otlp import decode_text, read_bytes
@@ -295,3 +296,11 @@ def read_file_log(path: Path) -> dict[str, Session]:
         if sid not in found:  # records of a session with no call: kept with the first one
             first.others.extend(session.others)
     return found
+
+
+def event_time(event: dict[str, Any], path: Path) -> datetime | None:
+    """When a chat event happened; None when its timestamp does not parse."""
+    try:
+        return parse_time(event.get("timestamp"), path=path, where="events.timestamp")
+    except TraceFormatError:
+        return None

@@ -5,8 +5,8 @@
 ``logger_type="file"``, JSON lines (one record per line; the kind of record is told by its
 keys). Every chat completion becomes an LLM step by its ``source_name`` agent, in start-time
 order; every function call is attached to the step that asked for it (by call id where the
-log shows it: :func:`_attach`), and a call that raised, for which AG2 logs no function
-call, gets its error result from the chat events (:func:`_add_responses`); the final
+log shows it), and a call that raised, for which AG2 logs no function call, gets its
+error result from the chat events (``_ag2_tools.py``); the final
 answer is the chat's result as AG2 gives it by default, its last message
 (:func:`chat_result`). What the trace takes from the log is
 scrubbed of credentials as the span readers' traces are. The database is opened read-only;
@@ -16,21 +16,19 @@ nothing in it is executed.
 from __future__ import annotations
 
 import sqlite3
-from collections import Counter
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from faultfinder.errors import TraceFormatError
 from faultfinder.redact import Redactor
 from faultfinder.traces.importers._ag2_logs import (
     SQLITE_MAGIC,
     Session,
+    event_time,
     read_file_log,
     read_sqlite,
     tables_of,
 )
+from faultfinder.traces.importers._ag2_tools import attach_tool_runs
 from faultfinder.traces.importers._common import (
     check_options,
     make_trace,
@@ -42,7 +40,7 @@ from faultfinder.traces.importers._common import (
 from faultfinder.traces.importers._openai import read_completion, split_request
 from faultfinder.traces.importers._spans import keep_raw, maybe_json, parse_time
 from faultfinder.traces.importers.otlp import sniff, stem_of
-from faultfinder.traces.schema import Agent, SourceInfo, Step, ToolCall, ToolResult, Trace
+from faultfinder.traces.schema import Agent, SourceInfo, Step, Trace
 
 
 def _step(row: dict[str, Any], index: int, path: Path, where: str) -> Step:
@@ -82,264 +80,6 @@ def _step(row: dict[str, Any], index: int, path: Path, where: str) -> Step:
         source_id=str(row.get("id") or row.get("invocation_id") or index),
         metadata=metadata,
     )
-
-
-@dataclass
-class _Asked:
-    """The tool calls one agent was asked to run: a ``received_message`` event whose
-    message holds ``tool_calls`` with ids."""
-
-    agent: str
-    moment: datetime | None
-    timestamp: str
-    calls: list[dict[str, Any]]
-    claimed: set[int] = field(default_factory=set)
-    """Positions in ``calls`` already matched to a function call record."""
-
-
-def _asked(session: Session, path: Path) -> list[_Asked]:
-    """Every received message asking its receiver to run tool calls that carry ids, in time
-    order."""
-    found = []
-    for event in session.chat_events:
-        state = maybe_json(event.get("json_state"))
-        message = state.get("message") if isinstance(state, dict) else None
-        if event.get("event_name") != "received_message" or not isinstance(message, dict):
-            continue
-        calls = message.get("tool_calls")
-        if not isinstance(calls, list):
-            continue
-        calls = [c for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)]
-        if calls:
-            found.append(
-                _Asked(
-                    agent=_who(event),
-                    moment=_event_time(event, path),
-                    timestamp=str(event.get("timestamp")),
-                    calls=calls,
-                )
-            )
-    found.sort(key=lambda a: (a.moment is None, a.moment or datetime.min))
-    return found
-
-
-def _who(record: dict[str, Any]) -> str:
-    """The agent that logged a record: its ``source_id`` (the agent's Python id, which
-    events and function calls share), else its name."""
-    source = record.get("source_id")
-    return f"id:{source}" if source is not None else f"name:{record.get('source_name')}"
-
-
-def _call_id(
-    record: dict[str, Any], moment: datetime | None, asked: list[_Asked]
-) -> tuple[str, str] | None:
-    """The id of the tool call a function call record ran, and where it was read: among
-    the calls the executing agent last received before running it, the first not yet
-    matched whose arguments (and name, when logged) are the record's. None when the log
-    does not show it."""
-    name = record.get("function_name")
-    args = maybe_json(record.get("args", record.get("input_args")))
-    who = _who(record)
-    latest = None
-    for request in asked:
-        if request.agent != who:
-            continue
-        if moment is not None and request.moment is not None and request.moment > moment:
-            break
-        latest = request
-    if latest is None:
-        return None
-    for position, call in enumerate(latest.calls):
-        function = call.get("function")
-        if position in latest.claimed or not isinstance(function, dict):
-            continue
-        if name and function.get("name") != name:
-            continue
-        if maybe_json(function.get("arguments")) == args:
-            latest.claimed.add(position)
-            return str(call["id"]), (
-                f"received_message event at {latest.timestamp}: the tool calls "
-                f"'{record.get('source_name')}' was asked to run, the first not yet matched "
-                f"with the arguments{' and name' if name else ''} this function call logged"
-            )
-    return None
-
-
-def _pending(step: Step) -> list[ToolCall]:
-    """The step's calls no result answers yet (a result answers the first call with its
-    call id, a result without an id the first call without one)."""
-    answered = Counter(r.call_id for r in step.tool_results)
-    pending = []
-    for call in step.tool_calls:
-        if answered[call.id]:
-            answered[call.id] -= 1
-        else:
-            pending.append(call)
-    return pending
-
-
-def _attach(record: dict[str, Any], steps: list[Step], path: Path, asked: list[_Asked]) -> None:
-    """Attach one function execution to the step that asked for it: by the call id of the
-    tool call the executing agent was asked to run, when the log shows it (AG2 logs no id
-    with the execution itself); else to the latest earlier step with a call still
-    unanswered (matched by name when the log has it: the file logger does not write it).
-    ``metadata.function_call_matches`` on the step says which."""
-    name = str(record.get("function_name") or "")
-    args = maybe_json(record.get("args", record.get("input_args")))
-    result = maybe_json(record.get("returns"))
-    moment = parse_time(record.get("timestamp"), path=path, where="function_calls.timestamp")
-    earlier = [s for s in steps if s.started_at is None or moment is None or s.started_at <= moment]
-    target: Step | None = None
-    call: ToolCall | None = None
-    match: dict[str, Any] = {}
-    found = _call_id(record, moment, asked)
-    if found is not None:
-        call_id, source = found
-        for step in reversed(earlier):
-            call = next((c for c in _pending(step) if c.id == call_id), None)
-            if call is not None:
-                target = step
-                match = {"matched_by": "call id", "call_id": call_id, "call_id_from": source}
-                break
-    if target is None:
-        for step in reversed(earlier):
-            pending = [c for c in _pending(step) if not name or c.name == name]
-            if pending:
-                target, call = step, pending[0]
-                rule = "function name" if name else "position"
-                match = {"matched_by": f"{rule}: the latest earlier unanswered call"}
-                break
-    tool_result = ToolResult(
-        call_id=call.id if call else None,
-        name=name or (call.name if call else None),
-        content=text_of(result),
-        status="success",
-    )
-    if target is None:
-        steps.append(
-            Step(
-                index=len(steps),
-                agent=str(record.get("source_name") or "executor"),
-                role="tool",
-                kind="tool",
-                content=text_of(result),
-                tool_calls=[ToolCall(name=name or "function", arguments=text_of(args))],
-                tool_results=[tool_result],
-                started_at=moment,
-                metadata={
-                    "inferred": {"attached": "no earlier step asked for this function"},
-                    "source": keep_raw(record),
-                },
-            )
-        )
-        return
-    target.tool_results.append(tool_result)
-    target.metadata.setdefault("executed_by", []).append(record.get("source_name"))
-    target.metadata.setdefault("function_calls", []).append(keep_raw(record))
-    target.metadata.setdefault("function_call_matches", []).append(match)
-
-
-AG2_ERROR_PREFIX = "Error: "
-"""How AG2 words the response of a tool call that failed (``ConversableAgent.execute_function``
-and ``a_execute_function``: ``f"Error: {e}"`` for a function that raised, arguments that
-are not JSON, a function it does not know). The ``is_exec_success`` flag it sets beside it
-is not logged, so these words are the log's only mark of a failure."""
-
-
-@dataclass
-class _Response:
-    """A tool call's response as the log shows it in a chat event (``tool_responses``)."""
-
-    call_id: str
-    content: Any
-    moment: datetime | None
-    where: str
-    record: dict[str, Any]
-
-
-def _responses(session: Session, path: Path) -> list[_Response]:
-    """Every tool response with a call id that the chat events hold, in time order: the
-    ``tool_responses`` of a reply an agent's reply function gave (``reply_func_executed``,
-    ``generate_tool_calls_reply``) and of a message an agent received (``received_message``:
-    the only place an async chat, whose replies AG2 does not log, shows them)."""
-    found = []
-    for event in session.chat_events:
-        state = maybe_json(event.get("json_state"))
-        if not isinstance(state, dict):
-            continue
-        if event.get("event_name") == "reply_func_executed":
-            message = state.get("reply")
-            what = f"the reply of '{event.get('source_name')}' ({state.get('reply_func_name')})"
-        else:
-            message = state.get("message")
-            what = f"the message '{event.get('source_name')}' received"
-        responses = message.get("tool_responses") if isinstance(message, dict) else None
-        if not isinstance(responses, list):
-            continue
-        moment = _event_time(event, path)
-        for response in responses:
-            if isinstance(response, dict) and isinstance(response.get("tool_call_id"), str):
-                found.append(
-                    _Response(
-                        call_id=response["tool_call_id"],
-                        content=response.get("content"),
-                        moment=moment,
-                        where=f"{event.get('event_name')} event at {event.get('timestamp')}: "
-                        f"{what}",
-                        record=response,
-                    )
-                )
-    found.sort(key=lambda r: (r.moment is None, r.moment or datetime.min))
-    return found
-
-
-def _add_responses(session: Session, steps: list[Step], path: Path) -> None:
-    """Attach each tool response the chat events hold that no function call record gives:
-    AG2 logs a function's execution only when it returns, so a call that raised has its
-    result ("Error: ...") only there. A response goes to the latest earlier step that asked
-    for its call id, when that call has no result yet (a function call record's result is
-    never repeated); status ``error`` when AG2 worded it as a failure
-    (:data:`AG2_ERROR_PREFIX`). ``metadata.tool_responses`` on the step says where each
-    came from."""
-    for response in _responses(session, path):
-        earlier = [
-            s
-            for s in steps
-            if s.started_at is None or response.moment is None or s.started_at <= response.moment
-        ]
-        step = next(
-            (s for s in reversed(earlier) if any(c.id == response.call_id for c in s.tool_calls)),
-            None,
-        )
-        if step is None:
-            continue
-        call = next((c for c in _pending(step) if c.id == response.call_id), None)
-        if call is None:
-            continue  # answered already: by a function call record, or an earlier event
-        content = text_of(response.content)
-        failed = isinstance(response.content, str) and content.startswith(AG2_ERROR_PREFIX)
-        step.tool_results.append(
-            ToolResult(
-                call_id=call.id,
-                name=call.name,
-                content=content,
-                status="error" if failed else "success",
-            )
-        )
-        position = {c.id: n for n, c in reversed(list(enumerate(step.tool_calls)))}
-        if all(r.call_id in position for r in step.tool_results):
-            step.tool_results.sort(key=lambda r: position[r.call_id])
-        note: dict[str, Any] = {
-            "call_id": call.id,
-            "taken_from": f"{response.where}, tool_responses; no function_calls record "
-            "gives this call's result (AG2 logs an execution only when the function returns)",
-            "record": keep_raw(response.record),
-        }
-        if failed:
-            note["status_from"] = (
-                f"the response starts with {AG2_ERROR_PREFIX!r}, as AG2 words a failed call's"
-            )
-        step.metadata.setdefault("tool_responses", []).append(note)
 
 
 def _agent(name: str, info: dict[str, Any]) -> Agent:
@@ -383,13 +123,6 @@ def _message_text(message: Any) -> str | None:
     return None
 
 
-def _event_time(event: dict[str, Any], path: Path) -> datetime | None:
-    try:
-        return parse_time(event.get("timestamp"), path=path, where="events.timestamp")
-    except TraceFormatError:
-        return None
-
-
 def chat_result(session: Session, steps: list[Step], path: Path) -> tuple[str | None, str]:
     """The chat's result as AG2 gives it by default (``ChatResult.summary`` with
     ``summary_method="last_msg"``: the last message of the chat, every "TERMINATE"
@@ -417,7 +150,7 @@ def chat_result(session: Session, steps: list[Step], path: Path) -> tuple[str | 
         return None, ""
     event = events[last]
     state = maybe_json(event.get("json_state"))
-    moment = _event_time(event, path)
+    moment = event_time(event, path)
     if moment is None or any(
         s.started_at is not None and s.started_at > moment for s in steps if s.kind == "llm"
     ):
@@ -464,10 +197,7 @@ def sessions_to_traces(sessions: dict[str, Session], path: Path, fmt: str) -> li
             s.completions, key=lambda r: (str(r.get("start_time") or ""), r.get("id") or 0)
         )
         steps = [_step(r, i, path, f"chat_completions[{i}]") for i, r in enumerate(rows)]
-        asked = _asked(s, path)
-        for call in sorted(s.calls, key=lambda c: str(c.get("timestamp") or "")):
-            _attach(call, steps, path, asked)
-        _add_responses(s, steps, path)
+        attach_tool_runs(s, steps, path)
         steps = [st.model_copy(update={"index": i}) for i, st in enumerate(steps)]
         roster = [_agent(n, info) for n, info in s.agents.items()]
         for st in steps:

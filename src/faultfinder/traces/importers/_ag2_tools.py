@@ -1,0 +1,288 @@
+"""How an AG2 log's tool runs reach the steps that asked for them (helper of ``ag2.py``).
+
+A ``function_calls`` record is attached to the step whose reply asked for it: by the call
+id the executing agent's ``received_message`` event lists, else by function name, else by
+position (``metadata.function_call_matches`` says which). A call that raised has no such
+record; its ``Error: ...`` response is taken from the chat events' ``tool_responses``
+(``metadata.tool_responses``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from faultfinder.traces.importers._ag2_logs import Session, event_time
+from faultfinder.traces.importers._common import text_of
+from faultfinder.traces.importers._spans import keep_raw, maybe_json, parse_time
+from faultfinder.traces.schema import Step, ToolCall, ToolResult
+
+
+def attach_tool_runs(session: Session, steps: list[Step], path: Path) -> None:
+    """Every tool run of ``session`` on the step that asked for it: the function call
+    records in time order, then the responses only the chat events hold."""
+    asked = _asked(session, path)
+    for call in sorted(session.calls, key=lambda c: str(c.get("timestamp") or "")):
+        _attach(call, steps, path, asked)
+    _add_responses(session, steps, path)
+
+
+@dataclass
+class _Asked:
+    """The tool calls one agent was asked to run: a ``received_message`` event whose
+    message holds ``tool_calls`` with ids."""
+
+    agent: str
+    moment: datetime | None
+    timestamp: str
+    calls: list[dict[str, Any]]
+    claimed: set[int] = field(default_factory=set)
+    """Positions in ``calls`` already matched to a function call record."""
+
+
+def _asked(session: Session, path: Path) -> list[_Asked]:
+    """Every received message asking its receiver to run tool calls that carry ids, in time
+    order."""
+    found = []
+    for event in session.chat_events:
+        state = maybe_json(event.get("json_state"))
+        message = state.get("message") if isinstance(state, dict) else None
+        if event.get("event_name") != "received_message" or not isinstance(message, dict):
+            continue
+        calls = message.get("tool_calls")
+        if not isinstance(calls, list):
+            continue
+        calls = [c for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)]
+        if calls:
+            found.append(
+                _Asked(
+                    agent=_who(event),
+                    moment=event_time(event, path),
+                    timestamp=str(event.get("timestamp")),
+                    calls=calls,
+                )
+            )
+    found.sort(key=lambda a: (a.moment is None, a.moment or datetime.min))
+    return found
+
+
+def _who(record: dict[str, Any]) -> str:
+    """The agent that logged a record: its ``source_id`` (the agent's Python id, which
+    events and function calls share), else its name."""
+    source = record.get("source_id")
+    return f"id:{source}" if source is not None else f"name:{record.get('source_name')}"
+
+
+def _call_id(
+    record: dict[str, Any], moment: datetime | None, asked: list[_Asked]
+) -> tuple[str, str] | None:
+    """The id of the tool call a function call record ran, and where it was read: among
+    the calls the executing agent last received before running it, the first not yet
+    matched whose arguments (and name, when logged) are the record's. None when the log
+    does not show it."""
+    name = record.get("function_name")
+    args = maybe_json(record.get("args", record.get("input_args")))
+    who = _who(record)
+    latest = None
+    for request in asked:
+        if request.agent != who:
+            continue
+        if moment is not None and request.moment is not None and request.moment > moment:
+            break
+        latest = request
+    if latest is None:
+        return None
+    for position, call in enumerate(latest.calls):
+        function = call.get("function")
+        if position in latest.claimed or not isinstance(function, dict):
+            continue
+        if name and function.get("name") != name:
+            continue
+        if maybe_json(function.get("arguments")) == args:
+            latest.claimed.add(position)
+            return str(call["id"]), (
+                f"received_message event at {latest.timestamp}: the tool calls "
+                f"'{record.get('source_name')}' was asked to run, the first not yet matched "
+                f"with the arguments{' and name' if name else ''} this function call logged"
+            )
+    return None
+
+
+def _pending(step: Step) -> list[ToolCall]:
+    """The step's calls no result answers yet (a result answers the first call with its
+    call id, a result without an id the first call without one)."""
+    answered = Counter(r.call_id for r in step.tool_results)
+    pending = []
+    for call in step.tool_calls:
+        if answered[call.id]:
+            answered[call.id] -= 1
+        else:
+            pending.append(call)
+    return pending
+
+
+def _attach(record: dict[str, Any], steps: list[Step], path: Path, asked: list[_Asked]) -> None:
+    """Attach one function execution to the step that asked for it: by the call id of the
+    tool call the executing agent was asked to run, when the log shows it (AG2 logs no id
+    with the execution itself); else to the latest earlier step with a call still
+    unanswered (matched by name when the log has it: the file logger does not write it).
+    ``metadata.function_call_matches`` on the step says which."""
+    name = str(record.get("function_name") or "")
+    args = maybe_json(record.get("args", record.get("input_args")))
+    result = maybe_json(record.get("returns"))
+    moment = parse_time(record.get("timestamp"), path=path, where="function_calls.timestamp")
+    earlier = [s for s in steps if s.started_at is None or moment is None or s.started_at <= moment]
+    target: Step | None = None
+    call: ToolCall | None = None
+    match: dict[str, Any] = {}
+    found = _call_id(record, moment, asked)
+    if found is not None:
+        call_id, source = found
+        for step in reversed(earlier):
+            call = next((c for c in _pending(step) if c.id == call_id), None)
+            if call is not None:
+                target = step
+                match = {"matched_by": "call id", "call_id": call_id, "call_id_from": source}
+                break
+    if target is None:
+        for step in reversed(earlier):
+            pending = [c for c in _pending(step) if not name or c.name == name]
+            if pending:
+                target, call = step, pending[0]
+                rule = "function name" if name else "position"
+                match = {"matched_by": f"{rule}: the latest earlier unanswered call"}
+                break
+    tool_result = ToolResult(
+        call_id=call.id if call else None,
+        name=name or (call.name if call else None),
+        content=text_of(result),
+        status="success",
+    )
+    if target is None:
+        steps.append(
+            Step(
+                index=len(steps),
+                agent=str(record.get("source_name") or "executor"),
+                role="tool",
+                kind="tool",
+                content=text_of(result),
+                tool_calls=[ToolCall(name=name or "function", arguments=text_of(args))],
+                tool_results=[tool_result],
+                started_at=moment,
+                metadata={
+                    "inferred": {"attached": "no earlier step asked for this function"},
+                    "source": keep_raw(record),
+                },
+            )
+        )
+        return
+    target.tool_results.append(tool_result)
+    target.metadata.setdefault("executed_by", []).append(record.get("source_name"))
+    target.metadata.setdefault("function_calls", []).append(keep_raw(record))
+    target.metadata.setdefault("function_call_matches", []).append(match)
+
+
+AG2_ERROR_PREFIX = "Error: "
+"""How AG2 words the response of a tool call that failed (``ConversableAgent.execute_function``
+and ``a_execute_function``: ``f"Error: {e}"`` for a function that raised, arguments that
+are not JSON, a function it does not know). The ``is_exec_success`` flag it sets beside it
+is not logged, so these words are the log's only mark of a failure."""
+
+
+@dataclass
+class _Response:
+    """A tool call's response as the log shows it in a chat event (``tool_responses``)."""
+
+    call_id: str
+    content: Any
+    moment: datetime | None
+    where: str
+    record: dict[str, Any]
+
+
+def _responses(session: Session, path: Path) -> list[_Response]:
+    """Every tool response with a call id that the chat events hold, in time order: the
+    ``tool_responses`` of a reply an agent's reply function gave (``reply_func_executed``,
+    ``generate_tool_calls_reply``) and of a message an agent received (``received_message``:
+    the only place an async chat, whose replies AG2 does not log, shows them)."""
+    found = []
+    for event in session.chat_events:
+        state = maybe_json(event.get("json_state"))
+        if not isinstance(state, dict):
+            continue
+        if event.get("event_name") == "reply_func_executed":
+            message = state.get("reply")
+            what = f"the reply of '{event.get('source_name')}' ({state.get('reply_func_name')})"
+        else:
+            message = state.get("message")
+            what = f"the message '{event.get('source_name')}' received"
+        responses = message.get("tool_responses") if isinstance(message, dict) else None
+        if not isinstance(responses, list):
+            continue
+        moment = event_time(event, path)
+        for response in responses:
+            if isinstance(response, dict) and isinstance(response.get("tool_call_id"), str):
+                found.append(
+                    _Response(
+                        call_id=response["tool_call_id"],
+                        content=response.get("content"),
+                        moment=moment,
+                        where=f"{event.get('event_name')} event at {event.get('timestamp')}: "
+                        f"{what}",
+                        record=response,
+                    )
+                )
+    found.sort(key=lambda r: (r.moment is None, r.moment or datetime.min))
+    return found
+
+
+def _add_responses(session: Session, steps: list[Step], path: Path) -> None:
+    """Attach each tool response the chat events hold that no function call record gives:
+    AG2 logs a function's execution only when it returns, so a call that raised has its
+    result ("Error: ...") only there. A response goes to the latest earlier step that asked
+    for its call id, when that call has no result yet (a function call record's result is
+    never repeated); status ``error`` when AG2 worded it as a failure
+    (:data:`AG2_ERROR_PREFIX`). ``metadata.tool_responses`` on the step says where each
+    came from."""
+    for response in _responses(session, path):
+        earlier = [
+            s
+            for s in steps
+            if s.started_at is None or response.moment is None or s.started_at <= response.moment
+        ]
+        step = next(
+            (s for s in reversed(earlier) if any(c.id == response.call_id for c in s.tool_calls)),
+            None,
+        )
+        if step is None:
+            continue
+        call = next((c for c in _pending(step) if c.id == response.call_id), None)
+        if call is None:
+            continue  # answered already: by a function call record, or an earlier event
+        content = text_of(response.content)
+        failed = isinstance(response.content, str) and content.startswith(AG2_ERROR_PREFIX)
+        step.tool_results.append(
+            ToolResult(
+                call_id=call.id,
+                name=call.name,
+                content=content,
+                status="error" if failed else "success",
+            )
+        )
+        position = {c.id: n for n, c in reversed(list(enumerate(step.tool_calls)))}
+        if all(r.call_id in position for r in step.tool_results):
+            step.tool_results.sort(key=lambda r: position[r.call_id])
+        note: dict[str, Any] = {
+            "call_id": call.id,
+            "taken_from": f"{response.where}, tool_responses; no function_calls record "
+            "gives this call's result (AG2 logs an execution only when the function returns)",
+            "record": keep_raw(response.record),
+        }
+        if failed:
+            note["status_from"] = (
+                f"the response starts with {AG2_ERROR_PREFIX!r}, as AG2 words a failed call's"
+            )
+        step.metadata.setdefault("tool_responses", []).append(note)
