@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from faultfinder.errors import ConfigError, FaultfinderError
+from faultfinder.traces.io import SQLITE_MAGIC
 
 SNIFF_BYTES = 4 * 1024 * 1024
 """A JSON file larger than this is not parsed to find its kind."""
@@ -102,7 +103,6 @@ BINARY = Kind("binary", "a binary file (it holds NUL bytes, so it is not text)",
 
 LOCK_SUFFIX = ".lock"
 """An eval's lock file is its --out's name plus this (``eval/runner.py: lock_path``)."""
-SQLITE_MAGIC = b"SQLite format 3\x00"
 BINARY_SNIFF = 8192
 """How much of a file is looked at to tell binary from text."""
 

@@ -46,6 +46,9 @@ def trace_error_from_validation(path: str | Path, exc: ValidationError) -> Trace
     return TraceFormatError(str(path), field_path(tuple(first["loc"])), first["msg"] + more)
 
 
+SQLITE_MAGIC = b"SQLite format 3\x00"
+"""How every SQLite database file begins (an AG2 log, faultfinder's response cache)."""
+
 MAX_NESTING = 100
 """Deepest nesting of arrays and objects a trace file may have. Real traces stay far below
 (an OpenAI request with tool schemas is about 10 deep); deeper input is rejected instead of

@@ -17,8 +17,6 @@ from faultfinder.traces.importers._spans import check_keys, parse_time
 from faultfinder.traces.importers.otlp import decode_text, read_bytes
 from faultfinder.traces.io import parse_json, split_lines
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
-
 
 @dataclass
 class Session:

@@ -21,7 +21,6 @@ from typing import Any, ClassVar
 
 from faultfinder.redact import Redactor
 from faultfinder.traces.importers._ag2_logs import (
-    SQLITE_MAGIC,
     Session,
     event_time,
     read_file_log,
@@ -40,6 +39,7 @@ from faultfinder.traces.importers._common import (
 from faultfinder.traces.importers._openai import read_completion, split_request
 from faultfinder.traces.importers._spans import keep_raw, maybe_json, parse_time
 from faultfinder.traces.importers.otlp import sniff, stem_of
+from faultfinder.traces.io import SQLITE_MAGIC
 from faultfinder.traces.schema import Agent, SourceInfo, Step, Trace
 
 
