@@ -263,3 +263,14 @@ def test_proxy_prints_the_plugin_api_variables_and_records_its_calls(
     assert path == "/v1/plainchat/generate"
     call = json.loads((runs / "p1" / "steps.jsonl").read_text().splitlines()[0])
     assert call["api"] == "plainchat"
+
+
+def test_the_example_package_passes_the_projects_lint() -> None:
+    """The example is code people copy: it meets the same ruff rules as src/ (the test
+    command lints src, tests and bench; this covers examples/)."""
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is in the dev extra")
+    for command in ([ruff, "check", str(EXAMPLE)], [ruff, "format", "--check", str(EXAMPLE)]):
+        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
