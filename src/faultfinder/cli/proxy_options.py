@@ -277,14 +277,33 @@ def live_errors(branches: Iterable[str | Path]) -> list[str]:
     return [key if n == 1 else f"{key} (x{n})" for key, n in counts.items()]
 
 
+WRONG_ENDPOINT = frozenset({401, 403, 404, 405})
+"""Statuses a model call gets from an endpoint that is not its API's (a Messages call at
+an OpenAI endpoint: no such path, or a key that provider does not know)."""
+
+
+def misrouted(branches: Iterable[str | Path]) -> bool:
+    """Did a live model call of these branches get an answer that says it reached an
+    endpoint that is not its API's (:data:`WRONG_ENDPOINT`)?"""
+    for branch in branches:
+        report = branch_report(branch)
+        for live in report.live if report is not None else []:
+            if live.api is not None and live.status in WRONG_ENDPOINT:
+                return True
+    return False
+
+
 def note_live_errors(branches: Iterable[str | Path], upstreams: Mapping[str, str]) -> None:
-    """Say on stderr which live calls of the replays failed, and that an API with no
-    --api-upstream of its own sent its live calls to --upstream: a replay whose Messages
-    calls reached an OpenAI endpoint fails for that reason, not because of its edit."""
+    """Say on stderr which live calls of the replays failed and, when one was answered as
+    by an endpoint that is not its API's, that an API with no --api-upstream of its own
+    sent its live calls to --upstream: a replay whose Messages calls reached an OpenAI
+    endpoint fails for that reason, not because of its edit."""
     errors = live_errors(branches)
     if not errors:
         return
     click.echo(f"live calls answered with an error: {'; '.join(errors)}", err=True)
+    if not misrouted(branches):
+        return  # a transient error (429, 5xx, 529) or an unreachable upstream: not routing
     named = ", ".join(f"{api} -> {url}" for api, url in upstreams.items())
     click.echo(
         "    each API's live calls go to --upstream unless --api-upstream API=URL names its "

@@ -145,7 +145,8 @@ def report_lines(report: ReplayReport, branch_dir: Path, trace: Trace) -> list[s
     for live in report.live:
         what = f"{live.api} call by {live.agent}" if live.api else "not a model call"
         step = "" if live.step is None else f", step {live.step}"
-        lines.append(f"    {live.method} {live.path} ({what}{step}) -> {live.status}")
+        answer = "no answer (upstream unreachable)" if live.status is None else live.status
+        lines.append(f"    {live.method} {live.path} ({what}{step}) -> {answer}")
     if report.blocked:
         blocked = ", ".join(f"{b.method} {b.path}" for b in report.blocked)
         lines.append(
