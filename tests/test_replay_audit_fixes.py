@@ -291,7 +291,8 @@ def test_debug_report_refuses_empty_wrong_kind_and_unreadable_files(
         "empty.jsonl": (b"", "empty: it holds no DoVer rows"),
         "blank.jsonl": (b"\n \n", "empty: it holds no DoVer rows"),
         "list.jsonl": (b"[1,2]\n", ":1: not a DoVer row: a JSON array, not an object"),
-        "bin.jsonl": (b"\xff\xfe\x00garbage\n", "not UTF-8 text (byte 0)"),
+        "bin.jsonl": (b"\xff\xfe\x00garbage\n", "is a binary file (it holds NUL bytes"),
+        "latin.jsonl": (b"\xff\xfegarbage\n", "not UTF-8 text (byte 0)"),
         "check.jsonl": (
             json.dumps({"kind": "dynamic-check", "run_dir": "r"}).encode() + b"\n",
             ":1: not a DoVer row: it is a `check` result (check --out)",
@@ -350,7 +351,7 @@ def test_proxy_replay_prints_the_replay_summary_when_stopped(tmp_path: Path) -> 
             proc.send_signal(signal.SIGINT)
             _, rest = proc.communicate(timeout=30)
     assert proc.returncode == 0, rest
-    assert "live calls:  2 reached the upstream (1 model call(s)" in rest
+    assert "live calls:  2 sent to the upstream (1 model call(s)" in rest
     assert "1 other request(s))" in rest
     assert "GET /v1/models (not a model call) -> 200" in rest
     assert "replayed:    1/1 steps before step 1 reproduced" in rest
