@@ -82,7 +82,7 @@ def test_other_requests_are_counted_and_need_an_upstream_named(
             monkeypatch,
         )
         assert code == 4, output
-        assert "live calls:  0 reached the upstream" in output
+        assert "live calls:  0 sent to the upstream" in output
         assert "not sent:    1 request(s)" in output and "GET /v1/models" in output
         assert "the program FAILED" in output
         assert len(upstream.requests) == asked

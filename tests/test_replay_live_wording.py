@@ -116,7 +116,7 @@ def test_a_retried_529_is_named_without_the_api_upstream_hint(
         reached = len(upstream.requests) - asked
     assert result.exit_code == 0, result.output
     assert reached == 3  # the 529, the SDK's retry of it, the second step
-    assert "live calls:  3 reached the upstream" in result.stdout
+    assert "live calls:  3 sent to the upstream" in result.stdout
     assert "POST /v1/messages (messages call) -> 529" in result.stderr
     assert "--api-upstream" not in result.stderr
 

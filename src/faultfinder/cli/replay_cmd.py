@@ -138,7 +138,7 @@ def report_lines(report: ReplayReport, branch_dir: Path, trace: Trace) -> list[s
         lines.append(f"missing:     recorded steps never asked for: {report.missing_steps}")
     model_live = report.live_calls - report.passthrough_calls
     lines.append(
-        f"live calls:  {report.live_calls} reached the upstream ({model_live} model "
+        f"live calls:  {report.live_calls} sent to the upstream ({model_live} model "
         f"call(s), {report.extra_calls} beyond the recording; "
         f"{report.passthrough_calls} other request(s))"
     )
