@@ -417,7 +417,9 @@ def test_collect_exits_1_when_a_received_trace_could_not_be_written(tmp_path: Pa
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     out = tmp_path / "traces"
-    (out / f"{TRACE}.json").mkdir(parents=True)  # the trace's file cannot be written
+    # the trace cannot be written (its temporary file is a folder); a folder at the file
+    # itself would be left alone, the spans going to a .late-1.json file
+    (out / f"{TRACE}.json.tmp").mkdir(parents=True)
     process = subprocess.Popen(
         [sys.executable, "-m", "faultfinder", "collect", "--out", str(out), "--port",
          str(port), "--quiet-seconds", "0.1"],

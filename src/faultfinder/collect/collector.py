@@ -17,7 +17,10 @@ ago is dropped from memory; only its id and the secrets its spans revealed are k
 of it arriving later cannot be merged (the spans are gone), so it is written, with any
 others that follow it, to ``OUT/<trace id>.late-<n>.json`` (trace id
 ``collected/<trace id>/late-<n>``, ``metadata.late_for`` naming the trace); the complete
-file is never overwritten by a fragment.
+file is never overwritten by a fragment. So for a trace whose file is already in ``OUT``
+when its first span of this run arrives (written by an earlier run: a verdict exported back
+to the collector, a program exporting across a restart): its spans go to the first
+``.late-<n>.json`` not on disk.
 
 A trace that cannot be written (a full disk, say) is named in :attr:`Collector.errors` and
 skipped; the others are still written. Ids are lower-case hex as ``faultfinder import``
@@ -275,8 +278,7 @@ class Collector:
         for span in spans:
             entry = self.traces.get(span.trace_id)
             if entry is None:
-                gone = self.gone.get(span.trace_id)
-                entry = _Open() if gone is None else _Open(late=gone.late + 1, secrets=gone.secrets)
+                entry = self._open(span.trace_id)
                 self.traces[span.trace_id] = entry
             entry.spans.append(span)
             entry.last_seen = now
@@ -284,6 +286,21 @@ class Collector:
             if span.parent_id is None:
                 entry.has_root = True
         self.changed.set()
+
+    def _open(self, trace_id: str) -> _Open:
+        """The entry of a trace not in memory: its own file, or the next free late file
+        when its spans are gone from memory or its file is already on disk (written by an
+        earlier run of the collector, whose spans this run never had: a verdict exported
+        back with ``faultfinder export --to otlp``, a program still running across a
+        restart). A file on disk is never overwritten by a trace this run only partly holds."""
+        gone = self.gone.get(trace_id)
+        stem = self.config.out_dir / file_stem(trace_id)
+        if gone is None and not Path(f"{stem}.json").exists():
+            return _Open()
+        late = 1 if gone is None else gone.late + 1
+        while Path(f"{stem}.late-{late}.json").exists():
+            late += 1
+        return _Open(late=late, secrets=frozenset() if gone is None else gone.secrets)
 
     def flush(self, *, force: bool = False) -> list[Path]:
         """Write the traces that are finished (all open ones when ``force``)."""

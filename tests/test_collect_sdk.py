@@ -1,0 +1,85 @@
+"""`faultfinder collect` fed by the OpenTelemetry SDK's own OTLP/HTTP exporter (protobuf,
+each of its compressions), over loopback only: what a user's instrumented program sends."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from faultfinder.cli import main
+from faultfinder.traces.io import write_trace
+from faultfinder.traces.loader import load_trace
+from polling import wait_for
+from test_collect_export import collector, verdict
+
+pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+
+from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+    InMemorySpanExporter,
+)
+
+
+@pytest.fixture(autouse=True)
+def _loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+
+def team_spans() -> list[ReadableSpan]:
+    """A two-agent run, as an instrumented program's tracer records it (GenAI semconv)."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "team"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("team")
+    with tracer.start_as_current_span("invoke_agent team"):
+        for agent, reply in (("Planner", "Ask the Coder to add 2 and 3."), ("Coder", "5")):
+            with tracer.start_as_current_span(f"chat {agent}") as span:
+                span.set_attribute("gen_ai.operation.name", "chat")
+                span.set_attribute("gen_ai.request.model", "gpt-4o")
+                span.set_attribute("gen_ai.agent.name", agent)
+                output = [{"role": "assistant", "parts": [{"type": "text", "content": reply}]}]
+                span.set_attribute("gen_ai.output.messages", json.dumps(output))
+    provider.shutdown()
+    return list(memory.get_finished_spans())
+
+
+def send(url: str, spans: list[ReadableSpan], compression: Compression) -> SpanExportResult:
+    exporter = OTLPSpanExporter(endpoint=url, compression=compression, timeout=10)
+    try:
+        return exporter.export(spans)
+    finally:
+        exporter.shutdown()
+
+
+def test_a_verdict_sent_back_to_a_new_collector_never_replaces_the_trace(
+    tmp_path: Path,
+) -> None:
+    """`collect`, then `export --to otlp --url` to the collector running again: the verdict's
+    one span must not overwrite the trace file of the earlier run (spans this run never had)."""
+    spans = team_spans()
+    trace_id = format(spans[0].context.trace_id, "032x")
+    out = tmp_path / "out"
+    with collector(tmp_path) as server:
+        assert send(server.url + "/v1/traces", spans, Compression.Gzip) is SpanExportResult.SUCCESS
+        assert wait_for(lambda: server.server.written)
+    collected = out / f"{trace_id}.json"
+    before = collected.read_text()
+    trace = load_trace(collected)
+    write_trace(trace, tmp_path / "attributed.json")
+    (tmp_path / "v.json").write_text(verdict(trace.id, step=1, agent="Coder").model_dump_json())
+    export = ["export", str(tmp_path / "v.json"), str(tmp_path / "attributed.json")]
+    for n in (1, 2):  # two more runs: the second keeps the first one's late file too
+        with collector(tmp_path) as server:
+            result = CliRunner().invoke(main, [*export, "--to", "otlp", "--url", server.url])
+            assert result.exit_code == 0, result.output
+        assert collected.read_text() == before
+        late = load_trace(out / f"{trace_id}.late-{n}.json")
+        assert late.metadata["late_for"] == f"collected/{trace_id}"
+        assert late.metadata["complete"] is False
