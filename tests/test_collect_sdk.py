@@ -58,6 +58,42 @@ def send(url: str, spans: list[ReadableSpan], compression: Compression) -> SpanE
         exporter.shutdown()
 
 
+@pytest.mark.parametrize("compression", list(Compression))
+def test_every_compression_of_the_sdk_exporter_is_collected(
+    tmp_path: Path, compression: Compression
+) -> None:
+    spans = team_spans()
+    with collector(tmp_path) as server:
+        result = send(server.url + "/v1/traces", spans, compression)
+        assert result is SpanExportResult.SUCCESS
+        assert wait_for(lambda: server.server.written)
+    trace = load_trace(server.server.written[-1])
+    assert [s.agent for s in trace.steps] == ["Planner", "Coder"]
+    assert trace.metadata["complete"] is True
+
+
+def test_a_raw_deflate_body_is_read_and_a_broken_one_is_400(tmp_path: Path) -> None:
+    """Some clients send a raw deflate stream under `content-encoding: deflate`."""
+    import zlib
+
+    import httpx
+
+    from otel_helpers import genai_current
+
+    body = json.dumps(genai_current()).encode()
+    packer = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    raw = packer.compress(body) + packer.flush()
+    headers = {"content-type": "application/json", "content-encoding": "deflate"}
+    with collector(tmp_path, max_body=len(body)) as server:
+        url = server.url + "/v1/traces"
+        assert httpx.post(url, content=raw, headers=headers).status_code == 200
+        cut = httpx.post(url, content=zlib.compress(body)[:-8], headers=headers)
+        assert cut.status_code == 400 and "truncated" in cut.json()["error"]
+        big = httpx.post(url, content=zlib.compress(body + b" "), headers=headers)
+        assert big.status_code == 400 and f"{len(body)} bytes" in big.json()["error"]
+        assert wait_for(lambda: server.server.written)
+
+
 def test_a_verdict_sent_back_to_a_new_collector_never_replaces_the_trace(
     tmp_path: Path,
 ) -> None:

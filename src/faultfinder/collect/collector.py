@@ -2,7 +2,8 @@
 
 A program exports its spans with any OTLP/HTTP exporter to ``http://127.0.0.1:PORT``
 (``OTEL_EXPORTER_OTLP_ENDPOINT``); the collector accepts ``POST /v1/traces`` in protobuf
-(``application/x-protobuf``) or JSON (``application/json``), gzip-encoded or not, groups the
+(``application/x-protobuf``) or JSON (``application/json``), compressed with gzip or deflate
+(the OpenTelemetry SDK's ``OTEL_EXPORTER_OTLP_COMPRESSION`` choices) or not, groups the
 spans by trace id, and writes ``OUT/<trace id>.json`` once the trace is *finished*:
 
 - its root span (a span without parent) has arrived — exporters send a span when it ends,
@@ -241,11 +242,15 @@ class Collector:
         return json_response(200, {})
 
     def _decoded_body(self, request: Request) -> bytes:
-        encoding = (request.header("content-encoding") or "identity").lower()
+        encoding = (request.header("content-encoding") or "identity").strip().lower()
         if encoding == "identity":
             return request.body
+        if encoding == "deflate":
+            return self._inflated(request.body)
         if encoding != "gzip":
-            raise ValueError(f"unsupported content encoding {encoding!r}")
+            raise ValueError(
+                f"unsupported content encoding {encoding!r}; use gzip, deflate or none"
+            )
         limit, out, data = self.config.max_body, bytearray(), request.body
         while True:  # one gzip member after another (RFC 1952), all bounded together
             d = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -262,6 +267,25 @@ class Collector:
             data = d.unused_data
             if not data:
                 return bytes(out)
+
+    def _inflated(self, body: bytes) -> bytes:
+        """A ``content-encoding: deflate`` body, bounded by ``max_body``: the zlib format
+        (RFC 1950, what HTTP names deflate and the OpenTelemetry SDK sends), or the raw
+        deflate stream some clients send under that name."""
+        limit = self.config.max_body
+        zlib_header = len(body) >= 2 and body[0] & 0x0F == 8 and (body[0] << 8 | body[1]) % 31 == 0
+        d = zlib.decompressobj(zlib.MAX_WBITS if zlib_header else -zlib.MAX_WBITS)
+        try:
+            out = d.decompress(body, limit + 1)
+        except zlib.error as exc:
+            raise ValueError(
+                f"content-encoding deflate, but the body is not deflate: {exc}"
+            ) from None
+        if len(out) > limit:
+            raise ValueError(f"body decompresses to more than {limit} bytes")
+        if not d.eof:
+            raise ValueError("content-encoding deflate, but the deflate body is truncated")
+        return out
 
     def _keep_raw(self, raw_file: Path, payload: Any) -> None:
         """Append one request to the ``--raw`` file, credentials removed. A failure is
