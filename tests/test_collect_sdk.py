@@ -4,8 +4,14 @@ each of its compressions), over loopback only: what a user's instrumented progra
 from __future__ import annotations
 
 import json
+import logging
+import signal
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner
 
@@ -119,3 +125,54 @@ def test_a_verdict_sent_back_to_a_new_collector_never_replaces_the_trace(
         late = load_trace(out / f"{trace_id}.late-{n}.json")
         assert late.metadata["late_for"] == f"collected/{trace_id}"
         assert late.metadata["complete"] is False
+
+
+def test_a_refused_export_is_explained_on_both_sides(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A mistyped endpoint: the exporter logs the status with its reason phrase (not
+    "unknown"), and the collector says which request it refused and why."""
+    with collector(tmp_path) as server, caplog.at_level(logging.WARNING):
+        result = send(server.url + "/v1/trace", team_spans(), Compression.NoCompression)
+        assert result is SpanExportResult.FAILURE
+        refusals = list(server.server.refusals)
+    assert "reason: Not Found" in caplog.text
+    assert refusals == ["404 POST /v1/trace: unknown path /v1/trace; use /v1/traces"]
+
+
+def test_the_command_prints_what_it_refused_and_exits_0_on_sigterm(tmp_path: Path) -> None:
+    """The command in its own process: a probe (GET) and a mistyped endpoint are named on
+    stderr with their status and reason; a deflate export is written; SIGTERM exits 0."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "faultfinder", "collect", "--out", str(out)]
+    process = subprocess.Popen(
+        [*command, "--port", str(port), "--quiet-seconds", "0.1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert wait_for(lambda: _answers(url), seconds=20)
+        spans = team_spans()
+        assert send(url + "/v1/trace", spans, Compression.Gzip) is SpanExportResult.FAILURE
+        assert send(url + "/v1/traces", spans, Compression.Deflate) is SpanExportResult.SUCCESS
+        assert wait_for(lambda: list(out.glob("*.json")))
+    finally:
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=20)
+    assert process.returncode == 0, stderr
+    assert "refused: 405 GET /v1/traces: use POST" in stderr
+    assert "refused: 404 POST /v1/trace: unknown path /v1/trace; use /v1/traces" in stderr
+    assert f"wrote {out}" in stdout
+
+
+def _answers(url: str) -> bool:
+    try:
+        httpx.get(url + "/v1/traces", timeout=1)
+    except httpx.HTTPError:
+        return False
+    return True

@@ -29,24 +29,28 @@ async def run_collector(config: CollectorConfig, *, max_traces: int | None) -> C
             f"(set OTEL_EXPORTER_OTLP_ENDPOINT={collector.url}); Ctrl-C to stop",
             err=True,
         )
-        seen = errors = 0
+        shown = (0, 0, 0)
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.2)
-            seen, errors = _report(collector, seen, errors)
+            shown = _report(collector, shown)
             if max_traces is not None and len({p for p in collector.written}) >= max_traces:
                 break
-    _report(collector, seen, errors)
+    _report(collector, shown)
     return collector
 
 
-def _report(collector: Collector, seen: int, errors: int) -> tuple[int, int]:
-    """Print the files written (stdout) and the problems (stderr) since the last call."""
+def _report(collector: Collector, shown: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Print the files written (stdout), the problems and the refused requests (stderr)
+    since the last call (``shown``: how many of each were printed before)."""
+    seen, errors, refused = shown
     for path in collector.written[seen:]:
         click.echo(f"wrote {path}")
     for line in collector.errors[errors:]:
         click.echo(f"error: {line}", err=True)
-    return len(collector.written), len(collector.errors)
+    for line in collector.refusals[refused:]:
+        click.echo(f"refused: {line}", err=True)
+    return len(collector.written), len(collector.errors), len(collector.refusals)
 
 
 @click.command("collect")

@@ -160,6 +160,8 @@ class Collector:
         self.errors: list[str] = []
         """One line per trace that could not be written (or raw line not kept), in order."""
         self.rejected = 0
+        self.refusals: list[str] = []
+        """One line per request answered with an error status (what, and why), in order."""
         self._server = _TimedServer(self.handle, config.host, config.port)
         self._server.read_timeout = config.read_timeout
         self._sweeper: asyncio.Task[None] | None = None
@@ -209,6 +211,20 @@ class Collector:
         await self.close()
 
     async def handle(self, request: Request) -> Response:
+        response = await self._answer(request)
+        if response.status >= 400:  # the exporter may log no more than the status: say why
+            try:
+                reason = (
+                    json.loads(response.body)["error"] if isinstance(response.body, bytes) else ""
+                )
+            except (ValueError, KeyError, TypeError):
+                reason = ""
+            self.refusals.append(
+                _printable(f"{response.status} {request.method} {request.path}: {reason}")
+            )
+        return response
+
+    async def _answer(self, request: Request) -> Response:
         if request.path != "/v1/traces":
             return json_response(404, {"error": f"unknown path {request.path}; use /v1/traces"})
         if request.method != "POST":
@@ -391,3 +407,10 @@ def _reason(exc: BaseException) -> str:
         return exc.strerror
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _printable(text: str, limit: int = 300) -> str:
+    """``text`` fit for one line of a terminal: control characters (a client's bytes may
+    carry escape sequences) replaced, and bounded."""
+    line = "".join(c if c.isprintable() else "?" for c in text)
+    return line if len(line) <= limit else line[:limit] + "..."

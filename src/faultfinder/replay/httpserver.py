@@ -18,6 +18,7 @@ import json
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
 
 import h11
@@ -359,14 +360,18 @@ class HttpServer:
         headers = [(k, v) for k, v in response.headers if k.lower() not in _MANAGED]
         if isinstance(response.body, bytes):
             headers.append(("content-length", str(len(response.body))))
-            writer.write(conn.send(h11.Response(status_code=response.status, headers=headers)))
+        head = h11.Response(
+            status_code=response.status, headers=headers, reason=_phrase(response.status)
+        )
+        if isinstance(response.body, bytes):
+            writer.write(conn.send(head))
             if response.body:
                 writer.write(conn.send(h11.Data(data=response.body)))
             writer.write(conn.send(h11.EndOfMessage()))
             await self._drain(writer)
             return
         # No content-length: h11 picks chunked encoding for HTTP/1.1 clients.
-        writer.write(conn.send(h11.Response(status_code=response.status, headers=headers)))
+        writer.write(conn.send(head))
         await self._drain(writer)
         iterator = response.body
         try:
@@ -383,6 +388,15 @@ class HttpServer:
 
 
 _MANAGED = {"content-length", "transfer-encoding", "connection"}
+
+
+def _phrase(status: int) -> bytes:
+    """The standard reason phrase of ``status`` (clients such as the OpenTelemetry
+    exporters log it beside the code), empty for a code without one."""
+    try:
+        return HTTPStatus(status).phrase.encode("ascii")
+    except ValueError:
+        return b""
 
 
 class ServerThread:
