@@ -211,3 +211,11 @@ def test_a_multi_member_gzip_body_is_read_whole(tmp_path: Path) -> None:
     with collector(tmp_path, max_body=len(body) - 1) as server:
         over = post(server.url, members, **gz)
         assert over.status_code == 400 and f"{len(body) - 1} bytes" in over.json()["error"]
+
+
+def test_the_body_limit_holds_for_an_uncompressed_body_too(tmp_path: Path) -> None:
+    body = b"{" + b" " * 20_000 + b"}"  # a valid empty export, over the limit as sent
+    with collector(tmp_path, max_body=10_000) as server:
+        response = post(server.url, body)
+        assert response.status_code == 413, response.text
+        assert post(server.url, b"{}").status_code == 200

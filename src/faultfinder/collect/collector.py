@@ -54,6 +54,7 @@ from faultfinder.redact import Redactor
 from faultfinder.replay.httpserver import (
     LOOPBACK,
     MAX_BODY,
+    HttpLimits,
     HttpServer,
     Request,
     Response,
@@ -101,7 +102,7 @@ class CollectorConfig:
     read_timeout: float = 30.0
     """Seconds a client may take to send one request (or to start the next one)."""
     max_body: int = MAX_BODY
-    """Largest accepted request body, after gzip decompression."""
+    """Largest accepted request body, as sent (413 above it) and after decompression (400)."""
     raw_file: Path | None = None
     """When set, every accepted export request is also appended to this file as one line of
     OTLP/JSON (what `faultfinder import` reads back), for debugging or sharing."""
@@ -162,7 +163,8 @@ class Collector:
         self.rejected = 0
         self.refusals: list[str] = []
         """One line per request answered with an error status (what, and why), in order."""
-        self._server = _TimedServer(self.handle, config.host, config.port)
+        limits = HttpLimits(max_body=config.max_body)  # before decompression too
+        self._server = _TimedServer(self.handle, config.host, config.port, limits)
         self._server.read_timeout = config.read_timeout
         self._sweeper: asyncio.Task[None] | None = None
         self.changed = asyncio.Event()
