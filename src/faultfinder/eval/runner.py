@@ -43,6 +43,9 @@ from faultfinder.llm.client import LLM
 from faultfinder.shortlist.sets import DEFAULT_LEVEL
 from faultfinder.traces.schema import Trace
 
+LOCK_POLL_S = 0.2
+"""How often an eval waiting for another one's lock on the results file tries again."""
+
 
 class EvalOptions(BaseModel):
     """How an evaluation runs."""
@@ -212,7 +215,11 @@ async def run_eval(
         # Another eval appends to this file: wait for it, then resume from what it wrote,
         # instead of both running (and writing) the same cases.
         print(f"waiting for another eval writing to {path} to finish...", file=sys.stderr)
-        await asyncio.to_thread(lock.acquire)
+        # Polled, not a blocking wait in a thread: Ctrl-C (a cancelled task) must end the
+        # wait at once, and a thread left blocked on the lock would hang the exit until
+        # the other eval ends, then take the lock and never let it go.
+        while not lock.try_acquire():
+            await asyncio.sleep(LOCK_POLL_S)
     try:
         return await _run_locked(traces, plans, executor, path, opts)
     finally:
