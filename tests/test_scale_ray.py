@@ -7,6 +7,7 @@ tests skip with the reason, except in CI, which installs the [ray] extra and mus
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -490,3 +491,58 @@ def test_a_ray_replay_writes_no_secret_of_the_driver_into_any_branch_file(
             assert "[REDACTED]" in text, name
     assert json.loads((branch / "trace.json").read_text())["metadata"]["run_dir"] == str(branch)
     assert driver_secret not in outcome.model_dump_json()
+
+
+def _session_processes(sid: int, name: str | None = None) -> list[int]:
+    """Live (not zombie) processes of session ``sid`` (named ``name``, if given)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        comm, fields = stat[stat.index("(") + 1 : stat.rindex(")")], stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z" and int(fields[3]) == sid and name in (None, comm):
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads processes from /proc")
+def test_ctrl_c_while_the_local_cluster_starts_leaves_no_ray_process(tmp_path: Path) -> None:
+    """Ctrl-C inside ray.init used to leave Ray's dashboard and runtime-env agents running
+    after eval exited (docs/scale.md: Ctrl-C shuts the cluster down cleanly)."""
+    pytest.importorskip("ray") if not os.environ.get("CI") else None
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(TESTS), os.environ.get("PYTHONPATH")) if p
+    ))  # fmt: skip
+    command = [
+        sys.executable, "-m", "faultfinder", "eval", str(FIXTURE), "--method", "random",
+        "--out", str(tmp_path / "r.jsonl"), "--executor", "ray", "--no-progress",
+    ]  # fmt: skip
+    driver = subprocess.Popen(
+        command, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not _session_processes(driver.pid, "raylet") and driver.poll() is None:
+            assert time.monotonic() < deadline, "the local cluster did not start"
+            time.sleep(0.05)
+        time.sleep(0.3)  # ray.init is still starting the node (its agents come next)
+        driver.send_signal(signal.SIGINT)
+        rest = driver.communicate(timeout=120)[1]
+        assert driver.returncode == 1, rest
+        assert "Interrupted" in rest
+        deadline = time.monotonic() + 15
+        while _session_processes(driver.pid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _session_processes(driver.pid) == [], "Ray processes outlived the eval"
+    finally:
+        for pid in _session_processes(driver.pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -56,14 +58,43 @@ def connect(address: str | None, *, num_cpus: int | None = None) -> bool:
     # Workers of a local cluster import what the driver can: its working directory (where
     # a function:module:callable model usually lives) and its PYTHONPATH.
     path = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)
-    ray.init(
-        address="local",
-        num_cpus=num_cpus,
-        object_store_memory=256 * 1024 * 1024,
-        runtime_env={"env_vars": {"PYTHONPATH": path}},
-        **options,
-    )
+    with _sigint_deferred() as interrupted:
+        ray.init(
+            address="local",
+            num_cpus=num_cpus,
+            object_store_memory=256 * 1024 * 1024,
+            runtime_env={"env_vars": {"PYTHONPATH": path}},
+            **options,
+        )
+    if interrupted:
+        # Ctrl-C came while the cluster was starting: shut down all it started, then stop.
+        ray.shutdown()
+        raise KeyboardInterrupt
     return True
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[list[int]]:
+    """Hold Ctrl-C back for the duration, noting it in the list yielded.
+
+    A KeyboardInterrupt raised inside ``ray.init`` leaves the processes it had started
+    (its dashboard and runtime-env agents) running with nobody to stop them, and can
+    crash its core worker half built. Where SIGINT is ignored, or off the main thread
+    (where no handler can be set), nothing changes.
+    """
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.SIG_IGN or previous is None:
+        yield received
+        return
+    signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def cluster_cpus() -> int:
