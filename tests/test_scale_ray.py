@@ -179,8 +179,15 @@ def cli_eval(out: Path, *extra: str, delay: float = 0.0) -> subprocess.Popen[str
         "--method", "all-at-once,random", "--model", "function:ray_doubles:first_speaker_model",
         "--cache", "none", "--out", str(out), "--executor", "ray", "--no-progress", *extra,
     ]  # fmt: skip
+    # A session of its own: what a driver killed outright leaves behind (Ray's agents) is
+    # found by it and stopped, not left running after the tests.
     return subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
 
 
@@ -198,6 +205,10 @@ def test_cli_eval_on_ray_then_resume_after_driver_kill(tmp_path: Path) -> None:
     assert driver.poll() is None, driver.communicate()
     driver.send_signal(signal.SIGKILL)
     driver.wait()
+    time.sleep(1)  # Ray's own processes see their driver gone; its agents stay: stop them
+    for pid in _session_processes(driver.pid):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
     before = [r.key for r in read_rows(out, repair=True)]
     assert 0 < len(before) < 30  # 5 labelled traces × 2 methods × 3 runs
 
@@ -495,7 +506,9 @@ def test_a_ray_replay_writes_no_secret_of_the_driver_into_any_branch_file(
 
 def _session_processes(sid: int, name: str | None = None) -> list[int]:
     """Live (not zombie) processes of session ``sid`` (named ``name``, if given)."""
-    found = []
+    found: list[int] = []
+    if not Path("/proc").is_dir():  # no /proc to look in (macOS): nothing found
+        return found
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
