@@ -147,6 +147,23 @@ class _TimedServer(HttpServer):
             return None
 
 
+def _inflate(wbits: int, data: bytes, limit: int, used: int, name: str) -> tuple[bytes, bytes]:
+    """One compressed stream at the start of ``data`` (zlib's ``wbits`` say which format),
+    decompressed with ``used`` bytes of ``limit`` already taken, and what follows it. A
+    body that is not ``name``, is cut short or decompresses past the limit is a
+    ValueError saying so."""
+    d = zlib.decompressobj(wbits)
+    try:
+        out = d.decompress(data, limit + 1 - used)
+    except zlib.error as exc:
+        raise ValueError(f"content-encoding {name}, but the body is not {name}: {exc}") from None
+    if used + len(out) > limit:
+        raise ValueError(f"body decompresses to more than {limit} bytes")
+    if not d.eof:
+        raise ValueError(f"content-encoding {name}, but the {name} body is truncated")
+    return out, d.unused_data
+
+
 class Collector:
     """Receives OTLP spans and writes finished traces. Use as ``async with``."""
 
@@ -269,20 +286,12 @@ class Collector:
             raise ValueError(
                 f"unsupported content encoding {encoding!r}; use gzip, deflate or none"
             )
-        limit, out, data = self.config.max_body, bytearray(), request.body
+        out, data = bytearray(), request.body
         while True:  # one gzip member after another (RFC 1952), all bounded together
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            try:
-                out += d.decompress(data, limit + 1 - len(out))
-            except zlib.error as exc:
-                raise ValueError(
-                    f"content-encoding gzip, but the body is not gzip: {exc}"
-                ) from None
-            if len(out) > limit:
-                raise ValueError(f"body decompresses to more than {limit} bytes")
-            if not d.eof:
-                raise ValueError("content-encoding gzip, but the gzip body is truncated")
-            data = d.unused_data
+            piece, data = _inflate(
+                16 + zlib.MAX_WBITS, data, self.config.max_body, len(out), "gzip"
+            )
+            out += piece
             if not data:
                 return bytes(out)
 
@@ -290,20 +299,9 @@ class Collector:
         """A ``content-encoding: deflate`` body, bounded by ``max_body``: the zlib format
         (RFC 1950, what HTTP names deflate and the OpenTelemetry SDK sends), or the raw
         deflate stream some clients send under that name."""
-        limit = self.config.max_body
         zlib_header = len(body) >= 2 and body[0] & 0x0F == 8 and (body[0] << 8 | body[1]) % 31 == 0
-        d = zlib.decompressobj(zlib.MAX_WBITS if zlib_header else -zlib.MAX_WBITS)
-        try:
-            out = d.decompress(body, limit + 1)
-        except zlib.error as exc:
-            raise ValueError(
-                f"content-encoding deflate, but the body is not deflate: {exc}"
-            ) from None
-        if len(out) > limit:
-            raise ValueError(f"body decompresses to more than {limit} bytes")
-        if not d.eof:
-            raise ValueError("content-encoding deflate, but the deflate body is truncated")
-        return out
+        wbits = zlib.MAX_WBITS if zlib_header else -zlib.MAX_WBITS
+        return _inflate(wbits, body, self.config.max_body, 0, "deflate")[0]
 
     def _keep_raw(self, raw_file: Path, payload: Any) -> None:
         """Append one request to the ``--raw`` file, credentials removed. A failure is
