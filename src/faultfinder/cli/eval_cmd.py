@@ -29,6 +29,7 @@ from faultfinder.cli.kinds import (
     LOCK,
     LOCK_SUFFIX,
     TRACE,
+    Kind,
     described,
     explained,
     kind_of,
@@ -433,15 +434,15 @@ def not_results(path: str) -> str | None:
     results (a trace, in any format an importer reads: attribute it, or eval methods on it
     and report that; attributions: the UI shows them); else None."""
     message = wrong_kind(path, "results", "eval results")
-    kind = kind_of(path)
-    if (kind is None or kind.name == "binary") and recognised(Path(path), None):
+    found = kind_of(path)
+    kind = _export_or(path, found)
+    if kind is TRACE and found is not TRACE:
         # An export of a tracing tool (OTLP, Langfuse, AG2's SQLite log...): not a line of
         # it is a row.
         message = (
             f"{path} is a trace (a format faultfinder imports), not eval results. Try: "
             f"faultfinder attribute {path} --method shortlist"
         )
-        kind = TRACE
     if message and kind is not None and kind.name == "trace":
         message += (
             f"; or evaluate methods on it: faultfinder eval {path} --out results.jsonl, "
@@ -474,15 +475,21 @@ def not_an_out(out: str) -> str | None:
         )
     if not path.is_file() or path.stat().st_size == 0:
         return None
-    kind = kind_of(path)
-    if (kind is None or kind.name == "binary") and recognised(path, None):
-        kind = TRACE
+    kind = _export_or(out, kind_of(path))
     if kind is None or kind.name == "results":
         return None
     return (
         f"--out {out} is {described(out, kind)}, not eval results: eval would write its rows "
         "into it. Choose another --out."
     )
+
+
+def _export_or(path: str, kind: Kind | None) -> Kind | None:
+    """TRACE for a file of no known kind, or a binary one, that an importer reads (an
+    export of a tracing tool); else ``kind``."""
+    if (kind is None or kind.name == "binary") and recognised(Path(path), None):
+        return TRACE
+    return kind
 
 
 def _why_none(
