@@ -119,6 +119,15 @@ PROGRAMS = {
         message_edit_at=1,
         message="144,630",
     ),
+    "responses-chain-background": Program(
+        [*CHAIN, "--background"],
+        scripts.agents_sdk,
+        ["Researcher", "Researcher"],
+        ["responses"] * 2,
+        tool_edit_at=0,
+        message_edit_at=1,
+        message="144,630",
+    ),
     "mixed-chat-responses": Program(
         MIXED,
         scripts.mixed,
@@ -225,7 +234,9 @@ def test_program_records_replays_and_is_edited(name: str, tmp_path: Path, quiet_
             assert edited.report.reproduced == at
             assert edited.trace.final_answer == program.right, (at, edited.child.stderr[-2000:])
             assert edited.report.live_calls == len(edited.report.live)
-            assert all(live.api in program.apis for live in edited.report.live)
+            # A background call's polls (GETs) go live too, as requests of no API.
+            posts = [live for live in edited.report.live if live.method == "POST"]
+            assert all(live.api in program.apis for live in posts)
 
         # A mutated program (another task) is refused before anything goes live.
         asked = len(upstream.requests)

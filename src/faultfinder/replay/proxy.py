@@ -7,6 +7,8 @@ API with an adapter (:mod:`faultfinder.replay.apis`: Chat Completions, Responses
 Messages) are recorded, streamed or not, with tool calls, usage and, for streams, the
 events as sent. Requests on other paths (``/v1/models``, embeddings, files...) are not
 model calls: they are forwarded unrecorded and counted (:attr:`RecordingProxy.passthrough`).
+A Responses call in background mode is recorded when a poll of it brings the finished
+response (:mod:`faultfinder.replay.proxy_background`); its polls go to its upstream.
 
 In replay mode a :class:`~faultfinder.replay.replayer.ReplayPlan` decides per call
 whether the answer comes from the recording, from an edit, or live from the upstream;
@@ -44,6 +46,12 @@ from faultfinder.replay.httpserver import (
     json_response,
 )
 from faultfinder.replay.matching import AGENT_HEADER, Matcher, split_agent_path
+from faultfinder.replay.proxy_background import (
+    BackgroundCalls,
+    PendingCall,
+    pending_id,
+    polled_id,
+)
 from faultfinder.replay.proxy_streams import relay, replayed
 from faultfinder.replay.proxy_upstream import (
     relayed_headers,
@@ -148,6 +156,8 @@ class RecordingProxy(Endpoint):
                 self.replies[str(recorded.response["id"])] = recorded.response
         self.passthrough: list[Passthrough] = []
         """Requests on paths that are not model calls, in arrival order."""
+        self.background = BackgroundCalls()
+        """Background-mode calls waiting for a poll to bring their finished response."""
         self.stop_requested = asyncio.Event()
         self.in_flight = 0
         self._server = HttpServer(self.handle, config.host, config.port)
@@ -161,6 +171,7 @@ class RecordingProxy(Endpoint):
 
     async def close(self) -> None:
         await super().close()
+        self.background.close()
         if self._client is not None:
             await self._client.aclose()
             self._client = None
@@ -183,6 +194,9 @@ class RecordingProxy(Endpoint):
         stored = self._stored_reply(request.method, path)
         if stored is not None:
             return json_response(200, stored)
+        polled = polled_id(request.method, path)
+        if polled is not None and self.background.get(polled[0]) is not None:
+            return await self._poll(request, path, polled[0])
         if adapter is not None:
             self.in_flight += 1
             try:
@@ -252,6 +266,41 @@ class RecordingProxy(Endpoint):
         self._sent_live(
             LiveRequest(method=request.method, path=request.path, status=upstream.status_code)
         )
+        return Response(upstream.status_code, relayed_headers(upstream), upstream.content)
+
+    async def _poll(self, request: Request, path: str, reply_id: str) -> Response:
+        """A poll or cancel of a background call the proxy holds: part of that model call,
+        so it goes to the call's upstream whatever the passthrough setting, and the reply
+        that finishes the response records the call."""
+        assert self._client is not None
+        call = self.background.get(reply_id)
+        assert call is not None
+        base = self._upstream_base(call.adapter)
+        live = LiveRequest(method=request.method, path=request.path)
+        if base is None:
+            return self._error(
+                call.adapter, 502, NO_UPSTREAM, headers=[("x-should-retry", "false")]
+            )
+        url = self._upstream_url(base, path, request.query)
+        try:
+            upstream = await self._client.request(
+                request.method,
+                url,
+                content=request.body or None,
+                headers=self._headers(request, call.adapter),
+            )
+        except httpx.HTTPError as exc:
+            self._sent_live(live)
+            message = f"faultfinder proxy: upstream {self.redactor.url(url)} unreachable: {exc}"
+            return self._error(call.adapter, 502, message)
+        live.status = upstream.status_code
+        self._sent_live(live)
+        if upstream.status_code == 200:
+            try:
+                payload: Any = json.loads(upstream.content)
+            except json.JSONDecodeError:
+                payload = None
+            self.background.polled(reply_id, payload)
         return Response(upstream.status_code, relayed_headers(upstream), upstream.content)
 
     def _sent_live(self, live: LiveRequest) -> None:
@@ -469,7 +518,20 @@ class RecordingProxy(Endpoint):
         except json.JSONDecodeError:
             record(None, 502, "upstream reply is not JSON", sent)
             return Response(upstream.status_code, headers, content)
-        if not adapter.reply_ok(payload):
+        reply_id = pending_id(adapter, sent, payload)
+        if reply_id is not None:
+            # Background mode: the call is recorded when a poll brings the finished reply.
+            def finish(final: dict[str, Any]) -> None:
+                record(final, sent=sent)
+                self._live_done(decision)
+
+            def fail(error: str) -> None:
+                record(None, 502, error, sent)
+
+            status = str(payload.get("status"))
+            pending = PendingCall(adapter, status, finish, fail)
+            self.background.hold(reply_id, pending)
+        elif not adapter.reply_ok(payload):
             record(None, 502, f"upstream reply is not a complete {adapter.name} reply", sent)
         else:
             record(payload, sent=sent)

@@ -336,6 +336,9 @@ class FakeOpenAIServer:
             else:
                 spec = {"text": value} if isinstance(value, str) else dict(value)
                 reply = api.build(body, spec, self.model, None)
+            accepted = getattr(api, "accepted", None)
+            if accepted is not None:
+                reply = accepted(body, reply)
         finally:
             self._in_flight -= 1
         if stream:

@@ -10,6 +10,13 @@ response; responses are stored unless the request says ``store: false`` (and can
 fetched again: ``GET /v1/responses/<id>``), and a reference to one the server does not
 hold is refused (400), as the real API does.
 
+Background mode (``background: true``, not streamed) answers at once with the response
+``queued`` and no output; each ``GET /v1/responses/<id>`` then says ``in_progress`` until
+:attr:`FakeResponses.background_polls` polls have been answered, and the next gives the
+completed response. ``POST /v1/responses/<id>/cancel`` makes a pending one ``cancelled``
+(cancelling again returns that final object). A background request with ``store: false``
+is refused (400): the API keeps background responses to be polled.
+
 The reply callable gets the request in canonical chat form (``messages``, chat-style
 ``tools``), with ``api: "responses"`` and the body as sent under ``raw``; it may answer
 with text, a spec (``text``, ``tool_calls``, ``reasoning``, ``usage``) or a complete
@@ -44,6 +51,12 @@ class FakeResponses:
         """Stored responses by id (``GET /v1/responses/<id>``)."""
         self._adapter = ResponsesAdapter()
         self._ids = itertools.count(1)
+        self.background_polls = 1
+        """How many polls of a background response answer ``in_progress`` before one
+        answers it completed."""
+        self._pending: dict[str, int] = {}
+        """Background responses not completed yet: id -> polls left in progress."""
+        self._background: set[str] = set()
 
     def handles(self, method: str, path: str) -> bool:
         return method == "POST" and path.rstrip("/").endswith("/responses")
@@ -55,6 +68,8 @@ class FakeResponses:
             return f"Previous response with id '{previous}' not found."
         if "input" not in body and not previous:
             return "Missing required parameter: 'input'."
+        if body.get("background") and body.get("store", True) is False:
+            return "Background mode requires store=true."
         return None
 
     def canonical(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -116,12 +131,40 @@ class FakeResponses:
             self._adapter.remember(self.stored, body, response)
             self.responses[str(response.get("id"))] = response
 
+    def accepted(self, body: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
+        """What the create call answers: ``response`` itself, or, for a background
+        request, the response ``queued`` (it completes as it is polled)."""
+        if not body.get("background") or body.get("stream"):
+            return response
+        reply_id = str(response.get("id"))
+        self._pending[reply_id] = self.background_polls
+        self._background.add(reply_id)
+        return self._unfinished(response, "queued")
+
     def retrieve(self, method: str, path: str) -> dict[str, Any] | None:
-        """A stored response fetched by id (``GET /v1/responses/<id>``), or None."""
+        """A stored response fetched by id (``GET /v1/responses/<id>``), or a background
+        one cancelled (``POST /v1/responses/<id>/cancel``); None when neither."""
         parent, _, reply_id = path.rstrip("/").rpartition("/")
+        if method == "POST" and reply_id == "cancel":
+            parent, _, reply_id = parent.rpartition("/")
+            if not parent.endswith("/responses") or reply_id not in self._background:
+                return None
+            if self._pending.pop(reply_id, None) is not None:
+                self.responses[reply_id] = self._unfinished(self.responses[reply_id], "cancelled")
+            return self.responses.get(reply_id)
         if method != "GET" or not parent.endswith("/responses"):
             return None
+        left = self._pending.get(reply_id)
+        if left is not None and reply_id in self.responses:
+            if left > 0:
+                self._pending[reply_id] = left - 1
+                return self._unfinished(self.responses[reply_id], "in_progress")
+            del self._pending[reply_id]
         return self.responses.get(reply_id)
+
+    @staticmethod
+    def _unfinished(response: dict[str, Any], status: str) -> dict[str, Any]:
+        return {**response, "status": status, "output": [], "usage": None}
 
     def stream(self, response: dict[str, Any]) -> list[bytes]:
         """The events of ``response``, text and arguments in word-sized deltas."""
