@@ -252,56 +252,53 @@ class RecordingProxy(Endpoint):
                 self.plan.blocked(LiveRequest(method=request.method, path=request.path))
             return self._error(None, 502, message, headers=[("x-should-retry", "false")])
         entry.forwarded = True
-        try:
-            upstream = await self._client.request(
-                request.method,
-                self._upstream_url(upstream_base, path, request.query),
-                content=request.body or None,
-                headers=self._headers(request, None),
-            )
-        except httpx.HTTPError as exc:
-            self._sent_live(LiveRequest(method=request.method, path=request.path))
-            return self._error(None, 502, f"faultfinder proxy: upstream unreachable: {exc}")
-        entry.status = upstream.status_code
-        self._sent_live(
-            LiveRequest(method=request.method, path=request.path, status=upstream.status_code)
-        )
-        return Response(upstream.status_code, relayed_headers(upstream), upstream.content)
+        response, upstream = await self._forward(request, upstream_base, path, None)
+        if upstream is not None:
+            entry.status = upstream.status_code
+        return response
 
-    async def _poll(self, request: Request, path: str, reply_id: str) -> Response:
-        """A poll or cancel of a background call the proxy holds: part of that model call,
-        so it goes to the call's upstream whatever the passthrough setting, and the reply
-        that finishes the response records the call."""
+    async def _forward(
+        self, request: Request, base: str, path: str, adapter: WireAdapter | None
+    ) -> tuple[Response, httpx.Response | None]:
+        """``request`` sent as it came to ``base`` (counted live whatever happens), and the
+        answer relayed; the upstream's reply too, None when it was unreachable."""
         assert self._client is not None
-        call = self.background.get(reply_id)
-        assert call is not None
-        base = self._upstream_base(call.adapter)
-        live = LiveRequest(method=request.method, path=request.path)
-        if base is None:
-            return self._error(
-                call.adapter, 502, NO_UPSTREAM, headers=[("x-should-retry", "false")]
-            )
         url = self._upstream_url(base, path, request.query)
+        live = LiveRequest(method=request.method, path=request.path)
         try:
             upstream = await self._client.request(
                 request.method,
                 url,
                 content=request.body or None,
-                headers=self._headers(request, call.adapter),
+                headers=self._headers(request, adapter),
             )
         except httpx.HTTPError as exc:
             self._sent_live(live)
             message = f"faultfinder proxy: upstream {self.redactor.url(url)} unreachable: {exc}"
-            return self._error(call.adapter, 502, message)
+            return self._error(adapter, 502, message), None
         live.status = upstream.status_code
         self._sent_live(live)
-        if upstream.status_code == 200:
+        return Response(upstream.status_code, relayed_headers(upstream), upstream.content), upstream
+
+    async def _poll(self, request: Request, path: str, reply_id: str) -> Response:
+        """A poll or cancel of a background call the proxy holds: part of that model call,
+        so it goes to the call's upstream whatever the passthrough setting, and the reply
+        that finishes the response records the call."""
+        call = self.background.get(reply_id)
+        assert call is not None
+        base = self._upstream_base(call.adapter)
+        if base is None:
+            return self._error(
+                call.adapter, 502, NO_UPSTREAM, headers=[("x-should-retry", "false")]
+            )
+        response, upstream = await self._forward(request, base, path, call.adapter)
+        if upstream is not None and upstream.status_code == 200:
             try:
                 payload: Any = json.loads(upstream.content)
             except json.JSONDecodeError:
                 payload = None
             self.background.polled(reply_id, payload)
-        return Response(upstream.status_code, relayed_headers(upstream), upstream.content)
+        return response
 
     def _sent_live(self, live: LiveRequest) -> None:
         if self.plan is not None:
