@@ -395,3 +395,21 @@ def test_a_failing_run_is_reported_not_lost(art: Artifacts, tmp_path: Path) -> N
 
     asyncio.run(go())
     assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_an_eval_cell_shows_the_start_of_a_long_agent_name(art: Artifacts, tmp_path: Path) -> None:
+    # Agent names come from traces (untrusted): 30,000 unbreakable characters in every
+    # per-case cell made a table the browser took most of a minute to lay out.
+    wide = "W" * 30_000
+    rows = [json.loads(line) for line in art.eval_file.read_text("utf-8").splitlines()]
+    lines = [json.dumps({**r, "agent": f'{r["agent"]}"<b>{wide}'}) + "\n" for r in rows]
+    (tmp_path / "eval.jsonl").write_text("".join(lines), encoding="utf-8")
+    catalog = build_catalog([tmp_path])
+    client = TestClient(create_app(catalog), base_url="http://127.0.0.1")
+    page = client.get(f"/eval/{next(iter(catalog.evals))}").text
+    cases = page[page.index('id="cases"') :]
+    cells = re.findall(r'<td class="[a-z]*" title="([^"]*)">(?:<a [^>]*>)?([^<]*)<', cases)
+    assert len(cells) == len(rows)
+    for title, text in cells:
+        assert len(text) <= 200 and text.endswith("\u2026")
+        assert "&#34;&lt;b&gt;" + wide + " @ " in title  # the whole text, escaped

@@ -11,6 +11,7 @@ where they fail instead.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -67,6 +68,7 @@ from faultfinder.llm.client import LLM  # noqa: E402
 from faultfinder.llm.doubles import ScriptedBackend  # noqa: E402
 from faultfinder.replay.httpserver import ServerThread  # noqa: E402
 from faultfinder.testing import FakeOpenAIServer  # noqa: E402
+from faultfinder.traces.io import write_trace  # noqa: E402
 from faultfinder.ui.app import UIConfig, create_app  # noqa: E402
 from faultfinder.ui.catalog import Catalog  # noqa: E402
 from faultfinder.ui.jobs import JobRunner  # noqa: E402
@@ -83,6 +85,7 @@ from ui_support import (  # noqa: E402
     plant_hostile_recording,
     record_team,
     shared,
+    xss_trace,
 )
 
 
@@ -439,3 +442,32 @@ def test_a_planted_recording_runs_and_contacts_nothing_from_the_page(
         assert canary.requests == []
     assert not marker.exists()
     assert dialogs == []
+
+
+def test_an_unbroken_30000_character_line_does_not_widen_the_pages(
+    art: Artifacts, tmp_path: Path, page: Page
+) -> None:
+    """A trace's text is untrusted and may hold a line with no break opportunity: as an
+    agent name it lands in the trace page's facts, answer table and timeline, and in every
+    per-case cell of an evaluation. Neither page may grow wider than the window (it grew to
+    300,000 px), nor take the browser long to lay out (the evaluation took most of a
+    minute)."""
+    wide = "W" * 30_000
+    planted = xss_trace()
+    steps = [s.model_copy(update={"agent": s.agent + wide}) for s in planted.steps]
+    trace = planted.model_copy(update={"id": "wide", "task": wide, "steps": steps})
+    write_trace(trace, tmp_path / "wide.json")
+    rows = [json.loads(line) for line in art.eval_file.read_text("utf-8").splitlines()]
+    wide_rows = [{**r, "agent": r["agent"] and r["agent"] + wide} for r in rows]
+    (tmp_path / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in wide_rows))
+    answer = {**json.loads((art.xss_dir / "xss-attribution.json").read_text("utf-8"))}
+    answer.update(trace_id="wide", agent=steps[1].agent, reason=wide)
+    (tmp_path / "wide-answer.json").write_text(json.dumps(answer))
+    catalog = build_catalog([tmp_path])
+    with Server(create_app(catalog)) as url:
+        trace_page = f"/trace/{trace_key(catalog, 'wide')}"
+        for path in (trace_page, f"/eval/{next(iter(catalog.evals))}"):
+            page.goto(url + path, timeout=15_000)
+            widths = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+            assert widths[0] <= widths[1], (path, widths)
+        shot(page, "wide-eval")

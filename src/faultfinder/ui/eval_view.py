@@ -47,12 +47,25 @@ class SubsetReport:
     no row carries a set."""
 
 
+CELL_CHARS = 120
+"""A per-case cell shows at most this many characters of what a row said (a trace's agent
+names are untrusted text: one 30,000-character name in every row's cell makes a table
+that takes the browser most of a minute to lay out); the whole text is its title."""
+
+
+def clip(text: str) -> str:
+    """``text`` cut to `CELL_CHARS` characters, an ellipsis marking the cut."""
+    return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "\u2026"
+
+
 @dataclass
 class Cell:
     text: str
     agent_ok: bool | None
     step_ok: bool | None
     answer_id: int | None
+    full: str = ""
+    """The whole text when `text` was clipped, else empty."""
 
 
 @dataclass
@@ -123,7 +136,7 @@ def case_rows(
         gold = row.gold
         case = cases.get(row.trace_id)
         if case is None:
-            text = "-" if gold is None else f"{gold.agent or '-'} @ {gold.step}"
+            text = "-" if gold is None else clip(f"{gold.agent or '-'} @ {gold.step}")
             case = cases[row.trace_id] = CaseRow(
                 row.trace_id, row.subset, text, trace_keys.get(row.trace_id)
             )
@@ -132,10 +145,11 @@ def case_rows(
         if row.status != "ok":
             said += f" ({row.status})"
         case.cells[column] = Cell(
-            said,
+            clip(said),
             None if s is None else s.agent,
             None if s is None else s.step,
             answer_ids.get(id(row)),
+            said if clip(said) != said else "",
         )
     return columns, list(cases.values())
 
