@@ -363,3 +363,18 @@ def test_the_source_link_of_a_trace_page_opens_its_file(tmp_path: Path) -> None:
             if "traceelephant" in source:  # a run is two files: its folder named, no link
                 assert "/raw?path=" not in source and "traceelephant/" in source
         assert len(linked) == 4 and all("who-and-when" in s for s in linked)
+
+
+def test_direction_overrides_in_trace_text_are_shown_as_escapes(tmp_path: Path) -> None:
+    """A right-to-left override in an agent name would make the page show 'exe.txt' as
+    'txt.exe'; the UI shows it as its escape, as the terminal does."""
+    spoof = "Coder\u202etxt.exe"
+    trace = {**TRACE, "steps": [{**s, "agent": spoof} for s in TRACE["steps"]]}
+    (tmp_path / "ok.json").write_text(json.dumps(trace))
+    catalog = build_catalog([tmp_path])
+    client = TestClient(create_app(catalog), base_url=HOST, raise_server_exceptions=False)
+    (key,) = catalog.traces
+    page = client.get(f"/trace/{key}")
+    assert page.status_code == 200
+    assert "\u202e" not in page.text
+    assert "Coder\\u202etxt.exe" in page.text

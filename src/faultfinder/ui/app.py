@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -25,6 +26,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from faultfinder.dover.edit_repeats import REPEAT_TEMPERATURE, recorded_parts
+from faultfinder.shown import safe
 from faultfinder.ui import pages
 from faultfinder.ui.catalog import Catalog
 from faultfinder.ui.jobs import JobRunner
@@ -79,10 +81,20 @@ def found(table: Mapping[str, T], request: Request, what: str) -> T:
     return entry
 
 
+def shown_value(value: Any) -> Any:
+    """What a template prints for ``value``: text with its control and direction-changing
+    characters shown as escapes (a right-to-left override in an agent name would reorder
+    what the page shows), then HTML-escaped by autoescape; anything else as it is. Markup
+    (a macro's or a recursive loop's output) is already made of values that came through
+    here, and is kept as it is."""
+    return safe(value) if isinstance(value, str) and not isinstance(value, Markup) else value
+
+
 def templates() -> Environment:
     env = Environment(
         loader=PackageLoader("faultfinder.ui", "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
+        finalize=shown_value,
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
