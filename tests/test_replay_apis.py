@@ -71,6 +71,21 @@ AGENTS_SDK = [str(FIXTURES / "frameworks" / "agents_sdk_default.py"), "{task}"]
 CHAIN = [str(FIXTURES / "apis" / "responses_chain.py"), "{task}"]
 MIXED = [str(FIXTURES / "apis" / "mixed_apis.py"), "{task}"]
 
+
+def chain(*flags: str) -> Program:
+    """The Agents SDK's two-turn Responses program, run with ``flags`` (streamed, reading
+    its reply back, in background mode)."""
+    return Program(
+        [*CHAIN, *flags],
+        scripts.agents_sdk,
+        ["Researcher", "Researcher"],
+        ["responses"] * 2,
+        tool_edit_at=0,
+        message_edit_at=1,
+        message="144,630",
+    )
+
+
 PROGRAMS = {
     "agents-sdk-run": Program(
         AGENTS_SDK,
@@ -92,42 +107,10 @@ PROGRAMS = {
         message="144,630",
         needs=["agents"],
     ),
-    "responses-chain": Program(
-        CHAIN,
-        scripts.agents_sdk,
-        ["Researcher", "Researcher"],
-        ["responses"] * 2,
-        tool_edit_at=0,
-        message_edit_at=1,
-        message="144,630",
-    ),
-    "responses-chain-streamed": Program(
-        [*CHAIN, "--stream"],
-        scripts.agents_sdk,
-        ["Researcher", "Researcher"],
-        ["responses"] * 2,
-        tool_edit_at=0,
-        message_edit_at=1,
-        message="144,630",
-    ),
-    "responses-chain-retrieve": Program(
-        [*CHAIN, "--retrieve"],
-        scripts.agents_sdk,
-        ["Researcher", "Researcher"],
-        ["responses"] * 2,
-        tool_edit_at=0,
-        message_edit_at=1,
-        message="144,630",
-    ),
-    "responses-chain-background": Program(
-        [*CHAIN, "--background"],
-        scripts.agents_sdk,
-        ["Researcher", "Researcher"],
-        ["responses"] * 2,
-        tool_edit_at=0,
-        message_edit_at=1,
-        message="144,630",
-    ),
+    "responses-chain": chain(),
+    "responses-chain-streamed": chain("--stream"),
+    "responses-chain-retrieve": chain("--retrieve"),
+    "responses-chain-background": chain("--background"),
     "mixed-chat-responses": Program(
         MIXED,
         scripts.mixed,
