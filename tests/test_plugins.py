@@ -97,6 +97,21 @@ def faultfinder(
     return _in_site(site, ["-m", "faultfinder", *args], cwd, env)
 
 
+def hand_installed(site: Path, dist: str, entry_points: str, modules: dict[str, str]) -> Path:
+    """``site`` holding the distribution ``dist`` 0.1.0 as an installer leaves it (its
+    dist-info with METADATA and ``entry_points``) and its ``modules`` by file stem: a
+    plugin that is installed, with no build."""
+    info = site / f"{dist.replace('-', '_')}-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1.0\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text(entry_points, encoding="utf-8")
+    for stem, text in modules.items():
+        (site / f"{stem}.py").write_text(text, encoding="utf-8")
+    return site
+
+
 def python(site: Path, code: str) -> subprocess.CompletedProcess[str]:
     """``python -c CODE`` in a new process that sees the packages installed in ``site``,
     run in ``site``'s parent directory."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from test_plugins import faultfinder
+from test_plugins import faultfinder, hand_installed
 
 DIST = "ff-contracts"
 
@@ -59,15 +59,7 @@ ff-partial = ff_contracts:Partial
 
 
 def install(tmp_path: Path) -> Path:
-    site = tmp_path / "site"
-    info = site / "ff_contracts-0.1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {DIST}\nVersion: 0.1.0\n", encoding="utf-8"
-    )
-    (info / "entry_points.txt").write_text(ENTRY_POINTS, encoding="utf-8")
-    (site / "ff_contracts.py").write_text(MODULE, encoding="utf-8")
-    return site
+    return hand_installed(tmp_path / "site", DIST, ENTRY_POINTS, {"ff_contracts": MODULE})
 
 
 def lines_naming(stderr: str, name: str) -> list[str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from test_plugins import DEMO_TRACE, OTLP_FILE
+from test_plugins import DEMO_TRACE, OTLP_FILE, hand_installed
 from test_plugins_outside import command
 
 DIST = "ff-names"
@@ -60,15 +60,7 @@ chat = ff_names:Clash
 
 
 def install(tmp_path: Path) -> Path:
-    site = tmp_path / "site"
-    info = site / "ff_names-0.1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {DIST}\nVersion: 0.1.0\n", encoding="utf-8"
-    )
-    (info / "entry_points.txt").write_text(ENTRY_POINTS, encoding="utf-8")
-    (site / "ff_names.py").write_text(MODULE, encoding="utf-8")
-    return site
+    return hand_installed(tmp_path / "site", DIST, ENTRY_POINTS, {"ff_names": MODULE})
 
 
 def warnings_of(stderr: str) -> list[str]:

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from test_plugins import DEMO_TRACE, python
+from test_plugins import DEMO_TRACE, hand_installed, python
 
 DIST = "ff-outside"
 
@@ -74,17 +74,8 @@ ff-unnamed = ff_outside_apis:Unnamed
 
 def install(tmp_path: Path) -> Path:
     """The distribution ``ff-outside`` installed by hand into ``tmp_path/site``."""
-    site = tmp_path / "site"
-    info = site / "ff_outside-0.1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {DIST}\nVersion: 0.1.0\n", encoding="utf-8"
-    )
-    (info / "entry_points.txt").write_text(ENTRY_POINTS, encoding="utf-8")
-    (site / "ff_outside_floor.py").write_text(FLOOR, encoding="utf-8")
-    (site / "ff_outside_heavy.py").write_text(HEAVY, encoding="utf-8")
-    (site / "ff_outside_apis.py").write_text(ADAPTERS, encoding="utf-8")
-    return site
+    modules = {"ff_outside_floor": FLOOR, "ff_outside_heavy": HEAVY, "ff_outside_apis": ADAPTERS}
+    return hand_installed(tmp_path / "site", DIST, ENTRY_POINTS, modules)
 
 
 def command(site: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
