@@ -41,6 +41,20 @@ class NoSummary:  # reads nothing, and has no line for --format's help
         return []
 
 
+class NeedsRoot:  # a complete importer that faultfinder cannot make: it wants a root
+    name: ClassVar[str] = "ff-needs-root"
+    summary: ClassVar[str] = "reads .rooted files under a root"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def detect(self, path: Path) -> bool:
+        return path.suffix == ".rooted"
+
+    def load(self, path: Path, **options: Any) -> list[Any]:
+        return []
+
+
 class Partial:  # takes its requests, but cannot point a program at the proxy
     name = "ff-partial"
 
@@ -52,6 +66,7 @@ ENTRY_POINTS = """
 [faultfinder.importers]
 ff-no-load = ff_contracts:NoLoad
 ff-no-summary = ff_contracts:NoSummary
+ff-needs-root = ff_contracts:NeedsRoot
 
 [faultfinder.apis]
 ff-partial = ff_contracts:Partial
@@ -97,6 +112,20 @@ def test_an_importer_without_summary_leaves_the_help_working(tmp_path: Path) -> 
     assert warning.startswith("warning: ") and DIST in warning
     assert "is not a trace importer: it lacks summary" in warning
     assert "Traceback" not in shown.stderr
+
+
+def test_an_importer_whose_constructor_wants_arguments_is_refused(tmp_path: Path) -> None:
+    # faultfinder makes importers (and adapters) with no arguments: one that needs some
+    # is refused by name when loaded, not met with a TypeError from inside a detection.
+    site = install(tmp_path)
+    data = tmp_path / "run.rooted"
+    data.write_text("x", encoding="utf-8")
+    named = faultfinder(site, "import", str(data), "--format", "ff-needs-root")
+    assert named.returncode == 1
+    (error,) = lines_naming(named.stderr, "ff-needs-root")
+    assert error.startswith("Error: "), error
+    assert "is not a trace importer: its constructor requires root, and it is made" in error
+    assert "Traceback" not in named.stderr and "TypeError" not in named.stderr
 
 
 def test_an_adapter_without_the_proxys_members_is_refused(tmp_path: Path) -> None:

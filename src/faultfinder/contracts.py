@@ -7,6 +7,7 @@ component (``judging.method``, ``traces.importers.base``, ``replay.apis.base``) 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 
 
@@ -20,14 +21,16 @@ def interface_problem(
     calls: Sequence[str] = (),
     others: Sequence[str] = (),
     wrong: Sequence[tuple[str, str]] = (),
+    bare: bool = False,
 ) -> str | None:
     """What keeps ``cls`` from being a ``kind`` class, as a phrase ('is not a trace
     importer: it lacks load (an importer class follows ...)'), or None.
 
     ``texts`` must be strings, ``flags`` True or False, ``calls`` callable and ``others``
     merely present; ``wrong`` holds further (member, problem) pairs the caller found,
-    reported only when that member is present. ``follows`` ends the phrase: the protocol
-    to follow."""
+    reported only when that member is present. ``bare``: faultfinder makes its instances
+    with no arguments, so a constructor that requires one is a problem. ``follows`` ends
+    the phrase: the protocol to follow."""
     if not isinstance(cls, type):
         return f"is not a {kind}: it is a {type(cls).__name__}, not a class"
     members = (*texts, *others, *flags, *calls)
@@ -39,10 +42,26 @@ def interface_problem(
     problems += [
         f"{a} is not callable" for a in calls if a in found and not callable(getattr(cls, a))
     ]
+    if bare and (needs := _required_arguments(cls)):
+        problems.append(f"its constructor requires {', '.join(needs)}, and it is made with none")
     if not missing and not problems:
         return None
     lacks = [f"it lacks {', '.join(missing)}"] if missing else []
     return f"is not a {kind}: {'; '.join(lacks + problems)} ({follows})"
+
+
+def _required_arguments(cls: type) -> list[str]:
+    """The parameters ``cls()`` lacks (none when its signature cannot be read: a class
+    written in C, which is then left to fail where it is made)."""
+    try:
+        signature = inspect.signature(cls)
+    except (TypeError, ValueError):
+        return []
+    return [
+        name
+        for name, p in signature.parameters.items()
+        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
 
 
 def _is(cls: type, member: str, kind: type) -> bool:

@@ -276,6 +276,7 @@ def adapter_problem(cls: object) -> str | None:
         "faultfinder.replay.apis.AdapterBase gives the members most APIs share",
         texts=("name",),
         calls=ADAPTER_CALLS,
+        bare=True,
     )
 
 

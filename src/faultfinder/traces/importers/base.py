@@ -51,4 +51,5 @@ def importer_problem(cls: object) -> str | None:
         "detect(path), load(path, **options)",
         texts=IMPORTER_TEXTS,
         calls=IMPORTER_CALLS,
+        bare=True,
     )
