@@ -29,6 +29,7 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
+from faultfinder.dover.edit_repeats import Program
 from faultfinder.judging.method import Attribution
 from faultfinder.replay.edits import Edit
 from faultfinder.replay.replayer import ReplayOptions
@@ -36,9 +37,10 @@ from faultfinder.replay.session import SessionOptions, replay_run, run_sync
 from faultfinder.traces.io import write_trace
 from faultfinder.traces.schema import GoldLabel, Step, ToolCall, ToolResult, Trace
 from faultfinder.ui.app import create_app
-from faultfinder.ui.catalog import AttributionEntry, Catalog, build_catalog
+from faultfinder.ui.catalog import AttributionEntry, Catalog
 from faultfinder.ui.replay_jobs import ReplayRunner
 from faultfinder.ui.replay_requests import ReplaySettings
+from faultfinder.ui.scan import build_catalog
 
 AGENTS = ("Orchestrator", "WebSurfer", "Coder", "ComputerTerminal")
 
@@ -99,7 +101,7 @@ def editable(catalog: Catalog, run_dir: Path) -> TestClient:
     """The app with replays enabled, the catalog's one trace served as a recording."""
     entry = next(iter(catalog.traces.values()))
     entry.kind, entry.run_dir = "recording", run_dir
-    replays = ReplayRunner(catalog, ReplaySettings(command=("true",)))
+    replays = ReplayRunner(catalog, ReplaySettings(Program(command=("true",))))
     return TestClient(create_app(catalog, replays=replays), base_url="http://127.0.0.1")
 
 
@@ -122,7 +124,9 @@ def replay_overhead(n: int) -> None:
         assert done.exit_code == 0, done.output
         run = runs / "avalon"
         catalog = build_catalog([runs])
-        replays = ReplayRunner(catalog, ReplaySettings(command=tuple(TEAM), upstream=up.base_url))
+        replays = ReplayRunner(
+            catalog, ReplaySettings(Program(command=tuple(TEAM), upstream=up.base_url))
+        )
         key = next(k for k, t in catalog.traces.items() if t.kind == "recording")
         direct: list[float] = []
         via_ui: list[float] = []
