@@ -107,9 +107,24 @@ def cluster_cpus() -> int:
 def ray_session(address: str | None) -> Iterator[ModuleType]:
     """Ray, connected for the duration; shut down afterwards if this started it."""
     ray = require_ray()
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM) if main else None
     started = connect(address)
+    if main:
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         yield ray
     finally:
         if started:
             ray.shutdown()
+        if main and before is not None:
+            signal.signal(signal.SIGTERM, before)
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    """SIGTERM while on Ray: end as the command ends without Ray, with 143 (128 + 15, what
+    a shell reports for a process SIGTERM killed), once the ``finally`` blocks have shut
+    down what it started. ``ray.init`` installs a handler that exits 15, a code
+    docs/exit-codes.md gives no meaning, and its core worker one that prints a stack dump
+    first; this replaces both for the session (the one before it is put back after)."""
+    raise SystemExit(128 + signum)
