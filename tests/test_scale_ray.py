@@ -557,8 +557,11 @@ def test_sigterm_on_ray_exits_143_leaves_no_ray_process_and_resumes(tmp_path: Pa
     assert 0 < len(before) < 30
 
     resumed = cli_eval(out, "--runs", "3", "--resume")
-    resumed.communicate(timeout=300)
-    assert resumed.returncode == 0
+    stderr = resumed.communicate(timeout=300)[1]
+    assert resumed.returncode == 0, stderr
+    # No error line from Ray's core worker on a run that went well (an actor handle among
+    # the workers' constructor arguments printed one per worker: ray-project/ray#53727).
+    assert "core_worker" not in stderr, stderr
     keys = Counter(r.key for r in read_rows(out))
     assert len(keys) == 30 and set(keys.values()) == {1}
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -45,10 +46,14 @@ COULD_NOT_RUN = "could_not_run"
 class CaseWorker:
     """Runs cases with an LLM of its own (client, cache) and the run's shared limits."""
 
-    def __init__(self, spec: dict[str, Any], limits: Any) -> None:
+    def __init__(self, spec: dict[str, Any], limits_name: str) -> None:
         self.llm: LLM | None = None
         self.error: str | None = None
         """Why this worker could not build its model (then it runs no case)."""
+        # The limits actor is found by name, not passed: an actor handle among a
+        # restartable actor's constructor arguments makes Ray's core worker print an
+        # error line for every worker (ray-project/ray#53727), on every run.
+        limits = ray.get_actor(limits_name)
         try:
             self.llm = LLMSpec.model_validate(spec).build(
                 ledger=RayLedger(limits), limiter=RayRateLimiter(limits)
@@ -102,7 +107,8 @@ class RayExecutor:
         """Create the limits actor and the worker pool (once)."""
         if self.pool:
             return
-        self.limits = SharedLimits.remote(  # type: ignore[attr-defined]
+        name = f"faultfinder-limits-{uuid.uuid4().hex}"
+        self.limits = SharedLimits.options(name=name).remote(  # type: ignore[attr-defined]
             self.spec.budget.model_dump(), self.spec.rate_limit
         )
         size = max(1, min(self.workers or cluster_cpus(), self.concurrency))
@@ -111,7 +117,7 @@ class RayExecutor:
         spec = self.spec.model_dump(mode="json")
         self.pool = [
             CaseWorker.options(max_concurrency=per_worker).remote(  # type: ignore[attr-defined]
-                spec, self.limits
+                spec, name
             )
             for _ in range(size)
         ]
