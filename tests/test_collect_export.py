@@ -115,7 +115,7 @@ def test_bad_requests_are_refused(tmp_path: Path) -> None:
             base + "/v1/traces",
             json={"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "1"}]}]}]},
         )
-        assert bad.status_code == 400 and "traceId" in bad.json()["error"]
+        assert bad.status_code == 400 and "traceId" in bad.json()["message"]
         assert (
             httpx.post(
                 base + "/v1/traces",
@@ -136,7 +136,7 @@ def test_gzip_bomb_is_refused(tmp_path: Path) -> None:
             content=bomb,
             headers={"content-type": "application/json", "content-encoding": "gzip"},
         )
-        assert response.status_code == 400 and "10000 bytes" in response.json()["error"]
+        assert response.status_code == 400 and "10000 bytes" in response.json()["message"]
 
 
 def test_idle_client_is_disconnected(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from click.testing import CliRunner
 
 from faultfinder.cli import main
@@ -77,20 +78,51 @@ def test_client_mistakes_are_400_with_the_reason(tmp_path: Path) -> None:
     with collector(tmp_path) as server:
         url = server.url
         not_gzip = post(url, b"plain text", **{"content-encoding": "gzip"})
-        assert not_gzip.status_code == 400 and "not gzip" in not_gzip.json()["error"]
+        assert not_gzip.status_code == 400 and "not gzip" in not_gzip.json()["message"]
         cut = gzip.compress(json.dumps(export(OTHER)).encode())[:-12]
         truncated = post(url, cut, **{"content-encoding": "gzip"})
-        assert truncated.status_code == 400 and "truncated" in truncated.json()["error"]
+        assert truncated.status_code == 400 and "truncated" in truncated.json()["message"]
         deep = post(url, b"[" * 100_000 + b"]" * 100_000)
-        assert deep.status_code == 400 and "nested deeper than" in deep.json()["error"]
+        assert deep.status_code == 400 and "nested deeper than" in deep.json()["message"]
         attrs = [{"key": "note", "value": {"stringValue": "\ud800"}}]
         surrogate = post(url, json.dumps(export(OTHER, attrs=attrs)).encode())  # \ud800 escaped
-        assert surrogate.status_code == 400 and "surrogate" in surrogate.json()["error"]
-        assert "attributes" in surrogate.json()["error"]
+        assert surrogate.status_code == 400 and "surrogate" in surrogate.json()["message"]
+        assert "attributes" in surrogate.json()["message"]
         assert server.server.rejected == 4
         assert post(url, json.dumps(export(OTHER)).encode()).status_code == 200
         assert wait_for(lambda: server.server.written)
     assert server.server.errors == []
+
+
+def test_a_refusal_is_a_status_message_in_the_encoding_of_the_request(tmp_path: Path) -> None:
+    """OTLP/HTTP: a failure's body is a google.rpc.Status, protobuf-encoded for a protobuf
+    request and JSON-encoded for a JSON one, with the content type to match."""
+    pytest.importorskip("opentelemetry.proto")
+    from google.rpc.status_pb2 import Status
+
+    proto = {"content-type": PROTOBUF}
+    with collector(tmp_path) as server:
+        answers = {
+            "path": httpx.post(server.url + "/v1/trace", content=b"", headers=proto),
+            "body": post(server.url, b"\xff\xff", **proto),
+            "origin": post(server.url, b"", **proto, origin="http://evil.example"),
+        }
+        as_json = post(server.url, b"{not json")
+    messages = []
+    for name, answer in answers.items():
+        assert answer.headers["content-type"] == PROTOBUF, name
+        status = Status()
+        status.ParseFromString(answer.content)  # a JSON body would not parse as one
+        messages.append(status.message)
+    assert [a.status_code for a in answers.values()] == [404, 400, 403]
+    assert messages[0] == "unknown path /v1/trace; use /v1/traces"
+    assert "not an ExportTraceServiceRequest" in messages[1]
+    assert "http://evil.example" in messages[2]
+    # the collector's own lines say the same
+    assert [line.split(": ", 1)[1] for line in server.server.refusals[:3]] == messages
+    assert as_json.headers["content-type"] == "application/json"
+    assert as_json.status_code == 400 and set(as_json.json()) == {"message"}
+    assert "invalid JSON" in as_json.json()["message"]
 
 
 SECRETS = [
@@ -203,14 +235,14 @@ def test_a_multi_member_gzip_body_is_read_whole(tmp_path: Path) -> None:
         assert wait_for(lambda: server.server.written)
         # a member that is not gzip, or cut short, is still a 400
         junk = post(server.url, gzip.compress(body) + b"junk", **gz)
-        assert junk.status_code == 400 and "not gzip" in junk.json()["error"]
+        assert junk.status_code == 400 and "not gzip" in junk.json()["message"]
         cut = post(server.url, gzip.compress(body) + gzip.compress(body)[:-5], **gz)
-        assert cut.status_code == 400 and "truncated" in cut.json()["error"]
+        assert cut.status_code == 400 and "truncated" in cut.json()["message"]
     assert len(load_trace(tmp_path / "out" / f"{TRACE}.json").steps) == 2
     # the bound on the decompressed size holds across members
     with collector(tmp_path, max_body=len(body) - 1) as server:
         over = post(server.url, members, **gz)
-        assert over.status_code == 400 and f"{len(body) - 1} bytes" in over.json()["error"]
+        assert over.status_code == 400 and f"{len(body) - 1} bytes" in over.json()["message"]
 
 
 def test_the_body_limit_holds_for_an_uncompressed_body_too(tmp_path: Path) -> None:

@@ -94,9 +94,9 @@ def test_a_raw_deflate_body_is_read_and_a_broken_one_is_400(tmp_path: Path) -> N
         url = server.url + "/v1/traces"
         assert httpx.post(url, content=raw, headers=headers).status_code == 200
         cut = httpx.post(url, content=zlib.compress(body)[:-8], headers=headers)
-        assert cut.status_code == 400 and "truncated" in cut.json()["error"]
+        assert cut.status_code == 400 and "truncated" in cut.json()["message"]
         big = httpx.post(url, content=zlib.compress(body + b" "), headers=headers)
-        assert big.status_code == 400 and f"{len(body)} bytes" in big.json()["error"]
+        assert big.status_code == 400 and f"{len(body)} bytes" in big.json()["message"]
         assert wait_for(lambda: server.server.written)
 
 

@@ -28,7 +28,9 @@ skipped; the others are still written. Ids are lower-case hex as ``faultfinder i
 reads them; one longer than ``MAX_NAME`` digits (not a valid OTLP id) gets a bounded file
 name: its first 32 digits and a hash. JSON bodies are read as the importers read files
 (``traces.io.parse_json``: nesting, lone surrogates... are a 400), and ``--raw`` lines are
-scrubbed of credentials as the traces are (``_spans.keep_raw``).
+scrubbed of credentials as the traces are (``_spans.keep_raw``). Every answer is in the
+request's encoding, a refusal a ``google.rpc.Status`` (:mod:`.otlp_http`), and each refusal
+is noted in :attr:`Collector.refusals` for the user to see.
 
 It reuses the project's HTTP server (``replay.httpserver``): loopback bind by default, the
 same request body limit as the proxy, and a per-request read deadline (headers and body,
@@ -49,6 +51,7 @@ from typing import Any
 
 import h11
 
+from faultfinder.collect.otlp_http import PROTOBUF, Refusal, content_kind, failure, success
 from faultfinder.errors import ConfigError, FaultfinderError
 from faultfinder.redact import Redactor
 from faultfinder.replay.httpserver import (
@@ -59,14 +62,12 @@ from faultfinder.replay.httpserver import (
     Request,
     Response,
     from_a_web_page,
-    json_response,
 )
 from faultfinder.traces.importers._semconv import build_trace
 from faultfinder.traces.importers._spans import Span, keep_raw, spans_from_otlp
 from faultfinder.traces.importers.otlp import decode_protobuf
 from faultfinder.traces.io import check_value, parse_json, write_trace
 
-PROTOBUF = "application/x-protobuf"
 MAX_NAME = 64
 """Longest trace id (hex digits) used as a file name as it is."""
 
@@ -230,29 +231,28 @@ class Collector:
         await self.close()
 
     async def handle(self, request: Request) -> Response:
-        response = await self._answer(request)
-        if response.status >= 400:  # the exporter may log no more than the status: say why
-            try:
-                reason = (
-                    json.loads(response.body)["error"] if isinstance(response.body, bytes) else ""
-                )
-            except (ValueError, KeyError, TypeError):
-                reason = ""
-            self.refusals.append(
-                _printable(f"{response.status} {request.method} {request.path}: {reason}")
-            )
-        return response
+        answer = self._answer(request)
+        if isinstance(answer, Response):
+            return answer
+        return self.refuse(answer, request)
 
-    async def _answer(self, request: Request) -> Response:
+    def refuse(self, refusal: Refusal, request: Request | None) -> Response:
+        """The answer to a refused request (as an OTLP failure in the request's encoding),
+        noted in :attr:`refusals`: the exporter may log no more than the status."""
+        what = f"{request.method} {request.path}" if request is not None else "(request unread)"
+        self.refusals.append(_printable(f"{refusal.status} {what}: {refusal.message}"))
+        return failure(refusal, request)
+
+    def _answer(self, request: Request) -> Response | Refusal:
         if request.path != "/v1/traces":
-            return json_response(404, {"error": f"unknown path {request.path}; use /v1/traces"})
+            return Refusal(404, f"unknown path {request.path}; use /v1/traces")
         if request.method != "POST":
-            return json_response(405, {"error": "use POST"})
+            return Refusal(405, "use POST")
         refused = from_a_web_page(request, self.config.host)
         if refused is not None:  # a page in the user's browser, not an exporter
             self.rejected += 1
-            return json_response(refused[0], {"error": refused[1]})
-        kind = (request.header("content-type") or "").split(";")[0].strip().lower()
+            return Refusal(*refused)
+        kind = content_kind(request)
         try:
             body = self._decoded_body(request)
             if kind == PROTOBUF:
@@ -261,20 +261,16 @@ class Collector:
             elif kind in ("application/json", ""):
                 payload = parse_json(body.decode("utf-8"), "request")
             else:
-                return json_response(415, {"error": f"unsupported content type {kind!r}"})
+                return Refusal(415, f"unsupported content type {kind!r}")
             # an export of no spans (a 0-byte protobuf body, "{}"): valid, nothing to keep
             spans = spans_from_otlp(payload, path="request") if payload != {} else []
         except (FaultfinderError, ValueError) as exc:
             self.rejected += 1
-            return json_response(400, {"error": str(exc)})
+            return Refusal(400, str(exc))
         self.add(spans)
         if self.config.raw_file is not None and payload != {}:
             self._keep_raw(self.config.raw_file, payload)
-        if kind == PROTOBUF:
-            return Response(
-                200, [("content-type", PROTOBUF)], b""
-            )  # empty ExportTraceServiceResponse
-        return json_response(200, {})
+        return success(request)
 
     def _decoded_body(self, request: Request) -> bytes:
         encoding = (request.header("content-encoding") or "identity").strip().lower()
