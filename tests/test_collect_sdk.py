@@ -141,8 +141,9 @@ def test_a_refused_export_is_explained_on_both_sides(
 
 
 def test_the_command_prints_what_it_refused_and_exits_0_on_sigterm(tmp_path: Path) -> None:
-    """The command in its own process: a probe (GET) and a mistyped endpoint are named on
-    stderr with their status and reason; a deflate export is written; SIGTERM exits 0."""
+    """The command in its own process: a probe (GET), a mistyped endpoint and a head too
+    large for the HTTP server are named on stderr with their status and reason; a deflate
+    export is written; SIGTERM exits 0."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -161,12 +162,17 @@ def test_the_command_prints_what_it_refused_and_exits_0_on_sigterm(tmp_path: Pat
         assert send(url + "/v1/trace", spans, Compression.Gzip) is SpanExportResult.FAILURE
         assert send(url + "/v1/traces", spans, Compression.Deflate) is SpanExportResult.SUCCESS
         assert wait_for(lambda: list(out.glob("*.json")))
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            head = b"POST /v1/traces HTTP/1.1\r\nx-big: "  # refused by the HTTP server itself
+            sock.sendall(head + b"a" * (64 * 1024 + 1 - len(head)))
+            assert sock.recv(12) == b"HTTP/1.1 431"
     finally:
         process.send_signal(signal.SIGTERM)
         stdout, stderr = process.communicate(timeout=20)
     assert process.returncode == 0, stderr
     assert "refused: 405 GET /v1/traces: use POST" in stderr
     assert "refused: 404 POST /v1/trace: unknown path /v1/trace; use /v1/traces" in stderr
+    assert "refused: 431 (request unread): request head too large" in stderr
     assert f"wrote {out}" in stdout
 
 

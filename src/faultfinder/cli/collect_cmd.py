@@ -86,7 +86,8 @@ def _report(collector: Collector, shown: tuple[int, int, int]) -> tuple[int, int
     type=SECONDS,
     default=30.0,
     show_default=True,
-    help="Seconds a client may take to send a request before it is disconnected.",
+    help="Seconds a client may wait before its next request, then take to send its head, "
+    "then its body, before it is disconnected (408 for a request begun).",
 )
 @click.option(
     "--raw",

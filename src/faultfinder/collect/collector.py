@@ -33,8 +33,9 @@ request's encoding, a refusal a ``google.rpc.Status`` (:mod:`.otlp_http`), and e
 is noted in :attr:`Collector.refusals` for the user to see.
 
 It reuses the project's HTTP server (``replay.httpserver``): loopback bind by default, the
-same request body limit as the proxy, and a per-request read deadline (headers and body,
-and the wait for the next request on a kept-alive connection) so idle clients are dropped.
+same request body limit as the proxy, and ``read_timeout`` for each of a client's waits (for
+the next request on a kept-alive connection: closed; for a request's head or its body: 408),
+so idle and slow clients are dropped.
 """
 
 from __future__ import annotations
@@ -48,8 +49,6 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import h11
 
 from faultfinder.collect.otlp_http import PROTOBUF, Refusal, content_kind, failure, success
 from faultfinder.errors import ConfigError, FaultfinderError
@@ -101,7 +100,8 @@ class CollectorConfig:
     """A finished trace, once written, leaves memory after this long without new spans (at
     least ``quiet_seconds``); a later span of it goes to a ``.late-<n>.json`` file."""
     read_timeout: float = 30.0
-    """Seconds a client may take to send one request (or to start the next one)."""
+    """Seconds a client may take to start its next request (then it is disconnected), and
+    then to send the request's head, and its body (408 after either)."""
     max_body: int = MAX_BODY
     """Largest accepted request body, as sent (413 above it) and after decompression (400)."""
     raw_file: Path | None = None
@@ -132,20 +132,6 @@ class _Gone:
 
     secrets: frozenset[str]
     late: int
-
-
-class _TimedServer(HttpServer):
-    """The project's HTTP server with a deadline on reading each request."""
-
-    read_timeout: float = 30.0
-
-    async def _read_request(
-        self, conn: h11.Connection, reader: asyncio.StreamReader
-    ) -> Request | None:
-        try:
-            return await asyncio.wait_for(super()._read_request(conn, reader), self.read_timeout)
-        except TimeoutError:
-            return None
 
 
 def _inflate(wbits: int, data: bytes, limit: int, used: int, name: str) -> tuple[bytes, bytes]:
@@ -181,9 +167,17 @@ class Collector:
         self.rejected = 0
         self.refusals: list[str] = []
         """One line per request answered with an error status (what, and why), in order."""
-        limits = HttpLimits(max_body=config.max_body)  # before decompression too
-        self._server = _TimedServer(self.handle, config.host, config.port, limits)
-        self._server.read_timeout = config.read_timeout
+        wait = config.read_timeout  # for the next request, then its head, then its body
+        limits = HttpLimits(  # max_body: as sent; the decompressed size is checked here
+            idle_timeout=wait, header_timeout=wait, body_timeout=wait, max_body=config.max_body
+        )
+        self._server = HttpServer(
+            self.handle,
+            config.host,
+            config.port,
+            limits,
+            on_refusal=lambda status, why, request: self.refuse(Refusal(status, why), request),
+        )
         self._sweeper: asyncio.Task[None] | None = None
         self.changed = asyncio.Event()
 
@@ -231,14 +225,19 @@ class Collector:
         await self.close()
 
     async def handle(self, request: Request) -> Response:
-        answer = self._answer(request)
+        try:
+            answer = self._answer(request)
+        except Exception as exc:  # a bug: still answered as OTLP wants, and shown
+            answer = Refusal(500, f"internal error: {type(exc).__name__}: {_reason(exc)}")
         if isinstance(answer, Response):
             return answer
         return self.refuse(answer, request)
 
     def refuse(self, refusal: Refusal, request: Request | None) -> Response:
         """The answer to a refused request (as an OTLP failure in the request's encoding),
-        noted in :attr:`refusals`: the exporter may log no more than the status."""
+        noted in :attr:`refusals`: the exporter may log no more than the status. The HTTP
+        server's own refusals (body too large, a slow client, a bad or oversized head, too
+        many connections) come here too, ``request`` being None when its head was not read."""
         what = f"{request.method} {request.path}" if request is not None else "(request unread)"
         self.refusals.append(_printable(f"{refusal.status} {what}: {refusal.message}"))
         return failure(refusal, request)

@@ -98,12 +98,14 @@ class HttpLimits:
 
 
 class _Refused(Exception):
-    """A request refused before it reached the handler: answer ``status`` and close."""
+    """A request refused before it reached the handler: answer ``status`` and close.
+    ``request`` is its head (no body) when that was read."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, request: Request | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.request = request
 
 
 @dataclass
@@ -140,6 +142,9 @@ class Response:
 
 
 Handler = Callable[[Request], Awaitable[Response]]
+RefusalHook = Callable[[int, str, "Request | None"], Response]
+"""Answers a request the server refused before the handler saw it: (status, reason, the
+request's head when it was read) -> the response to send."""
 
 
 def json_response(
@@ -171,8 +176,12 @@ class HttpServer:
         port: int = 0,
         limits: HttpLimits | None = None,
         backlog: int = 128,
+        on_refusal: RefusalHook | None = None,
     ) -> None:
         self.handler = handler
+        self.on_refusal = on_refusal
+        """Shapes (and may note) the answer to a refusal made here, before the handler: a
+        body too large, a slow client, a bad or oversized head, too many connections."""
         self.host = host
         self.port = port
         self.limits = limits or HttpLimits()
@@ -229,7 +238,7 @@ class HttpServer:
                 try:
                     request = await self._read_request(conn, reader)
                 except _Refused as refused:
-                    await self._refuse(conn, writer, refused.status, refused.message)
+                    await self._refuse(conn, writer, refused)
                     break
                 if request is None:
                     break
@@ -255,15 +264,14 @@ class HttpServer:
 
     async def _too_many(self, writer: asyncio.StreamWriter) -> None:
         """Answer 503 to a connection over ``max_connections`` without reading it, and close."""
-        body = json.dumps(
-            {"error": {"message": "faultfinder: too many open connections; try again"}}
-        ).encode()
-        head = (
-            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\nretry-after: 1\r\nconnection: close\r\n\r\n"
-        )
+        response = self._refusal(503, "too many open connections; try again", None)
+        body = response.body if isinstance(response.body, bytes) else b""
+        lines = [f"HTTP/1.1 503 {_phrase(503).decode()}"]
+        lines += [f"{k}: {v}" for k, v in response.headers if k.lower() not in _MANAGED]
+        lines += [f"content-length: {len(body)}", "retry-after: 1", "connection: close"]
+        head = "\r\n".join(lines) + "\r\n\r\n"
         with contextlib.suppress(ConnectionError, TimeoutError):
-            writer.write(head.encode("ascii") + body)
+            writer.write(head.encode("latin-1") + body)
             async with asyncio.timeout(1.0):
                 await writer.drain()
         writer.close()
@@ -280,13 +288,19 @@ class HttpServer:
             writer.transport.abort()
             raise ConnectionError("the client stopped reading the response") from None
 
+    def _refusal(self, status: int, message: str, request: Request | None) -> Response:
+        """The answer to a request refused here: ``on_refusal``'s, else an OpenAI-format error."""
+        if self.on_refusal is not None:
+            return self.on_refusal(status, message, request)
+        return error_response(status, f"faultfinder: {message}")
+
     async def _refuse(
-        self, conn: h11.Connection, writer: asyncio.StreamWriter, status: int, message: str
+        self, conn: h11.Connection, writer: asyncio.StreamWriter, refused: _Refused
     ) -> None:
         """Answer a refused request (when the protocol state still allows) and close."""
+        response = self._refusal(refused.status, refused.message, refused.request)
         if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
             return
-        response = error_response(status, f"faultfinder: {message}")
         response.headers.append(("connection", "close"))
         with contextlib.suppress(h11.ProtocolError, ConnectionError):
             await self._send(conn, writer, response)
@@ -309,7 +323,7 @@ class HttpServer:
             except h11.RemoteProtocolError as exc:
                 status = exc.error_status_hint
                 message = "request head too large" if status == 431 else f"bad request: {exc}"
-                raise _Refused(status, message) from None
+                raise _Refused(status, message, request) from None
             if event is h11.NEED_DATA:
                 if phase == "idle":
                     timeout: float | None = limits.idle_timeout
@@ -322,7 +336,7 @@ class HttpServer:
                 except TimeoutError:
                     if phase == "idle":
                         return None
-                    raise _Refused(408, f"request {phase} not received in time") from None
+                    raise _Refused(408, f"request {phase} not received in time", request) from None
                 if phase == "idle" and data:
                     phase, deadline = "head", loop.time() + limits.header_timeout
                 conn.receive_data(data)
@@ -339,12 +353,12 @@ class HttpServer:
                 )
                 declared = request.header("content-length")
                 if declared and declared.isdigit() and int(declared) > limits.max_body:
-                    raise _Refused(413, f"request body over {limits.max_body} bytes")
+                    raise _Refused(413, f"request body over {limits.max_body} bytes", request)
                 phase, deadline = "body", loop.time() + limits.body_timeout
             elif isinstance(event, h11.Data):
                 size += len(event.data)
                 if size > limits.max_body:
-                    raise _Refused(413, f"request body over {limits.max_body} bytes")
+                    raise _Refused(413, f"request body over {limits.max_body} bytes", request)
                 chunks.append(bytes(event.data))
             elif isinstance(event, h11.EndOfMessage):
                 if request is None:
