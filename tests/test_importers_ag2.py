@@ -359,3 +359,70 @@ def test_several_tool_calls_in_one_reply_are_matched_by_id(
     (note,) = asked.metadata["tool_responses"]
     assert note["call_id"] == "call_d2"
     assert "the reply of 'Executor' (generate_tool_calls_reply)" in note["taken_from"]
+
+
+# --- a response whose call no step asked for ----------------------------------------------
+
+
+def _without_the_asking_reply(source: Path, target: Path) -> Path:
+    """``source`` (a copy of a real AG2 log) with the Solver's model call that asked for
+    call_g1 removed, as in a log cut short or a tool call no logged model call wrote."""
+    if target.suffix == ".db":
+        if source != target:
+            shutil.copy(source, target)
+        with sqlite3.connect(target) as con:
+            deleted = con.execute("DELETE FROM chat_completions WHERE response LIKE '%call_g1%'")
+            assert deleted.rowcount == 1
+        con.close()
+        return target
+    lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
+    kept = [
+        line
+        for line in lines
+        if not (line.startswith('{"invocation_id"') and "call_g1" in line.split('"response"')[1])
+    ]
+    assert len(kept) == len(lines) - 1
+    target.write_text("".join(kept))
+    return target
+
+
+@pytest.mark.parametrize("name", ["sqlite", "file"])
+def test_a_response_to_a_call_no_step_asked_for_is_kept(tmp_path: Path, name: str) -> None:
+    """The call raised (no function_calls record) and the reply that asked for it is not
+    in the log: its response, which the events relay four times, is kept once, as a tool
+    step of the Executor with its call id, and the step says no call matched."""
+    target = tmp_path / f"log{FIXTURES[name].suffix}"
+    path = _as_if_add_raised(name, target, "Error: division by zero")
+    _without_the_asking_reply(path, path)
+    (trace,) = load_traces(path, format="ag2")
+    assert all(s.kind == "llm" or s.agent == "Executor" for s in trace.steps)
+    (step,) = [s for s in trace.steps if s.kind == "tool"]
+    assert [(r.call_id, r.name, r.content, r.status) for r in step.tool_results] == [
+        ("call_g1", "add", "Error: division by zero", "error")
+    ]
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in step.tool_calls] == [
+        ("call_g1", "add", {"a": 2, "b": 4})
+    ]
+    assert (
+        "no step of the log asked for tool call id 'call_g1'"
+        in (step.metadata["inferred"]["attached"])
+    )
+    (note,) = step.metadata["tool_responses"]
+    assert "the reply of 'Executor' (generate_tool_calls_reply)" in note["taken_from"]
+    times = [s.started_at for s in trace.steps]
+    assert times == sorted(times)  # in time order, between the model calls
+
+
+@pytest.mark.parametrize("name", ["sqlite", "file"])
+def test_an_execution_no_step_asked_for_keeps_its_call_id(tmp_path: Path, name: str) -> None:
+    """The call returned (a function_calls record) but the reply that asked for it is not
+    in the log: its tool step carries the id the Executor was asked to run it under, and
+    the relayed response adds no second result."""
+    path = _without_the_asking_reply(FIXTURES[name], tmp_path / f"log{FIXTURES[name].suffix}")
+    (trace,) = load_traces(path, format="ag2")
+    (step,) = [s for s in trace.steps if s.kind == "tool"]
+    assert [(r.call_id, r.content) for r in step.tool_results] == [("call_g1", "6")]
+    assert [c.id for c in step.tool_calls] == ["call_g1"]
+    assert step.metadata["inferred"]["call_id_from"].startswith("received_message event at")
+    times = [s.started_at for s in trace.steps]
+    assert times == sorted(times)

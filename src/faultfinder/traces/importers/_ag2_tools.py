@@ -4,7 +4,8 @@ A ``function_calls`` record is attached to the step whose reply asked for it: by
 id the executing agent's ``received_message`` event lists, else by function name, else by
 position (``metadata.function_call_matches`` says which). A call that raised has no such
 record; its ``Error: ...`` response is taken from the chat events' ``tool_responses``
-(``metadata.tool_responses``).
+(``metadata.tool_responses``). A tool run no step asked for (its model call is not in the
+log) becomes a ``tool`` step of its own, with the call id the log shows.
 """
 
 from __future__ import annotations
@@ -27,7 +28,18 @@ def attach_tool_runs(session: Session, steps: list[Step], path: Path) -> None:
     asked = _asked(session, path)
     for call in sorted(session.calls, key=lambda c: str(c.get("timestamp") or "")):
         _attach(call, steps, path, asked)
-    _add_responses(session, steps, path)
+    _add_responses(session, steps, path, asked)
+
+
+def _insert_in_time(steps: list[Step], step: Step) -> None:
+    """Insert ``step`` before the first step that started after it (at the end when its
+    time is unknown); the caller renumbers the steps."""
+    if step.started_at is not None:
+        for position, other in enumerate(steps):
+            if other.started_at is not None and other.started_at > step.started_at:
+                steps.insert(position, step)
+                return
+    steps.append(step)
 
 
 @dataclass
@@ -155,30 +167,43 @@ def _attach(record: dict[str, Any], steps: list[Step], path: Path, asked: list[_
                 rule = "function name" if name else "position"
                 match = {"matched_by": f"{rule}: the latest earlier unanswered call"}
                 break
-    tool_result = ToolResult(
-        call_id=call.id if call else None,
-        name=name or (call.name if call else None),
-        content=text_of(result),
-        status="success",
-    )
     if target is None:
-        steps.append(
+        # The id the executing agent was asked to run it under, when the log shows it:
+        # kept, so that the call's response in the chat events finds this step.
+        asked_id = found[0] if found is not None else None
+        inferred: dict[str, Any] = {"attached": "no earlier step asked for this function"}
+        if found is not None:
+            inferred["call_id_from"] = found[1]
+        _insert_in_time(
+            steps,
             Step(
                 index=len(steps),
                 agent=str(record.get("source_name") or "executor"),
                 role="tool",
                 kind="tool",
                 content=text_of(result),
-                tool_calls=[ToolCall(name=name or "function", arguments=text_of(args))],
-                tool_results=[tool_result],
+                tool_calls=[
+                    ToolCall(id=asked_id, name=name or "function", arguments=text_of(args))
+                ],
+                tool_results=[
+                    ToolResult(
+                        call_id=asked_id,
+                        name=name or None,
+                        content=text_of(result),
+                        status="success",
+                    )
+                ],
                 started_at=moment,
-                metadata={
-                    "inferred": {"attached": "no earlier step asked for this function"},
-                    "source": keep_raw(record),
-                },
-            )
+                metadata={"inferred": inferred, "source": keep_raw(record)},
+            ),
         )
         return
+    tool_result = ToolResult(
+        call_id=call.id if call else None,
+        name=name or (call.name if call else None),
+        content=text_of(result),
+        status="success",
+    )
     target.tool_results.append(tool_result)
     target.metadata.setdefault("executed_by", []).append(record.get("source_name"))
     target.metadata.setdefault("function_calls", []).append(keep_raw(record))
@@ -201,6 +226,9 @@ class _Response:
     moment: datetime | None
     where: str
     record: dict[str, Any]
+    agent: str | None
+    """The agent that ran the call: the one whose reply holds the response, or the one a
+    received message names as its author (else its sender)."""
 
 
 def _responses(session: Session, path: Path) -> list[_Response]:
@@ -216,9 +244,12 @@ def _responses(session: Session, path: Path) -> list[_Response]:
         if event.get("event_name") == "reply_func_executed":
             message = state.get("reply")
             what = f"the reply of '{event.get('source_name')}' ({state.get('reply_func_name')})"
+            agent = event.get("source_name")
         else:
             message = state.get("message")
             what = f"the message '{event.get('source_name')}' received"
+            named = message.get("name") if isinstance(message, dict) else None
+            agent = named if isinstance(named, str) else state.get("sender")
         responses = message.get("tool_responses") if isinstance(message, dict) else None
         if not isinstance(responses, list):
             continue
@@ -233,13 +264,14 @@ def _responses(session: Session, path: Path) -> list[_Response]:
                         where=f"{event.get('event_name')} event at {event.get('timestamp')}: "
                         f"{what}",
                         record=response,
+                        agent=agent if isinstance(agent, str) and agent else None,
                     )
                 )
     found.sort(key=lambda r: (r.moment is None, r.moment or datetime.min))
     return found
 
 
-def _add_responses(session: Session, steps: list[Step], path: Path) -> None:
+def _add_responses(session: Session, steps: list[Step], path: Path, asked: list[_Asked]) -> None:
     """Attach each tool response the chat events hold that no function call record gives:
     AG2 logs a function's execution only when it returns, so a call that raised has its
     result ("Error: ...") only there. A response goes to the latest earlier step that asked
@@ -258,6 +290,7 @@ def _add_responses(session: Session, steps: list[Step], path: Path) -> None:
             None,
         )
         if step is None:
+            _add_unasked(response, steps, asked)
             continue
         call = next((c for c in _pending(step) if c.id == response.call_id), None)
         if call is None:
@@ -286,3 +319,75 @@ def _add_responses(session: Session, steps: list[Step], path: Path) -> None:
                 f"the response starts with {AG2_ERROR_PREFIX!r}, as AG2 words a failed call's"
             )
         step.metadata.setdefault("tool_responses", []).append(note)
+
+
+def _add_unasked(response: _Response, steps: list[Step], asked: list[_Asked]) -> None:
+    """Keep a tool response whose call id no earlier step asked for (the model reply that
+    asked is not in the log: a log cut short, a tool call an agent was sent rather than
+    one a logged model call wrote) as a ``tool`` step of the agent that ran it, in time
+    order, once however many events relay it. Its call's name and arguments are taken
+    from the message that asked the agent to run it, when the log holds one."""
+    if any(r.call_id == response.call_id for s in steps for r in s.tool_results):
+        return  # a relayed copy of a response already kept
+    asking = next(
+        (
+            (request, c)
+            for request in reversed(asked)
+            if response.moment is None
+            or request.moment is None
+            or request.moment <= response.moment
+            for c in request.calls
+            if c["id"] == response.call_id and isinstance(c.get("function"), dict)
+        ),
+        None,
+    )
+    call: ToolCall | None = None
+    if asking is not None:
+        function = asking[1]["function"]
+        call = ToolCall(
+            id=response.call_id,
+            name=str(function.get("name") or "function"),
+            arguments=text_of(function.get("arguments")),
+        )
+    content = text_of(response.content)
+    failed = isinstance(response.content, str) and content.startswith(AG2_ERROR_PREFIX)
+    unmatched = (
+        f"no step of the log asked for tool call id {response.call_id!r} before this "
+        "response: kept as a tool step of the agent that ran it"
+    )
+    inferred: dict[str, Any] = {"attached": unmatched}
+    if asking is not None:
+        inferred["call_from"] = (
+            f"received_message event at {asking[0].timestamp}: the tool calls the agent "
+            "was asked to run"
+        )
+    note: dict[str, Any] = {
+        "call_id": response.call_id,
+        "taken_from": f"{response.where}, tool_responses",
+        "record": keep_raw(response.record),
+    }
+    if failed:
+        note["status_from"] = (
+            f"the response starts with {AG2_ERROR_PREFIX!r}, as AG2 words a failed call's"
+        )
+    _insert_in_time(
+        steps,
+        Step(
+            index=len(steps),
+            agent=response.agent or "executor",
+            role="tool",
+            kind="tool",
+            content=content,
+            tool_calls=[call] if call is not None else [],
+            tool_results=[
+                ToolResult(
+                    call_id=response.call_id,
+                    name=call.name if call is not None else None,
+                    content=content,
+                    status="error" if failed else "success",
+                )
+            ],
+            started_at=response.moment,
+            metadata={"inferred": inferred, "tool_responses": [note]},
+        ),
+    )
