@@ -221,7 +221,10 @@ is not logged, so these words are the log's only mark of a failure."""
 class _Response:
     """A tool call's response as the log shows it in a chat event (``tool_responses``)."""
 
-    call_id: str
+    call_id: str | None
+    """The ``tool_call_id``; None for a legacy ``role: "function"`` reply."""
+    name: str | None
+    """The function a legacy ``role: "function"`` reply names; None for a tool response."""
     content: Any
     moment: datetime | None
     where: str
@@ -230,12 +233,27 @@ class _Response:
     """The agent that ran the call: the one whose reply holds the response, or the one a
     received message names as its author (else its sender)."""
 
+    @property
+    def field(self) -> str:
+        """Where in the message the response is."""
+        return "tool_responses" if self.call_id is not None else "the function reply"
+
+    def answers(self, call: ToolCall) -> bool:
+        """Is this the response to ``call``: the call with its id, or for a legacy
+        function reply, a call with no id to the function it names."""
+        if self.call_id is not None:
+            return call.id == self.call_id
+        return call.id is None and call.name == self.name
+
 
 def _responses(session: Session, path: Path) -> list[_Response]:
-    """Every tool response with a call id that the chat events hold, in time order: the
-    ``tool_responses`` of a reply an agent's reply function gave (``reply_func_executed``,
-    ``generate_tool_calls_reply``) and of a message an agent received (``received_message``:
-    the only place an async chat, whose replies AG2 does not log, shows them)."""
+    """Every tool response with a call id and every legacy function reply (``role:
+    "function"``, naming its function: AG2's answer to a ``function_call``) that the chat
+    events hold, in time order: in a reply an agent's reply function gave
+    (``reply_func_executed``: ``generate_tool_calls_reply``'s ``tool_responses``,
+    ``generate_function_call_reply``'s message) and in a message an agent received
+    (``received_message``: the only place an async chat, whose replies AG2 does not log,
+    shows them)."""
     found = []
     for event in session.chat_events:
         state = maybe_json(event.get("json_state"))
@@ -249,22 +267,40 @@ def _responses(session: Session, path: Path) -> list[_Response]:
             message = state.get("message")
             what = f"the message '{event.get('source_name')}' received"
             named = message.get("name") if isinstance(message, dict) else None
-            agent = named if isinstance(named, str) else state.get("sender")
-        responses = message.get("tool_responses") if isinstance(message, dict) else None
-        if not isinstance(responses, list):
+            legacy = isinstance(message, dict) and message.get("role") == "function"
+            # a function reply's name is its function's
+            agent = named if isinstance(named, str) and not legacy else state.get("sender")
+        if not isinstance(message, dict):
             continue
         moment = event_time(event, path)
+        where = f"{event.get('event_name')} event at {event.get('timestamp')}: {what}"
+        ran_by = agent if isinstance(agent, str) and agent else None
+        responses = message.get("tool_responses")
+        if not isinstance(responses, list):
+            if message.get("role") == "function" and isinstance(message.get("name"), str):
+                found.append(
+                    _Response(
+                        None,
+                        message["name"],
+                        message.get("content"),
+                        moment,
+                        where,
+                        message,
+                        ran_by,
+                    )
+                )
+            continue
         for response in responses:
             if isinstance(response, dict) and isinstance(response.get("tool_call_id"), str):
                 found.append(
                     _Response(
-                        call_id=response["tool_call_id"],
-                        content=response.get("content"),
-                        moment=moment,
-                        where=f"{event.get('event_name')} event at {event.get('timestamp')}: "
-                        f"{what}",
-                        record=response,
-                        agent=agent if isinstance(agent, str) and agent else None,
+                        response["tool_call_id"],
+                        None,
+                        response.get("content"),
+                        moment,
+                        where,
+                        response,
+                        ran_by,
                     )
                 )
     found.sort(key=lambda r: (r.moment is None, r.moment or datetime.min))
@@ -286,13 +322,13 @@ def _add_responses(session: Session, steps: list[Step], path: Path, asked: list[
             if s.started_at is None or response.moment is None or s.started_at <= response.moment
         ]
         step = next(
-            (s for s in reversed(earlier) if any(c.id == response.call_id for c in s.tool_calls)),
+            (s for s in reversed(earlier) if any(response.answers(c) for c in s.tool_calls)),
             None,
         )
         if step is None:
             _add_unasked(response, steps, asked)
             continue
-        call = next((c for c in _pending(step) if c.id == response.call_id), None)
+        call = next((c for c in _pending(step) if response.answers(c)), None)
         if call is None:
             continue  # answered already: by a function call record, or an earlier event
         content = text_of(response.content)
@@ -310,8 +346,10 @@ def _add_responses(session: Session, steps: list[Step], path: Path, asked: list[
             step.tool_results.sort(key=lambda r: position[r.call_id])
         note: dict[str, Any] = {
             "call_id": call.id,
-            "taken_from": f"{response.where}, tool_responses; no function_calls record "
-            "gives this call's result (AG2 logs an execution only when the function returns)",
+            **({} if response.call_id else {"function": response.name}),
+            "taken_from": f"{response.where}, {response.field}; no function_calls record "
+            "gives this call's result (AG2 logs an execution only when a function it wrapped "
+            "returns)",
             "record": keep_raw(response.record),
         }
         if failed:
@@ -327,7 +365,13 @@ def _add_unasked(response: _Response, steps: list[Step], asked: list[_Asked]) ->
     one a logged model call wrote) as a ``tool`` step of the agent that ran it, in time
     order, once however many events relay it. Its call's name and arguments are taken
     from the message that asked the agent to run it, when the log holds one."""
-    if any(r.call_id == response.call_id for s in steps for r in s.tool_results):
+    content = text_of(response.content)
+    if any(
+        r.call_id == response.call_id
+        and (response.call_id is not None or (r.name, r.content) == (response.name, content))
+        for s in steps
+        for r in s.tool_results
+    ):
         return  # a relayed copy of a response already kept
     asking = next(
         (
@@ -349,11 +393,15 @@ def _add_unasked(response: _Response, steps: list[Step], asked: list[_Asked]) ->
             name=str(function.get("name") or "function"),
             arguments=text_of(function.get("arguments")),
         )
-    content = text_of(response.content)
     failed = isinstance(response.content, str) and content.startswith(AG2_ERROR_PREFIX)
+    asked_for = (
+        f"tool call id {response.call_id!r}"
+        if response.call_id is not None
+        else f"function {response.name!r} (a legacy function_call)"
+    )
     unmatched = (
-        f"no step of the log asked for tool call id {response.call_id!r} before this "
-        "response: kept as a tool step of the agent that ran it"
+        f"no step of the log asked for {asked_for} before this response: kept as a tool "
+        "step of the agent that ran it"
     )
     inferred: dict[str, Any] = {"attached": unmatched}
     if asking is not None:
@@ -363,7 +411,7 @@ def _add_unasked(response: _Response, steps: list[Step], asked: list[_Asked]) ->
         )
     note: dict[str, Any] = {
         "call_id": response.call_id,
-        "taken_from": f"{response.where}, tool_responses",
+        "taken_from": f"{response.where}, {response.field}",
         "record": keep_raw(response.record),
     }
     if failed:
@@ -382,7 +430,7 @@ def _add_unasked(response: _Response, steps: list[Step], asked: list[_Asked]) ->
             tool_results=[
                 ToolResult(
                     call_id=response.call_id,
-                    name=call.name if call is not None else None,
+                    name=call.name if call is not None else response.name,
                     content=content,
                     status="error" if failed else "success",
                 )
