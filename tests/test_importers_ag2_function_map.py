@@ -100,3 +100,25 @@ def test_legacy_function_call_replies_are_the_results_of_their_calls(
         assert "the function reply" in note["taken_from"]
     assert not trace.steps[2].tool_results
     assert [s.kind for s in trace.steps] == ["llm"] * 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("logger", list(LOGS))
+def test_an_error_worded_result_of_a_function_map_function_is_not_called_a_failure(
+    tmp_path: Path, logger: str
+) -> None:
+    """lookup returned "Error: no population known..." (AG2 counts it a success);
+    divide raised and AG2 answered "Error: division by zero" (a failure). The User runs
+    both from its function_map, so AG2 logs neither execution and the log cannot tell
+    the two apart: neither is called a failure, and the note says why. (Without a
+    function_map, such words are a failure: test_importers_ag2.py.)"""
+    trace = _run(tmp_path, logger, "tools")
+    asked = trace.steps[:2]
+    assert [[(r.call_id, r.content, r.status) for r in s.tool_results] for s in asked] == [
+        [("call_lookup", "Error: no population known for Atlantis", None)],
+        [("call_divide", "Error: division by zero", None)],
+    ]
+    for step, name in zip(asked, ("lookup", "divide"), strict=True):
+        (note,) = step.metadata["tool_responses"]
+        assert "status_from" not in note
+        assert f"'User' runs '{name}' from its function_map" in note["status_unknown"]

@@ -28,7 +28,7 @@ def attach_tool_runs(session: Session, steps: list[Step], path: Path) -> None:
     asked = _asked(session, path)
     for call in sorted(session.calls, key=lambda c: str(c.get("timestamp") or "")):
         _attach(call, steps, path, asked)
-    _add_responses(session, steps, path, asked)
+    _add_responses(session, steps, path, asked, _unlogged(session))
 
 
 def _insert_in_time(steps: list[Step], step: Step) -> None:
@@ -217,6 +217,41 @@ are not JSON, a function it does not know). The ``is_exec_success`` flag it sets
 is not logged, so these words are the log's only mark of a failure."""
 
 
+def _unlogged(session: Session) -> dict[str, set[str]]:
+    """The functions each agent runs from the ``function_map`` its logged init args name:
+    AG2 calls them unwrapped, so it logs none of their executions, and a text one of them
+    returned reaches the log exactly as a failure's ``Error: ...`` would."""
+    found: dict[str, set[str]] = {}
+    for name, info in session.agents.items():
+        args = maybe_json(info.get("init_args"))
+        mapping = args.get("function_map") if isinstance(args, dict) else None
+        if isinstance(mapping, dict):
+            found[name] = {str(k) for k in mapping}
+    return found
+
+
+def _judged(
+    response: _Response, function: str | None, unlogged: dict[str, set[str]]
+) -> tuple[str | None, dict[str, str]]:
+    """A response's status with what the step's note says of it. ``error`` when AG2 worded
+    it as a failure (:data:`AG2_ERROR_PREFIX`), but unknown (None) when the function is
+    one its agent runs from its ``function_map``: a function whose runs AG2 does not log
+    may have returned those words, and AG2 counts that a success."""
+    if not (isinstance(response.content, str) and response.content.startswith(AG2_ERROR_PREFIX)):
+        return "success", {}
+    if function is not None and function in unlogged.get(response.agent or "", set()):
+        return None, {
+            "status_unknown": f"the response starts with {AG2_ERROR_PREFIX!r}, as AG2 words "
+            f"a failed call's, but '{response.agent}' runs '{function}' from its "
+            "function_map, whose executions AG2 does not log: a text the function returned "
+            "reads the same"
+        }
+    return "error", {
+        "status_from": f"the response starts with {AG2_ERROR_PREFIX!r}, as AG2 words a "
+        "failed call's"
+    }
+
+
 @dataclass
 class _Response:
     """A tool call's response as the log shows it in a chat event (``tool_responses``)."""
@@ -307,7 +342,13 @@ def _responses(session: Session, path: Path) -> list[_Response]:
     return found
 
 
-def _add_responses(session: Session, steps: list[Step], path: Path, asked: list[_Asked]) -> None:
+def _add_responses(
+    session: Session,
+    steps: list[Step],
+    path: Path,
+    asked: list[_Asked],
+    unlogged: dict[str, set[str]],
+) -> None:
     """Attach each tool response the chat events hold that no function call record gives:
     AG2 logs a function's execution only when it returns, so a call that raised has its
     result ("Error: ...") only there. A response goes to the latest earlier step that asked
@@ -326,20 +367,15 @@ def _add_responses(session: Session, steps: list[Step], path: Path, asked: list[
             None,
         )
         if step is None:
-            _add_unasked(response, steps, asked)
+            _add_unasked(response, steps, asked, unlogged)
             continue
         call = next((c for c in _pending(step) if response.answers(c)), None)
         if call is None:
             continue  # answered already: by a function call record, or an earlier event
         content = text_of(response.content)
-        failed = isinstance(response.content, str) and content.startswith(AG2_ERROR_PREFIX)
+        status, said = _judged(response, call.name, unlogged)
         step.tool_results.append(
-            ToolResult(
-                call_id=call.id,
-                name=call.name,
-                content=content,
-                status="error" if failed else "success",
-            )
+            ToolResult(call_id=call.id, name=call.name, content=content, status=status)
         )
         position = {c.id: n for n, c in reversed(list(enumerate(step.tool_calls)))}
         if all(r.call_id in position for r in step.tool_results):
@@ -351,15 +387,14 @@ def _add_responses(session: Session, steps: list[Step], path: Path, asked: list[
             "gives this call's result (AG2 logs an execution only when a function it wrapped "
             "returns)",
             "record": keep_raw(response.record),
+            **said,
         }
-        if failed:
-            note["status_from"] = (
-                f"the response starts with {AG2_ERROR_PREFIX!r}, as AG2 words a failed call's"
-            )
         step.metadata.setdefault("tool_responses", []).append(note)
 
 
-def _add_unasked(response: _Response, steps: list[Step], asked: list[_Asked]) -> None:
+def _add_unasked(
+    response: _Response, steps: list[Step], asked: list[_Asked], unlogged: dict[str, set[str]]
+) -> None:
     """Keep a tool response whose call id no earlier step asked for (the model reply that
     asked is not in the log: a log cut short, a tool call an agent was sent rather than
     one a logged model call wrote) as a ``tool`` step of the agent that ran it, in time
@@ -393,7 +428,7 @@ def _add_unasked(response: _Response, steps: list[Step], asked: list[_Asked]) ->
             name=str(function.get("name") or "function"),
             arguments=text_of(function.get("arguments")),
         )
-    failed = isinstance(response.content, str) and content.startswith(AG2_ERROR_PREFIX)
+    status, said = _judged(response, call.name if call else response.name, unlogged)
     asked_for = (
         f"tool call id {response.call_id!r}"
         if response.call_id is not None
@@ -413,11 +448,8 @@ def _add_unasked(response: _Response, steps: list[Step], asked: list[_Asked]) ->
         "call_id": response.call_id,
         "taken_from": f"{response.where}, {response.field}",
         "record": keep_raw(response.record),
+        **said,
     }
-    if failed:
-        note["status_from"] = (
-            f"the response starts with {AG2_ERROR_PREFIX!r}, as AG2 words a failed call's"
-        )
     _insert_in_time(
         steps,
         Step(
@@ -432,7 +464,7 @@ def _add_unasked(response: _Response, steps: list[Step], asked: list[_Asked]) ->
                     call_id=response.call_id,
                     name=call.name if call is not None else response.name,
                     content=content,
-                    status="error" if failed else "success",
+                    status=status,
                 )
             ],
             started_at=response.moment,
