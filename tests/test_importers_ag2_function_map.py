@@ -122,3 +122,20 @@ def test_an_error_worded_result_of_a_function_map_function_is_not_called_a_failu
         (note,) = step.metadata["tool_responses"]
         assert "status_from" not in note
         assert f"'User' runs '{name}' from its function_map" in note["status_unknown"]
+
+
+@pytest.mark.slow
+def test_a_chat_in_the_legacy_form_imports_its_function_calls(tmp_path: Path) -> None:
+    """The messages AG2 sent the model for its last reply (system, question, two
+    function_call messages and their role "function" replies), saved as a chat file:
+    the generic importer reads each function_call as the step's tool call."""
+    trace = _run(tmp_path / "run", "file", "functions")
+    messages = trace.steps[2].input_messages
+    assert messages is not None
+    assert [m.get("function_call", {}).get("name") for m in messages].count(None) == 4
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps(messages))
+    (imported,) = load_traces(chat, format="generic")
+    calls = [(c.id, c.name, json.loads(c.arguments)) for s in imported.steps for c in s.tool_calls]
+    assert calls == [(None, name, args) for name, args in ASKED]
+    assert all("function_call" not in s.metadata for s in imported.steps)

@@ -33,6 +33,9 @@ Keys the mapping does not use are kept in metadata and warned about (errors with
 Step kind: role ``system`` → 'system'; ``tool``/``function``/``ipython`` → 'tool';
 ``human`` → 'human'; ``user`` → 'human' unless the message also names an agent in
 ``agent_field`` (multi-agent frameworks send other agents' turns as 'user'); else 'llm'.
+
+A message's ``tool_calls``, and the legacy ``function_call`` (one call, no id, as AG2's
+function-style chats still write), are the step's tool calls.
 """
 
 from __future__ import annotations
@@ -348,6 +351,10 @@ class GenericImporter:
             _top_key(mapping.content_field),
             "tool_calls",
         }
+        legacy = message.get("function_call")
+        if isinstance(legacy, dict):  # the legacy OpenAI form: one call, no id
+            tool_calls += tool_calls_from([legacy], path=path, where=field("function_call"))
+            used.add("function_call")
         unknown.check(message, used | _MESSAGE_KEYS, where, path=path)
         metadata = without_credentials({k: v for k, v in message.items() if k not in used})
         return Step(
