@@ -21,7 +21,7 @@ from faultfinder.replay.httpserver import HttpServer, Request, Response, ServerT
 from faultfinder.traces.io import trace_from_dict, write_trace
 from faultfinder.traces.loader import load_trace, load_traces
 from faultfinder.writeback import langfuse_payload, otlp_payload, phoenix_payload
-from otel_helpers import TRACE, genai_current
+from otel_helpers import TRACE, export, genai_current, span
 from polling import wait_for
 
 FIXTURES = Path(__file__).parent / "fixtures" / "otel"
@@ -192,6 +192,50 @@ def test_collect_command_writes_traces(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert f"wrote {out / (TRACE + '.json')}" in result.output
     assert len(load_traces(out)) == 1
+
+
+def test_max_traces_counts_runs_not_late_fragments_and_warns_of_empty_ones(
+    tmp_path: Path,
+) -> None:
+    # OUT already holds TRACE's file (an earlier run), so TRACE's spans go to a late
+    # fragment: that is not one of the runs --max-traces waits for. The run that follows,
+    # a trace whose one span is not a model call, an agent or a tool, is, and is written
+    # with the warning `import` gives for a trace with nothing to attribute.
+    import threading
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    out = tmp_path / "traces"
+    out.mkdir()
+    (out / f"{TRACE}.json").write_text("{}", encoding="utf-8")
+    other = "1" * 32
+    plain = export([dict(span("aa" * 8, None, "GET /", 0, {"http.method": "GET"}), traceId=other)])
+
+    def post() -> None:
+        for payload in (genai_current(), plain):
+            for _ in range(100):
+                try:
+                    httpx.post(f"http://127.0.0.1:{port}/v1/traces", json=payload)
+                    break
+                except httpx.ConnectError:
+                    time.sleep(0.05)
+            time.sleep(0.5)  # the first is written before the second comes
+
+    thread = threading.Thread(target=post)
+    thread.start()
+    result = CliRunner().invoke(
+        main,
+        ["collect", "--out", str(out), "--port", str(port), "--quiet-seconds", "0.1",
+         "--max-traces", "1"],
+    )  # fmt: skip
+    thread.join()
+    assert result.exit_code == 0, result.output
+    assert f"wrote {out / (TRACE + '.late-1.json')}" in result.output
+    assert f"wrote {out / (other + '.json')}" in result.output
+    (warning,) = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    assert warning.startswith(f"warning: {out / (other + '.json')} has no steps: none of its 1")
+    assert "nothing to attribute" in warning
 
 
 # --- export ------------------------------------------------------------------------------

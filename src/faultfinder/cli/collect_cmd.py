@@ -29,28 +29,36 @@ async def run_collector(config: CollectorConfig, *, max_traces: int | None) -> C
             f"(set OTEL_EXPORTER_OTLP_ENDPOINT={collector.url}); Ctrl-C to stop",
             err=True,
         )
-        shown = (0, 0, 0)
+        shown = (0, 0, 0, 0)
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.2)
             shown = _report(collector, shown)
-            if max_traces is not None and len({p for p in collector.written}) >= max_traces:
+            if max_traces is not None and len(collector.runs) >= max_traces:
                 break
     _report(collector, shown)
     return collector
 
 
-def _report(collector: Collector, shown: tuple[int, int, int]) -> tuple[int, int, int]:
-    """Print the files written (stdout), the problems and the refused requests (stderr)
-    since the last call (``shown``: how many of each were printed before)."""
-    seen, errors, refused = shown
+def _report(collector: Collector, shown: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+    """Print the files written (stdout), the traces with no step, the problems and the
+    refused requests (stderr) since the last call (``shown``: how many of each were
+    printed before)."""
+    seen, warned, errors, refused = shown
     for path in collector.written[seen:]:
         click.echo(f"wrote {path}")
+    for line in collector.warnings[warned:]:
+        click.echo(f"warning: {line}.", err=True)
     for line in collector.errors[errors:]:
         click.echo(f"error: {line}", err=True)
     for line in collector.refusals[refused:]:
         click.echo(f"refused: {line}", err=True)
-    return len(collector.written), len(collector.errors), len(collector.refusals)
+    return (
+        len(collector.written),
+        len(collector.warnings),
+        len(collector.errors),
+        len(collector.refusals),
+    )
 
 
 @click.command("collect")

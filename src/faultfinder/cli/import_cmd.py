@@ -15,6 +15,7 @@ from faultfinder.cli.kinds import explained
 from faultfinder.cli.terminal import safe
 from faultfinder.errors import ConfigError
 from faultfinder.traces.importers import importers
+from faultfinder.traces.importers.base import no_steps_reason
 from faultfinder.traces.io import write_trace
 from faultfinder.traces.loader import load_traces
 from faultfinder.traces.schema import Trace
@@ -102,20 +103,10 @@ def warn_if_empty(traces: list[Trace]) -> None:
     nothing in it is a model call, an agent's turn or a tool result, so there is nothing to
     attribute (a non-agent OTLP export, say)."""
     for trace in traces:
-        if trace.steps:
-            continue
-        spans = trace.metadata.get("spans")
-        found = (
-            f"none of its {spans} span(s) is a model call, an agent or a tool as the OTel "
-            "GenAI or OpenInference conventions mark them"
-            if isinstance(spans, int)
-            else "it holds no message, model call or tool result that faultfinder reads"
-        )
-        click.echo(
-            f"warning: {safe(trace.id)} has no steps: {found}; there is nothing to attribute "
-            "in it (docs/import.md says what becomes a step).",
-            err=True,
-        )
+        if not trace.steps:
+            click.echo(
+                f"warning: {safe(trace.id)} has no steps: {no_steps_reason(trace)}.", err=True
+            )
 
 
 def _format_help() -> str:

@@ -64,6 +64,7 @@ from faultfinder.replay.httpserver import (
 )
 from faultfinder.traces.importers._semconv import build_trace
 from faultfinder.traces.importers._spans import Span, keep_raw, spans_from_otlp
+from faultfinder.traces.importers.base import no_steps_reason
 from faultfinder.traces.importers.otlp import decode_protobuf
 from faultfinder.traces.io import check_value, parse_json, write_trace
 
@@ -161,6 +162,11 @@ class Collector:
         self.gone: dict[str, _Gone] = {}
         """The traces written and dropped from memory, by id."""
         self.written: list[Path] = []
+        self.runs: set[str] = set()
+        """Ids of the traces written whole (a late fragment's file is not one)."""
+        self.warnings: list[str] = []
+        """A trace written with no step (nothing in its spans is a model call, an agent or
+        a tool), once per trace."""
         """Every file written, in order (a rewritten trace appears again)."""
         self.errors: list[str] = []
         """One line per trace that could not be written (or raw line not kept), in order."""
@@ -386,6 +392,10 @@ class Collector:
             trace.metadata["late_for"] = f"collected/{trace_id}"
         write_trace(trace, target)
         entry.dirty = False
+        if not entry.late:
+            if not trace.steps and not entry.written:
+                self.warnings.append(f"{target} has no steps: {no_steps_reason(trace)}")
+            self.runs.add(trace_id)
         entry.written = True
         self.written.append(target)
         return target

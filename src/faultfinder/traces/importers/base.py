@@ -32,6 +32,20 @@ class Importer(Protocol):
         ...
 
 
+def no_steps_reason(trace: Trace) -> str:
+    """Why a trace read faithfully has no step, for the warning `import` and `collect`
+    print: nothing in it is a model call, an agent's turn or a tool result (a non-agent
+    OTLP export, say), so there is nothing to attribute in it."""
+    spans = trace.metadata.get("spans")
+    found = (
+        f"none of its {spans} span(s) is a model call, an agent or a tool as the OTel "
+        "GenAI or OpenInference conventions mark them"
+        if isinstance(spans, int)
+        else "it holds no message, model call or tool result that faultfinder reads"
+    )
+    return f"{found}; there is nothing to attribute in it (docs/import.md says what becomes a step)"
+
+
 IMPORTER_TEXTS = ("name", "summary")
 """The strings an importer class declares: its format name and its help line."""
 IMPORTER_CALLS = ("detect", "load")
