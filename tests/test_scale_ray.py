@@ -522,6 +522,24 @@ def _session_processes(sid: int, name: str | None = None) -> list[int]:
     return found
 
 
+def assert_no_ray_process_outlives(driver: subprocess.Popen[str]) -> None:
+    """Within 15 s of the driver's exit, no process of its session is left."""
+    deadline = time.monotonic() + 15
+    while _session_processes(driver.pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _session_processes(driver.pid) == [], "Ray processes outlived the eval"
+
+
+def stop_session(driver: subprocess.Popen[str]) -> None:
+    """Whatever a failed test left of the driver's session, killed."""
+    for pid in _session_processes(driver.pid):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    if driver.poll() is None:
+        driver.kill()
+        driver.wait()
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads processes from /proc")
 def test_sigterm_on_ray_exits_143_leaves_no_ray_process_and_resumes(tmp_path: Path) -> None:
@@ -542,17 +560,9 @@ def test_sigterm_on_ray_exits_143_leaves_no_ray_process_and_resumes(tmp_path: Pa
         stderr = driver.communicate(timeout=120)[1]
         assert driver.returncode == 143, stderr
         assert "SIGTERM received" not in stderr and "Traceback" not in stderr, stderr
-        deadline = time.monotonic() + 15
-        while _session_processes(driver.pid) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert _session_processes(driver.pid) == [], "Ray processes outlived the eval"
+        assert_no_ray_process_outlives(driver)
     finally:
-        for pid in _session_processes(driver.pid):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
+        stop_session(driver)
     before = [r.key for r in read_rows(out)]
     assert 0 < len(before) < 30
 
@@ -592,14 +602,6 @@ def test_ctrl_c_while_the_local_cluster_starts_leaves_no_ray_process(tmp_path: P
         rest = driver.communicate(timeout=120)[1]
         assert driver.returncode == 1, rest
         assert "Interrupted" in rest
-        deadline = time.monotonic() + 15
-        while _session_processes(driver.pid) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert _session_processes(driver.pid) == [], "Ray processes outlived the eval"
+        assert_no_ray_process_outlives(driver)
     finally:
-        for pid in _session_processes(driver.pid):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
+        stop_session(driver)
