@@ -32,6 +32,7 @@ from faultfinder.registry import create_method, with_shortlist_weights
 from faultfinder.results_store import DEFAULT_RESULTS, append_result
 from faultfinder.shortlist.sets import UNSEEN_NOTE
 from faultfinder.shortlist.sets import describe as describe_step_set
+from faultfinder.traces.importers.base import no_steps_reason
 from faultfinder.traces.loader import load_trace
 from faultfinder.traces.schema import Trace
 
@@ -194,8 +195,7 @@ def attribute(
     if not trace.steps:
         # A verdict ("no error found") would tell a script the run was checked.
         raise click.ClickException(
-            f"{safe(trace.id)} in {trace_path} has no steps: there is nothing to attribute "
-            "(docs/import.md says what becomes a step)"
+            f"{safe(trace.id)} in {trace_path} has no steps: {no_steps_reason(trace)}"
         )
     overrides = method_overrides(with_ground_truth, observability, settings)
     overrides.update(pop_sampling(llm_options))
