@@ -217,7 +217,7 @@ def test_program_records_replays_and_is_edited(name: str, tmp_path: Path, quiet_
             assert edited.report.reproduced == at
             assert edited.trace.final_answer == program.right, (at, edited.child.stderr[-2000:])
             assert edited.report.live_calls == len(edited.report.live)
-            # A background call's polls (GETs) go live too, as requests of no API.
+            # A background call's polls (GETs) go live too, as parts of that call.
             posts = [live for live in edited.report.live if live.method == "POST"]
             assert all(live.api in program.apis for live in posts)
 

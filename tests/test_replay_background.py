@@ -1,7 +1,8 @@
 """The Responses API's background mode through the recording proxy, with the real
 ``openai`` SDK against the loopback fake: a call cancelled by the program and one it
-never polls to completion are failed calls that say why, beside the steps that finished.
-(A background call polled to completion is a step: ``test_replay_apis.py``,
+never polls to completion are failed calls that say why, beside the steps that finished;
+in a replay, the polls and cancel of a live background call are reported as parts of
+that call. (A background call polled to completion is a step: ``test_replay_apis.py``,
 ``responses-chain-background``.)"""
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from faultfinder.cli.replay_cmd import report_lines
 from faultfinder.replay.proxy_notes import recording_notes
 from faultfinder.replay.recorder import load_calls
-from faultfinder.replay.session import SessionOptions, record_run
+from faultfinder.replay.replayer import ReplayOptions
+from faultfinder.replay.session import SessionOptions, record_run, replay_run
 from faultfinder.testing import FakeOpenAIServer
 
 PROGRAM = """
@@ -28,6 +31,26 @@ forgotten = client.responses.create(model="fake-model", input="second", backgrou
 done = client.responses.create(model="fake-model", input="third")
 print("FINAL ANSWER:", done.output_text)
 """
+
+POLLED = """
+import sys, time
+from openai import OpenAI
+
+client = OpenAI()
+answers = []
+for question in ("first", "second"):
+    response = client.responses.create(model="fake-model", input=question, background=True)
+    if question == "second" and "--cancel" in sys.argv:
+        response = client.responses.retrieve(response.id)
+        assert response.status == "in_progress", response.status
+        response = client.responses.cancel(response.id)
+    while response.status in ("queued", "in_progress"):
+        time.sleep(0.02)
+        response = client.responses.retrieve(response.id)
+    answers.append(response.status)
+print("FINAL ANSWER:", " ".join(answers))
+"""
+QUIET = SessionOptions(echo=False, timeout=60)
 
 
 @pytest.fixture(autouse=True)
@@ -56,3 +79,44 @@ def test_cancelled_and_unfinished_background_calls_say_why(tmp_path: Path) -> No
     assert outcome.meta.unrecorded == {}
     notes = recording_notes(outcome.meta, outcome.run_dir, len(outcome.trace.steps))
     assert not any("forwarded without recording" in line for line in notes)
+
+
+def test_polls_and_cancel_of_a_live_background_call_are_parts_of_it(tmp_path: Path) -> None:
+    with FakeOpenAIServer(reply="done") as upstream:
+        program = [sys.executable, "-c", POLLED]
+        recorded = asyncio.run(
+            record_run(program, upstream.base_url, tmp_path, run_id="run", options=QUIET)
+        )
+        assert recorded.child.exit_code == 0, recorded.child.stderr[-2000:]
+        assert len(recorded.trace.steps) == 2
+        # Step 1 goes live, is polled once, then cancelled by the program.
+        replayed = asyncio.run(
+            replay_run(
+                recorded.run_dir,
+                [*program, "--cancel"],
+                ReplayOptions(at=1),
+                upstream=upstream.base_url,
+                options=QUIET,
+            )
+        )
+    assert replayed.child.exit_code == 0, replayed.child.stderr[-2000:]
+    report = replayed.report
+    assert [(live.method, live.background) for live in report.live] == [
+        ("POST", None),
+        ("GET", "poll"),
+        ("POST", "cancel"),
+    ]
+    assert {(live.api, live.agent, live.step) for live in report.live} == {
+        ("responses", "assistant", 1)
+    }
+    assert (report.live_calls, report.model_calls_live) == (3, 1)
+    assert (report.background_requests, report.passthrough_calls) == (2, 0)
+    lines = report_lines(report, replayed.branch_dir, replayed.trace)
+    assert (
+        "live calls:  3 sent to the upstream (1 model call(s), 0 beyond the recording; "
+        "2 poll(s) or cancel(s) of background calls; 0 other request(s))"
+    ) in lines
+    poll, cancel = report.live[1].path, report.live[2].path
+    assert f"    GET {poll} (poll of responses call by assistant, step 1) -> 200" in lines
+    assert f"    POST {cancel} (cancel of responses call by assistant, step 1) -> 200" in lines
+    assert not any("not a model call" in line for line in lines)

@@ -270,7 +270,7 @@ def live_errors(branches: Iterable[str | Path]) -> list[str]:
         for live in report.live if report is not None else []:
             if live.status is not None and live.status < 400:
                 continue
-            what = f"{live.api} call" if live.api else "not a model call"
+            what = live.model_copy(update={"agent": None}).described()
             answer = "no answer" if live.status is None else str(live.status)
             key = f"{live.method} {live.path} ({what}) -> {answer}"
             counts[key] = counts.get(key, 0) + 1
@@ -288,7 +288,8 @@ def misrouted(branches: Iterable[str | Path]) -> bool:
     for branch in branches:
         report = branch_report(branch)
         for live in report.live if report is not None else []:
-            if live.api is not None and live.status in WRONG_ENDPOINT:
+            # A poll of a call its endpoint answered is not the call misrouted.
+            if live.api is not None and live.background is None and live.status in WRONG_ENDPOINT:
                 return True
     return False
 

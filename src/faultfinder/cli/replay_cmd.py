@@ -136,14 +136,15 @@ def report_lines(report: ReplayReport, branch_dir: Path, trace: Trace) -> list[s
             lines.extend("    " + line for line in divergence.diff.split("\n"))
     if report.missing_steps:
         lines.append(f"missing:     recorded steps never asked for: {report.missing_steps}")
-    model_live = report.live_calls - report.passthrough_calls
+    polls = report.background_requests
     lines.append(
-        f"live calls:  {report.live_calls} sent to the upstream ({model_live} model "
-        f"call(s), {report.extra_calls} beyond the recording; "
-        f"{report.passthrough_calls} other request(s))"
+        f"live calls:  {report.live_calls} sent to the upstream ({report.model_calls_live} "
+        f"model call(s), {report.extra_calls} beyond the recording; "
+        + (f"{polls} poll(s) or cancel(s) of background calls; " if polls else "")
+        + f"{report.passthrough_calls} other request(s))"
     )
     for live in report.live:
-        what = f"{live.api} call by {live.agent}" if live.api else "not a model call"
+        what = live.described()
         step = "" if live.step is None else f", step {live.step}"
         answer = "no answer (upstream unreachable)" if live.status is None else live.status
         lines.append(f"    {live.method} {live.path} ({what}{step}) -> {answer}")

@@ -196,7 +196,7 @@ class RecordingProxy(Endpoint):
             return json_response(200, stored)
         polled = polled_id(request.method, path)
         if polled is not None and self.background.get(polled[0]) is not None:
-            return await self._poll(request, path, polled[0])
+            return await self._poll(request, path, *polled)
         if adapter is not None:
             self.in_flight += 1
             try:
@@ -258,13 +258,19 @@ class RecordingProxy(Endpoint):
         return response
 
     async def _forward(
-        self, request: Request, base: str, path: str, adapter: WireAdapter | None
+        self,
+        request: Request,
+        base: str,
+        path: str,
+        adapter: WireAdapter | None,
+        live: LiveRequest | None = None,
     ) -> tuple[Response, httpx.Response | None]:
-        """``request`` sent as it came to ``base`` (counted live whatever happens), and the
-        answer relayed; the upstream's reply too, None when it was unreachable."""
+        """``request`` sent as it came to ``base`` (counted live whatever happens, as
+        ``live``: by default a request that is not a model call), and the answer relayed;
+        the upstream's reply too, None when it was unreachable."""
         assert self._client is not None
         url = self._upstream_url(base, path, request.query)
-        live = LiveRequest(method=request.method, path=request.path)
+        live = live or LiveRequest(method=request.method, path=request.path)
         try:
             upstream = await self._client.request(
                 request.method,
@@ -280,10 +286,10 @@ class RecordingProxy(Endpoint):
         self._sent_live(live)
         return Response(upstream.status_code, relayed_headers(upstream), upstream.content), upstream
 
-    async def _poll(self, request: Request, path: str, reply_id: str) -> Response:
-        """A poll or cancel of a background call the proxy holds: part of that model call,
-        so it goes to the call's upstream whatever the passthrough setting, and the reply
-        that finishes the response records the call."""
+    async def _poll(self, request: Request, path: str, reply_id: str, cancel: bool) -> Response:
+        """A poll or cancel of a background call the proxy holds: part of that model call
+        (and reported as such), so it goes to the call's upstream whatever the passthrough
+        setting, and the reply that finishes the response records the call."""
         call = self.background.get(reply_id)
         assert call is not None
         base = self._upstream_base(call.adapter)
@@ -291,7 +297,15 @@ class RecordingProxy(Endpoint):
             return self._error(
                 call.adapter, 502, NO_UPSTREAM, headers=[("x-should-retry", "false")]
             )
-        response, upstream = await self._forward(request, base, path, call.adapter)
+        live = call.live.model_copy(
+            update={
+                "method": request.method,
+                "path": request.path,
+                "status": None,
+                "background": "cancel" if cancel else "poll",
+            }
+        )
+        response, upstream = await self._forward(request, base, path, call.adapter, live)
         if upstream is not None and upstream.status_code == 200:
             try:
                 payload: Any = json.loads(upstream.content)
@@ -435,7 +449,7 @@ class RecordingProxy(Endpoint):
         if isinstance(upstream, Response):
             return upstream
         if not stream:
-            return self._live_reply(adapter, upstream, sent, record, decision)
+            return self._live_reply(adapter, upstream, sent, record, decision, live)
 
         def finished(reply: dict[str, Any], events: list[bytes], writes: list[int]) -> None:
             record(reply, sent=sent, events=events, writes=writes)
@@ -505,6 +519,7 @@ class RecordingProxy(Endpoint):
         sent: dict[str, Any],
         record: Callable[..., None],
         decision: Decision,
+        live: LiveRequest,
     ) -> Response:
         """A live 200 reply, recorded when it is a complete reply of the API, and passed
         on to the client as the upstream sent it, headers and all."""
@@ -526,7 +541,7 @@ class RecordingProxy(Endpoint):
                 record(None, 502, error, sent)
 
             status = str(payload.get("status"))
-            pending = PendingCall(adapter, status, finish, fail)
+            pending = PendingCall(adapter, status, live, finish, fail)
             self.background.hold(reply_id, pending)
         elif not adapter.reply_ok(payload):
             record(None, 502, f"upstream reply is not a complete {adapter.name} reply", sent)

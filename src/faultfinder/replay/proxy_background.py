@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from faultfinder.replay.apis import WireAdapter
+from faultfinder.replay.report import LiveRequest
 
 PENDING = frozenset({"queued", "in_progress"})
 """Statuses of a background response that is not finished yet."""
@@ -55,6 +56,9 @@ class PendingCall:
     adapter: WireAdapter
     status: str
     """Its status as last seen (queued, in_progress)."""
+    live: LiveRequest
+    """The create as it went upstream (its API, agent, step), for the report's lines of
+    the polls and cancel that are part of it."""
     finish: Callable[[dict[str, Any]], None]
     """Record the call with its finished response (a step)."""
     fail: Callable[[str], None]

@@ -404,7 +404,9 @@ class ReplayPlan:
     def sent_live(self, request: LiveRequest) -> None:
         """A request was sent to the upstream (called by the proxy, for every path)."""
         self.report.live_calls += 1
-        if request.api is None:
+        if request.background is not None:
+            self.report.background_requests += 1
+        elif request.api is None:
             self.report.passthrough_calls += 1
         self.report.live.append(request)
 

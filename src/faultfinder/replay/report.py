@@ -8,7 +8,7 @@ logic, so a reader of reports needs nothing of the plan.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, computed_field
 
@@ -54,6 +54,18 @@ class LiveRequest(BaseModel):
     """'live' or 'edited-input' for a model call; None for other paths."""
     status: int | None = None
     """HTTP status the upstream answered (None: unreachable, or not sent)."""
+    background: Literal["poll", "cancel"] | None = None
+    """A poll or cancel of a model call in background mode (Responses, ``background:
+    true``): part of that call, whose ``api``, ``agent``, ``step`` and ``origin`` it
+    carries; None for the call itself and for other paths."""
+
+    def described(self) -> str:
+        """What the request was, for a line of output: 'responses call by Researcher',
+        'poll of responses call by Researcher', 'not a model call'."""
+        if self.api is None:
+            return "not a model call"
+        what = f"{self.api} call" + (f" by {self.agent}" if self.agent else "")
+        return what if self.background is None else f"{self.background} of {what}"
 
 
 class ReplayReport(BaseModel):
@@ -91,6 +103,9 @@ class ReplayReport(BaseModel):
     passthrough_calls: int = 0
     """Of ``live_calls``, the requests on paths that are not model calls (models list,
     embeddings, files...), forwarded because an upstream was named on the command line."""
+    background_requests: int = 0
+    """Of ``live_calls``, the polls and cancels of model calls in background mode that
+    went live: parts of those calls, not calls of their own."""
     blocked: list[LiveRequest] = Field(default_factory=list)
     """Non-model requests refused because no upstream was named on the command line."""
     extra_calls: int = 0
@@ -126,8 +141,14 @@ class ReplayReport(BaseModel):
         return (
             self.reproduced == self.prefix_steps
             and not self.divergences
-            and (self.at is not None or self.live_calls == self.passthrough_calls)
+            and (self.at is not None or self.model_calls_live == 0)
         )
+
+    @property
+    def model_calls_live(self) -> int:
+        """Model calls that reached the upstream (their polls and cancels, and requests
+        that are not model calls, left out)."""
+        return self.live_calls - self.passthrough_calls - self.background_requests
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's documented form
     @property
