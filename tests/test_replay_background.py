@@ -48,6 +48,8 @@ for question in ("first", "second"):
         time.sleep(0.02)
         response = client.responses.retrieve(response.id)
     answers.append(response.status)
+if "--cancel-done" in sys.argv:  # a no-op on a finished response, which it returns
+    answers.append(client.responses.cancel(response.id).status)
 print("FINAL ANSWER:", " ".join(answers))
 """
 QUIET = SessionOptions(echo=False, timeout=60)
@@ -120,3 +122,27 @@ def test_polls_and_cancel_of_a_live_background_call_are_parts_of_it(tmp_path: Pa
     assert f"    GET {poll} (poll of responses call by assistant, step 1) -> 200" in lines
     assert f"    POST {cancel} (cancel of responses call by assistant, step 1) -> 200" in lines
     assert not any("not a model call" in line for line in lines)
+
+
+def test_a_finished_background_call_cancelled_is_answered_from_the_recording(
+    tmp_path: Path,
+) -> None:
+    program = [sys.executable, "-c", POLLED, "--cancel-done"]
+    with FakeOpenAIServer(reply="done") as upstream:
+        recorded = asyncio.run(
+            record_run(program, upstream.base_url, tmp_path, run_id="run", options=QUIET)
+        )
+        assert recorded.child.exit_code == 0, recorded.child.stderr[-2000:]
+        assert recorded.trace.final_answer == "completed completed completed"
+        # The cancel is part of the recorded call: no request left unrecorded.
+        assert recorded.meta.unrecorded == {}
+        asked = len(upstream.requests)
+        # No upstream named: the recording answers the cancel as it answers the polls.
+        replayed = asyncio.run(
+            replay_run(recorded.run_dir, program, ReplayOptions(), options=QUIET)
+        )
+        assert len(upstream.requests) == asked
+    assert replayed.child.exit_code == 0, replayed.child.stderr[-2000:]
+    assert replayed.trace.final_answer == "completed completed completed"
+    report = replayed.report
+    assert report.faithful and report.live_calls == 0 and report.blocked == []

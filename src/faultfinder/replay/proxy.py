@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field
 
 from faultfinder.errors import ConfigError
 from faultfinder.replay.apis import Chains, WireAdapter, adapter_for
-from faultfinder.replay.canonical import remember_calls
+from faultfinder.replay.canonical import adapter_of, remember_calls
 from faultfinder.replay.endpoint import Endpoint
 from faultfinder.replay.httpserver import (
     LOOPBACK,
@@ -151,9 +151,15 @@ class RecordingProxy(Endpoint):
         self.replies: dict[str, dict[str, Any]] = {}
         """Replies by id (recorded ones in a replay), for a program that fetches a stored
         reply again (``GET /v1/responses/<id>``)."""
+        self.finished: dict[str, WireAdapter] = {}
+        """Background-mode calls answered (recorded ones in a replay) by reply id: a poll
+        or cancel of one is part of that call, answered from the recording in a replay."""
         for recorded in plan.recorded if plan is not None else []:
             if recorded.response and recorded.response.get("id"):
-                self.replies[str(recorded.response["id"])] = recorded.response
+                reply_id = str(recorded.response["id"])
+                self.replies[reply_id] = recorded.response
+                if recorded.request.get("background"):
+                    self.finished[reply_id] = adapter_of(recorded)
         self.passthrough: list[Passthrough] = []
         """Requests on paths that are not model calls, in arrival order."""
         self.background = BackgroundCalls()
@@ -197,6 +203,12 @@ class RecordingProxy(Endpoint):
         polled = polled_id(request.method, path)
         if polled is not None and self.background.get(polled[0]) is not None:
             return await self._poll(request, path, *polled)
+        if polled is not None and polled[0] in self.finished and self.plan is None:
+            # Recording: not a request left unrecorded, and a replay answers it.
+            finished = self.finished[polled[0]]
+            base = self._upstream_base(finished)
+            if base is not None:
+                return (await self._forward(request, base, path, finished))[0]
         if adapter is not None:
             self.in_flight += 1
             try:
@@ -207,8 +219,15 @@ class RecordingProxy(Endpoint):
 
     def _stored_reply(self, method: str, path: str) -> dict[str, Any] | None:
         """In a replay, a reply the recording holds, fetched again by id
-        (``GET <model call path>/<reply id>``); never sent upstream."""
-        if self.plan is None or method != "GET":
+        (``GET <model call path>/<reply id>``), or a finished background response
+        cancelled (which changes nothing, so the reply is sent as it is); never sent
+        upstream."""
+        if self.plan is None:
+            return None
+        polled = polled_id(method, path)
+        if polled is not None and polled[1]:
+            return self.replies.get(polled[0]) if polled[0] in self.finished else None
+        if method != "GET":
             return None
         parent, _, reply_id = path.rstrip("/").rpartition("/")
         stored = self.replies.get(reply_id)
@@ -381,6 +400,8 @@ class RecordingProxy(Endpoint):
                 adapter.remember(self.chains, body, response)
                 if response.get("id"):
                     self.replies[str(response["id"])] = response
+                    if body.get("background"):
+                        self.finished[str(response["id"])] = adapter
             elif self.plan is not None:
                 # Not a step: the program's retry of this request takes its place.
                 self.plan.call_failed(decision)
