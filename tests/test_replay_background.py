@@ -8,6 +8,7 @@ that call. (A background call polled to completion is a step: ``test_replay_apis
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sys
 from pathlib import Path
 
@@ -53,6 +54,9 @@ if "--cancel-done" in sys.argv:  # a no-op on a finished response, which it retu
 print("FINAL ANSWER:", " ".join(answers))
 """
 QUIET = SessionOptions(echo=False, timeout=60)
+OLD_RUN = Path(__file__).parent / "fixtures" / "replay" / "old-background"
+"""A run of ``program.py`` recorded by faultfinder before it recorded background mode
+(commit c08b896's parent): the background call is a failed call, its polls unrecorded."""
 
 
 @pytest.fixture(autouse=True)
@@ -146,3 +150,22 @@ def test_a_finished_background_call_cancelled_is_answered_from_the_recording(
     assert replayed.trace.final_answer == "completed completed completed"
     report = replayed.report
     assert report.faithful and report.live_calls == 0 and report.blocked == []
+
+
+def test_a_call_recorded_only_as_failed_is_refused_saying_so(tmp_path: Path) -> None:
+    run = tmp_path / "old-background"
+    shutil.copytree(OLD_RUN, run)
+    program = [sys.executable, str(OLD_RUN / "program.py")]
+    replayed = asyncio.run(replay_run(run, program, ReplayOptions(), options=QUIET))
+    report = replayed.report
+    assert report.reproduced == 1 and report.live_calls == 0
+    [divergence] = report.divergences
+    assert divergence.action == "refused" and divergence.step is None
+    assert divergence.difference == (
+        "its request was recorded only as a failed call (call 1: upstream reply is not a "
+        "complete responses reply), which has no reply to replay"
+    )
+    # The program is told what to do, not that it diverged on its own.
+    stderr = replayed.child.stderr
+    assert "Record the run again if an older faultfinder made it, or replay with" in stderr
+    assert "diverged from the recording on its own" not in stderr

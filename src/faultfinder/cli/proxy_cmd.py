@@ -106,7 +106,7 @@ def proxy(
             require_api_upstreams(parent, upstream, api_upstream)
         replay = replay_options(at, edit, None, edit_input, "replace-last-user", "fail")
         try:
-            plan = ReplayPlan(load_calls(replay_dir), replay)
+            plan = ReplayPlan(load_calls(replay_dir, include_failed=True), replay)
         except ValueError as exc:
             raise ConfigError(f"{replay_dir}: {exc}") from None
         run_dir = run_dir_in(str(Path(replay_dir) / BRANCHES_DIR), run_id, new_run_id("b"))

@@ -29,6 +29,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from faultfinder.errors import ConfigError
+from faultfinder.replay.canonical import RecordedCall, adapter_of, canonical_reply
 
 ArgumentsValue = dict[str, Any] | str
 
@@ -310,3 +311,29 @@ def tool_result_target(change: ToolResultChange, recorded: dict[str, Any] | None
             f"{change.index}; name the call with tool_call_id"
         )
     return str(calls[change.index].get("id"))
+
+
+def edited_response(recorded: RecordedCall, edit: Edit) -> dict[str, Any]:
+    """The recorded reply with its message replaced as the edit says, in the recorded
+    call's wire format."""
+    adapter = adapter_of(recorded)
+    reply = canonical_reply(recorded)
+    message = reply_message(
+        reply.message if reply else None, edit.output, edit.tool_calls, edit.tool_call_changes
+    )
+    return adapter.with_reply(recorded.response or {}, message)
+
+
+def edit_problem(recorded: RecordedCall, edit: Edit) -> str | None:
+    """Why ``edit`` cannot be applied to the recorded step ``recorded`` (a tool call or
+    tool result it names that the step's reply does not have, arguments to patch that are
+    not a JSON object...), or None when it can: checked before the program runs."""
+    try:
+        if edit.kind in ("output", "tool_call"):
+            edited_response(recorded, edit)
+        elif edit.kind == "tool_result" and edit.tool_result is not None:
+            reply = canonical_reply(recorded)
+            tool_result_target(edit.tool_result, reply.message if reply else None)
+    except (ConfigError, ValueError) as exc:
+        return str(exc)
+    return None

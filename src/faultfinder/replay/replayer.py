@@ -39,8 +39,13 @@ from typing import Any, Literal
 from faultfinder.errors import ConfigError
 from faultfinder.replay.apis import Chains, WireAdapter
 from faultfinder.replay.apis.chat import ChatAdapter
-from faultfinder.replay.canonical import adapter_of, canonical_reply, canonical_requests
-from faultfinder.replay.edits import Edit, reply_message, tool_result_target
+from faultfinder.replay.canonical import canonical_reply, canonical_requests
+from faultfinder.replay.edits import (
+    Edit,
+    edit_problem,
+    edited_response,
+    tool_result_target,
+)
 from faultfinder.replay.matching import first_difference, hash_normalised, request_diff
 from faultfinder.replay.recorder import Origin, RecordedCall
 from faultfinder.replay.replay_options import DivergencePolicy, ReplayOptions
@@ -126,6 +131,14 @@ class ReplayPlan:
         self.by_content: dict[tuple[str, str], list[int]] = {}
         for step, key in enumerate(zip(self.agents, self.hashes, strict=True)):
             self.by_content.setdefault(key, []).append(step)
+        self.failed: dict[tuple[str, str], RecordedCall] = {}
+        """Recorded calls that failed (not steps), by agent and request hash: a call
+        matching only one of them has no reply to replay, and is told so."""
+        every = sorted(recorded, key=lambda c: c.call)
+        for call, request in zip(every, canonical_requests(every), strict=True):
+            if not call.ok:
+                got = hash_normalised(self.matcher.normalise(request, {}))
+                self.failed.setdefault((self._recorded_agent(call, request), got), call)
         self._ordinals: dict[tuple[str, str], int] = {}
         self._released: dict[tuple[str, str], list[int]] = {}
         """Ordinals of matched calls that got no reply, smallest first: the next identical
@@ -196,7 +209,7 @@ class ReplayPlan:
             if self._at_reached:
                 self.report.extra_calls += 1
                 return self._live(adapter, body, "live", None, None, "no recorded call matches")
-            return self._diverged(adapter, agent, number, normalised, got, body)
+            return self._diverged(adapter, agent, number, normalised, got, body, key)
         step = candidates[ordinal]
         self._claimed.add(step)
         decision = self._matched(adapter, agent, step, body)
@@ -235,9 +248,21 @@ class ReplayPlan:
         normalised: dict[str, Any],
         got: str,
         body: dict[str, Any],
+        key: tuple[str, str],
     ) -> Decision:
         step = self._nearest(agent)
-        if step is None:
+        failed = None if key in self.by_content else self.failed.get(key)
+        why = "The program diverged from the recording on its own; pin its sources of "
+        why += "nondeterminism (see docs/replay.md), mask volatile text with --mask, or "
+        if failed is not None:
+            # Not the program's doing: the recording has no reply for this request.
+            step, why = None, "Record the run again if an older faultfinder made it, or "
+            difference = (
+                f"its request was recorded only as a failed call (call {failed.call}: "
+                f"{failed.error or f'status {failed.status}'}), which has no reply to replay"
+            )
+            diff = None
+        elif step is None:
             difference = "a call beyond the recording (every recorded call was already matched)"
             diff = None
         else:
@@ -273,10 +298,8 @@ class ReplayPlan:
                 status=REFUSAL_STATUS,
                 message=(
                     f"faultfinder replay: this call by agent '{agent}' (its call {number}) "
-                    f"matches no recorded call ({note}). The program diverged from the "
-                    "recording on its own; pin its sources of nondeterminism (see "
-                    "docs/replay.md), mask volatile text with --mask, or replay with "
-                    "--on-divergence live."
+                    f"matches no recorded call ({note}). {why}replay with --on-divergence "
+                    "live."
                 ),
                 note=note,
             )
@@ -465,29 +488,3 @@ _CHAT = ChatAdapter()
 def apply_input_edit(body: dict[str, Any], text: str, mode: str) -> dict[str, Any]:
     """A chat request with its instruction edited (see ``WireAdapter.edit_input``)."""
     return _CHAT.edit_input(body, text, mode)
-
-
-def edited_response(recorded: RecordedCall, edit: Edit) -> dict[str, Any]:
-    """The recorded reply with its message replaced as the edit says, in the recorded
-    call's wire format."""
-    adapter = adapter_of(recorded)
-    reply = canonical_reply(recorded)
-    message = reply_message(
-        reply.message if reply else None, edit.output, edit.tool_calls, edit.tool_call_changes
-    )
-    return adapter.with_reply(recorded.response or {}, message)
-
-
-def edit_problem(recorded: RecordedCall, edit: Edit) -> str | None:
-    """Why ``edit`` cannot be applied to the recorded step ``recorded`` (a tool call or
-    tool result it names that the step's reply does not have, arguments to patch that are
-    not a JSON object...), or None when it can: checked before the program runs."""
-    try:
-        if edit.kind in ("output", "tool_call"):
-            edited_response(recorded, edit)
-        elif edit.kind == "tool_result" and edit.tool_result is not None:
-            reply = canonical_reply(recorded)
-            tool_result_target(edit.tool_result, reply.message if reply else None)
-    except (ConfigError, ValueError) as exc:
-        return str(exc)
-    return None

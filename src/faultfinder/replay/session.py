@@ -397,7 +397,7 @@ async def replay_run(
     """
     run_dir = Path(run_dir)
     parent = read_meta(run_dir)
-    calls = load_calls(run_dir)
+    calls = load_calls(run_dir, include_failed=True)  # the plan names failed ones
     if not command:
         raise ConfigError(
             f"{run_dir}: give the program to replay after '--' ({stored_command_note(parent)})."
