@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -68,8 +69,9 @@ def test_ctrl_c_with_nothing_recorded_says_so(tmp_path: Path) -> None:
 def test_it_prints_every_variable_record_gives_the_program(tmp_path: Path) -> None:
     """The `export` lines are the API variables `record` sets (`session.api_env`), for
     every API the proxy serves: a Claude program reading ANTHROPIC_API_URL first, or an
-    OpenAI one reading OPENAI_API_BASE, is pointed at the proxy too."""
-    from faultfinder.replay.session import api_env
+    OpenAI one reading OPENAI_API_BASE, is pointed at the proxy too; and faultfinder's
+    own (`session.run_env`): a tool that stays dry in a replay finds the run directory."""
+    from faultfinder.replay.session import api_env, run_env
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "faultfinder", "proxy", "--upstream", "http://127.0.0.1:9/v1",
@@ -87,10 +89,13 @@ def test_it_prints_every_variable_record_gives_the_program(tmp_path: Path) -> No
             break
     interrupt(proc)
     root = base_url.removesuffix("/v1")
-    assert exports == [f"export {k}={v}" for k, v in api_env(base_url, root).items()]
+    given = {**api_env(base_url, root), **run_env(root, tmp_path / "r1")}
+    assert exports == [f"export {k}={shlex.quote(v)}" for k, v in given.items()]
     assert {e.partition("=")[0] for e in exports} == {
         "export OPENAI_BASE_URL",
         "export OPENAI_API_BASE",
         "export ANTHROPIC_BASE_URL",
         "export ANTHROPIC_API_URL",
+        "export FAULTFINDER_PROXY_URL",
+        "export FAULTFINDER_RUN_DIR",
     }

@@ -38,7 +38,7 @@ from faultfinder.replay.recorder import (
     utcnow,
 )
 from faultfinder.replay.replayer import ReplayPlan
-from faultfinder.replay.session import api_env, rescrub_run, run_redactor, run_sync
+from faultfinder.replay.session import api_env, rescrub_run, run_env, run_redactor, run_sync
 from faultfinder.replay.trust import replay_upstream, replay_upstreams, require_api_upstreams
 
 
@@ -84,9 +84,9 @@ def proxy(
     """Run the recording proxy until interrupted; point OPENAI_BASE_URL (and, for Claude
     programs, ANTHROPIC_BASE_URL) at it.
 
-    It prints an `export` line for each variable `record` would set for the program, for
-    every API it serves: the built-ins and those installed plugins add (docs/plugins.md),
-    whose calls are recorded too.
+    It prints an `export` line for each variable `record` would set for the program: for
+    every API it serves (the built-ins and those installed plugins add, docs/plugins.md,
+    whose calls are recorded too), and FAULTFINDER_PROXY_URL and FAULTFINDER_RUN_DIR.
 
     Agents are told apart by the X-Faultfinder-Agent header, an /agent/<name>/v1 base
     URL, or their system prompt. On Ctrl-C the run's trace.json is written.
@@ -163,8 +163,10 @@ async def _serve_proxy(
             target = config.upstream or "(recording only: no upstream)"
             click.echo(f"faultfinder proxy on {server.base_url} -> {target}", err=True)
             # What `record` gives the program, for every API the proxy serves (a plugin's
-            # too), so a program started by hand finds the proxy the same way.
-            for key, value in api_env(server.base_url, server.url).items():
+            # too), and faultfinder's own variables, so a program started by hand finds
+            # the proxy, and its tools the run directory, the same way.
+            exports = {**api_env(server.base_url, server.url), **run_env(server.url, run_dir)}
+            for key, value in exports.items():
                 click.echo(f"  export {key}={shlex.quote(value)}", err=True)
             click.echo(f"  recording into {run_dir} (Ctrl-C to stop)", err=True)
             await stop.wait()

@@ -142,6 +142,13 @@ def api_env(base_url: str, proxy_url: str) -> dict[str, str]:
     return env
 
 
+def run_env(proxy_url: str, run_dir: Path) -> dict[str, str]:
+    """faultfinder's own variables for the program: the proxy's root URL (for requests
+    on paths of its own choosing) and the run directory (a tool can tell it is recorded
+    or replayed, and stay dry in a replay). ``record`` gives them; ``proxy`` prints them."""
+    return {"FAULTFINDER_PROXY_URL": proxy_url, "FAULTFINDER_RUN_DIR": str(run_dir)}
+
+
 def child_env(
     base_url: str, proxy_url: str, run_dir: Path, extra: dict[str, str]
 ) -> dict[str, str]:
@@ -151,8 +158,7 @@ def child_env(
     env = dict(os.environ)
     env.update(extra)
     env.update(api_env(base_url, proxy_url))
-    env["FAULTFINDER_PROXY_URL"] = proxy_url
-    env["FAULTFINDER_RUN_DIR"] = str(run_dir)
+    env.update(run_env(proxy_url, run_dir))
     for key in PLACEHOLDER_KEYS:
         if not env.get(key):
             env[key] = PLACEHOLDER_KEY
