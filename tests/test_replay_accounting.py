@@ -86,6 +86,11 @@ def test_other_requests_are_counted_and_need_an_upstream_named(
         assert "not sent:    1 request(s)" in output and "GET /v1/models" in output
         assert "the program FAILED" in output
         assert len(upstream.requests) == asked
+        # The program is told the one option that forwards them (not --trust-run).
+        [stderr] = (run_dir / "branches").glob("*/stderr.txt")
+        said = stderr.read_text()
+        assert "GET /v1/models is not a model call" in said and "(--upstream URL)" in said
+        assert "--trust-run" not in said
 
         # With --upstream they go live, and every one is counted and listed.
         code, output = run(

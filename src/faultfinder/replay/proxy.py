@@ -194,7 +194,8 @@ class RecordingProxy(ModelCallProxy):
         self.passthrough.append(entry)
         upstream_base = self.config.upstream
         if upstream_base is None or not self.config.passthrough:
-            message = NO_UPSTREAM if upstream_base is None else NO_PASSTHROUGH.format(what=what)
+            # Only --upstream helps here: --trust-run forwards model calls, not these.
+            message = NO_PASSTHROUGH.format(what=what)
             if self.plan is not None:
                 self.plan.blocked(LiveRequest(method=request.method, path=request.path))
             return self._error(None, 502, message, headers=[("x-should-retry", "false")])
