@@ -69,6 +69,7 @@ from faultfinder.llm.doubles import ScriptedBackend  # noqa: E402
 from faultfinder.replay.httpserver import ServerThread  # noqa: E402
 from faultfinder.testing import FakeOpenAIServer  # noqa: E402
 from faultfinder.traces.io import write_trace  # noqa: E402
+from faultfinder.traces.schema import Step, Trace  # noqa: E402
 from faultfinder.ui.app import UIConfig, create_app  # noqa: E402
 from faultfinder.ui.catalog import Catalog  # noqa: E402
 from faultfinder.ui.jobs import JobRunner  # noqa: E402
@@ -471,3 +472,26 @@ def test_an_unbroken_30000_character_line_does_not_widen_the_pages(
             widths = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
             assert widths[0] <= widths[1], (path, widths)
         shot(page, "wide-eval")
+
+
+def test_a_long_agent_name_is_shown_clipped_and_whole_once(tmp_path: Path, page: Page) -> None:
+    """A system prompt taken for an agent's name: each step shows it clipped, with its
+    length; the list at the page's foot holds it whole, wrapped to the window."""
+    name = "Researcher, you are " + "Q" * 100_000
+    steps = [Step(index=i, agent=name if i % 2 else "Planner", content=f"{i}") for i in range(40)]
+    write_trace(Trace(id="named", task="t", steps=steps), tmp_path / "named.json")
+    catalog = build_catalog([tmp_path])
+    with Server(create_app(catalog)) as url:
+        page.goto(f"{url}/trace/{next(iter(catalog.traces))}")
+        expect(page.locator("#step-1 > summary .agent")).to_have_text(
+            name[:80] + "\u2026 (100,020 chars)"
+        )
+        whole = page.locator("#full-names pre.full-name")
+        expect(whole).to_have_count(1)
+        expect(whole).to_be_hidden()
+        page.locator("#full-names > summary").click()
+        expect(whole).to_be_visible()
+        assert whole.text_content() == name
+        widths = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+        assert widths[0] <= widths[1], widths
+        shot(page, "long-name")

@@ -26,10 +26,11 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from faultfinder.dover.edit_repeats import REPEAT_TEMPERATURE, recorded_parts
-from faultfinder.shown import safe
+from faultfinder.shown import clip_name, safe
 from faultfinder.ui import pages
 from faultfinder.ui.catalog import Catalog
 from faultfinder.ui.jobs import JobRunner
+from faultfinder.ui.names import LISTED_CHARS, ClippedNames, name_filter
 from faultfinder.ui.replay_jobs import ReplayRunner
 from faultfinder.ui.replay_requests import MAX_REPEATS, JobRequestError, ReplayJob
 
@@ -100,6 +101,7 @@ def templates() -> Environment:
         lstrip_blocks=True,
     )
     env.filters["pretty"] = pretty
+    env.filters["name"] = name_filter
     return env
 
 
@@ -177,6 +179,8 @@ def create_app(
         context.setdefault("max_repeats", MAX_REPEATS)
         context["token"] = token
         context["shown"] = catalog.roots.shown
+        context["clipped_names"] = ClippedNames()
+        context["listed_chars"] = LISTED_CHARS
         page = env.get_template(name).render(**context)
         # Text that cannot be written as UTF-8 (a lone surrogate that got past the readers)
         # is shown escaped rather than failing the page.
@@ -279,7 +283,9 @@ def create_app(
         n = request.path_params["n"]
         if entry is None or not 0 <= n < len(entry.trace.steps):
             raise HTTPException(404, "no such step")
-        return JSONResponse(recorded_parts(entry.trace.steps[n]))
+        parts = recorded_parts(entry.trace.steps[n])
+        parts["agent"] = clip_name(parts["agent"])  # the edit panel's heading names it
+        return JSONResponse(parts)
 
     async def start_replay(request: Request) -> Response:
         assert replays is not None

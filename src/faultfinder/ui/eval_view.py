@@ -19,6 +19,7 @@ from faultfinder.eval.report import (
     tolerance_cells,
 )
 from faultfinder.eval.rows import EvalRow
+from faultfinder.traces.schema import GoldLabel
 
 PLOT_W, PLOT_H, PAD = 420.0, 220.0, 36.0
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2")
@@ -29,7 +30,8 @@ class Curve:
     label: str
     colour: str
     points: str
-    dots: list[tuple[float, float, str]]
+    dots: list[tuple[float, float, int, str]]
+    """(x, y, k, accuracy within ±k): the template names the line in each dot's title."""
 
 
 @dataclass
@@ -47,34 +49,31 @@ class SubsetReport:
     no row carries a set."""
 
 
-CELL_CHARS = 120
-"""A per-case cell shows at most this many characters of what a row said (a trace's agent
-names are untrusted text: one 30,000-character name in every row's cell makes a table
-that takes the browser most of a minute to lay out); the whole text is its title."""
-
-
-def clip(text: str) -> str:
-    """``text`` cut to `CELL_CHARS` characters, an ellipsis marking the cut."""
-    return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "\u2026"
-
-
 @dataclass
 class Cell:
-    text: str
+    """What one row said of a case. The agent is a trace's untrusted text: the template
+    shows it through the ``name`` filter (clipped, whole once at the page's foot), never
+    once per cell."""
+
+    agent: str | None
+    step: int | None
+    status: str
     agent_ok: bool | None
     step_ok: bool | None
     answer_id: int | None
-    full: str = ""
-    """The whole text when `text` was clipped, else empty."""
+
+
+Column = tuple[str, int]
+"""A per-case column: (method, run)."""
 
 
 @dataclass
 class CaseRow:
     trace_id: str
     subset: str
-    gold: str
+    gold: GoldLabel | None
     trace_key: str | None
-    cells: dict[str, Cell] = field(default_factory=dict)
+    cells: dict[Column, Cell] = field(default_factory=dict)
 
 
 def _curve(g: GroupSummary, colour: str) -> Curve:
@@ -84,8 +83,7 @@ def _curve(g: GroupSummary, colour: str) -> Curve:
         mean = g.metrics.within[k].mean
         ys.append(PLOT_H - PAD - (PLOT_H - 2 * PAD) * (0.0 if mean != mean else mean))
     dots = [
-        (x, y, f"{g.label} ±{k}: {g.metrics.within[k].format()} %")
-        for x, y, k in zip(xs, ys, TOLERANCES, strict=True)
+        (x, y, k, g.metrics.within[k].format()) for x, y, k in zip(xs, ys, TOLERANCES, strict=True)
     ]
     points = " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs, ys, strict=True))
     return Curve(g.label, colour, points, dots)
@@ -121,37 +119,33 @@ def subset_reports(rows: list[EvalRow]) -> tuple[list[SubsetReport], list[str]]:
 
 def case_rows(
     rows: list[EvalRow], answer_ids: dict[int, int], trace_keys: dict[str, str]
-) -> tuple[list[str], list[CaseRow]]:
+) -> tuple[list[Column], list[CaseRow]]:
     """One line per case, one column per method (label, run): what it said and if it was right.
 
     ``answer_ids`` maps id(row) to the row's position in the catalog's attribution list
     (for the link to the trace page); ``trace_keys`` maps trace ids to trace pages.
     """
-    columns: list[str] = []
+    columns: dict[Column, None] = {}
     cases: dict[str, CaseRow] = {}
     for row in sorted(rows, key=lambda r: (r.subset, r.trace_id, r.method, r.run)):
-        column = f"{row.method} (run {row.run})"
-        if column not in columns:
-            columns.append(column)
+        column = (row.method, row.run)
+        columns.setdefault(column, None)
         gold = row.gold
         case = cases.get(row.trace_id)
         if case is None:
-            text = "-" if gold is None else clip(f"{gold.agent or '-'} @ {gold.step}")
             case = cases[row.trace_id] = CaseRow(
-                row.trace_id, row.subset, text, trace_keys.get(row.trace_id)
+                row.trace_id, row.subset, gold, trace_keys.get(row.trace_id)
             )
         s = score(row.agent, row.step, gold) if gold is not None else None
-        said = f"{row.agent or '-'} @ {'-' if row.step is None else row.step}"
-        if row.status != "ok":
-            said += f" ({row.status})"
         case.cells[column] = Cell(
-            clip(said),
+            row.agent,
+            row.step,
+            row.status,
             None if s is None else s.agent,
             None if s is None else s.step,
             answer_ids.get(id(row)),
-            said if clip(said) != said else "",
         )
-    return columns, list(cases.values())
+    return list(columns), list(cases.values())
 
 
 SET_IDENTS = ("model", "GT", "observability")

@@ -1,7 +1,8 @@
 """Layout of CHIEF's causal graph for inline SVG: subtasks as columns, agent nodes inside,
 subtask edges between columns, agent and data-flow edges as curves, loops as badges.
 
-Only coordinates and plain strings come out of here; the template draws and escapes them.
+Only coordinates and plain strings come out of here; the template draws and escapes them,
+and fits each name to its box (the ``name`` filter, the name clipped in the box's title).
 """
 
 from __future__ import annotations
@@ -17,6 +18,12 @@ NODE_W = 190.0
 NODE_H = 46.0
 NODE_GAP = 14.0
 MAX_STEP_LINKS = 8
+NODE_CHARS = 26
+"""Characters of an agent's name that fit its node."""
+TITLE_CHARS = 34
+"""Characters of a subtask's id and name that fit its column's title."""
+LOOP_CHARS = 14
+"""Characters of a loop's id, and of its agent's name, in the loop's badge."""
 
 
 @dataclass
@@ -31,6 +38,17 @@ class NodeBox:
 
 
 @dataclass
+class Loop:
+    """A loop's badge in the column of the subtask it starts in."""
+
+    id: str
+    agent: str
+    repeats: int
+    start: int
+    end: int
+
+
+@dataclass
 class SubtaskBox:
     id: str
     title: str
@@ -40,7 +58,7 @@ class SubtaskBox:
     height: float
     candidate: bool
     nodes: list[NodeBox] = field(default_factory=list)
-    loops: list[str] = field(default_factory=list)
+    loops: list[Loop] = field(default_factory=list)
 
 
 @dataclass
@@ -60,11 +78,6 @@ class GraphLayout:
     curves: list[Curve]
 
 
-def _short(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def layout(graph: CausalGraph) -> GraphLayout:
     cand = graph.candidates
     cand_nodes = set(cand.agents) if cand else set()
@@ -75,14 +88,14 @@ def layout(graph: CausalGraph) -> GraphLayout:
         nodes = [a for a in graph.agents if a.subtask == sub.id]
         x = 10 + col * (COLUMN + GAP)
         loops = [
-            f"{g.id}: {g.agent} ×{len(g.repeats)} (steps {g.start}-{g.end})"
+            Loop(g.id, g.agent, len(g.repeats), g.start, g.end)
             for g in graph.loops
             if sub.start <= g.start <= sub.end
         ]
         height = 44 + len(nodes) * (NODE_H + NODE_GAP) + 18 * len(loops)
         box = SubtaskBox(
             id=sub.id,
-            title=_short(f"{sub.id}: {sub.name}", 34),
+            title=f"{sub.id}: {sub.name}",
             x=x,
             y=TOP,
             width=COLUMN,
@@ -93,7 +106,7 @@ def layout(graph: CausalGraph) -> GraphLayout:
         for row, node in enumerate(nodes):
             nb = NodeBox(
                 id=node.id,
-                agent=_short(node.agent, 26),
+                agent=node.agent,
                 x=x + (COLUMN - NODE_W) / 2,
                 y=TOP + 36 + row * (NODE_H + NODE_GAP),
                 steps=node.steps[:MAX_STEP_LINKS],

@@ -15,6 +15,7 @@ from typing import Any
 
 from faultfinder.dover.edit_repeats import LIVE_ORIGINS
 from faultfinder.replay.recorder import STEPS_FILE
+from faultfinder.shown import clip_name
 
 OUTPUT_TAIL = 12_000
 """Characters of the program's stdout and stderr sent to the page (the end)."""
@@ -60,7 +61,7 @@ class BranchWatch:
         self.calls.append(
             {
                 "call": data.get("call"),
-                "agent": str(data.get("agent", "")),
+                "agent": clip_name(str(data.get("agent", ""))),  # named on every call
                 "origin": origin,
                 "replay_of": data.get("replay_of"),
                 "status": data.get("status"),

@@ -131,6 +131,7 @@ def trace(catalog: Catalog, entry: TraceEntry, selected: int | None) -> dict[str
         "suggestions": suggested_edits(catalog, t.id) if entry.run_dir is not None else [],
         "recorded_command": recorded_command(entry.run_dir) if entry.run_dir else "",
         "lane_height": trace_view.LANE_HEIGHT,
+        "lane_chars": trace_view.LANE_CHARS,
         "step_width": trace_view.step_width(len(t.steps)),
     }
 
@@ -174,6 +175,11 @@ def graph(catalog: Catalog, entry: GraphEntry) -> dict[str, Any]:
         "entry": entry,
         "graph": g,
         "layout": graph_svg.layout(g),
+        "fits": {
+            "node": graph_svg.NODE_CHARS,
+            "title": graph_svg.TITLE_CHARS,
+            "loop": graph_svg.LOOP_CHARS,
+        },
         "trace_key": trace_key_of(catalog, g.trace_id),
     }
 
@@ -334,7 +340,8 @@ def suggested_edits(catalog: Catalog, trace_id: str) -> list[dict[str, Any]]:
                     "agent": iv.agent,
                     "replacement": iv.replacement,
                     "verdict": row.verdict or "-",
-                    "hypothesis": f"{row.hypothesis.agent or '-'} @ step {row.hypothesis.step}",
+                    "hypothesis_agent": row.hypothesis.agent,
+                    "hypothesis_step": row.hypothesis.step,
                     "method": row.hypothesis.method,
                     "trial": row.trial.index,
                     "file": d,

@@ -15,6 +15,7 @@ from faultfinder.eval.metrics import agent_correct, step_correct
 from faultfinder.judging.method import Attribution
 from faultfinder.shortlist.sets import describe as describe_step_set
 from faultfinder.shortlist.sets import withdrawn_because
+from faultfinder.shown import clip_name
 from faultfinder.traces.schema import Step, Trace
 from faultfinder.ui.catalog import AttributionEntry
 
@@ -22,6 +23,8 @@ CONTENT_LIMIT = 20_000
 """Characters of a step's output shown inline; the step page shows everything."""
 LANE_HEIGHT = 22
 LABEL_WIDTH = 140
+LANE_CHARS = 20
+"""Characters of an agent's name that fit its lane label (the label's title says more)."""
 
 
 @dataclass
@@ -43,7 +46,8 @@ class TimelineRect:
     y: float
     width: float
     css: str
-    title: str
+    agent: str
+    """The step's agent (the template names it in the box's title, clipped)."""
 
 
 @dataclass
@@ -79,7 +83,7 @@ def timeline(trace: Trace, marks: dict[int, Mark]) -> Timeline:
                 y=lane_of[step.agent] * LANE_HEIGHT + 3,
                 width=max(w - 1, 2),
                 css=css,
-                title=f"step {step.index} · {step.agent}",
+                agent=step.agent,
             )
         )
     lanes = [(name, i * LANE_HEIGHT + LANE_HEIGHT * 0.7) for i, name in enumerate(agents)]
@@ -165,7 +169,7 @@ def set_badge(method: str, a: Attribution) -> tuple[str | None, str | None]:
     if a.step_set is None or a.step_set_level is None:
         return None, None
     level = f"{100 * a.step_set_level:g}%"
-    whose = f"in the step set of the selected answer ({method})"
+    whose = f"in the step set of the selected answer ({clip_name(method)})"
     if a.step_set_calibrated is False:
         why = withdrawn_because(a.step_set_shift, a.step_set_shift_limit)
         return (
