@@ -193,3 +193,20 @@ def test_the_graph_fits_names_to_its_boxes(hostile: Catalog) -> None:
     assert ("Orchestrator", "Orchestrator") in nodes
     loops = re.findall(r'<text class="loop"[^>]*>([^<]*)<title>', page)
     assert loops and all(len(text) < 80 for text in loops)
+
+
+def test_a_long_source_filters_the_runs_by_its_clipped_name(tmp_path: Path) -> None:
+    """The runs page's filter offers each source as shown: a long one is a short query
+    (as a whole 100,000-character query it was refused as too long a request)."""
+    source = long_name("imported from a log titled ")
+    plain = team_trace(["Planner", "Coder"], "run", "m", "plain")
+    odd = team_trace(["Planner", "Coder"], "run", "m", "odd")
+    odd = odd.model_copy(update={"source": odd.source.model_copy(update={"format": source})})
+    write_trace(plain, tmp_path / "plain.json")
+    write_trace(odd, tmp_path / "odd.json")
+    client = client_of(build_catalog([tmp_path]))
+    page = client.get("/").text
+    assert f'<option value="{mark(source)}" >{mark(source)}</option>' in page
+    assert page.count(source) == 1
+    shown = client.get("/", params={"source": mark(source)}).text
+    assert re.findall(r'<a href="/trace/[^"]*" title="[^"]*">([^<]*)</a>', shown) == ["odd"]

@@ -11,6 +11,7 @@ from faultfinder.errors import FaultfinderError
 from faultfinder.replay.outcome import answers_match
 from faultfinder.replay.recorder import read_meta
 from faultfinder.replay.trust import stored_command_note
+from faultfinder.shown import clip_name
 from faultfinder.traces.schema import Step
 from faultfinder.ui import eval_view, graph_svg, replay_view, trace_view
 from faultfinder.ui.catalog import (
@@ -62,10 +63,11 @@ def index(catalog: Catalog, query: dict[str, str]) -> dict[str, Any]:
                 path=str(entry.path),
             )
         )
+    # A filter's choices are names as shown, clipped: a long one stays a short query.
     options = {
         "kind": sorted({r.kind for r in rows}),
-        "source": sorted({r.source for r in rows}),
-        "outcome": sorted({r.outcome for r in rows}),
+        "source": sorted({clip_name(r.source) for r in rows}),
+        "outcome": sorted({clip_name(r.outcome) for r in rows}),
         "attributed": ["yes", "no"],
     }
     shown = [r for r in rows if _keep(r, chosen)]
@@ -96,7 +98,7 @@ def _keep(row: IndexRow, chosen: dict[str, str]) -> bool:
     if q and q not in row.trace_id.casefold() and q not in row.task.casefold():
         return False
     for name in ("kind", "source", "outcome"):
-        if chosen[name] and getattr(row, name) != chosen[name]:
+        if chosen[name] and clip_name(getattr(row, name)) != chosen[name]:
             return False
     if chosen["attributed"] == "yes" and not row.answers:
         return False
