@@ -212,13 +212,23 @@ def test_divergence_is_refused_and_reported() -> None:
     assert plan.decide("A", body("q0")).action == "serve"
     decision = plan.decide("B", body("something else"))
     assert decision.action == "reject" and decision.status == 422
-    assert "matches no recorded call" in decision.message
-    assert "nearest recorded step 1" in decision.message
+    assert "matches no recorded call (nearest recorded step 1: " in decision.message
+    assert decision.message.count("matches no recorded call") == 1  # said once
     report = plan.finish()
     assert not report.faithful and report.reproduced == 1 and report.missing_steps == [1, 2, 3]
     [divergence] = report.divergences
     assert divergence.step == 1 and divergence.action == "refused"
     assert divergence.difference == "messages[0].content: 'q1' != 'something else'"
+
+
+def test_a_call_to_a_recording_of_no_model_call_says_so() -> None:
+    # "every recorded call was already matched" is true of an empty recording only in the
+    # empty sense: it says what the recording holds instead.
+    plan = ReplayPlan([], ReplayOptions())
+    decision = plan.decide("A", body("q0"))
+    assert decision.action == "reject"
+    assert "(the recording holds no model call to answer it)" in decision.message
+    assert "already matched" not in decision.message
 
 
 def test_divergence_can_go_live_for_that_agent() -> None:

@@ -263,7 +263,11 @@ class ReplayPlan:
             )
             diff = None
         elif step is None:
-            difference = "a call beyond the recording (every recorded call was already matched)"
+            difference = (
+                "a call beyond the recording (every recorded call was already matched)"
+                if self.recorded
+                else "the recording holds no model call to answer it"
+            )
             diff = None
         else:
             difference = first_difference(self.normalised[step], normalised) or (
@@ -285,8 +289,8 @@ class ReplayPlan:
                 action="refused" if refuse else "went live",
             )
         )
-        where = "" if step is None else f" nearest recorded step {step}:"
-        note = f"matches no recorded call;{where} {difference}"
+        detail = difference if step is None else f"nearest recorded step {step}: {difference}"
+        note = f"matches no recorded call; {detail}"
         recorded = None if step is None else self.recorded[step]
         if refuse:
             self.report.refused_calls += 1
@@ -298,7 +302,7 @@ class ReplayPlan:
                 status=REFUSAL_STATUS,
                 message=(
                     f"faultfinder replay: this call by agent '{agent}' (its call {number}) "
-                    f"matches no recorded call ({note}). {why}replay with --on-divergence "
+                    f"matches no recorded call ({detail}). {why}replay with --on-divergence "
                     "live."
                 ),
                 note=note,
