@@ -79,3 +79,24 @@ def test_labelled_runs_calibrate(tmp_path: Path) -> None:
         "calibrate", str(runs), "--source", "mine", "--out", str(tmp_path / "w.json")
     )
     assert code == 0 and "calibrated on 12 labelled trace(s) of mine" in output, output
+
+
+def test_out_never_replaces_another_file_without_force(tmp_path: Path) -> None:
+    # Labelling a second run with --out pointing at the first run's labelled file used to
+    # replace that file silently: one labelled run lost.
+    first = unlabelled(tmp_path, "1.json")
+    assert cli("label", str(first), "--step", "2")[0] == 0
+    kept = first.read_text()
+    second = unlabelled(tmp_path, "3.json")
+    code, output = cli("label", str(second), "--step", "1", "--out", str(first))
+    assert code == 1 and f"{first} exists" in output and "--force" in output
+    assert first.read_text() == kept
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    code, output = cli("label", str(second), "--step", "1", "--out", str(notes))
+    assert code == 1 and notes.read_text() == "mine"
+    # --force overwrites; --out naming the trace itself is labelling in place.
+    code, output = cli("label", str(second), "--step", "1", "--out", str(first), "--force")
+    assert code == 0 and load_trace(first).id == load_trace(second).id
+    code, output = cli("label", str(second), "--step", "1", "--out", str(second))
+    assert code == 0 and load_trace(second).label.step == 1  # type: ignore[union-attr]

@@ -33,7 +33,11 @@ from faultfinder.cli.terminal import safe
     help="Canonical trace to write (default: TRACE_PATH itself, when it is one).",
 )
 @click.option("--format", "trace_format", default=None, help="Input format (default: detect).")
-@click.option("--force", is_flag=True, help="Replace a label the trace already has.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace a label the trace already has, or overwrite an existing --out file.",
+)
 @strict_option
 @pass_errors
 def label(
@@ -93,6 +97,12 @@ def label(
                 "canonical trace elsewhere with --out FILE"
             )
         out_path = trace_path
+    elif Path(out_path).exists() and not force and not _same_file(out_path, trace_path):
+        # Another run's labelled trace (or any file) would be replaced without a trace of
+        # it: refuse, as `calibrate --out` and `eval --out` do.
+        raise click.ClickException(
+            f"{out_path} exists; pass --force to overwrite it, or choose another --out"
+        )
     labelled = trace.model_copy(
         update={
             "label": GoldLabel(agent=agent, step=step, acceptable_steps=list(also), reason=reason)
@@ -101,6 +111,14 @@ def label(
     write_trace(labelled, out_path)
     note = "" if agent == speaker else f" (step {step} is spoken by {speaker})"
     click.echo(f"labelled {out_path}: step {step}, agent {agent}{note}")
+
+
+def _same_file(a: str, b: str) -> bool:
+    """True when paths ``a`` and ``b`` name one file (labelling in place via --out)."""
+    try:
+        return Path(a).samefile(b)
+    except OSError:
+        return False
 
 
 def _one_canonical_trace(path: str) -> bool:
