@@ -20,6 +20,7 @@ from faultfinder.shortlist import conformal
 from faultfinder.shortlist.calibrate import MIN_TRACES, calibrate
 from faultfinder.shortlist.model import ShortlistModel, trace_hash
 from faultfinder.shortlist.rank import rank_trace
+from faultfinder.shortlist.sets import withdrawn_because
 from faultfinder.shortlist.weights import load_weights, shipped_weights
 from faultfinder.traces.loader import load_trace, load_traces
 from faultfinder.traces.schema import GoldLabel, Trace
@@ -36,6 +37,12 @@ def cli(*args: str) -> tuple[int, str]:
 def without_source(trace: Trace) -> Trace:
     """The trace as a user's own run looks: it names no source."""
     return trace.model_copy(update={"source": trace.source.model_copy(update={"subset": None})})
+
+
+def edited(trace: Trace) -> Trace:
+    """Another run of the same shape: a space after each step's text."""
+    steps = [s.model_copy(update={"content": f"{s.content} "}) for s in trace.steps]
+    return trace.model_copy(update={"id": f"{trace.id}-again", "steps": steps})
 
 
 def shortlist_with(trace: Trace, weights: Path, tmp_path: Path) -> dict[str, Any]:
@@ -60,10 +67,8 @@ def test_calibrate_writes_the_conformal_thresholds_of_unseen_scores(tmp_path: Pa
     assert f"--shortlist-weights {out}" in output
     written = load_weights(out)
     assert written.default_source == "my-team"
-    assert written.trained_on["step_sets_calibrated_on"] == {
-        "source": "my-team",
-        "traces": len(traces),
-    }
+    record = written.trained_on["step_sets_calibrated_on"]
+    assert (record["source"], record["traces"]) == ("my-team", len(traces))
     # Recomputed here: each trace's nonconformity under the shipped deploy model, which
     # never saw these traces, and the split-conformal quantile per level.
     deploy = shipped_weights().deploy
@@ -109,9 +114,12 @@ def test_attribute_uses_the_calibrated_file_for_a_trace_that_names_no_source(
     tau = weights.deploy.conformal[conformal.source_key("my-team", 0.9)]
     expected = conformal.prediction_set(rank_trace(mine, weights.deploy).probs, tau)
     assert result["step_set"] == sorted({*expected, result["step"]})
-    # The calibration traces are what the shift score now compares with: one of them is
-    # in distribution, so the level is claimed.
-    assert result["step_set_calibrated"] is True
+    # The trace calibrated the file, so its own set claims nothing (its score set the
+    # thresholds, and it is in the shift reference it is compared with).
+    assert result["step_set_calibrated"] is False
+    assert "step sets were calibrated on it" in withdrawn_because(
+        result["step_set_shift"], result["step_set_shift_limit"]
+    )
     # Without the file: the shipped thresholds for a source never trained on.
     run = str(tmp_path / "run.json")  # written by shortlist_with
     code, output = cli("attribute", run, "--method", "shortlist", "--no-save", "--json")
@@ -122,6 +130,53 @@ def test_attribute_uses_the_calibrated_file_for_a_trace_that_names_no_source(
     with_file = ["--shortlist-weights", str(out)]
     code, output = cli("attribute", run, "--method", "shortlist", "--no-save", *with_file)
     assert code == 0 and "faultfinder calibrate" not in output
+
+
+def test_a_new_run_like_the_calibration_traces_claims_the_level(tmp_path: Path) -> None:
+    out = tmp_path / "mine.json"
+    assert cli("calibrate", str(AG), "--source", "my-team", "--out", str(out))[0] == 0
+    weights = load_weights(out)
+    record = weights.trained_on["step_sets_calibrated_on"]
+    assert record["hashes"] == sorted(trace_hash(t) for t in load_traces(AG))
+    # A run the file never saw, shaped like them (a space after each step): in
+    # distribution, so its level is claimed; the calibration run it was edited from is not.
+    trace = without_source(load_trace(AG / "3.json"))
+    fresh = edited(trace)
+    assert not weights.calibrated_on(fresh) and weights.calibrated_on(trace)
+    result = shortlist_with(fresh, out, tmp_path)
+    assert result["step_set_source"] == "mine.json:deploy (calibrated on my-team)"
+    assert result["step_set_calibrated"] is True
+
+
+def test_eval_on_the_calibration_traces_claims_no_coverage(tmp_path: Path) -> None:
+    # Calibrating on a folder and evaluating the same folder used to report "coverage
+    # where claimed" on every case: in-sample, at least the level by construction.
+    out = tmp_path / "mine.json"
+    assert cli("calibrate", str(AG), "--source", "my-team", "--out", str(out))[0] == 0
+    rows_path = tmp_path / "rows.jsonl"
+    code, output = cli(
+        "eval", str(AG), "--method", "shortlist", "--shortlist-weights", str(out),
+        "--out", str(rows_path), "--no-progress",
+    )  # fmt: skip
+    assert code == 0, output
+    rows = read_rows(rows_path)
+    assert rows and all(r.step_set_calibrated is False for r in rows)
+    code, output = cli("report", str(rows_path))
+    assert code == 0 and f"0/{len(rows)}" in output
+    assert "step sets were calibrated on it" in output
+    # A recalibration on other traces keeps the earlier ones' hashes.
+    others = tmp_path / "others"
+    others.mkdir()
+    for n, trace in enumerate(load_traces(AG)):
+        (others / f"{n}.json").write_text(edited(trace).model_dump_json())
+    again = tmp_path / "again.json"
+    code, output = cli(
+        "calibrate", str(others), "--source", "other", "--weights", str(out),
+        "--out", str(again),
+    )  # fmt: skip
+    assert code == 0, output
+    both = load_weights(again)
+    assert all(both.calibrated_on(t) for t in [*load_traces(AG), *load_traces(others)])
 
 
 def test_eval_rows_carry_the_calibrated_sets(tmp_path: Path) -> None:

@@ -232,7 +232,7 @@ def notes(figures: Sequence[Coverage], rows: Sequence[EvalRow]) -> list[str]:
             "Claimed: cases like the calibration data, out of every case with a set; the "
             "others' sets carry no coverage claim (step_set_calibrated: false: the trace's "
             "shift score is past its limit, step_set_shift_limit, or the ranker trained on "
-            "the trace)."
+            "the trace, or the step sets were calibrated on it)."
         )
     unlabelled = sum(c.unlabelled for c in figures)
     if unlabelled:

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field, replace
 
 from faultfinder.errors import ConfigError
 from faultfinder.shortlist import conformal
-from faultfinder.shortlist.model import ShortlistModel
+from faultfinder.shortlist.model import ShortlistModel, trace_hash
 from faultfinder.shortlist.rank import rank_trace
 from faultfinder.shortlist.shift import build_reference
-from faultfinder.shortlist.weights import Weights
+from faultfinder.shortlist.weights import CALIBRATED_ON, Weights
 from faultfinder.traces.schema import Trace
 
 MIN_TRACES = 10
@@ -178,7 +178,17 @@ def calibrate(
     }
     folds = [i % FOLDS for i in range(len(usable))]
     provenance = dict(weights.trained_on)
-    provenance["step_sets_calibrated_on"] = {"source": source, "traces": len(usable)}
+    # The traces' hashes, so a set on one of them does not claim a level its own score
+    # helped set (``Weights.calibrated_on``); those of an earlier calibration are kept.
+    earlier = provenance.get(CALIBRATED_ON)
+    hashes = {trace_hash(t) for t in usable}
+    if isinstance(earlier, dict) and isinstance(earlier.get("hashes"), list):
+        hashes.update(str(h) for h in earlier["hashes"])
+    provenance[CALIBRATED_ON] = {
+        "source": source,
+        "traces": len(usable),
+        "hashes": sorted(hashes),
+    }
     out = replace(
         weights,
         deploy=models[0],

@@ -66,7 +66,8 @@ class StepSet:
     """How unlike the calibration traces the trace is (``shift.py``; None: not measured)."""
     calibrated: bool = True
     """False when the shift score passes the weights' threshold (or the ranking model
-    trained on this trace): the set is still the ranking's, but ``level`` is not claimed."""
+    trained on this trace, or the thresholds were calibrated on it): the set is still the
+    ranking's, but ``level`` is not claimed."""
     limit: float | None = None
     """The shift score up to which ``level`` is claimed for this trace (its source's
     threshold, else the pooled one; None: the weights hold no shift reference)."""
@@ -122,7 +123,7 @@ def _ranked(trace: Trace, weights: Weights) -> _Ranked:
         chosen.model.conformal,
         None if shift is None else round(shift, 3),
         None if limit is None else round(limit, 3),
-        not unlike and not chosen.contaminated,
+        not unlike and not chosen.contaminated and not weights.calibrated_on(trace),
     )
     _memo[key] = value
     if len(_memo) > _MEMO_SIZE:
@@ -179,14 +180,19 @@ def step_ranges(steps: list[int]) -> str:
 
 def withdrawn_because(shift: float | None, limit: float | None) -> str:
     """Why a set's level is not claimed, in words: 'trace unlike the calibration data,
-    shift 0.97 over the limit 0.50', 'the ranking model trained on this trace', or that
+    shift 0.97 over the limit 0.50', 'the ranking model trained on this trace ... or the
+    step sets were calibrated on it', or that
     the weights hold no shift reference to check the trace against."""
     if shift is None:
         return "the weights hold no shift reference to check this trace against"
     if limit is not None and shift <= limit:
-        # Within the limit, so the shift is not the reason: the only other one is a
-        # ranking model that saw the trace (``Weights.choose``: a near-copy of training).
-        return "the ranking model trained on this trace or a near-copy of it"
+        # Within the limit, so the shift is not the reason: the others are weights that
+        # saw the trace (``Weights.choose``: a near-copy of training;
+        # ``Weights.calibrated_on``: a trace whose own score set the thresholds).
+        return (
+            "the ranking model trained on this trace or a near-copy of it, or the step "
+            "sets were calibrated on it"
+        )
     why = f"trace unlike the calibration data, shift {shift:.2f}"
     if limit is not None:
         why += f" over the limit {limit:.2f}"

@@ -36,6 +36,9 @@ from faultfinder.shortlist.shift import ShiftReference
 from faultfinder.traces.schema import Trace
 
 FORMAT_V2 = "faultfinder-shortlist/2"
+CALIBRATED_ON = "step_sets_calibrated_on"
+"""Provenance key ``faultfinder calibrate`` writes: the source, the trace count and the
+content hashes of the traces that calibrated the step sets."""
 _MODEL_FIELDS = ("mean", "scale", "coef", "intercept", "conformal")
 
 
@@ -101,6 +104,14 @@ class Weights:
 
     def _source(self, trace: Trace) -> str | None:
         return trace.source.subset or self.default_source
+
+    def calibrated_on(self, trace: Trace) -> bool:
+        """True when ``faultfinder calibrate`` fitted this file's step-set thresholds on
+        ``trace`` (by content hash): the trace's own set then proves nothing about its
+        coverage, so its level is not claimed (``sets.py``)."""
+        record = self.trained_on.get(CALIBRATED_ON)
+        hashes = record.get("hashes") if isinstance(record, dict) else None
+        return isinstance(hashes, list) and trace_hash(trace) in hashes
 
     @property
     def groups(self) -> list[str]:
