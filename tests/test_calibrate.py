@@ -179,6 +179,45 @@ def test_eval_on_the_calibration_traces_claims_no_coverage(tmp_path: Path) -> No
     assert all(both.calibrated_on(t) for t in [*load_traces(AG), *load_traces(others)])
 
 
+def test_traces_that_name_another_source_are_warned_about(tmp_path: Path) -> None:
+    # These traces name Algorithm-Generated: their sets keep that source's thresholds,
+    # so a file calibrated on them "of my-team" used to leave them (and their kind)
+    # uncalibrated without a word.
+    result = CliRunner().invoke(
+        main, ["calibrate", str(AG), "--source", "my-team", "--out", str(tmp_path / "w.json")]
+    )
+    assert result.exit_code == 0, result.output
+    n = len(load_traces(AG))
+    warning = f"warning: {n} of these traces name a source of their own ({n} × Algorithm-"
+    assert warning in result.stderr and "not my-team's" in result.stderr
+    assert "their own source's thresholds" in result.stderr
+    # Traces of the user's own framework name no source: no warning.
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for t in load_traces(AG):
+        (mine / f"{t.id.replace('/', '-')}.json").write_text(without_source(t).model_dump_json())
+    args = ["calibrate", str(mine), "--source", "my-team", "--out", str(tmp_path / "m.json")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0 and "warning" not in result.stderr
+    # A source the shipped file has no thresholds of: its sets stay those of a source
+    # never trained on, the very thing calibrating was meant to replace.
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    for t in load_traces(AG):
+        named = t.model_copy(update={"source": t.source.model_copy(update={"subset": "x"})})
+        (theirs / f"{t.id.replace('/', '-')}.json").write_text(named.model_dump_json())
+    args = ["calibrate", str(theirs), "--source", "my-team", "--out", str(tmp_path / "x.json")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0 and f"({n} × x)" in result.stderr
+    assert "keep the thresholds for a source never trained on" in result.stderr
+    # --train writes a file of one source: the others get its pooled thresholds.
+    out = tmp_path / "t.json"
+    args = ["calibrate", str(FIXTURES), "--source", "my-team", "--train", "--out", str(out)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0 and "Hand-Crafted" in result.stderr
+    assert "their own source's thresholds or the file's pooled thresholds" in result.stderr
+
+
 def test_eval_rows_carry_the_calibrated_sets(tmp_path: Path) -> None:
     out = tmp_path / "mine.json"
     assert cli("calibrate", str(AG), "--source", "my-team", "--out", str(out))[0] == 0

@@ -69,7 +69,7 @@ def calibrate(
     """
     from faultfinder.eval.datasets import DatasetOptions, load_dataset
     from faultfinder.shortlist.calibrate import calibrate as calibrate_weights
-    from faultfinder.shortlist.calibrate import skip_summary, train_on
+    from faultfinder.shortlist.calibrate import named_elsewhere, skip_summary, train_on
     from faultfinder.shortlist.weights import load_weights
 
     out = Path(out_path)
@@ -102,3 +102,6 @@ def calibrate(
     levels = ", ".join(f"{100 * a:g}%: {tau:.3f}" for a, tau in report.thresholds.items())
     click.echo(f"thresholds (deploy model, softmax mass): {levels}")
     click.echo(f"wrote {out}; use it with --shortlist-weights {out}")
+    elsewhere = named_elsewhere(traces, source, weights)
+    if elsewhere:
+        click.echo(f"warning: {elsewhere}", err=True)

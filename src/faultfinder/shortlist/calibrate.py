@@ -68,6 +68,36 @@ def _check_source(source: str) -> None:
         raise ConfigError(f"name the traces' source (not {source!r}), e.g. --source my-team")
 
 
+def named_elsewhere(traces: Sequence[Trace], source: str, weights: Weights) -> str:
+    """A warning when some of ``traces`` name a source other than ``source`` ('' when
+    none does). A set uses the thresholds of the source its trace names, so neither
+    those traces nor any other naming that source use the thresholds ``weights`` (the
+    file written) holds for ``source``."""
+    named = Counter(
+        t.source.subset for t in traces if t.source.subset and t.source.subset != source
+    )
+    if not named:
+        return ""
+    shown = ", ".join(f"{n} × {name}" for name, n in named.most_common(3))
+    more = f" and {len(named) - 3} more" if len(named) > 3 else ""
+    held = weights.deploy.conformal
+
+    def kept(name: str) -> str:
+        if conformal.source_key(name, 0.9) in held:
+            return "their own source's thresholds"
+        if conformal.source_key(conformal.UNSEEN, 0.9) in held:
+            return "the thresholds for a source never trained on"
+        return "the file's pooled thresholds"
+
+    keeps = " or ".join(sorted({kept(name) for name in named}, reverse=True))
+    return (
+        f"{sum(named.values())} of these traces name a source of their own ({shown}{more}): "
+        f"their step sets, and those of any trace naming that source, keep {keeps}, not "
+        f"{source}'s, which only a trace naming no source (or {source}) gets. Calibrate "
+        "each named source on its own traces (drop --source when they all name one)."
+    )
+
+
 def _unlabelled(trace: Trace) -> str | None:
     """Why ``trace`` has no decisive step to learn from (None: it has one)."""
     if not trace.steps:
