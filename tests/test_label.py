@@ -7,6 +7,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from demo_recording import record_demo
 from faultfinder.cli import main
 from faultfinder.traces.io import write_trace
 from faultfinder.traces.loader import load_trace
@@ -100,3 +101,26 @@ def test_out_never_replaces_another_file_without_force(tmp_path: Path) -> None:
     assert code == 0 and load_trace(first).id == load_trace(second).id
     code, output = cli("label", str(second), "--step", "1", "--out", str(second))
     assert code == 0 and load_trace(second).label.step == 1  # type: ignore[union-attr]
+
+
+def test_a_folder_of_recordings_labelled_in_place_calibrates(tmp_path: Path) -> None:
+    # The documented flow: `record -o runs` writes runs/<run-id>/trace.json, `label`
+    # writes the step into each in place, and `calibrate runs/` (or `eval runs/`) reads
+    # them. The folder used to be refused as "only folders", its advice naming a run
+    # directory, which is refused too.
+    runs = tmp_path / "runs"
+    assert record_demo(runs, run_id="avalon").trace is not None
+    for source in sorted(AG.glob("*.json")):
+        (runs / source.stem).mkdir()
+        path = unlabelled(runs / source.stem, source.name).rename(runs / source.stem / "trace.json")
+        gold = load_trace(source).label
+        assert gold is not None and gold.step is not None
+        assert cli("label", str(path), "--step", str(gold.step))[0] == 0
+    (runs / "no-trace").mkdir()
+    code, output = cli(
+        "calibrate", str(runs), "--source", "mine", "--out", str(tmp_path / "w.json")
+    )
+    assert code == 0, output
+    assert "calibrated on 12 labelled trace(s) of mine" in output
+    assert "1 × no labelled decisive step (e.g. avalon)" in output
+    assert "no-trace: skipped: a folder without a trace.json" in output

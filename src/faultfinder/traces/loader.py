@@ -92,6 +92,11 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
         if files:
             # Each file in whatever format it is in: canonical traces, OTLP, Langfuse...
             return _each(files, format, options)
+        recorded = _recorded_traces(p)
+        if recorded:
+            # `faultfinder record -o runs` writes runs/<run-id>/trace.json: the runs are
+            # the dataset (label them in place, then eval or calibrate the folder).
+            return [t for f in recorded for t in _load(f, format, options)]
         # A collection of exports sorted into folders: saying "no reader recognises it"
         # would send the user to --format, which cannot help.
         _refuse_folder_of_folders(p)
@@ -124,6 +129,23 @@ def _trace_files(folder: Path, format: str | None) -> list[Path]:
                 stacklevel=2,
             )
     return chosen
+
+
+def _recorded_traces(folder: Path) -> list[Path]:
+    """The ``trace.json`` of every run directory in ``folder`` (a folder of recordings),
+    in natural name order; a subfolder without one is skipped with a warning naming it.
+    Empty when no subfolder holds one (then ``folder`` is not a folder of recordings)."""
+    subfolders = [f for f in folder.iterdir() if f.is_dir() and not f.name.startswith(".")]
+    subfolders.sort(key=lambda f: natural_key(f.name))
+    found = [f / "trace.json" for f in subfolders if (f / "trace.json").is_file()]
+    if found:
+        for f in subfolders:
+            if not (f / "trace.json").is_file():
+                warnings.warn(
+                    TraceFormatWarning(f"{f}: skipped: a folder without a trace.json"),
+                    stacklevel=2,
+                )
+    return found
 
 
 def _refuse_folder_of_folders(folder: Path) -> None:
