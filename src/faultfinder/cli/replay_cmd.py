@@ -126,6 +126,11 @@ def report_lines(report: ReplayReport, branch_dir: Path, trace: Trace) -> list[s
         )
         if report.edit:
             lines.append(f"edit:        {edit_state(report)} at step {report.at}")
+    if report.served_failures:
+        lines.append(
+            f"errors:      {len(report.served_failures)} recorded failed call(s) answered "
+            f"again with their recorded error, not sent upstream (calls {report.served_failures})"
+        )
     for position, divergence in enumerate(report.divergences):
         near = "" if divergence.step is None else f" (nearest recorded step {divergence.step})"
         lines.append(

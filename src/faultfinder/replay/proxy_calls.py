@@ -34,6 +34,7 @@ from faultfinder.replay.matching import AGENT_HEADER, Matcher
 from faultfinder.replay.proxy_background import BackgroundCalls, PendingCall, pending_id
 from faultfinder.replay.proxy_streams import relay, replayed
 from faultfinder.replay.proxy_upstream import (
+    error_reply,
     relayed_headers,
     reply_content_type,
     upstream_error_text,
@@ -44,7 +45,7 @@ from faultfinder.replay.recorder import RecordedCall, RunStore, utcnow
 from faultfinder.replay.replayer import Decision, ReplayPlan
 from faultfinder.replay.report import LiveRequest
 
-__all__ = ["NO_UPSTREAM", "ModelCallProxy", "ProxyConfig"]
+__all__ = ["NO_UPSTREAM", "ModelCallProxy", "ProxyConfig", "replayed_error"]
 
 NO_UPSTREAM = (
     "faultfinder replay: this call would go live, but no upstream was named; pass "
@@ -161,9 +162,11 @@ class ModelCallProxy(Endpoint):
             sent: dict[str, Any] | None = None,
             events: list[bytes] | None = None,
             writes: list[int] | None = None,
+            reply: tuple[Any, dict[str, str]] | None = None,
         ) -> None:
             asked = sent if sent is not None else body
             clean = self.redactor.request(asked)
+            error_body, error_headers = reply if reply is not None else (None, None)
             self.store.append(
                 RecordedCall(
                     call=call,
@@ -180,6 +183,8 @@ class ModelCallProxy(Endpoint):
                     writes=writes,
                     status=status,
                     error=self.redactor.text(error) if error else None,
+                    error_body=self.redactor.data(error_body),
+                    error_headers=self.redactor.data(error_headers),
                     stream=stream,
                     origin=decision.origin,
                     replay_of=decision.step,
@@ -210,6 +215,13 @@ class ModelCallProxy(Endpoint):
                 "faultfinder_replay",
                 headers=[("x-should-retry", "false")],
             )
+        if decision.action == "error":
+            # A call that failed while recording, answered with the same error again.
+            failure = decision.recorded
+            assert failure is not None and failure.error_body is not None
+            reply = (failure.error_body, dict(failure.error_headers or {}))
+            record(None, failure.status, failure.error or decision.message, reply=reply)
+            return replayed_error(failure.status, *reply)
         if decision.action == "serve":
             assert decision.response is not None
             recorded = decision.recorded
@@ -318,7 +330,8 @@ class ModelCallProxy(Endpoint):
         if upstream.status_code != 200:
             content = await upstream.aread()
             await upstream.aclose()
-            record(None, upstream.status_code, upstream_error_text(content), sent)
+            kept = error_reply(content, upstream.headers)
+            record(None, upstream.status_code, upstream_error_text(content), sent, reply=kept)
             return Response(
                 upstream.status_code,
                 relayed_headers(upstream, reply_content_type(upstream)),
@@ -363,3 +376,12 @@ class ModelCallProxy(Endpoint):
             record(payload, sent=sent)
             self._live_done(decision)
         return Response(200, headers, content)
+
+
+def replayed_error(status: int, body: Any, headers: dict[str, str]) -> Response:
+    """A recorded error reply sent again: its status, its body (JSON, or the text it was)
+    and the headers kept with it, a JSON content type when none was kept."""
+    content = body.encode("utf-8") if isinstance(body, str) else json.dumps(body).encode("utf-8")
+    kept = [(name, value) for name, value in headers.items() if name != "content-type"]
+    kind = headers.get("content-type", "application/json")
+    return Response(status, [("content-type", kind), *kept], content)

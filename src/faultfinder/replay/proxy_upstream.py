@@ -13,15 +13,18 @@ functions of one request or reply, with no state:
 from __future__ import annotations
 
 import json
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from faultfinder.replay.apis import WireAdapter
 from faultfinder.replay.httpserver import Request
+from faultfinder.replay.run_format import ERROR_HEADERS
 from faultfinder.secret_names import KEY_HEADERS
 
 __all__ = [
+    "error_reply",
     "relayed_headers",
     "reply_content_type",
     "upstream_error_text",
@@ -116,3 +119,22 @@ def upstream_error_text(content: bytes) -> str:
     except (json.JSONDecodeError, AttributeError):
         pass
     return "upstream error: " + content[:300].decode("utf-8", errors="replace")
+
+
+def error_reply(
+    content: bytes, headers: httpx.Headers
+) -> tuple[dict[str, Any] | list[Any] | str, dict[str, str]]:
+    """What is kept of an upstream's error reply, for a replay to send again: its body
+    (the JSON the program's SDK parses, else its text) and the headers a client acts on
+    (:data:`~faultfinder.replay.run_format.ERROR_HEADERS`). Unscrubbed: the caller
+    scrubs both before writing them."""
+    text = content.decode("utf-8", errors="replace")
+    body: dict[str, Any] | list[Any] | str = text
+    try:
+        payload = json.loads(content)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        payload = None
+    if isinstance(payload, (dict, list)):
+        body = payload
+    kept = {name: headers[name] for name in ERROR_HEADERS if name in headers}
+    return body, kept

@@ -24,6 +24,10 @@ matched to is open again, so the program's retry of the same request is that ste
 retry of step ``at`` gets the edit again, and the edit counts as applied only once a call
 carrying it was answered.
 
+A call that failed while recording with an error reply (4xx/5xx) gets that error again,
+in recorded order among identical requests, before step ``at`` only
+(:mod:`faultfinder.replay.failures`).
+
 The plan is plain state, called from the proxy's event loop only. What it is asked to do
 is a :class:`~faultfinder.replay.replay_options.ReplayOptions` (re-exported here); what it
 did is a :class:`~faultfinder.replay.report.ReplayReport` (``report.json``).
@@ -46,6 +50,7 @@ from faultfinder.replay.edits import (
     edited_response,
     tool_result_target,
 )
+from faultfinder.replay.failures import RecordedFailures
 from faultfinder.replay.matching import first_difference, hash_normalised, request_diff
 from faultfinder.replay.recorder import Origin, RecordedCall
 from faultfinder.replay.replay_options import DivergencePolicy, ReplayOptions
@@ -77,10 +82,11 @@ retried: ``x-should-retry: false``)."""
 class Decision:
     """What to do with one incoming call."""
 
-    action: Literal["serve", "live", "reject"]
+    action: Literal["serve", "live", "reject", "error"]
+    """'error': answer with the error the recorded failed call ``recorded`` got."""
     origin: Origin
     recorded: RecordedCall | None = None
-    """The recorded step the call was matched to, if any."""
+    """The recorded step the call was matched to (or failed call), if any."""
     step: int | None = None
     """That step's trace index."""
     response: dict[str, Any] | None = None
@@ -131,14 +137,16 @@ class ReplayPlan:
         self.by_content: dict[tuple[str, str], list[int]] = {}
         for step, key in enumerate(zip(self.agents, self.hashes, strict=True)):
             self.by_content.setdefault(key, []).append(step)
-        self.failed: dict[tuple[str, str], RecordedCall] = {}
-        """Recorded calls that failed (not steps), by agent and request hash: a call
-        matching only one of them has no reply to replay, and is told so."""
+        self.failures = RecordedFailures()
+        """Recorded calls that failed (not steps): answered again when their error reply
+        was kept, else named when a call matches only one of them."""
         every = sorted(recorded, key=lambda c: c.call)
         for call, request in zip(every, canonical_requests(every), strict=True):
             if not call.ok:
                 got = hash_normalised(self.matcher.normalise(request, {}))
-                self.failed.setdefault((self._recorded_agent(call, request), got), call)
+                key = (self._recorded_agent(call, request), got)
+                steps = [self.recorded[step].call for step in self.by_content.get(key, [])]
+                self.failures.add(key, call, steps)
         self._ordinals: dict[tuple[str, str], int] = {}
         self._released: dict[tuple[str, str], list[int]] = {}
         """Ordinals of matched calls that got no reply, smallest first: the next identical
@@ -203,6 +211,9 @@ class ReplayPlan:
             ordinal = released.pop(0)
         else:
             ordinal = self._ordinals.get(key, 0)
+            failed = self._failed_again(agent, key, ordinal)
+            if failed is not None:
+                return failed
             self._ordinals[key] = ordinal + 1
         candidates = self.by_content.get(key, [])
         if ordinal >= len(candidates):
@@ -215,6 +226,21 @@ class ReplayPlan:
         decision = self._matched(adapter, agent, step, body)
         decision.key, decision.ordinal = key, ordinal
         return decision
+
+    def _failed_again(self, agent: str, key: tuple[str, str], ordinal: int) -> Decision | None:
+        """The recorded error this call gets again, if any: a failure recorded before
+        step ``at``'s call, for an agent that has not gone live."""
+        at = self.options.at
+        before = None if at is None else self.recorded[at].call
+        failure = None if agent in self.live_agents else self.failures.next(key, ordinal, before)
+        if failure is None:
+            return None
+        self.report.served_failures.append(failure.call)
+        note = f"recorded failed call {failure.call} answered again with its error"
+        message = failure.error or f"status {failure.status}"
+        return Decision(
+            "error", "cached", failure, status=failure.status, message=message, note=note
+        )
 
     def _matched(
         self, adapter: WireAdapter, agent: str, step: int, body: dict[str, Any]
@@ -251,7 +277,7 @@ class ReplayPlan:
         key: tuple[str, str],
     ) -> Decision:
         step = self._nearest(agent)
-        failed = None if key in self.by_content else self.failed.get(key)
+        failed = None if key in self.by_content else self.failures.without_reply(key)
         why = "The program diverged from the recording on its own; pin its sources of "
         why += "nondeterminism (see docs/replay.md), mask volatile text with --mask, or "
         if failed is not None:

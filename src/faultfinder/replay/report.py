@@ -83,6 +83,10 @@ class ReplayReport(BaseModel):
     """Recorded steps answered from the recording, in serving order."""
     missing_steps: list[int] = Field(default_factory=list)
     """Prefix steps the program never asked for."""
+    served_failures: list[int] = Field(default_factory=list)
+    """Recorded failed calls (their ``call`` numbers in ``steps.jsonl``) answered again
+    with the error they got while recording (same status, body and retry headers), in
+    serving order: answered from the recording, never sent upstream, and not steps."""
     divergences: list[Divergence] = Field(default_factory=list)
     """Calls whose request differed from the recording."""
     edit: dict[str, Any] | None = None

@@ -18,6 +18,7 @@ from faultfinder import __version__
 
 __all__ = [
     "BRANCHES_DIR",
+    "ERROR_HEADERS",
     "META_FILE",
     "REPORT_FILE",
     "STEPS_FILE",
@@ -31,6 +32,12 @@ Origin = Literal["recorded", "cached", "edited", "edited-input", "live"]
 """Where a call's answer came from: the upstream while recording ('recorded'), the
 recording during a replay ('cached'), an edit ('edited'), the upstream after an edited
 request ('edited-input'), or the upstream during a replay ('live')."""
+
+ERROR_HEADERS = ("content-type", "retry-after", "retry-after-ms", "x-should-retry")
+"""Headers of an upstream's error reply kept with the failed call
+(:attr:`RecordedCall.error_headers`): those the OpenAI and Anthropic SDKs read to decide
+whether and when to retry (``x-should-retry``, ``retry-after``, ``retry-after-ms``) and
+the body's type. Request ids and rate-limit counters are left out."""
 
 STEPS_FILE = "steps.jsonl"
 TRACE_FILE = "trace.json"
@@ -71,6 +78,14 @@ class RecordedCall(BaseModel):
     """HTTP status returned to the client."""
     error: str | None = None
     """Why the call failed, when it did."""
+    error_body: dict[str, Any] | list[Any] | str | None = None
+    """For a call the upstream answered with an error status (a 400, 429, 500...): the
+    body of that error as the program got it (its JSON, or its text when not JSON),
+    secrets scrubbed. A replay answers the same request with it again. None for other
+    failures (no upstream reply) and in recordings made before it was kept."""
+    error_headers: dict[str, str] | None = None
+    """The headers of that error reply a client acts on (:data:`ERROR_HEADERS`: whether
+    and when to retry, the body's type), as the upstream sent them."""
     stream: bool = False
     """The client asked for a streamed reply."""
     origin: Origin = "recorded"
@@ -89,6 +104,11 @@ class RecordedCall(BaseModel):
     @property
     def ok(self) -> bool:
         return self.error is None and self.response is not None and self.status == 200
+
+    @property
+    def replayable_error(self) -> bool:
+        """A failed call whose error reply was kept, so a replay can answer it again."""
+        return not self.ok and self.error_body is not None and self.status >= 400
 
 
 class RunMeta(BaseModel):
