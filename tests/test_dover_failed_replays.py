@@ -20,8 +20,10 @@ early gets its Researcher's live steps and then crashes when the Orchestrator sp
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -228,3 +230,35 @@ def test_check_json_says_what_went_live_and_what_failed(setup: Setup) -> None:
     replayed = [c for c in data["candidates"] if c["branch"]]
     assert replayed and all(c["live_calls"] >= 1 for c in replayed)
     assert not any(c["program_failed"] for c in replayed)
+
+
+async def hang_on_the_note(body: dict[str, Any]) -> Any:
+    """The demo model, except that a request carrying the check's reviewer note never gets
+    an answer in time (an upstream that hangs)."""
+    if "Note from a reviewer" in json.dumps(body):
+        await asyncio.sleep(60)
+    return mock_model.reply(body)
+
+
+def test_check_stops_a_replay_at_its_replay_timeout(setup: Setup) -> None:
+    """`check` had no bound on a candidate's replay: a program whose live call hangs held
+    the check for as long as it hung. --replay-timeout stops it; the candidate is then a
+    program that failed (not judged) and the check exits 4, saying why."""
+    with FakeOpenAIServer(reply=hang_on_the_note) as hanging:
+        started = time.monotonic()
+        result = CliRunner().invoke(
+            main,
+            ["check", str(setup.run_dir), "--method", "all-at-once", "--candidates", "1",
+             "--replay-timeout", "3", "--json", *DEBUGGER, "--upstream", hanging.base_url,
+             "--", *TEAM],
+        )  # fmt: skip
+        took = time.monotonic() - started
+    assert result.exit_code == 4, result.output
+    assert took < 30
+    data = json.loads(result.stdout[result.stdout.index("{") :])
+    assert data["replay_timeout"] == 3
+    (candidate,) = data["candidates"]
+    assert candidate["program_failed"] and candidate["observation"] is None
+    assert "ran past the replay timeout of 3 s" in candidate["error"]
+    report = json.loads((Path(candidate["branch"]) / "report.json").read_text())
+    assert report["program_timed_out"]

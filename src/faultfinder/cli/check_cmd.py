@@ -13,6 +13,7 @@ from faultfinder import exitcodes
 from faultfinder.cli.common import (
     CONTEXT_BUDGET,
     COUNT,
+    SECONDS,
     TEMPERATURE,
     budget_tokens_option,
     build_llm,
@@ -76,6 +77,13 @@ from faultfinder.replay.session import SessionOptions, run_sync
     help="Replay only when the method's confidence is below this (a method that states "
     "none is always replayed); default: always replay.",
 )
+@click.option(
+    "--replay-timeout",
+    type=SECONDS,
+    default=None,
+    help="Stop each candidate's replay after this many seconds (a replay stopped so is a "
+    "program that failed: not judged, exit 4). --timeout bounds one model call.",
+)
 @budget_tokens_option
 @set_option
 @trust_options
@@ -96,6 +104,7 @@ def check(
     no_ground_truth: bool,
     context_budget: int | None,
     check_below: float | None,
+    replay_timeout: float | None,
     budget_tokens: int | None,
     settings: tuple[str, ...],
     upstream: str | None,
@@ -146,7 +155,7 @@ def check(
             budget=context_budget,
             check_below=check_below,
             budget_tokens=budget_tokens,
-            options=SessionOptions(echo=False, upstreams=upstreams),
+            options=SessionOptions(echo=False, upstreams=upstreams, timeout=replay_timeout),
         )
     )
     branches = [item.branch for item in result.candidates if item.branch]
@@ -188,7 +197,9 @@ def check(
         replayed = reports.get(item.branch or "")
         if replayed is not None:
             state += f"; {replayed.live_calls} live call(s)"
-            if replayed.program_failed:
+            if replayed.program_timed_out:
+                state += f"; the program FAILED (stopped by --replay-timeout {replay_timeout} s)"
+            elif replayed.program_failed:
                 state += f"; the program FAILED (exit status {replayed.program_exit_code})"
         click.echo(f"{head} (was #{item.rank + 1}, score {item.score}): {state}")
     click.echo(f"verdict: {result.agent} @ step {result.step}")

@@ -60,7 +60,7 @@ class CheckedCandidate(Candidate):
     ``live_calls``; 0 when it did not replay)."""
     program_failed: bool = False
     """The replayed program failed on its own (a non-zero exit before the window was used
-    up, or a timeout): its window is no evidence, so it is not judged and scores 0."""
+    up, or the replay timeout): its window is no evidence, so it is not judged and scores 0."""
     exit_code: int | None = None
     """The replayed program's exit status (None: it did not run)."""
     observation: Observation | None = None
@@ -103,6 +103,9 @@ class CheckResult(BaseModel):
     budget_tokens: int | None = None
     """The check's token budget (``--budget-tokens``): every model call of this check,
     the static method's included (replayed program calls go to the upstream, not here)."""
+    replay_timeout: float | None = None
+    """Seconds each candidate's replay may run (``--replay-timeout``; None: no limit). A
+    replay stopped by it failed: it is not judged."""
     stopped: str | None = None
     """Why the check stopped before judging every candidate (its token budget ran out)."""
     usage: Usage = Field(default_factory=Usage)
@@ -137,6 +140,7 @@ async def dynamic_check(
     trace = build_trace(run_dir)
     session = new_run_id("check-")
     started = time.perf_counter()
+    options = options or SessionOptions(echo=False)
     stopped: str | None = None
     checked: list[CheckedCandidate] = []
     with track_usage(max_tokens=budget_tokens) as scope:
@@ -159,6 +163,7 @@ async def dynamic_check(
             "confidence": confidence,
             "check_below": check_below,
             "budget_tokens": budget_tokens,
+            "replay_timeout": options.timeout,
         }
         why = _why(attribution, check_below)
         if check_below is not None and confidence is not None and confidence >= check_below:
@@ -214,7 +219,7 @@ async def dynamic_check(
                     replay,
                     upstream=upstream,
                     branch_id=f"{session}-c{rank}",
-                    options=options or SessionOptions(echo=False),
+                    options=options,
                 )
             except FaultfinderError as exc:
                 item.error = str(exc)
@@ -228,10 +233,12 @@ async def dynamic_check(
             if report.program_failed:
                 # A window cut short by a crash or an error answer shows neither the
                 # expected output nor the failure: judging it would rank a crash.
-                item.error = (
-                    "the replayed program failed on its own (exit status "
-                    f"{report.program_exit_code}): not judged"
+                how = (
+                    f"it ran past the replay timeout of {options.timeout:g} s"
+                    if report.program_timed_out
+                    else f"exit status {report.program_exit_code}"
                 )
+                item.error = f"the replayed program failed on its own ({how}): not judged"
                 checked.append(item)
                 continue
             if not report.edit_applied:
