@@ -103,3 +103,26 @@ def test_an_edit_equal_to_the_recording_is_not_applied(tmp_path: Path) -> None:
     assert "not replayed: the edit is what the step recorded" in output
     row = row_of(run_dir, "same")
     assert row.verdict == "not_applied" and row.repeats == []
+
+
+@pytest.mark.slow
+def test_an_edit_that_never_went_out_says_the_step_was_reached(tmp_path: Path) -> None:
+    """A tool_result edit naming a call id no request carries reaches its step and is never
+    sent. Each replay's line used to read 'success False', as if the edit had been tried
+    and failed, and the verdict said the program 'did not reach the intervened step',
+    which it did: the user looked for a divergence that was not there."""
+    run_dir = record(tmp_path, RIGHT)
+    (trace,) = load_traces(run_dir / "trace.json", format="faultfinder")
+    at = next(s.index for s in trace.steps if s.tool_calls)
+    edit = {"kind": "tool_result", "tool_call_id": "call_nobody", "content": RIGHT}
+    output, code, _ = verify(run_dir, edit, at, "no-such-call")
+    assert code == 0, output
+    assert "success False" not in output
+    assert output.count("the edit was NOT applied (the step was reached, but no request") == 3
+    row = row_of(run_dir, "no-such-call")
+    assert row.verdict == "not_applied"
+    assert "did not reach the intervened step" not in (row.verdict_reason or "")
+    assert "3 reached the intervened step, but the edit never went out" in (
+        row.verdict_reason or ""
+    )
+    assert all(r.at_reached and not r.edit_applied and r.success is None for r in row.repeats)

@@ -93,22 +93,6 @@ def format_report(outcome: ReplayOutcome) -> str:
     return "\n".join(lines)
 
 
-def edit_state(report: ReplayReport) -> str:
-    """What became of the edit: 'applied', or why not."""
-    if report.edit_error:
-        return f"could NOT be applied: {report.edit_error}"
-    if report.edit_applied:
-        return "applied"
-    if report.at_reached and "tool_result" in (report.edit or {}):
-        return (
-            "NOT applied (the step was reached, but no request carrying the edited tool "
-            "result was answered by the upstream)"
-        )
-    if report.at_reached:
-        return "NOT applied (the step was reached, but the upstream never answered the edited call)"
-    return "NOT applied (the program never reached it)"
-
-
 def report_lines(report: ReplayReport, branch_dir: Path, trace: Trace) -> list[str]:
     """The summary of a replay branch (what was replayed, the edit, divergences, every
     request that reached the upstream or was kept from it, the answer): printed by
@@ -125,7 +109,7 @@ def report_lines(report: ReplayReport, branch_dir: Path, trace: Trace) -> list[s
             "reproduced from the recording"
         )
         if report.edit:
-            lines.append(f"edit:        {edit_state(report)} at step {report.at}")
+            lines.append(f"edit:        {report.edit_state()} at step {report.at}")
     if report.served_failures:
         lines.append(
             f"errors:      {len(report.served_failures)} recorded failed call(s) answered "
@@ -354,7 +338,7 @@ def replay(
         click.echo(f"exit 3: the program diverged from the recording ({run_dir})", err=True)
     elif code == exitcodes.FAILURE:
         click.echo(
-            f"exit {code}: the edit was {edit_state(outcome.report)}, so this replay tested "
+            f"exit {code}: the edit was {outcome.report.edit_state()}, so this replay tested "
             "nothing (for a tool_result edit, check its tool_call_id or index)",
             err=True,
         )

@@ -160,7 +160,11 @@ def verify_edit(
             )
             if outcome is None:  # could not run at all (no upstream, a bad command...)
                 raise ConfigError(attempt.error or "the replay did not run")
-            state = attempt.error or f"answer {attempt.answer!r}, success {attempt.success}"
+            state = attempt.error or (
+                f"answer {attempt.answer!r}, success {attempt.success}"
+                if attempt.edit_applied
+                else f"answer {attempt.answer!r}; the edit was {attempt.edit_state}: not judged"
+            )
             click.echo(f"replay {number + 1}/{repeats} ({attempt.branch_id}): {state}")
             attempts.append(attempt)
         config = verify_config("faultfinder verify-edit", at, spec, repeats, live_temperature)

@@ -86,6 +86,10 @@ class Attempt:
     answer: str | None = None
     success: bool | None = None
     edit_applied: bool | None = None
+    at_reached: bool | None = None
+    """The program reached the edited step with the recorded history."""
+    edit_state: str | None = None
+    """What became of the edit ('applied', or why not: the replay report's words)."""
     live_calls: int = 0
     divergences: int = 0
     exit_code: int | None = None
@@ -140,6 +144,8 @@ async def run_attempt(
             trace.final_answer, trace.ground_truth, task=trace.task, run_dir=branch
         ).passed
     attempt.edit_applied = outcome.report.edit_applied if at is not None else None
+    attempt.at_reached = outcome.report.at_reached if at is not None else None
+    attempt.edit_state = outcome.report.edit_state() if at is not None else None
     attempt.live_calls = outcome.report.live_calls
     attempt.divergences = len(outcome.report.divergences)
     attempt.exit_code = outcome.child.exit_code
@@ -348,6 +354,7 @@ async def _result(
         final_answer=attempt.answer,
         success=attempt.success if attempt.edit_applied else None,
         edit_applied=bool(attempt.edit_applied),
+        at_reached=attempt.at_reached,
         divergences=attempt.divergences,
         exit_code=attempt.exit_code,
         program_failed=attempt.program_failed,
@@ -368,7 +375,7 @@ async def _result(
     if no_evidence(result) is not None:  # failed on its own: neither checked nor judged
         return result
     if not attempt.edit_applied:
-        result.error = result.error or "the edit was not applied"
+        result.error = result.error or f"the edit was {attempt.edit_state or 'NOT applied'}"
         return result
     if judge is not None:
         fulfilment = await judge_fulfilment(original, replayed, intervention, judge)

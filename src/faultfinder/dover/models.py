@@ -181,6 +181,10 @@ class RepeatResult(BaseModel):
     """(milestones of replay - milestones of original) / number of milestones."""
     edit_applied: bool = False
     """The replay reached the intervened step and served the edit."""
+    at_reached: bool | None = None
+    """The program reached the intervened step with the recorded history (it may still
+    not have got the edit: a ``tool_result`` edit that no request carried, an edited call
+    the upstream never answered). None: not known (rows written before it was kept)."""
     divergences: int = 0
     """Calls before the edit that differed from the recording."""
     exit_code: int | None = None

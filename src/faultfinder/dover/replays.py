@@ -140,6 +140,7 @@ async def execute(
         branch=str(outcome.branch_dir),
         final_answer=replayed.final_answer,
         edit_applied=report.edit_applied,
+        at_reached=report.at_reached,
         divergences=len(report.divergences),
         exit_code=outcome.child.exit_code,
         program_failed=report.program_failed,
@@ -160,11 +161,13 @@ async def execute(
         result.judge_status = "skipped"
         return result
     if not report.edit_applied:
-        # The program never reached the intervened step with the recorded history: this
-        # replay tests nothing about the hypothesis.
-        result.error = (
-            f"the edit was not applied ({len(report.divergences)} divergences before step "
-            f"{intervention.step})"
+        # The program never got the edit (it did not reach the intervened step with the
+        # recorded history, or the edited call was never answered): this replay tests
+        # nothing about the hypothesis.
+        result.error = f"the edit was {report.edit_state()}" + (
+            ""
+            if report.at_reached
+            else f" ({len(report.divergences)} divergences before step {intervention.step})"
         )
         result.judge_status = "skipped"
         return result

@@ -172,6 +172,24 @@ def classify(results: Sequence[RepeatResult], *, changed: bool = True) -> tuple[
     return verdict, reason
 
 
+def _not_served(results: Sequence[RepeatResult]) -> str:
+    """Why the replays in ``results`` that did not get the edit did not: the program took
+    another path before the step, or it reached the step and the edit never went out
+    (each such replay's ``error`` says how)."""
+    missed = [r for r in results if not r.edit_applied]
+    reached = [r for r in missed if r.at_reached]
+    other = "the program did not reach the intervened step with the recorded history"
+    if not reached:
+        return other
+    said = (
+        f"{len(reached)} reached the intervened step, but the edit never went out: each "
+        "replay's error says why"
+    )
+    if len(reached) == len(missed):
+        return said
+    return f"{said}; in {len(missed) - len(reached)}, {other}"
+
+
 def _classify(results: Sequence[RepeatResult]) -> tuple[VerdictName, str]:
     total = len(results)
     need = threshold(total)
@@ -183,8 +201,7 @@ def _classify(results: Sequence[RepeatResult]) -> tuple[VerdictName, str]:
     applied = [r for r in usable if r.edit_applied]
     if len(applied) < need:
         return "not_applied", (
-            f"the edit was served in {len(applied)}/{total} replays (the program did not "
-            "reach the intervened step with the recorded history)"
+            f"the edit was served in {len(applied)}/{total} replays ({_not_served(usable)})"
         )
     successes = sum(1 for r in applied if r.success)
     if successes >= need:

@@ -154,6 +154,25 @@ class ReplayReport(BaseModel):
         that are not model calls, left out)."""
         return self.live_calls - self.passthrough_calls - self.background_requests
 
+    def edit_state(self) -> str:
+        """What became of the edit: 'applied', or why not (for `replay`, `debug` and
+        `verify-edit` alike)."""
+        if self.edit_error:
+            return f"could NOT be applied: {self.edit_error}"
+        if self.edit_applied:
+            return "applied"
+        if self.at_reached and "tool_result" in (self.edit or {}):
+            return (
+                "NOT applied (the step was reached, but no request carrying the edited tool "
+                "result was answered by the upstream)"
+            )
+        if self.at_reached:
+            return (
+                "NOT applied (the step was reached, but the upstream never answered the "
+                "edited call)"
+            )
+        return "NOT applied (the program never reached it)"
+
     @computed_field  # type: ignore[prop-decorator]  # pydantic's documented form
     @property
     def program_failed(self) -> bool:

@@ -269,6 +269,8 @@ class ReplayRunner:
         attempt = job.attempts[-1]
         if attempt.program_failed:  # its answer is the last step that ran: not rated
             return f"answer {attempt.answer!r}, not rated: {attempt.error or 'the program failed'}"
+        if attempt.edit_applied is False:  # the edit never went out: nothing was tested
+            return f"answer {attempt.answer!r}, not rated: the edit was {attempt.edit_state}"
         if attempt.success is None:
             return f"answer {attempt.answer!r}"
         said = "matches" if attempt.success else "does not match"
@@ -300,6 +302,7 @@ class ReplayRunner:
                     "answer": attempt.answer,
                     "success": attempt.success,
                     "edit_applied": attempt.edit_applied,
+                    "edit_state": attempt.edit_state,
                     "exit_code": attempt.exit_code,
                     "program_failed": attempt.program_failed,
                     "error": attempt.error,
