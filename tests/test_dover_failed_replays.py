@@ -262,3 +262,23 @@ def test_check_stops_a_replay_at_its_replay_timeout(setup: Setup) -> None:
     assert "ran past the replay timeout of 3 s" in candidate["error"]
     report = json.loads((Path(candidate["branch"]) / "report.json").read_text())
     assert report["program_timed_out"]
+
+
+def test_check_says_a_candidate_replay_could_not_run(setup: Setup) -> None:
+    """A command that does not exist used to give `check` exit 0, the static method's
+    answer printed as the verdict, as if the check had run: now 1, as `debug` and
+    `verify-edit` stop, with the reason on stderr and in each candidate's row."""
+    result = CliRunner().invoke(
+        main,
+        ["check", str(setup.run_dir), "--method", "all-at-once", "--candidates", "2",
+         "--json", *DEBUGGER, "--upstream", setup.good.base_url, "--",
+         "no-such-program-faultfinder"],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert "could not be replayed (the replay could not run: Cannot run" in result.stderr
+    data = json.loads(result.stdout[result.stdout.index("{") :])
+    assert data["replayed"] is False
+    assert data["candidates"]
+    for candidate in data["candidates"]:
+        assert candidate["ran"] is False and candidate["branch"] is None
+        assert candidate["error"].startswith("the replay could not run: Cannot run")

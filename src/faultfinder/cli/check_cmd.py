@@ -226,15 +226,23 @@ def _check_exit(
 ) -> None:
     """Exit 5 when the check's token budget stopped it, else 4 when a candidate's replayed
     program failed on its own (being stopped after the window is not a failure) or the
-    static method errored, else 3 when the check has no readable verdict (the static
-    method's answer unparsed and no candidate judged); live calls that failed are named
-    either way (docs/exit-codes.md)."""
+    static method errored, else 1 when a candidate's replay could not run at all, else 3
+    when the check has no readable verdict (the static method's answer unparsed and no
+    candidate judged); live calls that failed are named either way (docs/exit-codes.md)."""
     if result.stopped:
         click.echo(f"exit 5: the check stopped early: {result.stopped}", err=True)
         click.get_current_context().exit(exitcodes.BUDGET_EXCEEDED)
     failed = [r.program_exit_code for r in reports.values() if r is not None and r.program_failed]
     exit_if_replays_failed(len(reports), failed, list(reports), upstreams)
     counts = exitcodes.CaseCounts.of([check_status(result)])
+    not_run = [item.error or "no reason given" for item in result.candidates if not item.ran]
+    if not_run and not counts.errored:  # no program ran (a bad command...), as `debug`'s 1
+        click.echo(
+            f"exit {exitcodes.FAILURE}: of {len(result.candidates)} candidates, {len(not_run)} "
+            f"could not be replayed ({not_run[0]})",
+            err=True,
+        )
+        click.get_current_context().exit(exitcodes.FAILURE)
     if counts.exit_code:
         static = result.static
         click.echo(

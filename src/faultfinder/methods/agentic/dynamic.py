@@ -63,6 +63,10 @@ class CheckedCandidate(Candidate):
     up, or the replay timeout): its window is no evidence, so it is not judged and scores 0."""
     exit_code: int | None = None
     """The replayed program's exit status (None: it did not run)."""
+    ran: bool = True
+    """False when the candidate's replay could not start (a command that does not exist,
+    no upstream for its live calls...): ``error`` says why. A candidate left unchecked by
+    the token budget has not failed to run."""
     observation: Observation | None = None
     """None when the replay failed or the judge's answer was unreadable."""
     score: int = 0
@@ -222,7 +226,7 @@ async def dynamic_check(
                     options=options,
                 )
             except FaultfinderError as exc:
-                item.error = str(exc)
+                item.ran, item.error = False, f"the replay could not run: {exc}"
                 checked.append(item)
                 continue
             report = outcome.report
