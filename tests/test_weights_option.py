@@ -44,3 +44,35 @@ def test_eval_refuses_bad_weights_before_any_model_call(tmp_path: Path) -> None:
     assert result.exit_code == 1, result.output
     assert "field 'format' is 'x'" in result.output
     assert calls == [] and not out.exists()
+
+
+def test_a_trace_given_as_weights_is_named_as_a_trace(tmp_path: Path) -> None:
+    # It used to say "field 'format' is None", as if the file were a damaged weights file.
+    for command in (
+        ["attribute", TRACE, "--method", "shortlist", "--no-save"],
+        ["eval", TRACE, "--include-unlabelled", "--method", "shortlist", "--out",
+         str(tmp_path / "rows.jsonl"), "--no-progress"],
+    ):  # fmt: skip
+        result = CliRunner().invoke(main, [*command, "--shortlist-weights", TRACE])
+        assert result.exit_code == 1, result.output
+        text = " ".join(result.output.split())
+        assert "is a canonical faultfinder trace" in text or "is a trace" in text, text
+        assert "not a shortlist weights file" in text and "'format'" not in text
+
+
+def test_a_weights_file_with_a_short_column_names_the_file(tmp_path: Path) -> None:
+    import json
+
+    from faultfinder.shortlist.weights import shipped_weights
+
+    data = json.loads(shipped_weights().dumps())
+    data["deploy"]["coef"] = data["deploy"]["coef"][:-1]
+    bad = tmp_path / "short.weights.json"
+    bad.write_text(json.dumps(data), encoding="utf-8")
+    result = CliRunner().invoke(
+        main, ["attribute", TRACE, "--method", "shortlist", "--no-save", "--shortlist-weights",
+               str(bad)],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.output.split())
+    assert f"{bad}: deploy: 'coef' has" in text, text

@@ -17,6 +17,7 @@ from faultfinder.cli.common import (
     model_options,
     pass_errors,
     pop_sampling,
+    read_weights,
     shortlist_weights_option,
     step_set_option,
     strict_option,
@@ -199,6 +200,7 @@ def attribute(
         )
     overrides = method_overrides(with_ground_truth, observability, settings)
     overrides.update(pop_sampling(llm_options))
+    read_weights(shortlist_weights)
     overrides = with_shortlist_weights(method_spec, overrides, shortlist_weights)
     method = create_method(method_spec, **overrides)
     progress = llm_options.pop("progress")

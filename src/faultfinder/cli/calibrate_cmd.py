@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from faultfinder.cli.common import pass_errors, strict_option
+from faultfinder.cli.common import pass_errors, read_weights, strict_option
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.kinds import explained
 
@@ -88,6 +88,7 @@ def calibrate(
                 "name the traces' source with --source NAME (they do not all name one)"
             )
         source = str(next(iter(named)))
+    read_weights(base_path)
     base = load_weights(base_path)
     if train:
         weights, report = train_on(traces, source, base.groups)

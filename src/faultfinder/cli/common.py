@@ -433,3 +433,16 @@ shortlist_weights_option = click.option(
 )
 """``--shortlist-weights`` for commands that run methods (attribute, eval): an absolute
 path, so a worker in another directory finds the same file."""
+
+
+def read_weights(path: str | Path | None) -> None:
+    """Read the weights file ``path`` now (None: the shipped one, nothing to check), so a
+    bad one is said once, before any model call, and a file of another kind (a trace,
+    eval results) is named as what it is, not as a weights file with a missing field."""
+    if path is None:
+        return
+    from faultfinder.cli.kinds import explained
+    from faultfinder.shortlist.weights import load_weights
+
+    with explained(path, "weights", "a shortlist weights file"):
+        load_weights(path)

@@ -19,6 +19,7 @@ from faultfinder.cli.common import (
     model_options,
     pass_errors,
     pop_sampling,
+    read_weights,
     sampling_options,
     shortlist_weights_option,
     step_set_option,
@@ -47,7 +48,6 @@ from faultfinder.eval.rows import EvalRow, read_result_files
 from faultfinder.eval.runner import EvalOptions, run_eval
 from faultfinder.exitcodes import CaseCounts
 from faultfinder.judging.method import Observability
-from faultfinder.shortlist.weights import load_weights
 from faultfinder.traces.loader import recognised
 
 OBSERVABILITIES: tuple[str, ...] = get_args(Observability)
@@ -202,9 +202,7 @@ def eval_command(
     """
     if message := not_an_out(out):
         raise ConfigError(message)
-    if shortlist_weights is not None:
-        # Read now, not in each case after its model calls were paid for.
-        load_weights(shortlist_weights)
+    read_weights(shortlist_weights)  # now, not in each case after its model calls were paid
     overrides = method_overrides(with_ground_truth, None, settings)
     overrides.update(pop_sampling(llm_options))
     plans = plan_methods(
@@ -401,8 +399,7 @@ def report_command(
     for path in empty:
         click.echo(f"warning: {path} is empty: no eval result row in it yet", err=True)
     if floors_from:
-        if shortlist_weights is not None:
-            load_weights(shortlist_weights)  # a bad file is said once, not in every floor row
+        read_weights(shortlist_weights)  # a bad file is said once, not in every floor row
         rows.extend(floors_for(rows, floors_from, shortlist_weights))
     if plot_path or reliability_path:
         pyplot()  # a missing plot extra is said before any table, not after

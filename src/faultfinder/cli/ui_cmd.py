@@ -20,6 +20,7 @@ from faultfinder.cli.common import (
     build_llm,
     model_options,
     pass_errors,
+    read_weights,
     shortlist_weights_option,
 )
 from faultfinder.cli.handling import InputPath
@@ -246,6 +247,7 @@ def ui(
     runner = None
     if allow_run:
         assert method_spec is not None
+        read_weights(shortlist_weights)
         runner = JobRunner(
             catalog, method_spec, lambda: build_llm(**llm_options), results, shortlist_weights
         )

@@ -59,18 +59,19 @@ class ShortlistModel:
     """Provenance: dataset name, trace count and ``hashes`` (trace_hash of each)."""
 
     def __post_init__(self) -> None:
+        # ValueError: ``from_json`` says it with the file (and the model in it) it read.
         width = len(feature_names(self.groups))
         for name in ("mean", "scale", "coef"):
             if len(getattr(self, name)) != width:
-                raise ConfigError(
-                    f"shortlist model: '{name}' has {len(getattr(self, name))} values, "
-                    f"the feature groups {self.groups} have {width} columns"
+                raise ValueError(
+                    f"'{name}' has {len(getattr(self, name))} values, the feature groups "
+                    f"{self.groups} have {width} columns"
                 )
         for name, value in zip(feature_names(self.groups), self.scale, strict=True):
             if not value > 0 or value == float("inf"):
-                raise ConfigError(
-                    f"shortlist model: column {name!r} has scale {value}, which must be a "
-                    "positive number; rebuild the weights file (faultfinder calibrate --train)"
+                raise ValueError(
+                    f"column {name!r} has scale {value}, which must be a positive number; "
+                    "rebuild the weights file (faultfinder calibrate --train)"
                 )
 
     @property
