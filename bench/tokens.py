@@ -20,6 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from faultfinder.cli.common import build_llm
+from faultfinder.errors import ModelNotAvailableError
 from faultfinder.eval.cases import plan_methods
 from faultfinder.eval.datasets import DatasetOptions, load_dataset
 from faultfinder.eval.rows import EvalRow, latest_by_key, read_rows
@@ -60,6 +61,9 @@ def main() -> int:
     parser.add_argument("--model", default="local", help="model spec (default: local)")
     parser.add_argument("--base-url", default=None)
     parser.add_argument(
+        "--api-key-env", default=None, help="variable holding the key (default: the backend's)"
+    )
+    parser.add_argument(
         "--methods",
         default=None,
         help="comma-separated method specs (default: every registered method but random)",
@@ -83,9 +87,18 @@ def main() -> int:
             else [m for m in methods() if m not in NOT_MEASURED]
         )
         traces = load_dataset(args.data, DatasetOptions(subsets=args.subset, limit=args.limit))
-        llm = build_llm(
-            args.model, args.base_url, "OPENAI_API_KEY", args.cache, args.concurrency, None, None
-        )
+        try:
+            llm = build_llm(
+                model=args.model,
+                base_url=args.base_url,
+                api_key_env=args.api_key_env,
+                cache_path=args.cache,
+                concurrency=args.concurrency,
+                max_tokens=None,
+                max_calls=None,
+            )
+        except ModelNotAvailableError as exc:  # no key, no extra: say so, not a traceback
+            raise SystemExit(f"tokens.py: {exc}") from None
         print(f"{len(traces)} traces × {len(specs)} methods with {llm.name}", file=sys.stderr)
         outcome = asyncio.run(
             run_eval(

@@ -3,17 +3,24 @@
 The bench scripts are run by hand, rarely (their numbers go to bench/README.md), so a
 module moved or renamed in src/ would break one silently until the next person tried to
 reproduce a figure: `bench/ui_render.py` imported `build_catalog` from the module it had
-left for months. Importing each catches that class of rot in a second; running them is
-the benches' own job (minutes to an hour each).
+left for months. Importing each catches that class of rot in a second. Importing does not
+catch a call that no longer fits its function, so the scripts that can run one small case
+in a few seconds (against the loopback fake upstream, on test fixtures) are also run here;
+the full runs are the benches' own job (minutes to an hour each).
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+from faultfinder.testing.fake_openai import FakeOpenAIServer
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+WHO_AND_WHEN = ROOT / "tests" / "fixtures" / "importers" / "whoandwhen"
 
 IMPORT_ALL = """
 import importlib, pathlib, sys
@@ -44,3 +51,30 @@ def test_every_bench_script_runs_only_as_a_script() -> None:
     assert scripts
     unguarded = [p.name for p in scripts if 'if __name__ == "__main__":' not in p.read_text()]
     assert unguarded == []
+
+
+def run_bench(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``bench/<script>`` run to the end, as a user runs it, with this checkout's package."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True, text=True, timeout=120, check=False, env=env, cwd=ROOT,
+    )  # fmt: skip
+
+
+def test_tokens_runs_a_case_through_the_eval_harness(tmp_path: Path) -> None:
+    # tokens.py built its LLM with positional arguments after build_llm became
+    # keyword-only, so every run stopped with a TypeError before its first case.
+    out = tmp_path / "rows.jsonl"
+    with FakeOpenAIServer() as upstream:
+        done = run_bench(
+            "tokens.py", "--data", str(WHO_AND_WHEN), "--model", "openai:fake-model",
+            "--base-url", upstream.base_url, "--methods", "all-at-once",
+            "--subset", "Algorithm-Generated", "--limit", "1", "--out", str(out),
+        )  # fmt: skip
+        calls = len(upstream.requests)
+    assert done.returncode == 0, done.stderr
+    assert calls >= 1  # the case reached the model (an unreadable reply is re-asked)
+    (row,) = [line for line in done.stdout.splitlines() if "all-at-once" in line]
+    assert row.split()[:3] == ["Algorithm-Generated", "all-at-once", "1"]
+    assert len(out.read_text().splitlines()) == 1
