@@ -124,3 +124,15 @@ def test_a_folder_of_recordings_labelled_in_place_calibrates(tmp_path: Path) -> 
     assert "calibrated on 12 labelled trace(s) of mine" in output
     assert "1 × no labelled decisive step (e.g. avalon)" in output
     assert "no-trace: skipped: a folder without a trace.json" in output
+
+
+def test_a_run_directory_is_labelled_through_its_trace(tmp_path: Path) -> None:
+    # `label runs/RUN` used to be refused as "a recording, not a trace", with a hint to
+    # run `attribute`: the run's trace.json is what there is to label.
+    runs = tmp_path / "runs"
+    assert record_demo(runs, run_id="avalon").trace is not None
+    code, output = cli("label", str(runs / "avalon"), "--step", "1", "--reason", "slip")
+    assert code == 0, output
+    assert f"labelled {runs / 'avalon' / 'trace.json'}: step 1" in output
+    label = load_trace(runs / "avalon" / "trace.json").label
+    assert label is not None and label.step == 1 and label.reason == "slip"

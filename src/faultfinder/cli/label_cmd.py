@@ -54,13 +54,17 @@ def label(
     """Write the decisive step of a failed run into its trace (for `calibrate` and `eval`).
 
     \b
-    faultfinder label runs/RUN/trace.json --step 3 --reason "read the 2021 column"
+    faultfinder label runs/RUN --step 3 --reason "read the 2021 column"
     faultfinder label otel-export.json --step 5 --out labelled/run-17.json
     """
     from faultfinder.traces.io import write_trace
     from faultfinder.traces.loader import load_trace
     from faultfinder.traces.schema import GoldLabel
 
+    run_trace = Path(trace_path) / "trace.json"
+    if Path(trace_path).is_dir() and run_trace.is_file():
+        # A recording (`record -o runs` writes runs/RUN/): its trace is the run's to label.
+        trace_path = str(run_trace)
     with explained(trace_path, "trace", "a trace"):
         trace = load_trace(trace_path, format=trace_format, strict=strict)
     n = len(trace.steps)
