@@ -93,7 +93,9 @@ def test_the_ui_trace_page_shows_the_shift_and_its_limit(tmp_path: Path) -> None
 
 
 def test_a_folder_of_sample_folders_says_to_give_one_of_them() -> None:
-    """The samples' root holds folders only: the error names them, not --format."""
+    """The samples' root holds folders only: the error names them, not --format. One of
+    them holds a file called trace.json, an OTLP export: that does not make the root a
+    folder of recordings (a run directory has the meta.json `record` writes)."""
     sample("langfuse")
     with pytest.raises(TraceFormatError) as caught:
         load_traces(SAMPLES)

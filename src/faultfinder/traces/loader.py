@@ -134,10 +134,14 @@ def _trace_files(folder: Path, format: str | None) -> list[Path]:
 def _recorded_traces(folder: Path) -> list[Path]:
     """The ``trace.json`` of every run directory in ``folder`` (a folder of recordings),
     in natural name order; a subfolder without one is skipped with a warning naming it.
-    Empty when no subfolder holds one (then ``folder`` is not a folder of recordings)."""
+    Empty when no subfolder is a recording (``trace.json`` beside the ``meta.json`` that
+    `record` writes): a folder of exports, one of which happens to be called trace.json,
+    is not a folder of runs."""
     subfolders = [f for f in folder.iterdir() if f.is_dir() and not f.name.startswith(".")]
     subfolders.sort(key=lambda f: natural_key(f.name))
     found = [f / "trace.json" for f in subfolders if (f / "trace.json").is_file()]
+    if not any((f.parent / "meta.json").is_file() for f in found):
+        return []
     if found:
         for f in subfolders:
             if not (f / "trace.json").is_file():
