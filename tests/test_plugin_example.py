@@ -244,6 +244,8 @@ def test_proxy_prints_the_plugin_api_variables_and_records_its_calls(
             "ANTHROPIC_BASE_URL": root,
             "ANTHROPIC_API_URL": root,
             "PLAINCHAT_BASE_URL": root + "/v1",  # the plugin adapter's client_env
+            "FAULTFINDER_PROXY_URL": root,
+            "FAULTFINDER_RUN_DIR": str(runs.resolve() / "p1"),
         }
         client = tmp_path / "client.py"
         client.write_text(CLIENT, encoding="utf-8")
