@@ -14,10 +14,11 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
+from export_fakes import FakeLangfuse, FakePhoenix, serving
 from faultfinder.cli import main
 from faultfinder.collect.collector import Collector, CollectorConfig
 from faultfinder.judging.method import Attribution
-from faultfinder.replay.httpserver import HttpServer, Request, Response, ServerThread, json_response
+from faultfinder.replay.httpserver import ServerThread
 from faultfinder.traces.io import trace_from_dict, write_trace
 from faultfinder.traces.loader import load_trace, load_traces
 from faultfinder.writeback import langfuse_payload, otlp_payload, phoenix_payload
@@ -257,51 +258,32 @@ def verdict(trace_id: str, step: int = 1, agent: str = "Math tutor") -> Attribut
     )
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.requests: list[Request] = []
-
-    async def handle(self, request: Request) -> Response:
-        self.requests.append(request)
-        return json_response(200, {"data": [{"id": "a1"}]})
-
-
-@pytest.fixture
-def fake_api() -> Any:
-    recorder = Recorder()
-
-    async def factory() -> HttpServer:
-        return await HttpServer(recorder.handle).start()
-
-    with ServerThread(factory) as server:
-        yield server.url, recorder
-
-
 def real_trace() -> Any:
     (trace,) = load_traces(FIXTURES / "openai-agents-openinference.otlp.jsonl")
     return trace
 
 
-def test_export_to_phoenix(tmp_path: Path, fake_api: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    url, recorder = fake_api
+def test_export_to_phoenix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     trace = real_trace()
     write_trace(trace, tmp_path / "t.json")
     (tmp_path / "a.json").write_text(verdict(trace.id).model_dump_json())
     monkeypatch.setenv("PHOENIX_API_KEY", "px-secret")
-    result = CliRunner().invoke(
-        main,
-        [
-            "export",
-            str(tmp_path / "a.json"),
-            str(tmp_path / "t.json"),
-            "--to",
-            "phoenix",
-            "--url",
-            url,
-        ],
-    )
+    fake = FakePhoenix(spans={s.metadata["span_id"] for s in trace.steps}, api_key="px-secret")
+    with serving(fake) as url:
+        result = CliRunner().invoke(
+            main,
+            [
+                "export",
+                str(tmp_path / "a.json"),
+                str(tmp_path / "t.json"),
+                "--to",
+                "phoenix",
+                "--url",
+                url,
+            ],
+        )
     assert result.exit_code == 0, result.output
-    (request,) = recorder.requests
+    (request,) = fake.requests
     assert (
         request.path == "/v1/span_annotations"
         and request.header("authorization") == "Bearer px-secret"
@@ -316,27 +298,28 @@ def test_export_to_phoenix(tmp_path: Path, fake_api: Any, monkeypatch: pytest.Mo
     }
 
 
-def test_export_to_langfuse(tmp_path: Path, fake_api: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    url, recorder = fake_api
+def test_export_to_langfuse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeLangfuse(public_key="pk-1", secret_key="sk-1")
     trace = real_trace()
     write_trace(trace, tmp_path / "t.json")
     (tmp_path / "a.json").write_text(verdict(trace.id).model_dump_json())
-    args = [
-        "export",
-        str(tmp_path / "a.json"),
-        str(tmp_path / "t.json"),
-        "--to",
-        "langfuse",
-        "--url",
-        url,
-    ]
-    monkeypatch.delenv("LANGFUSE_SECRET_KEY", raising=False)
-    assert "LANGFUSE_SECRET_KEY" in CliRunner().invoke(main, args).output
-    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", "pk-1")
-    monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk-1")
-    result = CliRunner().invoke(main, args)
+    with serving(fake) as url:
+        args = [
+            "export",
+            str(tmp_path / "a.json"),
+            str(tmp_path / "t.json"),
+            "--to",
+            "langfuse",
+            "--url",
+            url,
+        ]
+        monkeypatch.delenv("LANGFUSE_SECRET_KEY", raising=False)
+        assert "LANGFUSE_SECRET_KEY" in CliRunner().invoke(main, args).output
+        monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", "pk-1")
+        monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk-1")
+        result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    (request,) = recorder.requests
+    (request,) = fake.requests
     assert request.path == "/api/public/scores"
     assert (request.header("authorization") or "").startswith("Basic ")
     score = json.loads(request.body)

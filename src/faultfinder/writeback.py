@@ -9,6 +9,8 @@ the user names; keys come from the environment and are never written anywhere.
   as explanation; ``PHOENIX_API_KEY`` (optional) is sent as a bearer token.
 - **Langfuse**: one categorical score (``POST /api/public/scores``) on the trace and the
   decisive observation; basic auth with ``LANGFUSE_PUBLIC_KEY`` / ``LANGFUSE_SECRET_KEY``.
+  Its ``id`` is derived from the trace and the method, so exporting again replaces the
+  score (Langfuse upserts a score by id) instead of adding another.
 - **OTLP**: a ``faultfinder.attribution`` span, child of the decisive span in the same
   trace, carrying a ``faultfinder.verdict`` event (OTLP/JSON, written to a file or posted
   to ``URL/v1/traces``): spans cannot be changed once exported, so the verdict is a child.
@@ -21,6 +23,7 @@ import os
 import re
 import secrets
 import time
+import uuid
 from typing import Any
 
 import httpx
@@ -121,12 +124,27 @@ def phoenix_payload(attribution: Attribution, trace: Trace) -> dict[str, Any]:
     }
 
 
+LANGFUSE_SCORE = "faultfinder.decisive_error"
+_SCORE_IDS = uuid.UUID("5f0c1c52-7a4e-4c51-9d0e-6a2f3b8e41d7")
+"""Namespace of the Langfuse score ids faultfinder derives (uuid5)."""
+
+
+def langfuse_score_id(trace_id: str, method: str) -> str:
+    """One score per trace and method: Langfuse upserts a score by ``id``
+    (https://langfuse.com/faq/all/tracing-data-updates), so an export made again (a
+    retry, a verdict re-run) replaces the earlier score instead of adding a second one,
+    as Phoenix's ``identifier`` does for an annotation."""
+    return str(uuid.uuid5(_SCORE_IDS, f"{trace_id}\n{LANGFUSE_SCORE}\n{method}"))
+
+
 def langfuse_payload(attribution: Attribution, trace: Trace) -> dict[str, Any]:
     step = decisive_step(attribution, trace)
+    trace_id = source_trace_id(trace)
     return {
-        "traceId": source_trace_id(trace),
+        "id": langfuse_score_id(trace_id, attribution.method),
+        "traceId": trace_id,
         "observationId": span_id_of(step),
-        "name": "faultfinder.decisive_error",
+        "name": LANGFUSE_SCORE,
         "dataType": "CATEGORICAL",
         "value": attribution.agent or step.agent,
         "comment": attribution.reason or "",
@@ -226,8 +244,8 @@ def payload_for(target: str, attribution: Attribution, trace: Trace) -> dict[str
 
 def send(
     target: str, url: str, payload: dict[str, Any], *, client: httpx.Client | None = None
-) -> int:
-    """POST ``payload`` to the target's endpoint under ``url``; the HTTP status on success."""
+) -> httpx.Response:
+    """POST ``payload`` to the target's endpoint under ``url``; the response on success."""
     base = url.rstrip("/")
     headers = {"content-type": "application/json"}
     auth: httpx.BasicAuth | None = None
@@ -267,4 +285,26 @@ def send(
         raise FaultfinderError(
             f"{target}: {endpoint} answered {response.status_code}: {response.text[:300]}"
         )
-    return response.status_code
+    return response
+
+
+def receipt(target: str, payload: dict[str, Any], response: httpx.Response) -> str:
+    """What was written where, with the id the server gave it (when it gave one)."""
+    try:
+        answer = response.json()
+    except ValueError:
+        answer = None
+    if target == "langfuse":
+        given = answer.get("id") if isinstance(answer, dict) else None
+        return (
+            f"score {given or payload['id']} on trace {payload['traceId']}, observation "
+            f"{payload['observationId']}"
+        )
+    if target == "phoenix":
+        (annotation,) = payload["data"]
+        data = answer.get("data") if isinstance(answer, dict) else None
+        given = data[0].get("id") if isinstance(data, list) and data else None
+        named = f"annotation {given}" if isinstance(given, str) else "an annotation"
+        return f"{named} on span {annotation['span_id']}"
+    (span,) = payload["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    return f"span {span['spanId']} under span {span['parentSpanId']} of trace {span['traceId']}"

@@ -13,7 +13,7 @@ from faultfinder.cli.handling import InputPath
 from faultfinder.errors import ConfigError
 from faultfinder.judging.method import Attribution
 from faultfinder.traces.loader import load_trace
-from faultfinder.writeback import TARGETS, payload_for, send
+from faultfinder.writeback import TARGETS, payload_for, receipt, send
 
 
 def read_attribution(path: Path) -> Attribution:
@@ -68,5 +68,8 @@ def export(
             raise ConfigError(f"--out {out}: cannot write it: {exc.strerror or exc}") from None
         click.echo(f"wrote {target} payload to {out}")
     if url:
-        status = send(target, url, payload)
-        click.echo(f"{target}: sent the verdict on step {attribution.step} ({status})")
+        response = send(target, url, payload)
+        click.echo(
+            f"{target}: wrote the verdict on step {attribution.step}: "
+            f"{receipt(target, payload, response)} ({response.status_code})"
+        )
