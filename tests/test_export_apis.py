@@ -3,19 +3,25 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from click.testing import CliRunner
 
 from export_fakes import FakeLangfuse, FakePhoenix, serving
 from faultfinder.cli import main
+from faultfinder.errors import ConfigError, FaultfinderWarning
 from faultfinder.judging.method import Attribution
+from faultfinder.replay.httpserver import Response, json_response
 from faultfinder.traces.io import write_trace
 from faultfinder.traces.loader import load_traces
+from faultfinder.writeback import ExportUnavailableError, send
 
 FIXTURES = Path(__file__).parent / "fixtures" / "otel"
 _DEFAULT_SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "trace-samples"
@@ -118,3 +124,177 @@ def test_a_langfuse_sample_attributed_by_shortlist_goes_back_onto_its_own_ids(
     assert score["traceId"] == doc["trace"]["id"]
     assert observations[score["observationId"]]["traceId"] == doc["trace"]["id"]
     assert score["value"] == json.loads(attributed.stdout)["agent"]
+
+
+def langfuse_export(url: str, args: list[str]) -> Any:
+    return CliRunner().invoke(main, ["export", *args, "--to", "langfuse", "--url", url])
+
+
+def test_an_unavailable_server_is_tried_again_and_then_exits_4(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 503 or a 429 (Langfuse's rate limit, with Retry-After) failed the export at once,
+    exit 1 like a wrong key. It is tried again (the score id makes a retry harmless); a
+    server that stays unavailable is exit 4, 'the endpoint kept failing', so a script
+    knows to try later."""
+    _, args = files(tmp_path)
+    outage = [503, 429]
+    fake = FakeLangfuse()
+    fake.answer = lambda _r: (
+        json_response(outage.pop(0), {"message": "busy"}, [("retry-after", "0")])
+        if outage
+        else None
+    )
+    langfuse_env(monkeypatch, fake)
+    with serving(fake) as url:
+        result = langfuse_export(url, args)
+        assert result.exit_code == 0, result.output
+        assert len(fake.requests) == 3 and len(fake.scores) == 1
+        fake.answer = lambda _r: json_response(503, {"message": "down"}, [("retry-after", "0")])
+        result = langfuse_export(url, args)
+    assert result.exit_code == 4, result.output
+    assert len(fake.requests) == 6
+    assert "unavailable (503)" in result.output and "tried 3 time(s)" in result.output
+
+
+def test_a_retry_after_too_long_is_not_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, args = files(tmp_path)
+    fake = FakeLangfuse()
+    fake.answer = lambda _r: json_response(429, {"message": "slow down"}, [("retry-after", "3600")])
+    langfuse_env(monkeypatch, fake)
+    with serving(fake) as url:
+        result = langfuse_export(url, args)
+    assert result.exit_code == 4 and len(fake.requests) == 1
+    assert "rate-limited (429)" in result.output and "wait 3600 s" in result.output
+
+
+def refused(code: int, **headers: str) -> Any:
+    return lambda _r: Response(code, list(headers.items()), b"<html>nope</html>")
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("wrong keys", "use the public and secret key of the project"),
+        ("api path in url", "base URL (without /v1 or /api/public)"),
+        ("too large", "(too large): the request was"),
+        ("redirect", "does not follow redirects"),
+        ("server error", "(server error)"),
+    ],
+)
+def test_langfuse_refusals_say_what_to_do_and_exit_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str, expected: str
+) -> None:
+    _, args = files(tmp_path)
+    fake = FakeLangfuse()
+    langfuse_env(monkeypatch, fake)
+    if case == "wrong keys":
+        monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk-lf-of-another-project")
+    fake.answer = {
+        "too large": refused(413),
+        "redirect": refused(307, location="https://langfuse.example/api/public/scores"),
+        "server error": refused(500),
+    }.get(case)
+    with serving(fake) as url:
+        result = langfuse_export(url + ("/api/public" if case == "api path in url" else ""), args)
+    assert result.exit_code == (4 if case == "server error" else 1), result.output
+    assert expected in result.output and len(fake.requests) == 1
+    assert "sk-lf-" not in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("no key", "this Phoenix needs an API key: set PHOENIX_API_KEY"),
+        ("wrong key", "PHOENIX_API_KEY was refused"),
+        ("span not there", "this Phoenix holds no span with the decisive step's id"),
+        ("viewer", "(forbidden): the key may not write here"),
+    ],
+)
+def test_phoenix_refusals_say_what_to_do_and_exit_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str, expected: str
+) -> None:
+    trace, args = files(tmp_path)
+    spans = {s.metadata["span_id"] for s in trace.steps}
+    fake = FakePhoenix(spans=set() if case == "span not there" else spans, api_key="px-right")
+    monkeypatch.setenv("PHOENIX_API_KEY", "px-right")
+    if case == "no key":
+        monkeypatch.delenv("PHOENIX_API_KEY")
+    elif case == "wrong key":
+        monkeypatch.setenv("PHOENIX_API_KEY", "px-wrong-key")
+    elif case == "viewer":
+        fake.answer = lambda _r: json_response(403, {"detail": "Viewers cannot perform this"})
+    with serving(fake) as url:
+        result = CliRunner().invoke(main, ["export", *args, "--to", "phoenix", "--url", url])
+    assert result.exit_code == 1, result.output
+    assert expected in result.output and fake.annotations == {}
+    assert "px-wrong-key" not in result.output
+
+
+def test_keys_a_server_echoes_back_are_not_printed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error body that repeats the request's Authorization header (a debugging proxy,
+    a receiver that logs its input back) was printed as it came, keys included."""
+    _, args = files(tmp_path)
+    fake = FakeLangfuse(secret_key="sk-lf-0123456789abcdef")
+    langfuse_env(monkeypatch, fake)
+    fake.answer = lambda r: json_response(
+        400, {"message": "bad", "headers": {"authorization": r.header("authorization")}}
+    )
+    basic = base64.b64encode(f"{fake.public_key}:{fake.secret_key}".encode()).decode()
+    with serving(fake) as url:
+        result = langfuse_export(url, args)
+    assert result.exit_code == 1 and "(the request was refused)" in result.output
+    assert fake.secret_key not in result.output and basic not in result.output
+
+
+def test_a_server_that_never_answers_times_out_and_is_tried_again() -> None:
+    import asyncio
+
+    from faultfinder.replay.httpserver import HttpServer, Request, ServerThread
+
+    calls: list[float] = []
+
+    async def silent(_request: Request) -> Response:
+        calls.append(0)
+        await asyncio.sleep(2)
+        return json_response(200, {})
+
+    async def factory() -> HttpServer:
+        return await HttpServer(silent).start()
+
+    waits: list[float] = []
+    with (
+        ServerThread(factory) as server,
+        httpx.Client(timeout=0.2) as client,
+        pytest.raises(ExportUnavailableError, match=r"ReadTimeout.*tried 3 time"),
+    ):
+        send("otlp", server.url, {"resourceSpans": []}, client=client, sleep=waits.append)
+    assert len(calls) == 3 and waits == [1.0, 2.0]
+
+
+def test_keys_sent_in_clear_to_another_machine_are_warned_of(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", "pk-lf-1")
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk-lf-1")
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, json={"id": "s1"})
+
+    with httpx.Client(transport=httpx.MockTransport(answer)) as client:
+        with pytest.warns(FaultfinderWarning, match="unencrypted over plain http"):
+            send("langfuse", "http://langfuse.internal:3000", {}, client=client)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            send("langfuse", "https://langfuse.internal", {}, client=client)
+            send("langfuse", "http://127.0.0.1:3000", {}, client=client)
+            send("otlp", "http://collector.internal:4318", {}, client=client)
+    assert str(sent[0].url) == "http://langfuse.internal:3000/api/public/scores"
+    with pytest.raises(ConfigError, match="http:// or https://"):
+        send("otlp", "localhost:4318", {})

@@ -9,11 +9,11 @@ import click
 from pydantic import ValidationError
 
 from faultfinder.cli.common import pass_errors
-from faultfinder.cli.handling import InputPath
+from faultfinder.cli.handling import EndpointError, InputPath
 from faultfinder.errors import ConfigError
 from faultfinder.judging.method import Attribution
 from faultfinder.traces.loader import load_trace
-from faultfinder.writeback import TARGETS, payload_for, receipt, send
+from faultfinder.writeback import TARGETS, ExportUnavailableError, payload_for, receipt, send
 
 
 def read_attribution(path: Path) -> Attribution:
@@ -68,7 +68,10 @@ def export(
             raise ConfigError(f"--out {out}: cannot write it: {exc.strerror or exc}") from None
         click.echo(f"wrote {target} payload to {out}")
     if url:
-        response = send(target, url, payload)
+        try:
+            response = send(target, url, payload)
+        except ExportUnavailableError as exc:
+            raise EndpointError(str(exc)) from None  # 4: worth trying again later
         click.echo(
             f"{target}: wrote the verdict on step {attribution.step}: "
             f"{receipt(target, payload, response)} ({response.status_code})"
