@@ -298,3 +298,38 @@ def test_keys_sent_in_clear_to_another_machine_are_warned_of(
     assert str(sent[0].url) == "http://langfuse.internal:3000/api/public/scores"
     with pytest.raises(ConfigError, match="http:// or https://"):
         send("otlp", "localhost:4318", {})
+
+
+@pytest.mark.parametrize("rejected", ["1", 0])
+def test_an_otlp_receiver_that_rejects_the_span_in_a_200_is_a_failure(
+    tmp_path: Path, rejected: str | int
+) -> None:
+    """OTLP/HTTP says 'partially accepted' with 200 and a partialSuccess naming how many
+    spans it rejected (specification/protocol/otlp.md). The export printed success while
+    the verdict span was dropped; now that is exit 1 with the receiver's reason, sent
+    once (the specification forbids retrying it). A partialSuccess rejecting nothing is
+    the receiver's warning: passed on, the export succeeds."""
+    from faultfinder.replay.httpserver import HttpServer, Request, ServerThread
+
+    requests: list[Request] = []
+
+    async def receiver(request: Request) -> Response:
+        requests.append(request)
+        why = "span attribute limit exceeded" if rejected else "clock skew noted"
+        partial = {"rejectedSpans": rejected, "errorMessage": why}
+        return json_response(200, {"partialSuccess": partial})
+
+    async def factory() -> HttpServer:
+        return await HttpServer(receiver).start()
+
+    _, args = files(tmp_path)
+    with ServerThread(factory) as server:
+        result = CliRunner().invoke(main, ["export", *args, "--to", "otlp", "--url", server.url])
+    assert len(requests) == 1 and requests[0].path == "/v1/traces"
+    if rejected:
+        assert result.exit_code == 1, result.output
+        assert "rejected the verdict span" in result.output
+        assert "span attribute limit exceeded" in result.output
+    else:
+        assert result.exit_code == 0, result.output
+        assert "warning: otlp:" in result.output and "clock skew noted" in result.output

@@ -344,6 +344,8 @@ def send(
                 problem = f"no answer from {endpoint}: {type(exc).__name__}: {exc}"
             else:
                 if response.status_code < 300:
+                    if target == "otlp":
+                        _check_partial_success(endpoint, response, scrub)
                     return response
                 if response.status_code not in RETRYABLE:
                     failed = _refusal(target, endpoint, response, body, keys)
@@ -363,6 +365,39 @@ def send(
     raise ExportUnavailableError(
         scrub.text(f"{target}: {problem}; tried {attempt} time(s){later}. Export again later.")
     )
+
+
+def _check_partial_success(endpoint: str, response: httpx.Response, scrub: Redactor) -> None:
+    """OTLP/HTTP answers 200 even when it rejects spans, saying so in ``partialSuccess``
+    (``rejectedSpans`` > 0, with an ``errorMessage``): the verdict is the one span sent, so
+    a rejection is a failure, not to be retried (the specification forbids it). A
+    message with nothing rejected is a warning from the receiver, passed on."""
+    try:
+        answer = response.json()
+    except ValueError:
+        return  # an empty or non-JSON body: a plain success
+    partial = answer.get("partialSuccess") if isinstance(answer, dict) else None
+    if not isinstance(partial, dict):
+        return
+    message = str(partial.get("errorMessage") or "")
+    try:
+        rejected = int(partial.get("rejectedSpans") or 0)  # int64: a string in JSON
+    except (TypeError, ValueError):
+        rejected = 0
+    if rejected > 0:
+        raise FaultfinderError(
+            scrub.text(
+                f"otlp: {endpoint} answered 200 but rejected the verdict span "
+                f"(partialSuccess, {rejected} rejected): {message or 'no reason given'}"
+            )
+        )
+    if message:
+        warnings.warn(
+            FaultfinderWarning(
+                scrub.text(f"otlp: {endpoint} accepted the span and said: {message}")
+            ),
+            stacklevel=3,
+        )
 
 
 def _said(response: httpx.Response) -> str:
