@@ -236,7 +236,28 @@ def test_bad_calls_come_back_as_errors() -> None:
         ('**Action:** `search {"query": "a b"}`', "search", {"query": "a b"}),
         ("Action: read_metadata", "read_metadata", {}),
         ("ACTION: LIST_STEPS {}\nOBSERVATION: made up\nACTION: submit {}", "list_steps", {}),
-        ('ACTION: submit\n{"agent": "A", "step": 1}', "submit", {}),
+        ('ACTION: submit\n{"agent": "A", "step": 1}', "submit", {"agent": "A", "step": 1}),
+        # Near-variants of the asked form: the arguments are read where they are written.
+        ('ACTION: list_steps({"start": 10})', "list_steps", {"start": 10}),
+        ('ACTION: list_steps: {"start": 10}', "list_steps", {"start": 10}),
+        (
+            'ACTION: submit\n```json\n{"agent": "A", "step": 1}\n```',
+            "submit",
+            {"agent": "A", "step": 1},
+        ),
+        # Only the first action's own arguments: a JSON block the model writes after it
+        # (an imagined result) is not read as them.
+        (
+            'ACTION: read_step_output {"step": 3}\nResult:\n```json\n{"step": 5}\n```',
+            "read_step_output",
+            {"step": 3},
+        ),
+        (
+            'ACTION: read_step_output {"step": 3}\n<json>{"step": 5}</json>',
+            "read_step_output",
+            {"step": 3},
+        ),
+        ("ACTION: list_steps\nOBSERVATION: {made up}", "list_steps", {}),
         ('ACTION: submit {"agent": "A",\n "step": 1,}', "submit", {"agent": "A", "step": 1}),
     ],
 )
@@ -251,6 +272,10 @@ def test_parse_action(reply: str, name: str, arguments: dict[str, Any]) -> None:
         "I think step 3.",
         "ACTION: delete_trace {}",
         'ACTION: submit {"agent": ACTION: search [1, 2]',
+        # Arguments that are not a JSON object are refused, not dropped: dropping
+        # 'start=10' would list from step 0 as if the model had asked for that.
+        "ACTION: list_steps start=10",
+        "ACTION: read_step_output step 3",
     ],
 )
 def test_parse_action_refuses(reply: str) -> None:

@@ -15,11 +15,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from faultfinder.judging.answer_fields import find_field
-from faultfinder.judging.answer_json import extract_json
+from faultfinder.judging.answer_json import closing_bracket
 from faultfinder.judging.answers import parse_step_number
 from faultfinder.judging.grammars import gbnf_choice, gbnf_literal
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import ParseError
+from faultfinder.methods.agentic.tools import SPECS
 
 # The leading run stays on the ACTION line (blank lines above it are not part of the match):
 # from every line start of a long run of blank lines it would scan to the end of the run.
@@ -27,6 +28,14 @@ _ACTION = re.compile(
     r"^(?:[^\S\n]|[*`>#-])*+action[\s*`]*[:：][\s*`]*([A-Za-z_]+)[`*]*(.*)$",
     flags=re.IGNORECASE | re.MULTILINE,
 )
+_ARGUMENTS_HEAD = re.compile(r"[\s`*]*+(?:[:(][\s`]*+)?")
+"""What may stand between a tool's name and its JSON arguments on the action line:
+blanks, Markdown marks, and a colon or an opening parenthesis (``tool({...})``)."""
+_CLOSERS = " \t`*.);"
+"""What may end an action line that names a tool and no arguments (``ACTION: `tool`.``)."""
+_ARGUMENTS_BELOW = re.compile(r"[^\S\n]*\n\s*+(?:```[\w-]*[^\S\n]*\n\s*+)?\{")
+"""Arguments written below an action line that holds only the tool's name: the next line
+that is not blank starts them, inside a code fence or not."""
 
 
 class Action(BaseModel):
@@ -42,7 +51,11 @@ def parse_action(text: str, tools: Sequence[str]) -> Action:
     """The first ``ACTION: tool {json}`` in ``text``.
 
     Only the first action counts: anything after it (a model imagining the observation,
-    a second action) is ignored. The tool must be one of ``tools``.
+    a second action, a JSON block of its own) is ignored. The tool must be one of
+    ``tools``. Its arguments are the JSON object written right after the name, as in
+    ``tool {...}``, ``tool({...})`` or ``tool: {...}``, or, when nothing else is on the
+    action line, on the lines below it (a code fence around it allowed). Other text
+    after the name is not a JSON object and is refused, never dropped.
     """
     match = _ACTION.search(text)
     if match is None:
@@ -51,16 +64,40 @@ def parse_action(text: str, tools: Sequence[str]) -> Action:
     known = {t.lower(): t for t in tools}
     if name.lower() not in known:
         raise ParseError(f"unknown tool '{name}'; use one of: {', '.join(tools)}")
-    rest = text[match.start(2) :].lstrip(" \t`")
-    if not rest.startswith("{"):
-        return Action(name=known[name.lower()], arguments={})
-    try:
-        arguments = extract_json(rest)
-    except ParseError:
-        raise ParseError(f"the arguments of '{name}' are not a valid JSON object") from None
-    if not isinstance(arguments, dict):
-        raise ParseError(f"the arguments of '{name}' must be a JSON object")
-    return Action(name=known[name.lower()], arguments=arguments)
+    tool = known[name.lower()]
+    line = match.group(2)
+    head = _ARGUMENTS_HEAD.match(line)
+    assert head is not None  # every part of the pattern may be empty
+    if line[head.end() :].startswith("{"):
+        start = match.start(2) + head.end()
+    elif line[head.end() :].strip(_CLOSERS):
+        example = SPECS[tool].example if tool in SPECS else "{}"
+        got = line[head.end() :].strip()[:60]
+        raise ParseError(
+            f"the arguments of '{name}' must be a JSON object, e.g. {tool} {example}; got {got!r}"
+        )
+    else:
+        below = _ARGUMENTS_BELOW.match(text, match.end())
+        if below is None:
+            return Action(name=tool, arguments={})
+        start = below.end() - 1
+    return Action(name=tool, arguments=_object_at(text, start, name))
+
+
+def _object_at(text: str, start: int, name: str) -> dict[str, Any]:
+    """The JSON object whose opening brace is ``text[start]`` (a trailing comma allowed)."""
+    end = closing_bracket(text, start)
+    if end is None:
+        raise ParseError(f"the arguments of '{name}' are not a valid JSON object")
+    blob = text[start : end + 1]
+    for attempt in (blob, re.sub(r",\s*([}\]])", r"\1", blob)):
+        try:
+            arguments = json.loads(attempt)
+        except (json.JSONDecodeError, RecursionError):
+            continue
+        if isinstance(arguments, dict):
+            return arguments
+    raise ParseError(f"the arguments of '{name}' are not a valid JSON object")
 
 
 def parse_submission_text(text: str) -> dict[str, Any]:
