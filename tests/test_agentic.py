@@ -206,7 +206,13 @@ def test_submit_validates_agent_step_and_confidence() -> None:
         2,
         0.5,
     )
+    # A percentage is a confidence as written; a word or a bare 85 is not.
+    percent = t.call("submit", {"agent": "WebSurfer", "step": 2, "confidence": "85%"})
+    assert percent.submission is not None and percent.submission.confidence == 0.85
     for bad in (
+        {"agent": "WebSurfer", "step": 2, "reason": "r", "confidence": "high"},
+        {"agent": "WebSurfer", "step": 2, "reason": "r", "confidence": 85},
+        {"agent": "WebSurfer", "step": 2, "reason": "r", "confidence": True},
         {"agent": "Nobody", "step": 2, "reason": "r"},
         {"agent": "WebSurfer", "step": 6, "reason": "r"},
         {"agent": "WebSurfer", "step": "two", "reason": "r"},

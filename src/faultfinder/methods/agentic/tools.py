@@ -186,6 +186,25 @@ def _int(args: dict[str, Any], name: str, default: int | None = None) -> int:
     return int(match.group(1))
 
 
+def _confidence(value: Any) -> float | None:
+    """A submitted confidence as written: a number from 0 to 1, or a percentage ('85%')."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    scale = 1.0
+    if isinstance(value, str) and text.endswith("%"):
+        text, scale = text[:-1].strip(), 100.0
+    if isinstance(value, bool):
+        text = ""
+    try:
+        confidence = float(text) / scale
+    except ValueError:
+        raise _ArgumentError("'confidence' must be a number from 0 to 1") from None
+    if not 0.0 <= confidence <= 1.0:
+        raise _ArgumentError("'confidence' must be a number from 0 to 1")
+    return confidence
+
+
 def _bool(args: dict[str, Any], name: str) -> bool:
     value = args.get(name, False)
     if isinstance(value, str):
@@ -413,14 +432,7 @@ class TraceTools:
         except ParseError as exc:
             return ToolOutcome(f"Error: {exc}. Submit again with one of these names.", ok=False)
         index = self._step(args)
-        confidence: float | None = None
-        if args.get("confidence") is not None:
-            try:
-                confidence = float(args["confidence"])
-            except (TypeError, ValueError):
-                raise _ArgumentError("'confidence' must be a number from 0 to 1") from None
-            if not 0.0 <= confidence <= 1.0:
-                raise _ArgumentError("'confidence' must be a number from 0 to 1")
+        confidence = _confidence(args.get("confidence"))
         submission = Submission(
             agent=agent, step=index, reason=str(args.get("reason", "")), confidence=confidence
         )
