@@ -4,6 +4,7 @@ k steps, then re-ranked."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -11,9 +12,15 @@ from demo_recording import demo_command, record_demo
 from faultfinder.demo_team import mock_debugger, mock_model
 from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
 from faultfinder.llm.client import LLM
-from faultfinder.llm.doubles import FunctionBackend
+from faultfinder.llm.doubles import FunctionBackend, ScriptedBackend
 from faultfinder.methods.agentic.dynamic import dynamic_check
-from faultfinder.methods.agentic.dynamic_candidates import Observation, score
+from faultfinder.methods.agentic.dynamic_candidates import (
+    Candidate,
+    Observation,
+    judge_window,
+    propose_candidates,
+    score,
+)
 from faultfinder.replay.recorder import load_calls
 from faultfinder.testing import FakeOpenAIServer
 from faultfinder.traces.schema import Trace
@@ -79,3 +86,46 @@ def test_dynamic_check_reranks_candidates_by_their_replays(tmp_path: Path) -> No
         assert sum(c.origin != "cached" for c in branch_calls) == 5
     assert live and all(r.body is not None and r.body["temperature"] == 0.3 for r in live)
     assert any("Note from a reviewer" in str(r.body) for r in live)
+
+
+def _zentar() -> Trace:
+    from faultfinder.traces.io import read_json, trace_from_dict
+
+    path = Path(__file__).parent / "fixtures" / "agentic" / "zentar_trace.json"
+    return trace_from_dict(read_json(path), path)
+
+
+def _candidates_reply(agent: str, step: int) -> str:
+    entry = {"agent": agent, "step": step, "reason": "wrong", "expected_output": "right"}
+    return json.dumps({"candidates": [entry]})
+
+
+def test_candidates_are_read_as_written_agent_names_as_the_navigator_reads_them() -> None:
+    trace = _zentar()
+    static = {"agent": "Orchestrator", "step": 0, "reason": "r"}
+    # 'websurfer' and 'Web Surfer' name the WebSurfer, as they do in the navigator's submit.
+    for written in ("websurfer", "Web Surfer", "WebSurfer"):
+        backend = ScriptedBackend([_candidates_reply(written, 2)])
+        found, unreadable = asyncio.run(propose_candidates(trace, LLM(backend), static, 3))
+        assert unreadable is None
+        assert [(c.agent, c.step) for c in found] == [("Orchestrator", 0), ("WebSurfer", 2)]
+
+
+def test_an_unreadable_candidates_answer_is_left_out_with_its_reason() -> None:
+    trace = _zentar()
+    static = {"agent": "Orchestrator", "step": 0, "reason": "r"}
+    backend = ScriptedBackend([_candidates_reply("Nobody", 2)] * 3)
+    llm = LLM(backend, parse_retries=2)
+    found, unreadable = asyncio.run(propose_candidates(trace, llm, static, 3))
+    assert [(c.agent, c.step) for c in found] == [("Orchestrator", 0)]
+    assert unreadable is not None and "Nobody" in unreadable
+
+
+def test_an_unreadable_judgement_is_recorded_not_scored_silently() -> None:
+    trace = _zentar()
+    candidate = Candidate(agent="WebSurfer", step=2, reason="wrong", expected_output="right")
+    llm = LLM(ScriptedBackend(["they look fine to me"] * 3), parse_retries=2)
+    observation, unreadable = asyncio.run(
+        judge_window(trace, trace, candidate, llm, 5, with_ground_truth=False, budget=None)
+    )
+    assert observation is None and unreadable

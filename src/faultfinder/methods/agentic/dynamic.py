@@ -185,8 +185,9 @@ async def dynamic_check(
             why += (
                 f"; candidates: the {len(shortlist[:candidates])} steps {method_label} shortlisted"
             )
+        unreadable: str | None = None
         try:
-            proposed = await propose_candidates(
+            proposed, unreadable = await propose_candidates(
                 trace,
                 llm,
                 static,
@@ -197,6 +198,9 @@ async def dynamic_check(
             )
         except CaseBudgetExceededError as exc:
             proposed, stopped = [], f"no candidates proposed: {exc}"
+        if unreadable is not None:
+            why += f"; the proposal of candidates could not be read ({unreadable}): none of "
+            why += "its candidates is checked"
         for rank, candidate in enumerate(proposed):
             if stopped is not None:
                 checked.append(
@@ -250,9 +254,11 @@ async def dynamic_check(
                 checked.append(item)
                 continue
             try:
-                item.observation = await judge_window(
+                item.observation, unjudged = await judge_window(
                     trace, outcome.trace, candidate, llm, window, with_ground_truth, budget
                 )
+                if unjudged is not None:
+                    item.error = f"not judged: the judge's answer could not be read ({unjudged})"
             except CaseBudgetExceededError as exc:
                 stopped = str(exc)
                 item.error = "not judged: " + stopped

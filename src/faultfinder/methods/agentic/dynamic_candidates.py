@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from faultfinder.judging.agent_names import match_agent, roster_of
 from faultfinder.judging.method import Attribution, Method
 from faultfinder.judging.reference import ground_truth_for
 from faultfinder.judging.structured import json_parser, render_log, schema_constraint
@@ -139,22 +140,27 @@ async def propose_candidates(
     with_ground_truth: bool = True,
     budget: int | None = None,
     shortlist: list[int] | None = None,
-) -> list[Candidate]:
-    """Up to ``n`` candidates, the static attribution's step first when it names one.
+) -> tuple[list[Candidate], str | None]:
+    """Up to ``n`` candidates, the static attribution's step first when it names one, and
+    why the model's answer could not be read (None when it was).
+
+    Agent names are read as the navigator reads them (``match_agent``: case, spacing and
+    a speaker's qualifier do not matter); an answer naming no agent of the log, or a
+    step outside it, is unreadable: re-sampled, then left out (never guessed), and the
+    reason returned.
 
     With ``shortlist`` (steps a method shortlisted, best first) the candidates are those
     steps: the model is asked about them only and gives each one's mistake and expected
     output (for the reviewer's note); a proposal outside them is dropped, and a
     shortlisted step it left out is still checked, with the static reason if it is the
     static step and an unspecified one otherwise."""
-    agents = set(trace.agent_names())
+    roster = roster_of(trace)
 
     def check(answer: _CandidateList) -> None:
         for c in answer.candidates:
             if not 0 <= c.step < len(trace.steps):
                 raise ParseError(f"candidate step {c.step} is outside the log")
-            if c.agent not in agents:
-                raise ParseError(f"candidate agent {c.agent!r} is not in the log")
+            c.agent = match_agent(c.agent, roster)
 
     gold = ground_truth_for(trace, with_ground_truth)
     reference = f"Reference answer: {gold}\n" if gold else ""
@@ -185,8 +191,9 @@ async def propose_candidates(
         max_tokens=768,
     )
     found = list(reply.parsed.candidates) if reply.parsed else []
+    unreadable = None if reply.parsed else (reply.parse_error or "unreadable")
     if shortlist:
-        return _within(found, shortlist, static, trace)[:n]
+        return _within(found, shortlist, static, trace)[:n], unreadable
     if static.get("step") is not None and all(c.step != static["step"] for c in found):
         found.insert(
             0,
@@ -202,7 +209,7 @@ async def propose_candidates(
         if candidate.step not in seen:
             seen.add(candidate.step)
             unique.append(candidate)
-    return unique[:n]
+    return unique[:n], unreadable
 
 
 def _within(
@@ -242,9 +249,9 @@ async def judge_window(
     window: int,
     with_ground_truth: bool,
     budget: int | None,
-) -> Observation | None:
+) -> tuple[Observation | None, str | None]:
     """The judge's reading of the ``window`` steps from the candidate's step on, before
-    and after the correction (None when its answer stays unreadable)."""
+    and after the correction, and why its answer could not be read (None when it was)."""
     k = candidate.step
     before = render_log(
         original,
@@ -277,4 +284,6 @@ async def judge_window(
         constraint=schema_constraint(_JUDGE_SCHEMA),
         max_tokens=384,
     )
-    return reply.parsed
+    if reply.parsed is None:
+        return None, reply.parse_error or "unreadable"
+    return reply.parsed, None
