@@ -8,9 +8,13 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
+from click.testing import CliRunner
+
 from demo_recording import demo_command, record_demo
+from faultfinder.cli import main
 from faultfinder.demo_team import mock_debugger, mock_model
 from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
+from faultfinder.llm.base import ChatRequest
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import FunctionBackend, ScriptedBackend
 from faultfinder.methods.agentic.dynamic import dynamic_check
@@ -129,3 +133,29 @@ def test_an_unreadable_judgement_is_recorded_not_scored_silently() -> None:
         judge_window(trace, trace, candidate, llm, 5, with_ground_truth=False, budget=None)
     )
     assert observation is None and unreadable
+
+
+SEEN_TOOLS: list[list[str]] = []
+
+
+def sure_navigator(request: ChatRequest) -> dict[str, Any]:
+    """A navigator reply for ``check``'s static method: submits step 0, 90% sure, and
+    notes which tools it was offered (read with --model function:test_dover_dynamic:...)."""
+    SEEN_TOOLS.append([t["function"]["name"] for t in request.tools or []])
+    verdict = {"agent": "Orchestrator", "step": 0, "reason": "r", "confidence": 0.9}
+    return {"text": "", "tool_calls": [{"name": "submit", "arguments": verdict}]}
+
+
+def test_check_runs_static_agentic_on_the_whole_trace_by_default(tmp_path: Path) -> None:
+    """TraceElephant's Dynamic Agentic builds on Static Agentic, which reads the complete
+    trace (inputs and metadata too): check's default method must see them."""
+    with FakeOpenAIServer(reply=mock_model.reply) as upstream:
+        recorded = record_demo(tmp_path, upstream.base_url)
+    SEEN_TOOLS.clear()
+    model = ["--model", "function:test_dover_dynamic:sure_navigator", "--cache", "none"]
+    args = ["check", str(recorded.run_dir), "--check-below", "0.5", "--json", *model]
+    result = CliRunner().invoke(main, [*args, "--", *demo_command()])
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.stdout[result.stdout.index("{") :])
+    assert row["method"] == "agentic:paper" and row["replayed"] is False
+    assert SEEN_TOOLS and "read_step_input" in SEEN_TOOLS[0]

@@ -41,9 +41,10 @@ from faultfinder.replay.session import SessionOptions, run_sync
 @click.option(
     "--method",
     "method_spec",
-    default="agentic",
+    default="agentic:paper",
     show_default=True,
-    help="Static method whose attribution seeds the candidates (TraceElephant: Static Agentic).",
+    help="Static method whose attribution seeds the candidates (TraceElephant: Static "
+    "Agentic on the whole trace, inputs and metadata included).",
 )
 @click.option(
     "--candidates",
