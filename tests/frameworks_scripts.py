@@ -51,17 +51,33 @@ def _last_call(body: dict[str, Any]) -> str:
     return ""
 
 
+def _text(content: Any) -> str:
+    """A message's text, whether a string or a list of parts."""
+    if isinstance(content, list):
+        return "".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
+    return str(content or "")
+
+
+def _instruction(body: dict[str, Any]) -> str | None:
+    """What an earlier agent's message asked to look up ("Look up: ..."), if any."""
+    for message in reversed(body["messages"]):
+        text = _text(message.get("content")) if message.get("role") == "assistant" else ""
+        if "Look up:" in text:
+            return text.split("Look up:")[-1].strip().splitlines()[0]
+    return None
+
+
 def agents_sdk(body: dict[str, Any]) -> Any:
-    """Triage hands off; the Researcher looks up 2019 (the mistake) and reports the number."""
+    """Triage hands off (no text); the Researcher looks up 2019 (the mistake), or what
+    Triage's message said to look up when it says so, and reports the number."""
     system, last = _system(body), body["messages"][-1]
     if "Triage" in system:
         handoff = next(n for n in _tools(body) if n.startswith("transfer_to"))
         return {"tool_calls": [_call(handoff, {}, _call_id(body))]}
     if last.get("role") == "tool" and _last_call(body) == "lookup":
         return _first_number(str(last.get("content")))
-    return {
-        "tool_calls": [_call("lookup", {"query": "population of Avalon in 2019"}, _call_id(body))]
-    }
+    query = _instruction(body) or "population of Avalon in 2019"
+    return {"tool_calls": [_call("lookup", {"query": query}, _call_id(body))]}
 
 
 def langgraph(body: dict[str, Any]) -> Any:
@@ -157,20 +173,47 @@ def mixed(body: dict[str, Any]) -> Any:
     return _first_number(text)
 
 
+FIX = "Look up: population of Avalon in 2020"
+"""The instruction the debugger writes into a step that hands off."""
+
+
+def _prompt(request: Any) -> str:
+    last = request.messages[-1].get("content") if request.messages else ""
+    return last if isinstance(last, str) else ""
+
+
 def debugger(request: Any) -> str:
     """DoVer's debugging model for these programs: the demo's scripted debugger, except
     that its intervention states the right answer (the demo's rules only know the demo
-    team's messages). ``--model function:frameworks_scripts:debugger``."""
+    team's messages), or, for a step that makes tool calls (a handoff), instructs the next
+    agent to look up the right year. ``--model function:frameworks_scripts:debugger``."""
     from faultfinder.demo_team import mock_debugger
 
-    last = request.messages[-1].get("content") if request.messages else ""
-    prompt = last if isinstance(last, str) else ""
+    prompt = _prompt(request)
     if "Intervention categories:" in prompt:
+        tool_step = "tool calls (a handoff" in prompt
         return json.dumps(
             {
                 "category": "modified_instruction",
-                "replacement": ANSWER,
-                "rationale": "state the 2020 figure",
+                "replacement": FIX if tool_step else ANSWER,
+                "rationale": "ask for the 2020 figure",
             }
         )
     return mock_debugger.answer(prompt)
+
+
+def redirecting_debugger(request: Any) -> str:
+    """:func:`debugger`, but its intervention hands the step's first call off to another
+    agent when the prompt offers one (the first it names)."""
+    prompt = _prompt(request)
+    found = re.search(r"- call (\d+) could call instead: ([\w-]+)", prompt)
+    if "Intervention categories:" not in prompt or found is None:
+        return debugger(request)
+    return json.dumps(
+        {
+            "category": "plan_update",
+            "replacement": "Over to you.",
+            "rationale": "the wrong agent was chosen",
+            "redirect": {"call": int(found.group(1)), "to": found.group(2)},
+        }
+    )

@@ -247,6 +247,10 @@ def debug(
             f"-> {row.verdict} ({row.verdict_reason}){flips}"
         )
         click.echo(f"    replacement: {iv.replacement[:160]!r}")
+        if iv.tool_calls:
+            calls = ", ".join(c.name for c in iv.tool_calls)
+            redirected = f" (call {iv.redirect.call} redirected)" if iv.redirect else ""
+            click.echo(f"    with the step's tool calls: {calls}{redirected}")
     click.echo(format_summary(aggregate(rows)))
     click.echo(f"rows: {out}")
     _debug_exit(rows, upstreams)

@@ -10,7 +10,7 @@ from faultfinder.dover import prompts
 from faultfinder.dover.models import Fulfilment, Intervention, Milestone, MilestoneEvaluation
 from faultfinder.judging.structured import json_parser, render_log, schema_constraint
 from faultfinder.llm.client import LLM, ParseError
-from faultfinder.traces.schema import Trace
+from faultfinder.traces.schema import ToolCall, Trace
 
 MAX_MILESTONES = 5
 """DoVer extracts at most five milestones per task."""
@@ -96,9 +96,9 @@ async def judge_fulfilment(
         "agent": intervention.agent,
         "task": original.task,
         "reference": prompts.reference_line(original.ground_truth if with_ground_truth else None),
-        "original": intervention.original,
+        "original": shown(intervention.original, intervention.original_tool_calls),
         "category": intervention.category,
-        "replacement": intervention.replacement,
+        "replacement": shown(intervention.replacement, intervention.tool_calls),
         "rationale": intervention.rationale or "(none)",
         "old_answer": original.final_answer or "(none)",
         "new_answer": replayed.final_answer or "(none)",
@@ -116,3 +116,11 @@ async def judge_fulfilment(
         max_tokens=prompts.MAX_TOKENS["fulfilment"],
     )
     return reply.parsed
+
+
+def shown(text: str, calls: list[ToolCall]) -> str:
+    """A step's text and its tool calls, as the fulfilment judge reads an intervened step
+    (its text alone when it makes none, as before)."""
+    lines = [text] if text else []
+    lines += [f"[tool call] {c.name}({c.arguments})" for c in calls]
+    return "\n".join(lines)

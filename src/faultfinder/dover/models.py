@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from faultfinder.traces.schema import ToolCall
 from faultfinder.usage import Usage
 
 ROW_VERSION = "1"
@@ -84,15 +85,31 @@ class Hypothesis(BaseModel):
     """The method's evidence."""
 
 
+class Redirect(BaseModel):
+    """One tool call of the intervened step made to another tool (a handoff to another
+    agent), its id and arguments kept."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    call: int = Field(ge=0)
+    """Which tool call of the step (0-based)."""
+    to: str = Field(min_length=1)
+    """The tool it calls instead: one offered at that step, taking the same parameters."""
+
+
 class InterventionProposal(BaseModel):
     """What the intervention recommender returns: a concrete, applicable edit."""
 
     category: InterventionCategory
     """DoVer's intervention category."""
     replacement: str = Field(min_length=1)
-    """The full new text of the intervened message."""
+    """The full new text of the intervened message (for a step that makes tool calls: its
+    text, the calls kept)."""
     rationale: str = ""
     """Why this change should fix the hypothesised failure."""
+    redirect: Redirect | None = None
+    """For a step that makes tool calls: one of them made to another tool offered there
+    (a handoff to another agent), when the hypothesis is that the wrong one was chosen."""
 
 
 class Intervention(InterventionProposal):
@@ -104,8 +121,24 @@ class Intervention(InterventionProposal):
     """The agent that step belongs to."""
     original: str
     """The step's original text."""
+    original_tool_calls: list[ToolCall] = Field(default_factory=list)
+    """The step's recorded tool calls (handoffs, delegations, tools)."""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    """The tool calls served with ``replacement``: the recorded ones, ids and arguments
+    kept, so the tool results and handoffs that follow still match (one renamed by
+    ``redirect``). Empty: the step made none, and ``replacement`` is its whole reply."""
     leaks_answer: bool = False
     """The replacement contains the reference answer (flagged, not filtered)."""
+
+    def changes_step(self) -> bool:
+        """The intervention changes the step: new text (blanks aside) or tool calls."""
+        return _plain(self.replacement) != _plain(self.original) or (
+            self.tool_calls != self.original_tool_calls
+        )
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.split())
 
 
 class Milestone(BaseModel):

@@ -249,7 +249,7 @@ async def _debug_trial(
             status="no-intervention",
             verdict_reason=f"unreadable intervention ({reply.parse_error})",
         )
-    changed = _plain(intervention.replacement) != _plain(intervention.original)
+    changed = intervention.changes_step()
     count = config.repeats if changed else 0
 
     async def repeat(number: int) -> RepeatResult:
@@ -288,7 +288,3 @@ async def _debug_trial(
         verdict=verdict,
         verdict_reason=reason,
     )
-
-
-def _plain(text: str) -> str:
-    return " ".join(text.split())

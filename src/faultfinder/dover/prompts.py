@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-PROMPT_VERSION = "dover-v1"
+PROMPT_VERSION = "dover-v2"
 
 SEGMENT = """You are analysing the execution log of a multi-agent system that worked on a task.
 Such systems work in trials: a trial starts at a planning step (the initial plan, or a plan
@@ -49,21 +49,44 @@ The message to rewrite is step {target}, by {orchestrator}:
 <<<
 {original}
 >>>
-
+{calls}
 Intervention categories:
 - "modified_instruction": adjust {orchestrator}'s instruction to a sub-agent to clarify
   intent, correct arguments, or supply missing context;
 - "plan_update": revise {orchestrator}'s plan (reorder, decompose or replace steps) to
   route around the identified failure.
 
-Write the smallest change that fixes the hypothesised failure. The replacement takes the
-place of the whole message, so keep its format exactly (same prefixes and line structure)
-for the system to parse it. Do not write the task's final answer into it: the agents must
-still do the work.
+Write the smallest change that fixes the hypothesised failure. {replaces}
 Answer with JSON only:
 {{"category": "modified_instruction" or "plan_update",
  "replacement": "<the full new text of step {target}>",
- "rationale": "<one sentence>"}}"""
+ "rationale": "<one sentence>"{redirect_field}}}"""
+
+REPLACES_MESSAGE = """The replacement takes the
+place of the whole message, so keep its format exactly (same prefixes and line structure)
+for the system to parse it. Do not write the task's final answer into it: the agents must
+still do the work."""
+"""What the replacement is, for a message without tool calls (DoVer's own wording)."""
+
+REPLACES_TEXT = """The replacement is the new
+TEXT of the message only: its tool calls above are kept and still made with it (a handoff
+still hands off), so write what the agents should read next. Do not write the task's final
+answer into it: the agents must still do the work."""
+"""What the replacement is, for a message that makes tool calls."""
+
+TOOL_CALLS = """Besides its text{empty}, the message makes these tool calls (a handoff to another
+agent is one), which are kept:
+{calls}
+"""
+
+REDIRECTS = """If the hypothesis is that the wrong agent or tool was chosen, "redirect" makes one of
+these calls to another tool offered at this step, taking the same arguments; otherwise
+it is null:
+{choices}
+"""
+
+REDIRECT_FIELD = """,
+ "redirect": null or {"call": <call number>, "to": "<tool name>"}"""
 
 MILESTONES = """Turn the reference solution of a task into at most {limit} milestones: ordered,
 tool-agnostic checkpoints that a run must reach to solve the task.
@@ -245,3 +268,27 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 }
 """JSON schemas of the answers, for constrained decoding by the embedded model (the
 parsers check the same shapes with pydantic)."""
+
+
+def intervene_schema(redirects: dict[int, list[str]]) -> dict[str, Any]:
+    """The intervention answer's schema; with ``redirects`` (tool call number -> the tools
+    it may call instead), a ``redirect`` field: null or one of those."""
+    schema = SCHEMAS["intervene"]
+    if not redirects:
+        return schema
+    redirect = {
+        "type": "object",
+        "properties": {
+            "call": {"type": "integer", "enum": sorted(redirects)},
+            "to": {"type": "string", "enum": sorted({n for ns in redirects.values() for n in ns})},
+        },
+        "required": ["call", "to"],
+    }
+    return {
+        "type": "object",
+        "properties": {
+            **schema["properties"],
+            "redirect": {"anyOf": [{"type": "null"}, redirect]},
+        },
+        "required": [*schema["required"], "redirect"],
+    }

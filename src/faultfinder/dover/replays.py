@@ -65,7 +65,7 @@ class ReplayExecutor:
     ) -> ReplayOutcome:
         replay = ReplayOptions(
             at=intervention.step,
-            edit=Edit(output=intervention.replacement),
+            edit=intervention_edit(intervention),
             on_divergence=self.on_divergence,
             live_overrides=overrides,
         )
@@ -77,6 +77,16 @@ class ReplayExecutor:
             branch_id=branch_id,
             options=self.options,
         )
+
+
+def intervention_edit(intervention: Intervention) -> Edit:
+    """The replay edit of ``intervention``: its text as the step's reply, with the tool
+    calls it keeps (ids, names and arguments as served), so a handoff or a tool call of
+    the step is still made and its result still matches its call."""
+    calls = [
+        {"id": c.id, "name": c.name, "arguments": c.arguments} for c in intervention.tool_calls
+    ]
+    return Edit(output=intervention.replacement, tool_calls=calls or None)
 
 
 def parallelism(executor: Executor) -> int:
