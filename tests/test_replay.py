@@ -4,6 +4,7 @@ follows; divergences are reported, never papered over."""
 from __future__ import annotations
 
 import asyncio
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from faultfinder.demo_team.tasks import find_task
 from faultfinder.replay.matching import Matcher, first_difference, request_hash
 from faultfinder.replay.recorder import RecordedCall, load_calls
 from faultfinder.replay.replayer import Edit, ReplayOptions, ReplayPlan, apply_input_edit
-from faultfinder.replay.session import SessionOptions, replay_run
+from faultfinder.replay.session import SessionOptions, record_run, replay_run
 from faultfinder.testing import FakeOpenAIServer
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -92,6 +93,37 @@ def test_editing_the_orchestrators_instruction_fixes_the_run(
     assert outcome.trace.metadata["outcome"] == "success"
     assert outcome.report.edit_applied and outcome.report.reproduced == 1
     assert outcome.meta.parent == str(recorded) and outcome.meta.replay is not None
+
+
+SEES_ITS_RUN = """
+import json, os, pathlib
+run = pathlib.Path(os.environ["FAULTFINDER_RUN_DIR"])
+parent = json.loads((run / "meta.json").read_text()).get("parent")
+print("run dir", run.is_absolute(), (run / "meta.json").is_file())
+print("parent", parent is not None and (pathlib.Path(parent) / "steps.jsonl").is_file())
+"""
+
+
+def test_a_program_run_elsewhere_finds_its_branch_and_the_recording(
+    upstream: FakeOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FAULTFINDER_RUN_DIR and a branch's meta.json ``parent`` are absolute: a program run
+    with --cwd elsewhere, given relative run directories, can open both (docs/replay.md:
+    a tool reads FAULTFINDER_RUN_DIR to stay dry in a replay)."""
+    monkeypatch.chdir(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    command = [sys.executable, "-c", SEES_ITS_RUN]
+    options = SessionOptions(echo=False, cwd=str(elsewhere))
+    recorded = asyncio.run(
+        record_run(command, upstream.base_url, "runs", run_id="r", options=options)
+    )
+    assert recorded.child.exit_code == 0 and "run dir True True" in recorded.child.stdout
+    outcome = asyncio.run(replay_run(Path("runs/r"), command, ReplayOptions(), options=options))
+    assert outcome.child.exit_code == 0, outcome.child.stderr
+    assert "run dir True True" in outcome.child.stdout
+    assert "parent True" in outcome.child.stdout
+    assert outcome.meta.parent == str((tmp_path / "runs" / "r").resolve())
 
 
 def test_a_program_that_diverges_on_its_own_is_reported(recorded: Path) -> None:

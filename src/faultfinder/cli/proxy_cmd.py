@@ -113,7 +113,7 @@ def proxy(
         meta = RunMeta(
             run_id=run_dir.name,
             kind="branch",
-            parent=str(replay_dir),
+            parent=str(Path(replay_dir).resolve()),
             upstream=upstream,
             upstreams=dict(api_upstream),
             task=parent.task,

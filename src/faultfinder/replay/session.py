@@ -145,8 +145,9 @@ def api_env(base_url: str, proxy_url: str) -> dict[str, str]:
 def run_env(proxy_url: str, run_dir: Path) -> dict[str, str]:
     """faultfinder's own variables for the program: the proxy's root URL (for requests
     on paths of its own choosing) and the run directory (a tool can tell it is recorded
-    or replayed, and stay dry in a replay). ``record`` gives them; ``proxy`` prints them."""
-    return {"FAULTFINDER_PROXY_URL": proxy_url, "FAULTFINDER_RUN_DIR": str(run_dir)}
+    or replayed, and stay dry in a replay), absolute, since the program may run in another
+    directory (``--cwd``). ``record`` gives them; ``proxy`` prints them."""
+    return {"FAULTFINDER_PROXY_URL": proxy_url, "FAULTFINDER_RUN_DIR": str(run_dir.resolve())}
 
 
 def child_env(
@@ -441,7 +442,8 @@ async def replay_run(
         ground_truth=parent.ground_truth,
         reference_steps=parent.reference_steps,
         system=parent.system,
-        parent=str(run_dir),
+        # Absolute, as FAULTFINDER_RUN_DIR is: the program may run in another directory.
+        parent=str(run_dir.resolve()),
         replay=replay.model_dump(mode="json", exclude_none=True),
     )
     store.write_meta(meta)

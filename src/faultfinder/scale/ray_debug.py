@@ -136,7 +136,7 @@ class RayReplayExecutor:
             raise FileExistsError(f"{branch_dir} already exists")
         # The worker's copy was a scratch directory: the branch belongs to this run.
         data["branch_dir"] = str(branch_dir)
-        data["meta"]["parent"] = str(run_dir)
+        data["meta"]["parent"] = str(run_dir.resolve())
         outcome = ReplayOutcome.model_validate(data)
         # The run's redactor (the secrets of its command and of this environment, which
         # the worker may not share) scrubs the branch again before it is written, as a
