@@ -142,9 +142,28 @@ def _last_step_shown(prompt: str, trace: Trace) -> int:
         for m in re.finditer(r"^Step (\d+) - (.+?): ", log, flags=re.MULTILINE)
         if int(m.group(1)) < len(trace.steps) and trace.steps[int(m.group(1))].speaker == m.group(2)
     ]
-    if not shown:
-        raise FaultfinderError("oracle judge: step-by-step needs step indices in the log")
-    return shown[-1]
+    if shown:
+        return shown[-1]
+    # The paper's prompts show 'name: content' lines without indices: the judge, who
+    # knows the trace, finds its steps in the log in order; the last one found is the
+    # step asked about (steps later in the trace are not shown yet).
+    return _last_step_found(log, trace)
+
+
+def _last_step_found(log: str, trace: Trace) -> int:
+    """The last step of ``trace`` whose 'speaker: content' line is in ``log``, its steps
+    looked for in order, each after the one before (so a repeated text is not taken for a
+    later step)."""
+    found, at = None, 0
+    for step in trace.steps:
+        head = f"{step.speaker}: {step.content.strip()[:80]}"
+        where = log.find(head, at)
+        if where < 0:
+            break
+        found, at = step.index, where + len(head)
+    if found is None:
+        raise FaultfinderError("oracle judge: no step of the trace is in the step-by-step log")
+    return found
 
 
 def oracle_target(trace: Trace, *, wrong: bool = False) -> tuple[str, int]:
@@ -379,6 +398,23 @@ ORACLE_METHODS = (
     "chief:paper",
 )
 """Methods whose every question an oracle judge answers."""
+
+ORACLE_PRESETS = tuple(
+    f"{method}:{preset}"
+    for method, presets in (
+        ("all-at-once", ("paper", "step-index", "refined")),
+        ("step-by-step", ("paper", "step-index", "refined")),
+        ("binary-search", ("paper", "step-index", "refined")),
+        ("hybrid", ("paper", "step-index", "refined")),
+        ("agentic", ("tools", "text", "quick", "paper")),
+        ("echo", ("paper", "I4", "panel6")),
+        ("chief", ("full",)),
+    )
+    for preset in presets
+)
+"""Every other preset of those methods (``faultfinder methods``): the oracle answers them
+too (tests/test_oracle.py checks each on the consistent labels, and that the list is
+complete)."""
 
 
 @dataclass(frozen=True)
