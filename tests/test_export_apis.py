@@ -21,7 +21,7 @@ from faultfinder.judging.method import Attribution
 from faultfinder.replay.httpserver import Response, json_response
 from faultfinder.traces.io import write_trace
 from faultfinder.traces.loader import load_traces
-from faultfinder.writeback import ExportUnavailableError, send
+from faultfinder.writeback_http import ExportUnavailableError, send
 
 FIXTURES = Path(__file__).parent / "fixtures" / "otel"
 _DEFAULT_SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "trace-samples"

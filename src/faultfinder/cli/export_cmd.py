@@ -13,7 +13,8 @@ from faultfinder.cli.handling import EndpointError, InputPath
 from faultfinder.errors import ConfigError
 from faultfinder.judging.method import Attribution
 from faultfinder.traces.loader import load_trace
-from faultfinder.writeback import TARGETS, ExportUnavailableError, payload_for, receipt, send
+from faultfinder.writeback import TARGETS, payload_for
+from faultfinder.writeback_http import ExportUnavailableError, receipt, send
 
 
 def read_attribution(path: Path) -> Attribution:
