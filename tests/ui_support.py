@@ -291,3 +291,35 @@ def debug_team(run: Path, upstream: str) -> Path:
     )  # fmt: skip
     (rows,) = (run / "dover").glob("*.jsonl")
     return rows
+
+
+def intervention_on_a_tool_call(run: Path, at: int, text: str) -> ToolCall:
+    """Write a DoVer row into ``run/dover/`` whose intervention replaces step ``at``'s
+    text and keeps its tool call with new arguments (as `debug` keeps a handoff's calls);
+    the call it serves is returned."""
+    from faultfinder.dover.models import DoverRow, Hypothesis, Intervention, Trial
+    from faultfinder.traces.loader import load_traces
+
+    trace = load_traces(run / "trace.json", format="faultfinder")[0]
+    step = trace.steps[at]
+    assert step.tool_calls and step.tool_calls[0].id
+    served = step.tool_calls[0].model_copy(update={"arguments": '{"query": "Avalon 2020"}'})
+    row = DoverRow(
+        run_dir=str(run),
+        trace_id=trace.id,
+        task=trace.task,
+        trial=Trial(index=0, start=0, end=len(trace.steps) - 1),
+        hypothesis=Hypothesis(trial=0, agent=step.agent, step=at, method="echo"),
+        intervention=Intervention(
+            category="modified_instruction",
+            replacement=text,
+            step=at,
+            agent=step.agent,
+            original=step.content,
+            original_tool_calls=step.tool_calls,
+            tool_calls=[served],
+        ),
+    )
+    (run / "dover").mkdir(exist_ok=True)
+    (run / "dover" / "handoff.jsonl").write_text(row.model_dump_json() + "\n", "utf-8")
+    return served

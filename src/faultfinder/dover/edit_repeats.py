@@ -8,9 +8,11 @@ Each replay is :func:`faultfinder.replay.session.replay_run` (what `faultfinder 
 runs) with the edit at its step. The edited step is the hypothesis (method ``edit``) and
 the edit the intervention: its ``replacement`` is the new text (output, instruction or
 tool result) or, for a tool call, ``name(arguments)``; ``original`` the recorded
-counterpart. Whether a replay carried the intervention out is DoVer's fulfilment
-judgement, made by a judge model when one is given; without one it is not judged, so a
-failed edit comes out ``inconclusive`` rather than ``refuted``, and the reason says so.
+counterpart; for an edit of the reply, ``tool_calls`` are the calls it serves (a
+``reply`` edit's; none for ``message``) and ``original_tool_calls`` the recorded ones.
+Whether a replay carried the intervention out is DoVer's fulfilment judgement, made by a
+judge model when one is given; without one it is not judged, so a failed edit comes out
+``inconclusive`` rather than ``refuted``, and the reason says so.
 """
 
 from __future__ import annotations
@@ -37,13 +39,15 @@ from faultfinder.llm.scopes import track_usage
 from faultfinder.replay.edits import Edit
 from faultfinder.replay.replayer import ReplayOptions
 from faultfinder.replay.session import ReplayOutcome, SessionOptions, replay_run
-from faultfinder.traces.schema import Step, Trace
+from faultfinder.traces.schema import Step, ToolCall, Trace
 
 REPEAT_TEMPERATURE = 0.7
 """Temperature forced on the live calls of a repeated edit (``debug``'s default), so the
 repeats are samples rather than one run counted N times."""
 LIVE_ORIGINS = ("live", "edited-input")
 """Origins of the calls (and steps) the upstream answered."""
+REPLY_KINDS = ("message", "reply")
+"""Edit kinds that replace the step's reply (text, and the tool calls served with it)."""
 DOVER_DIR = "dover"
 """Where DoVer rows go in a run directory (as `faultfinder debug` puts them)."""
 
@@ -185,9 +189,9 @@ class Verdict:
 
 
 def recorded_parts(step: Step) -> dict[str, Any]:
-    """What the edit form is prefilled with: the step's recorded output, tool calls, tool
-    results (with the index of the call each answers) and the last user message of its
-    request."""
+    """What the edit form is prefilled with: the step's recorded output, tool calls (with
+    their ids, so an edit of its text can serve them unchanged), tool results (with the
+    index of the call each answers) and the last user message of its request."""
     last_user = ""
     for message in reversed(step.input_messages or []):
         if isinstance(message, dict) and message.get("role") == "user":
@@ -206,7 +210,7 @@ def recorded_parts(step: Step) -> dict[str, Any]:
         "agent": step.agent,
         "output": step.content,
         "tool_calls": [
-            {"index": i, "name": c.name, "arguments": c.arguments}
+            {"index": i, "id": c.id, "name": c.name, "arguments": c.arguments}
             for i, c in enumerate(step.tool_calls)
         ],
         "tool_results": results,
@@ -236,6 +240,8 @@ def replacement_text(spec: dict[str, Any]) -> str:
     kind = spec.get("kind")
     if kind in ("message", "input"):
         return str(spec.get("text") or "")
+    if kind == "reply":
+        return str(spec.get("content") or "")
     if kind == "tool_result":
         return str(spec.get("content") or "")
     if kind == "tool_call":
@@ -268,6 +274,8 @@ async def judge_repeats(
         step=at,
         agent=step.agent,
         original=original_text(step, spec),
+        original_tool_calls=step.tool_calls if spec.get("kind") in REPLY_KINDS else [],
+        tool_calls=edit_tool_calls(spec),
     )
     results: list[RepeatResult] = []
     with track_usage() as scope:
@@ -321,11 +329,40 @@ async def judge_repeats(
     return Verdict(row, rate.rate, rate.interval)
 
 
+def edit_tool_calls(spec: dict[str, Any]) -> list[ToolCall]:
+    """The tool calls a ``reply`` edit serves with its text (none for any other kind)."""
+    if spec.get("kind") != "reply":
+        return []
+    calls = []
+    for call in spec.get("tool_calls") or []:
+        arguments = call.get("arguments", "")
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        calls.append(ToolCall(id=call.get("id"), name=str(call.get("name", "")), arguments=text))
+    return calls
+
+
+def _same_calls(served: list[ToolCall], recorded: list[ToolCall]) -> bool:
+    """Same tools with the same arguments, in order (JSON arguments compared parsed)."""
+
+    def key(call: ToolCall) -> tuple[str, Any]:
+        try:
+            return call.name, json.loads(call.arguments or "{}")
+        except json.JSONDecodeError:
+            return call.name, call.arguments
+
+    return [key(c) for c in served] == [key(c) for c in recorded]
+
+
 def edit_changes_step(step: Step, spec: dict[str, Any]) -> bool:
     """Whether the edit differs from what step ``step`` recorded (DoVer's rule 1: an
     intervention equal to the original changes nothing). Compared as text, blanks at the
-    ends ignored; a kind with no recorded counterpart counts as a change."""
-    if spec.get("kind") not in ("message", "input", "tool_result"):
+    ends ignored, and for an edit of the reply (``message``, ``reply``) its tool calls
+    too: a ``message`` edit drops the recorded ones; a kind with no recorded counterpart
+    counts as a change."""
+    kind = spec.get("kind")
+    if kind not in ("message", "reply", "input", "tool_result"):
+        return True
+    if kind in ("message", "reply") and not _same_calls(edit_tool_calls(spec), step.tool_calls):
         return True
     return replacement_text(spec).strip() != original_text(step, spec).strip()
 

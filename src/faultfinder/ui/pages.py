@@ -329,18 +329,23 @@ def branch_tree(catalog: Catalog, trace_key: str, depth: int = 0) -> list[Branch
 
 
 def suggested_edits(catalog: Catalog, trace_id: str) -> list[dict[str, Any]]:
-    """DoVer's interventions on this trace, each a one-click edit of its step."""
+    """DoVer's interventions on this trace, each a one-click edit of its step: its text
+    and the tool calls it serves with it (a handoff step's calls, kept)."""
     out: list[dict[str, Any]] = []
     for d in list(catalog.dovers.values()):
         for row in d.rows:
             iv = row.intervention
             if row.trace_id != trace_id or iv is None or row.hypothesis.method == "edit":
                 continue  # (rows of verify-edit and the UI are given edits, not suggestions)
+            calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in iv.tool_calls]
             out.append(
                 {
                     "step": iv.step,
                     "agent": iv.agent,
                     "replacement": iv.replacement,
+                    "tool_calls": calls,
+                    # ASCII JSON for the button's data-calls (autoescaped, never marked safe)
+                    "calls_json": json.dumps(calls),
                     "verdict": row.verdict or "-",
                     "hypothesis_agent": row.hypothesis.agent,
                     "hypothesis_step": row.hypothesis.step,

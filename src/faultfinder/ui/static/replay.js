@@ -31,6 +31,21 @@ function setupEditPanel() {
   const status = document.getElementById("edit-status");
   const field = (id) => document.getElementById(id);
   let recorded = null;
+  let kept = [];  // the tool calls an edit of the output serves with its text
+
+  function callText(c) {
+    const args = typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments);
+    const text = c.name + "(" + args + ")";
+    return text.length > 300 ? text.slice(0, 300) + "…" : text;
+  }
+
+  function fillKept(calls, source) {
+    kept = calls.map((c) => ({ id: c.id === undefined ? null : c.id, name: c.name, arguments: c.arguments }));
+    field("edit-keep").hidden = kept.length === 0;
+    field("edit-keep-calls").checked = kept.length > 0;
+    field("edit-keep-source").textContent = source;
+    field("edit-kept-calls").replaceChildren(...kept.map((c) => el("li", callText(c))));
+  }
 
   function showKind(kind) {
     for (const box of panel.querySelectorAll("[data-kind]")) box.hidden = box.dataset.kind !== kind;
@@ -77,13 +92,21 @@ function setupEditPanel() {
     fillCalls();
     showKind("message");
     if (preset && preset.kind === "message") field("edit-output").value = preset.text;
+    // An intervention's own calls when it has them, else the recorded ones: an edit of a
+    // handoff step's text keeps the handoff unless the box is unticked.
+    const given = preset && preset.tool_calls && preset.tool_calls.length ? preset.tool_calls : null;
+    fillKept(given || recorded.tool_calls, given ? "the intervention's" : "the recorded");
     status.textContent = preset ? preset.note : "";
     field("edit-output").focus();
   }
 
   function edit() {
     const kind = form.querySelector('input[name="kind"]:checked').value;
-    if (kind === "message") return { kind, text: field("edit-output").value };
+    if (kind === "message") {
+      const text = field("edit-output").value;
+      if (kept.length && field("edit-keep-calls").checked) return { kind: "reply", content: text, tool_calls: kept };
+      return { kind, text };
+    }
     if (kind === "input") return { kind, text: field("edit-input").value, mode: field("edit-input-mode").value };
     if (kind === "tool_result") {
       const r = recorded.tool_results[Number(field("edit-result-index").value)];
@@ -114,8 +137,10 @@ function setupEditPanel() {
     const button = e.target.closest ? e.target.closest("button.change-step") : null;
     if (!button) return;
     e.preventDefault();
+    let calls = [];
+    try { calls = JSON.parse(button.dataset.calls || "[]"); } catch (err) { calls = []; }
     const preset = button.dataset.text !== undefined
-      ? { kind: "message", text: button.dataset.text, note: button.dataset.note || "" }
+      ? { kind: "message", text: button.dataset.text, tool_calls: Array.isArray(calls) ? calls : [], note: button.dataset.note || "" }
       : null;
     open(Number(button.dataset.step), preset);
   });
