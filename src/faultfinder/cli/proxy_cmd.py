@@ -21,7 +21,7 @@ from faultfinder.cli.proxy_options import (
     run_dir_in,
     warn_if_exposed,
 )
-from faultfinder.cli.replay_cmd import replay_options, report_lines
+from faultfinder.cli.replay_cmd import replay_options, report_lines, warn_dropped_calls
 from faultfinder.cli.terminal import plural
 from faultfinder.errors import ConfigError
 from faultfinder.replay.httpserver import LOOPBACK
@@ -63,7 +63,11 @@ from faultfinder.replay.trust import replay_upstream, replay_upstreams, require_
     help="Replay: send live calls (and your key) to the upstream named in the run directory.",
 )
 @click.option("--at", type=STEP, default=None, help="Replay: step from which to go live.")
-@click.option("--edit", default=None, help="Replay: replacement output of step --at.")
+@click.option(
+    "--edit",
+    default=None,
+    help="Replay: replacement output of step --at (its recorded tool calls dropped).",
+)
 @click.option("--edit-input", default=None, help="Replay: replacement instruction for step --at.")
 @proxy_options
 @pass_errors
@@ -105,6 +109,7 @@ def proxy(
         if upstream:
             require_api_upstreams(parent, upstream, api_upstream)
         replay = replay_options(at, edit, None, edit_input, "replace-last-user", "fail")
+        warn_dropped_calls(replay_dir, at, replay.edit)
         try:
             plan = ReplayPlan(load_calls(replay_dir, include_failed=True), replay)
         except ValueError as exc:

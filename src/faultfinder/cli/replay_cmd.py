@@ -21,10 +21,12 @@ from faultfinder.cli.proxy_options import (
     session_options,
     trust_options,
 )
-from faultfinder.replay.edits import Edit, read_edit_file
+from faultfinder.errors import FaultfinderError
+from faultfinder.replay.edits import Edit, dropped_tool_calls, read_edit_file
 from faultfinder.replay.matching import DEFAULT_NORMALISERS, NORMALISERS
 from faultfinder.replay.outcome import answers_match
-from faultfinder.replay.replayer import ReplayOptions
+from faultfinder.replay.recorder import load_calls
+from faultfinder.replay.replayer import ReplayOptions, recorded_steps
 from faultfinder.replay.report import ReplayReport
 from faultfinder.replay.session import ReplayOutcome, replay_run, run_sync
 from faultfinder.traces.schema import Trace
@@ -78,6 +80,27 @@ def replay_options(
         stop_after_live=window,
         live_overrides=overrides,
     )
+
+
+def warn_dropped_calls(run_dir: str | Path, at: int | None, edit: Edit | None) -> None:
+    """One stderr line when ``edit`` replaces step ``at``'s reply with text alone and the
+    recorded reply makes tool calls (a handoff, a delegation): they are dropped. A
+    recording that cannot be read is left to the replay's own error."""
+    if at is None or edit is None or edit.kind != "output" or edit.tool_calls:
+        return
+    try:
+        steps = recorded_steps(load_calls(run_dir))
+    except (FaultfinderError, OSError, ValueError):
+        return
+    names = dropped_tool_calls(steps[at], edit) if 0 <= at < len(steps) else []
+    if names:
+        click.echo(
+            f"warning: step {at}'s recorded reply makes tool call(s) {', '.join(names)}; "
+            "this edit serves its text alone, so they are dropped (a handoff is not made); "
+            "to keep them, use an --edit-file of kind 'reply' (the text and the calls) "
+            "or 'tool_call'",
+            err=True,
+        )
 
 
 def format_report(outcome: ReplayOutcome) -> str:
@@ -186,7 +209,12 @@ def replay_exit(report: ReplayReport, on_divergence: str) -> int:
 @click.option(
     "--at", type=STEP, default=None, help="Step (0-based, as in trace.json) from which to go live."
 )
-@click.option("--edit", default=None, help="Replacement text for step --at's output.")
+@click.option(
+    "--edit",
+    default=None,
+    help="Replacement text for step --at's output, served alone: the step's recorded tool "
+    "calls (a handoff) are dropped; an edit file of kind 'reply' keeps them.",
+)
 @click.option(
     "--edit-file",
     type=InputPath(dir_okay=False),
@@ -306,6 +334,7 @@ def replay(
         live_temperature,
         no_normalise,
     )
+    warn_dropped_calls(run_dir, at, options.edit)
     needs_live = at is not None or on_divergence == "live"
     trusted = trust_run
     if needs_live:

@@ -30,7 +30,8 @@ from faultfinder.replay.trust import replay_upstreams
     "--edit-file",
     required=True,
     type=InputPath(dir_okay=False),
-    help="The edit: a JSON edit file, as `replay --edit-file` reads (docs/replay.md).",
+    help="The edit: a JSON edit file, as `replay --edit-file` reads (docs/replay.md); a "
+    "'message' edit drops the step's tool calls, a 'reply' edit keeps them.",
 )
 @click.option("--repeats", type=COUNT, default=3, show_default=True, help="Replays of the edit.")
 @click.option(
@@ -102,6 +103,7 @@ def verify_edit(
     which `debug-report` reads. With --model, DoVer's judge says whether each replay
     carried the edit out (without one, a failed edit is inconclusive, never refuted).
     """
+    from faultfinder.cli.replay_cmd import warn_dropped_calls
     from faultfinder.dover.checker import check_recorded, make_checker
     from faultfinder.dover.edit_repeats import (
         Attempt,
@@ -128,6 +130,7 @@ def verify_edit(
         raise ConfigError(
             f"{run_dir}: step {at} is not in the recording (0..{len(original.steps) - 1})"
         )
+    warn_dropped_calls(base, at, edit)
     name = session or new_run_id("verify-")
     try:
         for number in range(repeats):

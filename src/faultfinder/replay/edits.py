@@ -3,7 +3,8 @@
 A step is one model call: a request (messages, tool results the program sends back) and a
 reply (text, tool calls). An edit at step K changes one of them:
 
-- ``message``: the reply becomes the given text (no tool calls);
+- ``message``: the reply becomes the given text (no tool calls: the recorded ones are
+  dropped, :func:`dropped_tool_calls`);
 - ``reply``: the reply is replaced whole (text and tool calls);
 - ``tool_call``: one tool call of the recorded reply gets a new name and/or arguments, the
   rest of the reply kept (an orchestrator whose plan or delegation is a tool call is
@@ -322,6 +323,17 @@ def edited_response(recorded: RecordedCall, edit: Edit) -> dict[str, Any]:
         reply.message if reply else None, edit.output, edit.tool_calls, edit.tool_call_changes
     )
     return adapter.with_reply(recorded.response or {}, message)
+
+
+def dropped_tool_calls(recorded: RecordedCall, edit: Edit) -> list[str]:
+    """The names of the recorded reply's tool calls that ``edit`` drops: an edit of the
+    reply's text alone (``--edit``, a ``message`` edit) serves no tool call, so a handoff
+    or delegation the step made is not made. Empty for every other edit."""
+    if edit.kind != "output" or edit.tool_calls:
+        return []
+    reply = canonical_reply(recorded)
+    calls = recorded_tool_calls(reply.message if reply else None)
+    return [str((call.get("function") or {}).get("name") or "?") for call in calls]
 
 
 def edit_problem(recorded: RecordedCall, edit: Edit) -> str | None:

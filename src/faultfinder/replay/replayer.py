@@ -67,14 +67,21 @@ __all__ = [
     "apply_input_edit",
     "edit_problem",
     "edited_response",
+    "recorded_steps",
 ]
+
+
+def recorded_steps(recorded: list[RecordedCall]) -> list[RecordedCall]:
+    """A recording's steps in order: its answered calls (a failed call is not a step), so
+    ``recorded_steps(calls)[K]`` is the call ``--at K`` names."""
+    return sorted((c for c in recorded if c.ok), key=lambda c: c.call)
 
 
 class ReplayPlan:
     """Decides each incoming call of a replay against a recording."""
 
     def __init__(self, recorded: list[RecordedCall], options: ReplayOptions) -> None:
-        self.recorded = sorted((c for c in recorded if c.ok), key=lambda c: c.call)
+        self.recorded = recorded_steps(recorded)
         self.options = options
         if options.at is not None and not self.recorded:
             raise ValueError(
