@@ -191,11 +191,9 @@ def cli_eval(out: Path, *extra: str, delay: float = 0.0) -> subprocess.Popen[str
     )
 
 
-@pytest.mark.slow
-def test_cli_eval_on_ray_then_resume_after_driver_kill(tmp_path: Path) -> None:
-    pytest.importorskip("ray") if not os.environ.get("CI") else None
-    out = tmp_path / "results.jsonl"
-    # A slow model, so the driver is killed with cases still to run.
+def slow_eval_with_rows(out: Path) -> subprocess.Popen[str]:
+    """An eval on Ray with a slow model (30 cases), once it has written a few rows and
+    has cases still to run."""
     driver = cli_eval(out, "--runs", "3", "--parallel-cases", "2", delay=0.3)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and driver.poll() is None:
@@ -203,6 +201,15 @@ def test_cli_eval_on_ray_then_resume_after_driver_kill(tmp_path: Path) -> None:
             break
         time.sleep(0.1)
     assert driver.poll() is None, driver.communicate()
+    return driver
+
+
+@pytest.mark.slow
+def test_cli_eval_on_ray_then_resume_after_driver_kill(tmp_path: Path) -> None:
+    pytest.importorskip("ray") if not os.environ.get("CI") else None
+    out = tmp_path / "results.jsonl"
+    # A slow model, so the driver is killed with cases still to run.
+    driver = slow_eval_with_rows(out)
     driver.send_signal(signal.SIGKILL)
     driver.wait()
     time.sleep(1)  # Ray's own processes see their driver gone; its agents stay: stop them
@@ -548,14 +555,8 @@ def test_sigterm_on_ray_exits_143_leaves_no_ray_process_and_resumes(tmp_path: Pa
     batch with SIGTERM (a scheduler, `timeout`) now sees 143, as without Ray."""
     pytest.importorskip("ray") if not os.environ.get("CI") else None
     out = tmp_path / "results.jsonl"
-    driver = cli_eval(out, "--runs", "3", "--parallel-cases", "2", delay=0.3)
+    driver = slow_eval_with_rows(out)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and driver.poll() is None:
-            if out.exists() and len(out.read_text().split("\n")) > 3:
-                break
-            time.sleep(0.1)
-        assert driver.poll() is None, driver.communicate()
         driver.send_signal(signal.SIGTERM)
         stderr = driver.communicate(timeout=120)[1]
         assert driver.returncode == 143, stderr
