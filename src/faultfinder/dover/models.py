@@ -213,7 +213,9 @@ class RepeatResult(BaseModel):
     progress: float | None = None
     """(milestones of replay - milestones of original) / number of milestones."""
     edit_applied: bool = False
-    """The replay reached the intervened step and served the edit."""
+    """The replay reached the intervened step and served the edit (and, for new text kept
+    with the step's tool calls, a later request carried that text: some frameworks drop
+    the text of a reply that makes tool calls, and then no agent read the intervention)."""
     at_reached: bool | None = None
     """The program reached the intervened step with the recorded history (it may still
     not have got the edit: a ``tool_result`` edit that no request carried, an edited call

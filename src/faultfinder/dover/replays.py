@@ -89,6 +89,41 @@ def intervention_edit(intervention: Intervention) -> Edit:
     return Edit(output=intervention.replacement, tool_calls=calls or None)
 
 
+def unread_text(intervention: Intervention, replayed: Trace) -> str | None:
+    """Why the new text of an intervention that keeps the step's tool calls reached no
+    agent (None: a later request carried it, or the step has no tool calls, or its text
+    is unchanged). Some frameworks (CrewAI) drop the text of a reply that makes tool calls
+    from the history they send next: the calls are made, the text is never read, and the
+    replay would be judged as if the instruction had been ignored."""
+    new = _plain(intervention.replacement)
+    if not intervention.tool_calls or not new or new == _plain(intervention.original):
+        return None
+    if intervention.redirect is not None:
+        return None  # the redirected call is itself a change the program acted on
+    for step in replayed.steps[intervention.step + 1 :]:
+        if new in _plain(" ".join(_strings(step.input_messages or []))):
+            return None
+    return (
+        f"the new text of step {intervention.step} was served with its tool calls, but no "
+        "later request carried it (the program drops the text of a reply that makes tool "
+        "calls): no agent read the intervention"
+    )
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.split())
+
+
 def parallelism(executor: Executor) -> int:
     """How many replays ``executor`` runs at once (1 unless it says otherwise)."""
     return max(1, int(getattr(executor, "parallel", 1)))
@@ -179,6 +214,13 @@ async def execute(
             if report.at_reached
             else f" ({len(report.divergences)} divergences before step {intervention.step})"
         )
+        result.judge_status = "skipped"
+        return result
+    unread = unread_text(intervention, replayed)
+    if unread is not None:
+        # Served, but no agent ever read it: the replay tests nothing about the hypothesis.
+        result.edit_applied = False
+        result.error = unread
         result.judge_status = "skipped"
         return result
     check = context.checker.check(

@@ -174,16 +174,16 @@ def classify(results: Sequence[RepeatResult], *, changed: bool = True) -> tuple[
 
 def _not_served(results: Sequence[RepeatResult]) -> str:
     """Why the replays in ``results`` that did not get the edit did not: the program took
-    another path before the step, or it reached the step and the edit never went out
-    (each such replay's ``error`` says how)."""
+    another path before the step, or it reached the step and the edit never went out (or
+    went out and no agent read it: each such replay's ``error`` says how)."""
     missed = [r for r in results if not r.edit_applied]
     reached = [r for r in missed if r.at_reached]
     other = "the program did not reach the intervened step with the recorded history"
     if not reached:
         return other
     said = (
-        f"{len(reached)} reached the intervened step, but the edit never went out: each "
-        "replay's error says why"
+        f"{len(reached)} reached the intervened step, but the edit never went out or no "
+        "agent read it: each replay's error says why"
     )
     if len(reached) == len(missed):
         return said
@@ -201,7 +201,7 @@ def _classify(results: Sequence[RepeatResult]) -> tuple[VerdictName, str]:
     applied = [r for r in usable if r.edit_applied]
     if len(applied) < need:
         return "not_applied", (
-            f"the edit was served in {len(applied)}/{total} replays ({_not_served(usable)})"
+            f"the edit was applied in {len(applied)}/{total} replays ({_not_served(usable)})"
         )
     successes = sum(1 for r in applied if r.success)
     if successes >= need:

@@ -1,0 +1,96 @@
+"""DoVer on a CrewAI crew (tests/fixtures/frameworks/crewai_team.py), run unmodified in its
+own environment against the loopback fake upstream.
+
+CrewAI 1.x calls tools natively (Chat Completions ``tools``/``tool_calls``, no ReAct text
+when the model supports function calling), and when a reply makes tool calls it sends the
+reply back as ``{"content": null, "tool_calls": [...]}``: the text is dropped. An
+intervention on such a step (new text, the recorded calls kept) is served, the call is
+made, and no agent ever reads the text. Before, that replay was judged as if the agent
+had ignored the instruction (``inconclusive``, and ``refuted`` with a judge that calls
+it fulfilled); now the replay is no evidence and the verdict is ``not_applied``, saying
+why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import frameworks_scripts as scripts
+from faultfinder.cli import main
+from faultfinder.replay.session import SessionOptions, record_run
+from faultfinder.testing import FakeOpenAIServer
+from framework_env import CREWAI, NO_TELEMETRY, framework_python
+
+PROGRAM = Path(__file__).parent / "fixtures" / "frameworks" / "crewai_team.py"
+
+
+@pytest.fixture
+def quiet_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for key, value in NO_TELEMETRY.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    yield
+
+
+def steps(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+@pytest.mark.frameworks_env
+def test_a_crewai_tool_call_steps_text_that_no_agent_reads_is_not_applied(
+    tmp_path: Path, quiet_env: None
+) -> None:
+    command = [str(framework_python("crewai", CREWAI)), str(PROGRAM), scripts.TASK]
+    with FakeOpenAIServer(reply=scripts.crewai) as upstream:
+        recorded = asyncio.run(
+            record_run(
+                command,
+                upstream.base_url,
+                tmp_path,
+                run_id="run",
+                ground_truth=scripts.ANSWER,
+                options=SessionOptions(echo=False, timeout=240),
+            )
+        )
+        assert recorded.child.exit_code == 0, recorded.child.stderr[-3000:]
+        first = recorded.trace.steps[0]
+        assert first.agent == "Researcher" and not first.content
+        assert [c.name for c in first.tool_calls] == ["lookup"]
+        out = tmp_path / "dover.jsonl"
+        result = CliRunner().invoke(
+            main,
+            [
+                "debug", str(recorded.run_dir), "--repeats", "1", "--segment", "none",
+                "--out", str(out), "--upstream", upstream.base_url,
+                "--model", "function:frameworks_scripts:debugger", "--cache", "none",
+                "--", *command,
+            ],
+        )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    intervention = row["intervention"]
+    assert intervention["step"] == 0 and intervention["replacement"] == scripts.FIX
+    assert intervention["tool_calls"] == intervention["original_tool_calls"]
+    (repeat,) = row["repeats"]
+    branch = steps(Path(repeat["branch"]))
+    # Served as text with the recorded call (a tool call CrewAI makes, not a final answer)...
+    served = branch[0]["response"]["choices"][0]["message"]
+    assert branch[0]["origin"] == "edited" and served["content"] == scripts.FIX
+    assert served["tool_calls"][0]["id"] == intervention["tool_calls"][0]["id"]
+    # ...and CrewAI sends the reply back without its text: nobody reads the intervention.
+    echoed = [m for m in branch[1]["request"]["messages"] if m["role"] == "assistant"]
+    assert [m["content"] for m in echoed] == [None] and echoed[0]["tool_calls"]
+    assert repeat["final_answer"] == scripts.WRONG != intervention["replacement"]
+    assert not repeat["edit_applied"] and repeat["at_reached"]
+    assert "no later request carried it" in repeat["error"]
+    assert repeat["fulfilled"] is None and repeat["success"] is None
+    assert row["verdict"] == "not_applied", row["verdict_reason"]
+    assert "no agent read it" in row["verdict_reason"]
