@@ -1,11 +1,17 @@
-"""`faultfinder replay --edit` (and a ``message`` edit file, `verify-edit`) on a step whose
-recorded reply makes tool calls serves the text alone: the calls are dropped, and the
-command says so on stderr, naming them and the edit kind that keeps them. On the demo
-team's recording step 2 is the Researcher's ``lookup`` call and step 1 a plain message."""
+"""`faultfinder replay --edit` (and a ``message`` edit file), `verify-edit` with a
+``message`` edit file and `proxy --replay --edit` on a step whose recorded reply makes
+tool calls serve the text alone: the calls are dropped, and each command says so on
+stderr, naming them and the edit kind that keeps them. On the demo team's recording step 2
+is the Researcher's ``lookup`` call and step 1 a plain message."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,3 +69,52 @@ def test_an_output_edit_of_a_tool_call_step_warns_that_its_calls_are_dropped(
     assert [c.name for c in served.tool_calls] == ["lookup"]
     stderr, _ = replay(run, upstream, "plain", "--at", "1", "--edit", "NEXT: Researcher | x")
     assert "warning:" not in stderr
+
+
+def test_verify_edit_warns_that_a_message_edit_drops_the_calls(
+    run: Path, upstream: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    def verify(at: int, edit: dict[str, str], session: str) -> str:
+        path = tmp_path / f"{session}.json"
+        path.write_text(json.dumps(edit))
+        result = CliRunner().invoke(
+            main,
+            ["verify-edit", str(run), "--at", str(at), "--edit-file", str(path),
+             "--repeats", "1", "--session", session, "--upstream", upstream.base_url,
+             "--", *TEAM],
+        )  # fmt: skip
+        assert result.exit_code in (0, 1), result.output
+        return result.stderr
+
+    stderr = verify(2, {"kind": "message", "text": "Looking it up."}, "dropped")
+    (line,) = [x for x in stderr.splitlines() if x.startswith("warning:")]
+    assert line.startswith(WARNING) and "'reply'" in line
+    assert "warning:" not in verify(1, {"kind": "message", "text": "NEXT: Researcher | x"}, "ok")
+
+
+def proxy_replay(run: Path, *edit: str) -> list[str]:
+    """What `proxy --replay RUN ...` prints before it serves (then Ctrl-C)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "faultfinder", "proxy", "--replay", str(run), *edit,
+         "--run-id", f"proxy-{len(edit)}-{edit[1]}", "--port", "0"],
+        stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"},
+    )  # fmt: skip
+    assert proc.stderr is not None
+    lines: list[str] = []
+    for line in proc.stderr:
+        lines.append(line)
+        if re.search(r"proxy on \S+ ->", line):
+            break
+    proc.send_signal(signal.SIGINT)
+    _, rest = proc.communicate(timeout=30)
+    assert proc.returncode == 0, "".join(lines) + rest
+    return lines
+
+
+def test_proxy_replay_warns_that_an_output_edit_drops_the_calls(run: Path) -> None:
+    lines = proxy_replay(run, "--at", "2", "--edit", "Looking it up.")
+    (line,) = [x for x in lines if x.startswith("warning:")]
+    assert line.startswith(WARNING) and "'reply'" in line
+    lines = proxy_replay(run, "--at", "1", "--edit", "NEXT: Researcher | x")
+    assert any("proxy on" in x for x in lines)
+    assert not [x for x in lines if x.startswith("warning:")]
