@@ -31,51 +31,59 @@ from framework_env import CREWAI, NO_TELEMETRY, framework_python
 PROGRAM = Path(__file__).parent / "fixtures" / "frameworks" / "crewai_team.py"
 
 
-@pytest.fixture
-def quiet_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for key, value in NO_TELEMETRY.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    yield
+@pytest.fixture(scope="module")
+def crew(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[str], str]]:
+    """The crew recorded once: its run directory, command and the upstream's URL."""
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in NO_TELEMETRY.items():
+            env.setenv(key, value)
+        env.delenv("OPENAI_BASE_URL", raising=False)
+        command = [str(framework_python("crewai", CREWAI)), str(PROGRAM), scripts.TASK]
+        with FakeOpenAIServer(reply=scripts.crewai) as upstream:
+            recorded = asyncio.run(
+                record_run(
+                    command,
+                    upstream.base_url,
+                    tmp_path_factory.mktemp("crew"),
+                    run_id="run",
+                    ground_truth=scripts.ANSWER,
+                    options=SessionOptions(echo=False, timeout=240),
+                )
+            )
+            assert recorded.child.exit_code == 0, recorded.child.stderr[-3000:]
+            first = recorded.trace.steps[0]
+            assert first.agent == "Researcher" and not first.content
+            assert [c.name for c in first.tool_calls] == ["lookup"]
+            yield recorded.run_dir, command, upstream.base_url
 
 
 def steps(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
 
 
+def row_of(out: Path) -> dict[str, Any]:
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    return row
+
+
 @pytest.mark.slow
 @pytest.mark.frameworks_env
 def test_a_crewai_tool_call_steps_text_that_no_agent_reads_is_not_applied(
-    tmp_path: Path, quiet_env: None
+    crew: tuple[Path, list[str], str], tmp_path: Path
 ) -> None:
-    command = [str(framework_python("crewai", CREWAI)), str(PROGRAM), scripts.TASK]
-    with FakeOpenAIServer(reply=scripts.crewai) as upstream:
-        recorded = asyncio.run(
-            record_run(
-                command,
-                upstream.base_url,
-                tmp_path,
-                run_id="run",
-                ground_truth=scripts.ANSWER,
-                options=SessionOptions(echo=False, timeout=240),
-            )
-        )
-        assert recorded.child.exit_code == 0, recorded.child.stderr[-3000:]
-        first = recorded.trace.steps[0]
-        assert first.agent == "Researcher" and not first.content
-        assert [c.name for c in first.tool_calls] == ["lookup"]
-        out = tmp_path / "dover.jsonl"
-        result = CliRunner().invoke(
-            main,
-            [
-                "debug", str(recorded.run_dir), "--repeats", "1", "--segment", "none",
-                "--out", str(out), "--upstream", upstream.base_url,
-                "--model", "function:frameworks_scripts:debugger", "--cache", "none",
-                "--", *command,
-            ],
-        )  # fmt: skip
+    run_dir, command, upstream = crew
+    out = tmp_path / "dover.jsonl"
+    result = CliRunner().invoke(
+        main,
+        [
+            "debug", str(run_dir), "--repeats", "1", "--segment", "none",
+            "--out", str(out), "--upstream", upstream,
+            "--model", "function:frameworks_scripts:debugger", "--cache", "none",
+            "--", *command,
+        ],
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
-    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    row = row_of(out)
     intervention = row["intervention"]
     assert intervention["step"] == 0 and intervention["replacement"] == scripts.FIX
     assert intervention["tool_calls"] == intervention["original_tool_calls"]
@@ -94,3 +102,30 @@ def test_a_crewai_tool_call_steps_text_that_no_agent_reads_is_not_applied(
     assert repeat["fulfilled"] is None and repeat["success"] is None
     assert row["verdict"] == "not_applied", row["verdict_reason"]
     assert "no agent read it" in row["verdict_reason"]
+
+
+@pytest.mark.slow
+@pytest.mark.frameworks_env
+def test_verify_edit_of_a_crewai_tool_call_steps_text_is_not_applied(
+    crew: tuple[Path, list[str], str], tmp_path: Path
+) -> None:
+    """A ``reply`` edit with the recorded call and new text: the same text, dropped."""
+    run_dir, command, upstream = crew
+    (call,) = json.loads((run_dir / "trace.json").read_text())["steps"][0]["tool_calls"]
+    edit = tmp_path / "reply.json"
+    edit.write_text(json.dumps({"kind": "reply", "content": scripts.FIX, "tool_calls": [call]}))
+    result = CliRunner().invoke(
+        main,
+        [
+            "verify-edit", str(run_dir), "--at", "0", "--edit-file", str(edit),
+            "--repeats", "1", "--session", "reply", "--upstream", upstream,
+            "--", *command,
+        ],
+    )  # fmt: skip
+    assert result.exit_code in (0, 1), result.output
+    row = row_of(run_dir / "dover" / "reply.jsonl")
+    (repeat,) = row["repeats"]
+    assert row["intervention"]["tool_calls"] == row["intervention"]["original_tool_calls"]
+    assert repeat["final_answer"] == scripts.WRONG and repeat["at_reached"]
+    assert not repeat["edit_applied"] and "no later request carried it" in repeat["error"]
+    assert row["verdict"] == "not_applied", row["verdict_reason"]

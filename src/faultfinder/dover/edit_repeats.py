@@ -32,6 +32,7 @@ from faultfinder.dover.models import (
     Trial,
     VerdictName,
 )
+from faultfinder.dover.replays import unread_text
 from faultfinder.dover.verdict import classify, no_evidence, program_failure, trial_success
 from faultfinder.errors import FaultfinderError
 from faultfinder.llm.client import LLM
@@ -413,6 +414,10 @@ async def _result(
         return result
     if not attempt.edit_applied:
         result.error = result.error or f"the edit was {attempt.edit_state or 'NOT applied'}"
+        return result
+    unread = unread_text(intervention, replayed)
+    if unread is not None:  # a reply edit's new text, dropped by the program
+        result.edit_applied, result.success, result.error = False, None, unread
         return result
     if judge is not None:
         fulfilment = await judge_fulfilment(original, replayed, intervention, judge)

@@ -98,8 +98,8 @@ def unread_text(intervention: Intervention, replayed: Trace) -> str | None:
     new = _plain(intervention.replacement)
     if not intervention.tool_calls or not new or new == _plain(intervention.original):
         return None
-    if intervention.redirect is not None:
-        return None  # the redirected call is itself a change the program acted on
+    if intervention.tool_calls != intervention.original_tool_calls:
+        return None  # changed calls (a redirect) are themselves a change the program made
     for step in replayed.steps[intervention.step + 1 :]:
         if new in _plain(" ".join(_strings(step.input_messages or []))):
             return None
