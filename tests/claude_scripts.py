@@ -9,6 +9,7 @@ langgraph_team.py and is played by ``frameworks_scripts.langgraph`` itself.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -29,3 +30,25 @@ def anthropic_sdk(body: dict[str, Any]) -> Any:
     notes = str(last.get("content") or "").split("Notes:")[-1]
     found = re.findall(r"(\d[\d,]*) inhabitants", notes)
     return found[0] if found else "unknown"
+
+
+NOTE = "Looking the population up for the year the task asks about."
+"""The text DoVer's debugger gives the Researcher's tool-use step."""
+
+
+def debugger(request: Any) -> str:
+    """DoVer's debugging model for the Anthropic SDK program (``--model
+    function:claude_scripts:debugger``): it blames the Researcher's first step, the one
+    that makes the ``lookup`` call, and gives it new text (the call kept); the demo's
+    scripted debugger answers DoVer's other prompts."""
+    from faultfinder.demo_team import mock_debugger
+
+    last = request.messages[-1].get("content") if request.messages else ""
+    prompt = last if isinstance(last, str) else ""
+    if "Agent Name: (Your prediction)" in prompt:
+        return "Agent Name: Researcher\nStep Number: 0\nReason for Mistake: wrong year."
+    if "Intervention categories:" in prompt:
+        return json.dumps(
+            {"category": "modified_instruction", "replacement": NOTE, "rationale": "year"}
+        )
+    return mock_debugger.answer(prompt)
