@@ -107,11 +107,14 @@ def failing(
 
 
 def record_then_replay(
-    tmp_path: Path, program: str, reply: Callable[[dict[str, Any]], str]
+    tmp_path: Path,
+    program: str,
+    reply: Callable[[dict[str, Any]], str],
+    args: list[str] | None = None,
 ) -> tuple[Any, Any]:
-    """Record ``program`` against a fake that answers with ``reply``, then replay it with
-    no upstream named: only the recording can answer."""
-    argv = [sys.executable, "-c", program]
+    """Record ``program`` (with ``args``) against a fake that answers with ``reply``,
+    then replay it with no upstream named: only the recording can answer."""
+    argv = [sys.executable, "-c", program, *(args or [])]
     with FakeOpenAIServer(reply) as upstream:
         recorded = asyncio.run(
             record_run(argv, upstream.base_url, tmp_path, run_id="run", options=QUIET)
@@ -188,6 +191,128 @@ def test_an_anthropic_529_on_a_stream_replays_then_its_retry(tmp_path: Path) -> 
     assert replayed.trace.final_answer == recorded.trace.final_answer
     assert branch_calls(replayed.branch_dir) == [(529, "cached")] * 2 + [(200, "cached")]
     assert replayed.report.served_failures == [0, 1] and replayed.report.live_calls == 0
+
+
+MESSAGES_HANDLED = """
+import sys
+import anthropic
+client = anthropic.Anthropic(max_retries=2)
+stream = "--stream" in sys.argv
+def ask(text):
+    raw = client.messages.with_raw_response.create(
+        model="claude-x", max_tokens=50, system="You are Solver.", stream=stream,
+        messages=[{"role": "user", "content": text}])
+    print("retries taken:", raw.retries_taken)
+    reply = raw.parse()
+    if stream:
+        return "".join(
+            e.delta.text for e in reply if e.type == "content_block_delta")
+    return reply.content[0].text
+try:
+    answer = ask("LONG busy " * 20)
+except anthropic.BadRequestError as error:
+    print("shortened after:", error.status_code, error.body)
+    answer = ask("short busy")
+print("FINAL ANSWER:", answer)
+"""
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["create", "stream"])
+def test_anthropic_400_and_429_replay_as_recorded(stream: bool, tmp_path: Path) -> None:
+    """A 400 the program handled by shortening its input, then a 429 the SDK retried,
+    on the Messages API: the replay meets both again and takes the same path."""
+    pytest.importorskip("anthropic")
+    too_long, busy = failing("LONG", 400, 1), failing("short", 429, 1, {"retry-after-ms": "5"})
+
+    def reply(body: dict[str, Any]) -> str:
+        too_long(body)
+        return busy(body)
+
+    args = ["--stream"] if stream else []
+    recorded, replayed = record_then_replay(tmp_path, MESSAGES_HANDLED, reply, args)
+    assert "shortened after: 400 {'type': 'error', 'error': {'type': 'invalid_request_error'" in (
+        recorded.child.stdout
+    )
+    assert "retries taken: 1" in recorded.child.stdout
+    failed = [c for c in load_calls(recorded.run_dir, include_failed=True) if not c.ok]
+    assert [(c.api, c.status, c.stream) for c in failed] == [
+        ("messages", 400, stream), ("messages", 429, stream)
+    ]  # fmt: skip
+    assert replayed.child.exit_code == 0, replayed.child.stderr[-2000:]
+    assert replayed.child.stdout == recorded.child.stdout
+    assert branch_calls(replayed.branch_dir) == [(400, "cached"), (429, "cached"), (200, "cached")]
+    report = replayed.report
+    assert (report.served_failures, report.live_calls, report.divergences) == ([0, 1], 0, [])
+
+
+MID_STREAM = """
+import sys
+import anthropic
+client = anthropic.Anthropic(max_retries=2)
+QUESTION = dict(
+    model="claude-x", max_tokens=50, system="You are Solver.",
+    messages=[{"role": "user", "content": "overloaded question"}])
+def ask():
+    if "--plain" in sys.argv:
+        return client.messages.create(**QUESTION).content[0].text
+    with client.messages.stream(**QUESTION) as stream:
+        return stream.get_final_text()
+try:
+    answer = ask()
+except anthropic.APIStatusError as error:
+    print("asked again after:", error.status_code, error.body)
+    answer = ask()
+print("FINAL ANSWER:", answer)
+"""
+
+
+def test_an_anthropic_error_event_mid_stream_replays_as_recorded(tmp_path: Path) -> None:
+    """Anthropic's ``error`` event in a 200 stream (an overload after ``message_start``):
+    the SDK raises, the program asks again. The replay sends the same events again, so
+    the program meets the error again, rather than its first try getting the reply."""
+    pytest.importorskip("anthropic")
+    from faultfinder.testing.fake_messages import FakeMessages
+
+    class OverloadedOnce(FakeMessages):
+        def __init__(self) -> None:
+            super().__init__()
+            self.streams = 0
+
+        def stream(self, response: dict[str, Any]) -> list[bytes]:
+            events = super().stream(response)
+            self.streams += 1
+            if self.streams > 1:
+                return events
+            error = {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}
+            return [events[0], f"event: error\ndata: {json.dumps(error)}\n\n".encode()]
+
+    argv = [sys.executable, "-c", MID_STREAM]
+    with FakeOpenAIServer(failing("never", 500, 0)) as upstream:
+        upstream.mount(OverloadedOnce())
+        recorded = asyncio.run(
+            record_run(argv, upstream.base_url, tmp_path, run_id="run", options=QUIET)
+        )
+    assert recorded.child.exit_code == 0, recorded.child.stderr[-2000:]
+    assert "asked again after: 200 {'type': 'error'" in recorded.child.stdout
+    [failure] = [c for c in load_calls(recorded.run_dir, include_failed=True) if not c.ok]
+    assert (failure.status, failure.stream) == (200, True)
+    assert failure.error == "the stream ended with an error event: busy"
+    assert failure.error_body == {
+        "type": "error", "error": {"type": "overloaded_error", "message": "busy"}
+    }  # fmt: skip
+    replayed = asyncio.run(replay_run(recorded.run_dir, argv, ReplayOptions(), options=QUIET))
+    assert replayed.child.exit_code == 0, replayed.child.stderr[-2000:]
+    assert replayed.child.stdout == recorded.child.stdout
+    assert branch_calls(replayed.branch_dir) == [(200, "cached"), (200, "cached")]
+    assert replayed.report.served_failures == [0] and replayed.report.live_calls == 0
+    # Asked without streaming, the recorded error comes back as a 502 not to be retried.
+    plain = asyncio.run(
+        replay_run(recorded.run_dir, [*argv, "--plain"], ReplayOptions(), options=QUIET)
+    )
+    assert plain.child.exit_code == 0, plain.child.stderr[-2000:]
+    assert "asked again after: 502 {'type': 'error'" in plain.child.stdout
+    assert branch_calls(plain.branch_dir) == [(502, "cached"), (200, "cached")]
+    assert plain.report.live_calls == 0 and plain.report.divergences == []
 
 
 def test_a_failure_recorded_without_its_reply_is_still_refused(tmp_path: Path) -> None:

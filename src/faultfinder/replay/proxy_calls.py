@@ -21,7 +21,7 @@ import httpx
 from pydantic import BaseModel, Field
 
 from faultfinder.redact import Redactor
-from faultfinder.replay.apis import Chains, WireAdapter
+from faultfinder.replay.apis import Chains, SSEEvent, WireAdapter
 from faultfinder.replay.endpoint import Endpoint
 from faultfinder.replay.httpserver import (
     LOOPBACK,
@@ -220,7 +220,10 @@ class ModelCallProxy(Endpoint):
             failure = decision.recorded
             assert failure is not None and failure.error_body is not None
             reply = (failure.error_body, dict(failure.error_headers or {}))
-            record(None, failure.status, failure.error or decision.message, reply=reply)
+            why = failure.error or decision.message
+            if failure.status < 400 and failure.events is not None:
+                return self._error_event(adapter, failure, body, stream, why, record)
+            record(None, failure.status, why, reply=reply)
             return replayed_error(failure.status, *reply)
         if decision.action == "serve":
             assert decision.response is not None
@@ -281,12 +284,36 @@ class ModelCallProxy(Endpoint):
             record(reply, sent=sent, events=events, writes=writes)
             self._live_done(decision)
 
-        def cut() -> None:
-            record(None, 502, "stream ended before the reply was complete", sent)
+        def cut(events: list[bytes], writes: list[int]) -> None:
+            error = error_event(events)
+            if error is None:
+                record(None, 502, "stream ended before the reply was complete", sent)
+                return
+            why = f"the stream ended with an error event: {error_message(error)}"
+            reply: tuple[Any, dict[str, str]] = (error, {})
+            record(None, 200, why, sent, events=events, writes=writes, reply=reply)
 
         streamed = relay(upstream, adapter, body, finished, cut)
         streamed.headers = relayed_headers(upstream, streamed.headers)
         return streamed
+
+    def _error_event(
+        self,
+        adapter: WireAdapter,
+        failure: RecordedCall,
+        body: dict[str, Any],
+        stream: bool,
+        why: str,
+        record: Callable[..., None],
+    ) -> Response:
+        """A recorded stream that ended with an error event, sent again as it was; asked
+        without streaming, its error as a 502 the client is told not to retry."""
+        if not stream:
+            record(None, 502, why, reply=(failure.error_body, {}))
+            return replayed_error(502, failure.error_body, {"x-should-retry": "false"})
+        events = [e.encode("utf-8") for e in failure.events or []]
+        record(None, 200, why, events=events, writes=failure.writes, reply=(failure.error_body, {}))
+        return replayed(adapter, {}, body, failure.events, failure.writes)
 
     def _check_stop(self) -> None:
         if self.plan is not None and self.plan.should_stop:
@@ -376,6 +403,22 @@ class ModelCallProxy(Endpoint):
             record(payload, sent=sent)
             self._live_done(decision)
         return Response(200, headers, content)
+
+
+def error_event(events: list[bytes]) -> dict[str, Any] | None:
+    """The data of the error event that ended a stream (Anthropic's ``error`` event), if
+    one did."""
+    for raw in reversed(events):
+        data = SSEEvent.parse(raw).data
+        if isinstance(data, dict) and data.get("type") == "error":
+            return data
+    return None
+
+
+def error_message(error: dict[str, Any]) -> str:
+    detail = error.get("error")
+    message = detail.get("message") if isinstance(detail, dict) else None
+    return str(message or detail or "no message")
 
 
 def replayed_error(status: int, body: Any, headers: dict[str, str]) -> Response:

@@ -25,6 +25,9 @@ SSE_HEADERS = [("content-type", "text/event-stream"), ("cache-control", "no-cach
 
 Finished = Callable[[dict[str, Any], list[bytes], list[int]], None]
 """Called once with the complete reply, the raw events so far and their writes."""
+Cut = Callable[[list[bytes], list[int]], None]
+"""Called once, instead, with the raw events and their writes of a stream that ended
+without a complete reply."""
 
 
 def relay(
@@ -32,11 +35,12 @@ def relay(
     adapter: WireAdapter,
     asked: dict[str, Any],
     finished: Finished,
-    cut: Callable[[], None],
+    cut: Cut,
 ) -> Response:
     """The client's response to a live stream ``upstream`` (open, status 200): relayed
     as it arrives; ``finished`` gets the reply as soon as the stream completes it,
-    ``cut`` is called instead when the stream ends without a complete reply."""
+    ``cut`` is called instead when the stream ends without a complete reply (cut short,
+    or ended by an error event)."""
 
     async def chunks() -> AsyncIterator[bytes]:
         parser = SSEParser()
@@ -79,7 +83,7 @@ def relay(
                 if reply is not None:
                     finished(reply, events, writes)
                 else:
-                    cut()
+                    cut(events, writes)
 
     return Response(200, SSE_HEADERS, chunks())
 

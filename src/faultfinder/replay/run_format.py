@@ -81,7 +81,9 @@ class RecordedCall(BaseModel):
     error_body: dict[str, Any] | list[Any] | str | None = None
     """For a call the upstream answered with an error status (a 400, 429, 500...): the
     body of that error as the program got it (its JSON, or its text when not JSON),
-    secrets scrubbed. A replay answers the same request with it again. None for other
+    secrets scrubbed; for a stream the upstream ended with an error event (Anthropic's
+    mid-stream ``error``, status 200), that event's data, the stream's events in
+    :attr:`events`. A replay answers the same request with it again. None for other
     failures (no upstream reply) and in recordings made before it was kept."""
     error_headers: dict[str, str] | None = None
     """The headers of that error reply a client acts on (:data:`ERROR_HEADERS`: whether
@@ -108,7 +110,11 @@ class RecordedCall(BaseModel):
     @property
     def replayable_error(self) -> bool:
         """A failed call whose error reply was kept, so a replay can answer it again."""
-        return not self.ok and self.error_body is not None and self.status >= 400
+        return (
+            not self.ok
+            and self.error_body is not None
+            and (self.status >= 400 or (self.stream and self.events is not None))
+        )
 
 
 class RunMeta(BaseModel):
