@@ -408,3 +408,12 @@ def test_failures_recorded_after_step_at_are_left_to_the_upstream() -> None:
     # Recorded after step `at`: the upstream answers now, whatever it says.
     assert ask(plan, "w")[0] == "live"
     assert plan.report.served_failures == [0]
+
+
+def test_an_error_event_names_its_message_wherever_the_api_puts_it() -> None:
+    # Anthropic nests it under "error"; the Responses API's streamed error event has it
+    # at the top level, which read as "no message".
+    from faultfinder.replay.proxy_calls import error_message
+
+    assert error_message({"type": "error", "error": {"message": "Overloaded"}}) == "Overloaded"
+    assert error_message({"type": "error", "code": "server_error", "message": "boom"}) == "boom"

@@ -416,9 +416,11 @@ def error_event(events: list[bytes]) -> dict[str, Any] | None:
 
 
 def error_message(error: dict[str, Any]) -> str:
+    """An error event's message: under ``error`` (Anthropic's), or at its top level (the
+    Responses API's streamed ``error`` event)."""
     detail = error.get("error")
     message = detail.get("message") if isinstance(detail, dict) else None
-    return str(message or detail or "no message")
+    return str(message or detail or error.get("message") or "no message")
 
 
 def replayed_error(status: int, body: Any, headers: dict[str, str]) -> Response:
