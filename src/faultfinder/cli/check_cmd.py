@@ -23,7 +23,7 @@ from faultfinder.cli.common import (
     set_option,
     with_progress,
 )
-from faultfinder.cli.handling import InputPath
+from faultfinder.cli.handling import InputPath, program_argv
 from faultfinder.cli.proxy_options import (
     api_upstream_option,
     branch_report,
@@ -94,7 +94,7 @@ from faultfinder.replay.session import SessionOptions, run_sync
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @model_options
-@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, callback=program_argv)
 @pass_errors
 def check(
     run_dir: str,

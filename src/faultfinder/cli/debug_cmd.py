@@ -24,7 +24,7 @@ from faultfinder.cli.common import (
     set_option,
     with_progress,
 )
-from faultfinder.cli.handling import InputPath
+from faultfinder.cli.handling import InputPath, program_argv
 from faultfinder.cli.proxy_options import (
     api_upstream_option,
     exit_if_replays_failed,
@@ -119,7 +119,7 @@ from faultfinder.replay.session import SessionOptions, run_sync
 @set_option
 @executor_options
 @model_options(timeout_flag="--call-timeout")  # --timeout here bounds each replay
-@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, callback=program_argv)
 @pass_errors
 def debug(
     run_dir: str,

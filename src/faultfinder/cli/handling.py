@@ -112,3 +112,16 @@ class InputPath(click.Path):
 
 
 show_warnings_as_lines()
+
+
+def program_argv(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The program's argv (the arguments after ``--``), refusing one that starts with an
+    option: the commands that run a program pass options they do not know through to it,
+    so a mistyped one (``--upstreem URL``) became the program to run ("Cannot run
+    '--upstreem'"). It is click's usage error instead, with a "did you mean"."""
+    if value and value[0].startswith("-") and value[0] != "-":
+        known = [o for p in ctx.command.params for o in p.opts if o.startswith("--")]
+        raise click.NoSuchOption(value[0], possibilities=known, ctx=ctx)
+    return value

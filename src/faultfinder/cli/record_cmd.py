@@ -7,7 +7,7 @@ import sys
 import click
 
 from faultfinder.cli.common import SECONDS, pass_errors
-from faultfinder.cli.handling import InputPath
+from faultfinder.cli.handling import InputPath, program_argv
 from faultfinder.cli.proxy_options import (
     PASSTHROUGH,
     proxy_options,
@@ -48,7 +48,7 @@ TIMED_OUT = 124
 )
 @click.option("--quiet", is_flag=True, help="Do not echo the program's output.")
 @proxy_options
-@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, callback=program_argv, required=True)
 @pass_errors
 def record(
     upstream: str,

@@ -12,7 +12,7 @@ import click
 
 from faultfinder import exitcodes
 from faultfinder.cli.common import COUNT, SECONDS, STEP, TEMPERATURE, pass_errors
-from faultfinder.cli.handling import InputPath
+from faultfinder.cli.handling import InputPath, program_argv
 from faultfinder.cli.proxy_options import (
     choose_upstream,
     note_live_errors,
@@ -282,7 +282,7 @@ def replay_exit(report: ReplayReport, on_divergence: str) -> int:
     "echoed, it is in the branch's stdout.txt and stderr.txt).",
 )
 @proxy_options
-@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, callback=program_argv)
 @pass_errors
 def replay(
     run_dir: str,

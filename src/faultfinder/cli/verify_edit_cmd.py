@@ -11,7 +11,7 @@ import click
 from click.core import ParameterSource
 
 from faultfinder.cli.common import COUNT, SECONDS, STEP, TEMPERATURE, build_llm, model_options
-from faultfinder.cli.handling import InputPath, pass_errors
+from faultfinder.cli.handling import InputPath, pass_errors, program_argv
 from faultfinder.cli.proxy_options import (
     api_upstream_option,
     exit_if_replays_failed,
@@ -72,7 +72,7 @@ from faultfinder.replay.trust import replay_upstreams
     help="Directory to run the program in (default: the current one).",
 )
 @model_options(timeout_flag="--call-timeout")
-@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, callback=program_argv)
 @pass_errors
 def verify_edit(
     run_dir: str,
