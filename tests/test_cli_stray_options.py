@@ -1,8 +1,10 @@
-"""The commands that run a program pass the options they do not know on to it, so a
-mistyped option before `--` used to become the program to run: `replay RUN --upstreem
-URL -- python prog.py` failed with "Cannot run '--upstreem' ... Check the command after
-'--'", though the command after `--` was right. Each now says the option does not exist,
-with click's usage error (exit 2) and a "did you mean"."""
+"""Command-line details of the commands that run a program.
+
+They pass the options they do not know on to it, so a mistyped option before `--` used
+to become the program to run: `replay RUN --upstreem URL -- python prog.py` failed with
+"Cannot run '--upstreem' ... Check the command after '--'", though the command after
+`--` was right. Each now says the option does not exist, with click's usage error (exit
+2) and a "did you mean". And `verify-edit --help` says it judges only with a model."""
 
 from __future__ import annotations
 
@@ -31,3 +33,12 @@ def test_a_mistyped_option_is_not_taken_for_the_program(args: list[str], tmp_pat
     assert "No such option '--upstreem'" in result.output, result.output
     assert "--upstream" in result.output  # the "did you mean"
     assert "Cannot run" not in result.output
+
+
+def test_verify_edit_help_says_it_judges_only_with_a_model() -> None:
+    # It showed `[default: local]`, though verify-edit uses a judge only when --model is
+    # given on the command line; the other commands keep showing the default they use.
+    shown = CliRunner().invoke(main, ["verify-edit", "--help"], terminal_width=200).output
+    assert "[default: (no judge)]" in shown and "[default: local]" not in shown
+    attribute = CliRunner().invoke(main, ["attribute", "--help"], terminal_width=200).output
+    assert "[default: local]" in attribute

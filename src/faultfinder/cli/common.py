@@ -76,20 +76,33 @@ def model_help() -> str:
 
 
 @overload
-def model_options(fn: F, *, timeout_flag: str = "--timeout") -> F: ...
+def model_options(
+    fn: F, *, timeout_flag: str = "--timeout", default_shown: bool | str = True
+) -> F: ...
 @overload
-def model_options(fn: None = None, *, timeout_flag: str = "--timeout") -> Callable[[F], F]: ...
-def model_options(fn: Callable[..., Any] | None = None, *, timeout_flag: str = "--timeout") -> Any:
+def model_options(
+    fn: None = None, *, timeout_flag: str = "--timeout", default_shown: bool | str = True
+) -> Callable[[F], F]: ...
+def model_options(
+    fn: Callable[..., Any] | None = None,
+    *,
+    timeout_flag: str = "--timeout",
+    default_shown: bool | str = True,
+) -> Any:
     """--model and the LLM layer's knobs. ``@model_options`` or, for a command whose own
-    ``--timeout`` means something else, ``@model_options(timeout_flag="--call-timeout")``."""
+    ``--timeout`` means something else, ``@model_options(timeout_flag="--call-timeout")``.
+    ``default_shown``: what ``--help`` says the default of --model is (a command that uses
+    a model only when --model is given says so instead of 'local')."""
     if fn is None:
-        return functools.partial(model_options, timeout_flag=timeout_flag)
+        return functools.partial(
+            model_options, timeout_flag=timeout_flag, default_shown=default_shown
+        )
     options = [
         click.option(
             "--model",
             "model",
             default="local",
-            show_default=True,
+            show_default=default_shown,
             cls=LazyHelpOption,
             help_text=model_help,
         ),

@@ -71,7 +71,7 @@ from faultfinder.replay.trust import replay_upstreams
     default=None,
     help="Directory to run the program in (default: the current one).",
 )
-@model_options(timeout_flag="--call-timeout")
+@model_options(timeout_flag="--call-timeout", default_shown="no judge")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, callback=program_argv)
 @pass_errors
 def verify_edit(
