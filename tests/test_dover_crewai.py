@@ -129,3 +129,7 @@ def test_verify_edit_of_a_crewai_tool_call_steps_text_is_not_applied(
     assert repeat["final_answer"] == scripts.WRONG and repeat["at_reached"]
     assert not repeat["edit_applied"] and "no later request carried it" in repeat["error"]
     assert row["verdict"] == "not_applied", row["verdict_reason"]
+    # The replay's own line says so too, not "success False" before the row disagrees.
+    (line,) = [ln for ln in result.output.splitlines() if ln.startswith("replay 1/1")]
+    assert "no later request carried it" in line and "not judged" in line, line
+    assert "success" not in line

@@ -108,12 +108,14 @@ def verify_edit(
     from faultfinder.dover.edit_repeats import (
         Attempt,
         Program,
+        given_intervention,
         judge_repeats,
         run_attempt,
         verify_config,
         why_not_replayed,
         write_row,
     )
+    from faultfinder.dover.replays import unread_text
     from faultfinder.dover.report import aggregate, format_summary
     from faultfinder.errors import ConfigError
     from faultfinder.replay.edits import parse_edit_file, read_edit_file
@@ -152,6 +154,8 @@ def verify_edit(
     if skip is not None:
         click.echo(f"not replayed: {skip}")
 
+    intervention = given_intervention(original, at, spec)
+
     async def verify() -> Any:
         attempts = []
         for number in range(0 if skip else repeats):
@@ -163,8 +167,15 @@ def verify_edit(
             )
             if outcome is None:  # could not run at all (no upstream, a bad command...)
                 raise ConfigError(attempt.error or "the replay did not run")
+            unread = (
+                unread_text(intervention, attempt.trace)
+                if attempt.edit_applied and attempt.trace is not None
+                else None
+            )
             state = attempt.error or (
-                f"answer {attempt.answer!r}, success {attempt.success}"
+                f"answer {attempt.answer!r}; {unread}: not judged"
+                if unread
+                else f"answer {attempt.answer!r}, success {attempt.success}"
                 if attempt.edit_applied
                 else f"answer {attempt.answer!r}; the edit was {attempt.edit_state}: not judged"
             )

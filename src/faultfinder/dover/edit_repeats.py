@@ -252,6 +252,22 @@ def replacement_text(spec: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in spec.items() if k != "kind"}, ensure_ascii=False)
 
 
+def given_intervention(original: Trace, at: int, spec: dict[str, Any]) -> Intervention:
+    """The edit file ``spec`` at step ``at`` of ``original`` as the intervention DoVer's
+    rules judge."""
+    step = original.steps[at]
+    return Intervention(
+        category="modified_instruction",
+        replacement=replacement_text(spec) or "(empty)",
+        rationale="a given edit (faultfinder verify-edit, or the UI's Run N times)",
+        step=at,
+        agent=step.agent,
+        original=original_text(step, spec),
+        original_tool_calls=step.tool_calls if spec.get("kind") in REPLY_KINDS else [],
+        tool_calls=edit_tool_calls(spec),
+    )
+
+
 async def judge_repeats(
     original: Trace,
     at: int,
@@ -267,17 +283,7 @@ async def judge_repeats(
     """DoVer's row for ``attempts`` (replays of ``spec`` at step ``at`` of ``original``);
     ``check``: the recorded run's success check, when the caller already ran it (a
     checker command runs once per verification)."""
-    step = original.steps[at]
-    intervention = Intervention(
-        category="modified_instruction",
-        replacement=replacement_text(spec) or "(empty)",
-        rationale="a given edit (faultfinder verify-edit, or the UI's Run N times)",
-        step=at,
-        agent=step.agent,
-        original=original_text(step, spec),
-        original_tool_calls=step.tool_calls if spec.get("kind") in REPLY_KINDS else [],
-        tool_calls=edit_tool_calls(spec),
-    )
+    intervention = given_intervention(original, at, spec)
     results: list[RepeatResult] = []
     with track_usage() as scope:
         for attempt in attempts:
@@ -306,7 +312,7 @@ async def judge_repeats(
         trial=Trial(index=0, start=0, end=max(len(original.steps) - 1, 0)),
         segmentation="none",
         hypothesis=Hypothesis(
-            trial=0, agent=step.agent, step=at, reason="the edited step", method="edit"
+            trial=0, agent=intervention.agent, step=at, reason="the edited step", method="edit"
         ),
         intervention=intervention,
         repeats=results,
