@@ -23,6 +23,7 @@ from faultfinder.replay.replayer import ReplayOptions, ReplayPlan
 from faultfinder.replay.session import SessionOptions, record_run, replay_run
 from faultfinder.testing import FakeOpenAIServer
 from faultfinder.testing.fake_openai import ReplyError
+from test_replay_retry import last_user
 
 QUIET = SessionOptions(echo=False, timeout=60)
 
@@ -75,16 +76,6 @@ with client.messages.stream(
     text = stream.get_final_text()
 print("FINAL ANSWER:", text)
 """
-
-
-def last_user(body: dict[str, Any]) -> str:
-    for message in reversed(body.get("messages") or []):
-        if message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, list):
-                return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-            return str(content)
-    return ""
 
 
 def failing(
