@@ -25,7 +25,7 @@ from faultfinder.cli.common import (
 )
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.kinds import explained
-from faultfinder.cli.terminal import plural, safe
+from faultfinder.cli.terminal import plural, safe, shown_name
 from faultfinder.exitcodes import CaseCounts
 from faultfinder.judging.method import Attribution, run_method
 from faultfinder.judging.why import why
@@ -86,10 +86,11 @@ def format_attribution(result: Attribution, n_steps: int | None = None) -> str:
     # An error the one-line reason shortened is printed whole on a line of its own.
     whole = result.error if result.error and reason != result.error else None
     lines = [
-        f"method:     {result.method}  (model {result.model}, prompts {result.prompt_version})",
+        f"method:     {shown_name(result.method)}  (model {shown_name(result.model)}, "
+        f"prompts {shown_name(result.prompt_version)})",
         f"status:     {result.status}" + (f"  ({reason})" if reason and not whole else ""),
         *([f"error:      {whole}"] if whole else []),
-        f"agent:      {result.agent or '-'}",
+        f"agent:      {shown_name(result.agent or '-')}",
         f"step:       {step}  (0-based)",
         f"reason:     {result.reason or '-'}",
     ]
@@ -128,7 +129,7 @@ def gold_lines(trace: Trace, result: Attribution) -> list[str]:
         inside = gold.step in result.step_set
         in_set = f"; {'in' if inside else 'not in'} the step set"
     return [
-        f"gold agent: {gold.agent or '-'}    ({mark(result.agent == gold.agent)})",
+        f"gold agent: {shown_name(gold.agent or '-')}    ({mark(result.agent == gold.agent)})",
         f"gold step:  {step}    ({mark(result.step in gold.acceptable_steps)}{in_set})",
         f"gold why:   {gold.reason or '-'}",
     ]
@@ -196,7 +197,7 @@ def attribute(
     if not trace.steps:
         # A verdict ("no error found") would tell a script the run was checked.
         raise click.ClickException(
-            f"{safe(trace.id)} in {trace_path} has no steps: {no_steps_reason(trace)}"
+            f"{shown_name(trace.id)} in {trace_path} has no steps: {no_steps_reason(trace)}"
         )
     overrides = method_overrides(with_ground_truth, observability, settings)
     overrides.update(pop_sampling(llm_options))

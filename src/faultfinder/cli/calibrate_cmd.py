@@ -9,6 +9,7 @@ import click
 from faultfinder.cli.common import pass_errors, read_weights, strict_option
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.kinds import explained
+from faultfinder.cli.terminal import safe, shown_name
 
 
 @click.command()
@@ -97,12 +98,12 @@ def calibrate(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(weights.dumps(), encoding="utf-8")
     what = "trained and calibrated" if train else "calibrated"
-    click.echo(f"{what} on {len(report.used)} labelled trace(s) of {source}")
+    click.echo(f"{what} on {len(report.used)} labelled trace(s) of {shown_name(source)}")
     if report.skipped:
-        click.echo(skip_summary(report.skipped))
+        click.echo(safe(skip_summary(report.skipped)))
     levels = ", ".join(f"{100 * a:g}%: {tau:.3f}" for a, tau in report.thresholds.items())
     click.echo(f"thresholds (deploy model, softmax mass): {levels}")
     click.echo(f"wrote {out}; use it with --shortlist-weights {out}")
     elsewhere = named_elsewhere(traces, source, weights)
     if elsewhere:
-        click.echo(f"warning: {elsewhere}", err=True)
+        click.echo(safe(f"warning: {elsewhere}"), err=True)

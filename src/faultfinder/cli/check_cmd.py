@@ -32,6 +32,7 @@ from faultfinder.cli.proxy_options import (
     require_command,
     trust_options,
 )
+from faultfinder.cli.terminal import safe, shown_name
 from faultfinder.replay.report import ReplayReport
 from faultfinder.replay.session import SessionOptions, run_sync
 
@@ -179,9 +180,10 @@ def check(
     static = result.static
     stated = "" if result.confidence is None else f" (confidence {result.confidence:.2f})"
     click.echo(
-        f"static ({result.method}): {static.get('agent')} @ step {static.get('step')}{stated}"
+        f"static ({shown_name(result.method)}): {shown_name(static.get('agent'))} "
+        f"@ step {static.get('step')}{stated}"
     )
-    click.echo(result.why)
+    click.echo(safe(result.why))
 
     def yes(flag: bool) -> str:
         return "yes" if flag else "no"
@@ -194,7 +196,7 @@ def check(
             else f"expected={yes(seen.satisfies_expected)} recurs={yes(seen.failure_recurs)} "
             f"deviates={yes(seen.deviates)}"
         )
-        head = f"{position + 1}. {item.agent} @ step {item.step}"
+        head = f"{position + 1}. {shown_name(item.agent)} @ step {item.step}"
         replayed = reports.get(item.branch or "")
         if replayed is not None:
             state += f"; {replayed.live_calls} live call(s)"
@@ -202,8 +204,8 @@ def check(
                 state += f"; the program FAILED (stopped by --replay-timeout {replay_timeout} s)"
             elif replayed.program_failed:
                 state += f"; the program FAILED (exit status {replayed.program_exit_code})"
-        click.echo(f"{head} (was #{item.rank + 1}, score {item.score}): {state}")
-    click.echo(f"verdict: {result.agent} @ step {result.step}")
+        click.echo(safe(f"{head} (was #{item.rank + 1}, score {item.score}): {state}"))
+    click.echo(f"verdict: {shown_name(result.agent)} @ step {result.step}")
     _check_exit(result, reports, upstreams)
 
 
@@ -240,14 +242,14 @@ def _check_exit(
     if not_run and not counts.errored:  # no program ran (a bad command...), as `debug`'s 1
         click.echo(
             f"exit {exitcodes.FAILURE}: of {len(result.candidates)} candidates, {len(not_run)} "
-            f"could not be replayed ({not_run[0]})",
+            f"could not be replayed ({safe(not_run[0])})",
             err=True,
         )
         click.get_current_context().exit(exitcodes.FAILURE)
     if counts.exit_code:
         static = result.static
         click.echo(
-            f"{counts.message('check')} (the static method {result.method} answered "
+            f"{counts.message('check')} (the static method {shown_name(result.method)} answered "
             f"{static.get('status')!r}; {len(result.candidates)} candidate(s), none judged)",
             err=True,
         )

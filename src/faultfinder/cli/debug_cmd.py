@@ -32,6 +32,7 @@ from faultfinder.cli.proxy_options import (
     require_command,
     trust_options,
 )
+from faultfinder.cli.terminal import safe, shown_name
 from faultfinder.replay.recorder import new_run_id
 from faultfinder.replay.session import SessionOptions, run_sync
 
@@ -237,18 +238,20 @@ def debug(
         head = f"trial {trial.index} (steps {trial.start}-{trial.end})"
         hyp = row.hypothesis
         if row.intervention is None:
-            click.echo(f"{head}: {row.status} - {row.verdict_reason or row.error}")
+            click.echo(safe(f"{head}: {row.status} - {row.verdict_reason or row.error}"))
             continue
         rate = format_rate(row.repeats)
         flips = f"; {rate}" if rate else ""
         iv = row.intervention
         click.echo(
-            f"{head}: hypothesis {hyp.agent} @ step {hyp.step}; {iv.category} at step {iv.step} "
-            f"-> {row.verdict} ({row.verdict_reason}){flips}"
+            safe(
+                f"{head}: hypothesis {shown_name(hyp.agent)} @ step {hyp.step}; {iv.category} "
+                f"at step {iv.step} -> {row.verdict} ({row.verdict_reason}){flips}"
+            )
         )
         click.echo(f"    replacement: {iv.replacement[:160]!r}")
         if iv.tool_calls:
-            calls = ", ".join(c.name for c in iv.tool_calls)
+            calls = ", ".join(shown_name(c.name) for c in iv.tool_calls)
             redirected = f" (call {iv.redirect.call} redirected)" if iv.redirect else ""
             click.echo(f"    with the step's tool calls: {calls}{redirected}")
     click.echo(format_summary(aggregate(rows)))

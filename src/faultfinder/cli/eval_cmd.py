@@ -37,6 +37,7 @@ from faultfinder.cli.kinds import (
     state,
     wrong_kind,
 )
+from faultfinder.cli.terminal import safe, shown_name
 from faultfinder.errors import ConfigError
 from faultfinder.eval import prompt_cost, reliability, step_sets
 from faultfinder.eval.cases import plan_methods, repeat_warnings
@@ -212,7 +213,7 @@ def eval_command(
         shortlist_weights,
     )
     for warning in repeat_warnings(plans, runs):
-        click.echo(f"warning: {warning}", err=True)
+        click.echo(safe(f"warning: {warning}"), err=True)
     with explained(dataset, "trace", "a trace or a folder of traces"):
         traces = load_dataset(
             dataset,
@@ -240,7 +241,7 @@ def eval_command(
         step_set=step_set,
         step_set_weights=shortlist_weights,
     )
-    per_subset = ", ".join(f"{name} {n}" for name, n in subsets(traces).items())
+    per_subset = ", ".join(f"{shown_name(name)} {n}" for name, n in subsets(traces).items())
     click.echo(
         f"{len(traces)} traces ({per_subset}) × {len(plans)} method config(s) × {runs} run(s) "
         f"with model {llm.name}",
@@ -263,9 +264,9 @@ def eval_command(
         err=True,
     )
     if outcome.rows:
-        click.echo(render(summarise(outcome.rows), "text", tolerances=False))
+        click.echo(safe(render(summarise(outcome.rows), "text", tolerances=False)))
     if outcome.stopped:
-        click.echo(outcome.stopped, err=True)
+        click.echo(safe(outcome.stopped), err=True)
     exit_for(CaseCounts.of(row.status for row in outcome.rows))
 
 
@@ -313,7 +314,7 @@ def floors_for(rows: list[EvalRow], dataset: str, weights: str | None = None) ->
     present = {row.method for row in rows}
     level, notes = step_set_settings(rows, weights)
     for note in notes:
-        click.echo(f"note: --floors: {note}", err=True)
+        click.echo(safe(f"note: --floors: {note}"), err=True)
     return floor_rows(traces, skip=present, step_set=level, step_set_weights=weights)
 
 
@@ -404,20 +405,21 @@ def report_command(
     if plot_path or reliability_path:
         pyplot()  # a missing plot extra is said before any table, not after
     summaries = summarise(rows)
-    click.echo(render(summaries, fmt, tolerances=tolerances))  # type: ignore[arg-type]
+    # Text, markdown and csv hold the rows' labels as they are; json escapes them itself.
+    click.echo(safe(render(summaries, fmt, tolerances=tolerances)))  # type: ignore[arg-type]
     if fmt in ("csv", "json"):
         # The data stays parseable on stdout; what qualifies it goes beside it, as --floors's.
         for note in caveats(summaries):
-            click.echo(f"note: {note}", err=True)
+            click.echo(safe(f"note: {note}"), err=True)
     if plot_path:
         written = plot_tolerance(summaries, plot_path)
         click.echo(f"plot written to {written}", err=True)
     if fmt in ("text", "markdown") and (section := step_sets.render_rows(rows, fmt)):
-        click.echo("\n" + section)
+        click.echo("\n" + safe(section))
     if fmt in ("text", "markdown") and (section := reliability.render_rows(rows, fmt)):
-        click.echo("\n" + section)
+        click.echo("\n" + safe(section))
     if fmt in ("text", "markdown") and (section := prompt_cost.render(summaries, fmt)):
-        click.echo("\n" + section)
+        click.echo("\n" + safe(section))
     if reliability_path:
         drawn = reliability.plot_rows(rows, reliability_path)
         click.echo(

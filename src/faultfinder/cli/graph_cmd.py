@@ -21,7 +21,7 @@ from faultfinder.cli.common import (
     with_progress,
 )
 from faultfinder.cli.handling import InputPath
-from faultfinder.cli.terminal import plural
+from faultfinder.cli.terminal import plural, safe, shown_name
 from faultfinder.exitcodes import CaseCounts
 from faultfinder.llm.scopes import track_usage
 from faultfinder.methods.chief import CausalGraph, ChiefConfig, build_graph, write_graph
@@ -32,18 +32,22 @@ from faultfinder.traces.loader import load_trace
 
 def format_graph(graph: CausalGraph) -> str:
     """The summary `graph` prints."""
-    lines = [f"trace:     {graph.trace_id}  ({graph.n_steps} steps, model {graph.model})"]
+    lines = [
+        f"trace:     {shown_name(graph.trace_id)}  ({graph.n_steps} steps, "
+        f"model {shown_name(graph.model)})"
+    ]
     mode = (
         "zero-shot"
         if graph.decomposition.zero_shot
-        else "exemplars " + ", ".join(e.id for e in graph.decomposition.exemplars)
+        else "exemplars " + ", ".join(shown_name(e.id) for e in graph.decomposition.exemplars)
     )
     lines.append(f"decompose: {mode}; reflection rounds {graph.decomposition.reflection_rounds}")
     if graph.decomposition.repaired:
         lines.append("           repaired: " + "; ".join(graph.decomposition.repaired))
     for sub in graph.subtasks:
         lines.append(
-            f"  {sub.id:<4} steps {sub.start:>3}-{sub.end:<3} {sub.name}  [{', '.join(sub.agents)}]"
+            f"  {shown_name(sub.id):<4} steps {sub.start:>3}-{sub.end:<3} {shown_name(sub.name)}  "
+            f"[{', '.join(shown_name(agent) for agent in sub.agents)}]"
         )
     origins: dict[str, int] = {}
     for e in graph.step_edges:
@@ -56,7 +60,7 @@ def format_graph(graph: CausalGraph) -> str:
     )
     for loop in graph.loops:
         lines.append(
-            f"loop {loop.id}:   {loop.agent} repeats at steps {loop.repeats} "
+            f"loop {loop.id}:   {shown_name(loop.agent)} repeats at steps {loop.repeats} "
             f"(group {loop.start}-{loop.end})"
         )
     if graph.oracles:
@@ -140,7 +144,7 @@ def graph(
         click.echo(result.model_dump_json(indent=2))
         exit_for(stages, "stage")
         return
-    click.echo(format_graph(result))
+    click.echo(safe(format_graph(result)))
     u = scope.usage
     click.echo(
         f"cost:      {plural(u.calls, 'call')} ({u.cached_calls} cached), "

@@ -15,6 +15,7 @@ import click
 
 from faultfinder import exitcodes
 from faultfinder.errors import FaultfinderWarning
+from faultfinder.shown import safe
 
 
 class BudgetError(click.ClickException):
@@ -42,11 +43,12 @@ def pass_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             try:
                 return fn(*args, **kwargs)
             except BudgetExceededError as exc:
-                raise BudgetError(str(exc)) from None
+                raise BudgetError(safe(str(exc))) from None
             except LLMCallError as exc:
-                raise EndpointError(str(exc)) from None
+                raise EndpointError(safe(str(exc))) from None
             except FaultfinderError as exc:
-                raise click.ClickException(str(exc)) from None
+                # Its message may quote the trace (a field's value, an agent's name).
+                raise click.ClickException(safe(str(exc))) from None
 
     return wrapper
 
@@ -81,7 +83,7 @@ def _show_warning(
     line: str | None = None,
 ) -> None:
     if issubclass(category, FaultfinderWarning):
-        click.echo(f"warning: {message}", err=True)
+        click.echo(safe(f"warning: {message}"), err=True)
     else:
         click.echo(warnings.formatwarning(message, category, filename, lineno, line), err=True)
 

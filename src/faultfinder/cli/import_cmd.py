@@ -12,7 +12,7 @@ import click
 from faultfinder.cli.common import LazyHelpOption, pass_errors, strict_option
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.kinds import explained
-from faultfinder.cli.terminal import safe
+from faultfinder.cli.terminal import safe, shown_name
 from faultfinder.errors import ConfigError
 from faultfinder.traces.importers import importers
 from faultfinder.traces.importers.base import no_steps_reason
@@ -84,16 +84,17 @@ def describe(trace: Trace) -> str:
     label = "-"
     if trace.label is not None:
         step = "-" if trace.label.step is None else str(trace.label.step)
-        label = f"{trace.label.agent or '-'} @ step {step}"
+        label = f"{shown_name(trace.label.agent or '-')} @ step {step}"
     inputs = ", inputs" if trace.has_inputs else ""
     under = trace.metadata.get("otlp_under")
     where = f"; OTLP under {', '.join(repr(p) for p in under)}" if isinstance(under, list) else ""
     speakers = trace.agent_names()
     roster = [a.name for a in trace.agents] or speakers  # the agents, as the trace lists them
     others = [s for s in speakers if s not in roster]
-    extra = f" (+{len(others)} other speaker(s): {', '.join(others)})" if others else ""
+    named = ", ".join(shown_name(other) for other in others)
+    extra = f" (+{len(others)} other speaker(s): {named})" if others else ""
     return (
-        f"{trace.id}: {len(trace.steps)} steps, {len(roster)} agents{extra}{inputs}; "
+        f"{shown_name(trace.id)}: {len(trace.steps)} steps, {len(roster)} agents{extra}{inputs}; "
         f"label {label}{where}"
     )
 
@@ -105,7 +106,7 @@ def warn_if_empty(traces: list[Trace]) -> None:
     for trace in traces:
         if not trace.steps:
             click.echo(
-                f"warning: {safe(trace.id)} has no steps: {no_steps_reason(trace)}.", err=True
+                f"warning: {shown_name(trace.id)} has no steps: {no_steps_reason(trace)}.", err=True
             )
 
 

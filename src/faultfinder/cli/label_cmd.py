@@ -9,7 +9,7 @@ import click
 from faultfinder.cli.common import pass_errors, strict_option
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.kinds import explained
-from faultfinder.cli.terminal import safe
+from faultfinder.cli.terminal import safe, shown_name
 
 
 @click.command()
@@ -72,7 +72,7 @@ def label(
         # The file, not the command line, is what cannot be labelled: exit 1, as
         # `attribute` does for the same trace (docs/exit-codes.md).
         raise click.ClickException(
-            f"{safe(trace.id)} in {trace_path} has no steps: there is no step to label "
+            f"{shown_name(trace.id)} in {trace_path} has no steps: there is no step to label "
             "(docs/import.md says what becomes a step)"
         )
     for s in (step, *also):
@@ -85,14 +85,15 @@ def label(
     if agent is None:
         agent = speaker
     elif agent not in trace.agent_names():
-        known = ", ".join(sorted(set(trace.agent_names())))
+        known = ", ".join(shown_name(known) for known in sorted(set(trace.agent_names())))
         raise click.BadParameter(
-            safe(f"{agent!r} is not an agent of the trace ({known})"), param_hint="'--agent'"
+            f"{shown_name(repr(agent))} is not an agent of the trace ({known})",
+            param_hint="'--agent'",
         )
     if trace.label is not None and trace.label.step is not None and not force:
         raise click.ClickException(
             f"the trace is already labelled (step {trace.label.step}, agent "
-            f"{trace.label.agent}); pass --force to replace the label"
+            f"{shown_name(trace.label.agent)}); pass --force to replace the label"
         )
     if out_path is None:
         if Path(trace_path).is_dir() or not _one_canonical_trace(trace_path):
@@ -113,8 +114,8 @@ def label(
         }
     )
     write_trace(labelled, out_path)
-    note = "" if agent == speaker else f" (step {step} is spoken by {speaker})"
-    click.echo(f"labelled {out_path}: step {step}, agent {agent}{note}")
+    note = "" if agent == speaker else f" (step {step} is spoken by {shown_name(speaker)})"
+    click.echo(safe(f"labelled {out_path}: step {step}, agent {shown_name(agent)}{note}"))
 
 
 def _same_file(a: str, b: str) -> bool:

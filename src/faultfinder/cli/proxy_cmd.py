@@ -22,7 +22,7 @@ from faultfinder.cli.proxy_options import (
     warn_if_exposed,
 )
 from faultfinder.cli.replay_cmd import replay_options, report_lines, warn_dropped_calls
-from faultfinder.cli.terminal import plural
+from faultfinder.cli.terminal import plural, safe
 from faultfinder.errors import ConfigError
 from faultfinder.replay.httpserver import LOOPBACK
 from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
@@ -191,7 +191,7 @@ async def _serve_proxy(
                 # What the replay did, as `replay` says it: live calls, blocked requests,
                 # divergences, the edit.
                 for line in report_lines(report, run_dir, trace):
-                    click.echo(store.redactor.text(line), err=True)
+                    click.echo(safe(store.redactor.text(line)), err=True)
             steps = plural(len(trace.steps), "step")
             click.echo(f"wrote {run_dir / 'trace.json'} ({steps})", err=True)
         else:

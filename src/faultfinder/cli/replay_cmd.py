@@ -21,6 +21,7 @@ from faultfinder.cli.proxy_options import (
     session_options,
     trust_options,
 )
+from faultfinder.cli.terminal import safe, shown_name
 from faultfinder.errors import FaultfinderError
 from faultfinder.replay.edits import Edit, dropped_tool_calls, read_edit_file
 from faultfinder.replay.matching import DEFAULT_NORMALISERS, NORMALISERS
@@ -141,7 +142,7 @@ def report_lines(report: ReplayReport, branch_dir: Path, trace: Trace) -> list[s
     for position, divergence in enumerate(report.divergences):
         near = "" if divergence.step is None else f" (nearest recorded step {divergence.step})"
         lines.append(
-            f"DIVERGED:    call {divergence.agent_call} of {divergence.agent}{near}: "
+            f"DIVERGED:    call {divergence.agent_call} of {shown_name(divergence.agent)}{near}: "
             f"{divergence.difference} -> {divergence.action}"
         )
         if position == 0 and divergence.diff:
@@ -355,7 +356,7 @@ def replay(
     if as_json:
         click.echo(outcome.report.model_dump_json(indent=2))
     else:
-        click.echo(format_report(outcome))
+        click.echo(safe(format_report(outcome)))
     code = replay_exit(outcome.report, on_divergence)
     note_live_errors([outcome.branch_dir], outcome.meta.upstreams)
     if outcome.report.edit_error:

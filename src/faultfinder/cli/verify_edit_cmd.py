@@ -18,6 +18,7 @@ from faultfinder.cli.proxy_options import (
     require_command,
     trust_options,
 )
+from faultfinder.cli.terminal import safe
 from faultfinder.replay.recorder import BRANCHES_DIR, new_run_id, read_meta, safe_child
 from faultfinder.replay.session import run_sync
 from faultfinder.replay.trust import replay_upstreams
@@ -152,7 +153,7 @@ def verify_edit(
     check = check_recorded(checker, original, str(base))  # once: --check may be slow
     skip = why_not_replayed(check, original.steps[at], spec)
     if skip is not None:
-        click.echo(f"not replayed: {skip}")
+        click.echo(safe(f"not replayed: {skip}"))
 
     intervention = given_intervention(original, at, spec)
 
@@ -179,7 +180,7 @@ def verify_edit(
                 if attempt.edit_applied
                 else f"answer {attempt.answer!r}; the edit was {attempt.edit_state}: not judged"
             )
-            click.echo(f"replay {number + 1}/{repeats} ({attempt.branch_id}): {state}")
+            click.echo(safe(f"replay {number + 1}/{repeats} ({attempt.branch_id}): {state}"))
             attempts.append(attempt)
         config = verify_config("faultfinder verify-edit", at, spec, repeats, live_temperature)
         return await judge_repeats(
@@ -202,9 +203,11 @@ def verify_edit(
         f" (95% CI {verdict.interval[0]:.0%}-{verdict.interval[1]:.0%})" if verdict.interval else ""
     )
     if row.status == "already-succeeded":
-        click.echo(f"verdict: none, the run already succeeded ({row.verdict_reason})")
+        click.echo(safe(f"verdict: none, the run already succeeded ({row.verdict_reason})"))
     else:
-        click.echo(f"verdict: {row.verdict} ({row.verdict_reason}); flip rate {rate}{interval}")
+        click.echo(
+            safe(f"verdict: {row.verdict} ({row.verdict_reason}); flip rate {rate}{interval}")
+        )
     click.echo(format_summary(aggregate([row])))
     click.echo(f"rows: {path}")
     exit_if_replays_failed(

@@ -27,6 +27,7 @@ from faultfinder.eval.report import (
 )
 from faultfinder.eval.rows import EvalRow
 from faultfinder.eval.tables import text_table
+from faultfinder.shown import clip_name
 
 BINS = 10
 
@@ -160,8 +161,8 @@ def _names(rows: Sequence[EvalRow]) -> dict[GroupKey, str]:
     idents = varying_idents(keys)
     out: dict[GroupKey, str] = {}
     for key, label in labels.items():
-        extra = ", ".join(f"{h} {IDENT_FIELDS[h](key)}" for h in idents)
-        out[key] = f"{label} ({extra})" if extra else label
+        extra = ", ".join(f"{h} {clip_name(IDENT_FIELDS[h](key))}" for h in idents)
+        out[key] = f"{clip_name(label)} ({extra})" if extra else clip_name(label)
     return out
 
 
@@ -182,7 +183,7 @@ def render_rows(rows: Iterable[EvalRow], fmt: str = "text") -> str:
         if len(triples) != cases:
             counts += f", {len(triples)} rows"
         caption = (
-            f"Reliability of stated confidence: {names[key]} on {key.subset} "
+            f"Reliability of stated confidence: {names[key]} on {clip_name(key.subset)} "
             f"({counts}, ECE {ece(table):.3f})"
         )
         if fmt == "markdown":

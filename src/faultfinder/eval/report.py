@@ -28,6 +28,7 @@ from faultfinder.eval.plotting import pyplot
 from faultfinder.eval.rows import EvalRow
 from faultfinder.eval.tables import markdown_table, text_table
 from faultfinder.judging.method import NO_STEPS
+from faultfinder.shown import clip_name
 
 TableFormat = Literal["text", "markdown", "csv", "json"]
 FORMATS: tuple[str, ...] = ("text", "markdown", "csv", "json")
@@ -309,7 +310,7 @@ def render(
     left = len(IDENT_HEADERS)
     parts: list[str] = []
     for subset, groups in _by_subset(summaries).items():
-        title = f"### {subset}" if fmt == "markdown" else f"== {subset} =="
+        title = f"### {clip_name(subset)}" if fmt == "markdown" else f"== {clip_name(subset)} =="
         parts.append(title)
         parts.append(table(MAIN_HEADERS, [main_cells(g) for g in groups], left))
         if tolerances:
@@ -344,7 +345,7 @@ def caveats(summaries: Sequence[GroupSummary]) -> list[str]:
     under the tables in text and markdown, on stderr beside csv and json."""
     errors = sum(g.metrics.errors for g in summaries)
     notes: list[str] = []
-    floors = sorted({g.label for g in summaries if g.floor})
+    floors = sorted({clip_name(g.label) for g in summaries if g.floor})
     if floors:
         notes.append(
             f"Floors (no model; listed last in each subset): {', '.join(floors)}. A method "
@@ -399,8 +400,8 @@ def short_runs_note(summaries: Sequence[GroupSummary]) -> str | None:
         short = g.metrics.short_runs
         if not short:
             continue
-        extra = ", ".join(f"{h} {IDENT_FIELDS[h](g.key)}" for h in idents)
-        name = f"{g.label} ({extra})" if extra else g.label
+        extra = ", ".join(f"{h} {clip_name(IDENT_FIELDS[h](g.key))}" for h in idents)
+        name = f"{clip_name(g.label)} ({extra})" if extra else clip_name(g.label)
         by_count: dict[int, list[int]] = {}
         for run, n in sorted(short.items()):
             by_count.setdefault(n, []).append(run)
@@ -409,7 +410,7 @@ def short_runs_note(summaries: Sequence[GroupSummary]) -> str | None:
             + ", ".join(map(str, rs))
             for n, rs in sorted(by_count.items())
         )
-        parts.append(f"{name} on {g.key.subset}: {runs}")
+        parts.append(f"{name} on {clip_name(g.key.subset)}: {runs}")
     if not parts:
         return None
     return (

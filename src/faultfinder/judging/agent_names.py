@@ -13,6 +13,7 @@ from typing import overload
 
 from faultfinder.judging.answer_fields import clean_value, comparable
 from faultfinder.llm.client import ParseError
+from faultfinder.shown import clip_name
 from faultfinder.traces.schema import Trace
 
 
@@ -151,5 +152,7 @@ def match_agent(answer: str, agents: Sequence[str]) -> str:
     if len(named) == 1:
         return named[0]
     if named:
-        raise ParseError(f"the answer names several agents ({', '.join(named)}); name one")
-    raise ParseError(f"agent '{cleaned[:80]}' is not one of: {', '.join(roster)}")
+        several = ", ".join(map(clip_name, named))
+        raise ParseError(f"the answer names several agents ({several}); name one")
+    known = ", ".join(map(clip_name, roster))
+    raise ParseError(f"agent '{clip_name(cleaned)}' is not one of: {known}")

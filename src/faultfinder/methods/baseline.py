@@ -22,6 +22,7 @@ from pydantic import Field
 
 from faultfinder.judging.method import MethodBase, MethodConfig, Verdict
 from faultfinder.llm.client import LLM
+from faultfinder.shown import clip_name
 from faultfinder.traces.schema import Step, Trace
 
 BaselineRule = Literal["first-speaker", "majority-agent", "position"]
@@ -88,6 +89,6 @@ class BaselineMethod(MethodBase):
         return Verdict(
             agent=step.agent,
             step=step.index,
-            reason=f"floor '{cfg.rule}': step {step.index}, taken by {step.agent}",
+            reason=f"floor '{cfg.rule}': step {step.index}, taken by {clip_name(step.agent)}",
             details={"rule": cfg.rule},
         )

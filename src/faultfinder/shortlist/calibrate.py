@@ -32,6 +32,7 @@ from faultfinder.shortlist.model import ShortlistModel, trace_hash
 from faultfinder.shortlist.rank import rank_trace
 from faultfinder.shortlist.shift import build_reference
 from faultfinder.shortlist.weights import CALIBRATED_ON, Weights
+from faultfinder.shown import clip_name
 from faultfinder.traces.schema import Trace
 
 MIN_TRACES = 10
@@ -151,7 +152,7 @@ def skip_summary(skipped: dict[str, str]) -> str:
     return (
         f"skipped {len(skipped)}: "
         + "; ".join(f"{n} × {why}" for why, n in reasons.most_common())
-        + f" (e.g. {first})"
+        + f" (e.g. {clip_name(first)})"
     )
 
 
