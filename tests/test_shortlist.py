@@ -149,6 +149,38 @@ def test_bad_weights_file_is_a_clear_error(tmp_path: Path) -> None:
         load_weights(bad)
 
 
+def test_a_weights_file_for_other_features_is_refused(tmp_path: Path) -> None:
+    # The shipped file, as another version would have written it: the same numbers for
+    # columns in another order, or for a renamed column. Applied, they would rank steps by
+    # the wrong features with no error.
+    from importlib import resources
+
+    shipped = json.loads(
+        resources.files("faultfinder.shortlist").joinpath("weights.json").read_text("utf-8")
+    )
+    assert shipped["features"] == feature_names(shipped["groups"])
+    first, second = shipped["features"][:2]
+    swapped = dict(shipped, features=[second, first, *shipped["features"][2:]])
+    path = tmp_path / "old.weights.json"
+    path.write_text(json.dumps(swapped), "utf-8")
+    with pytest.raises(ConfigError) as refused:
+        load_weights(path)
+    message = str(refused.value)
+    assert message.startswith(f"{path}: field 'features' does not match")
+    assert f"column 0 is {second!r} in the file and {first!r} here" in message
+    assert "rebuild the file with this one" in message
+    renamed = dict(shipped, features=["position.renamed", *shipped["features"][1:]])
+    path.write_text(json.dumps(renamed), "utf-8")
+    with pytest.raises(ConfigError, match=r"computes \['position.rel'\] that the file has no"):
+        load_weights(path)
+    # A one-model file (format 1) is checked too.
+    model = _model(("position", "errors"), {}).to_json()
+    model["features"] = list(reversed(model["features"]))
+    path.write_text(json.dumps(model), "utf-8")
+    with pytest.raises(ConfigError, match="another order: column 0"):
+        load_weights(path)
+
+
 def test_conformal_threshold_and_sets() -> None:
     scores = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
     assert conformal.threshold(scores, 0.8) == 0.8  # ceil(10 * 0.8) = 8th smallest

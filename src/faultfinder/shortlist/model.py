@@ -111,6 +111,8 @@ class ShortlistModel:
         if data.get("format") != FORMAT:
             raise ConfigError(f"{where}: field 'format' is {data.get('format')!r}, not {FORMAT!r}")
         try:
+            if "features" in data:
+                check_features(data["features"], list(data["groups"]), where)
             return cls(
                 groups=list(data["groups"]),
                 mean=[float(v) for v in data["mean"]],
@@ -124,6 +126,44 @@ class ShortlistModel:
             raise ConfigError(f"{where}: missing field {exc.args[0]!r}") from None
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{where}: {exc}") from None
+
+
+def check_features(features: Any, groups: list[str], where: str) -> None:
+    """Refuse a file whose ``features`` (the column each of its numbers is for) are not
+    the columns this faultfinder computes for its ``groups``, in this order: its weights
+    would be applied to other features than they were fitted on, and the ranking would
+    be wrong with no error (ConfigError naming the file and the first difference)."""
+    if not isinstance(features, list) or not all(isinstance(f, str) for f in features):
+        raise ConfigError(f"{where}: field 'features' is not a list of column names")
+    try:
+        expected = feature_names(groups)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    if features == expected:
+        return
+    missing = [f for f in expected if f not in features]
+    extra = [f for f in features if f not in expected]
+    parts = []
+    if missing:
+        parts.append(f"this faultfinder computes {missing} that the file has no weight for")
+    if extra:
+        parts.append(f"the file has weights for {extra} that this faultfinder does not compute")
+    if not parts and len(features) != len(expected):
+        parts.append(f"the file lists {len(features)} columns, this faultfinder {len(expected)}")
+    if not parts:
+        at = next(i for i, (a, b) in enumerate(zip(features, expected, strict=True)) if a != b)
+        parts.append(
+            f"the same columns in another order: column {at} is {features[at]!r} in the file "
+            f"and {expected[at]!r} here"
+        )
+    what = "; ".join(parts)
+    raise ConfigError(
+        f"{where}: field 'features' does not match the features this faultfinder computes "
+        f"for the groups {groups} ({what}), so its weights would rank steps by the wrong "
+        "features. The file was written by another faultfinder version: use that version, "
+        "or rebuild the file with this one (`faultfinder calibrate --train`, "
+        "docs/step-sets.md)."
+    )
 
 
 def averaged(

@@ -31,7 +31,13 @@ from typing import Any
 
 from faultfinder.errors import ConfigError
 from faultfinder.shortlist import neardup
-from faultfinder.shortlist.model import FORMAT, SHIPPED, ShortlistModel, trace_hash
+from faultfinder.shortlist.model import (
+    FORMAT,
+    SHIPPED,
+    ShortlistModel,
+    check_features,
+    trace_hash,
+)
 from faultfinder.shortlist.shift import ShiftReference
 from faultfinder.traces.schema import Trace
 
@@ -212,6 +218,8 @@ def from_json(data: dict[str, Any], where: str, name: str) -> Weights:
     try:
         groups = list(data["groups"])
         trained_on = dict(data.get("trained_on", {}))
+        if "features" in data:  # one list for every model of the file
+            check_features(data["features"], groups, where)
 
         def model(part: dict[str, Any], label: str) -> ShortlistModel:
             fields = {k: part[k] for k in _MODEL_FIELDS if k in part}
