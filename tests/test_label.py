@@ -136,3 +136,25 @@ def test_a_run_directory_is_labelled_through_its_trace(tmp_path: Path) -> None:
     assert f"labelled {runs / 'avalon' / 'trace.json'}: step 1" in output
     label = load_trace(runs / "avalon" / "trace.json").label
     assert label is not None and label.step == 1 and label.reason == "slip"
+
+
+def test_a_run_that_succeeded_is_not_labelled_without_force(tmp_path: Path) -> None:
+    # The demo team solves the round trip: its answer is the reference, nothing failed.
+    runs = tmp_path / "runs"
+    recorded = record_demo(runs, task_id="round-trip", run_id="ok", ground_truth="684").trace
+    assert recorded is not None and recorded.final_answer == "684"
+    trace = runs / "ok" / "trace.json"
+    code, output = cli("label", str(runs / "ok"), "--step", "1")
+    assert code == 1, output
+    assert f"{recorded.id} in {trace} succeeded: its final answer matches its reference" in output
+    assert "--force" in output and load_trace(trace).label is None
+    # The user's word overrides the exact match (a wrong reference answer...).
+    code, output = cli("label", str(runs / "ok"), "--step", "1", "--force")
+    assert code == 0, output
+    label = load_trace(trace).label
+    assert label is not None and label.step == 1
+    # Without a reference answer, success cannot be told: the run is labelled.
+    bare = record_demo(runs, task_id="round-trip", run_id="bare", ground_truth=None)
+    assert bare.trace is not None and bare.trace.ground_truth is None
+    code, output = cli("label", str(runs / "bare"), "--step", "1")
+    assert code == 0, output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -10,6 +11,9 @@ from faultfinder.cli.common import pass_errors, strict_option
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.kinds import explained
 from faultfinder.cli.terminal import safe, shown_name
+
+if TYPE_CHECKING:
+    from faultfinder.traces.schema import Trace
 
 
 @click.command()
@@ -36,7 +40,8 @@ from faultfinder.cli.terminal import safe, shown_name
 @click.option(
     "--force",
     is_flag=True,
-    help="Replace a label the trace already has, or overwrite an existing --out file.",
+    help="Replace a label the trace already has, overwrite an existing --out file, or label "
+    "a run whose final answer matches its reference answer.",
 )
 @strict_option
 @pass_errors
@@ -81,6 +86,8 @@ def label(
                 f"step {s} is outside the trace (steps 0-{n - 1})",
                 param_hint="'--step'" if s == step else "'--also'",
             )
+    if not force:
+        _refuse_a_success(trace, trace_path)
     speaker = trace.steps[step].agent
     if agent is None:
         agent = speaker
@@ -116,6 +123,23 @@ def label(
     write_trace(labelled, out_path)
     note = "" if agent == speaker else f" (step {step} is spoken by {shown_name(speaker)})"
     click.echo(safe(f"labelled {out_path}: step {step}, agent {shown_name(agent)}{note}"))
+
+
+def _refuse_a_success(trace: Trace, trace_path: str) -> None:
+    """Refuse (exit 1, as for a trace with no steps) a run that succeeded by the rule
+    `debug` and `verify-edit` use: its program did not fail and its final answer matches
+    its reference answer. Nothing failed, so a decisive step would be invented, and
+    `calibrate` and `eval` would take the run for a failure. A run with no reference
+    answer cannot be told and is labelled."""
+    from faultfinder.dover.checker import ExactChecker, check_recorded
+
+    if check_recorded(ExactChecker(), trace).passed:
+        raise click.ClickException(
+            f"{shown_name(trace.id)} in {trace_path} succeeded: its final answer matches its "
+            "reference answer, so no step caused a failure and there is nothing to label. "
+            "Label the failed run instead, or pass --force to label this one anyway (a "
+            "reference answer that is wrong, a failure the answer does not show)."
+        )
 
 
 def _same_file(a: str, b: str) -> bool:
