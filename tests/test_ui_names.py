@@ -210,3 +210,17 @@ def test_a_long_source_filters_the_runs_by_its_clipped_name(tmp_path: Path) -> N
     assert page.count(source) == 1
     shown = client.get("/", params={"source": mark(source)}).text
     assert re.findall(r'<a href="/trace/[^"]*" title="[^"]*">([^<]*)</a>', shown) == ["odd"]
+
+
+def test_an_edit_is_summarised_clipped_as_names_are() -> None:
+    from faultfinder.ui.replay_view import edit_summary
+
+    words = "Use the 2020 figure, not the 2023 one.\n" * 20
+    flat = " ".join(words.split())
+    assert edit_summary({"input": words}) == "instruction: " + clip_name(flat, 100)
+    assert edit_summary({"input": words}).endswith(f"… ({len(flat):,} chars)")
+    call = {"tool_call_changes": [{"index": 1, "name": "lookup", "arguments": "x" * 300}]}
+    assert edit_summary(call) == "tool call 1: " + clip_name(f"lookup({'x' * 300})", 100)
+    # Short text stays whole, on one line.
+    assert edit_summary({"output": "Avalon:\n48210"}) == "output: Avalon: 48210"
+    assert edit_summary(None) == "no edit"

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from faultfinder.dover.edit_repeats import LIVE_ORIGINS
+from faultfinder.shown import clip_name
 from faultfinder.traces.schema import Step, Trace
 
 Segment = tuple[str, str]
@@ -70,13 +71,14 @@ def first_difference(pairs: list[StepPair]) -> int | None:
 
 
 def edit_summary(edit: dict[str, Any] | None, limit: int = 100) -> str:
-    """One line saying what a replay's edit changed (from ``report.json``'s ``edit``)."""
+    """One line saying what a replay's edit changed (from ``report.json``'s ``edit``): its
+    text on one line, clipped to ``limit`` characters as names are
+    (`faultfinder.shown.clip_name`: an ellipsis and the whole length mark the cut)."""
     if not edit:
         return "no edit"
 
     def short(text: Any) -> str:
-        flat = " ".join(str(text).split())
-        return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+        return clip_name(" ".join(str(text).split()), limit)
 
     if edit.get("input") is not None:
         return "instruction: " + short(edit["input"])
