@@ -426,3 +426,28 @@ def test_a_trace_weighing_two_trains_as_two_copies_of_it() -> None:
     assert weighted == pytest.approx(twice, abs=1e-4)
     unweighted = _listwise(z, gold, sizes, np.ones(9), 1.0)
     assert weighted != pytest.approx(unweighted, abs=1e-4)
+
+
+def test_fitting_on_no_training_trace_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("scipy")
+    pytest.importorskip("sklearn")
+    from faultfinder.shortlist.train import bagged, build_table, fit
+
+    traces = labelled_fixtures()
+    sources = {t.source.subset for t in traces}
+    assert sources == {"Algorithm-Generated", "Hand-Crafted"}
+    table = build_table(traces, ["position", "errors"])
+    for call in (
+        lambda: fit(table, ["position", "errors"], []),
+        lambda: bagged(table, ["position", "errors"], [], []),
+    ):
+        with pytest.raises(ConfigError, match="the training set is empty") as refused:
+            call()
+        assert f"{len(traces)} trace(s) given in all" in str(refused.value)
+    # Reached from bench/transfer.py with two sources, one of them the only trained one:
+    # left out in turn, it leaves nothing to train on.
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "bench"))
+    import transfer  # type: ignore[import-not-found]
+
+    with pytest.raises(ConfigError, match="the training set is empty"):
+        transfer.leave_one_source_out(traces, ("position", "errors"), [], ["Hand-Crafted"], 5)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from faultfinder.errors import ConfigError
 from faultfinder.shortlist.features import trace_features
 from faultfinder.shortlist.model import ShortlistModel, averaged, softmax
 from faultfinder.traces.schema import Trace
@@ -130,6 +131,8 @@ def fit(
     says with ``share``."""
     import numpy as np
 
+    require_training_rows(table, indices)
+
     picks = [r for i in indices for r in range(*table.spans[i])]
     x = np.asarray([table.rows[r] for r in picks], dtype=float)
     mean, scale = _standardisation(x)
@@ -148,6 +151,22 @@ def fit(
         scale=scale.tolist(),
         coef=coef,
         intercept=intercept,
+    )
+
+
+def require_training_rows(table: Table, indices: Sequence[int]) -> None:
+    """Refuse a fit on no step (ConfigError): with no training trace, or only traces with
+    no step, there is nothing to standardise or weigh. A caller that holds sources or
+    folds out reaches it when nothing is left to train on (two sources, one of them the
+    only training source, and that one held out)."""
+    if any(table.spans[i][1] > table.spans[i][0] for i in indices):
+        return
+    held = f"its {len(indices)} trace(s) have no step" if indices else "it holds no trace"
+    raise ConfigError(
+        f"cannot fit the shortlist ranker: the training set is empty ({held}; "
+        f"{len(table.traces)} trace(s) given in all). Every trace given was held out or "
+        "left out of training: give labelled traces of at least one source that is "
+        "trained on and not the one held out (bench: another DATA or `--also DIR`)."
     )
 
 
@@ -175,6 +194,7 @@ def bagged(
     the data leaves to chance (docs/methods/shortlist.md, "Which model ranks your trace")."""
     import numpy as np
 
+    require_training_rows(table, indices)
     if len(set(folds)) < 2:
         raise ValueError("bagging over folds needs at least two folds")
     members: list[ShortlistModel] = []
