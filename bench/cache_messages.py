@@ -25,6 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from _shared import WHO_AND_WHEN_DATA
+
 from faultfinder.eval.datasets import DatasetOptions, load_dataset
 from faultfinder.judging.method import run_method
 from faultfinder.llm import LLM, make_backend
@@ -33,7 +35,7 @@ from faultfinder.testing import FakeOpenAIServer
 from faultfinder.testing.fake_messages import FakeMessages, PromptCache
 from faultfinder.usage import Usage
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "who-and-when"
+DEFAULT_DATA = WHO_AND_WHEN_DATA
 
 ANSWER = "Agent Name: A\nStep Number: 1\nReason for Mistake: a stand-in answer.\n" + json.dumps(
     {"agent_name": "A", "step_number": 1, "reason": "stand-in", "confidence": 0.5}

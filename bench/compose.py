@@ -43,6 +43,7 @@ from pathlib import Path
 
 from _held_out import left_out_note, split_unrankable
 from _readme import write_section
+from _shared import WHO_AND_WHEN_DATA
 from _stats import cell, paired
 
 from faultfinder.eval.datasets import load_dataset, subset_of
@@ -58,7 +59,7 @@ from faultfinder.testing.oracle import perfect_judge
 from faultfinder.traces.schema import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "who-and-when"
+DEFAULT_DATA = WHO_AND_WHEN_DATA
 README = ROOT / "bench" / "README.md"
 BEGIN, END = "<!-- compose:begin -->", "<!-- compose:end -->"
 POINTS: list[tuple[str, dict[str, object]]] = [

@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from _readme import write_section
+from _shared import WHO_AND_WHEN_DATA
 
 from faultfinder.eval.datasets import load_dataset, subset_of
 from faultfinder.shortlist import neardup
@@ -38,7 +39,7 @@ from faultfinder.shortlist.weights import Chosen, Weights, shipped_weights
 from faultfinder.traces.schema import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "who-and-when"
+DEFAULT_DATA = WHO_AND_WHEN_DATA
 GENERATED = ROOT / ".faultfinder" / "generated"
 README = ROOT / "bench" / "README.md"
 BEGIN, END = "<!-- contamination:begin -->", "<!-- contamination:end -->"

@@ -56,6 +56,7 @@ from typing import Any
 
 import _cost_answerers
 from _cost_answerers import AGENTIC_READS, ProseCut, answer
+from _shared import WHO_AND_WHEN_DATA
 
 from faultfinder.cli.common import method_overrides
 from faultfinder.errors import FaultfinderError
@@ -73,8 +74,7 @@ from faultfinder.testing.prefix_cache import PrefixCache, prompt_text
 from faultfinder.traces.schema import Trace
 from faultfinder.usage import Usage
 
-# ../shared/data/who-and-when, seen from the repository root
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "who-and-when"
+DEFAULT_DATA = WHO_AND_WHEN_DATA
 DEFAULT_METHODS = (
     "all-at-once",
     "step-by-step",

@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _shared import WHO_AND_WHEN_DATA
+
 from faultfinder.eval.cases import plan_methods
 from faultfinder.eval.datasets import load_dataset, subset_of
 from faultfinder.eval.floors import FLOORS
@@ -41,8 +43,7 @@ from faultfinder.llm.doubles import NoModelBackend
 from faultfinder.methods.baseline import BaselineConfig, pick
 from faultfinder.traces.schema import Trace
 
-# ../shared/data/who-and-when, seen from the repository root
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "who-and-when"
+DEFAULT_DATA = WHO_AND_WHEN_DATA
 
 EXPECTED = {
     # (subset, metric): percent, from the data README's reference floors.

@@ -10,7 +10,7 @@ agent/step rule (docs/eval.md).
 
     python bench/oracle.py [DATA] [--no-readme]
 
-DATA defaults to ../shared/data/who-and-when relative to the repository root. The
+DATA defaults to ../shared/data/who-and-when beside the repository (bench/_shared.py). The
 measured figures are printed and written into bench/README.md between the
 ``oracle:begin`` / ``oracle:end`` markers (unless --no-readme). Exit status 1 when a
 method misses 100% on a consistent case or scores above 0 with the wrong judge (a trace
@@ -27,12 +27,14 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 
+from _shared import WHO_AND_WHEN_DATA
+
 from faultfinder.testing.oracle import ORACLE_METHODS, OracleRow, label_consistent, run_oracle
 from faultfinder.traces.loader import load_traces
 from faultfinder.traces.schema import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "who-and-when"
+DEFAULT_DATA = WHO_AND_WHEN_DATA
 README = ROOT / "bench" / "README.md"
 BEGIN, END = "<!-- oracle:begin -->", "<!-- oracle:end -->"
 

@@ -35,6 +35,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from _shared import WHO_AND_WHEN_DATA
+
 from faultfinder.eval.cases import plan_methods
 from faultfinder.eval.datasets import load_dataset
 from faultfinder.eval.runner import EvalOptions, run_eval
@@ -42,8 +44,7 @@ from faultfinder.llm import LLM, ChatRequest, FunctionBackend, make_backend
 from faultfinder.testing.fake_openai import FakeOpenAIServer
 from faultfinder.traces.schema import Trace
 
-# ../shared/data/who-and-when, seen from the repository root
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "who-and-when"
+DEFAULT_DATA = WHO_AND_WHEN_DATA
 FIRST_STEP = re.compile(r"^Step 0 - ([^:\n]+):", re.MULTILINE)
 
 

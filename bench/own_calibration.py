@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from _readme import write_section
+from _shared import WHO_AND_WHEN_DATA
 from _stats import cell, paired
 
 from faultfinder.errors import ConfigError
@@ -42,7 +43,7 @@ from faultfinder.traces.schema import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "bench" / "README.md"
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "who-and-when"
+DEFAULT_DATA = WHO_AND_WHEN_DATA
 BEGIN, END = "<!-- own-calibration:begin -->", "<!-- own-calibration:end -->"
 
 

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _shared import WHO_AND_WHEN_DATA
+
 sys.path.insert(0, str(Path(__file__).parent))
 
 from overhead import _ServerProcess
@@ -69,7 +71,7 @@ def warm_pool(spec: LLMSpec, concurrency: int, workers: int, traces: list[Trace]
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=Path("../shared/data/who-and-when"))
+    parser.add_argument("--data", type=Path, default=WHO_AND_WHEN_DATA)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--latency", type=float, default=0.5)
     parser.add_argument("--workers", type=int, default=2, help="Ray worker actors")

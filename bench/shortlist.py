@@ -40,6 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from _readme import write_section
+from _shared import WHO_AND_WHEN_DATA
 
 from faultfinder.eval.datasets import load_dataset, subset_of
 from faultfinder.eval.metrics import normalise_agent
@@ -52,7 +53,7 @@ from faultfinder.shortlist.train import build_table, cross_validate, held_out_mo
 from faultfinder.traces.schema import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "who-and-when"
+DEFAULT_DATA = WHO_AND_WHEN_DATA
 README = ROOT / "bench" / "README.md"
 WEIGHTS = ROOT / "src" / "faultfinder" / "shortlist" / "weights.json"
 BEGIN, END = "<!-- shortlist:begin -->", "<!-- shortlist:end -->"

@@ -39,6 +39,7 @@ from pathlib import Path
 from _deploy_choice import WHO_AND_WHEN
 from _held_out import left_out_note, split_unrankable
 from _readme import write_section
+from _shared import WHO_AND_WHEN_DATA
 from compose import describe_weights, provenance
 
 from faultfinder.eval.cases import Case, plan_methods, run_case
@@ -58,7 +59,7 @@ from faultfinder.testing.oracle import OracleJudge
 from faultfinder.traces.schema import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "who-and-when"
+DEFAULT_DATA = WHO_AND_WHEN_DATA
 README = ROOT / "bench" / "README.md"
 BEGIN, END = "<!-- step-sets:begin -->", "<!-- step-sets:end -->"
 ORACLES = {"perfect": False, "wrong": True}

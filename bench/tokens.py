@@ -19,6 +19,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from _shared import WHO_AND_WHEN_DATA
+
 from faultfinder.cli.common import build_llm
 from faultfinder.errors import ModelNotAvailableError
 from faultfinder.eval.cases import plan_methods
@@ -27,8 +29,7 @@ from faultfinder.eval.rows import EvalRow, latest_by_key, read_rows
 from faultfinder.eval.runner import EvalOptions, run_eval
 from faultfinder.registry import methods
 
-# ../shared/data/who-and-when, seen from the repository root
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "who-and-when"
+DEFAULT_DATA = WHO_AND_WHEN_DATA
 NOT_MEASURED = {"random"}  # makes no model call
 
 

@@ -48,6 +48,7 @@ from _deploy_choice import WHO_AND_WHEN, deploy_choice
 from _loso_sets import loso_sets
 from _readme import write_section
 from _selection import SINGLE_HOLDOUT, criterion, every_other_source, selection
+from _shared import WHO_AND_WHEN_DATA
 from _stats import cell, paired
 from _tried import tried
 from shortlist import Ranked, first_speaker, hits, majority_agent, prior_from, ranked_of
@@ -69,7 +70,7 @@ from faultfinder.shortlist.weights import shipped_weights
 from faultfinder.traces.schema import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "who-and-when"
+DEFAULT_DATA = WHO_AND_WHEN_DATA
 README = ROOT / "bench" / "README.md"
 BEGIN, END = "<!-- transfer:begin -->", "<!-- transfer:end -->"
 KS = (1, 3, 5)

@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from _shared import WHO_AND_WHEN_DATA
 from starlette.testclient import TestClient
 
 from faultfinder.dover.edit_repeats import Program
@@ -167,9 +168,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", default="1000,2000,5000")
     parser.add_argument("--repeats", type=int, default=7)
-    # ../shared/data/who-and-when, seen from the repository root
-    default_data = Path(__file__).resolve().parents[2] / "shared" / "data" / "who-and-when"
-    parser.add_argument("--data", default=str(default_data))
+    parser.add_argument("--data", default=str(WHO_AND_WHEN_DATA))
     parser.add_argument("--replays", type=int, default=5, help="0: skip the replay timing")
     args = parser.parse_args()
     print(

@@ -12,6 +12,7 @@ the full runs are the benches' own job (minutes to an hour each).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -78,3 +79,39 @@ def test_tokens_runs_a_case_through_the_eval_harness(tmp_path: Path) -> None:
     (row,) = [line for line in done.stdout.splitlines() if "all-at-once" in line]
     assert row.split()[:3] == ["Algorithm-Generated", "all-at-once", "1"]
     assert len(out.read_text().splitlines()) == 1
+
+
+def test_the_default_data_is_found_from_a_worktree_elsewhere(tmp_path: Path) -> None:
+    # The shared data sits beside the main checkout (../shared); a git worktree made
+    # elsewhere (/tmp/wt-x) has no ../shared of its own, and its scripts looked there.
+    main = tmp_path / "work" / "main"
+    shutil.copytree(BENCH, main / "bench", ignore=shutil.ignore_patterns("__pycache__"))
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    for args in (["init", "-q"], ["add", "bench"], ["commit", "-qm", "bench"]):
+        subprocess.run([*git, *args], cwd=main, check=True, capture_output=True)
+    worktree = tmp_path / "elsewhere" / "wt-x"
+    subprocess.run(
+        [*git, "worktree", "add", "-q", str(worktree)], cwd=main, check=True, capture_output=True
+    )
+    shared = tmp_path / "work" / "shared"
+    (shared / "data" / "who-and-when").mkdir(parents=True)
+    show = "import sys; sys.path.insert(0, sys.argv[1]); import floors; print(floors.DEFAULT_DATA)"
+
+    def default_data(root: Path, **env: str) -> str:
+        clean = {k: v for k, v in os.environ.items() if k != "FAULTFINDER_SHARED"}
+        done = subprocess.run(
+            [sys.executable, "-c", show, str(root / "bench")],
+            capture_output=True, text=True, timeout=120, check=False,
+            env={**clean, "PYTHONPATH": str(ROOT / "src"), **env},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    expected = str(shared / "data" / "who-and-when")
+    assert default_data(main) == expected
+    assert default_data(worktree) == expected
+    # Pointed elsewhere by the environment, as bench/README.md says.
+    other = tmp_path / "copy"
+    assert default_data(worktree, FAULTFINDER_SHARED=str(other)) == str(
+        other / "data" / "who-and-when"
+    )
