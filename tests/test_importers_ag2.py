@@ -211,8 +211,8 @@ def _without_the_executors_orders(name: str, target: Path) -> Path:
 @pytest.mark.parametrize(
     ("name", "rule"),
     [
-        ("sqlite", "function name: the latest earlier unanswered call"),
-        ("file", "position: the latest earlier unanswered call"),
+        ("sqlite", "function name and arguments: the latest earlier unanswered call"),
+        ("file", "arguments: the latest earlier unanswered call"),
     ],
 )
 def test_without_an_id_in_the_log_the_call_is_matched_as_before(
