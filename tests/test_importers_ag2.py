@@ -416,13 +416,14 @@ def test_a_response_to_a_call_no_step_asked_for_is_kept(tmp_path: Path, name: st
 @pytest.mark.parametrize("name", ["sqlite", "file"])
 def test_an_execution_no_step_asked_for_keeps_its_call_id(tmp_path: Path, name: str) -> None:
     """The call returned (a function_calls record) but the reply that asked for it is not
-    in the log: its tool step carries the id the Executor was asked to run it under, and
-    the relayed response adds no second result."""
+    in the log: its tool step carries the id and function name the Executor was asked to
+    run it under (the file logger does not log the name with the execution), and the
+    relayed response adds no second result."""
     path = _without_the_asking_reply(FIXTURES[name], tmp_path / f"log{FIXTURES[name].suffix}")
     (trace,) = load_traces(path, format="ag2")
     (step,) = [s for s in trace.steps if s.kind == "tool"]
-    assert [(r.call_id, r.content) for r in step.tool_results] == [("call_g1", "6")]
-    assert [c.id for c in step.tool_calls] == ["call_g1"]
+    assert [(r.call_id, r.name, r.content) for r in step.tool_results] == [("call_g1", "add", "6")]
+    assert [(c.id, c.name) for c in step.tool_calls] == [("call_g1", "add")]
     assert step.metadata["inferred"]["call_id_from"].startswith("received_message event at")
     times = [s.started_at for s in trace.steps]
     assert times == sorted(times)

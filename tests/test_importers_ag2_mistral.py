@@ -123,7 +123,7 @@ def test_a_response_with_no_call_id_no_step_asked_for_is_kept_once(
     """With the reply that asked not in the log, the failed call's response (the
     Executor's reply holds it, and the Solver's received message relays it) is kept once,
     as a tool step of the Executor, with the call the Executor was asked to run at its
-    place: divide(1, 0)."""
+    place: divide(1, 0); each logged execution is a tool step named after its function."""
     log = _run(tmp_path / "run", logger)
     path = tmp_path / log.name
     shutil.copy(log, path)
@@ -139,5 +139,16 @@ def test_a_response_with_no_call_id_no_step_asked_for_is_kept_once(
     assert "3 tool calls with no id" in step.metadata["inferred"]["attached"]
     results = [r.content for s in trace.steps for r in s.tool_results]
     assert sorted(results) == ["2.0", "4.0", "Error: division by zero"]  # each once
+    # the two logged executions: tool steps too, named after the function the Executor
+    # was asked to run (the file logger does not log the name with the execution)
+    ran = [s for s in trace.steps if s.kind == "tool" and s is not step]
+    assert [[(c.id, c.name, json.loads(c.arguments)) for c in s.tool_calls] for s in ran] == [
+        [(None, "divide", {"a": 6, "b": 3})],
+        [(None, "divide", {"a": 8, "b": 2})],
+    ]
+    assert [[(r.name, r.content) for r in s.tool_results] for s in ran] == [
+        [("divide", "2.0")],
+        [("divide", "4.0")],
+    ]
     times = [s.started_at for s in trace.steps]
     assert times == sorted(times)

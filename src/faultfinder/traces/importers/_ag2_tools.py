@@ -97,7 +97,7 @@ def _attach(
     tool call the executing agent was asked to run, when the log shows it (AG2 logs no id
     with the execution itself); else to the latest earlier step with a call still
     unanswered, the one with the execution's arguments first (matched by name when the log
-    has it: the file logger does not write it).
+    has it: the file logger does not write it, but the message that asked names it).
     ``metadata.function_call_matches`` on the step says which."""
     args = maybe_json(record.get("args", record.get("input_args")))
     result = maybe_json(record.get("returns"))
@@ -106,7 +106,8 @@ def _attach(
     found = _asked_call(record, moment, asked)
     asked_id = found[0].get("id") if found is not None else None
     asked_id = asked_id if isinstance(asked_id, str) else None
-    name = str(record.get("function_name") or "")
+    asked_name = found[0]["function"].get("name") if found is not None else None
+    name = str(record.get("function_name") or asked_name or "")
     target: Step | None = None
     chosen: tuple[int, ToolCall] | None = None
     match: dict[str, Any] = {}
@@ -123,13 +124,15 @@ def _attach(
             if picked is not None:
                 target, chosen = step, picked[:2]
                 match = {"matched_by": f"{picked[2]}: the latest earlier unanswered call"}
+                if found is not None and name and not record.get("function_name"):
+                    match["function_name_from"] = found[1]
                 break
     if target is None or chosen is None:
-        # The id the executing agent was asked to run it under, when the log shows it:
-        # kept, so that the call's response in the chat events finds this step.
+        # The id and name the executing agent was asked to run it under, when the log
+        # shows them: kept, so that the call's response in the chat events finds this step.
         inferred: dict[str, Any] = {"attached": "no earlier step asked for this function"}
-        if found is not None and asked_id is not None:
-            inferred["call_id_from"] = found[1]
+        if found is not None:
+            inferred["call_id_from" if asked_id else "call_from"] = found[1]
         insert_in_time(
             steps,
             Step(
