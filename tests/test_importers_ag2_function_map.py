@@ -128,7 +128,8 @@ def test_an_error_worded_result_of_a_function_map_function_is_not_called_a_failu
 def test_a_chat_in_the_legacy_form_imports_its_function_calls(tmp_path: Path) -> None:
     """The messages AG2 sent the model for its last reply (system, question, two
     function_call messages and their role "function" replies), saved as a chat file:
-    the generic importer reads each function_call as the step's tool call."""
+    the generic importer reads each function_call as the step's tool call, and each
+    function reply as its result, by the agent that called it."""
     trace = _run(tmp_path / "run", "file", "functions")
     messages = trace.steps[2].input_messages
     assert messages is not None
@@ -138,4 +139,11 @@ def test_a_chat_in_the_legacy_form_imports_its_function_calls(tmp_path: Path) ->
     (imported,) = load_traces(chat, format="generic")
     calls = [(c.id, c.name, json.loads(c.arguments)) for s in imported.steps for c in s.tool_calls]
     assert calls == [(None, name, args) for name, args in ASKED]
+    # each role "function" reply names its function: the result's name, the agent being
+    # the one that called it
+    callers = [s.agent for s in imported.steps if s.tool_calls]
+    replies = [s for s in imported.steps if s.role == "function"]
+    assert [(s.agent, s.kind) for s in replies] == [(agent, "tool") for agent in callers]
+    assert [[r.name for r in s.tool_results] for s in replies] == [[n] for n, _ in ASKED]
+    assert not {n for n, _ in ASKED} & {a.name for a in imported.agents}
     assert all("function_call" not in s.metadata for s in imported.steps)

@@ -10,7 +10,7 @@ import pytest
 
 from faultfinder.errors import ConfigError, TraceFormatError
 from faultfinder.traces.importers.generic import _OPTIONS, GenericImporter, GenericMapping
-from faultfinder.traces.loader import load_trace
+from faultfinder.traces.loader import load_trace, load_traces
 
 FIXTURES = Path(__file__).parent / "fixtures" / "importers" / "generic"
 CHAT = FIXTURES / "chat.jsonl"
@@ -154,3 +154,33 @@ def test_empty_file(tmp_path: Path) -> None:
 
 def test_every_option_is_documented_in_errors() -> None:
     assert set(_OPTIONS) == set(GenericMapping.model_fields)
+
+
+def test_a_function_result_is_named_after_its_function_and_its_caller(tmp_path: Path) -> None:
+    """A legacy ``role: "function"`` message names its function, not a speaker: the step
+    gets a result of that name and the agent that called it (``tool`` when no earlier step
+    did)."""
+    call = {"name": "forecast", "arguments": '{"day": "Saturday"}'}
+    path = write_json(
+        tmp_path / "legacy.json",
+        [
+            {"role": "user", "content": "Picnic on Saturday?"},
+            {"role": "assistant", "name": "Weather", "content": None, "function_call": call},
+            {"role": "function", "name": "forecast", "content": "sunny"},
+            {"role": "function", "name": "forecast", "content": "sunny again"},
+            {"role": "assistant", "name": "Planner", "content": "Picnic is on."},
+        ],
+    )
+    (trace,) = load_traces(path, format="generic")
+    assert [(s.agent, s.role, s.kind) for s in trace.steps] == [
+        ("user", "user", "human"),
+        ("Weather", "assistant", "llm"),
+        ("Weather", "function", "tool"),
+        ("tool", "function", "tool"),  # the one call is answered already
+        ("Planner", "assistant", "llm"),
+    ]
+    results = [[(r.name, r.content) for r in s.tool_results] for s in trace.steps[2:4]]
+    assert results == [[("forecast", "sunny")], [("forecast", "sunny again")]]
+    assert trace.steps[2].metadata["inferred"]["agent"].startswith("the caller: step 1")
+    assert trace.steps[3].metadata["inferred"]["agent"] == "no earlier step called 'forecast'"
+    assert [a.name for a in trace.agents] == ["Weather", "Planner"]

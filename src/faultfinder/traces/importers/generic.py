@@ -35,7 +35,10 @@ Step kind: role ``system`` → 'system'; ``tool``/``function``/``ipython`` → '
 ``agent_field`` (multi-agent frameworks send other agents' turns as 'user'); else 'llm'.
 
 A message's ``tool_calls``, and the legacy ``function_call`` (one call, no id, as AG2's
-function-style chats still write), are the step's tool calls.
+function-style chats still write), are the step's tool calls. A legacy ``role:
+"function"`` message's ``name`` is the function's, not a speaker's: the step gets a tool
+result of that name, and its agent is the one whose earlier step called the function
+(else ``tool``).
 """
 
 from __future__ import annotations
@@ -64,7 +67,15 @@ from faultfinder.traces.io import (
     read_text,
     split_lines,
 )
-from faultfinder.traces.schema import Agent, GoldLabel, SourceInfo, Step, StepKind, Trace
+from faultfinder.traces.schema import (
+    Agent,
+    GoldLabel,
+    SourceInfo,
+    Step,
+    StepKind,
+    ToolResult,
+    Trace,
+)
 
 # Wrapper keys mapped to canonical fields; others are kept in Trace.metadata.
 _WRAPPER_MAPPED = frozenset(
@@ -275,6 +286,7 @@ class GenericImporter:
                 where_path, where = str(path), f"{prefix}[{i}]"
             steps.append(self._step(i, message, mapping, where_path, where, unknown))
         unknown.report()
+        _name_function_callers(steps)
         label = self._label(wrapper, mapping, path, len(steps))
         task = _option_or_column(wrapper, mapping.task, "task", path)
         if task is None:
@@ -357,13 +369,21 @@ class GenericImporter:
             used.add("function_call")
         unknown.check(message, used | _MESSAGE_KEYS, where, path=path)
         metadata = without_credentials({k: v for k, v in message.items() if k not in used})
+        text = content_text(content, path=path, where=field(mapping.content_field))
+        results = []
+        if named and mapping.agent_field == "name" and (role_value or "").lower() == "function":
+            # OpenAI's legacy function result: `name` is the function's (AG2 keeps it so);
+            # the agent is its caller's, found once every step is read
+            results.append(ToolResult(name=named.strip(), content=text))
+            agent = _NO_CALLER
         return Step(
             index=index,
             agent=agent,
             role=role_value,
             kind=kind,
-            content=content_text(content, path=path, where=field(mapping.content_field)),
+            content=text,
             tool_calls=tool_calls,
+            tool_results=results,
             source_id=str(index),
             metadata=metadata,
         )
@@ -383,6 +403,33 @@ class GenericImporter:
             step=step,
             reason=optional_str(wrapper, "mistake_reason", path),
         )
+
+
+_NO_CALLER = "tool"
+"""The agent of a function's result when no earlier step called that function."""
+
+
+def _name_function_callers(steps: list[Step]) -> None:
+    """Give each legacy function result (a ``role: "function"`` message, named after its
+    function) the agent of the latest earlier step that called that function, a call no
+    earlier result answered; ``metadata.inferred.agent`` says which (unless the message
+    has an ``inferred`` key of its own, kept as it is)."""
+    for position, step in enumerate(steps):
+        if not (step.tool_results and (step.role or "").lower() == "function"):
+            continue
+        function = step.tool_results[0].name
+        note = f"no earlier step called '{function}'"
+        answered = 0
+        for earlier in reversed(steps[:position]):
+            if earlier.tool_results and earlier.tool_results[0].name == function:
+                answered += 1
+            calls = sum(c.name == function for c in earlier.tool_calls)
+            if calls > answered:
+                step.agent = earlier.agent
+                note = f"the caller: step {earlier.index} ('{earlier.agent}') called '{function}'"
+                break
+            answered -= calls
+        step.metadata.setdefault("inferred", {"agent": note})
 
 
 def _kind(role: str | None, separate_name: bool) -> StepKind:
