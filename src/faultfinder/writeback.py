@@ -14,15 +14,21 @@ the user names; keys come from the environment and are never written anywhere.
 - **OTLP**: a ``faultfinder.attribution`` span, child of the decisive span in the same
   trace, carrying a ``faultfinder.verdict`` event (OTLP/JSON, written to a file or posted
   to ``URL/v1/traces``): spans cannot be changed once exported, so the verdict is a child.
+  Headers (a hosted backend's key) come from ``OTEL_EXPORTER_OTLP_TRACES_HEADERS``, else
+  ``OTEL_EXPORTER_OTLP_HEADERS``, as OpenTelemetry's exporters read them
+  (:func:`otlp_headers`).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote
 
 from faultfinder.errors import ConfigError
 from faultfinder.judging.method import Attribution
@@ -226,6 +232,43 @@ def otlp_payload(
             }
         ]
     }
+
+
+OTLP_HEADER_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS")
+"""Where an OTLP export's headers come from: the first of these that is set and not empty
+(the traces-only one wins, as in OpenTelemetry's exporters; the two are not merged)."""
+_HEADER_NAME = re.compile(r"[!#-'*+.0-9A-Z^-z|~-]+")
+
+
+def otlp_headers(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The headers an OTLP export sends, read as OpenTelemetry's exporters read them:
+    ``key=value`` entries separated by commas, each key and value URL-decoded (an
+    unencoded space in a value is accepted, as the Python SDK does), keys lowercased. An
+    entry that cannot be a header is an error naming the variable, the entry's place and
+    its key, never its value (it is likely a key)."""
+    env = os.environ if environ is None else environ
+    variable = next((v for v in OTLP_HEADER_VARIABLES if env.get(v, "").strip()), None)
+    if variable is None:
+        return {}
+    headers: dict[str, str] = {}
+    for place, entry in enumerate(env[variable].split(","), start=1):
+        if not entry.strip():
+            continue
+        name, equals, value = entry.partition("=")
+        name, value = unquote(name).strip().lower(), unquote(value).strip()
+        problem = None
+        if not equals or not _HEADER_NAME.fullmatch(name):
+            problem = "is not key=value with a header name before '='"
+        elif any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+            problem = f"(key {name!r}) has a control character in its value"
+        if problem is not None:
+            raise ConfigError(
+                f"{variable}: entry {place} {problem}. Write it as key=value pairs "
+                "separated by commas, URL-encoding a ',' or '=' in a value (the "
+                "OpenTelemetry exporters' format), e.g. authorization=Bearer%20KEY."
+            )
+        headers[name] = value
+    return headers
 
 
 def payload_for(target: str, attribution: Attribution, trace: Trace) -> dict[str, Any]:

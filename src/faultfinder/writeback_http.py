@@ -19,7 +19,7 @@ import httpx
 from faultfinder.errors import ConfigError, FaultfinderError, FaultfinderWarning
 from faultfinder.redact import Redactor
 from faultfinder.replay.httpserver import is_loopback
-from faultfinder.writeback import TIMEOUT
+from faultfinder.writeback import OTLP_HEADER_VARIABLES, TIMEOUT, otlp_headers
 
 
 class ExportUnavailableError(FaultfinderError):
@@ -60,7 +60,8 @@ def _request_parts(
         auth = httpx.BasicAuth(public, secret)
         return f"{base}/api/public/scores", headers, auth, [public, secret]
     endpoint = base if base.endswith("/v1/traces") else f"{base}/v1/traces"
-    return endpoint, headers, None, []
+    extra = otlp_headers()  # a hosted backend's key: never written anywhere
+    return endpoint, {**extra, **headers}, None, list(extra.values())
 
 
 def _warn_if_in_clear(url: str, keys: list[str]) -> None:
@@ -213,7 +214,12 @@ def _refusal(
                 else "PHOENIX_API_KEY was refused: use an API key of this Phoenix"
             )
         else:
-            hint = "the receiver wants credentials, which export does not send"
+            hint = (
+                f"the receiver wants credentials: set {OTLP_HEADER_VARIABLES[1]} (or "
+                f"{OTLP_HEADER_VARIABLES[0]}) to its headers, e.g. authorization=Bearer%20KEY"
+                if not any(keys)
+                else f"the headers of {' or '.join(OTLP_HEADER_VARIABLES)} were refused"
+            )
         return f"{head} (not authenticated): {hint}. It said: {said}"
     if code == 403:
         return (

@@ -56,7 +56,8 @@ def export(
 ) -> None:
     """Write ATTRIBUTION_FILE (from `attribute --json`) back onto the spans of TRACE_PATH:
     a Phoenix span annotation, a Langfuse score, or an OTLP span event, on the span of the
-    decisive step. Keys come from PHOENIX_API_KEY or LANGFUSE_PUBLIC_KEY/LANGFUSE_SECRET_KEY."""
+    decisive step. Keys come from PHOENIX_API_KEY, LANGFUSE_PUBLIC_KEY/LANGFUSE_SECRET_KEY, or
+    (OTLP headers) OTEL_EXPORTER_OTLP_TRACES_HEADERS / OTEL_EXPORTER_OTLP_HEADERS."""
     if url is None and out is None:
         raise click.UsageError("Give --url to send the verdict, or --out to write it to a file.")
     attribution = read_attribution(Path(attribution_file))
