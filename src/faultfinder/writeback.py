@@ -6,7 +6,11 @@ the user names; keys come from the environment and are never written anywhere.
 
 - **Phoenix**: one span annotation (``POST /v1/span_annotations``) on the decisive step's
   span, named ``faultfinder``, ``annotator_kind`` LLM, label ``decisive error``, the reason
-  as explanation; ``PHOENIX_API_KEY`` (optional) is sent as a bearer token.
+  as explanation; ``PHOENIX_API_KEY`` (optional) is sent as a bearer token. Phoenix keys an
+  annotation on (name, span, identifier), so a verdict naming another span than an earlier
+  one of the same method adds an annotation rather than moving it; the earlier one stays
+  (removing it would mean deleting from the user's Phoenix), and the new one's metadata
+  says it supersedes it (:func:`phoenix_payload`).
 - **Langfuse**: one categorical score (``POST /api/public/scores``) on the trace and the
   decisive observation; basic auth with ``LANGFUSE_PUBLIC_KEY`` / ``LANGFUSE_SECRET_KEY``.
   Its ``id`` is derived from the trace and the method, so exporting again replaces the
@@ -27,6 +31,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
@@ -106,8 +111,24 @@ def _label(attribution: Attribution, step: Step) -> dict[str, Any]:
     }
 
 
-def phoenix_payload(attribution: Attribution, trace: Trace) -> dict[str, Any]:
+def phoenix_payload(
+    attribution: Attribution, trace: Trace, *, now: datetime | None = None
+) -> dict[str, Any]:
+    """One span annotation on the decisive span. Its metadata says when it was exported
+    and that it supersedes any earlier verdict of the same method on another span of the
+    trace: Phoenix cannot move an annotation to another span, and keeps the old one."""
     step = decisive_step(attribution, trace)
+    identifier = f"faultfinder:{attribution.method}"
+    source = trace.metadata.get("trace_id")
+    trace_id = source if isinstance(source, str) and source else trace.id
+    moment = (now or datetime.now(UTC)).isoformat(timespec="seconds")
+    facts = {
+        **_label(attribution, step),
+        "trace_id": trace_id,
+        "exported_at": moment,
+        "supersedes": f"any '{identifier}' annotation exported before {moment} on another "
+        f"span of trace {trace_id}: this is the current verdict of {attribution.method}",
+    }
     return {
         "data": [
             {
@@ -119,8 +140,8 @@ def phoenix_payload(attribution: Attribution, trace: Trace) -> dict[str, Any]:
                     "score": attribution.confidence,
                     "explanation": attribution.reason or "",
                 },
-                "metadata": _label(attribution, step),
-                "identifier": f"faultfinder:{attribution.method}",
+                "metadata": facts,
+                "identifier": identifier,
             }
         ]
     }

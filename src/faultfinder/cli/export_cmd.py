@@ -78,3 +78,9 @@ def export(
             f"{target}: wrote the verdict on step {attribution.step}: "
             f"{receipt(target, payload, response)} ({response.status_code})"
         )
+        if target == "phoenix":
+            click.echo(
+                "phoenix: an earlier verdict of this method on another span of the trace, "
+                "if there is one, stays there (Phoenix cannot move an annotation, and export "
+                "deletes nothing): this one's metadata says it supersedes it."
+            )
