@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from export_fakes import FakeLangfuse, FakePhoenix, serving
+from faultfinder import writeback_http
 from faultfinder.cli import main
 from faultfinder.errors import ConfigError, FaultfinderWarning
 from faultfinder.judging.method import Attribution
@@ -251,7 +252,9 @@ def test_keys_a_server_echoes_back_are_not_printed(
     assert fake.secret_key not in result.output and basic not in result.output
 
 
-def test_a_server_that_never_answers_times_out_and_is_tried_again() -> None:
+def test_a_server_that_never_answers_times_out_and_is_tried_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import asyncio
 
     from faultfinder.replay.httpserver import HttpServer, Request, ServerThread
@@ -267,12 +270,12 @@ def test_a_server_that_never_answers_times_out_and_is_tried_again() -> None:
         return await HttpServer(silent).start()
 
     waits: list[float] = []
+    monkeypatch.setattr(writeback_http, "TIMEOUT", 0.2)
     with (
         ServerThread(factory) as server,
-        httpx.Client(timeout=0.2) as client,
         pytest.raises(ExportUnavailableError, match=r"ReadTimeout.*tried 3 time"),
     ):
-        send("otlp", server.url, {"resourceSpans": []}, client=client, sleep=waits.append)
+        send("otlp", server.url, {"resourceSpans": []}, sleep=waits.append)
     assert len(calls) == 3 and waits == [1.0, 2.0]
 
 
@@ -287,14 +290,14 @@ def test_keys_sent_in_clear_to_another_machine_are_warned_of(
         sent.append(request)
         return httpx.Response(200, json={"id": "s1"})
 
-    with httpx.Client(transport=httpx.MockTransport(answer)) as client:
-        with pytest.warns(FaultfinderWarning, match="unencrypted over plain http"):
-            send("langfuse", "http://langfuse.internal:3000", {}, client=client)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            send("langfuse", "https://langfuse.internal", {}, client=client)
-            send("langfuse", "http://127.0.0.1:3000", {}, client=client)
-            send("otlp", "http://collector.internal:4318", {}, client=client)
+    client = httpx.AsyncClient(transport=httpx.MockTransport(answer))  # no connection to close
+    with pytest.warns(FaultfinderWarning, match="unencrypted over plain http"):
+        send("langfuse", "http://langfuse.internal:3000", {}, client=client)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        send("langfuse", "https://langfuse.internal", {}, client=client)
+        send("langfuse", "http://127.0.0.1:3000", {}, client=client)
+        send("otlp", "http://collector.internal:4318", {}, client=client)
     assert str(sent[0].url) == "http://langfuse.internal:3000/api/public/scores"
     with pytest.raises(ConfigError, match="http:// or https://"):
         send("otlp", "localhost:4318", {})

@@ -6,6 +6,7 @@ for that tool, and the receipt printed after. The payloads are
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -31,6 +32,9 @@ ATTEMPTS = 3
 """Tries of one export when the server is unavailable: 429, 502, 503, 504 (the statuses
 OTLP/HTTP names as retryable), no connection or a timeout."""
 RETRYABLE = frozenset({429, 502, 503, 504})
+ATTEMPT_DEADLINE = 60.0
+"""Seconds one attempt may take in all, from connecting to the last byte of the answer
+(httpx's own timeouts, :data:`~faultfinder.writeback.TIMEOUT`, are per read)."""
 LONGEST_WAIT = 30.0
 """A Retry-After longer than this is not waited for: the export stops and says so."""
 
@@ -90,31 +94,54 @@ def send(
     url: str,
     payload: dict[str, Any],
     *,
-    client: httpx.Client | None = None,
+    client: httpx.AsyncClient | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> httpx.Response:
     """POST ``payload`` to the target's endpoint under ``url``; the response on success.
 
     A server that is unavailable (see :data:`ATTEMPTS`) is tried again, after its
     Retry-After or 1 s, 2 s; the export is idempotent (Langfuse's score id, Phoenix's
-    identifier, one OTLP span id), so a retry never adds a second verdict. Redirects are
+    identifier, one OTLP span id), so a retry never adds a second verdict. Each attempt
+    ends within :data:`ATTEMPT_DEADLINE`, however slowly the server sends. Redirects are
     not followed (the keys would go along to a URL the user did not name). Errors say
-    what the status means for this target, with every key scrubbed from them."""
+    what the status means for this target, with every key scrubbed from them.
+    ``client``, when given, is the caller's to close."""
     endpoint, headers, auth, keys = _request_parts(target, url)
     _warn_if_in_clear(url, keys)
+    return asyncio.run(_send(target, url, endpoint, headers, auth, keys, payload, client, sleep))
+
+
+async def _send(
+    target: str,
+    url: str,
+    endpoint: str,
+    headers: dict[str, str],
+    auth: httpx.BasicAuth | None,
+    keys: list[str],
+    payload: dict[str, Any],
+    client: httpx.AsyncClient | None,
+    sleep: Callable[[float], None],
+) -> httpx.Response:
     scrub = Redactor(keys)
-    own = client is None
-    http = client or httpx.Client(timeout=httpx.Timeout(TIMEOUT, connect=10.0))
+    http = client or httpx.AsyncClient(timeout=httpx.Timeout(TIMEOUT, connect=10.0))
     body = json.dumps(payload).encode()
     try:
         for attempt in range(1, ATTEMPTS + 1):
             wait: float | None = float(2 ** (attempt - 1))
             try:
-                response = http.post(
-                    endpoint,
-                    content=body,
-                    headers=headers,
-                    auth=auth if auth is not None else httpx.USE_CLIENT_DEFAULT,
+                # httpx's timeouts are per read: a server sending a byte now and then
+                # never trips them, so the whole attempt has a deadline of its own.
+                async with asyncio.timeout(ATTEMPT_DEADLINE):
+                    response = await http.post(
+                        endpoint,
+                        content=body,
+                        headers=headers,
+                        auth=auth if auth is not None else httpx.USE_CLIENT_DEFAULT,
+                    )
+            except TimeoutError:
+                problem = (
+                    f"no whole answer from {endpoint} within {ATTEMPT_DEADLINE:g} s "
+                    "(it was too slow to send it)"
                 )
             except httpx.HTTPError as exc:
                 problem = f"no answer from {endpoint}: {type(exc).__name__}: {exc}"
@@ -133,10 +160,10 @@ def send(
                 wait = wait if asked is None else asked
             if attempt == ATTEMPTS or wait is None or wait > LONGEST_WAIT:
                 break
-            sleep(wait)
+            sleep(wait)  # this loop serves this export alone: nothing waits on it
     finally:
-        if own:
-            http.close()
+        if client is None:
+            await http.aclose()
     later = f" (it asks to wait {wait:g} s)" if wait is not None and wait > LONGEST_WAIT else ""
     raise ExportUnavailableError(
         scrub.text(f"{target}: {problem}; tried {attempt} time(s){later}. Export again later.")

@@ -1,0 +1,90 @@
+"""`faultfinder export` (and the recording proxy's upstream client) on awkward networks:
+a server that sends its answer a byte at a time, a host name that does not resolve, and
+an HTTP(S)_PROXY in the environment. Loopback servers only; DNS answers come from a
+stand-in for the system resolver."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from faultfinder import writeback_http
+from faultfinder.writeback_http import ExportUnavailableError, send
+
+ANSWER_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
+
+
+@contextmanager
+def dripping(where: str, gap: float = 0.05) -> Iterator[tuple[str, list[float]]]:
+    """A loopback server that reads each request, then sends a 200 one byte every ``gap``
+    seconds: all of it (``where="head"``) or the body only (``"body"``), ~6 s in all.
+    Yields its URL and when each connection was accepted."""
+    body = b"{" + b'"pad": "' + b"a" * 100 + b'"}'
+    head = ANSWER_HEAD % len(body) + b"x-pad: " + b"b" * 60 + b"\r\n\r\n"
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    accepted: list[float] = []
+    stop = threading.Event()
+
+    def serve_one(conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(5)
+            got = b""
+            while b"\r\n\r\n" not in got:
+                got += conn.recv(65536)  # the body, a few bytes, comes along or is ignored
+            if where == "body":
+                conn.sendall(head)
+            for byte in head + body if where == "head" else body:
+                if stop.is_set():
+                    return
+                conn.sendall(bytes([byte]))
+                time.sleep(gap)
+
+    def run() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            accepted.append(time.monotonic())
+            threading.Thread(target=_quietly, args=(serve_one, conn), daemon=True).start()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}", accepted
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+
+
+def _quietly(serve_one: Any, conn: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # the client hung up: what the test wants
+        serve_one(conn)
+
+
+@pytest.mark.parametrize("where", ["head", "body"])
+def test_a_server_dripping_its_answer_cannot_stretch_an_attempt(
+    monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """httpx's timeouts are per read (30 s), so a server sending one byte every few seconds
+    held `export` for as long as it kept dripping. Each attempt now has a deadline of its
+    own; the export is tried again, then fails with 'export again later'."""
+    monkeypatch.setattr(writeback_http, "ATTEMPT_DEADLINE", 0.5, raising=False)
+    waits: list[float] = []
+    started = time.monotonic()
+    with (
+        dripping(where) as (url, accepted),
+        pytest.raises(ExportUnavailableError, match=r"within 0\.5 s.*tried 3 time"),
+    ):
+        send("otlp", url, {"resourceSpans": []}, sleep=waits.append)
+    assert time.monotonic() - started < 4  # the drip lasts ~6 s per attempt
+    assert len(accepted) == 3 and waits == [1.0, 2.0]
