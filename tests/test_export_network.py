@@ -11,12 +11,17 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from faultfinder import writeback_http
+from faultfinder.cli import main
+from faultfinder.errors import ConfigError
 from faultfinder.writeback_http import ExportUnavailableError, send
+from test_export_apis import files
 
 ANSWER_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
 
@@ -88,3 +93,49 @@ def test_a_server_dripping_its_answer_cannot_stretch_an_attempt(
         send("otlp", url, {"resourceSpans": []}, sleep=waits.append)
     assert time.monotonic() - started < 4  # the drip lasts ~6 s per attempt
     assert len(accepted) == 3 and waits == [1.0, 2.0]
+
+
+@contextmanager
+def resolver(monkeypatch: pytest.MonkeyPatch, host: str, errno: int) -> Iterator[list[str]]:
+    """The system resolver, answering ``errno`` for ``host``; yields the look-ups of it."""
+    real = socket.getaddrinfo
+    asked: list[str] = []
+
+    def getaddrinfo(name: Any, *args: Any, **kwargs: Any) -> Any:
+        if (name.decode() if isinstance(name, bytes) else name) == host:  # anyio: IDNA bytes
+            asked.append(name)
+            raise socket.gaierror(errno, f"stand-in resolver: error {errno}")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    yield asked
+
+
+def test_a_host_name_that_does_not_resolve_is_a_mistake_not_an_outage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A typo in --url's host was tried three times and ended in exit 4, 'export again
+    later', which a script retries forever. It is a configuration error: exit 1 at once,
+    saying to check the host name."""
+    _, args = files(tmp_path)
+    with resolver(monkeypatch, "colector.example", socket.EAI_NONAME) as asked:
+        result = CliRunner().invoke(
+            main, ["export", *args, "--to", "otlp", "--url", "http://colector.example:4318"]
+        )
+    assert result.exit_code == 1, result.output
+    assert "'colector.example' does not resolve" in result.output
+    assert "Check it for a typo" in result.output and "Export again later" not in result.output
+    assert len(asked) == 1
+
+
+def test_a_resolver_that_cannot_answer_now_is_tried_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """EAI_AGAIN (no DNS server reachable) may pass: tried again, then 'export again later'."""
+    waits: list[float] = []
+    with (
+        resolver(monkeypatch, "collector.example", socket.EAI_AGAIN) as asked,
+        pytest.raises(ExportUnavailableError, match="tried 3 time"),
+    ):
+        send("otlp", "http://collector.example:4318", {"resourceSpans": []}, sleep=waits.append)
+    assert len(asked) == 3 and waits == [1.0, 2.0]
+    with resolver(monkeypatch, "c.example", socket.EAI_NONAME), pytest.raises(ConfigError):
+        send("otlp", "http://c.example:4318", {"resourceSpans": []}, sleep=waits.append)

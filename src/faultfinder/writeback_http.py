@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import time
 import warnings
 from collections.abc import Callable
@@ -102,7 +103,8 @@ def send(
     A server that is unavailable (see :data:`ATTEMPTS`) is tried again, after its
     Retry-After or 1 s, 2 s; the export is idempotent (Langfuse's score id, Phoenix's
     identifier, one OTLP span id), so a retry never adds a second verdict. Each attempt
-    ends within :data:`ATTEMPT_DEADLINE`, however slowly the server sends. Redirects are
+    ends within :data:`ATTEMPT_DEADLINE`, however slowly the server sends. A host name
+    that does not resolve is not tried again: it is ``--url``'s mistake. Redirects are
     not followed (the keys would go along to a URL the user did not name). Errors say
     what the status means for this target, with every key scrubbed from them.
     ``client``, when given, is the caller's to close."""
@@ -144,6 +146,7 @@ async def _send(
                     "(it was too slow to send it)"
                 )
             except httpx.HTTPError as exc:
+                _raise_if_not_resolved(url, exc)
                 problem = f"no answer from {endpoint}: {type(exc).__name__}: {exc}"
             else:
                 if response.status_code < 300:
@@ -168,6 +171,25 @@ async def _send(
     raise ExportUnavailableError(
         scrub.text(f"{target}: {problem}; tried {attempt} time(s){later}. Export again later.")
     )
+
+
+_NO_SUCH_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
+"""getaddrinfo's answers that the name does not exist (or has no address): not a passing
+failure, unlike EAI_AGAIN (the resolver could not be reached), which is tried again."""
+
+
+def _raise_if_not_resolved(url: str, exc: BaseException) -> None:
+    """A ConfigError when ``exc`` came from a host name that does not resolve."""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, socket.gaierror):
+        cause = cause.__cause__ or cause.__context__
+    if cause is not None and cause.errno in _NO_SUCH_HOST:
+        host = urlsplit(url).hostname or "?"  # not the whole URL: it may hold a password
+        raise ConfigError(
+            f"--url: the host name {host!r} does not resolve ({cause.strerror}). Check it "
+            "for a typo, or whether it is known only on another network (a VPN, a container "
+            "network) or this machine is offline; an IP address works too."
+        ) from None
 
 
 def _check_partial_success(endpoint: str, response: httpx.Response, scrub: Redactor) -> None:
