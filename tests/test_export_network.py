@@ -14,12 +14,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
+import openai
 import pytest
 from click.testing import CliRunner
 
 from faultfinder import writeback_http
 from faultfinder.cli import main
 from faultfinder.errors import ConfigError
+from faultfinder.replay.httpserver import HttpServer, Request, Response, ServerThread, json_response
+from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
+from faultfinder.replay.recorder import RunStore
+from faultfinder.testing.fake_openai import FakeOpenAIServer
 from faultfinder.writeback_http import ExportUnavailableError, send
 from test_export_apis import files
 
@@ -139,3 +145,68 @@ def test_a_resolver_that_cannot_answer_now_is_tried_again(monkeypatch: pytest.Mo
     assert len(asked) == 3 and waits == [1.0, 2.0]
     with resolver(monkeypatch, "c.example", socket.EAI_NONAME), pytest.raises(ConfigError):
         send("otlp", "http://c.example:4318", {"resourceSpans": []}, sleep=waits.append)
+
+
+@contextmanager
+def recording_server() -> Iterator[tuple[str, list[Request]]]:
+    """A loopback server that answers every request 200 ``{}`` and keeps it: a stand-in
+    for the user's HTTP proxy, or for an OTLP receiver."""
+    seen: list[Request] = []
+
+    async def keep(request: Request) -> Response:
+        seen.append(request)
+        return json_response(200, {})
+
+    async def factory() -> HttpServer:
+        return await HttpServer(keep).start()
+
+    with ServerThread(factory) as thread:
+        yield thread.url, seen
+
+
+def proxy_environment(monkeypatch: pytest.MonkeyPatch, proxy_url: str) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, proxy_url)
+        monkeypatch.setenv(name.lower(), proxy_url)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_export_to_loopback_bypasses_the_users_proxy_but_not_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With HTTP_PROXY set (and no NO_PROXY), httpx sent an export to a collector on
+    127.0.0.1 to the user's proxy, which cannot reach this machine's loopback and was
+    handed the verdict (and any key). Loopback now goes direct; other hosts still go
+    through the proxy, as the user asked."""
+    with recording_server() as (proxy_url, via_proxy), recording_server() as (url, received):
+        proxy_environment(monkeypatch, proxy_url)
+        port = url.rsplit(":", 1)[1]
+        for base in (url, f"http://localhost:{port}"):
+            send("otlp", base, {"resourceSpans": []})
+        assert [r.path for r in received] == ["/v1/traces", "/v1/traces"] and not via_proxy
+        send("otlp", "http://collector.example:4318", {"resourceSpans": []})
+    assert [r.target for r in via_proxy] == ["http://collector.example:4318/v1/traces"]
+
+
+def test_the_recording_proxy_reaches_a_loopback_upstream_directly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The proxy's upstream client honoured HTTP_PROXY for a loopback upstream (a local
+    model server, the fake upstream): the call went to the user's proxy, not the model."""
+    with recording_server() as (proxy_url, via_proxy), FakeOpenAIServer(reply="hello") as upstream:
+        proxy_environment(monkeypatch, proxy_url)
+
+        async def factory() -> RecordingProxy:
+            config = ProxyConfig(upstream=upstream.base_url)
+            return await RecordingProxy(config, RunStore(tmp_path)).start()
+
+        with ServerThread(factory) as proxy, httpx.Client(trust_env=False) as direct:
+            client = openai.OpenAI(
+                base_url=proxy.url + "/v1", api_key="unused", http_client=direct, max_retries=0
+            )
+            reply = client.chat.completions.create(
+                model="fake-model", messages=[{"role": "user", "content": "hi"}]
+            )
+    assert reply.choices[0].message.content == "hello"
+    assert len(upstream.chat_requests) == 1 and not via_proxy

@@ -21,6 +21,7 @@ import httpx
 from faultfinder.errors import ConfigError, FaultfinderError, FaultfinderWarning
 from faultfinder.redact import Redactor
 from faultfinder.replay.httpserver import is_loopback
+from faultfinder.replay.proxy_upstream import direct_to_loopback
 from faultfinder.writeback import OTLP_HEADER_VARIABLES, TIMEOUT, otlp_headers
 
 
@@ -125,7 +126,9 @@ async def _send(
     sleep: Callable[[float], None],
 ) -> httpx.Response:
     scrub = Redactor(keys)
-    http = client or httpx.AsyncClient(timeout=httpx.Timeout(TIMEOUT, connect=10.0))
+    http = client or httpx.AsyncClient(
+        timeout=httpx.Timeout(TIMEOUT, connect=10.0), mounts=direct_to_loopback([url])
+    )
     body = json.dumps(payload).encode()
     try:
         for attempt in range(1, ATTEMPTS + 1):
