@@ -78,6 +78,25 @@ def test_a_body_that_never_arrives_gets_408() -> None:
     assert data.startswith(b"HTTP/1.1 408") and waited < 3
 
 
+def test_a_client_trickling_its_body_gets_408_at_the_body_deadline() -> None:
+    """The body deadline runs from the end of the head, not from the last byte: a byte
+    every 0.1 s never looks idle, and is still cut off."""
+    with serve() as thread:
+        sock = connect(thread)
+        started = time.perf_counter()
+        sock.sendall(b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+        for _ in range(40):  # 4 s of drip, far past the 0.5 s body deadline
+            time.sleep(0.1)
+            try:
+                sock.sendall(b"a")
+            except OSError:
+                break
+        data, _ = read_all(sock)
+        waited = time.perf_counter() - started
+    assert data.startswith(b"HTTP/1.1 408"), data
+    assert waited < 2.5  # cut off mid-drip, not once the client fell silent
+
+
 def test_an_idle_connection_is_closed() -> None:
     with serve() as thread:
         sock = connect(thread)
