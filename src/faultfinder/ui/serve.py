@@ -41,20 +41,11 @@ _TEXT = [("content-type", "text/plain; charset=utf-8"), ("x-content-type-options
 logger = logging.getLogger("faultfinder")
 
 
-def head_size(request: Request) -> int:
-    """Bytes of the request line and headers as they came over the wire."""
-    line = len(request.method) + len(request.target) + len(" HTTP/1.1\r\n") + 1
-    return line + sum(len(k) + len(v) + 4 for k, v in request.headers) + 2
-
-
 def asgi_handler(app: ASGIApp, server: Callable[[], tuple[str, int]]) -> Any:
     """A handler for :class:`HttpServer` that answers each request with ``app``
     (``server``: the address the server listens on, for the ASGI scope)."""
 
     async def handle(request: Request) -> Response:
-        # h11 limits only a head that arrives in pieces; one sent whole is measured here.
-        if head_size(request) > MAX_HEAD:
-            return Response(431, list(_TEXT), b"request head too large")
         path, _, query = request.target.partition("?")
         scope: dict[str, Any] = {
             "type": "http",
