@@ -156,6 +156,64 @@ def crewai(body: dict[str, Any]) -> Any:
     return f"Thought: I now know the final answer\nFinal Answer: {answer}"
 
 
+def crewai_react(body: dict[str, Any]) -> Any:
+    """tests/fixtures/frameworks/crewai_react_team.py: :func:`crewai` on CrewAI's ReAct-text
+    path (no ``tools`` in the request). The Researcher writes an Action looking up 2019
+    (the mistake) and, once CrewAI feeds the Observation back, states it; the Writer
+    states the number."""
+    system, messages = _system(body), body["messages"]
+    said = "\n".join(_text(m.get("content")) for m in messages if m.get("role") != "system")
+    if "Researcher" in system:
+        if "Observation:" in said:
+            found = said.split("Observation:")[-1].strip().splitlines()[0]
+            return f"Thought: I now know the final answer\nFinal Answer: {found}"
+        query = json.dumps({"query": "population of Avalon in 2019"})
+        return f"Thought: I should look this up\nAction: lookup\nAction Input: {query}"
+    found = re.findall(r"(\d[\d,]*) inhabitants", said)
+    answer = found[-1] if found else "unknown"
+    return f"Thought: I now know the final answer\nFinal Answer: {answer}"
+
+
+def _delegation(body: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of the last coworker tool call in ``body``'s history."""
+    for message in reversed(body["messages"]):
+        for call in reversed(message.get("tool_calls") or []):
+            if "coworker" in str((call.get("function") or {}).get("name")):
+                return dict(json.loads(call["function"]["arguments"]))
+    return {}
+
+
+def crewai_hierarchical(body: dict[str, Any]) -> Any:
+    """tests/fixtures/frameworks/crewai_hierarchical_team.py: CrewAI's manager delegates
+    the lookup to the Researcher asking for 2019 (the mistake), then asks the Writer to
+    state what came back, then answers with it. The Researcher looks up the year its task
+    names; the Writer states the number its context holds."""
+    system, messages = _system(body), body["messages"]
+    last = messages[-1]
+    said = "\n".join(_text(m.get("content")) for m in messages if m.get("role") != "system")
+    if "Crew Manager" in system:
+        if last.get("role") != "tool":
+            task = "Look up the population of Avalon in 2019"
+            arguments = {"task": task, "context": TASK, "coworker": "Researcher"}
+            return {"tool_calls": [_call("delegate_work_to_coworker", arguments, _call_id(body))]}
+        if _delegation(body).get("coworker") == "Researcher":
+            arguments = {
+                "question": "What is the number, as digits only?",
+                "context": _text(last.get("content")),
+                "coworker": "Writer",
+            }
+            return {"tool_calls": [_call("ask_question_to_coworker", arguments, _call_id(body))]}
+        return _first_number(_text(last.get("content")))
+    if "Researcher" in system:
+        if last.get("role") == "tool":
+            return _text(last.get("content"))
+        year = re.findall(r"\b(20\d\d)\b", said.split("Current Task:")[-1])
+        query = {"query": f"population of Avalon in {year[0] if year else 'unknown'}"}
+        return {"tool_calls": [_call("lookup", query, _call_id(body))]}
+    found = re.findall(r"(\d[\d,]*) inhabitants", said)
+    return found[-1] if found else "unknown"
+
+
 def mixed(body: dict[str, Any]) -> Any:
     """tests/fixtures/apis/mixed_apis.py, whatever API each agent speaks (the fake hands
     every request over in canonical chat form): the Planner names the lookup with the
@@ -186,16 +244,24 @@ def debugger(request: Any) -> str:
     """DoVer's debugging model for these programs: the demo's scripted debugger, except
     that its intervention states the right answer (the demo's rules only know the demo
     team's messages), or, for a step that makes tool calls (a handoff), instructs the next
-    agent to look up the right year. ``--model function:frameworks_scripts:debugger``."""
+    agent to look up the right year, or, for a ReAct step ("Action Input:"), corrects the
+    year its action looks up. ``--model function:frameworks_scripts:debugger``."""
     from faultfinder.demo_team import mock_debugger
 
     prompt = _prompt(request)
     if "Intervention categories:" in prompt:
         tool_step = "tool calls (a handoff" in prompt
+        original = prompt.split("<<<\n", 1)[-1].split("\n>>>", 1)[0]
+        if "Action Input:" in original:
+            # A ReAct step (CrewAI without function calling): its format kept, as the
+            # prompt asks, and the action's year corrected.
+            replacement = original.replace("2019", "2020")
+        else:
+            replacement = FIX if tool_step else ANSWER
         return json.dumps(
             {
                 "category": "modified_instruction",
-                "replacement": FIX if tool_step else ANSWER,
+                "replacement": replacement,
                 "rationale": "ask for the 2020 figure",
             }
         )
