@@ -406,18 +406,24 @@ class ModelCallProxy(Endpoint):
 
 
 def error_event(events: list[bytes]) -> dict[str, Any] | None:
-    """The data of the error event that ended a stream (Anthropic's ``error`` event), if
-    one did."""
+    """The data of the error event that ended a stream, if one did: Anthropic's and the
+    Responses API's ``error`` event, or Chat Completions' error chunk (``data: {"error":
+    {...}}``, no ``choices``), which OpenAI and OpenAI-compatible servers send once a
+    stream has begun, some then ``[DONE]``."""
     for raw in reversed(events):
         data = SSEEvent.parse(raw).data
-        if isinstance(data, dict) and data.get("type") == "error":
+        if not isinstance(data, dict):
+            continue
+        if data.get("type") == "error":
+            return data
+        if "type" not in data and isinstance(data.get("error"), dict) and not data.get("choices"):
             return data
     return None
 
 
 def error_message(error: dict[str, Any]) -> str:
-    """An error event's message: under ``error`` (Anthropic's), or at its top level (the
-    Responses API's streamed ``error`` event)."""
+    """An error event's message: under ``error`` (Anthropic's, Chat Completions' error
+    chunk), or at its top level (the Responses API's streamed ``error`` event)."""
     detail = error.get("error")
     message = detail.get("message") if isinstance(detail, dict) else None
     return str(message or detail or error.get("message") or "no message")

@@ -136,13 +136,25 @@ def chat_chunks(
 
 
 async def chat_stream(
-    body: dict[str, Any], completion: dict[str, Any], model: str, linger: float = 0.0
+    body: dict[str, Any],
+    completion: dict[str, Any],
+    model: str,
+    linger: float = 0.0,
+    error: dict[str, Any] | None = None,
 ) -> AsyncIterator[bytes]:
     """The server-sent-events body of a streamed ``completion``, ``linger`` seconds
-    between ``[DONE]`` and its end."""
+    between ``[DONE]`` and its end. ``error`` (a reply spec's ``stream_error``): the
+    stream breaks off after its first chunk with that error chunk (``data: {"error":
+    ...}``, as OpenAI-compatible servers report a failure once a stream has begun),
+    followed by ``[DONE]`` when its ``done`` is true (vLLM's way), else by nothing."""
     events = [f"data: {json.dumps(c)}\n\n".encode() for c in chat_chunks(body, completion, model)]
+    done = b"data: [DONE]\n\n"
+    if error is not None:
+        chunk = {"error": error.get("error") or {"message": "fake stream error"}}
+        events = [*events[:1], f"data: {json.dumps(chunk)}\n\n".encode()]
+        done = done if error.get("done") else b""
     # One write for the whole reply, as a fast server's single TCP segment would be.
-    yield b"".join(events) + b"data: [DONE]\n\n"
+    yield b"".join(events) + done
     if linger:
         await asyncio.sleep(linger)
 

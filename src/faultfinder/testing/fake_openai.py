@@ -11,6 +11,8 @@ only.
 ``reply`` is a string, or a callable receiving the full JSON request body and returning
 a string, ``{"text": ..., "tool_calls": [{"name", "arguments"}], "usage": {...},
 "finish_reason": ...}``, or a complete chat-completion dict (one with ``"choices"``).
+A spec's ``"stream_error": {"error": {...}, "done": bool}`` breaks a streamed reply off
+with that error chunk (:func:`faultfinder.testing.fake_chat.chat_stream`).
 The callable may be async, and may raise :class:`ReplyError` to answer with an HTTP error.
 
 What a Chat Completions answer looks like (completion, chunks, errors) is
@@ -367,9 +369,9 @@ class FakeOpenAIServer:
             return chat_error(exc.status, exc.message, exc.headers)
         completion = chat_completion(body, value, model=self.model, ids=self._ids, cached=cached)
         if stream:
-            return Response(
-                200, SSE_HEADERS, chat_stream(body, completion, self.model, self.stream_linger)
-            )
+            error = value.get("stream_error") if isinstance(value, dict) else None
+            chunks = chat_stream(body, completion, self.model, self.stream_linger, error)
+            return Response(200, SSE_HEADERS, chunks)
         return json_response(200, completion)
 
     async def _reply_value(self, body: dict[str, Any]) -> ReplyValue:
