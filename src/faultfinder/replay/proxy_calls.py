@@ -407,14 +407,14 @@ class ModelCallProxy(Endpoint):
 
 def error_event(events: list[bytes]) -> dict[str, Any] | None:
     """The data of the error event that ended a stream, if one did: Anthropic's and the
-    Responses API's ``error`` event, or Chat Completions' error chunk (``data: {"error":
-    {...}}``, no ``choices``), which OpenAI and OpenAI-compatible servers send once a
-    stream has begun, some then ``[DONE]``."""
+    Responses API's ``error`` event, the Responses API's ``response.failed``, or Chat
+    Completions' error chunk (``data: {"error": {...}}``, no ``choices``), which OpenAI
+    and OpenAI-compatible servers send once a stream has begun, some then ``[DONE]``."""
     for raw in reversed(events):
         data = SSEEvent.parse(raw).data
         if not isinstance(data, dict):
             continue
-        if data.get("type") == "error":
+        if data.get("type") in ("error", "response.failed"):
             return data
         if "type" not in data and isinstance(data.get("error"), dict) and not data.get("choices"):
             return data
@@ -423,8 +423,12 @@ def error_event(events: list[bytes]) -> dict[str, Any] | None:
 
 def error_message(error: dict[str, Any]) -> str:
     """An error event's message: under ``error`` (Anthropic's, Chat Completions' error
-    chunk), or at its top level (the Responses API's streamed ``error`` event)."""
+    chunk), at its top level (the Responses API's ``error`` event) or under the failed
+    response's ``error`` (``response.failed``)."""
     detail = error.get("error")
+    response = error.get("response")
+    if detail is None and isinstance(response, dict):
+        detail = response.get("error")
     message = detail.get("message") if isinstance(detail, dict) else None
     return str(message or detail or error.get("message") or "no message")
 

@@ -82,10 +82,10 @@ class RecordedCall(BaseModel):
     """For a call the upstream answered with an error status (a 400, 429, 500...): the
     body of that error as the program got it (its JSON, or its text when not JSON),
     secrets scrubbed; for a stream the upstream ended with an error event (status 200:
-    Anthropic's mid-stream ``error``, the Responses API's ``error``, Chat Completions'
-    error chunk), that event's data, the stream's events in :attr:`events`. A replay
-    answers the same request with it again. None for other failures (no upstream reply)
-    and in recordings made before it was kept."""
+    Anthropic's mid-stream ``error``, the Responses API's ``error`` or
+    ``response.failed``, Chat Completions' error chunk), that event's data, the stream's
+    events in :attr:`events`. A replay answers the same request with it again. None for
+    other failures (no upstream reply) and in recordings made before it was kept."""
     error_headers: dict[str, str] | None = None
     """The headers of that error reply a client acts on (:data:`ERROR_HEADERS`: whether
     and when to retry, the body's type), as the upstream sent them."""
