@@ -16,10 +16,13 @@ are: (agent, normalised request hash).
 from __future__ import annotations
 
 import bisect
+import email.utils
+import math
+from datetime import UTC
 
 from faultfinder.replay.run_format import RecordedCall
 
-__all__ = ["RecordedFailures"]
+__all__ = ["RecordedFailures", "replayed_headers"]
 
 Key = tuple[str, str]
 
@@ -62,3 +65,32 @@ class RecordedFailures:
             if before is None or failure.call < before:
                 return failure
         return None
+
+
+def replayed_headers(failure: RecordedCall) -> dict[str, str]:
+    """The headers a recorded error reply is sent again with: those kept with it, but a
+    ``retry-after`` given as an HTTP date, which is in the past by the time of a replay,
+    as the whole seconds it was ahead of the error's arrival (rounded up; 0 when it was
+    already past), so a client waits as long as it did, and gives up where it gave up
+    (the OpenAI SDK does not retry past two minutes)."""
+    headers = dict(failure.error_headers or {})
+    value = headers.get("retry-after")
+    if value is None:
+        return headers
+    try:
+        float(value)
+        return headers  # seconds: as meaningful now as when recorded
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return headers  # neither seconds nor a date: sent as it came
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    arrived = failure.ended_at
+    if arrived.tzinfo is None:
+        arrived = arrived.replace(tzinfo=UTC)
+    ahead = (when - arrived).total_seconds()
+    headers["retry-after"] = str(max(0, math.ceil(ahead)))
+    return headers

@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from faultfinder.redact import Redactor
 from faultfinder.replay.apis import Chains, SSEEvent, WireAdapter
 from faultfinder.replay.endpoint import Endpoint
+from faultfinder.replay.failures import replayed_headers
 from faultfinder.replay.httpserver import (
     LOOPBACK,
     Request,
@@ -219,7 +220,7 @@ class ModelCallProxy(Endpoint):
             # A call that failed while recording, answered with the same error again.
             failure = decision.recorded
             assert failure is not None and failure.error_body is not None
-            reply = (failure.error_body, dict(failure.error_headers or {}))
+            reply = (failure.error_body, replayed_headers(failure))
             why = failure.error or decision.message
             if failure.status < 400 and failure.events is not None:
                 return self._error_event(adapter, failure, body, stream, why, record)
