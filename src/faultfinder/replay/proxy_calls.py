@@ -337,11 +337,11 @@ class ModelCallProxy(Endpoint):
         record: Callable[..., None],
     ) -> httpx.Response | Response:
         """Send a live call upstream and tell the plan it went. An unreachable upstream
-        or an error status is recorded here and answered (a :class:`Response`); a 200
-        reply comes back as the upstream's (its body still open when ``stream``). An error
-        reaches the client with the upstream's headers (``retry-after``,
-        ``x-should-retry``, request ids), so the program's SDK retries as it would without
-        the proxy."""
+        (the proxy's own 502, kept as an error reply) or an error status is recorded here
+        and answered (a :class:`Response`); a 200 reply comes back as the upstream's (its
+        body still open when ``stream``). An error reaches the client with the upstream's
+        headers (``retry-after``, ``x-should-retry``, request ids), so the program's SDK
+        retries as it would without the proxy."""
         assert self._client is not None
         upstream_request = self._client.build_request(
             "POST", url, content=json.dumps(forwarded).encode("utf-8"), headers=headers
@@ -351,8 +351,11 @@ class ModelCallProxy(Endpoint):
         except httpx.HTTPError as exc:
             message = f"faultfinder proxy: upstream {self.redactor.url(url)} unreachable: {exc}"
             self._sent_live(live)
-            record(None, 502, message, sent)
-            return self._error(adapter, 502, message)
+            # The program gets the proxy's own 502 (its SDK retries it); kept as an error
+            # reply, so a replay answers the same request with it again.
+            error = adapter.error_body(502, message, "faultfinder_proxy_error")
+            record(None, 502, message, sent, reply=(error, {"content-type": "application/json"}))
+            return json_response(502, error)
         live.status = upstream.status_code
         self._sent_live(live)
         if upstream.status_code != 200:
