@@ -6,8 +6,9 @@ the response is completed, or cancels it (``POST /v1/responses/<id>/cancel``). T
 holds such a call here, by reply id, and records it when a poll brings the finished
 response: the step is the create request with the response the completing poll
 returned, timed from the create to that poll. A response that fails or is cancelled is a
-failed call, with the reason; one the program never fetched to completion is recorded as
-failed when the proxy closes, saying so.
+failed call, with the reason (one that ended ``failed`` keeps that response, which a
+replay answers the create with); one the program never fetched to completion is recorded
+as failed when the proxy closes, saying so.
 """
 
 from __future__ import annotations
@@ -61,8 +62,9 @@ class PendingCall:
     the polls and cancel that are part of it."""
     finish: Callable[[dict[str, Any]], None]
     """Record the call with its finished response (a step)."""
-    fail: Callable[[str], None]
-    """Record the call as failed, with the reason."""
+    fail: Callable[[str, dict[str, Any] | None], None]
+    """Record the call as failed, with the reason and, for a response that ended
+    ``failed``, that response (what the program got, for a replay to answer with)."""
 
 
 class BackgroundCalls:
@@ -97,11 +99,12 @@ class BackgroundCalls:
         call.fail(
             f"background response {status or 'unreadable'}"
             + (f": {detail}" if detail else "")
-            + (" (cancelled by the program)" if status == "cancelled" else "")
+            + (" (cancelled by the program)" if status == "cancelled" else ""),
+            payload if status == "failed" and isinstance(payload, dict) else None,
         )
 
     def close(self) -> None:
         """Record every call still pending as failed (the run is over)."""
         pending, self._pending = self._pending, {}
         for reply_id, call in pending.items():
-            call.fail(NEVER_FINISHED.format(status=call.status, id=reply_id))
+            call.fail(NEVER_FINISHED.format(status=call.status, id=reply_id), None)

@@ -224,6 +224,8 @@ class ModelCallProxy(Endpoint):
             why = failure.error or decision.message
             if failure.status < 400 and failure.events is not None:
                 return self._error_event(adapter, failure, body, stream, why, record)
+            if failure.request.get("background") and isinstance(failure.error_body, dict):
+                return self._failed_response(adapter, failure.error_body, stream, why, record)
             record(None, failure.status, why, reply=reply)
             return replayed_error(failure.status, *reply)
         if decision.action == "serve":
@@ -316,6 +318,27 @@ class ModelCallProxy(Endpoint):
         record(None, 200, why, events=events, writes=failure.writes, reply=(failure.error_body, {}))
         return replayed(adapter, {}, body, failure.events, failure.writes)
 
+    def _failed_response(
+        self,
+        adapter: WireAdapter,
+        response: dict[str, Any],
+        stream: bool,
+        why: str,
+        record: Callable[..., None],
+    ) -> Response:
+        """A background-mode call whose response ended ``failed``, answered with that
+        response at once (as a finished one is, so a polling loop ends), and its polls and
+        cancel from it; asked as a stream, its error as a 502 not to be retried."""
+        if stream:
+            error = response.get("error") or {"message": why}
+            record(None, 502, why, reply=({"error": error}, {}))
+            return replayed_error(502, {"error": error}, {"x-should-retry": "false"})
+        record(None, 200, why, reply=(response, {}))
+        if response.get("id"):
+            self.replies[str(response["id"])] = response
+            self.finished[str(response["id"])] = adapter
+        return json_response(200, response)
+
     def _check_stop(self) -> None:
         if self.plan is not None and self.plan.should_stop:
             self.stop_requested.set()
@@ -395,8 +418,13 @@ class ModelCallProxy(Endpoint):
                 record(final, sent=sent)
                 self._live_done(decision)
 
-            def fail(error: str) -> None:
-                record(None, 502, error, sent)
+            def fail(error: str, failed: dict[str, Any] | None) -> None:
+                if failed is None:
+                    record(None, 502, error, sent)
+                else:
+                    # What the program got (200s, the last one saying failed), kept to be
+                    # answered again: the response itself, at 200.
+                    record(None, 200, error, sent, reply=(failed, {}))
 
             status = str(payload.get("status"))
             pending = PendingCall(adapter, status, live, finish, fail)

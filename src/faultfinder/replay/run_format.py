@@ -84,8 +84,10 @@ class RecordedCall(BaseModel):
     secrets scrubbed; for a stream the upstream ended with an error event (status 200:
     Anthropic's mid-stream ``error``, the Responses API's ``error`` or
     ``response.failed``, Chat Completions' error chunk), that event's data, the stream's
-    events in :attr:`events`. A replay answers the same request with it again. None for
-    other failures (no upstream reply) and in recordings made before it was kept."""
+    events in :attr:`events`; for a background-mode Responses call whose polled response
+    ended ``failed`` (status 200), that response. A replay answers the same request with
+    it again. None for other failures (no upstream reply) and in recordings made before
+    it was kept."""
     error_headers: dict[str, str] | None = None
     """The headers of that error reply a client acts on (:data:`ERROR_HEADERS`: whether
     and when to retry, the body's type), as the upstream sent them."""
@@ -110,11 +112,17 @@ class RecordedCall(BaseModel):
 
     @property
     def replayable_error(self) -> bool:
-        """A failed call whose error reply was kept, so a replay can answer it again."""
+        """A failed call whose error reply was kept, so a replay can answer it again: an
+        error status, a stream that ended with an error event, or a background-mode
+        response that ended ``failed``."""
         return (
             not self.ok
             and self.error_body is not None
-            and (self.status >= 400 or (self.stream and self.events is not None))
+            and (
+                self.status >= 400
+                or (self.stream and self.events is not None)
+                or (bool(self.request.get("background")) and isinstance(self.error_body, dict))
+            )
         )
 
 
