@@ -47,3 +47,6 @@ class Decision:
     """(agent, request hash) of a call matched to a recorded step."""
     ordinal: int | None = None
     """Its ordinal among identical requests (the one given back when it fails)."""
+    learned: tuple[str, ...] = ()
+    """Secrets the call was found to hold where the recording says ``[REDACTED]``
+    (:mod:`faultfinder.replay.rescrubbed`): to be scrubbed from what the replay writes."""

@@ -47,6 +47,10 @@ class RecordedFailures:
         groups = self._queued.setdefault(key, [[] for _ in range(len(step_calls) + 1)])
         groups[bisect.bisect_left(step_calls, call.call)].append(call)
 
+    def holds(self, key: Key) -> bool:
+        """Was request ``key`` recorded as a failed call?"""
+        return key in self._queued or key in self._without_reply
+
     def without_reply(self, key: Key) -> RecordedCall | None:
         """A failure of request ``key`` that has no reply to answer with, if any."""
         return self._without_reply.get(key)

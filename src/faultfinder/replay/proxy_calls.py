@@ -155,6 +155,9 @@ class ModelCallProxy(Endpoint):
             if self.plan is not None
             else Decision("live", "recorded", body=body)
         )
+        for secret in decision.learned:
+            # What the recording scrubbed from this request: never written here either.
+            self.redactor.add(secret)
 
         def record(
             response: dict[str, Any] | None,

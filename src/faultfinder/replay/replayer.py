@@ -55,6 +55,7 @@ from faultfinder.replay.matching import first_difference, hash_normalised, reque
 from faultfinder.replay.recorder import Origin, RecordedCall
 from faultfinder.replay.replay_options import DivergencePolicy, ReplayOptions
 from faultfinder.replay.report import Divergence, LiveRequest, ReplayReport
+from faultfinder.replay.rescrubbed import RedactedRequests
 
 __all__ = [
     "EDIT_ERROR_STATUS",
@@ -106,16 +107,20 @@ class ReplayPlan:
         self.normalised = [self.matcher.normalise(c, self._fields) for c in self.canonical]
         self.hashes = [hash_normalised(n) for n in self.normalised]
         self.by_content: dict[tuple[str, str], list[int]] = {}
+        self.redacted = RedactedRequests()
+        """Recorded requests holding ``[REDACTED]``, for calls matching none exactly."""
         for step, key in enumerate(zip(self.agents, self.hashes, strict=True)):
             self.by_content.setdefault(key, []).append(step)
+            self.redacted.add(*key, self.normalised[step])
         self.failures = RecordedFailures()
         """Recorded calls that failed (not steps): answered again when their error reply
         was kept, else named when a call matches only one of them."""
         every = sorted(recorded, key=lambda c: c.call)
         for call, request in zip(every, canonical_requests(every), strict=True):
             if not call.ok:
-                got = hash_normalised(self.matcher.normalise(request, {}))
-                key = (self._recorded_agent(call, request), got)
+                normalised = self.matcher.normalise(request, {})
+                key = (self._recorded_agent(call, request), hash_normalised(normalised))
+                self.redacted.add(*key, normalised)
                 steps = [self.recorded[step].call for step in self.by_content.get(key, [])]
                 self.failures.add(key, call, steps)
         self._ordinals: dict[tuple[str, str], int] = {}
@@ -173,6 +178,22 @@ class ReplayPlan:
         compare = body if compare is None else compare
         normalised = self.matcher.normalise(compare, self._fields)
         got = hash_normalised(normalised)
+        learned: list[str] = []
+        if (agent, got) not in self.by_content and not self.failures.holds((agent, got)):
+            # A recorded call scrubbed again once a secret it holds was learned?
+            got, learned = self.redacted.find(agent, normalised) or (got, [])
+        decision = self._decide(adapter, agent, body, normalised, got)
+        decision.learned = tuple(learned)
+        return decision
+
+    def _decide(
+        self,
+        adapter: WireAdapter,
+        agent: str,
+        body: dict[str, Any],
+        normalised: dict[str, Any],
+        got: str,
+    ) -> Decision:
         number = self._agent_calls.get(agent, 0)
         self._agent_calls[agent] = number + 1
         key = (agent, got)
