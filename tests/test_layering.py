@@ -18,7 +18,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "faultfinder"
 
 LAYERS: list[set[str]] = [
-    {"errors", "usage", "exitcodes", "secret_names", "contracts", "shown", "__init__"},
+    {"errors", "usage", "exitcodes", "secret_names", "contracts", "shown", "loopback", "__init__"},
     {"redact", "registry"},
     {"traces"},
     {"llm"},

@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 import httpx
 
 from faultfinder.errors import ConfigError, FaultfinderError, FaultfinderWarning
+from faultfinder.loopback import direct_to_loopback
 from faultfinder.redact import Redactor
 from faultfinder.replay.httpserver import is_loopback
-from faultfinder.replay.proxy_upstream import direct_to_loopback
 from faultfinder.writeback import OTLP_HEADER_VARIABLES, TIMEOUT, otlp_headers
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import json
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -23,17 +22,8 @@ from typing import Any
 
 import h11
 
-LOOPBACK = "127.0.0.1"
-
-
-def is_loopback(host: str) -> bool:
-    """``localhost`` or a loopback address (all of 127.0.0.0/8, and ::1)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+from faultfinder.loopback import LOOPBACK as LOOPBACK
+from faultfinder.loopback import is_loopback as is_loopback
 
 
 def host_name(header: str) -> str:

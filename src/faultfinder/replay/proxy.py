@@ -33,6 +33,7 @@ import httpx
 from pydantic import BaseModel
 
 from faultfinder.errors import ConfigError
+from faultfinder.loopback import direct_to_loopback
 from faultfinder.replay.apis import Chains, WireAdapter, adapter_for
 from faultfinder.replay.canonical import adapter_of, remember_calls
 from faultfinder.replay.httpserver import (
@@ -45,7 +46,7 @@ from faultfinder.replay.httpserver import (
 from faultfinder.replay.matching import Matcher, split_agent_path
 from faultfinder.replay.proxy_background import BackgroundCalls, polled_id
 from faultfinder.replay.proxy_calls import NO_UPSTREAM, ModelCallProxy, ProxyConfig
-from faultfinder.replay.proxy_upstream import direct_to_loopback, relayed_headers, upstream_url
+from faultfinder.replay.proxy_upstream import relayed_headers, upstream_url
 from faultfinder.replay.recorder import RunStore
 from faultfinder.replay.replayer import ReplayPlan
 from faultfinder.replay.report import LiveRequest

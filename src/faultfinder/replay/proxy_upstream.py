@@ -14,19 +14,17 @@ functions of one request or reply, with no state:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from faultfinder.replay.apis import WireAdapter
-from faultfinder.replay.httpserver import Request, is_loopback
+from faultfinder.replay.httpserver import Request
 from faultfinder.replay.run_format import ERROR_HEADERS
 from faultfinder.secret_names import KEY_HEADERS
 
 __all__ = [
-    "direct_to_loopback",
     "error_reply",
     "relayed_headers",
     "reply_content_type",
@@ -53,24 +51,6 @@ _NOT_RELAYED = _HOP_BY_HOP | {"content-encoding", "proxy-authenticate"}
 """Upstream response headers the proxy does not pass on: those of the connection
 (``connection``, ``transfer-encoding``, ``content-length``: the proxy's server sets its
 own) and ``content-encoding`` (the body is read decoded)."""
-
-
-_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
-
-
-def direct_to_loopback(urls: Iterable[str | None]) -> dict[str, None]:
-    """httpx ``mounts`` that send requests for loopback hosts straight to them, past any
-    HTTP_PROXY/HTTPS_PROXY/ALL_PROXY in the environment, which httpx otherwise applies to
-    every host (loopback included, unless NO_PROXY names it). The user's proxy stays in
-    use for other hosts; it cannot reach this machine's loopback anyway, and would be
-    handed the request, keys and all. ``urls``: those the client will call, for a
-    loopback address other than the usual names (127.0.0.2)."""
-    hosts = set(_LOOPBACK_NAMES)
-    for url in urls:
-        host = urlsplit(url).hostname if url else None
-        if host and is_loopback(host):
-            hosts.add(f"[{host}]" if ":" in host else host)
-    return {f"all://{host}": None for host in sorted(hosts)}
 
 
 def upstream_headers(

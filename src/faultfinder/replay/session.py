@@ -18,6 +18,7 @@ from typing import IO, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from faultfinder.errors import ConfigError, FaultfinderError
+from faultfinder.loopback import past_http_proxy
 from faultfinder.redact import Redactor
 from faultfinder.replay.apis import ADAPTERS
 from faultfinder.replay.capture import tee
@@ -163,6 +164,7 @@ def child_env(
     for key in PLACEHOLDER_KEYS:
         if not env.get(key):
             env[key] = PLACEHOLDER_KEY
+    env.update(past_http_proxy(env))
     return env
 
 
