@@ -35,6 +35,7 @@ from faultfinder.judging.answer_json import (
     extract_json,
     json_tagged,
 )
+from faultfinder.judging.reasoning import answer_part
 from faultfinder.llm.client import ParseError
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "AgentStepAnswer",
     "Roster",
     "agents_mentioned",
+    "answer_part",
     "clean_value",
     "closing_bracket",
     "extract_json",
@@ -153,7 +155,9 @@ def parse_agent_step_reason(
 ) -> AgentStepAnswer:
     """Read 'Agent Name: ... / Step Number: ... / Reason for Mistake: ...' (Who&When's
     format), or the same fields as a JSON object. The step is range-checked only when
-    ``n_steps`` is given; methods pass None so a readable agent survives a bad step."""
+    ``n_steps`` is given; methods pass None so a readable agent survives a bad step. A
+    reasoning model's ``<think>`` block is not the answer (:func:`answer_part`)."""
+    text = answer_part(text)
     data = json_answer(text)
     agent_raw: Any = json_field(data, "Agent Name", "agent", "mistake_agent")
     step_raw: Any = json_field(data, "Step Number", "step", "mistake_step")
@@ -253,7 +257,9 @@ def parse_yes_no(text: str) -> bool:
     field that negates, hedges or says both is unreadable. Every other field of the reply
     that starts with Yes or No (another item '1.', another label, the first line) must
     give the same answer, unhedged: a reply answering twice, differently, is unreadable.
+    A reasoning model's ``<think>`` block is not the answer (:func:`answer_part`).
     """
+    text = answer_part(text)
     data = json_answer(text)
     value = json_field(data, "answer", "Yes/No", "judgment", "judgement", "decision")
     if isinstance(value, bool):

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ValidationError
 
 from faultfinder.judging.answer_json import extract_json
 from faultfinder.judging.fitting import fit_steps
+from faultfinder.judging.reasoning import answer_part
 from faultfinder.judging.render import RenderOptions
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import ParseError
@@ -24,7 +25,7 @@ def json_parser(model: type[M], check: Callable[[M], None] | None = None) -> Cal
     """A parser for ``llm.chat(parse=...)``: the answer's JSON object as ``model``."""
 
     def parse(text: str) -> M:
-        data = extract_json(text)
+        data = extract_json(answer_part(text))
         try:
             value = model.model_validate(data)
         except ValidationError as exc:

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from faultfinder.judging.answer_fields import find_field
 from faultfinder.judging.answer_json import closing_bracket
-from faultfinder.judging.answers import parse_step_number
+from faultfinder.judging.answers import answer_part, parse_step_number
 from faultfinder.judging.grammars import gbnf_choice, gbnf_literal
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import ParseError
@@ -57,6 +57,7 @@ def parse_action(text: str, tools: Sequence[str]) -> Action:
     action line, on the lines below it (a code fence around it allowed). Other text
     after the name is not a JSON object and is refused, never dropped.
     """
+    text = answer_part(text)
     match = _ACTION.search(text)
     if match is None:
         raise ParseError("no line of the form 'ACTION: tool {json arguments}'")
@@ -103,6 +104,7 @@ def _object_at(text: str, start: int, name: str) -> dict[str, Any]:
 def parse_submission_text(text: str) -> dict[str, Any]:
     """Submit arguments from a forced final reply: an ``ACTION: submit {...}`` line, or the
     papers' 'Agent Name: / Step Number: / Reason for Mistake:' answer."""
+    text = answer_part(text)
     try:
         action = parse_action(text, ["submit"])
         return action.arguments

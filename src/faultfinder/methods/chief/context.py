@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from faultfinder.judging.agent_names import Roster, roster_of
 from faultfinder.judging.answer_json import extract_json
 from faultfinder.judging.fitting import fit_steps
+from faultfinder.judging.reasoning import answer_part
 from faultfinder.judging.reference import ground_truth_for
 from faultfinder.judging.render import RenderOptions, context_budget, render_metadata
 from faultfinder.llm.base import OutputConstraint
@@ -216,7 +217,7 @@ class StageContext:
         (``max_output_tokens`` overrides)."""
 
         def read(text: str) -> T:
-            data = extract_json(text)
+            data = extract_json(answer_part(text))
             try:
                 return parse(data)
             except (TypeError, KeyError, AttributeError, IndexError) as exc:

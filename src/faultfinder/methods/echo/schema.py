@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_valid
 
 from faultfinder.judging.agent_names import match_agent
 from faultfinder.judging.answer_json import closing_bracket, extract_json, json_tagged
-from faultfinder.judging.answers import parse_step_number
+from faultfinder.judging.answers import answer_part, parse_step_number
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import ParseError
 from faultfinder.methods.echo.voting import ConclusionType
@@ -141,6 +141,7 @@ def _unclosed(text: str) -> bool:
 
 
 def _object(text: str) -> dict[str, Any]:
+    text = answer_part(text)
     tagged = json_tagged(text)
     if tagged is not None:  # the answer asked for: prose before it may quote JSON
         text = tagged
@@ -270,6 +271,7 @@ def parse_sections(text: str) -> dict[str, str]:
     At least the 'Errors' or 'Evidence' section must be present and non-empty: an argument
     without either says nothing for the judge to weigh.
     """
+    text = answer_part(text)
     matches = list(_SECTION.finditer(text))
     sections: dict[str, str] = {}
     for position, match in enumerate(matches):

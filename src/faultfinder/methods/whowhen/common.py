@@ -18,7 +18,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel
 
 from faultfinder.judging import reference
-from faultfinder.judging.answers import find_hedge, parse_yes_no
+from faultfinder.judging.answers import answer_part, find_hedge, parse_yes_no
 from faultfinder.judging.fitting import fit_steps
 from faultfinder.judging.grammars import REASON_GBNF, choice_grammar, gbnf_choice
 from faultfinder.judging.method import MethodConfig
@@ -258,6 +258,7 @@ def parse_judgement(text: str) -> Judgement:
 
     The Yes/No is read by :func:`answers.parse_yes_no` (anchored to item 1 or an answer
     label; echoes, negations, hedges and both-answers are unreadable)."""
+    text = answer_part(text)
     erroneous = parse_yes_no(text)
     m = re.search(r"(?:^|\s)2\s*[.)]\s*(.*)", text, flags=re.DOTALL)
     reason = m.group(1) if m else re.split(r"\b(?:yes|no)\b", text, maxsplit=1, flags=re.I)[-1]
@@ -361,7 +362,7 @@ def parse_half(text: str) -> Half:
     sentence ('I cannot determine whether it is the upper half', 'probably the lower
     half') is unreadable.
     """
-    body = _HALF_ECHO.sub(" ", text.translate(_PLAIN_QUOTES))
+    body = _HALF_ECHO.sub(" ", answer_part(text).translate(_PLAIN_QUOTES))
     questioned = _HALF_QUESTIONED.search(body)
     if questioned:
         raise ParseError(f"the answer asks rather than answers: '{questioned.group(0)[:80]}'")
@@ -430,6 +431,7 @@ def explain_step_prompt(
 
 def parse_reason(text: str) -> str:
     """The text after 'Reason for Mistake:' (or the whole reply); empty is unreadable."""
+    text = answer_part(text)
     m = re.search(r"reason(?: for mistake)?\s*[:：]\s*(.*)", text, flags=re.I | re.DOTALL)
     reason = (m.group(1) if m else text).strip()
     if not reason:
