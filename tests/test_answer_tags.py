@@ -1,16 +1,28 @@
 """Answers read as written: the ``<json>`` block ECHO asks for is the answer even when
 prose before it quotes JSON (a tool call's arguments); the conclusion type in the prompt's
-own words; a step number with a note on how steps are counted."""
+own words; a step number with a note on how steps are counted; an answer wrapped in
+``<answer>`` tags."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from faultfinder.judging.answers import extract_json, parse_agent_step_reason
+from faultfinder.judging.method import run_method
+from faultfinder.llm import LLM, ChatRequest, FunctionBackend
 from faultfinder.llm.client import ParseError
 from faultfinder.methods.echo.schema import parse_analysis, parse_judge
+from faultfinder.methods.whowhen.common import parse_judgement
+from faultfinder.registry import create_method
+from faultfinder.testing.oracle import OracleJudge, label_consistent
+from faultfinder.traces.loader import load_traces
+
+ORACLE = Path(__file__).parent / "fixtures" / "oracle"
 
 AGENTS = ["user", "Planner", "Calculator"]
 
@@ -90,3 +102,47 @@ def test_a_step_with_a_note_on_counting_is_one_step(note: str) -> None:
 def test_two_steps_are_still_refused() -> None:
     with pytest.raises(ParseError, match="several candidate steps"):
         parse_agent_step_reason("Agent Name: Calculator\nStep Number: 2 or 0\nReason: x", AGENTS)
+
+
+@pytest.mark.parametrize(
+    ("reply", "erroneous"),
+    [
+        ("<answer>Yes</answer>\nThe step used the wrong value.", True),
+        ("<answer>1. No. 2. The step is fine.</answer>", False),
+        ("<ANSWER>\n1. Yes. 2. Wrong value.\n</ANSWER>", True),
+        ("<final_answer>No</final_answer>", False),
+    ],
+)
+def test_an_answer_in_answer_tags_is_read_without_them(reply: str, erroneous: bool) -> None:
+    judgement = parse_judgement(reply)
+    assert judgement.erroneous is erroneous
+    assert "answer>" not in judgement.reason.lower()
+
+
+def test_an_agent_step_answer_opening_on_its_answer_tag_line() -> None:
+    reply = "<answer>Agent Name: Calculator\nStep Number: 2\nReason for Mistake: x</answer>"
+    found = parse_agent_step_reason(reply, AGENTS)
+    assert (found.agent, found.step, found.reason) == ("Calculator", 2, "x")
+
+
+def test_an_answer_tag_quoted_inside_a_line_is_text() -> None:
+    # Step 1's output, quoted in the reason: not a second answer.
+    reply = (
+        "Agent Name: Calculator\nStep Number: 2\nReason for Mistake: it said <answer>9</answer> too"
+    )
+    assert parse_agent_step_reason(reply, AGENTS).reason.endswith("<answer>9</answer> too")
+
+
+@pytest.mark.parametrize("method", ["all-at-once", "step-by-step", "hybrid", "chief:M1"])
+def test_a_perfect_judge_answering_in_answer_tags_scores_100(method: str) -> None:
+    traces = [t for t in load_traces(ORACLE) if label_consistent(t)]
+    for trace in traces:
+        judge = OracleJudge(trace)
+
+        def tagged(request: ChatRequest, judge: OracleJudge = judge) -> str | dict[str, Any]:
+            reply = judge(request)
+            return f"<answer>{reply}</answer>" if isinstance(reply, str) else reply
+
+        llm = LLM(FunctionBackend(tagged))
+        result = asyncio.run(run_method(create_method(method), trace, llm))
+        assert (result.agent, result.step) == (trace.label.agent, trace.label.step), trace.id

@@ -6,7 +6,8 @@ QwQ through vLLM or Ollama) write their reasoning into the reply's text, in
 very format the prompt asks for ('Step Number: 3... no, wait'), so a parser reading the
 whole reply would take a rejected draft for the answer, or find two answers and give up.
 Every parser of a model's reply first keeps what follows the block
-(:func:`answer_part`). The rules are in ``docs/eval.md`` ("Reading answers").
+(:func:`answer_part`), and reads an answer wrapped in ``<answer>`` tags as if the tags were
+not there. The rules are in ``docs/eval.md`` ("Reading answers").
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ _CLOSE = re.compile(rf"</({_TAG_NAMES})>", re.IGNORECASE)
 
 
 _BLANKS = re.compile(r"\s*+")
+_ANSWER_TAG = re.compile(
+    r"^[ \t]*+<(?:final_)?answer>|</(?:final_)?answer>[ \t]*+$", re.IGNORECASE | re.MULTILINE
+)
+"""An ``<answer>`` tag opening a line or a ``</answer>`` closing one: a wrapper around the
+answer ('<answer>Yes</answer>'). A tag inside a line (quoted from a step) is text."""
 
 
 def answer_part(text: str) -> str:
@@ -34,7 +40,10 @@ def answer_part(text: str) -> str:
       ``<think>`` in the prompt, as the R1 distills' do): the answer follows that tag.
     - Anything else is the answer as it stands.
 
-    An answer left empty is a ParseError. A ``<think>...</think>`` pair quoted after the
+    Then ``<answer>``/``</answer>`` tags (and ``<final_answer>``) that open or close a line
+    become line breaks: '<answer>Agent Name: X' holds the field 'Agent Name' at the start
+    of a line, '<answer>Yes</answer>' is the line 'Yes'. An answer left empty is a
+    ParseError. A ``<think>...</think>`` pair quoted after the
     start of an answer (from a step's output) stays part of it; a lone close tag quoted in
     an answer with no reasoning before it would be taken for the end of reasoning, and
     the answer read from what follows it (or found missing): never a guess.
@@ -60,4 +69,4 @@ def answer_part(text: str) -> str:
     answer = text[position:]
     if cut and not answer.strip():
         raise ParseError("nothing follows the reply's reasoning block: no answer")
-    return answer
+    return _ANSWER_TAG.sub("\n", answer)
