@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from faultfinder.errors import ConfigError
+from faultfinder.llm.client import ParseError
 from faultfinder.methods.chief import prompts
 from faultfinder.methods.chief.attribution import (
     Assessment,
@@ -438,6 +439,22 @@ def test_attribution_parsing_validates_agent_and_step() -> None:
         parse_attribution({**data, "step_number": 11}, roster, 11)
     with pytest.raises(ValueError):
         parse_attribution({**data, "agent_name": "Nobody"}, roster, 11)
+
+
+@pytest.mark.parametrize("written", [9, 9.0, "9", "Step 9", "step #9", "#9", "9.", "**9**"])
+def test_the_attributed_step_is_read_as_every_method_reads_a_step(written: object) -> None:
+    data = {"agent_name": "Assistant", "step_number": written}
+    answer = parse_attribution(data, ["WebSurfer", "Assistant"], 11)
+    assert (answer.agent, answer.step) == ("Assistant", 9)
+
+
+@pytest.mark.parametrize(
+    ("written", "error"),
+    [("9 or 10", "several candidate steps"), ("about 9", "hedged"), ("3.5", "not a whole")],
+)
+def test_an_unreadable_attributed_step_says_why(written: str, error: str) -> None:
+    with pytest.raises(ParseError, match=error):
+        parse_attribution({"agent_name": "Assistant", "step_number": written}, ["Assistant"], 11)
 
 
 # --- graph, order, renderings, routing ---------------------------------------------------

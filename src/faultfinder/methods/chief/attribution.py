@@ -26,7 +26,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from faultfinder.judging.agent_names import match_agent
-from faultfinder.judging.answers import AgentStepAnswer, parse_agent_step_reason
+from faultfinder.judging.answers import (
+    AgentStepAnswer,
+    parse_agent_step_reason,
+    parse_step_number,
+)
 from faultfinder.judging.grammars import agent_step_grammar
 from faultfinder.llm.client import ParseError
 from faultfinder.methods.chief import prompts
@@ -113,9 +117,12 @@ def parse_attribution(data: Any, roster: Sequence[str], n_steps: int) -> Attribu
     if not isinstance(data, dict):
         raise ParseError("expected a JSON object with the final agent and step")
     agent_raw = as_text(get_field(data, "agent_name", "agent"))
-    step = as_int(get_field(data, "step_number", "step"))
-    if step is None:
+    step_raw = get_field(data, "step_number", "step")
+    if step_raw is None:
         raise ParseError("no 'step_number' in the answer")
+    # Read by the rule of every method's step field ('Step #12', '12.' are 12; '12 or 13',
+    # '3.5', a hedge are unreadable), then held to the trace.
+    step = parse_step_number(step_raw if isinstance(step_raw, int | float) else str(step_raw))
     if not 0 <= step < n_steps:
         raise ParseError(f"step {step} is outside the trace (0..{n_steps - 1})")
     agent = match_agent(agent_raw, roster)
