@@ -6,6 +6,7 @@ which owns retries, caching, budgets and token accounting.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
@@ -66,6 +67,36 @@ class Completion(BaseModel):
     """Why generation stopped."""
     raw: dict[str, Any] | None = None
     """The backend's raw reply, JSON-serialisable."""
+
+
+CUT_OFF = frozenset({"length", "max_tokens"})
+"""Finish reasons of a reply cut off at the output limit (the request's ``max_tokens``, or
+a server's own limit): OpenAI's name, and Anthropic's where a server passes it through."""
+WITHHELD = frozenset({"content_filter", "refusal"})
+"""Finish reasons of a reply the endpoint withheld: a content filter (OpenAI, Azure) or
+the model's refusal (Anthropic's ``stop_reason``)."""
+
+
+def incomplete_reason(completion: Completion, max_tokens: int | None) -> str | None:
+    """Why ``completion`` is not a whole answer, or None when it is one: cut off at the
+    output limit, withheld by the endpoint, or empty (no text, no tool call). Such a
+    reply is never read as an answer nor kept in the response cache."""
+    finish = completion.finish_reason
+    if finish in CUT_OFF:
+        limit = f"its {max_tokens}-token limit" if max_tokens is not None else "a server limit"
+        return (
+            f"reply cut off at {limit} (finish_reason '{finish}'): raise --max-output-tokens "
+            "(or the server's output limit); a cut-off reply is not read as an answer"
+        )
+    if finish in WITHHELD:
+        return (
+            f"the endpoint withheld the reply (finish_reason '{finish}': a content filter, "
+            "or the model refused); there is no answer to read"
+        )
+    if not completion.text.strip() and not completion.tool_calls:
+        said = f"finish_reason '{finish}'" if finish else "no finish_reason"
+        return f"the endpoint sent an empty reply ({said})"
+    return None
 
 
 class TransientLLMError(Exception):
@@ -154,3 +185,11 @@ def messages_text(messages: list[dict[str, Any]]) -> str:
         for call in m.get("tool_calls") or []:
             parts.append(str(call))
     return "\n".join(parts)
+
+
+def request_text(request: ChatRequest) -> str:
+    """Everything of a request that counts as prompt: messages and tool definitions."""
+    text = messages_text(request.messages)
+    if request.tools:
+        text += "\n" + json.dumps(request.tools, ensure_ascii=False)
+    return text

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import random
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Generic, TypeVar
@@ -23,7 +22,9 @@ from faultfinder.llm.base import (
     Completion,
     OutputConstraint,
     TransientLLMError,
+    incomplete_reason,
     messages_text,
+    request_text,
 )
 from faultfinder.llm.cache import ResponseCache, cache_key
 from faultfinder.llm.limits import Ledger, LocalLedger, LocalRateLimiter, RateLimiter
@@ -56,6 +57,9 @@ class Reply(BaseModel, Generic[T]):
     raw: dict[str, Any] | None = None
     attempts: int = 1
     cached: bool = False
+    finish_reason: str | None = None
+    """Why the (last) reply ended, as the backend said: ``stop``, ``tool_calls``,
+    ``length`` (cut off at the output limit), ``content_filter``..."""
 
     @property
     def ok(self) -> bool:
@@ -229,6 +233,7 @@ class LLM:
                 tool_calls=completion.tool_calls,
                 usage=call_usage,
                 cached=cached,
+                finish_reason=completion.finish_reason,
             )
             if parse is None:
                 self._record(record)
@@ -239,7 +244,19 @@ class LLM:
                     raw=completion.raw,
                     attempts=attempts,
                     cached=cached,
+                    finish_reason=completion.finish_reason,
                 )
+            unfinished = incomplete_reason(completion, request.max_tokens)
+            if unfinished is not None:
+                # Never parsed: a cut-off reply can hold a cut-off value. Cut off or
+                # withheld, a new sample under the same limit and filter ends the same way;
+                # an empty reply is re-sampled as an unreadable one is.
+                last_error = record.parse_error = unfinished
+                record.parsed = False
+                self._record(record)
+                if completion.finish_reason in base.CUT_OFF | base.WITHHELD:
+                    break
+                continue
             try:
                 value = parse(completion.text)
             except (ParseError, ValueError) as exc:
@@ -257,6 +274,7 @@ class LLM:
                 raw=completion.raw,
                 attempts=attempts,
                 cached=cached,
+                finish_reason=completion.finish_reason,
             )
         assert last is not None
         return Reply(
@@ -268,6 +286,7 @@ class LLM:
             raw=last.raw,
             attempts=attempts,
             cached=cached,
+            finish_reason=last.finish_reason,
         )
 
     def _failed_call(
@@ -276,7 +295,7 @@ class LLM:
         """The record of a call sent that brought no reply: one call, charged what
         ``_complete`` charged it (put on the error), no reply."""
         usage = base.reported_usage(exc) or self._unanswered(
-            self.backend.count_tokens(_request_text(request)), Usage()
+            self.backend.count_tokens(request_text(request)), Usage()
         )
         return CallRecord(
             purpose=purpose,
@@ -313,10 +332,10 @@ class LLM:
     async def _complete(self, request: ChatRequest) -> tuple[Completion, bool, str]:
         key = cache_key(self.backend.identity(), request, current_run())
         books = scope_books()
-        prompt_estimate = self.backend.count_tokens(_request_text(request)) if books else None
+        prompt_estimate = self.backend.count_tokens(request_text(request)) if books else None
         if self.cache is not None:
             hit = self.cache.get(key)
-            if hit is not None:
+            if hit is not None and incomplete_reason(hit, request.max_tokens) is None:
                 if books and prompt_estimate is not None:
                     # A case budget charges cache hits too, through the same reservation.
                     need = self._need(prompt_estimate, request.max_tokens)
@@ -326,7 +345,7 @@ class LLM:
         if self.backend.is_real and not base.ALLOW_MODEL_REQUESTS:
             raise errors.ModelRequestsForbiddenError(self.backend.name)
         if prompt_estimate is None:
-            prompt_estimate = self.backend.count_tokens(_request_text(request))
+            prompt_estimate = self.backend.count_tokens(request_text(request))
         async with self._semaphore(), self._calibration():
             # Reserve only once a slot is free: queued calls must not hold budget they may
             # never need, and by then the real spend of finished calls is known.
@@ -364,7 +383,9 @@ class LLM:
                 ratio = completion.usage.prompt_tokens / prompt_estimate
                 self._prompt_ratio = max(self._prompt_ratio, min(ratio, 16.0))
             self._calibrated = True
-        if self.cache is not None:
+        if self.cache is not None and incomplete_reason(completion, request.max_tokens) is None:
+            # A cut-off, withheld or empty reply is not kept: the limit that cut it may be
+            # the server's, and a rerun after fixing it must reach the model again.
             self.cache.put(key, request, completion)
         return completion, False, key
 
@@ -471,14 +492,6 @@ class _Attempts:
     def __init__(self) -> None:
         self.sent: list[bool] = []
         self.used = Usage()
-
-
-def _request_text(request: ChatRequest) -> str:
-    """Everything of a request that counts as prompt: messages and tool definitions."""
-    text = messages_text(request.messages)
-    if request.tools:
-        text += "\n" + json.dumps(request.tools, ensure_ascii=False)
-    return text
 
 
 def _last_user_text(messages: list[dict[str, Any]]) -> str | None:

@@ -46,6 +46,8 @@ class CallRecord(BaseModel):
     """Tokens of this exchange."""
     cached: bool = False
     """Answered from the response cache."""
+    finish_reason: str | None = None
+    """Why the reply ended, as the backend said (``length``: cut off at the output limit)."""
 
 
 CASE_BUDGET_HINT = "Raise --budget-tokens, or choose a cheaper method for this case."
