@@ -382,7 +382,7 @@ class AnthropicBackend(SDKBackend[anthropic.AsyncAnthropic]):
     async def complete(self, request: ChatRequest) -> Completion:
         client = await self._clients.get()
         body = self.body(request)
-        data = await self._reply(client.post("/v1/messages", body=body, cast_to=object))
+        data = await self._reply(client.post("/v1/messages", body=body, cast_to=object), body)
         if not isinstance(data, dict):
             raise self._malformed("not a JSON object")
         try:

@@ -99,7 +99,7 @@ class OpenAICompatBackend(SDKBackend[openai.AsyncOpenAI]):
     async def complete(self, request: ChatRequest) -> Completion:
         client = await self._clients.get()
         body = self._params(request)
-        data = await self._reply(client.post("/chat/completions", body=body, cast_to=object))
+        data = await self._reply(client.post("/chat/completions", body=body, cast_to=object), body)
         if not isinstance(data, dict):
             raise TransientLLMError(
                 f"{self._where}: malformed reply (not a JSON object). Check that --base-url "

@@ -44,6 +44,23 @@ Responses APIs (``context_length_exceeded``, "maximum context length is N tokens
 and servers that follow them (vLLM, llama.cpp)."""
 _WINDOW = re.compile(r"maximum context length is ([\d,]+)|tokens? > ([\d,]+) maximum", re.I)
 
+UNSUPPORTED_HINTS = {
+    "tools": (
+        re.compile(r"tool", re.I),
+        "The endpoint refused the tools the request offered: this server or model has no "
+        "tool calling (vLLM needs --enable-auto-tool-choice and --tool-call-parser; some "
+        "Ollama models have none). Run --method agentic:text (or --set action_format=text), "
+        "which writes its actions as text instead.",
+    ),
+    "response_format": (
+        re.compile(r"response_format|json_schema|structured", re.I),
+        "The endpoint refused the JSON schema sent as response_format: make the backend "
+        "without structured_output; answers are read from plain text as well.",
+    ),
+}
+"""For a request field that some endpoints do not take (local servers, mostly): what
+their refusal mentions, and what to do instead."""
+
 
 def context_overflow_hint(message: str) -> str | None:
     """What to do when ``message`` (an endpoint's error) says the prompt did not fit the
@@ -269,18 +286,19 @@ class SDKBackend(Generic[C]):
     def _where(self) -> str:
         return f"{self.name} at {self.base_url}"
 
-    async def _reply(self, call: Awaitable[object]) -> object:
+    async def _reply(self, call: Awaitable[object], body: Mapping[str, Any]) -> object:
         """The reply of an SDK call, its failures turned into the LLM layer's errors.
 
         Backends call the client's generic ``post(path, body=..., cast_to=object)``: it
         skips the SDK's per-request parameter transformation and model construction,
         which cost more CPU than everything else per call, while errors and
-        authentication are handled exactly as in the typed methods."""
+        authentication are handled exactly as in the typed methods. ``body`` is what
+        ``call`` sends, so that a refusal can name the field it refused."""
         errs = self.sdk_errors
         try:
             return await call
         except errs.status as exc:
-            raise self._status_error(cast("StatusError", exc)) from exc
+            raise self._status_error(cast("StatusError", exc), body) from exc
         except errs.connection as exc:
             # Includes timeouts. Nothing listening, or no such host, will not get better
             # by waiting: say so at once instead of retrying.
@@ -308,7 +326,7 @@ class SDKBackend(Generic[C]):
         """The error's own text in an error reply."""
         return exc.message
 
-    def _status_error(self, exc: StatusError) -> Exception:
+    def _status_error(self, exc: StatusError, body: Mapping[str, Any]) -> Exception:
         status = exc.status_code
         message = self._status_message(exc)
         where = f"{self._where}: HTTP {status}: {message}"
@@ -320,7 +338,11 @@ class SDKBackend(Generic[C]):
             # What to do first: the one-line summaries (``judging.why``) keep a line's start.
             text = f"{self._where}: {overflow} (HTTP {status}: {message})"
             return errors.LLMCallError(self._redactor.text(text))
-        return errors.LLMCallError(self._redactor.text(f"{where}. {self._status_hint(status)}"))
+        hint = self._status_hint(status)
+        for field, (mentions, unsupported) in UNSUPPORTED_HINTS.items():
+            if status in (400, 422) and field in body and mentions.search(message):
+                hint = unsupported
+        return errors.LLMCallError(self._redactor.text(f"{where}. {hint}"))
 
     def _status_hint(self, status: int) -> str:
         hint = self.status_hints.get(status)
