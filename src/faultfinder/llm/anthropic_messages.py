@@ -385,6 +385,8 @@ class AnthropicBackend(SDKBackend[anthropic.AsyncAnthropic]):
         data = await self._reply(client.post("/v1/messages", body=body, cast_to=object), body)
         if not isinstance(data, dict):
             raise self._malformed("not a JSON object")
+        if data.get("type") == "error" or ("error" in data and "content" not in data):
+            raise self._error_in_reply(data, body)
         try:
             return completion_of(data, self.model)
         except ValueError as exc:

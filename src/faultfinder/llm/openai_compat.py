@@ -105,12 +105,14 @@ class OpenAICompatBackend(SDKBackend[openai.AsyncOpenAI]):
                 f"{self._where}: malformed reply (not a JSON object). Check that --base-url "
                 f"points at {self.speaks}."
             )
-        return self._to_completion(data)
+        return self._to_completion(data, body)
 
-    def _to_completion(self, data: dict[str, Any]) -> Completion:
+    def _to_completion(self, data: dict[str, Any], body: Mapping[str, Any]) -> Completion:
         """A reply as a Completion; a reply of the wrong shape is a TransientLLMError
         (retried, then reported), never a traceback."""
         choices = data.get("choices")
+        if "error" in data and not choices:
+            raise self._error_in_reply(data, body)
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise self._malformed("no choices")
         choice = choices[0]

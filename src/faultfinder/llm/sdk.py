@@ -327,16 +327,43 @@ class SDKBackend(Generic[C]):
         return exc.message
 
     def _status_error(self, exc: StatusError, body: Mapping[str, Any]) -> Exception:
-        status = exc.status_code
-        message = self._status_message(exc)
-        where = f"{self._where}: HTTP {status}: {message}"
+        return self._refusal(
+            exc.status_code, self._status_message(exc), dict(exc.response.headers), body
+        )
+
+    def _error_in_reply(self, data: Mapping[str, Any], body: Mapping[str, Any]) -> Exception:
+        """A 200 reply holding an error instead of an answer (``{"error": {"message",
+        "code"}}``: gateways such as OpenRouter pass a provider's failure on so), told as
+        an error status of its ``code`` would be (a failing upstream when it has none);
+        a reply without one is malformed."""
+        error = data.get("error")
+        message = error.get("message") if isinstance(error, Mapping) else error
+        if not isinstance(message, str) or not message.strip():
+            return self._malformed("no answer in it" if error is None else "an unreadable error")
+        code = error.get("code") if isinstance(error, Mapping) else None
+        status = code if isinstance(code, int) and 400 <= code < 600 else 502
+        said = f"error {code}" if status == code else "an error"
+        return self._refusal(status, message.strip()[:500], {}, body, f"a 200 reply held {said}")
+
+    def _refusal(
+        self,
+        status: int,
+        message: str,
+        headers: Mapping[str, str],
+        body: Mapping[str, Any],
+        what: str | None = None,
+    ) -> Exception:
+        """The error for an endpoint's refusal: transient (retried) or not, with what to
+        check. ``what`` names it ("HTTP 429" by default)."""
+        what = what or f"HTTP {status}"
+        where = f"{self._where}: {what}: {message}"
         if status in TRANSIENT_STATUSES or status >= 500:
-            retry_after = parse_retry_after(dict(exc.response.headers))
+            retry_after = parse_retry_after(headers)
             return TransientLLMError(self._redactor.text(where), retry_after)
         overflow = context_overflow_hint(message)
         if overflow is not None:
             # What to do first: the one-line summaries (``judging.why``) keep a line's start.
-            text = f"{self._where}: {overflow} (HTTP {status}: {message})"
+            text = f"{self._where}: {overflow} ({what}: {message})"
             return errors.LLMCallError(self._redactor.text(text))
         hint = self._status_hint(status)
         for field, (mentions, unsupported) in UNSUPPORTED_HINTS.items():
