@@ -345,6 +345,7 @@ class AnthropicBackend(SDKBackend[anthropic.AsyncAnthropic]):
             api_key=api_key,
             timeout=timeout,
             sdk_client=anthropic.AsyncAnthropic,
+            http_client=anthropic.DefaultAsyncHttpxClient,
         )
         # Cache marks change the bill, not the reply: they are not part of the identity.
         self.prompt_cache = prompt_cache

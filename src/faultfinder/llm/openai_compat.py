@@ -63,6 +63,7 @@ class OpenAICompatBackend(SDKBackend[openai.AsyncOpenAI]):
             api_key=api_key,
             timeout=timeout,
             sdk_client=openai.AsyncOpenAI,
+            http_client=openai.DefaultAsyncHttpxClient,
         )
         self.structured_output = structured_output
         self.extra_body = dict(extra_body or {})

@@ -24,9 +24,11 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
+from urllib.parse import urlsplit
 
 from faultfinder import errors
 from faultfinder.llm.base import TransientLLMError, approx_token_count
+from faultfinder.loopback import direct_to_loopback, is_loopback
 from faultfinder.redact import Redactor
 
 PLACEHOLDER_KEY = "not-needed"
@@ -242,6 +244,7 @@ class SDKBackend(Generic[C]):
         api_key: str | None,
         timeout: float,
         sdk_client: Callable[..., C],
+        http_client: Callable[..., Any] | None = None,
     ) -> None:
         custom_url = base_url or os.environ.get(self.base_url_env)
         if not api_key:
@@ -260,6 +263,7 @@ class SDKBackend(Generic[C]):
         # result rows, so they are scrubbed.
         self._redactor = Redactor([api_key])
         self._sdk_client = sdk_client
+        self._http_client = http_client
         self._clients = ClientPerLoop(self._new_client)
 
     @staticmethod
@@ -278,8 +282,17 @@ class SDKBackend(Generic[C]):
         return approx_token_count(text)
 
     def _new_client(self) -> C:
+        extra: dict[str, Any] = {}
+        if self._http_client is not None and is_loopback(urlsplit(self.base_url).hostname or ""):
+            # A local server (Ollama, vLLM, serve-local) is reached directly, not through
+            # the HTTP_PROXY of the environment, which httpx applies to loopback too.
+            extra["http_client"] = self._http_client(mounts=direct_to_loopback([self.base_url]))
         return self._sdk_client(
-            api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
+            api_key=self._api_key,
+            base_url=self.base_url,
+            timeout=self.timeout,
+            max_retries=0,
+            **extra,
         )
 
     @property
