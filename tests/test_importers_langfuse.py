@@ -232,14 +232,19 @@ class FakeLangfuse:
         return json_response(200, {"data": page, "meta": {"cursor": None if second else "c2"}})
 
 
+@pytest.mark.parametrize("proxy", [False, True], ids=["no-proxy", "http-proxy-set"])
 def test_import_from_langfuse_fetches_all_pages(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, proxy: bool
 ) -> None:
     from faultfinder.replay.httpserver import HttpServer
 
     fake = FakeLangfuse()
     monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", "pk-test")
     monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk-test")
+    if proxy:  # a proxy nothing listens on: a self-hosted Langfuse on loopback goes direct
+        monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
 
     async def factory() -> HttpServer:
         return await HttpServer(fake.handle).start()

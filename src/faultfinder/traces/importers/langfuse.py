@@ -263,12 +263,14 @@ def fetch_observations(host: str, trace_id: str, *, client: Any = None) -> dict[
     import httpx
 
     from faultfinder.errors import ConfigError, FaultfinderError
+    from faultfinder.loopback import direct_to_loopback
 
     public, secret = os.environ.get("LANGFUSE_PUBLIC_KEY"), os.environ.get("LANGFUSE_SECRET_KEY")
     if not public or not secret:
         raise ConfigError("Set LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY to read from Langfuse.")
     endpoint = host.rstrip("/") + "/api/public/v2/observations"
-    http = client or httpx.Client(timeout=30.0)
+    # A self-hosted Langfuse on loopback is reached directly, not through HTTP_PROXY.
+    http = client or httpx.Client(timeout=30.0, mounts=direct_to_loopback([host]))
     data: list[Any] = []
     cursor: str | None = None
     try:
