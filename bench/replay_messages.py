@@ -28,9 +28,10 @@ import time
 from pathlib import Path
 
 from faultfinder.replay.apis import adapter_named
+from faultfinder.replay.child import child_env, run_child
 from faultfinder.replay.recorder import RecordedCall, load_calls
 from faultfinder.replay.replayer import ReplayOptions, ReplayPlan
-from faultfinder.replay.session import SessionOptions, child_env, record_run, replay_run, run_child
+from faultfinder.replay.session import SessionOptions, record_run, replay_run
 from faultfinder.testing import FakeOpenAIServer
 
 STEPS = 30

@@ -27,9 +27,10 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from faultfinder.replay.child import child_env, run_child
 from faultfinder.replay.recorder import RecordedCall, RunStore, load_calls
 from faultfinder.replay.replayer import ReplayOptions, ReplayPlan
-from faultfinder.replay.session import SessionOptions, child_env, record_run, replay_run, run_child
+from faultfinder.replay.session import SessionOptions, record_run, replay_run
 from faultfinder.testing import FakeOpenAIServer
 
 STEPS = 30

@@ -31,14 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from faultfinder.replay.child import child_env, run_child  # noqa: E402
 from faultfinder.replay.replayer import ReplayOptions  # noqa: E402
-from faultfinder.replay.session import (  # noqa: E402
-    SessionOptions,
-    child_env,
-    record_run,
-    replay_run,
-    run_child,
-)
+from faultfinder.replay.session import SessionOptions, record_run, replay_run  # noqa: E402
 from faultfinder.testing import FakeOpenAIServer  # noqa: E402
 
 STEPS = 30

@@ -36,6 +36,7 @@ from faultfinder.dover.verdict import classify, threshold, wilson_interval
 from faultfinder.llm.client import LLM
 from faultfinder.llm.doubles import FunctionBackend, ScriptedBackend
 from faultfinder.registry import create_method
+from faultfinder.replay.child import ChildResult
 from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
 from faultfinder.replay.recorder import (
     RunMeta,
@@ -47,7 +48,7 @@ from faultfinder.replay.recorder import (
 )
 from faultfinder.replay.replayer import Edit, ReplayOptions, ReplayPlan
 from faultfinder.replay.report import ReplayReport
-from faultfinder.replay.session import ChildResult, ReplayOutcome, SessionOptions
+from faultfinder.replay.session import ReplayOutcome, SessionOptions
 from faultfinder.testing import FakeOpenAIServer
 from faultfinder.traces.schema import Step, Trace
 

@@ -16,7 +16,8 @@ import pytest
 
 from faultfinder.redact import REDACTED, Redactor
 from faultfinder.replay.capture import MAX_LINE, tee
-from faultfinder.replay.session import SessionOptions, run_child
+from faultfinder.replay.child import run_child
+from faultfinder.replay.session import SessionOptions
 
 TOKEN = "s3cr3t-token-value-42"
 PEM = "-----BEGIN KEY-----\nMIIEvQIBADANBgkqhkiG9w0B\n-----END KEY-----"

@@ -67,11 +67,11 @@ def test_ctrl_c_with_nothing_recorded_says_so(tmp_path: Path) -> None:
 
 
 def test_it_prints_every_variable_record_gives_the_program(tmp_path: Path) -> None:
-    """The `export` lines are the API variables `record` sets (`session.api_env`), for
+    """The `export` lines are the API variables `record` sets (`child.api_env`), for
     every API the proxy serves: a Claude program reading ANTHROPIC_API_URL first, or an
     OpenAI one reading OPENAI_API_BASE, is pointed at the proxy too; and faultfinder's
-    own (`session.run_env`): a tool that stays dry in a replay finds the run directory."""
-    from faultfinder.replay.session import api_env, run_env
+    own (`child.run_env`): a tool that stays dry in a replay finds the run directory."""
+    from faultfinder.replay.child import api_env, run_env
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "faultfinder", "proxy", "--upstream", "http://127.0.0.1:9/v1",

@@ -15,8 +15,8 @@ from click.testing import CliRunner, Result
 
 from faultfinder.cli import main
 from faultfinder.replay.httpserver import Request, Response
+from faultfinder.replay.output import OUTPUT_FILES
 from faultfinder.replay.proxy import relayed_headers
-from faultfinder.replay.session import OUTPUT_FILES
 from faultfinder.testing import FakeOpenAIServer
 from faultfinder.testing.fake_openai import ReplyError
 

@@ -24,6 +24,7 @@ from faultfinder.cli.proxy_options import (
 from faultfinder.cli.replay_cmd import replay_options, report_lines, warn_dropped_calls
 from faultfinder.cli.terminal import plural, safe
 from faultfinder.errors import ConfigError
+from faultfinder.replay.child import api_env, run_env, run_redactor
 from faultfinder.replay.httpserver import LOOPBACK
 from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
 from faultfinder.replay.recorder import (
@@ -38,7 +39,7 @@ from faultfinder.replay.recorder import (
     utcnow,
 )
 from faultfinder.replay.replayer import ReplayPlan
-from faultfinder.replay.session import api_env, rescrub_run, run_env, run_redactor, run_sync
+from faultfinder.replay.session import rescrub_run, run_sync
 from faultfinder.replay.trust import replay_upstream, replay_upstreams, require_api_upstreams
 
 

@@ -26,6 +26,7 @@ from faultfinder.dover.models import Intervention
 from faultfinder.dover.replays import ReplayExecutor
 from faultfinder.errors import FaultfinderError
 from faultfinder.redact import Redactor
+from faultfinder.replay.child import run_redactor
 from faultfinder.replay.output import OUTPUT_FILES
 from faultfinder.replay.recorder import (
     BRANCHES_DIR,
@@ -38,7 +39,7 @@ from faultfinder.replay.recorder import (
     write_meta,
 )
 from faultfinder.replay.run_scrub import scrub_steps
-from faultfinder.replay.session import ReplayOutcome, read_report, run_redactor
+from faultfinder.replay.session import ReplayOutcome, read_report
 from faultfinder.scale.cluster import cluster_cpus, require_ray
 
 ray = require_ray()
