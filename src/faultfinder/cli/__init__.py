@@ -148,7 +148,7 @@ COMMANDS: list[Command] = [
     ),
     Command(
         "report",
-        "faultfinder.cli.eval_cmd",
+        "faultfinder.cli.report_cmd",
         "report_command",
         "Accuracy tables (per subset, mean ± std over runs, 95% intervals, floors) from eval "
         "result files; then step sets, calibration and prompt tokens with the prefix cache.",

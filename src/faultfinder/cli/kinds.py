@@ -220,6 +220,17 @@ def kind_of(path: str | Path) -> Kind | None:
     return None
 
 
+def importable_or(path: str | Path, kind: Kind | None) -> Kind | None:
+    """TRACE for a file of no known kind, or a binary one, that an importer reads (an
+    export of a tracing tool); else ``kind``. Asks every importer, so it may read more
+    than the start of the file."""
+    from faultfinder.traces.loader import recognised
+
+    if (kind is None or kind.name == "binary") and recognised(Path(path), None):
+        return TRACE
+    return kind
+
+
 def wrong_kind(path: str | Path, expected: str, wanted: str) -> str | None:
     """A one-line message when ``path`` is a known kind other than ``expected`` (a kind
     name: 'trace', 'results'...), saying what it is and what reads it; None otherwise.
