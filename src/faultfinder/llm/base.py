@@ -173,6 +173,15 @@ def approx_token_count(text: str) -> int:
     return (len(text) + 3) // 4
 
 
+def last_user_text(messages: list[dict[str, Any]]) -> str | None:
+    """The text of the last user message that is plain text (what a call record keeps
+    with ``keep_prompts``), or None."""
+    for m in reversed(messages):
+        if m.get("role") == "user" and isinstance(m.get("content"), str):
+            return str(m["content"])
+    return None
+
+
 def messages_text(messages: list[dict[str, Any]]) -> str:
     """All text in a message list, for token counting."""
     parts: list[str] = []

@@ -23,6 +23,7 @@ from faultfinder.llm.base import (
     OutputConstraint,
     TransientLLMError,
     incomplete_reason,
+    last_user_text,
     messages_text,
     request_text,
 )
@@ -228,7 +229,7 @@ class LLM:
             record = CallRecord(
                 purpose=purpose,
                 request_hash=key[:16],
-                prompt=_last_user_text(messages) if self.keep_prompts else None,
+                prompt=last_user_text(messages) if self.keep_prompts else None,
                 reply=completion.text,
                 tool_calls=completion.tool_calls,
                 usage=call_usage,
@@ -299,7 +300,7 @@ class LLM:
         )
         return CallRecord(
             purpose=purpose,
-            prompt=_last_user_text(request.messages) if self.keep_prompts else None,
+            prompt=last_user_text(request.messages) if self.keep_prompts else None,
             parsed=False,
             parse_error=f"no reply: {exc}",
             usage=usage,
@@ -492,10 +493,3 @@ class _Attempts:
     def __init__(self) -> None:
         self.sent: list[bool] = []
         self.used = Usage()
-
-
-def _last_user_text(messages: list[dict[str, Any]]) -> str | None:
-    for m in reversed(messages):
-        if m.get("role") == "user" and isinstance(m.get("content"), str):
-            return str(m["content"])
-    return None

@@ -4,10 +4,12 @@ the program from any step with an edit.
 - :mod:`~faultfinder.replay.proxy`: the recording/replaying proxy;
 - :mod:`~faultfinder.replay.recorder`: run directories, ``steps.jsonl`` and ``trace.json``;
 - :mod:`~faultfinder.replay.run_format`: what a run directory's files hold;
-- :mod:`~faultfinder.replay.replayer`: replay decisions and edits;
+- :mod:`~faultfinder.replay.replayer`: replay decisions (each call matched to the recording);
+- :mod:`~faultfinder.replay.live_calls`: what a call that goes live or carries the edit gets;
 - :mod:`~faultfinder.replay.replay_options`: what a replay is asked to do;
 - :mod:`~faultfinder.replay.report`: what a replay did (``report.json``);
 - :mod:`~faultfinder.replay.session`: run a program through the proxy (record / replay);
+- :mod:`~faultfinder.replay.child`: the program as a child process (its environment, output);
 - :mod:`~faultfinder.replay.trust`: what a replay takes from a run directory, only on the
   user's word;
 - :mod:`~faultfinder.replay.local_server`: serve any faultfinder model as an endpoint.
