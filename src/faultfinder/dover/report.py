@@ -246,7 +246,10 @@ def format_summary(summary: DoverSummary) -> str:
         + ", ".join(
             f"{name} {count} ({count / total:.0%})" for name, count in summary.verdicts.items()
         ),
-        f"DoVer model usage:   {summary.usage.calls} calls, {summary.usage.total_tokens} tokens",
+        # Tokens count the cache's answers too (Usage.cached_calls), so name those calls,
+        # as `attribute` does: a rerun that hits the cache shows why it made fewer calls.
+        f"DoVer model usage:   {summary.usage.calls} call{'' if summary.usage.calls == 1 else 's'}"
+        f" ({summary.usage.cached_calls} cached), {summary.usage.total_tokens} tokens",
     ]
     if summary.leaked_answers:
         lines.append(
