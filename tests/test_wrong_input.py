@@ -123,6 +123,44 @@ def test_attribute_and_import_given_a_recording_point_at_its_trace(recording: Pa
     assert follow.exit_code == 0, follow.output
 
 
+def test_a_recording_named_as_a_trace_gets_no_warnings_about_its_files(
+    recording: Path,
+) -> None:
+    # Read as a folder of traces, a run directory's stdout.txt and stderr.txt were each
+    # "skipped: no reader recognises this file" on stderr, two warnings about files the
+    # user never meant as traces, above the one line that says what the folder is.
+    assert (recording / "stdout.txt").is_file() and (recording / "stderr.txt").is_file()
+    for args in (
+        ["attribute", str(recording), "--method", "random"],
+        ["import", str(recording)],
+        [
+            "eval",
+            str(recording),
+            "--method",
+            "random",
+            "--out",
+            str(recording.parent / "rows.jsonl"),
+        ],
+        ["label", str(recording / "steps.jsonl"), "--step", "0"],
+    ):
+        result = run(*args)
+        assert result.exit_code == 1, result.output
+        assert "is a recording" in one_error_line(result)
+        assert "warning:" not in result.output, result.output
+
+
+def test_a_folder_that_fails_on_its_own_still_warns_about_its_other_files(
+    tmp_path: Path,
+) -> None:
+    # The warnings held while a path is read are dropped only with a wrong-kind message.
+    (tmp_path / "notes.txt").write_text("not a trace\n", encoding="utf-8")
+    (tmp_path / "broken.json").write_text("{", encoding="utf-8")
+    result = run("attribute", str(tmp_path), "--method", "random")
+    assert result.exit_code == 1, result.output
+    assert "broken.json" in one_error_line(result)
+    assert "notes.txt: skipped: no reader recognises this file" in result.output
+
+
 @pytest.mark.parametrize("suffix", [".json", ".jsonl"])
 def test_a_hand_written_trace_without_schema_version_is_told_what_to_add(
     tmp_path: Path, suffix: str

@@ -10,6 +10,7 @@ that reads it. Only the start of a file is read (the first line of a JSONL file,
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -286,16 +287,36 @@ def explained(
 ) -> Iterator[None]:
     """Run the block that reads ``paths``; when it fails with a faultfinder error and one
     of the paths is a known kind other than ``expected``, fail with :func:`wrong_kind`'s
-    message instead (the reader's own message otherwise)."""
+    message instead (the reader's own message otherwise).
+
+    Warnings the block gives are held until it ends: shown when it succeeds or fails with
+    the reader's own message, dropped with that message, since they came from reading the
+    path as what it is not (a run directory's stdout.txt "skipped" as a trace file)."""
+    caught: list[warnings.WarningMessage] = []
+    shown = True
     try:
-        yield
-    except FaultfinderError as exc:
-        many = [paths] if isinstance(paths, str | Path) else list(paths)
-        for path in many:
-            message = wrong_kind(path, expected, wanted)
-            if message:
-                raise ConfigError(message) from exc
-        raise
+        with warnings.catch_warnings(record=True) as caught:
+            try:
+                yield
+            except FaultfinderError as exc:
+                many = [paths] if isinstance(paths, str | Path) else list(paths)
+                for path in many:
+                    message = wrong_kind(path, expected, wanted)
+                    if message:
+                        shown = False
+                        raise ConfigError(message) from exc
+                raise
+    finally:
+        # Outside catch_warnings, which would record them again.
+        if shown:
+            _show(caught)
+
+
+def _show(caught: list[warnings.WarningMessage]) -> None:
+    """Show warnings recorded by ``catch_warnings(record=True)``, as they would have been
+    shown (the filters already let them through when they were recorded)."""
+    for w in caught:
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
 
 
 UI_KINDS = (
