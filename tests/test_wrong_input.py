@@ -496,3 +496,30 @@ def test_resume_never_cuts_a_text_file_given_as_out(tmp_path: Path) -> None:
     cut = tmp_path / "rows.jsonl"
     cut.write_bytes(b'{"key": "a", "meth')
     assert read_rows(cut, repair=True) == [] and cut.read_bytes() == b""
+
+
+def test_import_does_not_write_traces_over_a_file_of_another_kind(
+    results: Path, recording: Path, tmp_path: Path
+) -> None:
+    # `import x --out results.jsonl` (the README's eval file name) replaced an eval's rows
+    # with a trace, silently; eval, label and `ui --results` already refuse such an --out.
+    store = tmp_path / "store.jsonl"
+    shown = run("attribute", TINY, "--method", "random", "--results", str(store))
+    assert shown.exit_code == 0, shown.output
+    targets = [store]
+    for source in (results, recording / "steps.jsonl", recording / "meta.json"):
+        copy = tmp_path / f"copy-{source.name}"  # the module's fixtures stay whole
+        copy.write_bytes(source.read_bytes())
+        targets.append(copy)
+    for target in targets:
+        before = target.read_bytes()
+        result = run("import", TINY, "--out", str(target))
+        assert result.exit_code == 1, result.output
+        line = one_error_line(result)
+        assert f"--out {target} is " in line and "Choose another --out" in line, line
+        assert target.read_bytes() == before
+    # A trace is a trace's to replace: importing again over one's own output goes on.
+    again = tmp_path / "run.json"
+    for _ in range(2):
+        result = run("import", TINY, "--out", str(again))
+        assert result.exit_code == 0, result.output

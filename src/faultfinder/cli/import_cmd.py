@@ -11,7 +11,7 @@ import click
 
 from faultfinder.cli.common import LazyHelpOption, pass_errors, strict_option
 from faultfinder.cli.handling import InputPath
-from faultfinder.cli.kinds import explained
+from faultfinder.cli.kinds import explained, not_a_trace_out
 from faultfinder.cli.terminal import safe, shown_name
 from faultfinder.errors import ConfigError
 from faultfinder.traces.importers import importers
@@ -176,6 +176,9 @@ def import_traces(
     """
     if out and out_dir:
         raise click.UsageError("Use either --out or --out-dir, not both.")
+    refused = not_a_trace_out(out) if out else None
+    if refused:
+        raise ConfigError(refused)
     options: dict[str, Any] = parse_mapping(mapping)
     if langfuse_trace:
         if path or not langfuse_host:

@@ -329,6 +329,23 @@ UI_SHOWN = frozenset({"trace", "results", "recording", "attribution", "replay", 
 """Kind names the UI shows when given as a PATH."""
 
 
+def not_a_trace_out(out: str | Path) -> str | None:
+    """Why ``import`` may not write traces into ``out``, or None: an existing file of a
+    known kind other than a trace (eval results, the results store, a recording's files,
+    the response cache, any binary file...), which the trace written would replace. A
+    trace, a file of no known kind and an empty or missing file may be written."""
+    p = Path(out)
+    if not p.is_file() or p.stat().st_size == 0:
+        return None
+    kind = kind_of(p)
+    if kind is None or kind.name == "trace":
+        return None
+    return (
+        f"--out {out} is {described(out, kind)}, not a trace: import would write over it. "
+        "Choose another --out."
+    )
+
+
 def not_a_store(path: str | Path) -> str | None:
     """Why ``ui --results`` may not name ``path``, or None. The page reads the results
     store and, with --allow-run, appends an attribution to it per run: a file of another
