@@ -159,6 +159,16 @@ def test_without_output_prints_a_summary() -> None:
     assert "nothing written" in output
 
 
+def test_a_summary_counts_one_step_and_one_agent_in_the_singular(tmp_path: Path) -> None:
+    # A one-agent chat of one reply printed "1 steps, 1 agents".
+    chat = tmp_path / "chat.jsonl"
+    lines = [{"role": "assistant", "name": "Planner", "content": "Saturday, in the park."}]
+    chat.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    code, output = run("import", str(chat), "--format", "generic")
+    assert code == 0, output
+    assert ": 1 step, 1 agent; label -" in output, output
+
+
 def test_a_trace_with_no_step_is_named_with_a_warning(tmp_path: Path) -> None:
     # The OpenTelemetry protocol's own example: one server span, nothing an agent did.
     doc = {

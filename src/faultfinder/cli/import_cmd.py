@@ -12,7 +12,7 @@ import click
 from faultfinder.cli.common import LazyHelpOption, pass_errors, strict_option
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.kinds import explained, not_a_trace_out
-from faultfinder.cli.terminal import safe, shown_name
+from faultfinder.cli.terminal import plural, safe, shown_name
 from faultfinder.errors import ConfigError
 from faultfinder.traces.importers import importers
 from faultfinder.traces.importers.base import no_steps_reason
@@ -94,7 +94,8 @@ def describe(trace: Trace) -> str:
     named = ", ".join(shown_name(other) for other in others)
     extra = f" (+{len(others)} other speaker(s): {named})" if others else ""
     return (
-        f"{shown_name(trace.id)}: {len(trace.steps)} steps, {len(roster)} agents{extra}{inputs}; "
+        f"{shown_name(trace.id)}: {plural(len(trace.steps), 'step')}, "
+        f"{plural(len(roster), 'agent')}{extra}{inputs}; "
         f"label {label}{where}"
     )
 
