@@ -35,6 +35,9 @@ ERRORED = 4
 """Some case errored: the endpoint failed after retries, or a method raised."""
 BUDGET_EXCEEDED = 5
 """The token or call budget ran out before every case finished."""
+PIPE_CLOSED = 141
+"""The output's reader stopped reading (``| head``): 128 + SIGPIPE, as a shell reports a
+program stopped by that signal. The command's work up to then is done; nothing is shown."""
 
 UNPARSED_STATUSES = frozenset({"unparsed", "fallback"})
 """Statuses counted as unparsed ('fallback': CHIEF used a structural default instead)."""

@@ -5,6 +5,8 @@ command's start-up pay only for what that command uses (tests/test_startup.py)."
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import Any, NamedTuple
 
 import click
@@ -171,6 +173,19 @@ class LazyGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*self.lazy, *self.commands})
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """The command, with output piped into a reader that stopped (``| head``) ending
+        quietly with 141 (128 + SIGPIPE), as a shell reports any program stopped that way,
+        rather than click's 1, which here means "could not run"."""
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            from faultfinder.exitcodes import PIPE_CLOSED
+
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # nothing more to flush at exit
+            raise click.exceptions.Exit(PIPE_CLOSED) from None
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in self.lazy:
