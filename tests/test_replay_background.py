@@ -119,7 +119,7 @@ def test_polls_and_cancel_of_a_live_background_call_are_parts_of_it(tmp_path: Pa
     assert (report.background_requests, report.passthrough_calls) == (2, 0)
     lines = report_lines(report, replayed.branch_dir, replayed.trace)
     assert (
-        "live calls:  3 sent to the upstream (1 model call(s), 0 beyond the recording; "
+        "live calls:  3 sent to the upstream (1 model call(s), 0 matching no recorded request; "
         "2 poll(s) or cancel(s) of background calls; 0 other request(s))"
     ) in lines
     poll, cancel = report.live[1].path, report.live[2].path

@@ -152,7 +152,7 @@ def report_lines(report: ReplayReport, branch_dir: Path, trace: Trace) -> list[s
     polls = report.background_requests
     lines.append(
         f"live calls:  {report.live_calls} sent to the upstream ({report.model_calls_live} "
-        f"model call(s), {report.extra_calls} beyond the recording; "
+        f"model call(s), {report.extra_calls} matching no recorded request; "
         + (f"{polls} poll(s) or cancel(s) of background calls; " if polls else "")
         + f"{report.passthrough_calls} other request(s))"
     )

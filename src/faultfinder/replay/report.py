@@ -113,7 +113,9 @@ class ReplayReport(BaseModel):
     blocked: list[LiveRequest] = Field(default_factory=list)
     """Non-model requests refused because no upstream was named on the command line."""
     extra_calls: int = 0
-    """Calls with no recorded counterpart (beyond the recording, or a new agent)."""
+    """Calls after step ``at`` whose request matches no recorded request (the edit changed
+    what the program asks, it asks more than it did, or a new agent speaks); live calls
+    that match one are counted in ``live_calls`` and listed with that step."""
     refused_calls: int = 0
     """Calls refused (divergence under policy 'fail', or beyond the live window)."""
     window_reached: bool = False
