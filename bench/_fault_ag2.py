@@ -15,10 +15,10 @@ with the figures), selection -> Researcher (parallel ``lookup`` calls; the User 
 them, which is no model call and so no step), selection -> Researcher (the report),
 selection -> Writer (the number, then TERMINATE).
 
-The proxy names a speaker-selection call after the first role its prompt lists (the
-Planner, see docs/replay.md); :func:`name_agents` gives those steps the name of the agent
-that makes them, the GroupChatManager (``chat_manager``, AG2's default name), so a label
-on a selection names the manager, not the Planner.
+The proxy names a speaker-selection call ``speaker-selector`` (by its prompt, see
+docs/replay.md); :func:`name_agents` gives those steps the name of the agent that makes
+them in AG2, the GroupChatManager (``chat_manager``, AG2's default name), so a label on
+a selection names the manager as the program does.
 
 Faults (each where the base run has a step of that kind):
 

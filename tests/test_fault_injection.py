@@ -191,7 +191,7 @@ def test_an_ag2_groupchat_gets_injected_faults_replayed_forward(tmp_path: Path) 
     for trace in traces:
         label = trace.label
         assert label is not None and label.step is not None
-        # Speaker selections are the manager's, not the Planner's the proxy would name.
+        # Speaker selections are the manager's (the proxy names them speaker-selector).
         for s in trace.steps:
             chose = _fault_ag2.is_selection(s.input_messages or [])
             assert (s.agent == "chat_manager") == chose, (trace.id, s.index, s.agent)

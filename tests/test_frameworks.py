@@ -31,6 +31,7 @@ import pytest
 
 import frameworks_scripts as scripts
 from faultfinder.replay.edits import Edit, ToolCallChange
+from faultfinder.replay.framework_prompts import SPEAKER_SELECTOR as SELECTOR
 from faultfinder.replay.replayer import ReplayOptions
 from faultfinder.replay.session import SessionOptions, record_run, replay_run
 from faultfinder.testing import FakeOpenAIServer
@@ -112,9 +113,9 @@ CASES = {
         program="ag2_groupchat.py",
         script=scripts.ag2_groupchat,
         task=scripts.TASK,
-        # Speaker selection calls carry the group's role list, whose first "You are the
-        # ..." names the Planner: they are identified as the Planner's calls.
-        agents=["Planner", "Planner", "Planner", "Researcher", "Planner", "Writer"],
+        # Speaker selections are AG2's own calls, known by its prompt: not the Planner's,
+        # though the role list they carry opens with "Planner: You are the Planner".
+        agents=[SELECTOR, "Planner", SELECTOR, "Researcher", SELECTOR, "Writer"],
         wrong=scripts.WRONG,
         at=1,
         edit=Edit(output="Look up: population of Avalon in 2020"),

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 from urllib.parse import unquote
 
+from faultfinder.replay.framework_prompts import built_in_agent
+
 AGENT_HEADER = "x-faultfinder-agent"
 """Request header naming the calling agent (the most explicit identity)."""
 
@@ -63,6 +65,9 @@ def agent_from_system_prompt(prompt: str | None, matcher: Matcher | None = None)
     does not make a new agent of every run."""
     if not prompt:
         return None
+    built_in = built_in_agent(prompt)
+    if built_in:
+        return built_in
     prompt = (matcher or Matcher()).text(prompt)
     line = _NAME_LINE.search(prompt)
     if line:
@@ -89,6 +94,12 @@ def resolve_agent(
     named = agent_from_system_prompt(system_prompt(body), matcher)
     if named:
         return named, "system-prompt"
+    # A framework's prompt sent as the first user message (SelectorGroupChat does so for
+    # model families it does not take for OpenAI's) still names the framework's agent.
+    first = next((m for m in body.get("messages") or [] if isinstance(m, dict)), None)
+    built_in = built_in_agent(content_text(first.get("content")) if first else None)
+    if built_in:
+        return built_in, "system-prompt"
     return "assistant", "default"
 
 
