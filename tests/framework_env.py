@@ -29,6 +29,10 @@ CREWAI = ["crewai==1.15.30"]
 """The CrewAI environment's pins (name ``crewai``)."""
 AG2_GROUPCHAT = ["ag2[openai]==0.14.0"]
 """The AG2 GroupChat environment's pins (name ``ag2-groupchat``)."""
+AUTOGEN_AGENTCHAT = ["autogen-agentchat==0.7.5", "autogen-ext[openai]==0.7.5"]
+"""The AutoGen AgentChat environment's pins (name ``autogen-agentchat``)."""
+PYDANTIC_AI = ["pydantic-ai-slim[openai]==2.68.0"]
+"""The pydantic-ai environment's pins (name ``pydantic-ai``)."""
 NO_TELEMETRY = {
     "OPENAI_AGENTS_DISABLE_TRACING": "1",
     "CREWAI_DISABLE_TELEMETRY": "true",

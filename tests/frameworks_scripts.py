@@ -283,3 +283,50 @@ def redirecting_debugger(request: Any) -> str:
             "redirect": {"call": int(found.group(1)), "to": found.group(2)},
         }
     )
+
+
+def _said(body: dict[str, Any]) -> str:
+    """Everything but the system prompt, as text (tool results and calls included)."""
+    parts = []
+    for message in body["messages"]:
+        if message.get("role") not in ("system", "developer"):
+            parts.append(_text(message.get("content")))
+            for call in message.get("tool_calls") or []:
+                parts.append(str((call.get("function") or {}).get("arguments", "")))
+    return "\n".join(parts)
+
+
+def autogen_selector(body: dict[str, Any]) -> Any:
+    """tests/fixtures/frameworks/autogen_selector_team.py: AutoGen AgentChat's selector
+    picks the Planner, then the Researcher, then the Writer (reading the history its
+    prompt quotes). The Planner asks for 2019 (the mistake); the Researcher looks up what
+    the plan says; the Writer states the number and TERMINATE."""
+    system, said = _system(body), _said(body)
+    if "select the next role" in system:
+        history = system.split("conversation.")[1] if "conversation." in system else system
+        if "Look up:" not in history:
+            return "Planner"
+        return "Researcher" if "inhabitants" not in history else "Writer"
+    if "Planner" in system:
+        return "Look up: population of Avalon in 2019"
+    if "Researcher" in system:
+        query = said.split("Look up:")[-1].strip().splitlines()[0]
+        return {"tool_calls": [_call("lookup", {"query": query}, _call_id(body))]}
+    found = re.findall(r"(\d[\d,]*) inhabitants", said)
+    return f"{found[-1] if found else 'unknown'} TERMINATE"
+
+
+def pydantic_ai_delegation(body: dict[str, Any]) -> Any:
+    """tests/fixtures/frameworks/pydantic_ai_delegation.py, on Chat Completions or
+    Responses (the fake hands both over in chat form): the Coordinator asks its research
+    tool for 2019 (the mistake) and answers with the number the tool returns; the
+    Researcher looks up the question it was given and reports what it found."""
+    system, last = _system(body), body["messages"][-1]
+    if "Coordinator" in system:
+        if last.get("role") == "tool":
+            return _first_number(_text(last.get("content")))
+        question = {"question": "population of Avalon in 2019"}
+        return {"tool_calls": [_call("research", question, _call_id(body))]}
+    if last.get("role") == "tool":
+        return _text(last.get("content"))
+    return {"tool_calls": [_call("lookup", {"query": _text(last.get("content"))}, _call_id(body))]}
