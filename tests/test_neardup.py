@@ -275,3 +275,21 @@ def test_an_edit_that_changes_most_of_a_short_log_is_still_caught(
         assert neardup.FLOOR <= chosen.near_copy < neardup.NEAR
         assert not chosen.contaminated and ":fold-" in chosen.source
         assert fold not in chosen.model.trained_on["trained_on_folds"]
+
+
+def test_the_warning_for_a_near_copy_says_near_copy_not_this_trace(
+    shipped_on_fixtures: tuple[list[Trace], object], caplog: pytest.LogCaptureFixture
+) -> None:
+    from faultfinder.methods.shortlist import rank_with, ranking_details
+
+    traces, weights = shipped_on_fixtures
+    query = _trace(LONG)
+    custom = from_json(weights.to_json(), "w", "w")  # type: ignore[attr-defined]
+    custom.sketches = {trace_hash(t): neardup.sketch(query) for t in traces}
+    chosen, ranking = rank_with(query, custom, None)
+    assert chosen.contaminated and chosen.near_copy == 1.0
+    with caplog.at_level("WARNING", logger="faultfinder"):
+        ranking_details(query, chosen, ranking, 3)
+    (said,) = [r.getMessage() for r in caplog.records]
+    # It was trained on another trace like this one, not on this trace itself.
+    assert f"trained on a trace 100% similar to trace '{query.id}'" in said

@@ -59,11 +59,16 @@ def ranking_details(trace: Trace, chosen: Chosen, ranking: Ranking, top_k: int) 
     """What a shortlist verdict records: the scores of every step, the shortlist, which
     model ranked them, and whether that model was trained on this very trace."""
     if chosen.contaminated:
+        trained_on = (
+            f"a trace {chosen.near_copy:.0%} similar to trace '{trace.id}' (a near-copy of "
+            "it, or its original)"
+            if chosen.near_copy is not None
+            else f"trace '{trace.id}'"
+        )
         logger.warning(
-            "warning: the shortlist weights were trained on trace '%s'%s; its score is "
-            "contaminated (details.trained_on_this_trace).",
-            trace.id,
-            " (a near-copy of it)" if chosen.near_copy is not None else "",
+            "warning: the shortlist weights were trained on %s; its score is contaminated "
+            "(details.trained_on_this_trace).",
+            trained_on,
         )
     return {
         "scores": [
