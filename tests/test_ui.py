@@ -415,3 +415,10 @@ def test_an_eval_cell_shows_the_start_of_a_long_agent_name(art: Artifacts, tmp_p
     # Each whole name once, in the page's list of names shown clipped (escaped).
     assert page.count(wide) == len({r["agent"] for r in rows})
     assert "&#34;&lt;b&gt;" + wide + "</pre>" in page
+
+
+def test_the_first_line_counts_what_it_found_in_words_that_agree(art: Artifacts) -> None:
+    from faultfinder.cli.ui_cmd import catalog_summary
+
+    catalog = build_catalog([art.root / "traces" / "demo.json"])
+    assert catalog_summary(catalog).startswith("1 trace, 0 attributions, 0 evaluations, ")

@@ -9,7 +9,7 @@ import shlex
 import socket
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
@@ -26,9 +26,13 @@ from faultfinder.cli.common import (
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.kinds import not_a_store, unusable
 from faultfinder.cli.proxy_options import api_upstream_option, check_host
+from faultfinder.cli.terminal import plural
 from faultfinder.errors import ConfigError
 from faultfinder.replay.httpserver import is_loopback
 from faultfinder.results_store import DEFAULT_RESULTS as RESULTS_STORE
+
+if TYPE_CHECKING:
+    from faultfinder.ui.catalog import Catalog
 
 DEFAULT_RESULTS = RESULTS_STORE
 PROGRAM_KEY = "faultfinder.ui.program"
@@ -273,16 +277,7 @@ def ui(
     app = create_app(
         catalog, runner=runner, replays=replays, config=UIConfig(allowed_hosts=host_headers(host))
     )
-    click.echo(
-        f"{len(catalog.traces)} traces, {len(catalog.attributions)} attributions, "
-        f"{len(catalog.evals)} evaluations, {len(catalog.dovers)} DoVer files, "
-        f"{len(catalog.replays)} replays, {len(catalog.graphs)} graphs"
-        + (
-            f"; {len(catalog.problems)} files not shown (listed on the page)"
-            if catalog.problems
-            else ""
-        )
-    )
+    click.echo(catalog_summary(catalog))
     if runner is not None:
         click.echo(f"runs enabled: {method_spec} with {llm_options['model']}; results -> {results}")
     if replays is not None:
@@ -306,3 +301,17 @@ def ui(
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
     except KeyboardInterrupt:
         pass
+
+
+def catalog_summary(catalog: Catalog) -> str:
+    """The first line ``ui`` prints: what it found, by kind."""
+    found = (
+        f"{plural(len(catalog.traces), 'trace')}, "
+        f"{plural(len(catalog.attributions), 'attribution')}, "
+        f"{plural(len(catalog.evals), 'evaluation')}, "
+        f"{plural(len(catalog.dovers), 'DoVer file')}, "
+        f"{plural(len(catalog.replays), 'replay')}, {plural(len(catalog.graphs), 'graph')}"
+    )
+    if catalog.problems:
+        found += f"; {plural(len(catalog.problems), 'file')} not shown (listed on the page)"
+    return found
