@@ -421,6 +421,42 @@ def test_eval_on_ray_says_why_a_worker_could_not_run_a_case(
     assert read_rows(out, repair=True) == []
 
 
+def test_eval_on_ray_stops_at_the_first_refused_key(ray_cluster: Any, tmp_path: Path) -> None:
+    """A 401 on a worker stops the run as a local run stops (a ConfigError saying what to
+    fix, no row for the refused case), not as one 'Ray worker lost' row per case."""
+    from faultfinder.errors import ConfigError
+    from faultfinder.scale.ray_eval import RayExecutor
+    from faultfinder.testing.fake_openai import FakeOpenAIServer, ReplyError
+
+    refused: list[int] = []
+
+    def refuse(body: dict[str, Any]) -> str:
+        refused.append(401)
+        raise ReplyError(401, "Incorrect API key provided")
+
+    out = tmp_path / "out.jsonl"
+    with FakeOpenAIServer(refuse) as upstream:
+        spec = LLMSpec(model="openai:m", base_url=upstream.base_url)
+        executor = RayExecutor(spec, spec.build().name, concurrency=1, workers=1)
+        try:
+            with pytest.raises(ConfigError, match="HTTP 401") as stopped:
+                asyncio.run(
+                    run_eval(
+                        traces(),
+                        plan_methods(["all-at-once"]),
+                        None,
+                        out,
+                        EvalOptions(concurrency=1, progress=False),
+                        executor=executor,
+                    )
+                )
+        finally:
+            executor.close()
+    assert "Check the API key" in str(stopped.value) and "--resume" in str(stopped.value)
+    assert refused == [401]
+    assert read_rows(out, repair=True) == []
+
+
 def test_a_ray_replay_sends_back_no_secret_of_the_run_in_its_report(
     ray_cluster: Any, tmp_path: Path
 ) -> None:

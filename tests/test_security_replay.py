@@ -8,7 +8,7 @@ import asyncio
 import json
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -183,19 +183,26 @@ def test_no_secret_is_written_anywhere(tmp_path: Path, monkeypatch: pytest.Monke
         )  # fmt: skip
         assert evaluated.exit_code == 0, evaluated.output
 
-        # An endpoint that quotes the key back in its error: the error row must not.
-        def echo_key(body: dict[str, Any]) -> str:
-            raise ReplyError(401, f"Incorrect API key provided: {SECRETS['FF_MODEL_KEY']}")
+        # An endpoint that quotes the key back in its errors: neither the error row (a
+        # refused request) nor the error that stops the batch (a refused key) may.
+        def echo_key(status: int) -> Callable[[dict[str, Any]], str]:
+            def refuse(body: dict[str, Any]) -> str:
+                raise ReplyError(status, f"Incorrect API key provided: {SECRETS['FF_MODEL_KEY']}")
 
-        with FakeOpenAIServer(reply=echo_key) as quoting:
-            failing = [*model[:2], "--base-url", quoting.base_url, *model[4:]]
-            errored = runner.invoke(
-                main,
-                ["eval", str(dataset), "--out", "errors.jsonl", "--include-unlabelled",
-                 "--no-progress", "--cache", "none", *failing],
-            )  # fmt: skip
-            assert "Incorrect API key provided" in (work / "errors.jsonl").read_text()
+            return refuse
+
+        for status, out in ((400, "errors.jsonl"), (401, "stopped.jsonl")):
+            with FakeOpenAIServer(reply=echo_key(status)) as quoting:
+                failing = [*model[:2], "--base-url", quoting.base_url, *model[4:]]
+                errored = runner.invoke(
+                    main,
+                    ["eval", str(dataset), "--out", out, "--include-unlabelled",
+                     "--no-progress", "--cache", "none", *failing],
+                )  # fmt: skip
             assert SECRETS["FF_MODEL_KEY"] not in errored.output
+            assert errored.exit_code == (4 if status == 400 else 1), errored.output
+        assert "Incorrect API key provided" in (work / "errors.jsonl").read_text()
+        assert "Incorrect API key provided" in errored.output
         # The fakes did see the secrets: they were really sent.
         seen = json.dumps([r.headers for r in upstream.requests])
         assert SECRETS["LEAK_GOOG"] in seen and SECRETS["FF_MODEL_KEY"] in seen

@@ -76,5 +76,12 @@ class LLMCallError(FaultfinderError):
     decides (sent once an attempt started)."""
 
 
+class EndpointSetupError(LLMCallError):
+    """The endpoint refused what every call of the run shares, not one request: the key
+    (401), the key's access (403), or the model name or URL (404). Every other call would
+    be refused the same way, so ``eval`` stops at the first one instead of trying each
+    case."""
+
+
 class ConfigError(FaultfinderError):
     """A method or run configuration is invalid."""

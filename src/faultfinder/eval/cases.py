@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from faultfinder.errors import ConfigError
+from faultfinder.errors import ConfigError, EndpointSetupError
 from faultfinder.eval.datasets import subset_of
 from faultfinder.eval.rows import EvalRow, config_id, row_key
 from faultfinder.judging.method import Attribution, Method, MethodConfig, Observability, run_method
@@ -164,7 +164,9 @@ def plan_cases(
 
 
 async def run_case(case: Case, llm: LLM) -> EvalRow:
-    """Run one case; a method's unexpected exception becomes an 'error' row.
+    """Run one case; a method's unexpected exception becomes an 'error' row. An
+    :class:`~faultfinder.errors.EndpointSetupError` (the endpoint refused the key or the
+    model name) is raised instead: every case would fail the same way.
 
     A method that calls no model runs with :func:`no_model` whatever ``llm`` is, so its
     row says ``model: none`` (as its key does) when it runs beside model methods.
@@ -182,7 +184,10 @@ async def run_case(case: Case, llm: LLM) -> EvalRow:
                 label=case.plan.label,
                 step_set=case.step_set,
                 step_set_weights=case.step_set_weights,
+                stop_on_setup=True,
             )
+        except EndpointSetupError:
+            raise
         except Exception as exc:
             # A bug in one method must not sink the whole batch: keep it as a visible row.
             return failed_row(

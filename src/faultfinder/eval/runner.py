@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -28,7 +28,7 @@ try:
 except ImportError:  # Windows: no flock (ResultsLock falls back to filelock)
     fcntl = None  # type: ignore[assignment]
 
-from faultfinder.errors import ConfigError
+from faultfinder.errors import ConfigError, EndpointSetupError
 from faultfinder.eval.cases import Case, MethodPlan, plan_cases, run_case
 from faultfinder.eval.rows import (
     FAILED_STATUSES,
@@ -136,7 +136,9 @@ class CaseExecutor(Protocol):
     """Runs cases and yields each one's row as it finishes, in any order.
 
     An executor sets ``stop`` as soon as a row :func:`stops_run`, before it starts
-    another case, and starts no case once ``stop`` is set.
+    another case, and starts no case once ``stop`` is set. A case refused by the
+    endpoint's setup (:class:`~faultfinder.errors.EndpointSetupError`: the key, the model
+    name) has no row: the executor raises that error and starts no other case.
     """
 
     @property
@@ -169,7 +171,11 @@ class LocalExecutor:
             async with semaphore:
                 if stop.is_set():
                     return None
-                row = await run_case(case, self.llm)
+                try:
+                    row = await run_case(case, self.llm)
+                except EndpointSetupError:
+                    stop.set()
+                    raise
                 if stops_run(row):
                     stop.set()
                 return row
@@ -199,7 +205,10 @@ async def run_eval(
     Cases run on ``executor`` (default: a :class:`LocalExecutor` over ``llm``). A method
     that raises (a bug) gives an 'error' row and the batch goes on. When the token or
     call budget runs out, no new case starts, the cases in flight finish, and
-    ``EvalOutcome.stopped`` says so; rows written so far stay. Evals appending to the same
+    ``EvalOutcome.stopped`` says so; rows written so far stay. When the endpoint refuses
+    the run's setup (a wrong key, no access, an unknown model: every case would fail the
+    same way), the batch stops at once with a :class:`ConfigError` saying what to fix;
+    the rows written so far stay, for ``resume``. Evals appending to the same
     file are serialised by a lock file next to it (``<out>.lock``): a second one waits,
     then continues from the rows the first wrote (with ``resume``).
     """
@@ -350,7 +359,7 @@ async def _run_locked(
         total=len(todo), file=sys.stderr, unit="case", disable=not opts.progress, leave=False
     )
     try:
-        with RowWriter(path) as writer:
+        with RowWriter(path) as writer, _setup_stops(path, cases, latest):
             async for row in executor.run(todo, stop):
                 await writer.awrite(row)
                 latest[row.key] = row
@@ -378,3 +387,18 @@ async def _run_locked(
             "--resume to finish."
         )
     return outcome
+
+
+@contextlib.contextmanager
+def _setup_stops(path: Path, cases: Sequence[Case], latest: dict[str, EvalRow]) -> Iterator[None]:
+    """Within it, an :class:`EndpointSetupError` stops the run as a :class:`ConfigError`
+    (exit 1: retrying cannot help) that says what to fix and where the rows so far are."""
+    try:
+        yield
+    except EndpointSetupError as exc:
+        have = sum(c.key in latest for c in cases)
+        raise ConfigError(
+            f"{str(exc).rstrip('.')}. Stopped at the first refusal: every other case would "
+            f"be refused the same way. {have} of {len(cases)} cases have a row in {path}; "
+            "fix this, then rerun with --resume to finish."
+        ) from None

@@ -15,7 +15,12 @@ from typing import Any, ClassVar, Literal, Protocol, TypedDict, runtime_checkabl
 from pydantic import BaseModel, ConfigDict, Field
 
 from faultfinder.contracts import interface_problem
-from faultfinder.errors import BudgetExceededError, CaseBudgetExceededError, FaultfinderError
+from faultfinder.errors import (
+    BudgetExceededError,
+    CaseBudgetExceededError,
+    EndpointSetupError,
+    FaultfinderError,
+)
 from faultfinder.judging.pairing import apply_step_rule
 from faultfinder.judging.reference import GroundTruthStatus, ground_truth_status
 from faultfinder.llm.client import LLM
@@ -308,6 +313,7 @@ async def run_method(
     label: str = "",
     step_set: float | None = DEFAULT_LEVEL,
     step_set_weights: str | None = None,
+    stop_on_setup: bool = False,
 ) -> Attribution:
     """Run ``method`` on ``trace`` and return a self-describing Attribution.
 
@@ -318,6 +324,8 @@ async def run_method(
     coverage level of the result's step set (None: no set); the set is computed offline
     after the method's verdict and never calls the model, with the shortlist weights file
     ``step_set_weights`` (None: the shipped one; e.g. one ``faultfinder calibrate`` wrote).
+    With ``stop_on_setup`` (a batch: ``eval``), an :class:`EndpointSetupError` (a wrong key,
+    a model the endpoint does not know) is raised instead, as it is no fault of this case.
     """
     started = time.perf_counter()
     verdict: Verdict
@@ -329,6 +337,10 @@ async def run_method(
             if not trace.steps:
                 raise FaultfinderError(NO_STEPS)
             verdict = await method.attribute(trace, llm)
+        except EndpointSetupError as exc:
+            if stop_on_setup:
+                raise
+            verdict, error = Verdict(status="error"), str(exc)
         except CaseBudgetExceededError as exc:
             verdict, error, budget_stop = Verdict(status="budget-exceeded"), str(exc), "case"
         except BudgetExceededError as exc:

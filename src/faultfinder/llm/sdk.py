@@ -85,6 +85,11 @@ TRANSIENT_STATUSES = frozenset({408, 409, 429})
 timeout, a lock conflict, a rate limit). Every 5xx is transient as well."""
 
 
+SETUP_STATUSES = frozenset({401, 403, 404})
+"""Statuses that refuse what every call shares (the key, its access, the model name or the
+URL), not one request: raised as :class:`~faultfinder.errors.EndpointSetupError`."""
+
+
 class _Closable(Protocol):
     async def close(self) -> None: ...
 
@@ -382,7 +387,8 @@ class SDKBackend(Generic[C]):
         for field, (mentions, unsupported) in UNSUPPORTED_HINTS.items():
             if status in (400, 422) and field in body and mentions.search(message):
                 hint = unsupported
-        return errors.LLMCallError(self._redactor.text(f"{where}. {hint}"))
+        refused = errors.EndpointSetupError if status in SETUP_STATUSES else errors.LLMCallError
+        return refused(self._redactor.text(f"{where}. {hint}"))
 
     def _status_hint(self, status: int) -> str:
         hint = self.status_hints.get(status)

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from faultfinder.errors import ConfigError, FaultfinderError
+from faultfinder.errors import ConfigError, EndpointSetupError, FaultfinderError
 from faultfinder.eval.cases import Case, failed_row, run_case
 from faultfinder.eval.rows import EvalRow
 from faultfinder.eval.runner import stops_run
@@ -40,6 +40,10 @@ CASE_RETRIES = 3
 """Times a case is sent again after the worker running it died."""
 COULD_NOT_RUN = "could_not_run"
 """Key of a worker's answer when it could not build its model (the reason, as text)."""
+SETUP_REFUSED = "setup_refused"
+"""Key of a worker's answer when the endpoint refused the run's setup (the key, the model
+name: :class:`~faultfinder.errors.EndpointSetupError`), with its message: the driver
+stops the run as a local one stops."""
 
 
 @ray.remote(num_cpus=1, max_restarts=WORKER_RESTARTS, max_task_retries=CASE_RETRIES)
@@ -66,7 +70,12 @@ class CaseWorker:
     async def run(self, case: Case) -> dict[str, Any]:
         if self.llm is None:
             return {COULD_NOT_RUN: self.error or "the worker has no model"}
-        row = await run_case(case, self.llm)
+        try:
+            row = await run_case(case, self.llm)
+        except EndpointSetupError as exc:
+            # Sent back as data: raised, Ray would wrap it, and the driver could not tell
+            # it from a lost worker.
+            return {SETUP_REFUSED: str(exc)}
         return row.model_dump(mode="json")
 
     def pid(self) -> int:
@@ -149,13 +158,22 @@ class RayExecutor:
                 if not in_flight:
                     break
                 finished, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+                refused: EndpointSetupError | None = None
                 for future in finished:
                     case, worker = in_flight.pop(future)
                     load[worker] -= 1
-                    row = self._row(case, future)
+                    try:
+                        row = self._row(case, future)
+                    except EndpointSetupError as exc:
+                        # The cases that finished beside it keep their rows.
+                        stop.set()
+                        refused = refused or exc
+                        continue
                     if stops_run(row):
                         stop.set()
                     yield row
+                if refused is not None:
+                    raise refused
         finally:
             for future in in_flight:
                 future.cancel()
@@ -167,6 +185,8 @@ class RayExecutor:
                 # As a local run stops before any case when its model cannot be built: the
                 # same message, exit 1; rows written so far stay (--resume continues).
                 raise ConfigError(f"{result[COULD_NOT_RUN]} (on a Ray worker)")
+            if SETUP_REFUSED in result:
+                raise EndpointSetupError(str(result[SETUP_REFUSED]))
             return EvalRow.model_validate(result)
         except ray.exceptions.RayError as exc:
             # The case outlived every retry (its workers kept dying): a visible error row,
