@@ -173,6 +173,18 @@ def approx_token_count(text: str) -> int:
     return (len(text) + 3) // 4
 
 
+def who_and_what(name: str, exc: BaseException) -> tuple[str, str]:
+    """Who failed and what happened, from the error of the backend called ``name``, for a
+    sentence that names the model once and goes on after it: a text that starts with the
+    name (``openai:m at URL: HTTP 503: overloaded``) is split at its first ``": "``; any
+    other text follows the name. No closing full stop."""
+    text = str(exc).strip().rstrip(".").rstrip() or type(exc).__name__
+    if text.startswith(name) and ": " in text:
+        where, _, what = text.partition(": ")
+        return where, what
+    return name, text
+
+
 def last_user_text(messages: list[dict[str, Any]]) -> str | None:
     """The text of the last user message that is plain text (what a call record keeps
     with ``keep_prompts``), or None."""

@@ -462,9 +462,10 @@ class LLM:
                     attempts.sent[-1] = False  # cut while queued inside the backend
                 if not isinstance(exc, TransientLLMError):
                     raise
+                where, what = base.who_and_what(self.backend.name, exc)
                 if attempt == self.max_retries:
                     raise errors.LLMCallError(
-                        f"{self.backend.name}: still failing after {attempt + 1} attempts: {exc}. "
+                        f"{where}: still failing after {attempt + 1} attempts: {what}. "
                         "Check the endpoint, or lower --concurrency."
                     ) from exc
                 delay = self._delay(attempt, exc.retry_after)
@@ -472,9 +473,9 @@ class LLM:
                     left = deadline - asyncio.get_running_loop().time()
                     if delay >= left:
                         raise errors.LLMCallError(
-                            f"{self.backend.name}: {exc}; the next retry (in {delay:.0f} s) "
-                            f"would pass the {self.timeout:g} s deadline. Raise --timeout, "
-                            "or check the endpoint."
+                            f"{where}: {what}; the next retry (in {delay:.0f} s) would pass "
+                            f"the {self.timeout:g} s deadline. Raise --timeout, or check the "
+                            "endpoint."
                         ) from exc
                 await self._sleep(delay)
         raise AssertionError("unreachable")

@@ -46,6 +46,9 @@ Responses APIs (``context_length_exceeded``, "maximum context length is N tokens
 and servers that follow them (vLLM, llama.cpp)."""
 _WINDOW = re.compile(r"maximum context length is ([\d,]+)|tokens? > ([\d,]+) maximum", re.I)
 
+_SDK_STATUS = re.compile(r"^Error code: \d+(?: - |$)")
+"""How the SDKs begin a status error's text (``Error code: 401 - Incorrect API key``)."""
+
 UNSUPPORTED_HINTS = {
     "tools": (
         re.compile(r"tool", re.I),
@@ -341,8 +344,9 @@ class SDKBackend(Generic[C]):
             ) from exc
 
     def _status_message(self, exc: StatusError) -> str:
-        """The error's own text in an error reply."""
-        return exc.message
+        """The error's own text in an error reply, without the SDK's ``Error code: N -``
+        in front (the error says ``HTTP N`` already)."""
+        return _SDK_STATUS.sub("", exc.message, count=1)
 
     def _status_error(self, exc: StatusError, body: Mapping[str, Any]) -> Exception:
         return self._refusal(
@@ -374,7 +378,9 @@ class SDKBackend(Generic[C]):
         """The error for an endpoint's refusal: transient (retried) or not, with what to
         check. ``what`` names it ("HTTP 429" by default)."""
         what = what or f"HTTP {status}"
-        where = f"{self._where}: {what}: {message}"
+        # Its own closing full stop goes: a hint or a retry's note follows.
+        message = message.strip().rstrip(".").rstrip()
+        where = f"{self._where}: {what}: {message}" if message else f"{self._where}: {what}"
         if status in TRANSIENT_STATUSES or status >= 500:
             retry_after = parse_retry_after(headers)
             return TransientLLMError(self._redactor.text(where), retry_after)
