@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from faultfinder.errors import FaultfinderError
+from faultfinder.llm.base import CUT_OFF, WITHHELD
 from faultfinder.llm.client import LLM, Reply
 from faultfinder.replay.apis import Chains, ChatAdapter
 from faultfinder.replay.apis.base import tool_call
@@ -171,6 +172,11 @@ class LocalModelServer(Endpoint):
             )
         usage = completion["usage"]
         response = response_object(body, f"resp_local_{number}", self.model_name, output)
+        unfinished = INCOMPLETE.get(completion["choices"][0]["finish_reason"])
+        if unfinished is not None:
+            # As the Responses API says a reply was cut off at max_output_tokens.
+            response["status"] = "incomplete"
+            response["incomplete_details"] = {"reason": unfinished}
         response["usage"] = {
             "input_tokens": usage["prompt_tokens"],
             "input_tokens_details": {"cached_tokens": 0},
@@ -224,7 +230,7 @@ class LocalModelServer(Endpoint):
                 {
                     "index": 0,
                     "message": message,
-                    "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+                    "finish_reason": chat_finish(reply),
                 }
             ],
             "usage": {
@@ -233,6 +239,23 @@ class LocalModelServer(Endpoint):
                 "total_tokens": usage.prompt_tokens + usage.completion_tokens,
             },
         }
+
+
+INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
+"""The Responses API's ``incomplete_details.reason`` for a Chat Completions finish reason
+that ends a reply before its end."""
+
+
+def chat_finish(reply: Reply[Any]) -> str:
+    """The Chat Completions ``finish_reason`` of ``reply``, from what its backend said:
+    ``length`` when it was cut off at the output limit (OpenAI's ``length``, Anthropic's
+    ``max_tokens``), ``content_filter`` when withheld, ``tool_calls`` when it calls
+    tools, ``stop`` otherwise (a backend that says nothing included)."""
+    if reply.finish_reason in CUT_OFF:
+        return "length"
+    if reply.finish_reason in WITHHELD:
+        return "content_filter"
+    return "tool_calls" if reply.tool_calls else "stop"
 
 
 def _json_body(request: Request) -> Any:
