@@ -43,6 +43,7 @@ def test_prompt_is_input_plus_cache_reads_and_writes() -> None:
         completion_tokens=7,
         cached_prompt_tokens=100,
         cache_write_prompt_tokens=5,
+        cache_reported=True,
     )
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from typing import Any
+
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 
 class Usage(BaseModel):
@@ -15,7 +17,11 @@ class Usage(BaseModel):
     cached_prompt_tokens: int = 0
     """Of ``prompt_tokens``, those the server reports it served from its prompt (prefix)
     cache: OpenAI-compatible ``usage.prompt_tokens_details.cached_tokens``. Included in
-    ``prompt_tokens``; 0 when the server does not say."""
+    ``prompt_tokens``; 0 when the server does not say (:attr:`cache_reported` tells)."""
+    cache_reported: bool = False
+    """Whether the server said, for some call, how many prompt tokens came from its cache
+    (``cached_tokens``, ``cache_read_input_tokens``; a 0 included). Without it a
+    ``cached_prompt_tokens`` of 0 is unknown, not measured. Written only when true."""
     cache_write_prompt_tokens: int = 0
     """Of ``prompt_tokens``, those the server wrote into its prompt cache for later calls
     (Anthropic's ``cache_creation_input_tokens``, billed above the plain input price).
@@ -26,6 +32,15 @@ class Usage(BaseModel):
     """Calls answered from the response cache; their tokens are still counted."""
     estimated: bool = False
     """True when some token counts came from a local tokenizer, not the API."""
+
+    @model_serializer(mode="wrap")
+    def _without_unreported(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Usages that never heard of a cache (most endpoints, every older file) are written
+        # as before.
+        data = handler(self)
+        if isinstance(data, dict) and not self.cache_reported:
+            data.pop("cache_reported", None)
+        return data
 
     @property
     def total_tokens(self) -> int:
@@ -41,6 +56,7 @@ class Usage(BaseModel):
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cached_prompt_tokens=self.cached_prompt_tokens + other.cached_prompt_tokens,
+            cache_reported=self.cache_reported or other.cache_reported,
             cache_write_prompt_tokens=self.cache_write_prompt_tokens
             + other.cache_write_prompt_tokens,
             calls=self.calls + other.calls,

@@ -158,6 +158,8 @@ class ScoredRow:
     prompt_tokens: int = 0
     cached_prompt_tokens: int = 0
     """Prompt tokens the endpoint served from its prefix cache."""
+    cache_reported: bool = False
+    """Whether some call of the row said how many prompt tokens came from the cache."""
     trace_tokens: int | None = None
     """Tokens of the trace's own text (None: not recorded)."""
     budget_stop: str | None = None
@@ -229,7 +231,11 @@ class GroupMetrics:
     status_counts: dict[str, int] = field(default_factory=dict)
     prompt_tokens_per_case: float = 0.0
     cached_prompt_tokens_per_case: float = 0.0
-    """Prompt tokens per row the endpoint served from its prefix cache."""
+    """Prompt tokens per row the endpoint served from its prefix cache (0 also when no
+    call said: :attr:`cache_reported`)."""
+    cache_reported: bool = False
+    """Whether some call of the group said how many prompt tokens its cache served; if
+    none did, :attr:`cached_prompt_tokens_per_case` was never measured."""
     trace_ratio: TraceRatio | None = None
     """Uncached prompt tokens over the trace's own tokens (None: not recorded)."""
     scored_cases: int = 0
@@ -307,6 +313,7 @@ def aggregate(rows: Iterable[ScoredRow]) -> GroupMetrics:
         status_counts=dict(sorted(statuses.items())),
         prompt_tokens_per_case=sum(r.prompt_tokens for r in items) / n if n else 0.0,
         cached_prompt_tokens_per_case=sum(r.cached_prompt_tokens for r in items) / n if n else 0.0,
+        cache_reported=any(r.cache_reported for r in items),
         trace_ratio=ratio_to_trace(
             (r.prompt_tokens - r.cached_prompt_tokens, r.trace_tokens) for r in items
         ),

@@ -63,7 +63,7 @@ def cells(g: GroupSummary) -> list[str]:
         *ident_cells(g),
         str(m.cases),
         f"{prompt:,.0f}",
-        f"{100 * cached / prompt:.0f}%" if prompt else "–",
+        f"{100 * cached / prompt:.0f}%" if prompt and m.cache_reported else "–",
         f"{prompt - cached:,.0f}",
         f"{r.totals:.2f}" if r else "–",
         f"{r.mean:.2f}" if r else "–",
@@ -101,15 +101,17 @@ def render(summaries: Iterable[GroupSummary], fmt: str = "text") -> str:
         "cache; the rest (uncached); and that rest over the trace's own tokens (task and "
         "step outputs), over all cases' totals and as the mean of each case's ratio. Trace "
         "tokens are counted with the backend's counter (about 4 characters a token for an "
-        "endpoint); '–': rows written before faultfinder counted them (docs/eval.md)."
+        "endpoint); '–': rows written before faultfinder counted them (docs/eval.md). "
+        "'–' in cached: no call of the line said how many prompt tokens came from a cache "
+        "(many endpoints do not), so the share is unknown and the uncached figures count "
+        "every prompt token."
     )
     hints = without_cache_hints(groups)
     if hints:
         notes += (
-            " No prompt token came from a prefix cache for these runs, whose layout is built "
-            "for one; without a cache these options read fewer prompt tokens: "
-            + "; ".join(hints)
-            + "."
+            " No prompt token was reported as served from a prefix cache for these runs, "
+            "whose layout is built for one; without a cache these options read fewer prompt "
+            "tokens: " + "; ".join(hints) + "."
         )
     heading = f"### {title}\n" if fmt == "markdown" else f"{title}:"
     return f"{heading}\n{body}\n\n{notes}"

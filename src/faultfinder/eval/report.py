@@ -73,6 +73,8 @@ def scored(row: EvalRow) -> ScoredRow:
         wall_time_s=row.wall_time_s,
         prompt_tokens=row.usage.prompt_tokens,
         cached_prompt_tokens=row.usage.cached_prompt_tokens,
+        # Rows written before usages said so: a cached token was measured all the same.
+        cache_reported=row.usage.cache_reported or row.usage.cached_prompt_tokens > 0,
         trace_tokens=row.trace_tokens,
         budget_stop=row.budget_stop,
         no_steps=row.status == "error" and row.error == NO_STEPS,
@@ -265,7 +267,9 @@ def records(summaries: Sequence[GroupSummary]) -> list[dict[str, Any]]:
             {
                 "tokens_per_case": round(m.tokens_per_case, 2),
                 "prompt_tokens_per_case": round(m.prompt_tokens_per_case, 2),
-                "cached_prompt_tokens_per_case": round(m.cached_prompt_tokens_per_case, 2),
+                "cached_prompt_tokens_per_case": (
+                    round(m.cached_prompt_tokens_per_case, 2) if m.cache_reported else None
+                ),
                 "uncached_x_trace": None if ratio is None else round(ratio.totals, 4),
                 "uncached_x_trace_mean_of_cases": None if ratio is None else round(ratio.mean, 4),
                 "calls_per_case": round(m.calls_per_case, 3),

@@ -24,7 +24,8 @@ def openai_usage(
     """The usage an OpenAI reply reports (its ``usage`` object), under the API's own key
     names: Chat Completions' by default; the Responses API's are ``input_tokens``,
     ``output_tokens`` and ``input_tokens_details``. Cached tokens (``cached_tokens``
-    under ``details``) are part of the prompt, never more than it. Counts that are
+    under ``details``) are part of the prompt, never more than it; ``cache_reported``
+    says whether the reply gave them. Counts that are
     missing, not integers or negative are left at 0 (the LLM layer then estimates them);
     anything but a JSON object gives an empty Usage.
     """
@@ -37,6 +38,7 @@ def openai_usage(
         prompt_tokens=total,
         completion_tokens=reported_count(reported, completion),
         cached_prompt_tokens=min(cached, total),
+        cache_reported=_counted(cache, "cached_tokens"),
     )
 
 
@@ -58,4 +60,14 @@ def messages_usage(reported: Any) -> Usage:
         completion_tokens=reported_count(reported, "output_tokens"),
         cached_prompt_tokens=read,
         cache_write_prompt_tokens=written,
+        cache_reported=_counted(reported, "cache_read_input_tokens"),
     )
+
+
+def _counted(reported: Any, key: str) -> bool:
+    """Whether ``reported`` gives a count under ``key`` (0 included): the server said how
+    many prompt tokens its cache served."""
+    if not isinstance(reported, dict):
+        return False
+    value = reported.get(key)
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**53
