@@ -452,3 +452,16 @@ def test_real_backends_are_refused_in_tests() -> None:
         with pytest.raises(errors.ModelRequestsForbiddenError, match="ALLOW_MODEL_REQUESTS"):
             run(llm.chat("hi"))
         assert server.requests == []
+
+
+def test_a_reply_whose_counts_are_estimated_keeps_its_reported_cache_count() -> None:
+    # The server said 0 prompt tokens were cached (measured) but gave no completion count:
+    # the completion is estimated, and the cache figure stays a measured 0, not unknown.
+    reply = Completion(
+        text="Agent Name: A",
+        usage=Usage(prompt_tokens=50, completion_tokens=0, cache_reported=True),
+    )
+    llm = LLM(FunctionBackend(lambda request: reply))
+    out = run(llm.chat([{"role": "user", "content": "q"}]))
+    assert out.usage.estimated and out.usage.completion_tokens > 0
+    assert out.usage.cache_reported and out.usage.cached_prompt_tokens == 0

@@ -425,6 +425,7 @@ class LLM:
             completion_tokens=completion,
             cached_prompt_tokens=min(c.usage.cached_prompt_tokens, prompt),
             cache_write_prompt_tokens=min(c.usage.cache_write_prompt_tokens, prompt),
+            cache_reported=c.usage.cache_reported,
             estimated=estimated,
         )
         return c.model_copy(update={"usage": usage})
