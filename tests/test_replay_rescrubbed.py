@@ -8,7 +8,10 @@ in the replay."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 from faultfinder.replay.recorder import STEPS_FILE, RecordedCall, load_calls, utcnow
@@ -85,3 +88,39 @@ def test_only_the_redacted_places_may_differ_and_what_fills_them_is_learned() ->
     # An exact match learns nothing: the replay scrubbed it as the recording did.
     plan = ReplayPlan([recorded("Is [REDACTED] a strong password?")], ReplayOptions())
     assert ask(plan, "Is [REDACTED] a strong password?") == ("serve", ())
+
+
+def test_several_holes_in_one_string_each_learn_their_text() -> None:
+    plan = ReplayPlan([recorded("keys: [REDACTED], [REDACTED].")], ReplayOptions())
+    learned = ("sk-one-111", "sk-two-222")
+    assert ask(plan, "keys: sk-one-111, sk-two-222.") == ("serve", learned)
+    # Every hole stands for one character at least, and only the holes may differ.
+    assert ask(plan, "keys: , sk-two-222.")[0] == "reject"
+    assert ask(plan, "keys: sk-one-111; sk-two-222.")[0] == "reject"
+    assert ask(plan, "keys: sk-one-111, sk-two-222!")[0] == "reject"
+
+
+# A call after an edit matches no recorded request exactly, so it is tried against every
+# recorded request of its agent that holds [REDACTED]: here one quoting three keys, and a
+# replayed prompt of a few thousand characters that is not it.
+HOSTILE = """
+from faultfinder.replay.replayer import ReplayOptions, ReplayPlan
+from test_replay_rescrubbed import ask, recorded
+
+plan = ReplayPlan([recorded("keys: [REDACTED], [REDACTED], [REDACTED] end")], ReplayOptions())
+print(ask(plan, "keys: " + "x, " * 3000 + "no closing word")[0])
+"""
+
+
+def test_a_long_prompt_is_matched_against_redacted_requests_in_linear_time() -> None:
+    # In a process of its own: a regular expression that backtracks holds the interpreter,
+    # so only a timeout from outside can stop it.
+    tests = str(Path(__file__).parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*sys.path, tests])}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", HOSTILE], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "reject"
+    assert time.monotonic() - started < 20

@@ -10,55 +10,114 @@ refused as the program's divergence.
 
 :class:`RedactedRequests` matches such a call after all: a recorded normalised request
 with ``[REDACTED]`` in it is a pattern in which each ``[REDACTED]`` stands for any text
-within one JSON string, and a replayed request that matches no recorded one exactly is
-tried against the patterns of its agent's recorded requests. What filled the holes is
-what the recording scrubbed: the replay learns it as a secret, so its branch does not
-write it either. Tried only when nothing matches exactly, so exact matching is unchanged.
+(one character at least) within one string, and a replayed request that matches no
+recorded one exactly is tried against the patterns of its agent's recorded requests.
+Everything else (keys, list lengths, numbers, strings without ``[REDACTED]``) must be the
+same. What filled the holes is what the recording scrubbed: the replay learns it as a
+secret, so its branch does not write it either. Tried only when nothing matches exactly,
+so exact matching is unchanged.
+
+The replayed request is the program's and can be large (a prompt quoting a document), and
+every call after an edit is tried against every pattern of its agent: a string is matched
+by finding each literal part after the previous one (the leftmost place is the one that
+leaves the most room for the rest), in time linear in its length, however many holes it
+has. A regular expression with a lazy group per hole backtracked polynomially (a string
+with three holes and a 2,000-character prompt took minutes), on the proxy's event loop.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from faultfinder.redact import REDACTED
 
 __all__ = ["RedactedRequests"]
 
-_HOLE = r'((?:[^"\\]|\\.)+?)'
-"""What one ``[REDACTED]`` stands for: text within one JSON string."""
+
+def _holds_redacted(value: Any) -> bool:
+    """Whether a string anywhere in ``value`` (a normalised request) says ``[REDACTED]``."""
+    if isinstance(value, str):
+        return REDACTED in value
+    if isinstance(value, dict):
+        return any(_holds_redacted(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_redacted(v) for v in value)
+    return False
 
 
-def _blob(normalised: dict[str, Any]) -> str:
-    """A normalised request as JSON text, written as :func:`hash_normalised` writes it."""
-    return json.dumps(normalised, sort_keys=True, separators=(",", ":"))
+def _fill_string(parts: list[str], text: str) -> list[str] | None:
+    """The texts that fill the holes between ``parts`` (a recorded string split at each
+    ``[REDACTED]``) so that it reads ``text``, each one character at least; None when no
+    filling does. Each middle part is taken at its leftmost place after the previous one:
+    if any filling works, that one does."""
+    first, *middle, last = parts
+    end = len(text) - len(last)  # where the last part must start
+    if not text.startswith(first) or not text.endswith(last) or end < len(first) + 1:
+        return None
+    fills: list[str] = []
+    position = len(first)
+    for part in middle:
+        # At least one character before it and after it (the holes either side).
+        found = text.find(part, position + 1, end - 1)
+        if found < 0:
+            return None
+        fills.append(text[position:found])
+        position = found + len(part)
+    if end - position < 1:
+        return None
+    fills.append(text[position:end])
+    return fills
+
+
+def _fill(recorded: Any, replayed: Any, fills: list[str]) -> bool:
+    """Whether ``replayed`` is ``recorded`` with its holes filled; the fills appended to
+    ``fills`` in the order the recorded request's JSON text (keys sorted) holds them."""
+    if isinstance(recorded, str):
+        if REDACTED not in recorded:
+            return bool(recorded == replayed)
+        if not isinstance(replayed, str):
+            return False
+        found = _fill_string(recorded.split(REDACTED), replayed)
+        if found is None:
+            return False
+        fills.extend(found)
+        return True
+    if isinstance(recorded, dict):
+        return (
+            isinstance(replayed, dict)
+            and recorded.keys() == replayed.keys()
+            and all(_fill(recorded[k], replayed[k], fills) for k in sorted(recorded))
+        )
+    if isinstance(recorded, list):
+        return (
+            isinstance(replayed, list)
+            and len(recorded) == len(replayed)
+            and all(_fill(a, b, fills) for a, b in zip(recorded, replayed, strict=True))
+        )
+    # A number, a boolean or null: the same JSON (1 is not 1.0, nor true), as hashed.
+    return json.dumps(recorded) == json.dumps(replayed)
 
 
 class RedactedRequests:
     """The recorded requests that hold ``[REDACTED]``, as patterns, by agent."""
 
     def __init__(self) -> None:
-        self._patterns: list[tuple[str, str, re.Pattern[str]]] = []
+        self._patterns: list[tuple[str, str, dict[str, Any]]] = []
 
     def add(self, agent: str, request_hash: str, normalised: dict[str, Any]) -> None:
         """Keep recorded request ``normalised`` of ``agent`` (hashed ``request_hash``) if
         it holds ``[REDACTED]``."""
-        blob = _blob(normalised)
-        if REDACTED not in blob:
-            return
-        pattern = re.escape(blob).replace(re.escape(REDACTED), _HOLE)
-        self._patterns.append((agent, request_hash, re.compile(pattern, re.S)))
+        if _holds_redacted(normalised):
+            self._patterns.append((agent, request_hash, normalised))
 
     def find(self, agent: str, normalised: dict[str, Any]) -> tuple[str, list[str]] | None:
         """The hash of the first recorded request of ``agent`` that ``normalised`` matches
         with its ``[REDACTED]`` filled in, and the texts that fill them; None if none."""
-        mine = [(h, p) for a, h, p in self._patterns if a == agent]
-        if not mine:
-            return None
-        blob = _blob(normalised)
-        for request_hash, pattern in mine:
-            match = pattern.fullmatch(blob)
-            if match is not None:
-                return request_hash, [json.loads(f'"{hole}"') for hole in match.groups()]
+        for owner, request_hash, pattern in self._patterns:
+            if owner != agent:
+                continue
+            fills: list[str] = []
+            if _fill(pattern, normalised, fills):
+                return request_hash, fills
         return None
