@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -184,3 +185,24 @@ def test_a_function_result_is_named_after_its_function_and_its_caller(tmp_path: 
     assert trace.steps[2].metadata["inferred"]["agent"].startswith("the caller: step 1")
     assert trace.steps[3].metadata["inferred"]["agent"] == "no earlier step called 'forecast'"
     assert [a.name for a in trace.agents] == ["Weather", "Planner"]
+
+
+def test_function_results_are_given_their_callers_in_one_pass(tmp_path: Path) -> None:
+    """A long log of function results, most with no caller in the file (its model turns
+    cut), and nested calls answered latest first: each result looked back over every
+    earlier step, a copy of them each time, so 20,000 results took minutes to import."""
+    many = 20_000
+    nested = [
+        {"role": "assistant", "name": "Outer", "content": None, "function_call": {"name": "f"}},
+        {"role": "assistant", "name": "Inner", "content": None, "function_call": {"name": "f"}},
+        {"role": "function", "name": "f", "content": "inner's"},
+        {"role": "function", "name": "f", "content": "outer's"},
+    ]
+    orphans = [{"role": "function", "name": f"f{i}", "content": "r"} for i in range(many)]
+    path = write_json(tmp_path / "long.json", [*nested, *orphans])
+    started = time.monotonic()
+    (trace,) = load_traces(path, format="generic")
+    assert time.monotonic() - started < 20
+    assert [s.agent for s in trace.steps[:4]] == ["Outer", "Inner", "Inner", "Outer"]
+    assert {s.agent for s in trace.steps[4:]} == {"tool"}
+    assert len(trace.steps) == 4 + many

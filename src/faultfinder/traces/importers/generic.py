@@ -413,23 +413,28 @@ def _name_function_callers(steps: list[Step]) -> None:
     """Give each legacy function result (a ``role: "function"`` message, named after its
     function) the agent of the latest earlier step that called that function, a call no
     earlier result answered; ``metadata.inferred.agent`` says which (unless the message
-    has an ``inferred`` key of its own, kept as it is)."""
-    for position, step in enumerate(steps):
-        if not (step.tool_results and (step.role or "").lower() == "function"):
-            continue
-        function = step.tool_results[0].name
-        note = f"no earlier step called '{function}'"
-        answered = 0
-        for earlier in reversed(steps[:position]):
-            if earlier.tool_results and earlier.tool_results[0].name == function:
-                answered += 1
-            calls = sum(c.name == function for c in earlier.tool_calls)
-            if calls > answered:
+    has an ``inferred`` key of its own, kept as it is). One pass: per function, the steps
+    whose calls are still unanswered, latest last (a file of many results is read in
+    time linear in its steps)."""
+    waiting: dict[str, list[tuple[Step, list[int]]]] = {}
+    for step in steps:
+        if step.tool_results and (step.role or "").lower() == "function":
+            function = step.tool_results[0].name
+            note = f"no earlier step called '{function}'"
+            callers = waiting.get(function) if function is not None else None
+            if callers:
+                earlier, unanswered = callers[-1]
+                unanswered[0] -= 1
+                if not unanswered[0]:
+                    callers.pop()
                 step.agent = earlier.agent
                 note = f"the caller: step {earlier.index} ('{earlier.agent}') called '{function}'"
-                break
-            answered -= calls
-        step.metadata.setdefault("inferred", {"agent": note})
+            step.metadata.setdefault("inferred", {"agent": note})
+        calls: dict[str, int] = {}
+        for call in step.tool_calls:
+            calls[call.name] = calls.get(call.name, 0) + 1
+        for name, count in calls.items():
+            waiting.setdefault(name, []).append((step, [count]))
 
 
 def _kind(role: str | None, separate_name: bool) -> StepKind:
