@@ -22,7 +22,7 @@ from faultfinder.judging.method import run_method
 from faultfinder.judging.structured import json_parser
 from faultfinder.llm import LLM, ChatRequest, FunctionBackend
 from faultfinder.llm.client import ParseError
-from faultfinder.methods.agentic.actions import parse_action
+from faultfinder.methods.agentic.actions import parse_action, parse_submission_text
 from faultfinder.methods.echo.schema import parse_judge, parse_sections
 from faultfinder.methods.whowhen.common import parse_half, parse_judgement, parse_reason
 from faultfinder.registry import create_method
@@ -159,3 +159,26 @@ def test_each_parser_reads_the_answer_after_the_reasoning() -> None:
         step: int
 
     assert json_parser(Pick)(THINK + '{"step": 12}').step == 12
+
+
+# An answer after a reasoning block that quotes a lone close tag (a step printed one).
+QUOTED_CLOSE = "<think>Step 3 looks wrong.</think>\n"
+
+
+def test_an_answer_quoting_a_close_tag_is_read_once_by_each_parser() -> None:
+    # answer_part read the text again, now without its block, and took the quoted tag for
+    # the end of reasoning: "1. Yes" was dropped and the judgement unparsed.
+    judged = parse_judgement(
+        QUOTED_CLOSE + "1. Yes\n2. The agent printed '</think>' into its answer and stopped."
+    )
+    assert judged.erroneous is True
+    assert judged.reason == "The agent printed '</think>' into its answer and stopped"
+    submitted = parse_submission_text(
+        QUOTED_CLOSE + 'ACTION: submit {"agent": "WebSurfer", "step": 12, '
+        '"reason": "it typed </think> into the search box"}'
+    )
+    assert submitted == {
+        "agent": "WebSurfer",
+        "step": 12,
+        "reason": "it typed </think> into the search box",
+    }

@@ -103,12 +103,14 @@ def _object_at(text: str, start: int, name: str) -> dict[str, Any]:
 
 def parse_submission_text(text: str) -> dict[str, Any]:
     """Submit arguments from a forced final reply: an ``ACTION: submit {...}`` line, or the
-    papers' 'Agent Name: / Step Number: / Reason for Mistake:' answer."""
-    text = answer_part(text)
+    papers' 'Agent Name: / Step Number: / Reason for Mistake:' answer. The answer part is
+    read once (:func:`answer_part` on a text it returned would take a quoted ``</think>``
+    in the answer for the end of the reasoning): ``parse_action`` reads it itself."""
     try:
         action = parse_action(text, ["submit"])
         return action.arguments
     except ParseError as first_error:
+        text = answer_part(text)
         agent = find_field(text, "Agent Name")
         step = find_field(text, "Step Number")
         if agent is None or step is None:

@@ -257,9 +257,11 @@ def parse_judgement(text: str) -> Judgement:
     """'1. Yes. 2. Reason...' → Judgement(erroneous=True, reason='Reason...').
 
     The Yes/No is read by :func:`answers.parse_yes_no` (anchored to item 1 or an answer
-    label; echoes, negations, hedges and both-answers are unreadable)."""
-    text = answer_part(text)
+    label; echoes, negations, hedges and both-answers are unreadable). Each reads the
+    answer part once (:func:`answer_part` on a text it returned would take a quoted
+    ``</think>`` in the answer for the end of the reasoning)."""
     erroneous = parse_yes_no(text)
+    text = answer_part(text)
     m = re.search(r"(?:^|\s)2\s*[.)]\s*(.*)", text, flags=re.DOTALL)
     reason = m.group(1) if m else re.split(r"\b(?:yes|no)\b", text, maxsplit=1, flags=re.I)[-1]
     reason = re.sub(r"^\s*reason[^:]*:\s*", "", reason.strip(" .\n"), flags=re.IGNORECASE)
