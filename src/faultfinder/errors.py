@@ -78,9 +78,9 @@ class LLMCallError(FaultfinderError):
 
 class EndpointSetupError(LLMCallError):
     """The endpoint refused what every call of the run shares, not one request: the key
-    (401), the key's access (403), or the model name or URL (404). Every other call would
-    be refused the same way, so ``eval`` stops at the first one instead of trying each
-    case."""
+    (401), or the model name or URL (404). Every other call would be refused the same way,
+    so ``eval`` stops at the first one instead of trying each case. (A 403 may be about
+    one request's content, a gateway's moderation: it stays that case's error.)"""
 
 
 class ConfigError(FaultfinderError):

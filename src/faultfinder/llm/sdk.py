@@ -88,9 +88,12 @@ TRANSIENT_STATUSES = frozenset({408, 409, 429})
 timeout, a lock conflict, a rate limit). Every 5xx is transient as well."""
 
 
-SETUP_STATUSES = frozenset({401, 403, 404})
-"""Statuses that refuse what every call shares (the key, its access, the model name or the
-URL), not one request: raised as :class:`~faultfinder.errors.EndpointSetupError`."""
+SETUP_STATUSES = frozenset({401, 404})
+"""Statuses that refuse what every call shares (the key, the model name or the URL), not
+one request: raised as :class:`~faultfinder.errors.EndpointSetupError`. Not 403: gateways
+answer it for one request's content too (OpenRouter's moderation, "your input was
+flagged"; a guardrail's block), which agent traces often trip; a batch that stopped there
+would stop there again on every ``--resume``."""
 
 
 class _Closable(Protocol):
