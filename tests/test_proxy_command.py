@@ -12,6 +12,8 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from faultfinder.testing import FakeOpenAIServer
 
 
@@ -66,17 +68,26 @@ def test_ctrl_c_with_nothing_recorded_says_so(tmp_path: Path) -> None:
     assert not (tmp_path / "r1" / "trace.json").exists()
 
 
-def test_it_prints_every_variable_record_gives_the_program(tmp_path: Path) -> None:
+@pytest.mark.parametrize("http_proxy", [None, "http://proxy.corp.example:3128"])
+def test_it_prints_every_variable_record_gives_the_program(
+    tmp_path: Path, http_proxy: str | None
+) -> None:
     """The `export` lines are the API variables `record` sets (`child.api_env`), for
     every API the proxy serves: a Claude program reading ANTHROPIC_API_URL first, or an
     OpenAI one reading OPENAI_API_BASE, is pointed at the proxy too; and faultfinder's
-    own (`child.run_env`): a tool that stays dry in a replay finds the run directory."""
+    own (`child.run_env`): a tool that stays dry in a replay finds the run directory.
+    With an HTTP proxy in the environment, the NO_PROXY `record` gives the program too."""
+    from faultfinder.loopback import past_http_proxy
     from faultfinder.replay.child import api_env, run_env
 
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    env["NO_COLOR"] = "1"
+    if http_proxy:
+        env["HTTPS_PROXY"] = http_proxy
     proc = subprocess.Popen(
         [sys.executable, "-m", "faultfinder", "proxy", "--upstream", "http://127.0.0.1:9/v1",
          "--out", str(tmp_path), "--run-id", "r1", "--port", "0"],
-        stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"},
+        stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     assert proc.stderr is not None
     base_url, exports = "", []
@@ -89,7 +100,7 @@ def test_it_prints_every_variable_record_gives_the_program(tmp_path: Path) -> No
             break
     interrupt(proc)
     root = base_url.removesuffix("/v1")
-    given = {**api_env(base_url, root), **run_env(root, tmp_path / "r1")}
+    given = {**api_env(base_url, root), **run_env(root, tmp_path / "r1"), **past_http_proxy(env)}
     assert exports == [f"export {k}={shlex.quote(v)}" for k, v in given.items()]
     assert {e.partition("=")[0] for e in exports} == {
         "export OPENAI_BASE_URL",
@@ -98,4 +109,4 @@ def test_it_prints_every_variable_record_gives_the_program(tmp_path: Path) -> No
         "export ANTHROPIC_API_URL",
         "export FAULTFINDER_PROXY_URL",
         "export FAULTFINDER_RUN_DIR",
-    }
+    } | ({"export NO_PROXY", "export no_proxy"} if http_proxy else set())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import shlex
 import signal
 from pathlib import Path
@@ -24,6 +25,7 @@ from faultfinder.cli.proxy_options import (
 from faultfinder.cli.replay_cmd import replay_options, report_lines, warn_dropped_calls
 from faultfinder.cli.terminal import plural, safe
 from faultfinder.errors import ConfigError
+from faultfinder.loopback import past_http_proxy
 from faultfinder.replay.child import api_env, run_env, run_redactor
 from faultfinder.replay.httpserver import LOOPBACK
 from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
@@ -170,8 +172,13 @@ async def _serve_proxy(
             click.echo(f"faultfinder proxy on {server.base_url} -> {target}", err=True)
             # What `record` gives the program, for every API the proxy serves (a plugin's
             # too), and faultfinder's own variables, so a program started by hand finds
-            # the proxy, and its tools the run directory, the same way.
-            exports = {**api_env(server.base_url, server.url), **run_env(server.url, run_dir)}
+            # the proxy, and its tools the run directory, the same way; with an HTTP
+            # proxy in the environment, the NO_PROXY that keeps its calls off it.
+            exports = {
+                **api_env(server.base_url, server.url),
+                **run_env(server.url, run_dir),
+                **past_http_proxy(dict(os.environ)),
+            }
             for key, value in exports.items():
                 click.echo(f"  export {key}={shlex.quote(value)}", err=True)
             click.echo(f"  recording into {run_dir} (Ctrl-C to stop)", err=True)
