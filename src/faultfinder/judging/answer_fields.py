@@ -5,6 +5,7 @@ numbers and yes/no (:mod:`faultfinder.judging.answers`) take their fields from h
 
 from __future__ import annotations
 
+import bisect
 import re
 from typing import Any
 
@@ -72,6 +73,28 @@ def field_values(text: str, label: str) -> list[str]:
         if value and not _is_placeholder(value):
             values.append(value)
     return values
+
+
+def field_text(text: str, label: str, stop_labels: tuple[str, ...] = ()) -> str | None:
+    """The whole text of the first ``Label:`` field (see :func:`field_values`): the value on
+    its line and the lines after it, up to the next line that opens ``label`` again or one
+    of ``stop_labels``, or the end of ``text``; cleaned like a value. (A reason often runs
+    over several lines, or sits under a heading.) None when the field is absent or holds
+    only an echoed placeholder."""
+    fields = list(_field_pattern(label).finditer(text))
+    # Every line that opens a field, found once (a scan per field would be quadratic).
+    opens = sorted(
+        {m.start() for m in fields}
+        | {m.start() for stop in stop_labels for m in _field_pattern(stop).finditer(text)}
+    )
+    for m in fields:
+        start = m.start("value") if m.group("value") is not None else m.end()
+        after = bisect.bisect_right(opens, m.start())
+        end = opens[after] if after < len(opens) else len(text)
+        value = clean_value(text[start:end])
+        if value and not _is_placeholder(value):
+            return value
+    return None
 
 
 def find_field(text: str, *labels: str) -> str | None:

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from faultfinder.judging.agent_names import Roster, agents_mentioned, match_agent, roster_of
 from faultfinder.judging.answer_fields import (
     clean_value,
+    field_text,
     field_values,
     find_field,
     json_answer,
@@ -47,6 +48,7 @@ __all__ = [
     "clean_value",
     "closing_bracket",
     "extract_json",
+    "field_text",
     "field_values",
     "find_field",
     "find_hedge",
@@ -58,6 +60,7 @@ __all__ = [
     "parse_step_number",
     "parse_yes_no",
     "roster_of",
+    "stated_reason",
 ]
 
 
@@ -141,6 +144,31 @@ def _step_in_text(text: str) -> int:
     return numbers[0]
 
 
+# --- reasons -----------------------------------------------------------------------
+
+REASON_LABELS = ("Reason for Mistake", "Reason", "Explanation")
+"""The labels (and JSON keys) a reason is written under, most specific first."""
+_REASON_KEYS = ("Reason for Mistake", "reason", "mistake_reason", "explanation")
+_AGENT_STEP_LABELS = ("Agent Name", "Agent", "Step Number", "Step")
+
+
+def stated_reason(text: str, data: Any = None, unlabelled: str = "") -> str:
+    """The reason an answer states: the reason value of its JSON object ``data``, else the
+    text of its labelled reason field (``Reason for Mistake:``, ``Reason:``,
+    ``Explanation:``; every line of it, up to the next answer field), else ``unlabelled``
+    (where the prompt's own format puts the reason: step-by-step's item ``2.``), else the
+    whole answer ``text``. Never a piece cut out of the answer by position."""
+    value = json_field(data, *_REASON_KEYS)
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    stops = (*REASON_LABELS, *_AGENT_STEP_LABELS, *_ANSWER_LABELS)
+    for label in REASON_LABELS:
+        found = field_text(text, label, stops)
+        if found:
+            return found
+    return unlabelled.strip() or text.strip()
+
+
 class AgentStepAnswer(BaseModel):
     """The all-at-once answer: agent, step, reason."""
 
@@ -161,11 +189,11 @@ def parse_agent_step_reason(
     data = json_answer(text)
     agent_raw: Any = json_field(data, "Agent Name", "agent", "mistake_agent")
     step_raw: Any = json_field(data, "Step Number", "step", "mistake_step")
-    reason: Any = json_field(data, "Reason for Mistake", "reason", "mistake_reason")
     if agent_raw is None or step_raw is None:
+        data = None
         agent_raw = find_field(text, "Agent Name", "Agent")
         step_raw = find_field(text, "Step Number", "Step")
-        reason = find_field(text, "Reason for Mistake", "Reason")
+        find_field(text, "Reason for Mistake", "Reason")  # two different reasons: ambiguous
     if agent_raw is None:
         raise ParseError("no 'Agent Name:' line")
     if step_raw is None:
@@ -175,7 +203,7 @@ def parse_agent_step_reason(
         step=parse_step_number(
             step_raw if isinstance(step_raw, int | float) else str(step_raw), n_steps
         ),
-        reason=str(reason or ""),
+        reason=stated_reason(text, data),
     )
 
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from faultfinder.judging.answer_fields import find_field
 from faultfinder.judging.answer_json import closing_bracket
-from faultfinder.judging.answers import answer_part, parse_step_number
+from faultfinder.judging.answers import answer_part, parse_step_number, stated_reason
 from faultfinder.judging.grammars import gbnf_choice, gbnf_literal
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import ParseError
@@ -118,7 +118,7 @@ def parse_submission_text(text: str) -> dict[str, Any]:
         return {
             "agent": agent,
             "step": parse_step_number(step),
-            "reason": find_field(text, "Reason for Mistake", "Reason") or "",
+            "reason": stated_reason(text),
         }
 
 

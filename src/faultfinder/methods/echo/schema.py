@@ -227,7 +227,8 @@ def parse_judge(text: str, agents: Sequence[str], n_steps: int) -> JudgeVerdict:
         # Range and speaker are checked by the agent/step rule (judging/pairing.py), which
         # keeps the agent when the step cannot stand.
         step=parse_step_number(str(answer.mistake_step)),
-        reason=answer.mistake_reason,
+        # The reason it states, or (stating none) the whole answer, as every method records.
+        reason=answer.mistake_reason.strip() or answer_part(text).strip(),
     )
 
 

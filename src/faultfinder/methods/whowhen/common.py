@@ -18,7 +18,13 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel
 
 from faultfinder.judging import reference
-from faultfinder.judging.answers import answer_part, find_hedge, parse_yes_no
+from faultfinder.judging.answers import (
+    answer_part,
+    find_hedge,
+    json_answer,
+    parse_yes_no,
+    stated_reason,
+)
 from faultfinder.judging.fitting import fit_steps
 from faultfinder.judging.grammars import REASON_GBNF, choice_grammar, gbnf_choice
 from faultfinder.judging.method import MethodConfig
@@ -253,19 +259,36 @@ class Judgement(BaseModel):
     """The judge's explanation."""
 
 
+_ITEM_ONE = re.compile(r"^[ \t*#>]*+1[ \t]*+[.)]", re.MULTILINE)
+# Item 2 opens a line, or follows the end of item 1's sentence ('1. Yes. 2. ...'): the
+# '2.' of 'the error is in step 2. It...' is not an item.
+_ITEM_TWO = re.compile(r"(?:^[ \t*#>]*+|(?<=[.!?*_])[ \t]++[*_]*+)2[ \t]*+[.)]", re.MULTILINE)
+_REASON_PREFIX = re.compile(
+    r"^[*_ \t]*+reason(?:[ \t]++for[ \t]++(?:the[ \t]++)?mistake)?[*_]*+[ \t]*+[:：][*_ \t]*+",
+    re.IGNORECASE,
+)
+
+
+def _item_two(text: str) -> str:
+    """The text of item '2.' after an item '1.', without a 'Reason:' label; '' if none."""
+    one = _ITEM_ONE.search(text)
+    two = _ITEM_TWO.search(text, one.end()) if one else None
+    return _REASON_PREFIX.sub("", text[two.end() :].strip()) if two else ""
+
+
 def parse_judgement(text: str) -> Judgement:
     """'1. Yes. 2. Reason...' → Judgement(erroneous=True, reason='Reason...').
 
     The Yes/No is read by :func:`answers.parse_yes_no` (anchored to item 1 or an answer
-    label; echoes, negations, hedges and both-answers are unreadable). Each reads the
-    answer part once (:func:`answer_part` on a text it returned would take a quoted
-    ``</think>`` in the answer for the end of the reasoning)."""
+    label; echoes, negations, hedges and both-answers are unreadable). The reason is the
+    one the answer states (:func:`answers.stated_reason`): a JSON reason, a labelled
+    'Reason:' field, item 2, or else the whole answer. Each reads the answer part once
+    (:func:`answer_part` on a text it returned would take a quoted ``</think>`` in the
+    answer for the end of the reasoning)."""
     erroneous = parse_yes_no(text)
     text = answer_part(text)
-    m = re.search(r"(?:^|\s)2\s*[.)]\s*(.*)", text, flags=re.DOTALL)
-    reason = m.group(1) if m else re.split(r"\b(?:yes|no)\b", text, maxsplit=1, flags=re.I)[-1]
-    reason = re.sub(r"^\s*reason[^:]*:\s*", "", reason.strip(" .\n"), flags=re.IGNORECASE)
-    return Judgement(erroneous=erroneous, reason=reason.strip())
+    reason = stated_reason(text, json_answer(text), unlabelled=_item_two(text))
+    return Judgement(erroneous=erroneous, reason=reason)
 
 
 def judgement_grammar() -> OutputConstraint:
@@ -432,11 +455,11 @@ def explain_step_prompt(
 
 
 def parse_reason(text: str) -> str:
-    """The text after 'Reason for Mistake:' (or the whole reply); empty is unreadable."""
+    """The reason the answer states (:func:`answers.stated_reason`: a JSON reason, the
+    'Reason for Mistake:' field, or else the whole reply); a bare label is unreadable."""
     text = answer_part(text)
-    m = re.search(r"reason(?: for mistake)?\s*[:：]\s*(.*)", text, flags=re.I | re.DOTALL)
-    reason = (m.group(1) if m else text).strip()
-    if not reason:
+    reason = stated_reason(text, json_answer(text))
+    if not _REASON_PREFIX.sub("", reason).strip(" \t\n*_"):
         raise ParseError("empty reason")
     return reason
 
