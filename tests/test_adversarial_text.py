@@ -25,6 +25,7 @@ from faultfinder.judging.answers import (
     parse_agent_step_reason,
     parse_step_number,
     parse_yes_no,
+    stated_reason,
 )
 from faultfinder.llm.client import ParseError
 from faultfinder.methods.agentic.actions import parse_action
@@ -197,6 +198,18 @@ def test_json_after_an_unclosed_fence_and_long_blank_runs() -> None:
     with pytest.raises(ParseError):
         finishes(lambda: extract_json("```\n" + run_of("\n ")))
     assert finishes(lambda: extract_json(f'```json{BLANKS}{{"step": 3}}```')) == {"step": 3}
+
+
+@pytest.mark.parametrize("unit", ["\n{'", "\n{", "\n['", "{'", "\n{'a': '"])
+def test_python_literal_reading_of_many_unclosed_objects(unit: str) -> None:
+    with pytest.raises(ParseError):
+        finishes(lambda: extract_json(run_of(unit)))
+
+
+def test_a_reason_after_many_echoed_placeholders() -> None:
+    unit = "Reason: (your reason)\nAgent: x\n"
+    text = unit * (N // len(unit)) + "Reason: off by one"
+    assert finishes(lambda: stated_reason(text)) == "off by one"
 
 
 def test_agent_names_across_long_blank_runs() -> None:

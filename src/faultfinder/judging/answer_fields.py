@@ -124,6 +124,19 @@ def json_field(data: Any, *keys: str) -> Any:
     return None
 
 
+def object_problem(text: str) -> str:
+    """Why the object ``text`` holds could not be read ('; the object on line 2 is neither
+    valid JSON nor a Python literal (...)'), to add to a missing field's error; '' when it
+    holds none, or a readable one."""
+    if "{" not in text:
+        return ""
+    try:
+        extract_json(text)
+    except ParseError as exc:
+        return "" if str(exc) == "no valid JSON object in the answer" else f"; {exc}"
+    return ""
+
+
 def json_answer(text: str) -> dict[str, Any] | None:
     """The reply's JSON object when it has one, else None."""
     if "{" not in text:

@@ -1,11 +1,14 @@
 """The JSON object or array a model's reply holds: the whole reply, its ``<json>`` block, a
-code fence, or the first bracketed block in prose. One reader for every JSON answer
-(``docs/llm.md``); the field readers in :mod:`faultfinder.judging.answers` build on it.
-Anything unreadable raises :class:`faultfinder.llm.ParseError`, in linear time.
+code fence, or the first bracketed block in prose; else the same object written as a
+Python literal (single quotes, ``True``/``None``), as Python-minded models write it. One
+reader for every JSON answer (``docs/llm.md``); the field readers in
+:mod:`faultfinder.judging.answers` build on it. Anything unreadable raises
+:class:`faultfinder.llm.ParseError`, in linear time.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from typing import Any
@@ -62,7 +65,7 @@ def extract_json(text: str) -> Any:
                 return json.loads(attempt)
             except (json.JSONDecodeError, RecursionError):
                 pass
-    raise ParseError("no valid JSON object in the answer")
+    return _python_literal(text, candidates)
 
 
 MAX_OPEN_BRACKETS = 64
@@ -105,4 +108,130 @@ def closing_bracket(text: str, start: int) -> int | None:
             depth -= 1
             if depth == 0:
                 return i
+    return None
+
+
+MAX_LITERAL_CHARS = 20_000
+"""The longest object read as a Python literal (an answer, not a data dump)."""
+MAX_LITERAL_DEPTH = 16
+"""The deepest nesting of brackets read as a Python literal."""
+MAX_STANDING_TRIES = 8
+"""Line-opening brackets that never close looked past before giving up (each costs a scan
+to the end of the text)."""
+_LINE_OPENER = re.compile(r"^[ \t]*+([{\[])", re.MULTILINE)
+_JSON_TYPES = (str, int, float, bool, type(None))
+
+
+def _python_literal(text: str, candidates: list[str]) -> Any:
+    """The object of the first of ``candidates`` (fence contents, then ``text``) that holds
+    one standing on lines of its own, read as a Python literal: ``{'Agent Name': 'X',
+    'Step Number': 12}``. An object inside a sentence ('it returned {'ok': True} twice')
+    is quoted, not the answer, and is not read. Only what JSON can say is accepted
+    (strings, numbers, True/False/None, lists, dicts with string keys); the text is parsed
+    by :func:`ast.literal_eval`, which evaluates nothing, after bounds on its size and
+    depth. Otherwise ParseError, naming what was wrong."""
+    for candidate in candidates:
+        found = _standing_block(candidate)
+        if found is None:
+            continue
+        start, end, depth = found
+        line = text.count("\n", 0, max(0, text.find(candidate)) + start) + 1
+        blob = candidate[start : end + 1]
+        if len(blob) > MAX_LITERAL_CHARS or depth > MAX_LITERAL_DEPTH:
+            raise ParseError(
+                f"the object on line {line} is not valid JSON, and too large to read as a "
+                f"Python literal (over {MAX_LITERAL_CHARS} characters or "
+                f"{MAX_LITERAL_DEPTH} levels deep)"
+            )
+        try:
+            value = ast.literal_eval(blob)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
+            raise ParseError(
+                f"the object on line {line} is neither valid JSON nor a Python literal "
+                f"({_literal_problem(blob, exc)})"
+            ) from None
+        if not _json_like(value):
+            raise ParseError(
+                f"the object on line {line} holds values JSON cannot (a tuple, set, bytes, "
+                "complex number or non-string key)"
+            )
+        return value
+    raise ParseError("no valid JSON object in the answer")
+
+
+_LITERAL_NODES: tuple[type[ast.AST], ...] = (
+    *(ast.Expression, ast.Constant, ast.Dict, ast.List, ast.Tuple, ast.Set, ast.Load),
+    *(ast.UnaryOp, ast.BinOp, ast.USub, ast.UAdd, ast.Add, ast.Sub),
+)
+"""The nodes :func:`ast.literal_eval` accepts (signed numbers, complex sums among them)."""
+
+
+def _literal_problem(blob: str, exc: BaseException) -> str:
+    """What keeps ``blob`` from being a Python literal, in words (never an object's id)."""
+    if isinstance(exc, SyntaxError):
+        return f"not Python syntax: {exc.msg[:80]}"
+    try:
+        tree = ast.parse(blob, mode="eval")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return type(exc).__name__
+    odd = next((n for n in ast.walk(tree) if not isinstance(n, _LITERAL_NODES)), None)
+    if odd is None:
+        return str(exc)[:80]
+    text = (ast.get_source_segment(blob, odd) or type(odd).__name__)[:40]
+    if text in ("true", "false", "null"):
+        return f"'{text}' mixes JSON into it: Python writes True, False, None"
+    return f"'{text}' is not a value"
+
+
+def _json_like(value: Any) -> bool:
+    """Whether ``value`` holds only what JSON can say (its depth is already bounded)."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _json_like(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_json_like(v) for v in value)
+    return isinstance(value, _JSON_TYPES)
+
+
+def _standing_block(text: str) -> tuple[int, int, int] | None:
+    """Start, end and depth of the first bracketed block (Python's quoting) that opens a
+    line and ends one, or None; a bracket that never closes is looked past, up to
+    ``MAX_STANDING_TRIES`` times."""
+    for tried, m in enumerate(_LINE_OPENER.finditer(text)):
+        if tried >= MAX_STANDING_TRIES:
+            return None
+        closed = _literal_close(text, m.start(1))
+        if closed is None:
+            continue
+        end, depth = closed
+        newline = text.find("\n", end)
+        if not text[end + 1 : len(text) if newline < 0 else newline].strip():
+            return m.start(1), end, depth
+        return None  # the block goes on in a sentence: quoted, not the answer
+    return None
+
+
+def _literal_close(text: str, start: int) -> tuple[int, int] | None:
+    """Index of the bracket closing the one at ``start``, skipping strings in single or
+    double quotes, and the deepest nesting on the way; None if it never closes."""
+    depth = deepest = 0
+    quote = ""
+    escaped = False
+    for i in range(start, len(text)):
+        c = text[i]
+        if quote:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c in "{[(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "}])":
+            depth -= 1
+            if depth == 0:
+                return i, deepest
     return None

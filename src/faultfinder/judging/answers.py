@@ -29,6 +29,7 @@ from faultfinder.judging.answer_fields import (
     find_field,
     json_answer,
     json_field,
+    object_problem,
 )
 from faultfinder.judging.answer_json import (
     MAX_OPEN_BRACKETS,
@@ -195,9 +196,9 @@ def parse_agent_step_reason(
         step_raw = find_field(text, "Step Number", "Step")
         find_field(text, "Reason for Mistake", "Reason")  # two different reasons: ambiguous
     if agent_raw is None:
-        raise ParseError("no 'Agent Name:' line")
+        raise ParseError("no 'Agent Name:' line" + object_problem(text))
     if step_raw is None:
-        raise ParseError("no 'Step Number:' line")
+        raise ParseError("no 'Step Number:' line" + object_problem(text))
     return AgentStepAnswer(
         agent=match_agent(str(agent_raw), agents),
         step=parse_step_number(
