@@ -140,3 +140,15 @@ def test_an_echoed_placeholder_is_not_the_reason() -> None:
         "Reason for Mistake: off by one"
     )
     assert stated_reason(reply) == "off by one"
+
+
+def test_a_correction_after_the_fields_is_read_as_written_and_shown_in_the_reason() -> None:
+    reply = (
+        "Agent Name: Searcher\nStep Number: 1\nReason for Mistake: It searched 2019.\n"
+        "Actually, it was step 3."
+    )
+    result = run("all-at-once", [reply])
+    assert (result.agent, result.step) == ("Searcher", 1)
+    assert result.reason == "It searched 2019.\nActually, it was step 3."
+    judged = run("step-by-step", ["1. No. 2. fine", "1. Yes. 2. It searched 2019.\nActually, no."])
+    assert (judged.step, judged.reason) == (1, "It searched 2019.\nActually, no.")

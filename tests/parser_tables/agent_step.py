@@ -197,4 +197,15 @@ ROWS: list[tuple[str, tuple[str, int] | None, str]] = [
     ("", None, "empty"),
     ("Agent: WebSurfer\nStep: 12", ("WebSurfer", 12), "short labels"),
     ("The responsible Agent: WebSurfer\nStep: 12", None, "label not at line start"),
+    # corrections are read as written (docs/eval.md): the field, not the prose after it
+    (
+        "Agent Name: WebSurfer\nStep Number: 5\nReason for Mistake: wrong page\nActually, step 7.",
+        ("WebSurfer", 5),
+        "prose correction after the fields",
+    ),
+    (
+        "Agent Name: WebSurfer\nStep Number: 5\nWait, no.\nStep Number: 7",
+        None,
+        "the field written again, differently",
+    ),
 ]

@@ -100,4 +100,7 @@ ROWS: list[tuple[str, bool | None, str]] = [
     # Chinese
     ("1. 否。2. 该步骤正确。", False, "Chinese no"),
     ("1. 是。2. 数据来源错误。", True, "Chinese yes"),
+    # corrections are read as written (docs/eval.md): the field, not the prose after it
+    ("1. Yes. 2. The sum is wrong. Actually, no.", True, "prose correction after the fields"),
+    ("1. Yes. 2. The sum is wrong.\nActually:\nFinal Answer: No", None, "answered again"),
 ]
