@@ -152,3 +152,15 @@ def test_a_correction_after_the_fields_is_read_as_written_and_shown_in_the_reaso
     assert result.reason == "It searched 2019.\nActually, it was step 3."
     judged = run("step-by-step", ["1. No. 2. fine", "1. Yes. 2. It searched 2019.\nActually, no."])
     assert (judged.step, judged.reason) == (1, "It searched 2019.\nActually, no.")
+
+
+def test_json_quoted_in_a_reason_is_neither_the_answer_nor_its_reason() -> None:
+    reply = '1. Yes. 2. Reason: the tool returned {"reason": "timeout"} and it went on.'
+    result = run("step-by-step", ["1. No. 2. fine", reply])
+    assert (result.step, result.reason) == (
+        1,
+        'the tool returned {"reason": "timeout"} and it went on.',
+    )
+    quoted = '1. No. 2. The tool returned {"answer": "Yes"} as asked.'
+    judged = run("step-by-step", [quoted] * 5)
+    assert judged.status == "no-error-found"

@@ -197,6 +197,14 @@ ROWS: list[tuple[str, tuple[str, int] | None, str]] = [
     ("", None, "empty"),
     ("Agent: WebSurfer\nStep: 12", ("WebSurfer", 12), "short labels"),
     ("The responsible Agent: WebSurfer\nStep: 12", None, "label not at line start"),
+    # JSON quoted from a step inside a sentence is not the answer; alone, it is
+    (
+        'Agent Name: WebSurfer\nStep Number: 12\nReason: it printed {"agent": "Orchestrator", '
+        '"step": 0} and stopped',
+        ("WebSurfer", 12),
+        "JSON quoted in the reason",
+    ),
+    ('My answer is {"agent": "Coder", "step": 7}.', ("Coder", 7), "JSON in a sentence, alone"),
     # corrections are read as written (docs/eval.md): the field, not the prose after it
     (
         "Agent Name: WebSurfer\nStep Number: 5\nReason for Mistake: wrong page\nActually, step 7.",

@@ -100,6 +100,10 @@ ROWS: list[tuple[str, bool | None, str]] = [
     # Chinese
     ("1. 否。2. 该步骤正确。", False, "Chinese no"),
     ("1. 是。2. 数据来源错误。", True, "Chinese yes"),
+    # JSON quoted from a step inside a sentence is not the answer; alone, it is
+    ('1. No. 2. The tool returned {"answer": "Yes"} as asked.', False, "JSON quoted in item 2"),
+    ('Answer: No. It printed {"answer": "Yes"} twice.', False, "JSON quoted after the answer"),
+    ('Here is my judgment: {"answer": "Yes", "reason": "x"}', True, "JSON in a sentence, alone"),
     # corrections are read as written (docs/eval.md): the field, not the prose after it
     ("1. Yes. 2. The sum is wrong. Actually, no.", True, "prose correction after the fields"),
     ("1. Yes. 2. The sum is wrong.\nActually:\nFinal Answer: No", None, "answered again"),

@@ -9,7 +9,7 @@ import bisect
 import re
 from typing import Any
 
-from faultfinder.judging.answer_json import extract_json
+from faultfinder.judging.answer_json import answer_object, extract_json
 from faultfinder.llm.client import ParseError
 
 
@@ -146,3 +146,16 @@ def json_answer(text: str) -> dict[str, Any] | None:
     except ParseError:
         return None
     return data if isinstance(data, dict) else None
+
+
+def stated_json(text: str) -> dict[str, Any] | None:
+    """The reply's JSON object when the reply is written as it (the whole reply, a
+    ``<json>`` block, a fence, an object on lines of its own), else None: an object inside
+    a sentence may be quoted from a step, and must not outrank the reply's own fields."""
+    if "{" not in text:
+        return None
+    try:
+        data, stated = answer_object(text)
+    except ParseError:
+        return None
+    return data if stated and isinstance(data, dict) else None

@@ -36,15 +36,23 @@ def extract_json(text: str) -> Any:
     """The JSON object or array ``text`` holds: the whole text when it is one; else the
     content of its last ``<json></json>`` block, when it has one; else the first in a code
     fence, then the first in the text (prose around it and trailing commas tolerated)."""
+    return answer_object(text)[0]
+
+
+def answer_object(text: str) -> tuple[Any, bool]:
+    """:func:`extract_json`'s object, and whether the reply is written as that object:
+    the whole reply, a ``<json>`` block, a code fence's content, or an object that opens a
+    line and ends one. False for an object inside a sentence ('it returned {"ok": true}'),
+    which may be quoted from a step rather than be the answer."""
     tagged = json_tagged(text)
     if tagged is not None:  # strictly shorter than ``text``: the recursion ends
-        return extract_json(tagged)
+        return answer_object(tagged)[0], True
     try:
         whole = json.loads(text)
     except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deep
         whole = None
     if isinstance(whole, dict | list):
-        return whole
+        return whole, True
     text_block = _first_block(text)
     candidates = [m.group(1) for m in _FENCE.finditer(text)]
     inline = None if candidates else _INLINE_FENCE.search(text)
@@ -56,16 +64,25 @@ def extract_json(text: str) -> Any:
         candidates.append(inline.group(1))
     candidates.append(text)
     for i, candidate in enumerate(candidates):
-        span = text_block if i == len(candidates) - 1 else _first_block(candidate)
+        last = i == len(candidates) - 1
+        span = text_block if last else _first_block(candidate)
         if span is None:
             continue
         blob = candidate[span[0] : span[1] + 1]
         for attempt in (blob, re.sub(r",\s*([}\]])", r"\1", blob)):
             try:
-                return json.loads(attempt)
+                return json.loads(attempt), not last or _on_own_lines(text, *span)
             except (json.JSONDecodeError, RecursionError):
                 pass
-    return _python_literal(text, candidates)
+    return _python_literal(text, candidates), True
+
+
+def _on_own_lines(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end + 1]`` opens its line and ends one (blanks around it)."""
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    after = text[end + 1 : len(text) if line_end < 0 else line_end]
+    return not text[line_start:start].strip() and not after.strip()
 
 
 MAX_OPEN_BRACKETS = 64

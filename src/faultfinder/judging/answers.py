@@ -30,6 +30,7 @@ from faultfinder.judging.answer_fields import (
     json_answer,
     json_field,
     object_problem,
+    stated_json,
 )
 from faultfinder.judging.answer_json import (
     MAX_OPEN_BRACKETS,
@@ -61,6 +62,7 @@ __all__ = [
     "parse_step_number",
     "parse_yes_no",
     "roster_of",
+    "stated_json",
     "stated_reason",
 ]
 
@@ -179,22 +181,36 @@ class AgentStepAnswer(BaseModel):
     reason: str
 
 
+def _agent_and_step(data: Any) -> tuple[Any, Any]:
+    """The agent and step values of a JSON answer (None for each one it lacks)."""
+    return (
+        json_field(data, "Agent Name", "agent", "mistake_agent"),
+        json_field(data, "Step Number", "step", "mistake_step"),
+    )
+
+
 def parse_agent_step_reason(
     text: str, agents: Sequence[str], n_steps: int | None = None
 ) -> AgentStepAnswer:
     """Read 'Agent Name: ... / Step Number: ... / Reason for Mistake: ...' (Who&When's
-    format), or the same fields as a JSON object. The step is range-checked only when
+    format), or the same fields as a JSON object (one inside a sentence only when the reply
+    has neither field of its own: :func:`stated_json`). The step is range-checked only when
     ``n_steps`` is given; methods pass None so a readable agent survives a bad step. A
     reasoning model's ``<think>`` block is not the answer (:func:`answer_part`)."""
     text = answer_part(text)
-    data = json_answer(text)
-    agent_raw: Any = json_field(data, "Agent Name", "agent", "mistake_agent")
-    step_raw: Any = json_field(data, "Step Number", "step", "mistake_step")
+    data = stated_json(text)
+    agent_raw, step_raw = _agent_and_step(data)
     if agent_raw is None or step_raw is None:
         data = None
         agent_raw = find_field(text, "Agent Name", "Agent")
         step_raw = find_field(text, "Step Number", "Step")
         find_field(text, "Reason for Mistake", "Reason")  # two different reasons: ambiguous
+    if agent_raw is None and step_raw is None:
+        # No fields of its own: an object inside a sentence is the answer after all.
+        quoted = json_answer(text)
+        if None not in _agent_and_step(quoted):
+            data = quoted
+            agent_raw, step_raw = _agent_and_step(quoted)
     if agent_raw is None:
         raise ParseError("no 'Agent Name:' line" + object_problem(text))
     if step_raw is None:
@@ -286,17 +302,23 @@ def parse_yes_no(text: str) -> bool:
     field that negates, hedges or says both is unreadable. Every other field of the reply
     that starts with Yes or No (another item '1.', another label, the first line) must
     give the same answer, unhedged: a reply answering twice, differently, is unreadable.
-    A reasoning model's ``<think>`` block is not the answer (:func:`answer_part`).
+    A JSON answer inside a sentence counts only when no field starts with Yes or No
+    (:func:`stated_json`). A reasoning model's ``<think>`` block is not the answer
+    (:func:`answer_part`).
     """
     text = answer_part(text)
-    data = json_answer(text)
-    value = json_field(data, "answer", "Yes/No", "judgment", "judgement", "decision")
+    keys = ("answer", "Yes/No", "judgment", "judgement", "decision")
+    fields, first_line = _yes_no_fields(text)
+    value = json_field(stated_json(text), *keys)
+    if value is None and not any(
+        _YES_NO_START.match(_strip_echo(field)) for field in [*fields, first_line]
+    ):
+        # No Yes/No of its own: an object inside a sentence is the answer after all.
+        value = json_field(json_answer(text), *keys)
     if isinstance(value, bool):
         return value
     if isinstance(value, str):
         fields, first_line = [value], ""
-    else:
-        fields, first_line = _yes_no_fields(text)
     stripped = [f for f in map(_strip_echo, fields) if f]
     first_line = _strip_echo(first_line)
     if not stripped and first_line:

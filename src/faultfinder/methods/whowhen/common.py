@@ -21,8 +21,8 @@ from faultfinder.judging import reference
 from faultfinder.judging.answers import (
     answer_part,
     find_hedge,
-    json_answer,
     parse_yes_no,
+    stated_json,
     stated_reason,
 )
 from faultfinder.judging.fitting import fit_steps
@@ -287,7 +287,7 @@ def parse_judgement(text: str) -> Judgement:
     answer for the end of the reasoning)."""
     erroneous = parse_yes_no(text)
     text = answer_part(text)
-    reason = stated_reason(text, json_answer(text), unlabelled=_item_two(text))
+    reason = stated_reason(text, stated_json(text), unlabelled=_item_two(text))
     return Judgement(erroneous=erroneous, reason=reason)
 
 
@@ -458,7 +458,7 @@ def parse_reason(text: str) -> str:
     """The reason the answer states (:func:`answers.stated_reason`: a JSON reason, the
     'Reason for Mistake:' field, or else the whole reply); a bare label is unreadable."""
     text = answer_part(text)
-    reason = stated_reason(text, json_answer(text))
+    reason = stated_reason(text, stated_json(text))
     if not _REASON_PREFIX.sub("", reason).strip(" \t\n*_"):
         raise ParseError("empty reason")
     return reason
