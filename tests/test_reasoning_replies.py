@@ -172,7 +172,7 @@ def test_an_answer_quoting_a_close_tag_is_read_once_by_each_parser() -> None:
         QUOTED_CLOSE + "1. Yes\n2. The agent printed '</think>' into its answer and stopped."
     )
     assert judged.erroneous is True
-    assert judged.reason == "The agent printed '</think>' into its answer and stopped"
+    assert judged.reason == "The agent printed '</think>' into its answer and stopped."
     submitted = parse_submission_text(
         QUOTED_CLOSE + 'ACTION: submit {"agent": "WebSurfer", "step": 12, '
         '"reason": "it typed </think> into the search box"}'
