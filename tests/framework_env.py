@@ -33,6 +33,10 @@ AUTOGEN_AGENTCHAT = ["autogen-agentchat==0.7.5", "autogen-ext[openai]==0.7.5"]
 """The AutoGen AgentChat environment's pins (name ``autogen-agentchat``)."""
 PYDANTIC_AI = ["pydantic-ai-slim[openai]==2.68.0"]
 """The pydantic-ai environment's pins (name ``pydantic-ai``)."""
+OTEL_EXPORT = ["opentelemetry-sdk==1.45.2", "opentelemetry-exporter-otlp-proto-http==1.45.2"]
+"""The OpenTelemetry SDK and OTLP/HTTP exporter the traced framework programs export with."""
+PYDANTIC_AI_OTEL = [*PYDANTIC_AI, *OTEL_EXPORT]
+"""pydantic-ai with its own instrumentation exported (name ``pydantic-ai-otel``)."""
 NO_TELEMETRY = {
     "OPENAI_AGENTS_DISABLE_TRACING": "1",
     "CREWAI_DISABLE_TELEMETRY": "true",

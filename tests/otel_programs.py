@@ -141,6 +141,24 @@ def team_upstream(body: dict[str, Any]) -> Any:
     return {"tool_calls": [{"id": "call_t1", "name": "add", "arguments": args}]}
 
 
+def delegation_upstream(body: dict[str, Any]) -> Any:
+    """The Pydantic AI Coordinator asks its Researcher (a tool whose run is the
+    Researcher's), who calls add with a wrong operand (3 read as 4) and reports the result;
+    the Coordinator answers with what it was told."""
+    messages = body["messages"]
+    system = " ".join(str(m.get("content")) for m in messages if m["role"] == "system")
+    results = [m for m in messages if m.get("role") == "tool"]
+    if "the Coordinator" in system:
+        if results:
+            return f"The answer is {results[-1]['content']}."
+        args = json.dumps({"question": "Add 2 and 3."})
+        return {"tool_calls": [{"id": "call_q1", "name": "ask_researcher", "arguments": args}]}
+    if results:
+        return f"2 + 3 = {results[-1]['content']}"
+    args = json.dumps({"a": 2, "b": 4})
+    return {"tool_calls": [{"id": "call_r1", "name": "add", "arguments": args}]}
+
+
 @dataclass
 class Run:
     """What one program run produced."""
@@ -272,6 +290,11 @@ PRODUCERS = {
     ),
     "logfire": Producer(
         ["logfire_team.py", QUESTION], team_upstream, "logfire-pydantic-ai.otlp.jsonl"
+    ),
+    "pydantic-ai": Producer(
+        ["pydantic_ai_delegation.py", QUESTION],
+        delegation_upstream,
+        "pydantic-ai-delegation.otlp.jsonl",
     ),
     "mlflow": Producer(
         ["mlflow_team.py", QUESTION, "trace.json"],

@@ -138,7 +138,7 @@ def build_trace(
         if kinds[span.span_id] != "tool":
             continue
         ancestors = tree.ancestors(span)
-        if any(kinds[a.span_id] in ("llm", "tool") for a in ancestors):
+        if _inside_call(ancestors, kinds):
             continue  # a tool inside a tool (the same call seen twice) or inside a model call
         owner_span = next((a for a in ancestors if kinds[a.span_id] == "agent"), None)
         owner_step = step_of_agent_span.get(owner_span.span_id) if owner_span else None
@@ -203,6 +203,19 @@ def build_trace(
         source=SourceInfo(format=fmt, path=str(path)),
         metadata=redactor.data(metadata),
     )
+
+
+def _inside_call(ancestors: list[Span], kinds: dict[str, str | None]) -> bool:
+    """Whether a tool span sits in a model call or another tool span with no agent span
+    between (the same call seen twice). A tool span under an agent span that runs inside
+    a tool (an agent delegating to another through a tool) is that agent's own call."""
+    for a in ancestors:
+        kind = kinds[a.span_id]
+        if kind == "agent":
+            return False
+        if kind in ("llm", "tool"):
+            return True
+    return False
 
 
 def _keep_sources(spans: list[Span], steps: list[Step], metadata: dict[str, Any]) -> None:

@@ -1,0 +1,88 @@
+"""Producers first tried in 2026-11: Pydantic AI's own instrumentation (no Logfire) with a
+Coordinator delegating to a Researcher through a tool.
+
+The committed fixtures come from the real programs in tests/fixtures/otel/programs, run
+against the loopback scripted upstream and exported by the real OTLP/HTTP exporter to the
+collector (`python tests/otel_programs.py --producer NAME PYTHON`). The tests marked
+``frameworks_env`` run the programs again, each in its framework's own environment
+(tests/framework_env.py), and check the fresh export reads the same.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from faultfinder.cli import main
+from faultfinder.traces.loader import load_traces
+from faultfinder.traces.schema import Trace
+
+FIXTURES = Path(__file__).parent / "fixtures" / "otel"
+QUESTION = "What is 2 + 3?"
+DELEGATION = FIXTURES / "pydantic-ai-delegation.otlp.jsonl"
+
+
+def _calls(trace: Trace) -> list[tuple[str, list[tuple[str, object]], list[tuple[str, str]]]]:
+    return [
+        (
+            s.agent,
+            [(c.name, json.loads(c.arguments)) for c in s.tool_calls],
+            [(r.name, r.content) for r in s.tool_results],
+        )
+        for s in trace.steps
+    ]
+
+
+def check_delegation(trace: Trace) -> None:
+    """The Coordinator asks the Researcher through its tool; the Researcher's run nests
+    under that tool span, and its own `add` call (the wrong operand) keeps its result."""
+    assert _calls(trace) == [
+        (
+            "Coordinator",
+            [("ask_researcher", {"question": "Add 2 and 3."})],
+            [("ask_researcher", "2 + 3 = 6")],
+        ),
+        ("Researcher", [("add", {"a": 2, "b": 4})], [("add", "6")]),
+        ("Researcher", [], []),
+        ("Coordinator", [], []),
+    ]
+    assert [a.name for a in trace.agents] == ["Coordinator", "Researcher"]
+    assert [s.content for s in trace.steps[2:]] == ["2 + 3 = 6", "The answer is 2 + 3 = 6."]
+    assert trace.task == QUESTION and trace.final_answer == "The answer is 2 + 3 = 6."
+    assert all(s.kind == "llm" and s.input_messages and s.usage for s in trace.steps)
+    researcher = trace.steps[1].metadata["tool_spans"]
+    assert [t["matched_by"] for t in researcher] == ["call id"]
+
+
+def test_pydantic_ai_delegation_fixture() -> None:
+    (trace,) = load_traces(DELEGATION)
+    assert trace.source.format == "otlp"
+    check_delegation(trace)
+    others = sorted(span["name"] for span in trace.metadata["other_spans"])
+    assert others == ["invoke_agent Coordinator", "invoke_agent Researcher"]  # the rest: steps
+
+
+def test_cli_shortlist_reads_the_delegation() -> None:
+    args = ["attribute", str(DELEGATION), "--method", "shortlist", "--json", "--no-save"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    verdict = json.loads(result.output[result.output.index("{") :])
+    ranked = {(s["step"], s["agent"]) for s in verdict["details"]["scores"]}
+    assert ranked == {(0, "Coordinator"), (1, "Researcher"), (2, "Researcher"), (3, "Coordinator")}
+
+
+@pytest.mark.slow
+@pytest.mark.frameworks_env
+def test_pydantic_ai_delegation_live(tmp_path: Path) -> None:
+    from framework_env import PYDANTIC_AI_OTEL, framework_python
+    from otel_programs import delegation_upstream, run_program
+
+    python = str(framework_python("pydantic-ai-otel", PYDANTIC_AI_OTEL))
+    program = ["pydantic_ai_delegation.py", QUESTION]
+    run = run_program(program, delegation_upstream, tmp_path, python=python)
+    assert run.llm_requests == 4
+    (trace,) = load_traces(run.raw)
+    check_delegation(trace)
