@@ -35,6 +35,16 @@ PYDANTIC_AI = ["pydantic-ai-slim[openai]==2.68.0"]
 """The pydantic-ai environment's pins (name ``pydantic-ai``)."""
 OTEL_EXPORT = ["opentelemetry-sdk==1.45.2", "opentelemetry-exporter-otlp-proto-http==1.45.2"]
 """The OpenTelemetry SDK and OTLP/HTTP exporter the traced framework programs export with."""
+AUTOGEN_AGENTCHAT_OTEL = [
+    *AUTOGEN_AGENTCHAT,
+    *OTEL_EXPORT,
+    "opentelemetry-instrumentation-openai-v2==2.4b0",
+    "httpx==0.28.1",  # imported by openai-v2, no longer installed by openai 3
+    "opentelemetry-util-genai==1.1b0",  # 1.2b0 moved the module openai-v2 imports
+    "openinference-instrumentation-openai==0.1.66",
+]
+"""AutoGen AgentChat with its own tracing exported, and either OpenAI client instrumentation
+(name ``autogen-agentchat-otel``)."""
 PYDANTIC_AI_OTEL = [*PYDANTIC_AI, *OTEL_EXPORT]
 """pydantic-ai with its own instrumentation exported (name ``pydantic-ai-otel``)."""
 NO_TELEMETRY = {

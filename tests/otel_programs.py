@@ -141,6 +141,24 @@ def team_upstream(body: dict[str, Any]) -> Any:
     return {"tool_calls": [{"id": "call_t1", "name": "add", "arguments": args}]}
 
 
+def autogen_upstream(body: dict[str, Any]) -> Any:
+    """The AutoGen SelectorGroupChat: the selector's model picks the Planner, then the
+    Solver; the Planner restates the question; the Solver calls add with a wrong operand
+    (3 read as 4), then reports the tool's result and ends the chat."""
+    messages = body["messages"]
+    text = " ".join(str(m.get("content") or "") for m in messages)
+    if "select the next role" in text:
+        return "Solver" if "Solver, please add" in text else "Planner"
+    system = " ".join(str(m.get("content")) for m in messages if m["role"] == "system")
+    if "the Planner" in system:
+        return "Solver, please add 2 and 3."
+    results = [m for m in messages if m.get("role") == "tool"]
+    if results:
+        return f"The answer is {results[-1]['content']}. TERMINATE"
+    args = json.dumps({"a": 2, "b": 4})
+    return {"tool_calls": [{"id": "call_s1", "name": "add", "arguments": args}]}
+
+
 def delegation_upstream(body: dict[str, Any]) -> Any:
     """The Pydantic AI Coordinator asks its Researcher (a tool whose run is the
     Researcher's), who calls add with a wrong operand (3 read as 4) and reports the result;
@@ -291,6 +309,18 @@ PRODUCERS = {
     "logfire": Producer(
         ["logfire_team.py", QUESTION], team_upstream, "logfire-pydantic-ai.otlp.jsonl"
     ),
+    **{
+        name: Producer(
+            ["autogen_selector_team.py", kind, QUESTION],
+            autogen_upstream,
+            f"autogen-selector{suffix}.otlp.jsonl",
+        )
+        for name, kind, suffix in (
+            ("autogen", "none", ""),
+            ("autogen-openai-v2", "openai-v2", "-openai-v2"),
+            ("autogen-openinference", "openinference", "-openinference"),
+        )
+    },
     "pydantic-ai": Producer(
         ["pydantic_ai_delegation.py", QUESTION],
         delegation_upstream,

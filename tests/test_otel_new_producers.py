@@ -1,5 +1,6 @@
 """Producers first tried in 2026-11: Pydantic AI's own instrumentation (no Logfire) with a
-Coordinator delegating to a Researcher through a tool.
+Coordinator delegating to a Researcher through a tool, and AutoGen AgentChat's built-in
+tracing of a SelectorGroupChat, alone and with either OpenAI client instrumentation.
 
 The committed fixtures come from the real programs in tests/fixtures/otel/programs, run
 against the loopback scripted upstream and exported by the real OTLP/HTTP exporter to the
@@ -86,3 +87,86 @@ def test_pydantic_ai_delegation_live(tmp_path: Path) -> None:
     assert run.llm_requests == 4
     (trace,) = load_traces(run.raw)
     check_delegation(trace)
+
+
+AUTOGEN = {
+    "none": "autogen-selector.otlp.jsonl",
+    "openai-v2": "autogen-selector-openai-v2.otlp.jsonl",
+    "openinference": "autogen-selector-openinference.otlp.jsonl",
+}
+"""AutoGen's own spans alone, and with each OpenAI client instrumentation."""
+
+
+def autogen_run(traces: list[Trace]) -> Trace:
+    """The run's trace (AutoGen's `create_agent` spans of agents built before the run's
+    span starts are traces of their own, with no step)."""
+    (run,) = [t for t in traces if t.steps]
+    return run
+
+
+def check_autogen(trace: Trace, kind: str) -> None:
+    """The selector picks the Planner, who restates the task; the Solver calls add with a
+    wrong operand (4 for 3), gets 6 and ends the chat."""
+    assert trace.task == QUESTION
+    assert trace.final_answer == "The answer is 6. TERMINATE"
+    solver_call = ("Solver", [("add", {"a": 2, "b": 4})], [("add", "6")])
+    if kind == "none":  # no model-call span: each agent's turn is a step of its own
+        assert _calls(trace) == [("Planner", [], []), solver_call]
+        planner, solver = trace.steps
+        assert planner.content == "Solver, please add 2 and 3."
+        assert solver.content == "The answer is 6. TERMINATE"
+        assert planner.input_messages == [{"role": "user", "content": QUESTION, "name": "user"}]
+        assert [m["name"] for m in solver.input_messages or []] == ["user", "Planner"]
+        assert all("AutoGen runtime spans" in s.metadata["inferred"]["io"] for s in trace.steps)
+        assert trace.metadata["agent_steps"] == 2
+        return
+    assert _calls(trace) == [
+        ("SelectorGroupChatManager", [], []),
+        ("Planner", [], []),
+        solver_call,
+        ("Solver", [], []),
+    ]
+    selector = trace.steps[0]
+    assert selector.content == "Planner"
+    assert "AutoGen runtime span" in selector.metadata["inferred"]["agent"]
+    assert [s.content for s in trace.steps[1::2]] == [
+        "Solver, please add 2 and 3.",
+        "The answer is 6. TERMINATE",
+    ]
+    assert all(s.input_messages and s.usage for s in trace.steps)
+
+
+@pytest.mark.parametrize("kind", sorted(AUTOGEN))
+def test_autogen_selector_fixture(kind: str) -> None:
+    traces = load_traces(FIXTURES / AUTOGEN[kind])
+    assert all(t.source.format == "otlp" for t in traces)
+    check_autogen(autogen_run(traces), kind)
+
+
+@pytest.mark.parametrize("kind", sorted(AUTOGEN))
+def test_cli_shortlist_reads_the_autogen_run(tmp_path: Path, kind: str) -> None:
+    result = CliRunner().invoke(
+        main, ["import", str(FIXTURES / AUTOGEN[kind]), "--out-dir", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    (run,) = [p for p in tmp_path.glob("*.json") if json.loads(p.read_text())["steps"]]
+    args = ["attribute", str(run), "--method", "shortlist", "--json", "--no-save"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    verdict = json.loads(result.output[result.output.index("{") :])
+    agents = [s["agent"] for s in verdict["details"]["scores"]]
+    assert "Solver" in agents and len(agents) == (2 if kind == "none" else 4)
+
+
+@pytest.mark.slow
+@pytest.mark.frameworks_env
+@pytest.mark.parametrize("kind", sorted(AUTOGEN))
+def test_autogen_selector_live(tmp_path: Path, kind: str) -> None:
+    from framework_env import AUTOGEN_AGENTCHAT_OTEL, framework_python
+    from otel_programs import autogen_upstream, run_program
+
+    python = str(framework_python("autogen-agentchat-otel", AUTOGEN_AGENTCHAT_OTEL))
+    program = ["autogen_selector_team.py", kind, QUESTION]
+    run = run_program(program, autogen_upstream, tmp_path, python=python)
+    assert run.llm_requests == 4
+    check_autogen(autogen_run(load_traces(run.raw)), kind)

@@ -110,6 +110,8 @@ def agent_step(span: Span, agent: str, index: int) -> Step:
     }
     if in_conv or out_conv:
         metadata["conventions"] = sorted({c for c in (in_conv, out_conv) if c})
+    if span.hints.get("io_from"):
+        metadata["inferred"]["io"] = str(span.hints["io_from"])
     if span.status == "error":
         metadata["status"] = "error"
         if span.status_message:

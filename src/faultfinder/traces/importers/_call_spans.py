@@ -53,7 +53,8 @@ def agent_of(
     for a in (span, *ancestors):
         named = named_agent(a)
         if named:
-            return named, f"graph node of span '{a.name}'"
+            hinted = a.hints.get("agent_from") if named == a.hints.get("agent") else None
+            return named, str(hinted or f"graph node of span '{a.name}'")
     chain = next((a for a in ancestors if a.span_id in chains), None)
     if chain is not None:
         return chain.name, f"chain span '{chain.name}' holding model or tool calls (no agent span)"

@@ -26,6 +26,7 @@ from faultfinder.traces.importers._agent_spans import (
     encloses_llm,
     final_answer,
 )
+from faultfinder.traces.importers._autogen import runtime_hints
 from faultfinder.traces.importers._call_spans import (
     attach_tool,
     chain_agents,
@@ -94,6 +95,7 @@ def build_trace(
     trace revealed, scrubbed too)."""
     every = spans  # dropped copies of a span teach secrets too
     spans, duplicates, differing = dedupe(spans)
+    runtime_hints(spans)  # AutoGen: its runtime's spans hold what its GenAI spans leave out
     tree = SpanTree(spans)
     order = tree.walk()
     kinds = {s.span_id: span_kind(s) for s in order}
