@@ -170,3 +170,15 @@ def test_autogen_selector_live(tmp_path: Path, kind: str) -> None:
     run = run_program(program, autogen_upstream, tmp_path, python=python)
     assert run.llm_requests == 4
     check_autogen(autogen_run(load_traces(run.raw)), kind)
+
+
+def test_import_names_autogen_agent_creation_traces(tmp_path: Path) -> None:
+    """The agents' `create_agent` spans, built before the run's span, are traces of their
+    own: the warning says what they are instead of 'none of its spans is an agent'."""
+    path = FIXTURES / AUTOGEN["none"]
+    result = CliRunner().invoke(main, ["import", str(path), "--out-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if "has no steps" in line]
+    assert len(warnings) == 2
+    assert all("name the agent(s)" in w and "create_agent" in w for w in warnings)
+    assert any("Planner but hold" in w for w in warnings)

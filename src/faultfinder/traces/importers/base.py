@@ -37,12 +37,20 @@ def no_steps_reason(trace: Trace) -> str:
     print: nothing in it is a model call, an agent's turn or a tool result (a non-agent
     OTLP export, say), so there is nothing to attribute in it."""
     spans = trace.metadata.get("spans")
-    found = (
-        f"none of its {spans} span(s) is a model call, an agent or a tool as the OTel "
-        "GenAI or OpenInference conventions mark them"
-        if isinstance(spans, int)
-        else "it holds no message, model call or tool result that faultfinder reads"
-    )
+    agents = ", ".join(a.name for a in trace.agents)
+    if isinstance(spans, int) and agents:
+        found = (
+            f"its {spans} span(s) name the agent(s) {agents} but hold no model call, agent "
+            "turn or tool call (AutoGen's `create_agent` span of an agent built outside the "
+            "run's span is such a trace: the run is another trace)"
+        )
+    elif isinstance(spans, int):
+        found = (
+            f"none of its {spans} span(s) is a model call, an agent or a tool as the OTel "
+            "GenAI or OpenInference conventions mark them"
+        )
+    else:
+        found = "it holds no message, model call or tool result that faultfinder reads"
     return f"{found}; there is nothing to attribute in it (docs/import.md says what becomes a step)"
 
 
