@@ -288,3 +288,34 @@ def test_the_fuzzer_catches_a_lenient_reader(monkeypatch: pytest.MonkeyPatch) ->
     target = FuzzTarget("who-and-when", TARGETS[0].seed)
     outcomes = fuzz([target], 400, seed=3, repo=REPO)
     assert any(o.verdict == "misread" for o in outcomes)
+
+
+def test_an_attribute_nested_too_deep_to_decode_is_kept_as_text(tmp_path: Path) -> None:
+    # A span attribute holding JSON nested 50,000 deep (trace content is untrusted): the
+    # importer decoded it and crashed with a RecursionError traceback; it is read as text.
+    deep = "[" * 50_000 + "]" * 50_000
+    attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "gpt-4o",
+        "gen_ai.agent.name": "Planner",
+        "gen_ai.input.messages": deep,
+        "gen_ai.output.messages": json.dumps(
+            [{"role": "assistant", "parts": [{"type": "text", "content": "hi"}]}]
+        ),
+    }
+    span = {
+        "traceId": "0af7651916cd43dd8448eb211c80319c",
+        "spanId": "b7ad6b7169203331",
+        "name": "chat gpt-4o",
+        "kind": 3,
+        "startTimeUnixNano": "1",
+        "endTimeUnixNano": "2",
+        "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attributes.items()],
+    }
+    scope = {"scope": {"name": "x"}, "spans": [span]}
+    path = tmp_path / "deep.otlp.json"
+    path.write_text(json.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [scope]}]}))
+    result = CliRunner().invoke(main, ["import", str(path), "--out", str(tmp_path / "t.json")])
+    assert result.exit_code == 0, result.output
+    (step,) = json.loads((tmp_path / "t.json").read_text())["steps"]
+    assert step["agent"] == "Planner" and step["content"] == "hi"

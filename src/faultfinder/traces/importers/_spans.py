@@ -462,12 +462,13 @@ def _otlp_span(
 
 
 def maybe_json(value: Any) -> Any:
-    """``value`` decoded when it is a string holding a JSON object or array, else unchanged."""
+    """``value`` decoded when it is a string holding a JSON object or array, else unchanged
+    (also when it nests too deep to decode: untrusted text, kept as written)."""
     if isinstance(value, str):
         text = value.strip()
         if text[:1] in ("{", "["):
             try:
                 return json.loads(text)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 return value
     return value
