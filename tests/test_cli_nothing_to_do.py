@@ -43,8 +43,8 @@ def test_attribute_refuses_a_trace_with_no_steps(tmp_path: Path) -> None:
     code, output = run("attribute", str(empty), "--method", "shortlist", "--no-save")
     assert code == 1
     assert "has no steps: " in output and "there is nothing to attribute" in output
-    # The same reason `import` gives: here what its spans were not.
-    assert "is a model call, an agent or a tool" in " ".join(output.split())
+    # The same reason `import` gives: here what its spans (which name agents) hold not.
+    assert "hold no model call, agent turn or tool call" in " ".join(output.split())
 
 
 def test_eval_says_when_no_trace_is_labelled(tmp_path: Path) -> None:

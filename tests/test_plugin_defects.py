@@ -104,7 +104,7 @@ def test_ui_skips_an_importer_whose_detect_raises(site: Path, tmp_path: Path) ->
     shutil.copy(DEMO_TRACE, folder / "demo.json")
     shown, stderr = ui_start(site, folder)
     assert shown and shown[-1].startswith("serving "), stderr
-    assert shown[0].startswith("1 traces,"), shown
+    assert shown[0].startswith("1 trace,"), shown
     one_line(stderr)
     (warning,) = naming(stderr, "zz-buggy")  # once, however many places asked it
     assert warning.startswith("warning: ") and DIST in warning
