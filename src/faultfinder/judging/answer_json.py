@@ -106,25 +106,38 @@ def _first_block(text: str) -> tuple[int, int] | None:
 
 
 def closing_bracket(text: str, start: int) -> int | None:
-    """Index of the bracket closing the one at ``start`` (strings skipped), or None."""
-    depth, in_string, escaped = 0, False, False
+    """Index of the bracket closing the one at ``start`` (JSON strings skipped), or None."""
+    closed = bracket_scan(text, start, quotes='"', opening="{[", closing="}]")
+    return None if closed is None else closed[0]
+
+
+def bracket_scan(
+    text: str, start: int, *, quotes: str, opening: str, closing: str
+) -> tuple[int, int] | None:
+    """Index of the bracket closing the one at ``start``, skipping strings in any of
+    ``quotes`` (with backslash escapes), and the deepest nesting on the way; None if it
+    never closes. One linear pass."""
+    depth = deepest = 0
+    quote = ""
+    escaped = False
     for i in range(start, len(text)):
         c = text[i]
-        if in_string:
+        if quote:
             if escaped:
                 escaped = False
             elif c == "\\":
                 escaped = True
-            elif c == '"':
-                in_string = False
-        elif c == '"':
-            in_string = True
-        elif c in "{[":
+            elif c == quote:
+                quote = ""
+        elif c in quotes:
+            quote = c
+        elif c in opening:
             depth += 1
-        elif c in "}]":
+            deepest = max(deepest, depth)
+        elif c in closing:
             depth -= 1
             if depth == 0:
-                return i
+                return i, deepest
     return None
 
 
@@ -230,25 +243,4 @@ def _standing_block(text: str) -> tuple[int, int, int] | None:
 def _literal_close(text: str, start: int) -> tuple[int, int] | None:
     """Index of the bracket closing the one at ``start``, skipping strings in single or
     double quotes, and the deepest nesting on the way; None if it never closes."""
-    depth = deepest = 0
-    quote = ""
-    escaped = False
-    for i in range(start, len(text)):
-        c = text[i]
-        if quote:
-            if escaped:
-                escaped = False
-            elif c == "\\":
-                escaped = True
-            elif c == quote:
-                quote = ""
-        elif c in "'\"":
-            quote = c
-        elif c in "{[(":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif c in "}])":
-            depth -= 1
-            if depth == 0:
-                return i, deepest
-    return None
+    return bracket_scan(text, start, quotes="'\"", opening="{[(", closing="}])")
