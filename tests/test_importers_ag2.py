@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -427,3 +430,62 @@ def test_an_execution_no_step_asked_for_keeps_its_call_id(tmp_path: Path, name: 
     assert step.metadata["inferred"]["call_id_from"].startswith("received_message event at")
     times = [s.started_at for s in trace.steps]
     assert times == sorted(times)
+
+
+# --- long logs ----------------------------------------------------------------------------
+
+LONG_LOG = """
+import json, sys
+from datetime import datetime, timedelta
+from pathlib import Path
+from faultfinder.traces.loader import load_traces
+
+turns, path = int(sys.argv[1]), Path(sys.argv[2])
+start = datetime(2026, 11, 23, 20, 0, 0)
+lines = ["Started new session with Session ID: s"]
+for n in range(turns):
+    asked = (start + timedelta(seconds=2 * n)).isoformat(sep=" ")
+    answered = (start + timedelta(seconds=2 * n + 1)).isoformat(sep=" ")
+    response = {"id": f"c{n}", "object": "chat.completion", "model": "m", "choices": [
+        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "go"}}]}
+    lines.append(json.dumps({
+        "invocation_id": f"inv-{n}", "client_id": 1, "wrapper_id": 2, "session_id": "s",
+        "request": {"messages": [{"role": "user", "content": "Add."}], "model": "m"},
+        "response": response, "is_cached": 0, "cost": 0, "start_time": asked,
+        "end_time": asked, "thread_id": 1, "source_name": "Planner"}))
+    reply = {"role": "tool", "content": "x", "tool_responses": [
+        {"tool_call_id": f"call_{n}", "role": "tool", "content": "Error: boom"}]}
+    state = {"reply_func_name": "generate_tool_calls_reply", "final": True, "reply": reply}
+    for agent in ("Executor", "Relay"):  # the reply, then a relayed copy
+        lines.append(json.dumps({
+            "source_id": 7, "source_name": agent, "event_name": "reply_func_executed",
+            "agent_module": "m", "agent_class": "C", "json_state": json.dumps(state),
+            "timestamp": answered, "thread_id": 1}))
+path.write_text("\\n".join(lines) + "\\n")
+(trace,) = load_traces(path, format="ag2")
+print(json.dumps([[s.kind, s.agent, [r.call_id for r in s.tool_results]] for s in trace.steps]))
+"""
+
+
+@pytest.mark.slow
+def test_a_long_log_of_responses_no_step_asked_for_imports_in_linear_time(tmp_path: Path) -> None:
+    """8,000 model turns, each followed by a tool response (and a relayed copy of it) to a
+    call no logged turn asked for. Each response looked back over a copy of every earlier
+    step, and each kept one scanned every step's results and walked the steps to find its
+    place: minutes for this log. Now each is found by its call id, and the steps are kept
+    in time order as they come. The child process runs with a generous limit."""
+    turns = 8000
+    done = subprocess.run(
+        [sys.executable, "-c", LONG_LOG, str(turns), str(tmp_path / "long.log")],
+        capture_output=True, text=True, timeout=60, check=True,
+        env={**os.environ, "PYTHONPATH": str(HERE.parent / "src")},
+    )  # fmt: skip
+    steps = json.loads(done.stdout)
+    assert len(steps) == 2 * turns  # one tool step per response, not per relayed copy
+    assert steps[:4] == [
+        ["llm", "Planner", []],
+        ["tool", "Executor", ["call_0"]],
+        ["llm", "Planner", []],
+        ["tool", "Executor", ["call_1"]],
+    ]
+    assert steps[-1] == ["tool", "Executor", [f"call_{turns - 1}"]]

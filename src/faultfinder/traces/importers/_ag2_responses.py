@@ -6,13 +6,14 @@ or becomes a ``tool`` step of its own when no step of the log asked for it."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from faultfinder.traces.importers._ag2_logs import Session, event_time
-from faultfinder.traces.importers._ag2_steps import Answers, Asked, insert_in_time
+from faultfinder.traces.importers._ag2_steps import Answers, Asked, Key, Timeline
 from faultfinder.traces.importers._common import text_of
 from faultfinder.traces.importers._spans import keep_raw, maybe_json
 from faultfinder.traces.schema import Step, ToolCall, ToolResult
@@ -97,6 +98,15 @@ class _Response:
             return call.id == self.call_id
         return call.id is None and call.name == self.name
 
+    @property
+    def key(self) -> Key:
+        """What the calls this response may answer are found by (:class:`Timeline`)."""
+        if self.call_id is not None:
+            return ("id", self.call_id)
+        if self.place is not None:
+            return ("place", len(self.replies), self.place)
+        return ("name", self.name)
+
     def asked_by(self, step: Step) -> int | None:
         """The place of the call this response answers among ``step``'s calls, or None
         when the step did not ask for it. A response with no id answers the call at its own
@@ -176,8 +186,69 @@ def _responses(session: Session, path: Path) -> list[_Response]:
     return found
 
 
+class _Given:
+    """The results the steps hold, as a relayed copy of a response is told: by call id,
+    or by function name and text for a result with no id."""
+
+    def __init__(self, steps: list[Step]) -> None:
+        self._ids: set[str] = set()
+        self._unnamed: set[tuple[str | None, str]] = set()
+        for step in steps:
+            for result in step.tool_results:
+                self.add(result)
+
+    def add(self, result: ToolResult) -> None:
+        if result.call_id is not None:
+            self._ids.add(result.call_id)
+        else:
+            self._unnamed.add((result.name, result.content))
+
+    def holds(self, response: _Response, content: str) -> bool:
+        if response.call_id is not None:
+            return response.call_id in self._ids
+        return (response.name, content) in self._unnamed
+
+
+class _Asking:
+    """The requests of :func:`asked_calls` (in time order, those of unknown time last),
+    each with the call a response may answer, found by the response's call id, or for a
+    response with no id, by its place and the number of calls its reply answers."""
+
+    def __init__(self, asked: list[Asked]) -> None:
+        self._found: dict[Key, list[tuple[Asked, dict[str, Any]]]] = {}
+        self._times: dict[Key, list[datetime]] = {}
+        for request in asked:
+            keys: dict[Key, dict[str, Any]] = {}
+            for place, call in enumerate(request.calls):
+                if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
+                    continue
+                keys.setdefault(("id", call.get("id")), call)
+                if call.get("id") is None:
+                    keys[("place", len(request.calls), place)] = call
+            for key, call in keys.items():
+                self._found.setdefault(key, []).append((request, call))
+                if request.moment is not None:
+                    self._times.setdefault(key, []).append(request.moment)
+
+    def find(self, response: _Response) -> tuple[Asked, dict[str, Any]] | None:
+        """The message that asked the agent to run the call ``response`` answers, and the
+        call as it wrote it: the latest before the response holding the call's id (one of
+        unknown time counts as latest), or for a response with no id, as many calls as
+        its reply answers and one with no id at its place."""
+        if response.place is not None:
+            key: Key = ("place", len(response.replies), response.place)
+        else:
+            key = ("id", response.call_id)
+        found = self._found.get(key, [])
+        times = self._times.get(key, [])
+        if response.moment is None or len(times) < len(found):
+            return found[-1] if found else None
+        before = bisect_right(times, response.moment)
+        return found[before - 1] if before else None
+
+
 def add_responses(
-    session: Session, steps: list[Step], path: Path, asked: list[Asked], answers: Answers
+    session: Session, timeline: Timeline, path: Path, asked: list[Asked], answers: Answers
 ) -> None:
     """Attach each tool response the chat events hold that no function call record gives:
     AG2 logs a function's execution only when it returns, so a call that raised has its
@@ -188,18 +259,19 @@ def add_responses(
     step says where each came from."""
     unlogged = _unlogged(session)
     kept: set[tuple[tuple[str, ...], int]] = set()
+    given = _Given(timeline.steps())
+    asking = _Asking(asked)
     for response in _responses(session, path):
-        earlier = [
-            s
-            for s in steps
-            if s.started_at is None or response.moment is None or s.started_at <= response.moment
-        ]
         step, place = next(
-            ((s, n) for s in reversed(earlier) if (n := response.asked_by(s)) is not None),
+            (
+                (s, n)
+                for s in timeline.latest(response.key, response.moment)
+                if (n := response.asked_by(s)) is not None
+            ),
             (None, None),
         )
         if step is None or place is None:
-            _add_unasked(response, steps, asked, unlogged, kept)
+            _add_unasked(response, timeline, asking, unlogged, kept, given)
             continue
         pending = dict(answers.pending(step))
         if response.place is None:
@@ -209,11 +281,10 @@ def add_responses(
             continue  # answered already: by a function call record, or an earlier event
         content = text_of(response.content)
         status, said = _judged(response, call.name, unlogged)
-        answers.add(
-            step,
-            place,
-            ToolResult(call_id=call.id, name=call.name, content=content, status=status),
-        )
+        result = ToolResult(call_id=call.id, name=call.name, content=content, status=status)
+        answers.add(step, place, result)
+        given.add(result)
+        timeline.answered(step, answers.pending(step))
         note: dict[str, Any] = {"call_id": call.id}
         if response.place is not None:
             note["matched_by"] = (
@@ -232,35 +303,13 @@ def add_responses(
         step.metadata.setdefault("tool_responses", []).append(note)
 
 
-def _asking(response: _Response, asked: list[Asked]) -> tuple[Asked, dict[str, Any]] | None:
-    """The message that asked the agent to run the call ``response`` answers, and the call
-    as it wrote it: the latest before the response holding the call's id, or for a
-    response with no id, as many calls as its reply answers and one with no id at its
-    place."""
-    for request in reversed(asked):
-        moments = (request.moment, response.moment)
-        if moments[0] is not None and moments[1] is not None and moments[0] > moments[1]:
-            continue  # asked after the response
-        if response.place is not None:
-            if len(request.calls) != len(response.replies):
-                continue
-            candidates = [request.calls[response.place]]
-        else:
-            candidates = request.calls
-        for call in candidates:
-            if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
-                continue
-            if call.get("id") == response.call_id:
-                return request, call
-    return None
-
-
 def _add_unasked(
     response: _Response,
-    steps: list[Step],
-    asked: list[Asked],
+    timeline: Timeline,
+    asking: _Asking,
     unlogged: dict[str, set[str]],
     kept: set[tuple[tuple[str, ...], int]],
+    given: _Given,
 ) -> None:
     """Keep a tool response whose call no earlier step asked for (the model reply that
     asked is not in the log: a log cut short, a tool call an agent was sent rather than
@@ -272,19 +321,14 @@ def _add_unasked(
         if (response.replies, response.place) in kept:
             return  # a relayed copy of a reply already kept
         kept.add((response.replies, response.place))
-    elif any(
-        r.call_id == response.call_id
-        and (response.call_id is not None or (r.name, r.content) == (response.name, content))
-        for s in steps
-        for r in s.tool_results
-    ):
+    elif given.holds(response, content):
         return  # a relayed copy of a response already kept
-    asking = _asking(response, asked)
-    if asking is not None and response.place is not None and response.place in asking[0].claimed:
+    asked = asking.find(response)
+    if asked is not None and response.place is not None and response.place in asked[0].claimed:
         return  # a function call record ran this call: its result is kept with it
     call: ToolCall | None = None
-    if asking is not None:
-        function = asking[1]["function"]
+    if asked is not None:
+        function = asked[1]["function"]
         call = ToolCall(
             id=response.call_id,
             name=str(function.get("name") or "function"),
@@ -305,9 +349,9 @@ def _add_unasked(
         "step of the agent that ran it"
     )
     inferred: dict[str, Any] = {"attached": unmatched}
-    if asking is not None:
+    if asked is not None:
         inferred["call_from"] = (
-            f"received_message event at {asking[0].timestamp}: the tool calls the agent "
+            f"received_message event at {asked[0].timestamp}: the tool calls the agent "
             "was asked to run"
         )
     note: dict[str, Any] = {
@@ -316,23 +360,22 @@ def _add_unasked(
         "record": keep_raw(response.record),
         **said,
     }
-    insert_in_time(
-        steps,
+    result = ToolResult(
+        call_id=response.call_id,
+        name=call.name if call is not None else response.name,
+        content=content,
+        status=status,
+    )
+    given.add(result)
+    timeline.insert(
         Step(
-            index=len(steps),
+            index=len(timeline.steps()),
             agent=response.agent or "executor",
             role="tool",
             kind="tool",
             content=content,
             tool_calls=[call] if call is not None else [],
-            tool_results=[
-                ToolResult(
-                    call_id=response.call_id,
-                    name=call.name if call is not None else response.name,
-                    content=content,
-                    status=status,
-                )
-            ],
+            tool_results=[result],
             started_at=response.moment,
             metadata={"inferred": inferred, "tool_responses": [note]},
         ),

@@ -4,10 +4,12 @@ of its own goes."""
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from heapq import merge
 from pathlib import Path
 from typing import Any
 
@@ -15,16 +17,126 @@ from faultfinder.traces.importers._ag2_logs import Session, event_time
 from faultfinder.traces.importers._spans import maybe_json
 from faultfinder.traces.schema import Step, ToolCall, ToolResult
 
+Key = tuple[Any, ...]
+"""What a step's tool call is found by: ``("id", id)``; for a call with no id, ``("name",
+name)`` and ``("place", number of calls, place)``; ``("function", name)`` and ``("any",)``
+for every call (the last two only while the step has a call of that name, or any call,
+still unanswered)."""
 
-def insert_in_time(steps: list[Step], step: Step) -> None:
-    """Insert ``step`` before the first step that started after it (at the end when its
-    time is unknown); the caller renumbers the steps."""
-    if step.started_at is not None:
-        for position, other in enumerate(steps):
-            if other.started_at is not None and other.started_at > step.started_at:
-                steps.insert(position, step)
-                return
-    steps.append(step)
+
+def _keys(step: Step) -> set[Key]:
+    keys: set[Key] = set()
+    for place, call in enumerate(step.tool_calls):
+        if call.id is not None:
+            keys.add(("id", call.id))
+        else:
+            keys |= {("name", call.name), ("place", len(step.tool_calls), place)}
+    return keys
+
+
+class _Ordered:
+    """Steps in timeline order, split so that those that started at or before a moment are
+    found by bisection: ``regular`` steps started at their order's moment (in time order),
+    the few others (no start time, or one earlier than a step before them) are
+    ``irregular``."""
+
+    def __init__(self) -> None:
+        self.regular: list[Step] = []
+        self.times: list[datetime] = []
+        self.irregular: list[Step] = []
+
+
+class Timeline:
+    """The steps of one log in order while tool steps are put in among them, and the steps
+    asking for a call found without walking the others.
+
+    A step of its own goes before the first step that started after it, at the end when
+    its time is unknown (:meth:`insert`). Each step's place is a label, the latest start
+    time at or before it (which never decreases along the steps) and the order it came in,
+    so putting one in is a bisection, not a walk, and the order is the same."""
+
+    def __init__(self, steps: list[Step]) -> None:
+        self._steps: list[Step] = []
+        self._label: dict[int, tuple[tuple[int, datetime | None], int]] = {}
+        self._top: tuple[int, datetime | None] = (0, None)
+        self._found: dict[Key, _Ordered] = {}
+        for step in steps:
+            self._rise(step.started_at)
+            self._add(step, self._top, asking=True)
+
+    def _add(self, step: Step, at: tuple[int, datetime | None], *, asking: bool) -> None:
+        self._label[id(step)] = (at, len(self._label))
+        self._steps.append(step)
+        keys = _keys(step)
+        if asking:
+            keys |= {("function", c.name) for c in step.tool_calls}
+            keys |= {("any",)} if step.tool_calls else set()
+        for key in keys:
+            self._file(key, step)
+
+    def _file(self, key: Key, step: Step) -> None:
+        found = self._found.setdefault(key, _Ordered())
+        label = self._label[id(step)]
+        if step.started_at is not None and label[0] == (1, step.started_at):
+            at = bisect_right(found.regular, label, key=lambda s: self._label[id(s)])
+            found.regular.insert(at, step)
+            found.times.insert(at, step.started_at)
+        else:
+            insort(found.irregular, step, key=lambda s: self._label[id(s)])
+
+    def insert(self, step: Step) -> None:
+        """Put a step of its own (a tool run, with its call's result) in time order:
+        before the first step that started after it, at the end when its time is
+        unknown."""
+        if step.started_at is None:
+            self._add(step, self._top, asking=False)
+            return
+        self._rise(step.started_at)
+        self._add(step, (1, step.started_at), asking=False)
+
+    def _rise(self, moment: datetime | None) -> None:
+        """Keep the latest start time seen."""
+        if moment is not None and (self._top[1] is None or moment > self._top[1]):
+            self._top = (1, moment)
+
+    def ordered(self) -> list[Step]:
+        """Every step, in order."""
+        return sorted(self._steps, key=lambda s: self._label[id(s)])
+
+    def steps(self) -> list[Step]:
+        """Every step, in the order they came in."""
+        return self._steps
+
+    def latest(self, key: Key, moment: datetime | None) -> Iterator[Step]:
+        """The steps found by ``key`` that started at or before ``moment`` (any, when a
+        time is unknown), latest first."""
+        found = self._found.get(key)
+        if found is None:
+            return
+        end = len(found.regular) if moment is None else bisect_right(found.times, moment)
+        regular = (found.regular[n] for n in range(end - 1, -1, -1))
+        others = (
+            s
+            for s in reversed(found.irregular)
+            if s.started_at is None or moment is None or s.started_at <= moment
+        )
+        yield from merge(regular, others, key=lambda s: self._label[id(s)], reverse=True)
+
+    def answered(self, step: Step, pending: list[tuple[int, ToolCall]]) -> None:
+        """Forget ``step`` under the names of the calls it has no longer unanswered."""
+        left = {("function", c.name) for _, c in pending} | ({("any",)} if pending else set())
+        stale = {("function", c.name) for c in step.tool_calls} | {("any",)}
+        for key in stale - left:
+            found = self._found.get(key)
+            if found is None:
+                continue
+            label = self._label[id(step)]
+            for steps in (found.regular, found.irregular):
+                at = bisect_left(steps, label, key=lambda s: self._label[id(s)])
+                if at < len(steps) and steps[at] is step:
+                    del steps[at]
+                    if steps is found.regular:
+                        del found.times[at]
 
 
 @dataclass

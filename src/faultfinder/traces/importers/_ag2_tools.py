@@ -11,6 +11,7 @@ call id and function name the log shows.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,8 @@ from faultfinder.traces.importers._ag2_responses import add_responses
 from faultfinder.traces.importers._ag2_steps import (
     Answers,
     Asked,
+    Timeline,
     asked_calls,
-    insert_in_time,
     who,
 )
 from faultfinder.traces.importers._common import text_of
@@ -34,13 +35,43 @@ def attach_tool_runs(session: Session, steps: list[Step], path: Path) -> None:
     records in time order, then the responses only the chat events hold."""
     asked = asked_calls(session, path)
     answers = Answers()
+    timeline = Timeline(steps)
+    for step in steps:
+        timeline.answered(step, answers.pending(step))
+    by_agent = _ByAgent(asked)
     for call in sorted(session.calls, key=lambda c: str(c.get("timestamp") or "")):
-        _attach(call, steps, path, asked, answers)
-    add_responses(session, steps, path, asked, answers)
+        _attach(call, timeline, path, by_agent, answers)
+    add_responses(session, timeline, path, asked, answers)
+    steps[:] = timeline.ordered()
+
+
+class _ByAgent:
+    """The requests of :func:`asked_calls` (in time order, those of unknown time last) by
+    the agent asked, with the times of those whose time is known."""
+
+    def __init__(self, asked: list[Asked]) -> None:
+        self.requests: dict[str, list[Asked]] = {}
+        self.times: dict[str, list[datetime]] = {}
+        for request in asked:
+            self.requests.setdefault(request.agent, []).append(request)
+            if request.moment is not None:
+                self.times.setdefault(request.agent, []).append(request.moment)
+
+    def last(self, agent: str, moment: datetime | None) -> Asked | None:
+        """The last request ``agent`` received at or before ``moment`` (the last of all
+        when a time is unknown: every request of unknown time counts as before)."""
+        requests = self.requests.get(agent, [])
+        times = self.times.get(agent, [])
+        if moment is None:
+            return requests[-1] if requests else None
+        before = bisect_right(times, moment)
+        if before == len(times):
+            return requests[-1] if requests else None
+        return requests[before - 1] if before else None
 
 
 def _asked_call(
-    record: dict[str, Any], moment: datetime | None, asked: list[Asked]
+    record: dict[str, Any], moment: datetime | None, by_agent: _ByAgent
 ) -> tuple[dict[str, Any], str] | None:
     """The tool call a function call record ran, as the message that asked the executing
     agent to run it wrote it (its id, when it has one, and its function's name), and where
@@ -49,14 +80,7 @@ def _asked_call(
     does not show it."""
     name = record.get("function_name")
     args = maybe_json(record.get("args", record.get("input_args")))
-    executor = who(record)
-    latest = None
-    for request in asked:
-        if request.agent != executor:
-            continue
-        if moment is not None and request.moment is not None and request.moment > moment:
-            break
-        latest = request
+    latest = by_agent.last(who(record), moment)
     if latest is None:
         return None
     for position, call in enumerate(latest.calls):
@@ -91,7 +115,7 @@ def _by_name_and_arguments(
 
 
 def _attach(
-    record: dict[str, Any], steps: list[Step], path: Path, asked: list[Asked], answers: Answers
+    record: dict[str, Any], timeline: Timeline, path: Path, by_agent: _ByAgent, answers: Answers
 ) -> None:
     """Attach one function execution to the step that asked for it: by the call id of the
     tool call the executing agent was asked to run, when the log shows it (AG2 logs no id
@@ -102,8 +126,7 @@ def _attach(
     args = maybe_json(record.get("args", record.get("input_args")))
     result = maybe_json(record.get("returns"))
     moment = parse_time(record.get("timestamp"), path=path, where="function_calls.timestamp")
-    earlier = [s for s in steps if s.started_at is None or moment is None or s.started_at <= moment]
-    found = _asked_call(record, moment, asked)
+    found = _asked_call(record, moment, by_agent)
     asked_id = found[0].get("id") if found is not None else None
     asked_id = asked_id if isinstance(asked_id, str) else None
     asked_name = found[0]["function"].get("name") if found is not None else None
@@ -112,14 +135,14 @@ def _attach(
     chosen: tuple[int, ToolCall] | None = None
     match: dict[str, Any] = {}
     if found is not None and asked_id is not None:
-        for step in reversed(earlier):
+        for step in timeline.latest(("id", asked_id), moment):
             chosen = next(((n, c) for n, c in answers.pending(step) if c.id == asked_id), None)
             if chosen is not None:
                 target = step
                 match = {"matched_by": "call id", "call_id": asked_id, "call_id_from": found[1]}
                 break
     if target is None:
-        for step in reversed(earlier):
+        for step in timeline.latest(("function", name) if name else ("any",), moment):
             picked = _by_name_and_arguments(step, name, args, answers)
             if picked is not None:
                 target, chosen = step, picked[:2]
@@ -133,10 +156,9 @@ def _attach(
         inferred: dict[str, Any] = {"attached": "no earlier step asked for this function"}
         if found is not None:
             inferred["call_id_from" if asked_id else "call_from"] = found[1]
-        insert_in_time(
-            steps,
+        timeline.insert(
             Step(
-                index=len(steps),
+                index=len(timeline.steps()),
                 agent=str(record.get("source_name") or "executor"),
                 role="tool",
                 kind="tool",
@@ -165,6 +187,7 @@ def _attach(
             call_id=call.id, name=name or call.name, content=text_of(result), status="success"
         ),
     )
+    timeline.answered(target, answers.pending(target))
     target.metadata.setdefault("executed_by", []).append(record.get("source_name"))
     target.metadata.setdefault("function_calls", []).append(keep_raw(record))
     target.metadata.setdefault("function_call_matches", []).append(match)
