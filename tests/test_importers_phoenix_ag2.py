@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -270,3 +273,57 @@ def test_span_readers_never_crash_nor_misread_under_fuzzing() -> None:
     assert verdicts["crash"] == 0, [o for o in outcomes if o.verdict == "crash"][:5]
     assert verdicts["misread"] == 0, [o for o in outcomes if o.verdict == "misread"][:5]
     assert verdicts["error"] > 0 and verdicts["ok"] > 0
+
+
+# --- long traces ----------------------------------------------------------------------------
+
+LONG_SPANS = """
+import json, sys
+from pathlib import Path
+from faultfinder.traces.loader import load_traces
+
+rounds, path = int(sys.argv[1]), Path(sys.argv[2])
+def span(n, name, kind, **attributes):
+    return {"name": name, "span_kind": kind, "parent_id": None if n == 1 else f"{1:016x}",
+            "context.trace_id": "6c2a4f0e9b1d4e7f8a3b5c6d7e8f9012",
+            "context.span_id": f"{n:016x}", "status_code": "OK",
+            "start_time": 1735689600000 + 10 * n, "end_time": 1735689600005 + 10 * n,
+            **{f"attributes.{k}": v for k, v in attributes.items()}}
+lines = [span(1, "crew", "CHAIN")]
+for r in range(rounds):
+    asked = [{"message.role": "user", "message.content": "Look it up."}]
+    if r:  # the previous call's answer, by id
+        asked.append({"message.role": "tool", "message.tool_call_id": f"call_{r - 1}",
+                      "message.content": f"found {r - 1}"})
+    call = {"tool_call.function.name": "search", "tool_call.id": f"call_{r}"}
+    reply = {"message.role": "assistant", "message.content": "", "message.tool_calls": [call]}
+    lines.append(span(2 * r + 2, "llm", "LLM", **{"llm.model_name": "m",
+        "llm.input_messages": asked, "llm.output_messages": [reply]}))
+    lines.append(span(2 * r + 3, "search", "TOOL", **{"tool.name": "search",
+        "output.value": f"found {r}"}))  # no call id: attached by tool name
+path.write_text("".join(json.dumps(line) + "\\n" for line in lines))
+(trace,) = load_traces(path, format="phoenix")
+print(json.dumps([[s.kind, [(r.call_id, r.content) for r in s.tool_results],
+                   [e["matched_by"] for e in s.metadata["tool_spans"]]] for s in trace.steps]))
+"""
+
+
+@pytest.mark.slow
+def test_a_long_trace_of_tool_spans_imports_in_linear_time(tmp_path: Path) -> None:
+    """16,000 model calls, each asking for a tool whose span names no call id (attached by
+    tool name; the id is read from the next call's input, as OpenInference's OpenAI Agents
+    spans need). Each tool span copied every earlier step and every result, and each step
+    read every later step's input: minutes for this trace. The child process runs with a
+    generous limit."""
+    rounds = 16_000
+    done = subprocess.run(
+        [sys.executable, "-c", LONG_SPANS, str(rounds), str(tmp_path / "spans.jsonl")],
+        capture_output=True, text=True, timeout=60, check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent / "src")},
+    )  # fmt: skip
+    steps = json.loads(done.stdout)
+    assert len(steps) == rounds
+    assert steps[0] == ["llm", [["call_0", "found 0"]], ["tool name"]]
+    assert steps[-2] == ["llm", [[f"call_{rounds - 2}", f"found {rounds - 2}"]], ["tool name"]]
+    # the last call's id is in no later input
+    assert steps[-1] == ["llm", [[None, f"found {rounds - 1}"]], ["tool name"]]

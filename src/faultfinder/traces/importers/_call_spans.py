@@ -32,6 +32,7 @@ from faultfinder.traces.importers._span_fields import (
     tool_fields,
 )
 from faultfinder.traces.importers._spans import Span
+from faultfinder.traces.importers._tool_targets import LaterAnswers, ToolTargets
 from faultfinder.traces.schema import Step, ToolCall, ToolResult
 
 
@@ -207,37 +208,31 @@ def attach_tool(
     tree: SpanTree,
     kinds: dict[str, str | None],
     chains: set[str],
-    steps: list[Step],
+    targets: ToolTargets,
 ) -> ToolResult:
     """Attach a tool execution to the step that asked for it (by call id, then name, then
     the latest earlier step of the same agent); without any earlier step it becomes a step.
     Returns the result it added."""
     fields = tool_fields(span)
     agent, how = agent_of(span, tree.ancestors(span), kinds, chains)
-    before = [
-        s for s in steps if s.started_at is None or span.start is None or s.started_at <= span.start
-    ]
-    answered = {r.call_id for s in steps for r in s.tool_results if r.call_id}
+    answered = targets.answered
     target: Step | None = None
     rule = ""
     if fields["call_id"]:
-        target = next(
-            (s for s in reversed(steps) if any(c.id == fields["call_id"] for c in s.tool_calls)),
-            None,
-        )
+        target = targets.with_id(fields["call_id"])
         rule = "call id"
     if target is None:
         target = next(
             (
                 s
-                for s in reversed(before)
+                for s in targets.earlier(("name", fields["name"]), span.start)
                 if any(c.name == fields["name"] and c.id not in answered for c in s.tool_calls)
             ),
             None,
         )
         rule = "tool name"
     if target is None:
-        target = next((s for s in reversed(before) if s.agent == agent), None)
+        target = next(targets.earlier(("agent", agent), span.start), None)
         rule = "latest earlier step of the same agent"
     result = ToolResult(
         call_id=fields["call_id"],
@@ -246,9 +241,9 @@ def attach_tool(
         status=fields["status"],
     )
     if target is None:
-        steps.append(
+        targets.add(
             Step(
-                index=len(steps),
+                index=len(targets.steps),
                 agent=agent,
                 role="tool",
                 kind="tool",
@@ -278,6 +273,7 @@ def attach_tool(
             ToolCall(id=fields["call_id"], name=fields["name"], arguments=fields["arguments"])
         )
     target.tool_results.append(result)
+    targets.note(target)
     target.metadata.setdefault("tool_spans", []).append(
         {"span_id": span.span_id, "matched_by": rule}
     )
@@ -285,7 +281,10 @@ def attach_tool(
 
 
 def fill_call_ids(
-    position: int, steps: list[Step], started: dict[int, tuple[Span, ToolResult]]
+    position: int,
+    steps: list[Step],
+    started: dict[int, tuple[Span, ToolResult]],
+    later_answers: LaterAnswers,
 ) -> None:
     """Call ids for the results of ``steps[position]`` whose tool span named none (the
     OpenAI Agents SDK's under OpenInference: attached by tool name), taken from a later
@@ -300,12 +299,10 @@ def fill_call_ids(
     if not missing:
         return
     answers: dict[str, tuple[str, int]] = {}  # call id -> (answer, position of the step)
-    for n, later in enumerate(steps[position + 1 :], start=position + 1):
-        for message in later.input_messages or []:
-            call_id = message.get("tool_call_id")
-            if message.get("role") == "tool" and isinstance(call_id, str) and call_id:
-                content = message.get("content")
-                answers.setdefault(call_id, (content if isinstance(content, str) else "", n))
+    for call in step.tool_calls:
+        found = later_answers.after(call.id, position)
+        if call.id is not None and found is not None:
+            answers[call.id] = found
     claimed = {r.call_id for r in step.tool_results if r.call_id}
     for name in dict.fromkeys(r.name for r in missing):
         results = [r for r in missing if r.name == name]

@@ -47,6 +47,7 @@ from faultfinder.traces.importers._span_fields import (
     str_or_none,
 )
 from faultfinder.traces.importers._spans import Span
+from faultfinder.traces.importers._tool_targets import LaterAnswers, ToolTargets
 from faultfinder.traces.schema import Agent, SourceInfo, Step, ToolResult, Trace
 
 
@@ -136,6 +137,7 @@ def build_trace(
                 continue  # the same call seen by a second instrumentation (nested LLM spans)
             steps.append(llm_step(span, ancestors, kinds, chains, index=len(steps)))
     started: dict[int, tuple[Span, ToolResult]] = {}
+    targets = ToolTargets(steps)
     for span in order:
         if kinds[span.span_id] != "tool":
             continue
@@ -146,11 +148,13 @@ def build_trace(
         owner_step = step_of_agent_span.get(owner_span.span_id) if owner_span else None
         if owner_span is not None and owner_step is not None:
             result = add_tool(owner_step, span, f"TOOL span under agent span '{owner_span.name}'")
+            targets.note(owner_step)
         else:
-            result = attach_tool(span, tree, kinds, chains, steps)
+            result = attach_tool(span, tree, kinds, chains, targets)
         started[id(result)] = (span, result)  # the result is kept too, so its id stays its own
+    later_answers = LaterAnswers(steps)
     for position, step in enumerate(steps):
-        fill_call_ids(position, steps, started)
+        fill_call_ids(position, steps, started, later_answers)
         order_tied_results(step, started)
     for step in steps:
         roster.setdefault(step.agent, Agent(name=step.agent, model=step.model))
