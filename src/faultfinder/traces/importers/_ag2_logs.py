@@ -5,6 +5,7 @@ database is executed; it is opened read-only."""
 from __future__ import annotations
 
 import sqlite3
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -118,14 +119,12 @@ def _distribute(
         known = [t for t in times if t]
         spans.append((min(known) if known else None, sid))
     spans.sort(key=lambda x: (x[0] is None, x[0] or datetime.min))
+    starts = [start for start, _ in spans if start is not None]
     paired = []
     for record in records:
         moment = parse_time(record.get("timestamp"), path=path, where=where)
-        target = spans[0][1]
-        for start, sid in spans:
-            if start is not None and moment is not None and start <= moment:
-                target = sid
-        paired.append((target, record))
+        started = bisect_right(starts, moment) if moment is not None else 0
+        paired.append((spans[started - 1 if started else 0][1], record))
     return paired
 
 
