@@ -319,3 +319,15 @@ def test_an_attribute_nested_too_deep_to_decode_is_kept_as_text(tmp_path: Path) 
     assert result.exit_code == 0, result.output
     (step,) = json.loads((tmp_path / "t.json").read_text())["steps"]
     assert step["agent"] == "Planner" and step["content"] == "hi"
+
+
+@pytest.mark.parametrize("depth", [500, 900])
+def test_a_string_holding_json_nested_deep_is_kept_as_text(tmp_path: Path, depth: int) -> None:
+    # A message's own field holding JSON nested 500 deep, in a string (the file is 2 deep):
+    # scrubbing the step decoded it, walked it and crashed with a RecursionError traceback.
+    deep = "[" * depth + "]" * depth
+    line = json.dumps({"role": "assistant", "content": "hi", "extra": deep})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TraceFormatWarning)
+        (trace,) = load_traces(write(tmp_path, "chat.jsonl", line + "\n"), format="generic")
+    assert trace.steps[0].metadata["extra"] == deep

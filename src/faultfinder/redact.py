@@ -360,8 +360,15 @@ def _blanked(value: Any) -> Any:
     return value
 
 
+MAX_JSON_DEPTH = 100
+"""The deepest JSON inside a string that is scrubbed as JSON; deeper JSON (untrusted
+text: a trace's attribute, a prompt) is scrubbed as text, since walking it would exhaust
+the Python stack. Trace files may nest no deeper (``traces.io.MAX_NESTING``)."""
+
+
 def _json_container(value: str) -> dict[str, Any] | list[Any] | None:
-    """The JSON object or array a string holds, else None."""
+    """The JSON object or array a string holds, else None (also when it nests deeper than
+    :data:`MAX_JSON_DEPTH`)."""
     stripped = value.lstrip()
     if not stripped.startswith(("{", "[")) or len(value) >= 1_000_000:
         return None
@@ -369,7 +376,22 @@ def _json_container(value: str) -> dict[str, Any] | list[Any] | None:
         parsed = json.loads(value)
     except (ValueError, RecursionError):
         return None
-    return parsed if isinstance(parsed, dict | list) else None
+    if not isinstance(parsed, dict | list) or _deeper_than(parsed, MAX_JSON_DEPTH):
+        return None
+    return parsed
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists and dicts more than ``limit`` deep (no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def redact_argv(argv: Sequence[str], redactor: Redactor | None = None) -> list[str]:
