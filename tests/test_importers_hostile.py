@@ -290,18 +290,16 @@ def test_the_fuzzer_catches_a_lenient_reader(monkeypatch: pytest.MonkeyPatch) ->
     assert any(o.verdict == "misread" for o in outcomes)
 
 
-def test_an_attribute_nested_too_deep_to_decode_is_kept_as_text(tmp_path: Path) -> None:
-    # A span attribute holding JSON nested 50,000 deep (trace content is untrusted): the
-    # importer decoded it and crashed with a RecursionError traceback; it is read as text.
-    deep = "[" * 50_000 + "]" * 50_000
+def _chat_span_file(tmp_path: Path, **attributes: str) -> Path:
+    """An OTLP file of one chat span by Planner replying 'hi', with ``attributes`` added."""
     attributes = {
         "gen_ai.operation.name": "chat",
         "gen_ai.request.model": "gpt-4o",
         "gen_ai.agent.name": "Planner",
-        "gen_ai.input.messages": deep,
         "gen_ai.output.messages": json.dumps(
             [{"role": "assistant", "parts": [{"type": "text", "content": "hi"}]}]
         ),
+        **attributes,
     }
     span = {
         "traceId": "0af7651916cd43dd8448eb211c80319c",
@@ -313,12 +311,37 @@ def test_an_attribute_nested_too_deep_to_decode_is_kept_as_text(tmp_path: Path) 
         "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attributes.items()],
     }
     scope = {"scope": {"name": "x"}, "spans": [span]}
-    path = tmp_path / "deep.otlp.json"
+    path = tmp_path / "span.otlp.json"
     path.write_text(json.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [scope]}]}))
+    return path
+
+
+def _imported_step(tmp_path: Path, path: Path) -> dict[str, Any]:
+    """The one step ``faultfinder import`` writes for ``path`` (exit 0 required)."""
     result = CliRunner().invoke(main, ["import", str(path), "--out", str(tmp_path / "t.json")])
     assert result.exit_code == 0, result.output
     (step,) = json.loads((tmp_path / "t.json").read_text())["steps"]
+    assert isinstance(step, dict)
+    return step
+
+
+def test_an_attribute_nested_too_deep_to_decode_is_kept_as_text(tmp_path: Path) -> None:
+    # A span attribute holding JSON nested 50,000 deep (trace content is untrusted): the
+    # importer decoded it and crashed with a RecursionError traceback; it is read as text.
+    deep = "[" * 50_000 + "]" * 50_000
+    path = _chat_span_file(tmp_path, **{"gen_ai.input.messages": deep})
+    step = _imported_step(tmp_path, path)
     assert step["agent"] == "Planner" and step["content"] == "hi"
+
+
+@pytest.mark.parametrize("key", ["gen_ai.input.messages", "input.value"])
+def test_an_attribute_with_a_huge_integer_is_kept_as_text(tmp_path: Path, key: str) -> None:
+    # JSON in an attribute with an integer of 5,000 digits: Python's decoder refuses it with
+    # a ValueError (over 4,300 digits), which stopped the import with a traceback.
+    value = "[" + "9" * 5_000 + "]"
+    step = _imported_step(tmp_path, _chat_span_file(tmp_path, **{key: value}))
+    assert step["agent"] == "Planner" and step["content"] == "hi"
+    assert value in json.dumps(step["metadata"])
 
 
 @pytest.mark.parametrize("depth", [500, 900])

@@ -469,6 +469,6 @@ def maybe_json(value: Any) -> Any:
         if text[:1] in ("{", "["):
             try:
                 return json.loads(text)
-            except (json.JSONDecodeError, RecursionError):
+            except (ValueError, RecursionError):  # ValueError: an int over 4,300 digits
                 return value
     return value
