@@ -354,3 +354,36 @@ def test_a_string_holding_json_nested_deep_is_kept_as_text(tmp_path: Path, depth
         warnings.simplefilter("ignore", TraceFormatWarning)
         (trace,) = load_traces(write(tmp_path, "chat.jsonl", line + "\n"), format="generic")
     assert trace.steps[0].metadata["extra"] == deep
+
+
+def test_an_attribute_escaping_a_lone_surrogate_is_kept_as_text(tmp_path: Path) -> None:
+    # '\ud800' escaped inside an attribute's JSON (the file itself holds only the escape):
+    # decoded, it put a lone surrogate in the trace, which cannot be written as UTF-8, so
+    # `import` stopped with a serialisation traceback.
+    messages = '[{"role": "user", "parts": [{"type": "text", "content": "q \\ud800"}]}]'
+    path = _chat_span_file(tmp_path, **{"gen_ai.input.messages": messages})
+    step = _imported_step(tmp_path, path)
+    assert step["agent"] == "Planner" and step["content"] == "hi"
+    assert messages in _strings(step["metadata"])  # kept verbatim, escape and all
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
+def test_an_autogen_message_escaping_a_lone_surrogate_is_kept_as_text(tmp_path: Path) -> None:
+    # The same in the JSON message an AutoGen runtime span delivers (a real run's export).
+    fixture = REPO / "tests/fixtures/otel/autogen-selector.otlp.jsonl"
+    said = "Solver, please add 2 and 3."
+    text = fixture.read_text(encoding="utf-8")
+    assert said in text
+    path = write(tmp_path, "run.otlp.jsonl", text.replace(said, said + " \\\\ud800"))
+    out = tmp_path / "t.jsonl"
+    result = CliRunner().invoke(main, ["import", str(path), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    kept = [s for line in out.read_text().splitlines() for s in _strings(json.loads(line))]
+    assert any(said + " \\ud800" in s for s in kept)  # the escape, kept as written

@@ -30,7 +30,7 @@ from typing import Any
 
 from faultfinder.traces.importers._common import text_of
 from faultfinder.traces.importers._messages import Message
-from faultfinder.traces.importers._spans import Span
+from faultfinder.traces.importers._spans import Span, maybe_json
 
 _TEAM_SUFFIX = re.compile(r"_[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}$")
 """AgentChat registers each participant's agent type as ``<name>_<team id>``."""
@@ -93,11 +93,9 @@ def _deliveries(spans: list[Span]) -> list[_Delivery]:
         recipient = a.get("recipient_agent_type")
         if a.get("messaging.operation") != "process" or not isinstance(recipient, str):
             continue
-        raw = a.get("message")
-        try:
-            message = json.loads(raw) if isinstance(raw, str) else raw
-        except (ValueError, RecursionError):
-            continue  # AutoGen writes 'No Message' for an acknowledgement
+        # Text that is not a JSON object stays text ('No Message', for an acknowledgement;
+        # JSON too deep to decode, or escaping a lone surrogate: untrusted, kept as written).
+        message = maybe_json(a.get("message"))
         if isinstance(message, dict):
             found.append(_Delivery(span, _TEAM_SUFFIX.sub("", recipient), message))
     found.sort(key=lambda d: d.span.start.timestamp() if d.span.start else 0.0)

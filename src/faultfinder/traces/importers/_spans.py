@@ -463,12 +463,38 @@ def _otlp_span(
 
 def maybe_json(value: Any) -> Any:
     """``value`` decoded when it is a string holding a JSON object or array, else unchanged
-    (also when it nests too deep to decode: untrusted text, kept as written)."""
+    (also when it nests too deep to decode, or escapes a lone UTF-16 surrogate, which no
+    trace can be written with: untrusted text, kept as written)."""
     if isinstance(value, str):
         text = value.strip()
         if text[:1] in ("{", "["):
             try:
-                return json.loads(text)
+                decoded = json.loads(text)
             except (ValueError, RecursionError):  # ValueError: an int over 4,300 digits
                 return value
+            if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(decoded):
+                return value
+            return decoded
     return value
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+"""A JSON escape of a UTF-16 surrogate: the only way decoded text can get a lone one (a
+pair decodes to the character it encodes)."""
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    """Whether a string or key anywhere in decoded JSON ``value`` holds a lone surrogate."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _LONE_SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
