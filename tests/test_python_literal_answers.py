@@ -125,3 +125,32 @@ def test_an_unreadable_literal_answer_is_unparsed_saying_why() -> None:
     assert result.status == "unparsed"
     assert "'true' mixes JSON into it" in result.details["parse_error"]
     assert "no 'Agent Name:' line" in result.details["parse_error"]
+
+
+DIGITS = "9" * 5_000
+"""An integer longer than Python converts (4,300 digits): ``json`` refuses it with a plain
+ValueError, and a hex literal that long parses but cannot be written back."""
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        f"[{DIGITS}]",
+        f'{{"Agent Name": "Coder", "Step Number": {DIGITS}}}',
+        "{'Agent Name': 'Coder', 'Step Number': 0x" + "f" * 5_000 + "}",
+    ],
+)
+def test_an_integer_too_long_to_write_is_a_parse_error_not_a_crash(reply: str) -> None:
+    with pytest.raises(ParseError):  # not the ValueError that escaped the reader
+        extract_json(reply)
+    with pytest.raises(ParseError):
+        parse_agent_step_reason(reply, AGENTS, 5)
+
+
+def test_fields_are_read_beside_an_object_holding_a_huge_integer() -> None:
+    # The answer's own fields, and a quoted object Python's json refuses: the refusal
+    # escaped stated_json, so a readable answer came back unparsed.
+    reply = f'Step 2 printed {{"sum": {DIGITS}}}.\nAgent Name: Coder\nStep Number: 2\nReason: bad'
+    answer = parse_agent_step_reason(reply, AGENTS, 5)
+    assert (answer.agent, answer.step, answer.reason) == ("Coder", 2, "bad")
+    assert run("all-at-once", [reply]).status == "ok"

@@ -49,7 +49,7 @@ def answer_object(text: str) -> tuple[Any, bool]:
         return answer_object(tagged)[0], True
     try:
         whole = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deep
+    except (ValueError, RecursionError):  # nested too deep; an int over 4,300 digits
         whole = None
     if isinstance(whole, dict | list):
         return whole, True
@@ -72,7 +72,7 @@ def answer_object(text: str) -> tuple[Any, bool]:
         for attempt in (blob, re.sub(r",\s*([}\]])", r"\1", blob)):
             try:
                 return json.loads(attempt), not last or _on_own_lines(text, *span)
-            except (json.JSONDecodeError, RecursionError):
+            except (ValueError, RecursionError):
                 pass
     return _python_literal(text, candidates), True
 
@@ -183,7 +183,7 @@ def _python_literal(text: str, candidates: list[str]) -> Any:
         if not _json_like(value):
             raise ParseError(
                 f"the object on line {line} holds values JSON cannot (a tuple, set, bytes, "
-                "complex number or non-string key)"
+                "complex number, non-string key or an integer too long to write)"
             )
         return value
     raise ParseError("no valid JSON object in the answer")
@@ -219,6 +219,11 @@ def _json_like(value: Any) -> bool:
         return all(isinstance(k, str) and _json_like(v) for k, v in value.items())
     if isinstance(value, list):
         return all(_json_like(v) for v in value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:  # a hex literal can be too long for str() (over 4,300 digits), as for JSON
+            str(value)
+        except ValueError:
+            return False
     return isinstance(value, _JSON_TYPES)
 
 
