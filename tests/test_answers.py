@@ -98,3 +98,14 @@ def test_agent_step_grammar_lists_agents_and_steps() -> None:
     assert grammar is not None
     assert '"Say \\"hi\\""' in grammar
     assert 'step ::= "0" | "1" | "2"' in grammar
+
+
+@pytest.mark.parametrize("text", ["9" * 5_000, "Step Number: " + "7" * 5_000 + "."])
+def test_a_number_too_long_for_python_is_no_step_number(text: str) -> None:
+    # Over the 4,300 digits int() converts: a ValueError escaped the parser, not a
+    # ParseError, crashing callers that catch ParseError alone.
+    with pytest.raises(ParseError, match="too long to be a step number"):
+        parse_step_number(text)
+    reply = f"Agent Name: WebSurfer\nStep Number: {text}"
+    with pytest.raises(ParseError, match="too long to be a step number"):
+        parse_agent_step_reason(reply, AGENTS)

@@ -135,7 +135,10 @@ def _step_in_text(text: str) -> int:
         odd = pattern.search(plain)
         if odd:
             raise ParseError(f"'{odd.group(0)}' is not {what} step number in '{shown}'")
-    numbers = list(dict.fromkeys(int(n) for n in _NUMBER.findall(plain)))
+    try:
+        numbers = list(dict.fromkeys(int(n) for n in _NUMBER.findall(plain)))
+    except ValueError:  # over the 4,300 digits Python converts: no step number either
+        raise ParseError(f"a number too long to be a step number in '{shown}'") from None
     if len(numbers) > 1:
         listed = ", ".join(map(str, numbers[:4]))
         raise ParseError(f"several candidate steps ({listed}) in '{shown}'; give one")
