@@ -51,11 +51,20 @@ def _is_placeholder(value: str) -> bool:
     return bool(re.fullmatch(r"\(?\s*your\s+(prediction|reason|answer)\s*\)?\.?", value, re.I))
 
 
+_NON_BLANK = re.compile(r"\S")
+_LINE_BREAK = re.compile("[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
+"""What ``str.splitlines`` splits at."""
+
+
 def _next_line(text: str, end: int) -> str:
-    for line in text[end:].splitlines():
-        if line.strip():
-            return line
-    return ""
+    """The first line with text from ``end`` on (its rest, when ``end`` is mid-line). Only
+    the blank lines before it and that line are read: splitting the whole rest of the text
+    for each empty field made a reply of many empty fields quadratic."""
+    found = _NON_BLANK.search(text, end)
+    if found is None:
+        return ""
+    stop = _LINE_BREAK.search(text, found.start())
+    return text[end : stop.start() if stop else len(text)].splitlines()[-1]
 
 
 def field_values(text: str, label: str) -> list[str]:
