@@ -129,3 +129,20 @@ def test_an_export_to_a_file_writes_no_header(
     )
     assert result.exit_code == 0, result.output
     assert KEY not in out.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [f"Bearer%20{KEY}%C3%A9", f"Bearer {KEY}é", f"Bearer%20{KEY}%FF", f"Bearer {KEY}\udcff"],
+)
+def test_a_value_that_is_not_ascii_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    # An accented letter, a byte that is not UTF-8 (%FF), an undecodable byte of the
+    # environment: HTTP header values are ASCII, and the export stopped with a
+    # UnicodeEncodeError traceback quoting the value (the key) instead.
+    receiver = _Receiver()
+    monkeypatch.setenv(GENERIC, f"authorization={value},x-team=blue")
+    code, output = _export(tmp_path, receiver)
+    assert code == 1 and "(key 'authorization') has a character that is not ASCII" in output
+    assert KEY not in output and not receiver.requests

@@ -282,6 +282,8 @@ def otlp_headers(environ: Mapping[str, str] | None = None) -> dict[str, str]:
             problem = "is not key=value with a header name before '='"
         elif any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
             problem = f"(key {name!r}) has a control character in its value"
+        elif not value.isascii():  # httpx sends ASCII header values only
+            problem = f"(key {name!r}) has a character that is not ASCII in its value"
         if problem is not None:
             raise ConfigError(
                 f"{variable}: entry {place} {problem}. Write it as key=value pairs "
