@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from faultfinder.errors import ConfigError, TraceFormatError
+from faultfinder.errors import ConfigError, TraceFormatError, TraceFormatWarning
 from faultfinder.traces.importers.generic import _OPTIONS, GenericImporter, GenericMapping
 from faultfinder.traces.loader import load_trace, load_traces
 
@@ -206,3 +206,18 @@ def test_function_results_are_given_their_callers_in_one_pass(tmp_path: Path) ->
     assert [s.agent for s in trace.steps[:4]] == ["Outer", "Inner", "Inner", "Outer"]
     assert {s.agent for s in trace.steps[4:]} == {"tool"}
     assert len(trace.steps) == 4 + many
+
+
+def test_a_misspelt_key_of_a_function_call_is_noted_and_kept(tmp_path: Path) -> None:
+    """A legacy ``function_call`` whose ``arguments`` key has a typo: the arguments were
+    dropped without a word (the fuzzer found it); the call is kept whole in the step's
+    metadata with a warning, and ``--strict`` refuses it, as for ``tool_calls``."""
+    call = {"name": "forecast", "argmuents": '{"day": "Saturday"}'}
+    message = {"role": "assistant", "name": "Weather", "content": None, "function_call": call}
+    path = write_json(tmp_path / "legacy.json", [message])
+    with pytest.warns(TraceFormatWarning, match=r"'\[0\]\.function_call\.argmuents'.*'arguments'"):
+        (trace,) = load_traces(path, format="generic")
+    assert trace.steps[0].metadata["function_call"] == call
+    assert [c.name for c in trace.steps[0].tool_calls] == ["forecast"]
+    with pytest.raises(TraceFormatError, match="argmuents"):
+        load_traces(path, format="generic", strict=True)

@@ -97,6 +97,8 @@ _MESSAGE_KEYS = frozenset(
     {"tool_calls", "tool_call_id", "function_call", "refusal", "audio", "reasoning_content"}
     | {"name", "role", "content"}
 )
+_FUNCTION_CALL_KEYS = frozenset({"name", "arguments"})
+"""The keys of a legacy ``function_call``."""
 
 
 class GenericMapping(BaseModel):
@@ -366,7 +368,10 @@ class GenericImporter:
         legacy = message.get("function_call")
         if isinstance(legacy, dict):  # the legacy OpenAI form: one call, no id
             tool_calls += tool_calls_from([legacy], path=path, where=field("function_call"))
-            used.add("function_call")
+            # One with a key it does not have ('argmuents') is kept whole in metadata, noted.
+            unknown.check(legacy, _FUNCTION_CALL_KEYS, field("function_call"), path=path)
+            if legacy.keys() <= _FUNCTION_CALL_KEYS:
+                used.add("function_call")
         unknown.check(message, used | _MESSAGE_KEYS, where, path=path)
         metadata = without_credentials({k: v for k, v in message.items() if k not in used})
         text = content_text(content, path=path, where=field(mapping.content_field))
