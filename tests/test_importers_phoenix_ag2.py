@@ -173,6 +173,19 @@ def test_dataframe_parquet(tmp_path: Path) -> None:
     check(load_traces(path))
 
 
+def test_a_huge_integer_in_phoenix_spans_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    """A 5,000-digit integer (found by the fuzzer): the file is refused, then tried as
+    objects one after another, whose decoder raised the plain ValueError Python gives for
+    an integer over 4,300 digits, a traceback instead of the file's error."""
+    text = json.dumps({"data": rest_spans(), "next_cursor": "@@"}).replace(
+        '"@@"', "-" + "7" * 5_000
+    )
+    path = tmp_path / "spans.json"
+    path.write_text(text)
+    with pytest.raises(TraceFormatError, match=r"spans\.json: .*5000 digits is too large"):
+        load_traces(path, format="phoenix")
+
+
 def test_phoenix_record_without_ids_is_named(tmp_path: Path) -> None:
     spans = rest_spans()
     del spans[2]["context"]["span_id"]

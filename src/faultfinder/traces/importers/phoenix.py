@@ -246,7 +246,7 @@ def _object_stream(text: str, path: Path) -> list[tuple[int, Any]] | None:
             return None
         try:
             _, end = decoder.raw_decode(text, start)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # ValueError: an int over 4,300 digits
             return None
         found.append((line, parse_json(text[start:end], path, line=line)))
         line += text.count("\n", start, end)
