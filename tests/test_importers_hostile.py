@@ -387,3 +387,17 @@ def test_an_autogen_message_escaping_a_lone_surrogate_is_kept_as_text(tmp_path: 
     assert result.exit_code == 0, result.output
     kept = [s for line in out.read_text().splitlines() for s in _strings(json.loads(line))]
     assert any(said + " \\ud800" in s for s in kept)  # the escape, kept as written
+
+
+def test_no_separator_is_put_in_a_credential_held_in_json_text() -> None:
+    # AG2 logs each client's {"api_key": ...} as JSON text (json_state); a separator put in
+    # it is scrubbed with the key, by design, which the fuzzer counted as a misread.
+    import random
+
+    from faultfinder.testing.mutations import _Doc, _m_separator
+
+    state = json.dumps({"api_key": "***REDACTED***", "base_url": None})
+    raw = (json.dumps({"json_state": state, "class": "OpenAI client"}) + "\n").encode()
+    rng = random.Random(0)
+    names = [m.name for _ in range(200) if (m := _m_separator(_Doc("l.jsonl", raw), raw, rng))]
+    assert names and not any("json_state" in name for name in names)

@@ -58,6 +58,7 @@ TARGETS: list[FuzzTarget] = [
     FuzzTarget("who-and-when", f"{_FIX}/importers/whoandwhen/Algorithm-Generated/1.json"),
     FuzzTarget("who-and-when", f"{_FIX}/importers/whoandwhen/Hand-Crafted/1.json"),
     FuzzTarget("generic", f"{_FIX}/importers/generic/chat.jsonl"),
+    FuzzTarget("generic", f"{_FIX}/importers/generic/functions.jsonl"),
     FuzzTarget(
         "generic",
         f"{_FIX}/importers/generic/wrapped.json",
@@ -82,12 +83,15 @@ SPAN_TARGETS: list[FuzzTarget] = [
     FuzzTarget("otlp", f"{_FIX}/otel/openai-agents-openinference.otlp.jsonl"),
     FuzzTarget("otlp", f"{_FIX}/otel/crewai-agents-only.otlp.jsonl"),
     FuzzTarget("otlp", f"{_FIX}/otel/traceloop-team.otlp.jsonl"),
+    FuzzTarget("otlp", f"{_FIX}/otel/autogen-selector.otlp.jsonl"),
+    FuzzTarget("otlp", f"{_FIX}/otel/pydantic-ai-delegation.otlp.jsonl"),
     FuzzTarget("langfuse", f"{_FIX}/importers/langfuse/observations-page.json"),
     FuzzTarget("phoenix", f"{_FIX}/importers/phoenix/rest-spans.json"),
     FuzzTarget("phoenix", f"{_FIX}/importers/phoenix/spans.jsonl"),
     FuzzTarget("mlflow", f"{_FIX}/otel/mlflow-team.trace.json"),
     FuzzTarget("langsmith", f"{_FIX}/otel/langsmith-team.runs.json"),
     FuzzTarget("ag2", f"{_FIX}/importers/ag2/runtime.jsonl"),
+    FuzzTarget("ag2", f"{_FIX}/importers/ag2/no-call-id.runtime.jsonl"),
 ]
 """Readers of tracing formats (OTLP, Langfuse, Phoenix, MLflow, LangSmith, AG2 logs), held
 to the same rule as :data:`TARGETS`: a damaged field the mapping does not use is kept

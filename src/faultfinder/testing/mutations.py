@@ -223,6 +223,18 @@ def _m_duplicate(doc: _Doc, raw: bytes, rng: random.Random) -> Mutation | None:
     return Mutation(f"duplicate {key!r}", {doc.name: text.encode("utf-8")}, "error")
 
 
+def _holds_credential(path: tuple[Any, ...], text: str) -> bool:
+    """Whether ``text`` (at ``path``) is scrubbed as a credential: under a credential key,
+    or JSON text with one (AG2's logged ``json_state``: ``{"api_key": ...}``)."""
+    if any(isinstance(p, str) and is_credential_key(p) for p in path):
+        return True
+    try:
+        inner = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return any(isinstance(k, str) and is_credential_key(k) for p, _ in nodes(inner) for k in p)
+
+
 def _m_separator(doc: _Doc, raw: bytes, rng: random.Random) -> Mutation | None:
     values, line = _pick_line(doc, rng)
     strings = [
@@ -233,7 +245,7 @@ def _m_separator(doc: _Doc, raw: bytes, rng: random.Random) -> Mutation | None:
     if not strings:
         return None
     path, old = rng.choice(strings)
-    if any(isinstance(p, str) and is_credential_key(p) for p in path):
+    if _holds_credential(path, old):
         return None
     char = rng.choice(_SEPARATORS)
     at = rng.randrange(1, len(old))
