@@ -134,6 +134,27 @@ def test_a_host_name_that_does_not_resolve_is_a_mistake_not_an_outage(
     assert len(asked) == 1
 
 
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://[::1", "Invalid IPv6 URL"),
+        ("http://127.0.0.1:abc", "could not be cast to integer"),
+        ("http://127.0.0.1:99999999", "out of range"),
+        ("https://u:sk-Zx81@:4318", "names no host"),
+    ],
+)
+def test_a_url_that_is_not_one_is_a_configuration_error(
+    tmp_path: Path, url: str, reason: str
+) -> None:
+    """Each of these stopped `export` with a traceback (ValueError, httpx's InvalidURL, an
+    OverflowError from connect) instead of a one-line error: exit 1, the URL unquoted."""
+    _, args = files(tmp_path)
+    result = CliRunner().invoke(main, ["export", *args, "--to", "otlp", "--url", url])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert "Error: --url" in result.output and reason in result.output
+    assert "sk-Zx81" not in result.output
+
+
 def test_a_resolver_that_cannot_answer_now_is_tried_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """EAI_AGAIN (no DNS server reachable) may pass: tried again, then 'export again later'."""
     waits: list[float] = []

@@ -48,6 +48,13 @@ def _request_parts(
     base = url.rstrip("/")
     if not base.lower().startswith(("http://", "https://")):
         raise ConfigError(f"--url {url!r}: give an http:// or https:// URL.")
+    try:  # the reason, never the URL, which may hold a key
+        parts = urlsplit(base)
+        host, _ = parts.hostname, parts.port  # reading .port checks it
+    except ValueError as exc:  # 'http://[::1', a port that is no number or out of range
+        raise ConfigError(f"--url is not a valid URL ({exc}); give http(s)://HOST[:PORT]") from None
+    if not host:
+        raise ConfigError("--url names no host; give http(s)://HOST[:PORT]")
     headers = {"content-type": "application/json"}
     if target == "phoenix":
         key = os.environ.get("PHOENIX_API_KEY")
