@@ -110,3 +110,30 @@ def test_it_prints_every_variable_record_gives_the_program(
         "export FAULTFINDER_PROXY_URL",
         "export FAULTFINDER_RUN_DIR",
     } | ({"export NO_PROXY", "export no_proxy"} if http_proxy else set())
+
+
+@pytest.mark.parametrize(
+    ("command", "upstream", "reason"),
+    [
+        ("record", "http://[::1", "is not a valid URL (Invalid IPv6 URL)"),
+        ("proxy", "http://[::1", "is not a valid URL (Invalid IPv6 URL)"),
+        ("record", "http://127.0.0.1:99999999/v1", "is not a valid URL (Port out of range"),
+        ("record", "https://user:sk-Qz81Lm@:8080/v1", "URL names no host"),
+    ],
+)
+def test_an_upstream_that_is_not_a_url_is_refused(
+    tmp_path: Path, command: str, upstream: str, reason: str
+) -> None:
+    """`record`/`proxy --upstream 'http://[::1'` stopped with a ValueError traceback from
+    the loopback check; a port out of range started the proxy and answered every call
+    with an internal error. Now: exit 1 before anything runs, the reason, never the URL."""
+    from click.testing import CliRunner
+
+    from faultfinder.cli import main
+
+    program = ["--", sys.executable, "-c", "pass"] if command == "record" else []
+    args = [command, "--upstream", upstream, "--out", str(tmp_path / "runs"), *program]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert f"Error: the upstream {reason}" in result.output
+    assert "sk-Qz81Lm" not in result.output

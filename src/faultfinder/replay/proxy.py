@@ -46,7 +46,7 @@ from faultfinder.replay.httpserver import (
 from faultfinder.replay.matching import Matcher, split_agent_path
 from faultfinder.replay.proxy_background import BackgroundCalls, polled_id
 from faultfinder.replay.proxy_calls import NO_UPSTREAM, ModelCallProxy, ProxyConfig
-from faultfinder.replay.proxy_upstream import relayed_headers, upstream_url
+from faultfinder.replay.proxy_upstream import check_upstream, relayed_headers, upstream_url
 from faultfinder.replay.recorder import RunStore
 from faultfinder.replay.replayer import ReplayPlan
 from faultfinder.replay.report import LiveRequest
@@ -124,9 +124,12 @@ class RecordingProxy(ModelCallProxy):
     # --- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> Self:
+        upstreams = [self.config.upstream, *self.config.upstreams.values()]
+        for url in upstreams:
+            check_upstream(url)
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(self.config.timeout, connect=30.0),
-            mounts=direct_to_loopback([self.config.upstream, *self.config.upstreams.values()]),
+            mounts=direct_to_loopback(upstreams),
         )
         return await super().start()
 

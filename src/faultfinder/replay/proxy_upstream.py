@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from faultfinder.errors import ConfigError
 from faultfinder.replay.apis import WireAdapter
 from faultfinder.replay.httpserver import Request
 from faultfinder.replay.run_format import ERROR_HEADERS
@@ -74,6 +75,23 @@ def upstream_headers(
             headers["authorization"] = f"Bearer {upstream_key}"
     headers["accept-encoding"] = "identity"
     return headers
+
+
+def check_upstream(base: str | None) -> None:
+    """Refuse an upstream that is not a URL ('http://[::1', a port that is no number or out
+    of range, no host) before the proxy starts, with the reason (ConfigError, never the
+    URL, which may hold a key): the program would otherwise get only internal errors."""
+    if base is None:
+        return
+    try:
+        parts = urlsplit(base)
+        host, _ = parts.hostname, parts.port  # reading .port checks it
+    except ValueError as exc:
+        raise ConfigError(
+            f"the upstream is not a valid URL ({exc}); give http(s)://HOST[:PORT][/PATH]"
+        ) from None
+    if not host:
+        raise ConfigError("the upstream URL names no host; give http(s)://HOST[:PORT][/PATH]")
 
 
 def upstream_url(base: str, path: str, query: str) -> str:
