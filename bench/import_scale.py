@@ -3,8 +3,9 @@
     python bench/import_scale.py                 # add --write for bench/README.md
     python bench/import_scale.py --only ag2 --base 200
 
-Each input is a real fixture (tests/fixtures/, or the Langfuse export in
-/work/shared/data/trace-samples/ when present) repeated into ONE trace: every copy gets fresh
+Each input is a real fixture (tests/fixtures/, or the Langfuse export in the shared
+data's trace-samples/ when present, found by bench/_shared.py) repeated into ONE trace:
+every copy gets fresh
 span, observation, run and call ids (derived from the original id and the copy's number, in
 the original's shape: hex, base64, UUID) and times shifted past the copy before it, so the
 importer links and orders every copy as it would one long run. ``--base`` copies make 1x;
@@ -31,10 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from _readme import write_section
+from _shared import shared_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
-SAMPLES = Path("/work/shared/data/trace-samples")
+SAMPLES = shared_dir() / "data" / "trace-samples"
 README = Path(__file__).with_name("README.md")
 BEGIN, END = "<!-- import-scale:begin -->", "<!-- import-scale:end -->"
 HEADING = "\n## Import time against input size — `bench/import_scale.py`\n\n"
