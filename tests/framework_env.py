@@ -27,6 +27,13 @@ INSTALL_TIMEOUT_S = 1200
 
 CREWAI = ["crewai==1.15.30"]
 """The CrewAI environment's pins (name ``crewai``)."""
+CREWAI_OTEL = [
+    *CREWAI,
+    "openinference-instrumentation-crewai==1.1.21",
+    "openinference-instrumentation-openai==0.1.66",
+]
+"""CrewAI traced by OpenInference's CrewAI and OpenAI instrumentations, exported by the
+OTLP/HTTP exporter CrewAI installs (name ``crewai-otel``)."""
 AG2_GROUPCHAT = ["ag2[openai]==0.14.0"]
 """The AG2 GroupChat environment's pins (name ``ag2-groupchat``)."""
 AUTOGEN_AGENTCHAT = ["autogen-agentchat==0.7.5", "autogen-ext[openai]==0.7.5"]

@@ -95,7 +95,8 @@ def crewai_upstream(body: dict[str, Any]) -> Any:
     offered, else CrewAI's ReAct text), then answers; the Writer states the result."""
     messages = body["messages"]
     system = next((str(m.get("content")) for m in messages if m["role"] == "system"), "")
-    text = " ".join(str(m.get("content") or "") for m in messages)
+    # Not the system prompt's: on the ReAct path it describes the "Observation:" format.
+    text = " ".join(str(m.get("content") or "") for m in messages if m["role"] != "system")
     if "Researcher" in system:
         done = any(m.get("role") == "tool" for m in messages) or "Observation:" in text
         if done:
@@ -302,6 +303,14 @@ PRODUCERS = {
         ["crewai_crew.py", QUESTION, "--agents-only"],
         crewai_agents_upstream,
         "crewai-agents-only.otlp.jsonl",
+    ),
+    "crewai-react": Producer(
+        ["crewai_crew.py", QUESTION, "--react"], crewai_upstream, "crewai-react.otlp.jsonl"
+    ),
+    "crewai-react-agents-only": Producer(
+        ["crewai_crew.py", QUESTION, "--react", "--agents-only"],
+        crewai_agents_upstream,
+        "crewai-react-agents-only.otlp.jsonl",
     ),
     "traceloop": Producer(
         ["traceloop_team.py", QUESTION], team_upstream, "traceloop-team.otlp.jsonl"

@@ -38,6 +38,7 @@ from faultfinder.traces.importers._call_spans import (
 )
 from faultfinder.traces.importers._common import make_trace, scrubbed, scrubbed_agent
 from faultfinder.traces.importers._messages import message_list
+from faultfinder.traces.importers._react import attach_react
 from faultfinder.traces.importers._span_fields import (
     SpanTree,
     agent_span_name,
@@ -160,7 +161,10 @@ def build_trace(
         roster.setdefault(step.agent, Agent(name=step.agent, model=step.model))
         if roster[step.agent].model is None and step.model:
             roster[step.agent].model = step.model
+    of_agent_spans = {id(s) for s in step_of_agent_span.values()}
+    agent_made = [id(s) in of_agent_spans for s in steps]
     steps = [s.model_copy(update={"index": i}) for i, s in enumerate(steps)]
+    attach_react(steps, {id(s) for s, made in zip(steps, agent_made, strict=True) if made})
     root = order[0] if order else None
     metadata: dict[str, Any] = {
         "trace_id": spans[0].trace_id if spans else None,
