@@ -108,7 +108,12 @@ def check_autogen(trace: Trace, kind: str) -> None:
     """The selector picks the Planner, who restates the task; the Solver calls add with a
     wrong operand (4 for 3), gets 6 and ends the chat."""
     assert trace.task == QUESTION
-    assert trace.final_answer == "The answer is 6. TERMINATE"
+    # The Solver said "The answer is 6. TERMINATE": the word that ends the chat is not the
+    # answer (as the AG2 reader and the program's own print treat it); the step keeps it.
+    assert trace.final_answer == "The answer is 6."
+    assert trace.metadata["final_answer_from"].endswith(
+        "'TERMINATE' removed (AutoGen's word for ending the chat)"
+    )
     solver_call = ("Solver", [("add", {"a": 2, "b": 4})], [("add", "6")])
     if kind == "none":  # no model-call span: each agent's turn is a step of its own
         assert _calls(trace) == [("Planner", [], []), solver_call]
@@ -170,6 +175,29 @@ def test_autogen_selector_live(tmp_path: Path, kind: str) -> None:
     run = run_program(program, autogen_upstream, tmp_path, python=python)
     assert run.llm_requests == 4
     check_autogen(autogen_run(load_traces(run.raw)), kind)
+
+
+@pytest.mark.parametrize(
+    ("said", "answer"),
+    [
+        ("TERMINATE", None),  # only the signal: no answer, as the AG2 reader gives none
+        ("Process TERMINATED. TERMINATE", "Process TERMINATED."),  # a word holding it stays
+        # A line break, as the message attribute's JSON inside the OTLP JSON writes it.
+        ("TERMINATE\\\\nThe answer is 6.", "The answer is 6."),
+    ],
+)
+def test_autogen_final_answer_loses_only_the_keyword(
+    tmp_path: Path, said: str, answer: str | None
+) -> None:
+    path = tmp_path / "run.otlp.jsonl"
+    text = (FIXTURES / AUTOGEN["none"]).read_text()
+    assert text.count("The answer is 6. TERMINATE") > 1
+    path.write_text(text.replace("The answer is 6. TERMINATE", said))
+    run = autogen_run(load_traces(path))
+    assert run.final_answer == answer
+    assert run.steps[-1].content == said.replace("\\\\n", "\n")  # the Solver's words, whole
+    if answer is None:
+        assert "nothing else was said" in run.metadata["final_answer_from"]
 
 
 def test_import_names_autogen_agent_creation_traces(tmp_path: Path) -> None:

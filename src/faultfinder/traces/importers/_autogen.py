@@ -18,6 +18,9 @@ on (``input``, ``output``, ``agent``); what a span records itself always wins.
 - a model call under a delivery and no agent span (a SelectorGroupChat's speaker
   selection): its agent is the delivery's recipient (`SelectorGroupChatManager`), not the
   service name.
+
+The run's final answer loses the ``TERMINATE`` keyword an agent says to end the chat
+(:func:`without_keyword`), as the AG2 reader's does.
 """
 
 from __future__ import annotations
@@ -36,6 +39,26 @@ _TEAM_SUFFIX = re.compile(r"_[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}$")
 """AgentChat registers each participant's agent type as ``<name>_<team id>``."""
 
 _OWN_IO = ("gen_ai.input.messages", "gen_ai.output.messages", "input.value", "output.value")
+
+
+KEYWORD = "TERMINATE"
+"""The word AgentChat's documented termination (``TextMentionTermination("TERMINATE")``)
+and its agents' default prompts use to end a chat: a signal to the team, not the answer."""
+_KEYWORD = re.compile(rf"(?<![A-Za-z0-9_]){KEYWORD}(?![A-Za-z0-9_])")
+
+
+def is_autogen(spans: list[Span]) -> bool:
+    """Whether the spans include autogen-core's own (GenAI spans of ``gen_ai.system``
+    ``autogen``)."""
+    return any(s.attributes.get("gen_ai.system") == "autogen" for s in spans)
+
+
+def without_keyword(answer: str) -> str | None:
+    """``answer`` without each ``TERMINATE`` that stands as a word (a word containing it,
+    such as ``TERMINATED``, is kept), blanks around the answer trimmed; None when nothing
+    is left, as the AG2 reader gives none for a last message that only ends the chat."""
+    kept = _KEYWORD.sub("", answer)
+    return kept.strip() or None
 
 
 @dataclass

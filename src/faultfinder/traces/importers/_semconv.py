@@ -26,7 +26,12 @@ from faultfinder.traces.importers._agent_spans import (
     encloses_llm,
     final_answer,
 )
-from faultfinder.traces.importers._autogen import runtime_hints
+from faultfinder.traces.importers._autogen import (
+    KEYWORD,
+    is_autogen,
+    runtime_hints,
+    without_keyword,
+)
 from faultfinder.traces.importers._call_spans import (
     attach_tool,
     chain_agents,
@@ -194,6 +199,11 @@ def build_trace(
     final, final_from = final_answer(order, kinds)
     if final is None:
         final, final_from = last_reply(steps, tree, kinds)
+    if final is not None and KEYWORD in final and is_autogen(spans):
+        final = without_keyword(final)
+        final_from += f", '{KEYWORD}' removed (AutoGen's word for ending the chat)"
+        if final is None:
+            final_from += ": nothing else was said, so no final answer"
     if final_from:
         metadata["final_answer_from"] = final_from
     # The source records were scrubbed as they were kept; the text taken from them into
