@@ -330,6 +330,11 @@ PRODUCERS = {
             ("autogen-openinference", "openinference", "-openinference"),
         )
     },
+    "autogen-no-span": Producer(
+        ["autogen_selector_team.py", "none", QUESTION, "--no-span"],
+        autogen_upstream,
+        "autogen-selector-no-span.otlp.jsonl",
+    ),
     "pydantic-ai": Producer(
         ["pydantic_ai_delegation.py", QUESTION],
         delegation_upstream,

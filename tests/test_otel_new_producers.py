@@ -163,6 +163,72 @@ def test_cli_shortlist_reads_the_autogen_run(tmp_path: Path, kind: str) -> None:
     assert "Solver" in agents and len(agents) == (2 if kind == "none" else 4)
 
 
+NO_SPAN = FIXTURES / "autogen-selector-no-span.otlp.jsonl"
+"""The same team run with no span of the user's around it (``--no-span``): AutoGen's
+runtime starts a new trace for every message it sends, tied to the sender by a span link."""
+
+
+def check_stitched(traces: list[Trace]) -> None:
+    """One run, read as the run inside the user's span reads; its parts' ids are kept."""
+    run = autogen_run(traces)
+    check_autogen(run, "none")
+    parts = run.metadata["stitched_traces"]
+    assert len(parts) > 10 and run.metadata["trace_id"] == parts[0]
+    assert "span links of AutoGen's runtime spans" in run.metadata["stitched_by"]
+    assert {s.metadata["trace_id"] for s in run.steps} <= set(parts)
+    # Only the agents' create_agent traces, linked to nothing, stay apart (as with the span).
+    assert [len(t.steps) for t in traces].count(0) == 2 and len(traces) == 3
+
+
+def test_autogen_without_a_run_span_is_one_run() -> None:
+    check_stitched(load_traces(NO_SPAN))
+
+
+def test_a_verdict_on_a_stitched_run_exports_into_its_steps_own_trace() -> None:
+    from faultfinder.judging.method import Attribution
+    from faultfinder.writeback import otlp_payload
+
+    run = autogen_run(load_traces(NO_SPAN))
+    solver = run.steps[1]
+    verdict = Attribution(
+        agent="Solver", step=1, reason="4 is not 3", trace_id=run.id, method="shortlist",
+        config={}, model="none", prompt_version="x", with_ground_truth=False,
+        observability="outputs",
+    )  # fmt: skip
+    (span,) = otlp_payload(verdict, run)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    assert span["parentSpanId"] == solver.metadata["span_id"]
+    assert span["traceId"] == solver.metadata["trace_id"] != run.metadata["trace_id"]
+
+
+def test_links_of_other_spans_join_nothing(tmp_path: Path) -> None:
+    """Two traces whose spans link, neither AutoGen's runtime: still two traces."""
+
+    def span(trace: str, span_id: str, links: list[dict[str, str]]) -> dict[str, object]:
+        attrs = [{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}}]
+        return {
+            "traceId": trace * 32, "spanId": span_id * 16, "name": "chat",
+            "attributes": attrs, "links": links,
+        }  # fmt: skip
+
+    spans = [span("a", "1", []), span("b", "2", [{"traceId": "a" * 32, "spanId": "1" * 16}])]
+    path = tmp_path / "linked.json"
+    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
+    assert len(load_traces(path)) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.frameworks_env
+def test_autogen_without_a_run_span_live(tmp_path: Path) -> None:
+    from framework_env import AUTOGEN_AGENTCHAT_OTEL, framework_python
+    from otel_programs import autogen_upstream, run_program
+
+    python = str(framework_python("autogen-agentchat-otel", AUTOGEN_AGENTCHAT_OTEL))
+    program = ["autogen_selector_team.py", "none", QUESTION, "--no-span"]
+    run = run_program(program, autogen_upstream, tmp_path, python=python)
+    assert run.llm_requests == 4 and len(run.traces) > 10  # the collector: one file a part
+    check_stitched(load_traces(run.raw))
+
+
 @pytest.mark.slow
 @pytest.mark.frameworks_env
 @pytest.mark.parametrize("kind", sorted(AUTOGEN))

@@ -189,11 +189,13 @@ _HEX = re.compile(r"[0-9a-fA-F]+")
 
 
 def _otlp_ids(trace: Trace, step: Step) -> tuple[str, str]:
-    """The trace's and the decisive step's ids, which OTLP can link a span to only when
-    they are its own: 32 and 16 hex digits, not all zero. Another source's ids (Langfuse's
-    UUIDs or names) would be sent as they are and name nothing the receiver holds."""
+    """The trace's (the step's own, in a trace stitched from several) and the decisive
+    step's ids, which OTLP can link a span to only when they are its own: 32 and 16 hex
+    digits, not all zero. Another source's ids (Langfuse's UUIDs or names) would be sent
+    as they are and name nothing the receiver holds."""
     sid = span_id_of(step)
-    tid = source_trace_id(trace)
+    own = step.metadata.get("trace_id")  # a run stitched from several traces (AutoGen)
+    tid = own if isinstance(own, str) and own else source_trace_id(trace)
     bad = [
         f"{what} {value!r} is not {digits} hex digits"
         for what, value, digits in (("trace id", tid, 32), ("span id", sid, 16))

@@ -19,6 +19,10 @@ on (``input``, ``output``, ``agent``); what a span records itself always wins.
   selection): its agent is the delivery's recipient (`SelectorGroupChatManager`), not the
   service name.
 
+Without a span of the user's around the run, the runtime starts a new trace for every
+message it sends and ties each delivery to the span that sent it by a span link only;
+:func:`linked_runs` puts the traces so linked back together, one run each.
+
 The run's final answer loses the ``TERMINATE`` keyword an agent says to end the chat
 (:func:`without_keyword`), as the AG2 reader's does.
 """
@@ -31,9 +35,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from faultfinder.errors import TraceFormatError
 from faultfinder.traces.importers._common import text_of
 from faultfinder.traces.importers._messages import Message
-from faultfinder.traces.importers._spans import Span, maybe_json
+from faultfinder.traces.importers._spans import Span, maybe_json, norm_id
 
 _TEAM_SUFFIX = re.compile(r"_[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}$")
 """AgentChat registers each participant's agent type as ``<name>_<team id>``."""
@@ -59,6 +64,58 @@ def without_keyword(answer: str) -> str | None:
     is left, as the AG2 reader gives none for a last message that only ends the chat."""
     kept = _KEYWORD.sub("", answer)
     return kept.strip() or None
+
+
+def linked_runs(spans: list[Span]) -> dict[str, str]:
+    """For each trace id, the trace id of the run it belongs to: traces joined by the span
+    links of AutoGen's runtime spans (a delivery's link to the span that sent the message),
+    when both ends are runtime spans in ``spans``; a run is named by its trace that appears
+    first. Links of other spans join nothing (a link alone does not say two traces are one
+    run)."""
+    runtime = {s.span_id: s for s in spans if _is_runtime(s)}
+    first: dict[str, int] = {}
+    for n, span in enumerate(spans):
+        first.setdefault(span.trace_id, n)
+    boss: dict[str, str] = {}
+
+    def find(tid: str) -> str:
+        while boss.get(tid, tid) != tid:
+            boss[tid] = boss.get(boss[tid], boss[tid])
+            tid = boss[tid]
+        return tid
+
+    for span in runtime.values():
+        for linked in _linked_span_ids(span):
+            other = runtime.get(linked)
+            if other is None:
+                continue
+            a, b = find(span.trace_id), find(other.trace_id)
+            if a != b:
+                a, b = sorted((a, b), key=first.__getitem__)
+                boss[b] = a
+    return {tid: find(tid) for tid in first}
+
+
+def _is_runtime(span: Span) -> bool:
+    return (span.scope or "").startswith("autogen") and bool(
+        span.attributes.get("messaging.operation")
+    )
+
+
+def _linked_span_ids(span: Span) -> list[str]:
+    """The span ids ``span`` links to, as its source record holds them (OTLP ``links``);
+    a link whose id cannot be read links nothing."""
+    links = (span.raw or {}).get("links")
+    found: list[str] = []
+    for link in links if isinstance(links, list) else []:
+        value = link.get("spanId", link.get("span_id")) if isinstance(link, dict) else None
+        try:
+            span_id = norm_id(value, path="", where="links", size=8)
+        except TraceFormatError:
+            continue
+        if span_id:
+            found.append(span_id)
+    return found
 
 
 @dataclass

@@ -29,6 +29,7 @@ from faultfinder.traces.importers._agent_spans import (
 from faultfinder.traces.importers._autogen import (
     KEYWORD,
     is_autogen,
+    linked_runs,
     runtime_hints,
     without_keyword,
 )
@@ -59,13 +60,22 @@ from faultfinder.traces.schema import Agent, SourceInfo, Step, ToolResult, Trace
 
 def build_traces(spans: list[Span], *, path: str | Path, fmt: str, id_prefix: str) -> list[Trace]:
     """One canonical trace per trace id, in order of first appearance."""
+    runs = linked_runs(spans)  # AutoGen without a span around the run: one trace a message
     groups: dict[str, list[Span]] = {}
     for span in spans:
-        groups.setdefault(span.trace_id, []).append(span)
-    return [
-        build_trace(group, path=path, fmt=fmt, trace_id=f"{id_prefix}/{tid}")
-        for tid, group in groups.items()
-    ]
+        groups.setdefault(runs.get(span.trace_id, span.trace_id), []).append(span)
+    traces = []
+    for tid, group in groups.items():
+        trace = build_trace(group, path=path, fmt=fmt, trace_id=f"{id_prefix}/{tid}")
+        joined = list(dict.fromkeys(s.trace_id for s in group))
+        if len(joined) > 1:
+            trace.metadata["stitched_traces"] = joined
+            trace.metadata["stitched_by"] = (
+                "span links of AutoGen's runtime spans (each delivery links to the span "
+                "that sent its message)"
+            )
+        traces.append(trace)
+    return traces
 
 
 def dedupe(spans: list[Span]) -> tuple[list[Span], int, list[Any]]:
@@ -169,6 +179,11 @@ def build_trace(
     of_agent_spans = {id(s) for s in step_of_agent_span.values()}
     agent_made = [id(s) in of_agent_spans for s in steps]
     steps = [s.model_copy(update={"index": i}) for i, s in enumerate(steps)]
+    if len({s.trace_id for s in spans}) > 1:  # stitched: each step's span keeps its trace
+        for step in steps:
+            found = tree.by_id.get(str(step.metadata.get("span_id")))
+            if found is not None:
+                step.metadata["trace_id"] = found.trace_id
     attach_react(steps, {id(s) for s, made in zip(steps, agent_made, strict=True) if made})
     root = order[0] if order else None
     metadata: dict[str, Any] = {
