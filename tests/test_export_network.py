@@ -231,3 +231,74 @@ def test_the_recording_proxy_reaches_a_loopback_upstream_directly(
             )
     assert reply.choices[0].message.content == "hello"
     assert len(upstream.chat_requests) == 1 and not via_proxy
+
+
+@contextmanager
+def endless_answer(gzip: bool = False) -> Iterator[tuple[str, list[int]]]:
+    """A loopback server answering 200 with a chunked body that never ends (it stops
+    sending after 64 MiB, or a gzip stream of zeros that would expand to that much, and
+    then holds the connection open). Yields its URL and the bytes sent per connection."""
+    import zlib
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    sent: list[int] = []
+    stop = threading.Event()
+    piece = b"x" * 65536
+    if gzip:
+        packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        piece = packer.compress(b"\0" * (64 << 20)) + packer.flush(zlib.Z_SYNC_FLUSH)
+    encoding = b"content-encoding: gzip\r\n" if gzip else b""
+
+    def serve_one(conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(5)
+            got = b""
+            while b"\r\n\r\n" not in got:
+                got += conn.recv(65536)
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                + encoding
+                + b"transfer-encoding: chunked\r\n\r\n"
+            )
+            sent.append(0)
+            while not stop.is_set() and sent[-1] < 64 << 20:
+                conn.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+                sent[-1] += len(piece) if not gzip else 64 << 20
+            stop.wait(10)  # the body's last chunk never comes
+
+    def run() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=_quietly, args=(serve_one, conn), daemon=True).start()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}", sent
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+
+
+@pytest.mark.parametrize("gzip", [False, True])
+def test_an_endless_answer_is_read_only_up_to_the_bound(
+    monkeypatch: pytest.MonkeyPatch, gzip: bool
+) -> None:
+    """The export read a server's whole answer, however large: an answer that does not
+    end filled the memory until the attempt's deadline, and the export then failed as
+    'unavailable' though the server had said 200. Now the answer is read up to
+    MAX_ANSWER bytes (decoded, for a gzip body, within the same bound): the status
+    counts, and what the server sent beyond the bound is not read."""
+    monkeypatch.setattr(writeback_http, "ATTEMPT_DEADLINE", 3.0)
+    started = time.monotonic()
+    with endless_answer(gzip) as (url, sent):
+        response = send("otlp", url, {"resourceSpans": []}, sleep=lambda _: None)
+    assert response.status_code == 200
+    assert len(response.content) == writeback_http.MAX_ANSWER
+    assert response.content[:1] == (b"\0" if gzip else b"x")
+    assert len(sent) == 1 and time.monotonic() - started < 3.0

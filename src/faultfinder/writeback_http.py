@@ -12,7 +12,8 @@ import os
 import socket
 import time
 import warnings
-from collections.abc import Callable
+import zlib
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -39,6 +40,10 @@ ATTEMPT_DEADLINE = 60.0
 (httpx's own timeouts, :data:`~faultfinder.writeback.TIMEOUT`, are per read)."""
 LONGEST_WAIT = 30.0
 """A Retry-After longer than this is not waited for: the export stops and says so."""
+MAX_ANSWER = 1024 * 1024
+"""Bytes of a server's answer read, at most. An answer to one verdict is an id or an
+error message (a few hundred bytes); what comes after this much is not read, so a server
+sending an endless body cannot fill the memory. Its status and headers still count."""
 
 
 def _request_parts(
@@ -144,12 +149,7 @@ async def _send(
                 # httpx's timeouts are per read: a server sending a byte now and then
                 # never trips them, so the whole attempt has a deadline of its own.
                 async with asyncio.timeout(ATTEMPT_DEADLINE):
-                    response = await http.post(
-                        endpoint,
-                        content=body,
-                        headers=headers,
-                        auth=auth if auth is not None else httpx.USE_CLIENT_DEFAULT,
-                    )
+                    response = await _post(http, endpoint, body, headers, auth)
             except TimeoutError:
                 problem = (
                     f"no whole answer from {endpoint} within {ATTEMPT_DEADLINE:g} s "
@@ -181,6 +181,78 @@ async def _send(
     raise ExportUnavailableError(
         scrub.text(f"{target}: {problem}; tried {attempt} time(s){later}. Export again later.")
     )
+
+
+async def _post(
+    http: httpx.AsyncClient,
+    endpoint: str,
+    body: bytes,
+    headers: dict[str, str],
+    auth: httpx.BasicAuth | None,
+) -> httpx.Response:
+    """The server's answer to ``body``, its body read up to :data:`MAX_ANSWER` bytes
+    (cut there, and the connection closed, when it sends more)."""
+    # Asked unencoded, so what is cut is text; a server encoding it anyway is decoded
+    # chunk by chunk within the same bound (a small gzip body can expand a thousandfold).
+    asked = {**headers, "accept-encoding": "identity"}
+    request = http.build_request("POST", endpoint, content=body, headers=asked)
+    answer = await http.send(
+        request, auth=auth if auth is not None else httpx.USE_CLIENT_DEFAULT, stream=True
+    )
+    # A transport that read the body already (a test's mock) gives it whole, decoded.
+    read = answer.is_stream_consumed
+    decoder = _Decoder("" if read else answer.headers.get("content-encoding", ""))
+    kept = bytearray()
+    try:
+        chunks = _whole(answer.content) if read else answer.aiter_raw()
+        async for chunk in chunks:
+            kept += decoder.decode(chunk, MAX_ANSWER - len(kept))
+            if len(kept) >= MAX_ANSWER or decoder.read > MAX_ANSWER * 1024:
+                break
+    finally:
+        await answer.aclose()
+    return httpx.Response(
+        answer.status_code,
+        headers=[(k, v) for k, v in answer.headers.items() if k not in _FRAMING],
+        content=bytes(kept),
+        request=request,
+    )
+
+
+async def _whole(content: bytes) -> AsyncIterator[bytes]:
+    yield content
+
+
+_FRAMING = frozenset({"content-length", "content-encoding", "transfer-encoding"})
+"""Headers that describe the body as sent, not as kept (decoded, perhaps cut)."""
+
+
+class _Decoder:
+    """A body's gzip or deflate encoding undone chunk by chunk, each at most as long as
+    asked; another encoding (or a body that is not what it says) is kept as it came."""
+
+    def __init__(self, encoding: str) -> None:
+        kind = encoding.strip().lower()
+        wbits = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}.get(kind)
+        self._zlib = None if wbits is None else zlib.decompressobj(wbits)
+        self._raw_deflate = kind == "deflate"  # a zlib header, or raw deflate (as httpx)
+        self.read = 0
+        """Encoded bytes taken in."""
+
+    def decode(self, chunk: bytes, room: int) -> bytes:
+        self.read += len(chunk)
+        if self._zlib is None or room <= 0:
+            return chunk[: max(room, 0)]
+        try:
+            return self._zlib.decompress(self._zlib.unconsumed_tail + chunk, room)
+        except zlib.error:
+            if self._raw_deflate and self.read == len(chunk):
+                self._raw_deflate = False
+                self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+                self.read = 0
+                return self.decode(chunk, room)
+            self._zlib = None
+            return chunk[:room]
 
 
 _NO_SUCH_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
