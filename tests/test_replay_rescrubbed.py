@@ -16,6 +16,7 @@ from pathlib import Path
 
 from faultfinder.replay.recorder import STEPS_FILE, RecordedCall, load_calls, utcnow
 from faultfinder.replay.replayer import ReplayOptions, ReplayPlan
+from faultfinder.replay.rescrubbed import likely_fills
 from faultfinder.replay.session import record_run, replay_run
 from faultfinder.testing import FakeOpenAIServer
 from test_replay_failed_calls import QUIET, branch_calls
@@ -83,7 +84,9 @@ def ask(plan: ReplayPlan, text: str) -> tuple[str, tuple[str, ...]]:
 def test_only_the_redacted_places_may_differ_and_what_fills_them_is_learned() -> None:
     secret = 'pa"ss\\word-42'
     plan = ReplayPlan([recorded("Is [REDACTED] a strong password?")], ReplayOptions())
-    assert ask(plan, "Is it a weak password?") == ("reject", ())
+    # A divergence learns what stands in the hole too (its diff quotes it); "it" is too
+    # short to be scrubbed.
+    assert ask(plan, "Is it a weak password?") == ("reject", ("it",))
     assert ask(plan, f"Is {secret} a strong password?") == ("serve", (secret,))
     # An exact match learns nothing: the replay scrubbed it as the recording did.
     plan = ReplayPlan([recorded("Is [REDACTED] a strong password?")], ReplayOptions())
@@ -105,6 +108,7 @@ def test_several_holes_in_one_string_each_learn_their_text() -> None:
 # replayed prompt of a few thousand characters that is not it.
 HOSTILE = """
 from faultfinder.replay.replayer import ReplayOptions, ReplayPlan
+from faultfinder.replay.rescrubbed import likely_fills
 from test_replay_rescrubbed import ask, recorded
 
 plan = ReplayPlan([recorded("keys: [REDACTED], [REDACTED], [REDACTED] end")], ReplayOptions())
@@ -124,3 +128,66 @@ def test_a_long_prompt_is_matched_against_redacted_requests_in_linear_time() -> 
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "reject"
     assert time.monotonic() - started < 20
+
+
+# The recording learns that the prompt quotes a key only from the second call's headers;
+# the replayed program changes its prompt elsewhere, so its first call diverges and is
+# refused, and it never makes the call that would tell the replay what the key is. It
+# writes the refusal it got to a file of its own (what the program was shown).
+DIVERGES_BEFORE_THE_KEY = f"""
+import openai, pathlib, sys
+try:
+    first = openai.OpenAI(max_retries=0).chat.completions.create(
+        model="m", messages=[{{"role": "user", "content": "Is {KEY} a strong password? "
+        + sys.argv[1]}}])
+except openai.APIStatusError as exc:
+    pathlib.Path(sys.argv[2]).write_text(exc.response.text)
+    print("refused:", exc.response.text, file=sys.stderr)
+    raise SystemExit(3)
+openai.OpenAI(api_key="{KEY}").chat.completions.create(
+    model="m", messages=[{{"role": "user", "content": "second question"}}])
+"""
+
+
+def test_a_divergence_quotes_no_secret_the_recording_scrubbed(tmp_path: Path) -> None:
+    """The refusal of a diverged call and the report's diff quoted the replayed request,
+    and the replay did not know the key in it (only the recording's later call revealed
+    it): the key was in the 422 the program got, in report.json, stderr.txt, steps.jsonl,
+    trace.json and meta.json. What stands where the nearest recorded request says
+    [REDACTED] is now learned as a secret, and the refusal is scrubbed as written files
+    are."""
+    shown = tmp_path / "refusal.json"
+    argv = [sys.executable, "-c", DIVERGES_BEFORE_THE_KEY]
+    with FakeOpenAIServer(reply="ok") as upstream:
+        recorded = asyncio.run(
+            record_run(
+                [*argv, "v1", str(shown)], upstream.base_url, tmp_path, run_id="run", options=QUIET
+            )
+        )
+    assert recorded.child.exit_code == 0, recorded.child.stderr[-2000:]
+    replayed = asyncio.run(
+        replay_run(recorded.run_dir, [*argv, "v2", str(shown)], ReplayOptions(), options=QUIET)
+    )
+    assert replayed.child.exit_code == 3
+    (divergence,) = replayed.report.divergences
+    assert divergence.action == "refused" and divergence.diff
+    assert "[REDACTED] a strong password? v2" in divergence.difference
+    assert "[REDACTED] a strong password? v2" in shown.read_text(encoding="utf-8")
+    written = [p for p in replayed.branch_dir.rglob("*") if p.is_file()]
+    assert {p.name for p in written} >= {"report.json", "steps.jsonl", "stderr.txt"}
+    for path in [*written, shown]:
+        assert KEY not in path.read_text(encoding="utf-8"), path.name
+
+
+def test_likely_fills_place_each_hole_between_the_text_around_it() -> None:
+    recorded = {"messages": [{"content": "Is [REDACTED] strong? v1"}], "model": "m"}
+    replayed = {"messages": [{"content": "Is hunter2-xyz strong? v2"}], "model": "n"}
+    assert likely_fills(recorded, replayed) == ["hunter2-xyz"]
+    # A hole ending the string runs to its end; a hole ends where the longest found
+    # beginning of the text after it starts; one whose edges are not found, and those
+    # after it, are not guessed.
+    assert likely_fills("key: [REDACTED]", "key: abc-123 and more") == ["abc-123 and more"]
+    assert likely_fills("a [REDACTED] b [REDACTED] c", "a 1 b 2 d") == ["1", "2"]
+    assert likely_fills("a [REDACTED] b [REDACTED] c", "x 1 b 2 c") == []
+    assert likely_fills("a [REDACTED]-bcd", "a 1 xyz") == []
+    assert likely_fills(["[REDACTED]"], []) == []

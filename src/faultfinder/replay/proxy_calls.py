@@ -212,10 +212,11 @@ class ModelCallProxy(Endpoint):
             record(None, decision.status, decision.message)
             if decision.stop:
                 self.stop_requested.set()
+            # Scrubbed as what is written: it quotes the request (a divergence's diff).
             return self._error(
                 adapter,
                 decision.status,
-                decision.message,
+                self.redactor.text(decision.message),
                 "faultfinder_replay",
                 headers=[("x-should-retry", "false")],
             )

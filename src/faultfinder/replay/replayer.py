@@ -53,7 +53,7 @@ from faultfinder.replay.matching import first_difference, hash_normalised, reque
 from faultfinder.replay.recorder import RecordedCall
 from faultfinder.replay.replay_options import DivergencePolicy, ReplayOptions
 from faultfinder.replay.report import Divergence, ReplayReport
-from faultfinder.replay.rescrubbed import RedactedRequests
+from faultfinder.replay.rescrubbed import RedactedRequests, likely_fills
 
 __all__ = [
     "EDIT_ERROR_STATUS",
@@ -176,7 +176,7 @@ class ReplayPlan(LiveCalls):
             # A recorded call scrubbed again once a secret it holds was learned?
             got, learned = self.redacted.find(agent, normalised) or (got, [])
         decision = self._decide(adapter, agent, body, normalised, got)
-        decision.learned = tuple(learned)
+        decision.learned = (*learned, *decision.learned)
         return decision
 
     def _decide(
@@ -288,6 +288,9 @@ class ReplayPlan(LiveCalls):
             )
             diff = request_diff(self.normalised[step], normalised)
         refuse = self.options.on_divergence == "fail"
+        # What stands where the nearest recorded request had a secret scrubbed: quoted by
+        # the diff and the refusal, and written with the call, so scrubbed from them all.
+        learned = () if step is None else tuple(likely_fills(self.normalised[step], normalised))
         self.report.divergences.append(
             Divergence(
                 step=step,
@@ -305,7 +308,7 @@ class ReplayPlan(LiveCalls):
         recorded = None if step is None else self.recorded[step]
         if refuse:
             self.report.refused_calls += 1
-            return Decision(
+            refusal = Decision(
                 "reject",
                 "live",
                 recorded,
@@ -318,8 +321,12 @@ class ReplayPlan(LiveCalls):
                 ),
                 note=note,
             )
+            refusal.learned = learned
+            return refusal
         self.live_agents.add(agent)
-        return self._live(adapter, body, "live", recorded, step, note)
+        went = self._live(adapter, body, "live", recorded, step, note)
+        went.learned = learned
+        return went
 
     def call_failed(self, decision: Decision) -> None:
         """A call got no reply (the upstream answered with an error or was unreachable, its

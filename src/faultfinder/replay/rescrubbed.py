@@ -27,12 +27,13 @@ with three holes and a 2,000-character prompt took minutes), on the proxy's even
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
 from faultfinder.redact import REDACTED
 
-__all__ = ["RedactedRequests"]
+__all__ = ["RedactedRequests", "likely_fills"]
 
 
 def _holds_redacted(value: Any) -> bool:
@@ -121,3 +122,61 @@ class RedactedRequests:
             if _fill(pattern, normalised, fills):
                 return request_hash, fills
         return None
+
+
+ANCHOR_CHARS = 16
+"""Characters either side of a hole that place it in a request that does not match."""
+
+
+def likely_fills(recorded: Any, replayed: Any) -> list[str]:
+    """What probably stands where ``recorded`` (a normalised request holding
+    ``[REDACTED]``) has its holes, in ``replayed``, a request that diverged from it. Each
+    string of ``recorded`` with holes is compared with the string at the same place in
+    ``replayed``: a hole starts after the last :data:`ANCHOR_CHARS` characters of the text
+    before it and ends where the longest beginning of the text after it (up to as many
+    characters) is found next (the string's end, for a hole that ends it); a hole whose
+    edges are not found, and the ones after it, are left out. A divergence quotes the
+    replayed request (its diff, the refusal the program gets), and a secret the
+    recording scrubbed there is not known to the replay yet."""
+    fills: list[str] = []
+    if isinstance(recorded, str) and isinstance(replayed, str) and REDACTED in recorded:
+        fills.extend(_approximate(recorded.split(REDACTED), replayed))
+    elif isinstance(recorded, dict) and isinstance(replayed, dict):
+        for key in sorted(recorded.keys() & replayed.keys()):
+            fills.extend(likely_fills(recorded[key], replayed[key]))
+    elif isinstance(recorded, list) and isinstance(replayed, list):
+        for a, b in zip(recorded, replayed, strict=False):
+            fills.extend(likely_fills(a, b))
+    return fills
+
+
+def _approximate(parts: list[str], text: str) -> list[str]:
+    fills: list[str] = []
+    position = 0
+    for hole, (before, after) in enumerate(itertools.pairwise(parts), 1):
+        anchor = before[-ANCHOR_CHARS:]
+        found = text.find(anchor, position)
+        if found < 0:
+            break
+        start = found + len(anchor)
+        # A hole that ends the string runs to its end; two holes side by side cannot
+        # be told apart, and end the guessing.
+        last = hole == len(parts) - 1
+        end = _edge(after, text, start + 1) if after else (len(text) if last else -1)
+        if end < 0:
+            break
+        if end > start:
+            fills.append(text[start:end])
+        position = end
+    return fills
+
+
+def _edge(after: str, text: str, start: int) -> int:
+    """Where in ``text``, from ``start``, the longest found beginning of ``after`` (at
+    most :data:`ANCHOR_CHARS` characters of it) starts; -1 if not even its first
+    character is found. The request diverged, perhaps right after the hole."""
+    for length in range(min(len(after), ANCHOR_CHARS), 0, -1):
+        found = text.find(after[:length], start)
+        if found >= 0:
+            return found
+    return -1
