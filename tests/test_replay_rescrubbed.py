@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from faultfinder.redact import Redactor
 from faultfinder.replay.recorder import STEPS_FILE, RecordedCall, load_calls, utcnow
 from faultfinder.replay.replayer import ReplayOptions, ReplayPlan
 from faultfinder.replay.rescrubbed import likely_fills
@@ -191,3 +192,18 @@ def test_likely_fills_place_each_hole_between_the_text_around_it() -> None:
     assert likely_fills("a [REDACTED] b [REDACTED] c", "x 1 b 2 c") == []
     assert likely_fills("a [REDACTED]-bcd", "a 1 xyz") == []
     assert likely_fills(["[REDACTED]"], []) == []
+
+
+def test_harmless_text_in_a_hole_is_scrubbed_too() -> None:
+    """The documented trade-off (docs/replay.md): the replay cannot tell the recorded
+    secret from other text in its place, so it learns, and the branch scrubs, whatever
+    fills the hole; only texts too short to be secrets are left alone."""
+    plan = ReplayPlan([recorded("Summarise [REDACTED] for me")], ReplayOptions())
+    assert ask(plan, "Summarise the quarterly report for me") == (
+        "serve",
+        ("the quarterly report",),
+    )
+    redactor = Redactor(["the quarterly report", "it"])
+    assert redactor.text("Read the quarterly report; it is long.") == (
+        "Read [REDACTED]; it is long."
+    )

@@ -17,6 +17,11 @@ same. What filled the holes is what the recording scrubbed: the replay learns it
 secret, so its branch does not write it either. Tried only when nothing matches exactly,
 so exact matching is unchanged.
 
+Whether the text in a hole is the recorded secret cannot be checked (the recording keeps
+nothing derived from it), so harmless text there is scrubbed too, wherever the branch
+writes it: over-scrubbing, chosen over writing a secret whenever the program stops before
+it reveals the secret again (docs/replay.md, Normalisation and volatile content).
+
 The replayed request is the program's and can be large (a prompt quoting a document), and
 every call after an edit is tried against every pattern of its agent: a string is matched
 by finding each literal part after the previous one (the leftmost place is the one that
