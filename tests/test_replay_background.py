@@ -169,3 +169,35 @@ def test_a_call_recorded_only_as_failed_is_refused_saying_so(tmp_path: Path) -> 
     stderr = replayed.child.stderr
     assert "Record the run again if an older faultfinder made it, or replay with" in stderr
     assert "diverged from the recording on its own" not in stderr
+
+
+def test_a_call_cancelled_while_queued_is_refused_not_sent_live(tmp_path: Path) -> None:
+    """The program creates a background response and cancels it while it is queued:
+    recorded is a failed call with no reply (the program got a 200 queued and a 200
+    cancelled, neither a reply to replay). The replay refuses its create, sends nothing
+    upstream even though one is named, and says why; it used to advise recording the run
+    again, which records the same."""
+    program = [sys.executable, "-c", PROGRAM]
+    with FakeOpenAIServer(reply="done") as upstream:
+        recorded = asyncio.run(
+            record_run(program, upstream.base_url, tmp_path, run_id="run", options=QUIET)
+        )
+        assert recorded.child.exit_code == 0, recorded.child.stderr[-2000:]
+        (cancelled, *_) = load_calls(recorded.run_dir, include_failed=True)
+        assert cancelled.request.get("background") and cancelled.error_body is None
+        asked = len(upstream.requests)
+        replayed = asyncio.run(
+            replay_run(
+                recorded.run_dir, program, ReplayOptions(), upstream=upstream.base_url,
+                options=QUIET,
+            )
+        )  # fmt: skip
+        assert len(upstream.requests) == asked
+    report = replayed.report
+    assert (report.live_calls, report.refused_calls) == (0, 1)
+    [divergence] = report.divergences
+    assert divergence.action == "refused" and "cancelled by the program" in divergence.difference
+    stderr = replayed.child.stderr
+    assert replayed.child.exit_code != 0 and "UnprocessableEntityError" in stderr
+    assert "A background call cancelled or left before it finished keeps no reply" in stderr
+    assert "Record the run again" not in stderr

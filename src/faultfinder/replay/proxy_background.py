@@ -29,6 +29,21 @@ NEVER_FINISHED = (
 )
 
 
+UNFINISHED = "background response "
+"""How the error of a background call that never brought a reply begins: cancelled, failed
+with no response kept, or never fetched to completion (:meth:`BackgroundCalls.polled`,
+:data:`NEVER_FINISHED`)."""
+
+
+def never_answered(request: dict[str, Any], error: str | None, has_reply: bool) -> bool:
+    """Whether a recorded failed call is a background call the program cancelled, or
+    left, before it finished: the program got a ``queued`` answer and no reply was kept,
+    so recording the run again records the same."""
+    return (
+        bool(request.get("background")) and not has_reply and (error or "").startswith(UNFINISHED)
+    )
+
+
 def pending_id(adapter: WireAdapter, body: dict[str, Any], payload: Any) -> str | None:
     """The reply id of a background call's first answer (queued or in progress), or None
     when ``payload`` is not one."""
@@ -97,7 +112,7 @@ class BackgroundCalls:
         error = payload.get("error") if isinstance(payload, dict) else None
         detail = error.get("message") if isinstance(error, dict) else None
         call.fail(
-            f"background response {status or 'unreadable'}"
+            f"{UNFINISHED}{status or 'unreadable'}"
             + (f": {detail}" if detail else "")
             + (" (cancelled by the program)" if status == "cancelled" else ""),
             payload if status == "failed" and isinstance(payload, dict) else None,

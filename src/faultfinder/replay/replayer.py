@@ -50,6 +50,7 @@ from faultfinder.replay.edits import Edit, edit_problem, edited_response
 from faultfinder.replay.failures import RecordedFailures
 from faultfinder.replay.live_calls import LiveCalls
 from faultfinder.replay.matching import first_difference, hash_normalised, request_diff
+from faultfinder.replay.proxy_background import never_answered
 from faultfinder.replay.recorder import RecordedCall
 from faultfinder.replay.replay_options import DivergencePolicy, ReplayOptions
 from faultfinder.replay.report import Divergence, ReplayReport
@@ -268,6 +269,13 @@ class ReplayPlan(LiveCalls):
         if failed is not None:
             # Not the program's doing: the recording has no reply for this request.
             step, why = None, "Record the run again if an older faultfinder made it, or "
+            if never_answered(failed.request, failed.error, failed.error_body is not None):
+                # Recording it again records the same: a cancel or a stop, not a reply.
+                why = (
+                    "A background call cancelled or left before it finished keeps no "
+                    "reply, and a replay never makes one up; replay from a step before it "
+                    "with --at (it then goes live), or "
+                )
             difference = (
                 f"its request was recorded only as a failed call (call {failed.call}: "
                 f"{failed.error or f'status {failed.status}'}), which has no reply to replay"
