@@ -370,3 +370,48 @@ def test_without_an_upstream_a_live_call_is_refused_without_any_connection(
     assert reply.status_code == 502 and reply.headers["x-should-retry"] == "false"
     assert NO_UPSTREAM in reply.text
     assert attacker.requests == []
+
+
+# A program that writes its own notes into the run directory it is told
+# (FAULTFINDER_RUN_DIR), quoting its key under a name that says nothing.
+WRITES_ITS_OWN_FILES = """
+import os, pathlib, openai
+run = pathlib.Path(os.environ["FAULTFINDER_RUN_DIR"])
+(run / "notes.txt").write_text("connect with " + os.environ["SETTING"])
+(run / "cache").mkdir(exist_ok=True)
+(run / "cache" / "state.json").write_text('{"x": "' + os.environ["SETTING"] + '"}')
+reply = openai.OpenAI().chat.completions.create(
+    model="m", messages=[{"role": "user", "content": "What is 2 + 2?"}])
+print("FINAL ANSWER:", reply.choices[0].message.content)
+"""
+
+
+def test_files_the_program_writes_in_the_run_directory_are_never_copied(
+    tmp_path: Path,
+) -> None:
+    """The program's own files in its run directory are the program's, unscrubbed:
+    faultfinder writes none of them. `debug --executor ray` shipped every file of the
+    recording to the workers and wrote back every file of the branch, the program's
+    included; it now moves only faultfinder's own files of a run, each scrubbed."""
+    import asyncio
+
+    pytest.importorskip("ray")
+    from faultfinder.replay.session import SessionOptions, record_run
+    from faultfinder.scale.ray_debug import RUN_FILES, recording_files, run_files
+
+    secret = "plain-words-not-key-shaped-42"
+    options = SessionOptions(echo=False, timeout=60, env={"SETTING": secret})
+    program = [sys.executable, "-c", WRITES_ITS_OWN_FILES]
+    with FakeOpenAIServer(reply="4") as upstream:
+        recorded = asyncio.run(record_run(program, upstream.base_url, tmp_path, options=options))
+    assert recorded.child.exit_code == 0, recorded.child.stderr[-2000:]
+    run = recorded.run_dir
+    assert secret in (run / "notes.txt").read_text()  # the program's own write, as it was
+    (run / "branches" / "b1").mkdir(parents=True)
+    (run / "branches" / "b1" / "notes.txt").write_text(secret)
+    shipped = recording_files(run)
+    assert set(shipped) == {n for n in RUN_FILES if (run / n).is_file()} >= {
+        "meta.json", "steps.jsonl", "trace.json", "stdout.txt", "stderr.txt"
+    }  # fmt: skip
+    assert not any(secret.encode() in data for data in shipped.values())
+    assert set(run_files(run / "branches" / "b1")) == set()

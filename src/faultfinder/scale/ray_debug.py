@@ -11,7 +11,9 @@ The program command is the one the user gave after ``--``; it must exist on the 
 
 The worker scrubs the branch of every secret its replay learned; the driver scrubs the
 files again with the run's redactor, as a local replay would (a secret of the driver's
-environment may be unknown on the worker).
+environment may be unknown on the worker). Only faultfinder's own files of a run travel
+(:data:`RUN_FILES`): files the program wrote into the run or branch directory are its
+own, unscrubbed, and stay where it wrote them.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from faultfinder.redact import Redactor
 from faultfinder.replay.child import run_redactor
 from faultfinder.replay.output import OUTPUT_FILES
 from faultfinder.replay.recorder import (
-    BRANCHES_DIR,
     META_FILE,
     REPORT_FILE,
     STEPS_FILE,
@@ -50,14 +51,24 @@ REPLAY_RETRIES = 2
 Files = dict[str, bytes]
 
 
+RUN_FILES = (META_FILE, STEPS_FILE, TRACE_FILE, REPORT_FILE, *OUTPUT_FILES)
+"""The files faultfinder writes in a run or branch directory, each scrubbed of the run's
+secrets. Only these travel between the driver and the workers: whatever else is there
+the recorded program wrote itself (it is told the directory, ``FAULTFINDER_RUN_DIR``),
+unscrubbed, and faultfinder copies none of it (docs/security.md)."""
+
+
+def run_files(directory: Path) -> Files:
+    """Faultfinder's own files of a run or branch directory (:data:`RUN_FILES`)."""
+    return {
+        name: (directory / name).read_bytes() for name in RUN_FILES if (directory / name).is_file()
+    }
+
+
 def recording_files(run_dir: Path) -> Files:
-    """The files of a recording, without its branches and DoVer outputs."""
-    files: Files = {}
-    for path in sorted(run_dir.rglob("*")):
-        relative = path.relative_to(run_dir)
-        if path.is_file() and relative.parts[0] not in (BRANCHES_DIR, "dover"):
-            files[relative.as_posix()] = path.read_bytes()
-    return files
+    """What a worker needs of a recording: its own files, without the branches, the DoVer
+    outputs and anything the program wrote there."""
+    return run_files(run_dir)
 
 
 def write_files(root: Path, files: Files) -> None:
@@ -95,11 +106,7 @@ def replay_on_worker(
             # Sent back as data: raised here, Ray would wrap it in its worker's traceback.
             return {"error": str(exc), "pid": os.getpid()}, {}
         branch = outcome.branch_dir
-        out = {
-            p.relative_to(branch).as_posix(): p.read_bytes()
-            for p in branch.rglob("*")
-            if p.is_file()
-        }
+        out = run_files(branch)  # not what the program wrote beside them
         data = outcome.model_dump(mode="json")
         data["branch_dir"] = branch.relative_to(run_dir).as_posix()
     return {"outcome": data, "pid": os.getpid()}, out
