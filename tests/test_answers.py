@@ -1,4 +1,6 @@
+import asyncio
 import json
+from pathlib import Path
 
 import pytest
 
@@ -10,9 +12,15 @@ from faultfinder.judging.answers import (
     parse_yes_no,
 )
 from faultfinder.judging.grammars import agent_step_grammar
+from faultfinder.judging.method import run_method
+from faultfinder.judging.why import why
+from faultfinder.llm import LLM, ScriptedBackend
 from faultfinder.llm.client import ParseError
+from faultfinder.registry import create_method
+from faultfinder.traces.loader import load_trace
 
 AGENTS = ["Orchestrator", "WebSurfer", "Excel_Expert"]
+FIVE = Path(__file__).parent / "fixtures" / "baselines" / "five_steps.json"
 
 
 def test_match_agent_normalises_and_finds_contained_names() -> None:
@@ -109,3 +117,19 @@ def test_a_number_too_long_for_python_is_no_step_number(text: str) -> None:
     reply = f"Agent Name: WebSurfer\nStep Number: {text}"
     with pytest.raises(ParseError, match="too long to be a step number"):
         parse_agent_step_reason(reply, AGENTS)
+
+
+def test_a_longer_name_holding_a_roster_name_is_unparsed_not_that_agent() -> None:
+    # 'Coder_Expert' is another agent than 'Coder': reading it as Coder was a guess.
+    with pytest.raises(ParseError, match=r"'Coder_Expert' is not one of: Planner, Coder"):
+        match_agent("Coder_Expert", ["Planner", "Coder"])
+    assert match_agent("Verification_Expert", ["Verification_Expert", "Coder"]) == (
+        "Verification_Expert"
+    )
+    trace = load_trace(FIVE)  # Planner, Searcher, Coder; gold Searcher at step 1
+    reply = "Agent Name: Coder_Expert\nStep Number: 2\nReason for Mistake: wrong arithmetic"
+    result = asyncio.run(
+        run_method(create_method("all-at-once"), trace, LLM(ScriptedBackend([reply] * 3)))
+    )
+    assert (result.status, result.agent, result.step) == ("unparsed", None, None)
+    assert "'Coder_Expert' is not one of: Planner, Searcher, Coder" in (why(result) or "")

@@ -93,4 +93,11 @@ ROWS: list[tuple[str, str | None, str]] = [
     ("WebSurfers", None, "plural is a different word"),
     ("Code", None, "prefix of a name"),
     ("网页浏览者", None, "translated name"),
+    # a longer name is another agent: a part of it is never read as a roster agent
+    ("Coder_Expert", None, "roster name with a suffix joined by '_'"),
+    ("Coder-Expert", None, "roster name with a suffix joined by '-'"),
+    ("Senior_Coder", None, "roster name with a prefix joined by '_'"),
+    ("Excel_Expert_2", None, "roster name with a number joined by '_'"),
+    ("The WebSurfer_Agent clicked", None, "joined suffix in prose"),
+    ("Coder_", "Coder", "a trailing underscore joins nothing"),
 ]

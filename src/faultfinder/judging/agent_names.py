@@ -120,11 +120,33 @@ def agents_mentioned(text: str, agents: Sequence[str]) -> list[str]:
         if pattern is None:
             continue
         for m in pattern.finditer(text):
-            if any(taken[m.start() : m.end()]):
+            if any(taken[m.start() : m.end()]) or _glued(text, m.start(), m.end()):
                 continue
             taken[m.start() : m.end()] = [True] * (m.end() - m.start())
             found.append((m.start(), agent))
     return list(dict.fromkeys(agent for _, agent in sorted(found)))
+
+
+_GLUE = "_-"
+
+
+def _glued(text: str, start: int, end: int) -> bool:
+    """Whether the match ``text[start:end]`` is part of a longer name: joined to a word by
+    '_' or '-' ('Coder_Expert', 'Senior-Coder'). Such a name is another agent, not this
+    one with a part dropped; a word after a space ('the Coder agent') is prose."""
+    before = start
+    while before > 0 and text[before - 1] in _GLUE:
+        before -= 1
+    if before < start and before > 0 and _is_word(text[before - 1]):
+        return True
+    after = end
+    while after < len(text) and text[after] in _GLUE:
+        after += 1
+    return after > end and after < len(text) and _is_word(text[after])
+
+
+def _is_word(char: str) -> bool:
+    return re.fullmatch(_WORD, char) is not None
 
 
 _PLACEHOLDER = re.compile(
@@ -137,7 +159,8 @@ def match_agent(answer: str, agents: Sequence[str]) -> str:
 
     An exact name or alias (case, spaces, underscores and markdown ignored) wins; otherwise
     the answer must mention exactly one agent. Two different agents ('WebSurfer, then
-    Orchestrator') are ambiguous and raise, as does an answer naming none. Pass a
+    Orchestrator') are ambiguous and raise, as does an answer naming none; a longer name
+    holding an agent's ('Coder_Expert' against 'Coder') names no roster agent. Pass a
     :class:`Roster` (``roster_of(trace)``) so qualified speakers resolve to their agent.
     """
     roster = agents if isinstance(agents, Roster) else Roster(agents)
