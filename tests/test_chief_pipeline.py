@@ -235,6 +235,21 @@ def test_screening_enforce_overrides_a_reversible_pick_and_model_mode_keeps_it()
     assert (kept.agent, kept.step) == ("Orchestrator", 6)
 
 
+@pytest.mark.parametrize("screening", ["enforce", "model"])
+def test_an_attributed_step_outside_the_trace_keeps_the_agent(screening: str) -> None:
+    # Before, the whole answer was refused (re-asked, then unparsed with no agent): the
+    # agent the model stated was lost. Now it is kept, as every method keeps it.
+    reply = dict(REPLIES["attribution"])
+    reply["step_number"] = 57
+    result, router = run(router=Router({"attribution": reply}), screening=screening)
+    assert router.stages.count("attribution") == 1
+    assert (result.status, result.agent, result.step) == ("unparsed", "Assistant", None)
+    assert result.details["step_unparsed"] == "step 57 is outside the trace (0..10)"
+    assert result.details["out_of_range_step"] == 57
+    assert result.details["model_pick"]["step"] == 57
+    assert "screening" not in result.details
+
+
 def test_the_stage_cache_lets_an_ablation_sweep_build_the_graph_once(tmp_path: Path) -> None:
     router = Router()
     llm = LLM(FunctionBackend(router))

@@ -121,10 +121,9 @@ def parse_attribution(data: Any, roster: Sequence[str], n_steps: int) -> Attribu
     if step_raw is None:
         raise ParseError("no 'step_number' in the answer")
     # Read by the rule of every method's step field ('Step #12', '12.' are 12; '12 or 13',
-    # '3.5', a hedge are unreadable), then held to the trace.
+    # '3.5', a hedge are unreadable). A step outside the trace is read as written: the
+    # agent/step rule (run_method) keeps the agent and marks the step, as for every method.
     step = parse_step_number(step_raw if isinstance(step_raw, int | float) else str(step_raw))
-    if not 0 <= step < n_steps:
-        raise ParseError(f"step {step} is outside the trace (0..{n_steps - 1})")
     agent = match_agent(agent_raw, roster)
     assessments: list[Assessment] = []
     raw = get_field(data, "assessments")

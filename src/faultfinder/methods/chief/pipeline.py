@@ -374,14 +374,21 @@ class Chief:
         graph.stages["attribution"] = record
         if answer is None:
             return Verdict(status="unparsed", reason=record.note, details={"widening": note})
-        result = screen(answer, graph)
         model_pick = {"agent": answer.agent, "step": answer.step, "stages": answer.stages}
         details: dict[str, Any] = {
             "widening": note,
             "model_pick": model_pick,
-            "screening": result.model_dump(),
             "assessments": [a.model_dump() for a in answer.assessments],
         }
+        if not 0 <= answer.step < graph.n_steps:
+            # Nothing to screen from: the pick stands as stated, and run_method's
+            # agent/step rule keeps the agent and marks the step unparsed with its reason.
+            details["stages_supporting"] = []
+            return Verdict(
+                agent=answer.agent, step=answer.step, reason=answer.reason, details=details
+            )
+        result = screen(answer, graph)
+        details["screening"] = result.model_dump()
         if self.config.screening == "model":
             details["stages_supporting"] = answer.stages
             return Verdict(
