@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from faultfinder.cli.handling import BudgetError as BudgetError  # re-exported: 
 from faultfinder.cli.handling import EndpointError as EndpointError  # commands import
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.handling import pass_errors as pass_errors  # them from here
+from faultfinder.llm import json_text
 from faultfinder.llm.client import DEFAULT_TIMEOUT, LLM
 from faultfinder.llm.registry import BACKENDS, NO_MODEL
 from faultfinder.llm.scopes import CallRecord
@@ -377,8 +377,8 @@ def parse_settings(settings: tuple[str, ...]) -> dict[str, Any]:
         if not sep:
             raise click.BadParameter(f"expected KEY=VALUE, got '{item}'", param_hint="--set")
         try:
-            overrides[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
+            overrides[key.strip()] = json_text.loads(value)
+        except json_text.JSONTextError:
             overrides[key.strip()] = value
     return overrides
 

@@ -9,10 +9,10 @@ reader for every JSON answer (``docs/llm.md``); the field readers in
 from __future__ import annotations
 
 import ast
-import json
 import re
 from typing import Any
 
+from faultfinder.llm import json_text
 from faultfinder.llm.client import ParseError
 
 _FENCE = re.compile(r"^[ \t]*```[\w-]*[ \t]*\n(.*?)\n[ \t]*```", re.MULTILINE | re.DOTALL)
@@ -48,8 +48,8 @@ def answer_object(text: str) -> tuple[Any, bool]:
     if tagged is not None:  # strictly shorter than ``text``: the recursion ends
         return answer_object(tagged)[0], True
     try:
-        whole = json.loads(text)
-    except (ValueError, RecursionError):  # nested too deep; an int over 4,300 digits
+        whole = json_text.loads(text)
+    except json_text.JSONTextError:
         whole = None
     if isinstance(whole, dict | list):
         return whole, True
@@ -71,8 +71,8 @@ def answer_object(text: str) -> tuple[Any, bool]:
         blob = candidate[span[0] : span[1] + 1]
         for attempt in (blob, re.sub(r",\s*([}\]])", r"\1", blob)):
             try:
-                return json.loads(attempt), not last or _on_own_lines(text, *span)
-            except (ValueError, RecursionError):
+                return json_text.loads(attempt), not last or _on_own_lines(text, *span)
+            except json_text.JSONTextError:
                 pass
     return _python_literal(text, candidates), True
 

@@ -40,6 +40,7 @@ from typing import Any, ClassVar
 
 import anthropic
 
+from faultfinder.llm import json_text
 from faultfinder.llm.base import ChatRequest, Completion
 from faultfinder.llm.client import UNCAPPED_OUTPUT
 from faultfinder.llm.prompt_prefixes import PrefixMemory
@@ -96,8 +97,8 @@ def _tool_input(arguments: Any) -> dict[str, Any]:
         return arguments
     if isinstance(arguments, str) and arguments.strip():
         try:
-            value = json.loads(arguments)
-        except json.JSONDecodeError:
+            value = json_text.loads(arguments)
+        except json_text.JSONTextError:
             return {"arguments": arguments}
         return value if isinstance(value, dict) else {"arguments": value}
     return {}

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from faultfinder.errors import ConfigError, FaultfinderError
+from faultfinder.llm import json_text
 from faultfinder.llm.base import ChatRequest, Completion, approx_token_count
 from faultfinder.traces.schema import ToolCall
 from faultfinder.usage import Usage
@@ -162,8 +163,8 @@ class ScriptedBackend:
         if not text.strip():
             raise ConfigError(f"{p}: empty file (expected a JSON list of scripted replies)")
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
+            data = json_text.loads(text)
+        except json_text.JSONTextError as exc:
             raise ConfigError(f"{p}: invalid JSON for scripted replies: {exc}") from None
         if isinstance(data, list):
             return cls(data, model=p.name)

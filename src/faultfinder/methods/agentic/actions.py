@@ -18,6 +18,7 @@ from faultfinder.judging.answer_fields import find_field
 from faultfinder.judging.answer_json import closing_bracket
 from faultfinder.judging.answers import answer_part, parse_step_number, stated_reason
 from faultfinder.judging.grammars import gbnf_choice, gbnf_literal
+from faultfinder.llm import json_text
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.client import ParseError
 from faultfinder.methods.agentic.tools import SPECS
@@ -91,14 +92,16 @@ def _object_at(text: str, start: int, name: str) -> dict[str, Any]:
     if end is None:
         raise ParseError(f"the arguments of '{name}' are not a valid JSON object")
     blob = text[start : end + 1]
+    why = ""
     for attempt in (blob, re.sub(r",\s*([}\]])", r"\1", blob)):
         try:
-            arguments = json.loads(attempt)
-        except (json.JSONDecodeError, RecursionError):
+            arguments = json_text.loads(attempt)
+        except json_text.JSONTextError as exc:
+            why = why or f" ({exc})"
             continue
         if isinstance(arguments, dict):
             return arguments
-    raise ParseError(f"the arguments of '{name}' are not a valid JSON object")
+    raise ParseError(f"the arguments of '{name}' are not a valid JSON object{why}")
 
 
 def parse_submission_text(text: str) -> dict[str, Any]:

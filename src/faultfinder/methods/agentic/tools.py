@@ -28,6 +28,7 @@ from faultfinder.judging.render import (
     step_output_text,
     visible_agents,
 )
+from faultfinder.llm import json_text
 from faultfinder.llm.base import approx_token_count
 from faultfinder.llm.client import ParseError
 from faultfinder.traces.schema import Trace
@@ -263,9 +264,9 @@ class TraceTools:
         """Run tool ``name``; refusals come back as ``ok=False`` text, never raise."""
         if isinstance(arguments, str):
             try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
-            except json.JSONDecodeError as exc:
-                return ToolOutcome(f"Error: the arguments are not valid JSON ({exc}).", ok=False)
+                arguments = json_text.loads(arguments) if arguments.strip() else {}
+            except json_text.JSONTextError as exc:
+                return ToolOutcome(f"Error: the arguments are unreadable ({exc}).", ok=False)
         args = arguments or {}
         if not isinstance(args, dict):
             return ToolOutcome("Error: the arguments must be a JSON object.", ok=False)

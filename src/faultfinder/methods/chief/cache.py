@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from faultfinder.llm import json_text
 from faultfinder.llm.client import LLM
 from faultfinder.llm.scopes import current_run
 from faultfinder.traces.schema import Trace
@@ -54,9 +55,9 @@ class StageCache:
     def get(self, stage: str, key: str) -> dict[str, Any] | None:
         path = self._path(stage, key)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
-            return None
+            data = json_text.loads(path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, json_text.JSONTextError, UnicodeDecodeError):
+            return None  # a damaged entry is a miss: the stage runs again
         if not isinstance(data, dict) or data.get("key") != key:
             return None
         payload = data.get("payload")

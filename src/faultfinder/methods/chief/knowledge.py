@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 
 from faultfinder.errors import ConfigError, ModelNotAvailableError, ModelRequestsForbiddenError
 from faultfinder.llm import base as llm_base
+from faultfinder.llm import json_text
 from faultfinder.traces.io import split_lines
 from faultfinder.traces.schema import Trace
 
@@ -90,9 +91,9 @@ def load_knowledge_base(spec: str) -> KnowledgeBase:
         if not line.strip():
             continue
         try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{name}:{number}: invalid JSON: {exc.msg}") from None
+            raw = json_text.loads(line)
+        except json_text.JSONTextError as exc:
+            raise ConfigError(f"{name}:{number}: invalid JSON: {exc}") from None
         entries.append(_entry(raw, f"{name}:{number}", default_id=f"kb-{number}"))
     return KnowledgeBase(name=name, entries=entries)
 

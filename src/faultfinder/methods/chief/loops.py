@@ -11,13 +11,13 @@ step of another agent after the last repeat, i.e. the response to it (exit).
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from faultfinder.llm import json_text
 from faultfinder.methods.chief.graph import LoopGroup, LoopMember, LoopRole
 from faultfinder.methods.chief.knowledge import tokenize
 from faultfinder.traces.schema import Trace
@@ -51,8 +51,8 @@ def message_tokens(text: str) -> frozenset[str]:
     end = text.rfind("}")
     if 0 <= start < end:
         try:
-            data = json.loads(text[start : end + 1])
-        except json.JSONDecodeError:
+            data = json_text.loads(text[start : end + 1])
+        except json_text.JSONTextError:
             data = None
         if data is not None:
             text = text[:start] + " " + " ".join(_json_strings(data)) + " " + text[end + 1 :]
