@@ -6,6 +6,7 @@ stand-in for the system resolver."""
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import threading
 import time
@@ -147,12 +148,17 @@ def test_a_url_that_is_not_one_is_a_configuration_error(
     tmp_path: Path, url: str, reason: str
 ) -> None:
     """Each of these stopped `export` with a traceback (ValueError, httpx's InvalidURL, an
-    OverflowError from connect) instead of a one-line error: exit 1, the URL unquoted."""
+    OverflowError from connect) instead of a one-line error: a usage error naming the
+    option (exit 2, docs/exit-codes.md), the URL unquoted. `send` from Python refuses
+    them too (ConfigError)."""
     _, args = files(tmp_path)
     result = CliRunner().invoke(main, ["export", *args, "--to", "otlp", "--url", url])
-    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
-    assert "Error: --url" in result.output and reason in result.output
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
+    assert "Error: Invalid value for '--url'" in result.output and reason in result.output
     assert "sk-Zx81" not in result.output
+    with pytest.raises(ConfigError, match=re.escape(reason)) as refused:
+        send("otlp", url, {"resourceSpans": []})
+    assert "sk-Zx81" not in str(refused.value)
 
 
 def test_a_resolver_that_cannot_answer_now_is_tried_again(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -115,10 +115,10 @@ def test_it_prints_every_variable_record_gives_the_program(
 @pytest.mark.parametrize(
     ("command", "upstream", "reason"),
     [
-        ("record", "http://[::1", "is not a valid URL (Invalid IPv6 URL)"),
-        ("proxy", "http://[::1", "is not a valid URL (Invalid IPv6 URL)"),
-        ("record", "http://127.0.0.1:99999999/v1", "is not a valid URL (Port out of range"),
-        ("record", "https://user:sk-Qz81Lm@:8080/v1", "URL names no host"),
+        ("record", "http://[::1", "not a valid URL (Invalid IPv6 URL)"),
+        ("proxy", "http://[::1", "not a valid URL (Invalid IPv6 URL)"),
+        ("record", "http://127.0.0.1:99999999/v1", "not a valid URL (Port out of range"),
+        ("record", "https://user:sk-Qz81Lm@:8080/v1", "a URL that names no host"),
     ],
 )
 def test_an_upstream_that_is_not_a_url_is_refused(
@@ -126,7 +126,8 @@ def test_an_upstream_that_is_not_a_url_is_refused(
 ) -> None:
     """`record`/`proxy --upstream 'http://[::1'` stopped with a ValueError traceback from
     the loopback check; a port out of range started the proxy and answered every call
-    with an internal error. Now: exit 1 before anything runs, the reason, never the URL."""
+    with an internal error. Now: a usage error (exit 2) naming the option before anything
+    runs, the reason, never the URL."""
     from click.testing import CliRunner
 
     from faultfinder.cli import main
@@ -134,6 +135,18 @@ def test_an_upstream_that_is_not_a_url_is_refused(
     program = ["--", sys.executable, "-c", "pass"] if command == "record" else []
     args = [command, "--upstream", upstream, "--out", str(tmp_path / "runs"), *program]
     result = CliRunner().invoke(main, args)
-    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
-    assert f"Error: the upstream {reason}" in result.output
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
+    assert f"Error: Invalid value for '--upstream': {reason}" in result.output
     assert "sk-Qz81Lm" not in result.output
+
+
+def test_a_run_directory_naming_an_upstream_that_is_not_a_url_is_refused() -> None:
+    """An upstream read from a run directory (--trust-run) is no command-line value: the
+    proxy refuses it as it starts, exit 1 with the reason (ConfigError)."""
+    from faultfinder.errors import ConfigError
+    from faultfinder.replay.proxy_upstream import check_upstream
+
+    with pytest.raises(ConfigError, match=r"the upstream is not a valid URL \(Invalid IPv6"):
+        check_upstream("http://[::1")
+    with pytest.raises(ConfigError, match="the upstream is a URL that names no host"):
+        check_upstream("https://user:sk-Qz81Lm@:8080/v1")

@@ -350,7 +350,9 @@ def test_allow_run_refuses_a_host_beyond_loopback(tmp_path: Path) -> None:
     assert "--allow-run serves on loopback only" in result.output
 
 
-@pytest.mark.parametrize("command", [["ui", "."], ["serve-local"], ["proxy", "--upstream", "x"]])
+@pytest.mark.parametrize(
+    "command", [["ui", "."], ["serve-local"], ["proxy", "--upstream", "http://x"]]
+)
 def test_an_empty_or_ipv4_mapped_host_is_refused(command: list[str]) -> None:
     runner = CliRunner()
     empty = runner.invoke(main, [*command, "--host", ""])

@@ -1,9 +1,10 @@
-"""Loopback hosts, and keeping traffic to them off the user's HTTP proxy.
+"""Loopback hosts, and keeping traffic to them off the user's HTTP proxy; what makes a
+URL one that faultfinder can send requests to.
 
 A leaf: the servers (which bind to loopback and check Host headers), the recording proxy
 and the export client (whose httpx clients would otherwise send loopback requests to
 ``HTTP_PROXY``), and ``record``/``replay`` (whose program gets a ``NO_PROXY`` naming the
-loopback hosts) share these.
+loopback hosts) share these; the commands check every URL option with :func:`url_problem`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,26 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+URL_FORM = "http(s)://HOST[:PORT][/PATH]"
+"""The form :func:`url_problem` asks for, for the messages that name a problem."""
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be an endpoint, in words that never repeat it (it may hold a
+    key), or None when it can: not a URL Python can split ('http://[::1', a port that is
+    no number or out of range), not http or https, or no host."""
+    try:
+        parts = urlsplit(url.strip())
+        host, _ = parts.hostname, parts.port  # reading .port checks it
+    except ValueError as exc:
+        return f"not a valid URL ({exc})"
+    if parts.scheme.lower() not in ("http", "https"):
+        return "not an http:// or https:// URL"
+    if not host:
+        return "a URL that names no host"
+    return None
 
 
 def direct_to_loopback(urls: Iterable[str | None]) -> dict[str, None]:

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from faultfinder.errors import ConfigError, FaultfinderError, FaultfinderWarning
-from faultfinder.loopback import direct_to_loopback
+from faultfinder.loopback import direct_to_loopback, url_problem
 from faultfinder.redact import Redactor
 from faultfinder.replay.httpserver import is_loopback
 from faultfinder.writeback import OTLP_HEADER_VARIABLES, TIMEOUT, otlp_headers
@@ -51,15 +51,8 @@ def _request_parts(
 ) -> tuple[str, dict[str, str], httpx.BasicAuth | None, list[str]]:
     """Endpoint, headers, auth and the secret values they carry, for ``target`` at ``url``."""
     base = url.rstrip("/")
-    if not base.lower().startswith(("http://", "https://")):
-        raise ConfigError(f"--url {url!r}: give an http:// or https:// URL.")
-    try:  # the reason, never the URL, which may hold a key
-        parts = urlsplit(base)
-        host, _ = parts.hostname, parts.port  # reading .port checks it
-    except ValueError as exc:  # 'http://[::1', a port that is no number or out of range
-        raise ConfigError(f"--url is not a valid URL ({exc}); give http(s)://HOST[:PORT]") from None
-    if not host:
-        raise ConfigError("--url names no host; give http(s)://HOST[:PORT]")
+    if problem := url_problem(base):  # the reason, never the URL, which may hold a key
+        raise ConfigError(f"--url is {problem}; give http(s)://HOST[:PORT]")
     headers = {"content-type": "application/json"}
     if target == "phoenix":
         key = os.environ.get("PHOENIX_API_KEY")

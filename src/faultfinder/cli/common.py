@@ -22,6 +22,7 @@ from faultfinder.llm.client import DEFAULT_TIMEOUT, LLM
 from faultfinder.llm.registry import BACKENDS, NO_MODEL
 from faultfinder.llm.scopes import CallRecord
 from faultfinder.llm.spec import LLMSpec
+from faultfinder.loopback import URL_FORM, url_problem
 from faultfinder.usage import Budget
 
 DEFAULT_CACHE = Path(".faultfinder") / "cache.sqlite"
@@ -37,6 +38,26 @@ SECONDS = click.FloatRange(min=0, min_open=True)
 """A positive duration in seconds."""
 TEMPERATURE = click.FloatRange(min=0, max=2)
 """A sampling temperature (the OpenAI API accepts 0..2)."""
+
+
+class URLType(click.types.StringParamType):
+    """An endpoint URL: one that is not an http(s) URL with a host ('http://[::1', a port
+    out of range) is a usage error at once (exit 2, the option named, the URL not
+    repeated: it may hold a key), not a failure of the first request."""
+
+    name = "url"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = super().convert(value, param, ctx)
+        # An empty value names no URL: it stays what it was before this check (--base-url
+        # '' is the backend's default endpoint; a command needing a URL says so).
+        if text.strip() and (problem := url_problem(text)):
+            self.fail(f"{problem}; give {URL_FORM}", param, ctx)
+        return text
+
+
+URL = URLType()
+"""The type of every option naming a URL (--base-url, --upstream, --url, ...)."""
 CONTEXT_BUDGET = click.IntRange(min=256)
 """A prompt-token budget per call."""
 SEED = click.IntRange(min=0)
@@ -109,6 +130,7 @@ def model_options(
         click.option(
             "--base-url",
             default=None,
+            type=URL,
             help="Endpoint URL: the /v1 root of an OpenAI-compatible server (openai:), or "
             "the root of an Anthropic Messages API server (anthropic:).",
         ),

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from pydantic import ValidationError
 
-from faultfinder.cli.common import pass_errors
+from faultfinder.cli.common import URL, pass_errors
 from faultfinder.cli.handling import EndpointError, InputPath
 from faultfinder.errors import ConfigError
 from faultfinder.judging.method import Attribution
@@ -34,6 +34,7 @@ def read_attribution(path: Path) -> Attribution:
 @click.option(
     "--url",
     default=None,
+    type=URL,
     help="Base URL of the Phoenix server, the Langfuse host, or the OTLP/HTTP endpoint. "
     "Nothing is sent without it.",
 )

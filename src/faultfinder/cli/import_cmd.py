@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from faultfinder.cli.common import LazyHelpOption, pass_errors, strict_option
+from faultfinder.cli.common import URL, LazyHelpOption, pass_errors, strict_option
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.kinds import explained, not_a_trace_out
 from faultfinder.cli.terminal import plural, safe, shown_name
@@ -156,7 +156,7 @@ def _format_help() -> str:
 @click.option(
     "--langfuse-host",
     default=None,
-    metavar="URL",
+    type=URL,
     help="Langfuse host for --from-langfuse, e.g. https://cloud.langfuse.com.",
 )
 @strict_option

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from faultfinder.cli.common import PORT, STEP, build_llm, model_options, pass_errors
+from faultfinder.cli.common import PORT, STEP, URL, build_llm, model_options, pass_errors
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.proxy_options import (
     choose_upstream,
@@ -47,7 +47,10 @@ from faultfinder.replay.trust import replay_upstream, replay_upstreams, require_
 
 @click.command()
 @click.option(
-    "--upstream", default=None, help="Model endpoint to forward to (recording mode: required)."
+    "--upstream",
+    default=None,
+    type=URL,
+    help="Model endpoint to forward to (recording mode: required).",
 )
 @click.option(
     "-o", "--out", default="runs", show_default=True, help="Directory for runs/<run-id>/."

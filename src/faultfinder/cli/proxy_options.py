@@ -12,7 +12,8 @@ from typing import Any
 import click
 
 from faultfinder import exitcodes
-from faultfinder.cli.common import PORT, LazyHelpOption
+from faultfinder.cli.common import PORT, URL, LazyHelpOption
+from faultfinder.loopback import URL_FORM, url_problem
 from faultfinder.replay.apis import ADAPTERS
 from faultfinder.replay.httpserver import LOOPBACK, is_loopback
 from faultfinder.replay.recorder import REPORT_FILE, read_meta, safe_child
@@ -99,6 +100,10 @@ def _api_upstreams(
                 ctx=ctx,
                 param=param,
             )
+        if problem := url_problem(url):
+            raise click.BadParameter(
+                f"the URL of {name} is {problem}; give {URL_FORM}", ctx=ctx, param=param
+            )
         out[name] = url
     return out
 
@@ -168,6 +173,7 @@ def trust_options(fn: Any) -> Any:
         click.option(
             "--upstream",
             default=None,
+            type=URL,
             help="Endpoint for live calls. Without it, the run's recorded upstream is used "
             "only with --trust-run or after you confirm it.",
         ),

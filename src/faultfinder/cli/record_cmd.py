@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from faultfinder.cli.common import SECONDS, pass_errors
+from faultfinder.cli.common import SECONDS, URL, pass_errors
 from faultfinder.cli.handling import InputPath, program_argv
 from faultfinder.cli.proxy_options import (
     PASSTHROUGH,
@@ -24,7 +24,10 @@ TIMED_OUT = 124
 
 @click.command(context_settings=PASSTHROUGH)
 @click.option(
-    "--upstream", required=True, help="Model endpoint to forward to, e.g. http://127.0.0.1:8080/v1."
+    "--upstream",
+    required=True,
+    type=URL,
+    help="Model endpoint to forward to, e.g. http://127.0.0.1:8080/v1.",
 )
 @click.option(
     "-o", "--out", default="runs", show_default=True, help="Directory that receives runs/<run-id>/."

@@ -17,6 +17,7 @@ from click.core import ParameterSource
 from faultfinder.cli.common import (
     PORT,
     SECONDS,
+    URL,
     build_llm,
     model_options,
     pass_errors,
@@ -120,6 +121,7 @@ def judge_args(ctx: click.Context, llm_options: dict[str, Any]) -> tuple[str, ..
 @click.option(
     "--upstream",
     default=None,
+    type=URL,
     help="Endpoint for the live calls of replays (with --allow-replay).",
 )
 @click.option(

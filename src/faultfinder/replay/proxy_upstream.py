@@ -20,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from faultfinder.errors import ConfigError
+from faultfinder.loopback import URL_FORM, url_problem
 from faultfinder.replay.apis import WireAdapter
 from faultfinder.replay.httpserver import Request
 from faultfinder.replay.run_format import ERROR_HEADERS
@@ -80,18 +81,13 @@ def upstream_headers(
 def check_upstream(base: str | None) -> None:
     """Refuse an upstream that is not a URL ('http://[::1', a port that is no number or out
     of range, no host) before the proxy starts, with the reason (ConfigError, never the
-    URL, which may hold a key): the program would otherwise get only internal errors."""
+    URL, which may hold a key): the program would otherwise get only internal errors.
+    The commands refuse such an option at once (exit 2); this catches the upstreams a
+    run directory names and callers of the proxy from Python."""
     if base is None:
         return
-    try:
-        parts = urlsplit(base)
-        host, _ = parts.hostname, parts.port  # reading .port checks it
-    except ValueError as exc:
-        raise ConfigError(
-            f"the upstream is not a valid URL ({exc}); give http(s)://HOST[:PORT][/PATH]"
-        ) from None
-    if not host:
-        raise ConfigError("the upstream URL names no host; give http(s)://HOST[:PORT][/PATH]")
+    if problem := url_problem(base):
+        raise ConfigError(f"the upstream is {problem}; give {URL_FORM}")
 
 
 def upstream_url(base: str, path: str, query: str) -> str:

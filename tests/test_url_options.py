@@ -1,0 +1,74 @@
+"""Every option naming a URL is checked as the command line is read: one that is not an
+http(s) URL with a host is a usage error (exit 2, docs/exit-codes.md) naming the option,
+the URL never repeated (it may hold a key). Before, `attribute --base-url 'http://[::1'`
+ran the case and ended it errored (exit 4, "Invalid IPv6 URL"), and each other command
+failed its own way, later."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from faultfinder.cli import main
+
+DEMO = str(Path(__file__).parent.parent / "src" / "faultfinder" / "data" / "demo_trace.json")
+BAD = [
+    ("http://[::1", "not a valid URL (Invalid IPv6 URL)"),
+    ("http://127.0.0.1:99999/v1", "not a valid URL (Port out of range"),
+    ("http://127.0.0.1:port/v1", "not a valid URL (Port could not be cast"),
+    ("https://user:sk-Uq73Wd@/v1", "a URL that names no host"),
+    ("127.0.0.1:8080/v1", "not an http:// or https:// URL"),
+]
+
+
+def commands(tmp: Path) -> list[tuple[str, list[str]]]:
+    """(option, argv before the option's value, after it) for every command with one."""
+    model = ["--model", "openai:gpt-4o"]
+    return [
+        ("--base-url", ["attribute", *model, "--base-url", "{}", DEMO]),
+        ("--base-url", ["eval", *model, "--base-url", "{}", DEMO]),
+        ("--base-url", ["graph", *model, "--base-url", "{}", DEMO]),
+        ("--upstream", ["replay", "--upstream", "{}", str(tmp)]),
+        ("--upstream", ["debug", "--upstream", "{}", str(tmp)]),
+        ("--upstream", ["check", "--upstream", "{}", str(tmp)]),
+        ("--upstream", ["verify-edit", "--upstream", "{}", str(tmp)]),
+        ("--upstream", ["record", "--upstream", "{}", "--", "true"]),
+        ("--upstream", ["proxy", "--upstream", "{}"]),
+        ("--upstream", ["ui", "--upstream", "{}", str(tmp)]),
+        ("--url", ["export", "--url", "{}", "--to", "otlp", DEMO, DEMO]),
+        ("--langfuse-host", ["import", "--langfuse-host", "{}", "--from-langfuse", "t1"]),
+        ("--api-upstream", ["record", "--api-upstream", "messages={}", "--upstream", "http://h"]),
+    ]
+
+
+@pytest.mark.parametrize(("url", "reason"), BAD)
+def test_attribute_refuses_a_base_url_that_is_not_one_as_a_usage_error(
+    url: str, reason: str
+) -> None:
+    result = CliRunner().invoke(
+        main, ["attribute", DEMO, "--method", "echo", "--model", "openai:x", "--base-url", url]
+    )
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
+    assert f"Error: Invalid value for '--base-url': {reason}" in result.output
+    assert "sk-Uq73Wd" not in result.output
+
+
+def test_every_url_option_of_every_command_is_checked(tmp_path: Path) -> None:
+    url, reason = BAD[0]
+    for option, argv in commands(tmp_path):
+        args = [a.format(url) for a in argv]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert f"Error: Invalid value for '{option}'" in result.output, (args, result.output)
+        assert reason in result.output, (args, result.output)
+
+
+def test_an_empty_base_url_still_means_the_default_endpoint() -> None:
+    # '' was the backend's default endpoint before the check, and stays so: a script
+    # passing an unset "$BASE_URL" keeps working (shortlist calls no model).
+    result = CliRunner().invoke(
+        main, ["attribute", DEMO, "--method", "shortlist", "--cache", "none", "--base-url", ""]
+    )
+    assert result.exit_code == 0, result.output
