@@ -83,6 +83,10 @@ class _CallState:
         """The prompt the model was given, chat template included (0 until it is)."""
         self.tokens_begun = 0
         """Tokens the model has computed or is computing (the first evaluates the prompt)."""
+        self.evaluated: int | None = None
+        """Prompt tokens the model evaluated before its first sample (None until it did):
+        the rest of the prompt it took from its context's cache of the last prompt."""
+        self.sampled = False
 
     def start(self) -> bool:
         """The worker holds the model: start the generation, unless the call was cut."""
@@ -94,6 +98,25 @@ class _CallState:
         """The generation begins with a prompt of ``tokens`` tokens."""
         with self._lock:
             self.prompt_tokens = tokens
+
+    def evaluating(self, tokens: int) -> None:
+        """The model evaluates ``tokens`` tokens; before its first sample, of the prompt."""
+        if not self.sampled:
+            self.evaluated = (self.evaluated or 0) + tokens
+
+    def sampling(self) -> None:
+        """The model samples a token: the prompt is read."""
+        self.sampled = True
+
+    def cached_prompt_tokens(self) -> int | None:
+        """Prompt tokens the model did not evaluate because its context held them from the
+        last call (llama.cpp keeps the longest shared prefix), or None when the call did
+        not show it: the prompt must be read, then sampled from, within the prompt's size."""
+        if not self.sampled or self.evaluated is None:
+            return None
+        if not 0 <= self.evaluated <= self.prompt_tokens:
+            return None
+        return self.prompt_tokens - self.evaluated
 
     def next_token(self) -> bool:
         """The model is about to compute a token: count it, unless the call was cut."""
@@ -122,9 +145,26 @@ class _StopBetweenTokens:
     it) pulls every token from ``generate``; ending that between two tokens once the call
     is abandoned frees the model at once, and counting them says what a cut call used. A
     call left alone runs the library's own non-streaming path, so its reply, finish
-    reason and usage are the library's."""
+    reason and usage are the library's.
+
+    ``generate`` keeps the longest prefix the new prompt shares with the tokens already in
+    the model's context and evaluates only the rest; the library reports no count of it,
+    so the tokens passed to ``eval`` before the first ``sample`` are counted here: the
+    prompt less those is what its cache served (``_CallState.cached_prompt_tokens``)."""
 
     call: _CallState | None = None
+
+    def eval(self, tokens: Any) -> None:
+        call = self.call
+        if call is not None:
+            call.evaluating(len(tokens))
+        super().eval(tokens)  # type: ignore[misc]
+
+    def sample(self, *args: Any, **kwargs: Any) -> Any:
+        call = self.call
+        if call is not None:
+            call.sampling()
+        return super().sample(*args, **kwargs)  # type: ignore[misc]
 
     def generate(self, *args: Any, **kwargs: Any) -> Generator[int, Any, None]:
         tokens: Generator[int, Any, None] = super().generate(*args, **kwargs)  # type: ignore[misc]
@@ -320,11 +360,17 @@ class LocalBackend:
                     llama.call = None
         choice = result["choices"][0]
         reported = result.get("usage") or {}
+        prompt_tokens = int(reported.get("prompt_tokens") or 0)
+        cached = call.cached_prompt_tokens()
+        if cached is not None and call.prompt_tokens != prompt_tokens:
+            cached = None  # not the prompt the library reports: no measure of it
         return Completion(
             text=choice["message"].get("content") or "",
             usage=Usage(
-                prompt_tokens=int(reported.get("prompt_tokens") or 0),
+                prompt_tokens=prompt_tokens,
                 completion_tokens=int(reported.get("completion_tokens") or 0),
+                cached_prompt_tokens=cached or 0,
+                cache_reported=cached is not None,
             ),
             model=self.model,
             finish_reason=choice.get("finish_reason"),

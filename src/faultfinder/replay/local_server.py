@@ -171,6 +171,10 @@ class LocalModelServer(Endpoint):
                 function_call_item(item_id, call["id"], function["name"], function["arguments"])
             )
         usage = completion["usage"]
+        # The Responses API has no way to say "not measured": its SDKs require the count,
+        # so a model that measured none (a double, an endpoint reporting none) answers 0,
+        # as the API's own servers do without a cache hit. Chat Completions leaves it out.
+        cached = usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
         response = response_object(body, f"resp_local_{number}", self.model_name, output)
         unfinished = INCOMPLETE.get(completion["choices"][0]["finish_reason"])
         if unfinished is not None:
@@ -179,7 +183,7 @@ class LocalModelServer(Endpoint):
             response["incomplete_details"] = {"reason": unfinished}
         response["usage"] = {
             "input_tokens": usage["prompt_tokens"],
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": cached},
             "output_tokens": usage["completion_tokens"],
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": usage["total_tokens"],
@@ -221,6 +225,15 @@ class LocalModelServer(Endpoint):
         elif message["content"] is None:
             message["content"] = ""
         usage = reply.usage
+        counts: dict[str, Any] = {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+        }
+        if usage.cache_reported:
+            # Only a count the model measured (the embedded model's reuse of its context,
+            # an upstream's report): without one, 'not measured' is the field left out.
+            counts["prompt_tokens_details"] = {"cached_tokens": usage.cached_prompt_tokens}
         return {
             "id": f"chatcmpl-local-{next(self._ids)}",
             "object": "chat.completion",
@@ -233,11 +246,7 @@ class LocalModelServer(Endpoint):
                     "finish_reason": chat_finish(reply),
                 }
             ],
-            "usage": {
-                "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens,
-                "total_tokens": usage.prompt_tokens + usage.completion_tokens,
-            },
+            "usage": counts,
         }
 
 
