@@ -162,3 +162,54 @@ def test_an_api_adapter_named_otherwise_than_its_entry_point_is_refused(tmp_path
         (line,) = [w for w in warnings if f"'{entry}'" in w]
         assert line.startswith("warning: ") or "PluginWarning" in line, line
         assert f"calls itself {own}" in line
+
+
+RETURNS = """
+from typing import Any
+
+
+class _Reads:
+    summary = "one line"
+
+    def detect(self, path: Any) -> bool:
+        return str(path).endswith(".ff-wrong")
+
+
+class AsDict(_Reads):  # one trace's fields, not a list of traces
+    name = "ff-as-dict"
+
+    def load(self, path: Any, **options: Any) -> Any:
+        return {"id": "run", "steps": []}
+
+
+class AsDicts(_Reads):  # a list, of dicts not traces
+    name = "ff-as-dicts"
+
+    def load(self, path: Any, **options: Any) -> Any:
+        return [{"id": "run", "steps": []}]
+"""
+
+RETURNS_POINTS = """
+[faultfinder.importers]
+ff-as-dict = ff_outside_returns:AsDict
+ff-as-dicts = ff_outside_returns:AsDicts
+"""
+
+
+def test_an_importer_that_returns_no_traces_is_one_error_naming_it(tmp_path: Path) -> None:
+    site = hand_installed(
+        tmp_path / "site", "ff-returns", RETURNS_POINTS, {"ff_outside_returns": RETURNS}
+    )
+    run = tmp_path / "run.ff-wrong"
+    run.write_text("anything\n", encoding="utf-8")
+    for name, returned in (("ff-as-dict", "a dict"), ("ff-as-dicts", "a list holding a dict")):
+        args = ["import", "--format", name, str(run)]
+        done = python(site, f"from faultfinder.cli import main; main({args!r})")
+        assert done.returncode == 1, done.stderr
+        assert "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.strip() == (
+            f"Error: The trace format '{name}' from plugin ff-returns 0.1.0 "
+            f"(ff_outside_returns:{'AsDict' if name == 'ff-as-dict' else 'AsDicts'}) returned "
+            f"{returned} from its load() of {run}, not a list of traces "
+            "(faultfinder.traces.schema.Trace). Fix or remove that package."
+        )

@@ -237,13 +237,20 @@ class Registry(Generic[T]):
         exception of a type the caller does not expect: the one-line error naming the plugin,
         its package and the exception, for the caller to raise (``from None``). None for a
         built-in (or an unknown name): its error is a bug to show, the caller re-raises."""
+        message = " ".join(str(exc).split())
+        said = f"raised {type(exc).__name__}" + (f": {message}" if message else "")
+        return self.refused(name, f"failed: {action} {said}")
+
+    def refused(self, name: str, problem: str) -> ConfigError | None:
+        """A loaded plugin did what its kind must not (``problem``: 'returned a dict from
+        its load() of run.log, ...'): the one-line error naming the plugin and its package,
+        for the caller to raise. None for a built-in (or an unknown name): its misbehaviour
+        is a bug to show, the caller raises its own error."""
         entry = self._found().get(name)
         if entry is None or entry.origin == BUILTIN:
             return None
-        message = " ".join(str(exc).split())
         return ConfigError(
-            f"The {self.kind} '{name}' from {entry.origin} ({entry.target}) failed: {action} "
-            f"raised {type(exc).__name__}" + (f": {message}" if message else "")
+            f"The {self.kind} '{name}' from {entry.origin} ({entry.target}) {problem}"
         )
 
     def skipped(self, name: str) -> bool:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from faultfinder.errors import FaultfinderError, TraceFormatError, TraceFormatWarning
 from faultfinder.traces.importers import get_importer, importers
@@ -223,12 +224,16 @@ def detects(name: str, importer: Any, path: Path) -> bool:
 
 def _read(name: str, importer: Any, path: Path, options: dict[str, Any]) -> list[Trace]:
     """The traces the importer registered as ``name`` reads from ``path``. Bad input is
-    its TraceFormatError; a plugin's load() that fails otherwise (a bug of its own) is one
-    ConfigError naming it, its package and the error; a built-in's bug is raised."""
+    its TraceFormatError; a plugin's load() that fails otherwise (a bug of its own), or
+    returns anything but a list of traces, is one ConfigError naming it, its package and
+    the error; a built-in's bug is raised."""
     from faultfinder.registry import IMPORTERS
 
     try:
-        return list(importer.load(path, **options))
+        result = importer.load(path, **options)
+        # A list, tuple or generator of traces; never iterate a dict's keys or a
+        # pydantic model's fields as if they were traces.
+        items = list(result) if isinstance(result, list | tuple | Iterator) else None
     except FaultfinderError:
         raise
     except Exception as exc:
@@ -236,6 +241,26 @@ def _read(name: str, importer: Any, path: Path, options: dict[str, Any]) -> list
         if error is None:
             raise
         raise error from None
+    wrong = _not_traces(result, items)
+    if wrong is None:
+        return cast("list[Trace]", items)
+    problem = f"returned {wrong} from its load() of {path}, not a list of traces "
+    problem += "(faultfinder.traces.schema.Trace)"
+    refused = IMPORTERS.refused(name, f"{problem}. Fix or remove that package.")
+    if refused is None:
+        raise TypeError(f"The trace format '{name}' {problem}")
+    raise refused
+
+
+def _not_traces(result: Any, items: list[Any] | None) -> str | None:
+    """What an importer's load() returned, when it is not only traces: 'a dict', 'a list
+    holding a str' (None: a list, tuple or generator of traces)."""
+    if items is None:
+        return f"a {type(result).__name__}"
+    strays = [item for item in items if not isinstance(item, Trace)]
+    if not strays:
+        return None
+    return f"a {type(result).__name__} holding a {type(strays[0]).__name__}"
 
 
 def _first_line(p: Path) -> Any:
