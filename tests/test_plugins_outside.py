@@ -187,12 +187,25 @@ class AsDicts(_Reads):  # a list, of dicts not traces
 
     def load(self, path: Any, **options: Any) -> Any:
         return [{"id": "run", "steps": []}]
+
+
+class Half:  # a name and a model, and nothing a call needs
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.model = name
+
+
+def make_half(model: str, **options: Any) -> Half:
+    return Half(f"ff-half:{model}")
 """
 
 RETURNS_POINTS = """
 [faultfinder.importers]
 ff-as-dict = ff_outside_returns:AsDict
 ff-as-dicts = ff_outside_returns:AsDicts
+
+[faultfinder.backends]
+ff-half = ff_outside_returns:make_half
 """
 
 
@@ -213,3 +226,23 @@ def test_an_importer_that_returns_no_traces_is_one_error_naming_it(tmp_path: Pat
             f"{returned} from its load() of {run}, not a list of traces "
             "(faultfinder.traces.schema.Trace). Fix or remove that package."
         )
+
+
+def test_a_backend_factory_that_builds_no_backend_is_refused_before_any_case(
+    tmp_path: Path,
+) -> None:
+    site = hand_installed(
+        tmp_path / "site", "ff-returns", RETURNS_POINTS, {"ff_outside_returns": RETURNS}
+    )
+    args = ["attribute", str(DEMO_TRACE), "--method", "all-at-once", "--model", "ff-half:m"]
+    done = python(site, f"from faultfinder.cli import main; main({args!r})")
+    # Not a case that errored (4) with "'Half' object has no attribute 'identity'", which
+    # every case of an eval would repeat and --resume retry: the command cannot run (1).
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.strip() == (
+        "Error: The model backend 'ff-half' from plugin ff-returns 0.1.0 "
+        "(ff_outside_returns:make_half) built for --model ff-half:m an object that is a "
+        "Half, not a model backend: it lacks is_real, supports_tools, identity, complete, "
+        "count_tokens (a backend follows faultfinder.llm.base.Backend). Fix or remove that "
+        "package."
+    )

@@ -11,6 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from faultfinder.contracts import instance_problem
 from faultfinder.traces.schema import ToolCall
 from faultfinder.usage import Usage
 
@@ -166,6 +167,21 @@ class Backend(Protocol):
     def count_tokens(self, text: str) -> int:
         """Tokens in ``text`` by this backend's tokenizer (an estimate when it has none)."""
         ...
+
+
+def backend_problem(value: object) -> str | None:
+    """What keeps ``value`` (what a plugin's backend factory built) from being a
+    :class:`Backend`, as a phrase ('is a dict, not a model backend: it lacks name ...'), or
+    None. Checked when the backend is built, so a backend that lacks ``identity`` or
+    ``complete`` is refused once, naming its package, rather than failing every case."""
+    return instance_problem(
+        value,
+        "model backend",
+        "a backend follows faultfinder.llm.base.Backend",
+        texts=("name", "model"),
+        flags=("is_real", "supports_tools"),
+        calls=("identity", "complete", "count_tokens"),
+    )
 
 
 def approx_token_count(text: str) -> int:

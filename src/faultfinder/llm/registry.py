@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, cast
 
 from faultfinder.errors import ConfigError, FaultfinderError, UnknownNameError
-from faultfinder.llm.base import Backend
+from faultfinder.llm.base import Backend, backend_problem
 
 BACKENDS: dict[str, str] = {
     "openai": "OpenAI-compatible endpoint: openai:MODEL (--base-url, key from OPENAI_API_KEY)",
@@ -101,6 +101,12 @@ def make_backend(
         redactor = Redactor([api_key, os.environ.get(api_key_env) if api_key_env else None])
         redactor.learn_env(os.environ)
         raise ConfigError(redactor.text(str(error))) from None
+    problem = backend_problem(backend) if entry.origin != BUILTIN else None
+    if problem is not None:
+        raise ConfigError(
+            f"The model backend '{kind}' from {entry.origin} ({entry.target}) built for "
+            f"--model {spec} an object that {problem}. Fix or remove that package."
+        )
     named = getattr(backend, "name", None)
     if entry.origin != BUILTIN and named != spec:
         raise ConfigError(
