@@ -18,7 +18,17 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "faultfinder"
 
 LAYERS: list[set[str]] = [
-    {"errors", "usage", "exitcodes", "secret_names", "contracts", "shown", "loopback", "__init__"},
+    {
+        "errors",
+        "usage",
+        "exitcodes",
+        "secret_names",
+        "contracts",
+        "shown",
+        "loopback",
+        "plugin_groups",
+        "__init__",
+    },
     {"redact", "registry"},
     {"traces"},
     {"llm"},

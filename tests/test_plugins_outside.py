@@ -246,3 +246,36 @@ def test_a_backend_factory_that_builds_no_backend_is_refused_before_any_case(
         "count_tokens (a backend follows faultfinder.llm.base.Backend). Fix or remove that "
         "package."
     )
+
+
+ASTRAY_POINTS = """
+[faultfinder.method]
+ff-typo = ff_outside_floor:LastSpeaker
+
+[faultfinder.executors]
+ff-exec = ff_outside_floor:LastSpeaker
+"""
+
+
+def test_an_entry_point_in_a_group_faultfinder_does_not_read_is_named_where_listed(
+    tmp_path: Path,
+) -> None:
+    site = hand_installed(
+        tmp_path / "site", "ff-astray", ASTRAY_POINTS, {"ff_outside_floor": FLOOR}
+    )
+    listed = python(site, "from faultfinder.cli import main; main(['methods'])")
+    assert listed.returncode == 0, listed.stderr
+    assert "random" in listed.stdout and "ff-typo" not in listed.stdout
+    groups = "faultfinder.methods, faultfinder.importers, faultfinder.backends, faultfinder.apis"
+    assert listed.stderr.splitlines() == [
+        "warning: The entry point 'ff-exec' from plugin ff-astray 0.1.0 "
+        "(ff_outside_floor:LastSpeaker) is ignored: faultfinder reads no group "
+        f"'faultfinder.executors', only {groups}. Fix that package.",
+        "warning: The entry point 'ff-typo' from plugin ff-astray 0.1.0 "
+        "(ff_outside_floor:LastSpeaker) is ignored: faultfinder reads no group "
+        f"'faultfinder.method', only {groups}. Did you mean 'faultfinder.methods'? Fix "
+        "that package.",
+    ]
+    # A command that lists nothing says nothing of it.
+    helped = python(site, "from faultfinder.cli import main; main(['--help'])")
+    assert helped.returncode == 0 and helped.stderr == "", helped.stderr

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from faultfinder import plugin_groups
 from faultfinder.errors import ConfigError, FaultfinderWarning, UnknownNameError
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 BUILTIN = "built-in"
+_GROUPS: list[str] = []  # every registry's entry-point group
 
 
 class PluginWarning(FaultfinderWarning):
@@ -71,6 +73,7 @@ class Registry(Generic[T]):
         self.kind = kind
         """What the components are, for messages ('method', 'trace format', …)."""
         self.group = group
+        _GROUPS.append(group)
         """The entry-point group third parties declare their components in."""
         self._builtins = dict(builtins)
         self._check = check
@@ -92,6 +95,7 @@ class Registry(Generic[T]):
         found = self._found()
         for name in list(self._clashes):
             self._tell_clash(name)
+        plugin_groups.tell(_GROUPS, _warn)  # entry points in a group no registry reads
         return found
 
     def _found(self) -> dict[str, Entry]:
