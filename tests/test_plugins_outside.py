@@ -197,6 +197,24 @@ class Half:  # a name and a model, and nothing a call needs
 
 def make_half(model: str, **options: Any) -> Half:
     return Half(f"ff-half:{model}")
+
+
+class Text(Half):  # every member, and a reply's text where its Completion should be
+    is_real = False
+    supports_tools = False
+
+    def identity(self) -> dict[str, str]:
+        return {"backend": self.name}
+
+    def count_tokens(self, text: str) -> int:
+        return len(text)
+
+    async def complete(self, request: Any) -> str:
+        return "Agent Name: Orchestrator\\nStep Number: 0\\nReason for Mistake: -"
+
+
+def make_text(model: str, **options: Any) -> Text:
+    return Text(f"ff-text:{model}")
 """
 
 RETURNS_POINTS = """
@@ -206,6 +224,7 @@ ff-as-dicts = ff_outside_returns:AsDicts
 
 [faultfinder.backends]
 ff-half = ff_outside_returns:make_half
+ff-text = ff_outside_returns:make_text
 """
 
 
@@ -246,6 +265,24 @@ def test_a_backend_factory_that_builds_no_backend_is_refused_before_any_case(
         "count_tokens (a backend follows faultfinder.llm.base.Backend). Fix or remove that "
         "package."
     )
+
+
+def test_a_backend_that_answers_with_no_completion_is_the_case_error_naming_it(
+    tmp_path: Path,
+) -> None:
+    site = hand_installed(
+        tmp_path / "site", "ff-returns", RETURNS_POINTS, {"ff_outside_returns": RETURNS}
+    )
+    args = ["attribute", str(DEMO_TRACE), "--method", "all-at-once", "--model", "ff-text:m"]
+    done = python(site, f"from faultfinder.cli import main; main({args!r} + ['--cache', 'none'])")
+    # A model that fails is the case's error (docs/exit-codes.md: 4), its reason naming
+    # the plugin, not "AttributeError: 'str' object has no attribute 'text'".
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert (
+        "error:      The model backend 'ff-text' from plugin ff-returns 0.1.0 "
+        "(ff_outside_returns:make_text) returned a str from complete(), not a Completion "
+        "(faultfinder.llm.base.Completion). Fix or remove that package.\n"
+    ) in done.stdout, done.stdout
 
 
 ASTRAY_POINTS = """

@@ -184,6 +184,38 @@ def backend_problem(value: object) -> str | None:
     )
 
 
+def completion_of(backend: Backend, value: object) -> Completion:
+    """``value``, what ``backend.complete()`` returned, when it is a :class:`Completion`;
+    else an ``LLMCallError`` saying so, naming a plugin's package: the case errors with
+    what to fix, not with an ``AttributeError`` from deep in the LLM layer."""
+    if isinstance(value, Completion):
+        return value
+    from faultfinder.errors import LLMCallError
+
+    what = f"returned a {type(value).__name__} from complete(), not a Completion"
+    what += " (faultfinder.llm.base.Completion)"
+    plugin = _plugin_of(backend)
+    if plugin is None:
+        raise LLMCallError(f"{backend.name} {what}")
+    raise LLMCallError(f"The model backend {plugin} {what}. Fix or remove that package.")
+
+
+def _plugin_of(backend: Backend) -> str | None:
+    """The backend kind's entry point, as the registry names it ("'mycloud' from plugin
+    DIST VERSION (module:factory)"), for a backend a plugin defines (None: a faultfinder
+    class). Read from the entry points here: the registry is above this module's imports."""
+    from importlib import metadata
+
+    if type(backend).__module__.partition(".")[0] == "faultfinder":
+        return None
+    kind = str(backend.name).partition(":")[0]
+    points = metadata.entry_points(group="faultfinder.backends", name=kind)
+    for ep in sorted(points, key=lambda p: (p.dist.name if p.dist else "", p.value)):
+        origin = f"plugin {ep.dist.name} {ep.dist.version}" if ep.dist else "plugin"
+        return f"'{kind}' from {origin} ({ep.value})"
+    return None
+
+
 def approx_token_count(text: str) -> int:
     """Rough token count (~4 characters per token) for backends without a tokenizer."""
     return (len(text) + 3) // 4

@@ -454,7 +454,7 @@ class LLM:
                 await self.limiter.acquire()
             attempts.sent.append(True)
             try:
-                return await self.backend.complete(request)
+                return base.completion_of(self.backend, await self.backend.complete(request))
             except BaseException as exc:
                 used = base.reported_usage(exc)
                 if used is not None:  # what the model did before this attempt failed
