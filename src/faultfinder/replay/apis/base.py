@@ -28,15 +28,16 @@ Recorded streams are kept as the events the upstream sent, grouped as they arriv
 as such for every API: an adapter only parses events (:class:`SSEEvent`), it never
 re-encodes a recorded stream.
 
-A new API is one module with one class following this protocol, added to
-:data:`faultfinder.replay.apis.ADAPTERS` (or registered with
-:func:`faultfinder.replay.apis.register` from a plugin). Adapters are stateless; all
-per-run state (chains) is passed in. Subclassing :class:`AdapterBase` is optional: it
-gives the members most APIs share (POST on one path, ``stream: true``, overrides the
-API has, no chains, every event shown, OpenAI's error body, environment and bearer key),
-so an adapter writes only what differs; :func:`tool_call`, :func:`edited_id` and
-:func:`openai_usage` are the canonical tool call, the id of an edited reply and the
-token counts of an OpenAI reply.
+A new API is one module with one class following this protocol, listed in
+``faultfinder.registry.APIS`` (in the tree) or declared in the entry-point group
+``faultfinder.apis`` of a package of your own (docs/plugins.md: the registry checks its
+name and members; :func:`faultfinder.replay.apis.register`, which does not, adds one
+from running code, a test). Adapters are stateless; all per-run state (chains) is passed
+in. Subclassing :class:`AdapterBase` is optional: it gives the members most APIs share
+(POST on one path, ``stream: true``, overrides the API has, no chains, every event
+shown, OpenAI's error body, environment and bearer key), so an adapter writes only what
+differs; :func:`tool_call`, :func:`edited_id` and :func:`openai_usage` are the canonical
+tool call, the id of an edited reply and the token counts of an OpenAI reply.
 """
 
 from __future__ import annotations
