@@ -298,7 +298,7 @@ def test_debug_report_refuses_empty_wrong_kind_and_unreadable_files(
             ":1: not a DoVer row: it is a `check` result (check --out)",
         ),
         "partial.jsonl": (b'{"kind":"dover"}\n', ":1: not a DoVer row: field '"),
-        "notjson.jsonl": (b"{oops\n", ":1: not a DoVer row: not JSON"),
+        "notjson.jsonl": (b"{oops\n", ":1: not a DoVer row: not valid JSON: Expecting"),
     }
     for name, (data, expected) in cases.items():
         path = tmp_path / name

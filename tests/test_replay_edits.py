@@ -225,7 +225,7 @@ def test_edit_file_schema_errors_name_the_field(tmp_path: Path) -> None:
         parse_edit_file({"kind": "tool_call", "index": 0})
     bad = tmp_path / "edit.json"
     bad.write_text('{"kind": "message",\n "text": }', encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"edit.json:2: not JSON"):
+    with pytest.raises(ConfigError, match=r"edit.json: not an edit: not valid JSON: .*\(line 2,"):
         read_edit_file(bad)
     reply = tmp_path / "reply.json"
     reply.write_text(

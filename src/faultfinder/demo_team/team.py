@@ -15,7 +15,6 @@ ERROR, or two unreadable Orchestrator replies in a row, makes the Orchestrator r
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -23,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from faultfinder.demo_team.tools import NOT_FOUND, TOOL_SPECS, run_tool
+from faultfinder.llm import json_text
 
 AGENT_HEADER = "X-Faultfinder-Agent"
 WORKERS = ("Researcher", "Calculator")
@@ -260,8 +260,8 @@ class Team:
 
 def _arguments(text: str) -> dict[str, Any]:
     try:
-        value = json.loads(text or "{}")
-    except json.JSONDecodeError:
+        value = json_text.loads(text or "{}")
+    except json_text.JSONTextError:
         return {}
     return value if isinstance(value, dict) else {}
 

@@ -35,6 +35,7 @@ from faultfinder.dover.models import (
 from faultfinder.dover.replays import unread_text
 from faultfinder.dover.verdict import classify, no_evidence, program_failure, trial_success
 from faultfinder.errors import FaultfinderError
+from faultfinder.llm import json_text
 from faultfinder.llm.client import LLM
 from faultfinder.llm.scopes import track_usage
 from faultfinder.replay.edits import Edit
@@ -353,8 +354,8 @@ def _same_calls(served: list[ToolCall], recorded: list[ToolCall]) -> bool:
 
     def key(call: ToolCall) -> tuple[str, Any]:
         try:
-            return call.name, json.loads(call.arguments or "{}")
-        except json.JSONDecodeError:
+            return call.name, json_text.loads(call.arguments or "{}")
+        except json_text.JSONTextError:
             return call.name, call.arguments
 
     return [key(c) for c in served] == [key(c) for c in recorded]

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -13,6 +12,7 @@ from pydantic import BaseModel, Field, ValidationError
 from faultfinder.dover.models import DoverRow, RepeatResult
 from faultfinder.dover.verdict import TrialSuccess, trial_success
 from faultfinder.errors import ConfigError
+from faultfinder.llm import json_text
 from faultfinder.traces.io import split_lines
 from faultfinder.usage import Usage
 
@@ -108,10 +108,9 @@ def read_rows(paths: Iterable[str | Path]) -> list[DoverRow]:
 def _row(path: str | Path, number: int, line: str) -> DoverRow:
     where = f"{path}:{number}"
     try:
-        data = json.loads(line)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
-        raise ConfigError(f"{where}: not a DoVer row: not JSON ({reason})") from None
+        data = json_text.loads(line)
+    except json_text.JSONTextError as exc:
+        raise ConfigError(f"{where}: not a DoVer row: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: not a DoVer row: a JSON {_json_type(data)}, not an object")
     kind = data.get("kind")

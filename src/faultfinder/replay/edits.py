@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from faultfinder.errors import ConfigError
+from faultfinder.llm import json_text
 from faultfinder.replay.canonical import RecordedCall, adapter_of, canonical_reply
 
 ArgumentsValue = dict[str, Any] | str
@@ -222,9 +223,9 @@ def read_edit_file(path: str | Path) -> Edit:
     """The edit an edit file describes (validated; errors name the file and field)."""
     target = Path(path)
     try:
-        data = json.loads(target.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{target}:{exc.lineno}: not JSON: {exc.msg}") from None
+        data = json_text.loads(target.read_text(encoding="utf-8"))
+    except json_text.JSONTextError as exc:
+        raise ConfigError(f"{target}: not an edit: {exc}") from None
     return Edit.from_file(parse_edit_file(data, str(target)))
 
 
@@ -253,8 +254,8 @@ def changed_tool_calls(
             function["arguments"] = _arguments_text(change.arguments)
         if change.set_arguments is not None:
             try:
-                current = json.loads(function.get("arguments") or "{}")
-            except json.JSONDecodeError:
+                current = json_text.loads(function.get("arguments") or "{}")
+            except json_text.JSONTextError:
                 current = None
             if not isinstance(current, dict):
                 raise ConfigError(

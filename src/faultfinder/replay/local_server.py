@@ -10,12 +10,12 @@ global ALLOW_MODEL_REQUESTS switch, budgets and token accounting apply.
 from __future__ import annotations
 
 import itertools
-import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from faultfinder.errors import FaultfinderError
+from faultfinder.llm import json_text
 from faultfinder.llm.base import CUT_OFF, WITHHELD
 from faultfinder.llm.client import LLM, Reply
 from faultfinder.replay.apis import Chains, ChatAdapter
@@ -270,9 +270,11 @@ def chat_finish(reply: Reply[Any]) -> str:
 def _json_body(request: Request) -> Any:
     """The request's body parsed (an empty body is ``{}``), or a 400 when it is not JSON."""
     try:
-        return json.loads(request.body or b"{}")
-    except json.JSONDecodeError as exc:
-        return error_response(400, f"request body is not JSON: {exc}", "invalid_request_error")
+        return json_text.loads(request.body or b"{}")
+    except json_text.JSONTextError as exc:
+        return error_response(
+            400, f"the request body is unreadable: {exc}", "invalid_request_error"
+        )
 
 
 def _event_stream(events: list[bytes]) -> Response:

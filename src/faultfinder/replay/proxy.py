@@ -25,7 +25,6 @@ re-exported here); how streams are relayed and replayed, in
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from typing import Any, Self
 
@@ -33,6 +32,7 @@ import httpx
 from pydantic import BaseModel
 
 from faultfinder.errors import ConfigError
+from faultfinder.llm import json_text
 from faultfinder.loopback import direct_to_loopback
 from faultfinder.replay.apis import Chains, WireAdapter, adapter_for
 from faultfinder.replay.canonical import adapter_of, remember_calls
@@ -263,8 +263,8 @@ class RecordingProxy(ModelCallProxy):
         response, upstream = await self._forward(request, base, path, call.adapter, live)
         if upstream is not None and upstream.status_code == 200:
             try:
-                payload: Any = json.loads(upstream.content)
-            except json.JSONDecodeError:
+                payload: Any = json_text.loads(upstream.content)
+            except json_text.JSONTextError:
                 payload = None
             self.background.polled(reply_id, payload)
         return response

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, Field
 
+from faultfinder.llm import json_text
 from faultfinder.redact import Redactor
 from faultfinder.replay.apis import Chains, SSEEvent, WireAdapter
 from faultfinder.replay.endpoint import Endpoint
@@ -139,9 +140,11 @@ class ModelCallProxy(Endpoint):
     ) -> Response:
         started_at, started = utcnow(), time.perf_counter()
         try:
-            body = json.loads(request.body or b"{}")
-        except json.JSONDecodeError as exc:
-            return self._error(adapter, 400, f"faultfinder proxy: request body is not JSON: {exc}")
+            body = json_text.loads(request.body or b"{}")
+        except json_text.JSONTextError as exc:
+            return self._error(
+                adapter, 400, f"faultfinder proxy: the request body is unreadable: {exc}"
+            )
         if not isinstance(body, dict):
             return self._error(
                 adapter, 400, "faultfinder proxy: request body must be a JSON object"
@@ -411,9 +414,9 @@ class ModelCallProxy(Endpoint):
         content = upstream.content
         headers = relayed_headers(upstream, reply_content_type(upstream))
         try:
-            payload = json.loads(content)
-        except json.JSONDecodeError:
-            record(None, 502, "upstream reply is not JSON", sent)
+            payload = json_text.loads(content)
+        except json_text.JSONTextError as exc:
+            record(None, 502, f"upstream reply is unreadable: {exc}", sent)
             return Response(upstream.status_code, headers, content)
         reply_id = pending_id(adapter, sent, payload)
         if reply_id is not None:

@@ -13,13 +13,13 @@ functions of one request or reply, with no state:
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from faultfinder.errors import ConfigError
+from faultfinder.llm import json_text
 from faultfinder.loopback import URL_FORM, url_problem
 from faultfinder.replay.apis import WireAdapter
 from faultfinder.replay.httpserver import Request
@@ -126,13 +126,13 @@ def upstream_error_text(content: bytes) -> str:
     """The error recorded for an upstream's error reply: its ``error.message``, else the
     start of its body."""
     try:
-        payload = json.loads(content)
-        error = payload.get("error") if isinstance(payload, dict) else None
-        message = error.get("message") if isinstance(error, dict) else None
-        if message:
-            return f"upstream error: {message}"
-    except (json.JSONDecodeError, AttributeError):
-        pass
+        payload = json_text.loads(content)
+    except json_text.JSONTextError:
+        payload = None
+    error = payload.get("error") if isinstance(payload, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    if message:
+        return f"upstream error: {message}"
     return "upstream error: " + content[:300].decode("utf-8", errors="replace")
 
 
@@ -146,8 +146,8 @@ def error_reply(
     text = content.decode("utf-8", errors="replace")
     body: dict[str, Any] | list[Any] | str = text
     try:
-        payload = json.loads(content)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        payload = json_text.loads(content)
+    except json_text.JSONTextError:
         payload = None
     if isinstance(payload, (dict, list)):
         body = payload

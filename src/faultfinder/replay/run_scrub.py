@@ -17,6 +17,7 @@ import json
 from collections.abc import Collection
 from pathlib import Path
 
+from faultfinder.llm import json_text
 from faultfinder.redact import Redactor
 from faultfinder.replay.output import replace_file
 
@@ -27,8 +28,8 @@ def scrub_steps(text: str, redactor: Redactor) -> str:
     lines = []
     for line in text.split("\n"):
         try:
-            value = json.loads(line) if line.strip() else None
-        except ValueError:
+            value = json_text.loads(line) if line.strip() else None
+        except json_text.JSONTextError:
             value = None
         if value is None:
             lines.append(redactor.text(line))
@@ -70,8 +71,8 @@ def rescrub_json(path: Path, redactor: Redactor, new: Collection[str] | None = N
     if new is not None and not may_hold(text, new):
         return
     try:
-        clean = json.dumps(redactor.data(json.loads(text)), indent=2, ensure_ascii=False)
-    except ValueError:
+        clean = json.dumps(redactor.data(json_text.loads(text)), indent=2, ensure_ascii=False)
+    except json_text.JSONTextError:
         clean = redactor.text(text)
     if clean != text:
         replace_file(path, clean)

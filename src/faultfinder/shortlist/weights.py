@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from faultfinder.errors import ConfigError
+from faultfinder.llm import json_text
 from faultfinder.shortlist import neardup
 from faultfinder.shortlist.model import (
     FORMAT,
@@ -266,9 +267,9 @@ def shipped_weights() -> Weights:
 
 def _parse(text: str, where: str, name: str) -> Weights:
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{where}: line {exc.lineno}: not JSON ({exc.msg})") from None
+        data = json_text.loads(text)
+    except json_text.JSONTextError as exc:
+        raise ConfigError(f"{where}: not a shortlist weights file: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: not a JSON object")
     return from_json(data, where, name)

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from faultfinder.contracts import interface_problem
+from faultfinder.llm import json_text
 from faultfinder.llm import usage as llm_usage
 
 
@@ -75,8 +76,8 @@ class SSEEvent:
             return cls(raw, name, None)
         text = b"\n".join(data_lines).decode("utf-8", errors="replace")
         try:
-            data: Any = json.loads(text)
-        except json.JSONDecodeError:
+            data: Any = json_text.loads(text)
+        except json_text.JSONTextError:
             data = text
         return cls(raw, name, data)
 

@@ -33,6 +33,7 @@ import copy
 import json
 from typing import Any
 
+from faultfinder.llm import json_text
 from faultfinder.llm.usage import messages_usage
 from faultfinder.replay.apis.base import (
     AdapterBase,
@@ -196,8 +197,8 @@ def _edited_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
         function = call.get("function") or {}
         arguments = function.get("arguments")
         try:
-            value = json.loads(arguments) if isinstance(arguments, str) and arguments else {}
-        except json.JSONDecodeError:
+            value = json_text.loads(arguments) if isinstance(arguments, str) and arguments else {}
+        except json_text.JSONTextError:
             value = {"arguments": arguments}
         blocks.append(
             {

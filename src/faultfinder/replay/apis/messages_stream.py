@@ -16,6 +16,7 @@ import copy
 import json
 from typing import Any
 
+from faultfinder.llm import json_text
 from faultfinder.replay.apis.base import SSEEvent, split_after_spaces
 
 __all__ = ["MessageBuilder", "message_events"]
@@ -163,8 +164,8 @@ class MessageBuilder:
             if index in self.partial_json:
                 raw = "".join(self.partial_json[index])
                 try:
-                    block["input"] = json.loads(raw) if raw.strip() else {}
-                except json.JSONDecodeError:
+                    block["input"] = json_text.loads(raw) if raw.strip() else {}
+                except json_text.JSONTextError:
                     block["input"] = {}
             content.append(block)
         message["content"] = content
