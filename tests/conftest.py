@@ -18,6 +18,16 @@ def _results_store_in_tmp(
     monkeypatch.setenv("FAULTFINDER_RESULTS", str(store))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _chief_stages_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """CHIEF's default stage cache goes to a directory of this session, never the working
+    tree, where entries outlived the run and one run's were read by the next. Session-wide
+    so that module-scoped fixtures, set up before any test's own fixtures, use it too."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FAULTFINDER_CHIEF_STAGES", str(tmp_path_factory.mktemp("stages")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _forbid_model_requests(request: pytest.FixtureRequest) -> Iterator[None]:
     previous = base.ALLOW_MODEL_REQUESTS

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from faultfinder.llm.doubles import FunctionBackend, function_identity
+from faultfinder.llm.doubles import FunctionBackend, ScriptedBackend, function_identity
 
 JUDGE = """\
 def judge(request):
@@ -54,6 +55,30 @@ def test_a_closure_is_known_by_its_object() -> None:
     def local(request: object) -> str:
         return "x"
 
-    assert function_identity(local) == id(local)
+    assert function_identity(local) == function_identity(local)
+    assert function_identity(local).startswith("local:")
     backend = FunctionBackend(local)
-    assert backend.identity()["fn"] == id(local)
+    assert backend.identity()["fn"] == function_identity(local)
+
+
+def _closure(answer: str) -> Callable[[object], str]:
+    def reply(request: object) -> str:
+        return answer
+
+    return reply
+
+
+def test_closures_made_one_after_another_never_share_an_identity() -> None:
+    # Each closure is freed before the next is made, so CPython hands the next one the
+    # same address: keyed by id(), later test doubles read earlier ones' cache entries.
+    seen = []
+    for number in range(50):
+        fn = _closure(str(number))
+        seen.append(FunctionBackend(fn).identity()["fn"])
+        del fn
+    scripted = []
+    for _ in range(50):
+        backend = ScriptedBackend(["x"])
+        scripted.append(str(backend.identity()))
+        del backend
+    assert len(set(seen)) == 50 and len(set(scripted)) == 50

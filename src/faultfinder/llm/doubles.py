@@ -13,9 +13,12 @@ import contextvars
 import difflib
 import hashlib
 import inspect
+import itertools
 import json
+import secrets
 import threading
 import types
+import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,33 @@ REPLY_FORMS = (
     "Test doubles)"
 )
 """What a scripted reply or a function model's return value may be, for error messages."""
+
+_PROCESS = secrets.token_hex(8)
+_LOCAL_NUMBERS = itertools.count(1)
+_LOCAL_TOKENS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+_LOCAL_LOCK = threading.Lock()
+
+
+def local_token() -> str:
+    """A name no other object gets, in this process or any other, now or later: a random
+    number drawn once per process and a counter. ``id()`` is not one: Python gives a
+    freed object's address to the next, so two test doubles made one after the other
+    could share cache entries."""
+    return f"local:{_PROCESS}:{next(_LOCAL_NUMBERS)}"
+
+
+def _local_identity(fn: Callable[..., Any]) -> str:
+    """The :func:`local_token` of ``fn``, the same for as long as ``fn`` lives; a fresh
+    one per call for an object that takes no weak reference (it is then never cached)."""
+    with _LOCAL_LOCK:
+        try:
+            token = _LOCAL_TOKENS.get(fn)
+            if token is None:
+                token = _LOCAL_TOKENS[fn] = local_token()
+        except TypeError:
+            return local_token()
+        return token
+
 
 _REPLY_KEYS = ("text", "tool_calls", "usage")
 _CALL_KEYS = ("id", "name", "arguments")
@@ -146,6 +176,7 @@ class ScriptedBackend:
         self.model = model or "scripted"
         self.name = f"scripted:{self.model}" if model else "scripted"
         self.requests: list[ChatRequest] = []
+        self._instance = local_token()
         for i, reply in enumerate(self.replies):
             if problem := reply_problem(reply):
                 raise ConfigError(f"{self.name}: reply {i + 1} {problem}; {REPLY_FORMS}.")
@@ -186,7 +217,7 @@ class ScriptedBackend:
 
     def identity(self) -> dict[str, Any]:
         # Scripted replies depend on call order, not on the request: never cache them.
-        return {"backend": "scripted", "instance": id(self), "n": len(self.requests)}
+        return {"backend": "scripted", "instance": self._instance, "n": len(self.requests)}
 
     async def complete(self, request: ChatRequest) -> Completion:
         position = len(self.requests)
@@ -212,11 +243,12 @@ ReplyFunction = Callable[
 ]
 
 
-def function_identity(fn: Callable[..., Any]) -> str | int:
+def function_identity(fn: Callable[..., Any]) -> str:
     """A module-level function is known by its import path and a digest of its compiled
     code, the same in every process (so cache keys and request hashes agree across Ray
     workers) and different once its body is edited (so an edited function is not served
-    its old answers); a closure, lambda or bound method only by the object itself."""
+    its old answers); a closure, lambda or bound method only by the object itself, with a
+    :func:`local_token` that no other object, in any process, ever gets."""
     module = getattr(fn, "__module__", None)
     qualname = getattr(fn, "__qualname__", "")
     if module and qualname and "<" not in qualname and not inspect.ismethod(fn):
@@ -226,7 +258,7 @@ def function_identity(fn: Callable[..., Any]) -> str | int:
         digest = hashlib.sha256()
         _digest_code(code, digest)
         return f"{module}:{qualname}@{digest.hexdigest()[:12]}"
-    return id(fn)
+    return _local_identity(fn)
 
 
 def _digest_code(code: types.CodeType, digest: Any) -> None:

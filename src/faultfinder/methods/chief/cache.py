@@ -4,7 +4,10 @@ One JSON file per entry, named by a SHA-256 key over: the trace's content (label
 source path excluded), the model's identity, the prompt version, the repeat index, and
 every option that changes the stage's result. An ablation sweep (M1, M1+M2, M1+M3,
 full) therefore builds each graph once, and `faultfinder graph` output is reused by
-`--method chief`. Only entries whose model stages all parsed are stored.
+`--method chief`. Only entries whose model stages all parsed are stored. The default
+directory gives way to ``$FAULTFINDER_CHIEF_STAGES`` when that is set (the test suite
+keeps its entries out of the working tree with it); a directory the config names is
+used as named.
 """
 
 from __future__ import annotations
@@ -18,7 +21,21 @@ from typing import Any
 from faultfinder.llm import json_text
 from faultfinder.llm.client import LLM
 from faultfinder.llm.scopes import current_run
+from faultfinder.methods.chief.config import DEFAULT_STAGE_CACHE
 from faultfinder.traces.schema import Trace
+
+DIRECTORY_ENV = "FAULTFINDER_CHIEF_STAGES"
+
+
+def cache_directory(configured: str | None) -> str | None:
+    """The directory of the stage cache ``stage_cache`` names, or None when it is off
+    (None or 'none'). Only the default directory gives way to ``$FAULTFINDER_CHIEF_STAGES``:
+    the config (and so an eval's config id) stays the same wherever the entries go."""
+    if not configured or configured.lower() == "none":
+        return None
+    if configured == DEFAULT_STAGE_CACHE:
+        return os.environ.get(DIRECTORY_ENV) or configured
+    return configured
 
 
 def trace_hash(trace: Trace) -> str:

@@ -88,14 +88,12 @@ class Chief:
             load_knowledge_base(config.knowledge_base) if config.knowledge_base else None
         )
         self.retrieved: Retrieved | None = None
-        directory = config.stage_cache
+        directory = stage_cache.cache_directory(config.stage_cache)
         # Scripted replies depend on call order, not on the request: caching them would
         # only leave entries that can never be hit again.
         scripted = isinstance(llm.backend, ScriptedBackend)
         self.cache = (
-            stage_cache.StageCache(directory)
-            if directory and directory.lower() != "none" and not scripted
-            else None
+            stage_cache.StageCache(directory) if directory is not None and not scripted else None
         )
         self.cache_use: dict[str, str] = {}
         self.trace_hash = stage_cache.trace_hash(trace)
