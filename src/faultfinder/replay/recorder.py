@@ -293,6 +293,8 @@ def call_to_step(index: int, call: RecordedCall, canonical: dict[str, Any] | Non
             prompt_tokens=reply.prompt_tokens,
             completion_tokens=reply.completion_tokens or 0,
             cached_prompt_tokens=reply.cached_tokens or 0,
+            # None: the reply did not say, so its 0 is not a measured 0% cached.
+            cache_reported=reply.cached_tokens is not None,
             cache_write_prompt_tokens=reply.cache_write_tokens or 0,
             calls=1,
         )

@@ -105,7 +105,8 @@ class CanonicalReply:
     completion_tokens: int | None = None
     """Output tokens, when the reply reports usage."""
     cached_tokens: int | None = None
-    """Input tokens served from the provider's prompt cache, when reported."""
+    """Input tokens served from the provider's prompt cache, when reported (None when the
+    reply does not say, which is not a 0)."""
     cache_write_tokens: int | None = None
     """Input tokens written to the provider's prompt cache, when reported (the Messages
     API's ``cache_creation_input_tokens``)."""

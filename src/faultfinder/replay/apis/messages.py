@@ -290,7 +290,7 @@ class MessagesAdapter(AdapterBase):
             model=response.get("model"),
             prompt_tokens=None if usage is None else usage.prompt_tokens,
             completion_tokens=None if usage is None else usage.completion_tokens,
-            cached_tokens=None if usage is None else usage.cached_prompt_tokens,
+            cached_tokens=usage.cached_prompt_tokens if usage and usage.cache_reported else None,
             cache_write_tokens=None if usage is None else usage.cache_write_prompt_tokens,
             reply_id=response.get("id"),
             extra=extra,
