@@ -17,7 +17,9 @@ DEMO = str(Path(__file__).parent.parent / "src" / "faultfinder" / "data" / "demo
 BAD = [
     ("http://[::1", "not a valid URL (Invalid IPv6 URL)"),
     ("http://127.0.0.1:99999/v1", "not a valid URL (Port out of range"),
-    ("http://127.0.0.1:port/v1", "not a valid URL (Port could not be cast"),
+    ("http://127.0.0.1:port/v1", "not a valid URL (its port is not a number)"),
+    # Python splits a password with no host after it as the port, and its message quoted it.
+    ("http://user:sk-Uq73Wd", "not a valid URL (its port is not a number)"),
     ("https://user:sk-Uq73Wd@/v1", "a URL that names no host"),
     ("127.0.0.1:8080/v1", "not an http:// or https:// URL"),
 ]

@@ -41,12 +41,21 @@ def url_problem(url: str) -> str | None:
         parts = urlsplit(url.strip())
         host, _ = parts.hostname, parts.port  # reading .port checks it
     except ValueError as exc:
-        return f"not a valid URL ({exc})"
+        return f"not a valid URL ({_split_failure(exc)})"
     if parts.scheme.lower() not in ("http", "https"):
         return "not an http:// or https:// URL"
     if not host:
         return "a URL that names no host"
     return None
+
+
+def _split_failure(exc: ValueError) -> str:
+    """Why Python could not split a URL, without the part of it that Python's message
+    quotes: a "port" that is really a password ('http://user:s3cret') or a host."""
+    text = str(exc)
+    if text.startswith("Port could not be cast"):
+        return "its port is not a number"
+    return "Python cannot split it" if "'" in text or '"' in text else text
 
 
 def direct_to_loopback(urls: Iterable[str | None]) -> dict[str, None]:
