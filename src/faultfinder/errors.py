@@ -85,3 +85,10 @@ class EndpointSetupError(LLMCallError):
 
 class ConfigError(FaultfinderError):
     """A method or run configuration is invalid."""
+
+
+class EnvironmentValueError(ConfigError):
+    """A variable of the environment that stands in for an option holds a value that
+    cannot work (``OPENAI_BASE_URL`` that is no http(s) URL with a host). The message
+    names the variable and why, never the value (a URL may hold a password); the CLI
+    treats it as a bad command line, exit 2, before any case runs."""

@@ -35,7 +35,12 @@ def pass_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     (a budget overrun 5, an endpoint that kept failing 4, anything else 1); show each
     FaultfinderWarning (unknown keys in a trace, a cache set aside) as one 'warning:' line
     on stderr."""
-    from faultfinder.errors import BudgetExceededError, FaultfinderError, LLMCallError
+    from faultfinder.errors import (
+        BudgetExceededError,
+        EnvironmentValueError,
+        FaultfinderError,
+        LLMCallError,
+    )
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -46,6 +51,10 @@ def pass_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
                 raise BudgetError(safe(str(exc))) from None
             except LLMCallError as exc:
                 raise EndpointError(safe(str(exc))) from None
+            except EnvironmentValueError as exc:
+                # A variable standing in for an option: a bad command line, as the option.
+                context = click.get_current_context(silent=True)
+                raise click.UsageError(safe(str(exc)), context) from None
             except FaultfinderError as exc:
                 # Its message may quote the trace (a field's value, an agent's name).
                 raise click.ClickException(safe(str(exc))) from None

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from faultfinder import errors
 from faultfinder.llm.base import TransientLLMError, approx_token_count
-from faultfinder.loopback import direct_to_loopback, is_loopback
+from faultfinder.loopback import URL_FORM, direct_to_loopback, is_loopback, url_problem
 from faultfinder.redact import Redactor
 
 PLACEHOLDER_KEY = "not-needed"
@@ -258,6 +258,13 @@ class SDKBackend(Generic[C]):
         http_client: Callable[..., Any] | None = None,
     ) -> None:
         custom_url = base_url or os.environ.get(self.base_url_env)
+        if not base_url and custom_url and (problem := url_problem(custom_url)):
+            # Checked here, once, rather than failing every call: the variable is named,
+            # its value never (it may hold a password).
+            raise errors.EnvironmentValueError(
+                f"{self.base_url_env} is {problem}: set it to {URL_FORM}, or unset it to "
+                f"use {self.default_base_url} (--base-url overrides it)"
+            )
         if not api_key:
             if not custom_url:
                 raise errors.ModelNotAvailableError(
