@@ -225,6 +225,8 @@ def replay(catalog: Catalog, entry: ReplayEntry) -> dict[str, Any]:
         "pairs": pairs,
         "at": entry.report.at if entry.report else (entry.meta.replay or {}).get("at"),
         "first_difference": replay_view.first_difference(pairs),
+        "diff_limit": replay_view.DIFF_LIMIT,
+        "page_diff_chars": replay_view.PAGE_DIFF_CHARS,
         "edit": json.dumps(edit, ensure_ascii=False, indent=1) if edit else "",
         "report": entry.report,
         "answer": answer,
@@ -246,11 +248,17 @@ def _dover_rows_for_branch(catalog: Catalog, entry: ReplayEntry) -> list[dict[st
 def dover(catalog: Catalog, entry: DoverEntry) -> dict[str, Any]:
     trials = []
     replays = {r.branch_dir.name: r.key for r in list(catalog.replays.values())}
+    budget = replay_view.DiffBudget()
     for row in entry.rows:
-        diff = (
-            replay_view.word_diff(row.intervention.original, row.intervention.replacement)
+        diff, compared = (
+            budget.diff(row.intervention.original, row.intervention.replacement)
             if row.intervention
-            else []
+            else ([], True)
+        )
+        longest = (
+            max(len(row.intervention.original), len(row.intervention.replacement))
+            if row.intervention
+            else 0
         )
         found = catalog.traces_with_id(row.trace_id)
         reference = found[0].trace.metadata.get("reference_steps") if found else None
@@ -260,12 +268,19 @@ def dover(catalog: Catalog, entry: DoverEntry) -> dict[str, Any]:
                 "reference_steps": reference if isinstance(reference, list) else [],
                 "trace_key": trace_key_of(catalog, row.trace_id),
                 "diff": diff,
+                "diff_compared": compared,
+                "diff_cut": longest > replay_view.DIFF_LIMIT,
                 "replays": [
                     (rep, replays.get(rep.branch.rstrip("/").split("/")[-1])) for rep in row.repeats
                 ],
             }
         )
-    return {"entry": entry, "trials": trials}
+    return {
+        "entry": entry,
+        "trials": trials,
+        "diff_limit": replay_view.DIFF_LIMIT,
+        "page_diff_chars": replay_view.PAGE_DIFF_CHARS,
+    }
 
 
 def evaluation(catalog: Catalog, entry: EvalEntry) -> dict[str, Any]:

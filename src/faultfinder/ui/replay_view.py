@@ -14,17 +14,28 @@ from faultfinder.traces.schema import Step, Trace
 Segment = tuple[str, str]
 """(op, text): op is 'same', 'del' (only in the original) or 'ins' (only in the replay)."""
 
-_TOKENS = re.compile(r"\s+|[^\s]+")
+_TOKENS = re.compile(r"\S+\s*|\s+")
+"""A word with the whitespace after it (so text reads naturally and whitespace alone never
+anchors a match)."""
 DIFF_LIMIT = 20_000
-"""Characters per side compared; longer texts are compared on their first DIFF_LIMIT."""
+"""Characters per side compared and shown; the page says when a text is longer and links
+its step page."""
+PAGE_DIFF_CHARS = 200_000
+"""Characters a replay page compares word by word, over all its changed steps; changed
+steps past it are shown whole as removed and added text, and the page says so. difflib's
+matching grows faster than the square of a text's words, so an unbounded page (a 20,000-step
+replay, or texts of repeated words) would hold a server thread for hours."""
 
 
 def word_diff(old: str, new: str) -> list[Segment]:
-    """Word-level diff of two texts as segments (whitespace kept, so text reads naturally)."""
+    """Word-level diff of the first DIFF_LIMIT characters of two texts as segments.
+    Words seen in more than 1% of the new text (``the``, a repeated token) do not start a
+    match on their own (difflib's autojunk): the diff stays correct, a little coarser,
+    and its time bounded."""
     a = _TOKENS.findall(old[:DIFF_LIMIT])
     b = _TOKENS.findall(new[:DIFF_LIMIT])
     out: list[Segment] = []
-    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=True)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         if op == "equal":
             out.append(("same", "".join(a[i1:i2])))
@@ -37,6 +48,22 @@ def word_diff(old: str, new: str) -> list[Segment]:
 
 
 @dataclass
+class DiffBudget:
+    """The characters one page may still compare word by word (PAGE_DIFF_CHARS)."""
+
+    left: int = PAGE_DIFF_CHARS
+
+    def diff(self, old: str, new: str) -> tuple[list[Segment], bool]:
+        """(segments, compared): a word diff within the budget; past it, both texts (their
+        first DIFF_LIMIT characters) as removed and added, and False."""
+        cost = min(len(old), DIFF_LIMIT) + min(len(new), DIFF_LIMIT)
+        if cost > self.left:
+            return [("del", old[:DIFF_LIMIT]), ("ins", new[:DIFF_LIMIT])], False
+        self.left -= cost
+        return word_diff(old, new), True
+
+
+@dataclass
 class StepPair:
     index: int
     original: Step | None
@@ -45,19 +72,29 @@ class StepPair:
     """The replayed step's origin: cached, edited, edited-input, live (or '-')."""
     same: bool
     diff: list[Segment]
+    original_chars: int = 0
+    """Length of the original's text (output and tool calls): more than DIFF_LIMIT is cut."""
+    replayed_chars: int = 0
+    compared: bool = True
+    """False: past the page's PAGE_DIFF_CHARS, shown as removed and added text, unmatched."""
 
 
 def pair_steps(original: Trace, replayed: Trace) -> list[StepPair]:
-    """Steps side by side by canonical index; diffs where the text differs."""
+    """Steps side by side by canonical index; word diffs where the text differs, within
+    the page's PAGE_DIFF_CHARS."""
     n = max(len(original.steps), len(replayed.steps))
     pairs: list[StepPair] = []
+    budget = DiffBudget()
     for i in range(n):
         o = original.steps[i] if i < len(original.steps) else None
         r = replayed.steps[i] if i < len(replayed.steps) else None
         origin = str(r.metadata.get("origin", "-")) if r is not None else "-"
-        same = o is not None and r is not None and _text(o) == _text(r) and o.agent == r.agent
-        diff = [] if same else word_diff(_text(o) if o else "", _text(r) if r else "")
-        pairs.append(StepPair(i, o, r, origin, same, diff))
+        old, new = _text(o) if o else "", _text(r) if r else ""
+        same = o is not None and r is not None and old == new and o.agent == r.agent
+        pair = StepPair(i, o, r, origin, same, [], len(old), len(new))
+        if not same:
+            pair.diff, pair.compared = budget.diff(old, new)
+        pairs.append(pair)
     return pairs
 
 
