@@ -106,7 +106,9 @@ def test_use_this_edit_carries_the_interventions_tool_calls(
         page = client.get(f"/trace/{key_of(client)}").text
     button = page.split('id="suggested"', 1)[1].split("use this edit", 1)[0]
     calls = json.loads(html.unescape(button.split('data-calls="', 1)[1].split('"', 1)[0]))
-    assert calls == [{"id": renamed.id, "name": renamed.name, "arguments": renamed.arguments}]
+    shown = f"{renamed.name}({renamed.arguments})"  # the panel lists it so, escaped
+    served = {"id": renamed.id, "name": renamed.name, "arguments": renamed.arguments}
+    assert calls == [{**served, "label": shown}]
     assert "its tool calls kept: lookup" in button
 
 

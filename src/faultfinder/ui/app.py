@@ -26,11 +26,11 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from faultfinder.dover.edit_repeats import REPEAT_TEMPERATURE, recorded_parts
-from faultfinder.shown import clip_name, safe
+from faultfinder.shown import safe
 from faultfinder.ui import pages
 from faultfinder.ui.catalog import Catalog
 from faultfinder.ui.jobs import JobRunner
-from faultfinder.ui.names import LISTED_CHARS, ClippedNames, name_filter
+from faultfinder.ui.names import LISTED_CHARS, ClippedNames, name_filter, shown_name
 from faultfinder.ui.replay_jobs import ReplayRunner
 from faultfinder.ui.replay_requests import MAX_REPEATS, JobRequestError, ReplayJob
 
@@ -284,7 +284,13 @@ def create_app(
         if entry is None or not 0 <= n < len(entry.trace.steps):
             raise HTTPException(404, "no such step")
         parts = recorded_parts(entry.trace.steps[n])
-        parts["agent"] = clip_name(parts["agent"])  # the edit panel's heading names it
+        # What the panel only shows (its heading, the labels of its choices) is clipped and
+        # escaped here, as the templates do; what it edits is the recorded text itself.
+        parts["agent"] = shown_name(parts["agent"])
+        for call in parts["tool_calls"]:
+            call["label"] = pages.call_label(call)
+        for result in parts["tool_results"]:
+            result["label"] = shown_name(result["call_id"] or "result")
         return JSONResponse(parts)
 
     async def start_replay(request: Request) -> Response:

@@ -15,7 +15,8 @@ from typing import Any
 
 from faultfinder.dover.edit_repeats import LIVE_ORIGINS
 from faultfinder.replay.recorder import STEPS_FILE
-from faultfinder.shown import clip_name
+from faultfinder.shown import safe
+from faultfinder.ui.names import shown_name
 
 OUTPUT_TAIL = 12_000
 """Characters of the program's stdout and stderr sent to the page (the end)."""
@@ -61,7 +62,7 @@ class BranchWatch:
         self.calls.append(
             {
                 "call": data.get("call"),
-                "agent": clip_name(str(data.get("agent", ""))),  # named on every call
+                "agent": shown_name(data.get("agent", "")),  # named on every call
                 "origin": origin,
                 "replay_of": data.get("replay_of"),
                 "status": data.get("status"),
@@ -84,6 +85,7 @@ def tail(path: Path) -> str:
         with path.open("rb") as handle:
             size = handle.seek(0, 2)
             handle.seek(max(0, size - OUTPUT_TAIL))
-            return handle.read().decode("utf-8", errors="replace")
+            # Shown by the page's script: its direction and control characters escaped here.
+            return safe(handle.read().decode("utf-8", errors="replace"))
     except OSError:
         return ""

@@ -11,8 +11,8 @@ from faultfinder.errors import FaultfinderError
 from faultfinder.replay.outcome import answers_match
 from faultfinder.replay.recorder import read_meta
 from faultfinder.replay.trust import stored_command_note
-from faultfinder.shown import clip_name
-from faultfinder.traces.schema import Step
+from faultfinder.shown import clip_name, safe
+from faultfinder.traces.schema import Step, ToolCall
 from faultfinder.ui import eval_view, graph_svg, replay_view, trace_view
 from faultfinder.ui.catalog import (
     Catalog,
@@ -23,6 +23,7 @@ from faultfinder.ui.catalog import (
     ReplayEntry,
     TraceEntry,
 )
+from faultfinder.ui.names import shown_name
 
 FILTERS = ("q", "kind", "source", "outcome", "attributed")
 
@@ -147,7 +148,9 @@ def source_file(catalog: Catalog, entry: TraceEntry) -> Path | None:
 
 
 def input_messages(step: Step) -> list[dict[str, str]]:
-    """A step's input messages as plain text for the page's script (shown via textContent)."""
+    """A step's input messages as plain text for the page's script (shown via textContent,
+    past the templates: so the names are clipped and every text's direction and control
+    characters escaped here, as the templates do)."""
     out: list[dict[str, str]] = []
     for message in step.input_messages or []:
         content = message.get("content")
@@ -158,9 +161,9 @@ def input_messages(step: Step) -> list[dict[str, str]]:
             content += "\n" + json.dumps(extra, ensure_ascii=False, indent=1)
         out.append(
             {
-                "role": str(message.get("role", "")),
-                "name": str(message.get("name", "")),
-                "content": content,
+                "role": shown_name(message.get("role", "")),
+                "name": shown_name(message.get("name", "")),
+                "content": safe(content),
             }
         )
     return out
@@ -343,6 +346,19 @@ def branch_tree(catalog: Catalog, trace_key: str, depth: int = 0) -> list[Branch
     return nodes
 
 
+def call_label(call: ToolCall | dict[str, Any]) -> str:
+    """A tool call as the edit panel lists it: ``name(arguments)``, its name clipped as
+    names are and its arguments at 300 characters, escaped as the templates escape."""
+    name, arguments = (
+        (call.name, call.arguments)
+        if isinstance(call, ToolCall)
+        else (call.get("name"), call.get("arguments"))
+    )
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    return f"{shown_name(name)}({safe(clip_name(arguments, 300))})"
+
+
 def suggested_edits(catalog: Catalog, trace_id: str) -> list[dict[str, Any]]:
     """DoVer's interventions on this trace, each a one-click edit of its step: its text
     and the tool calls it serves with it (a handoff step's calls, kept)."""
@@ -352,7 +368,10 @@ def suggested_edits(catalog: Catalog, trace_id: str) -> list[dict[str, Any]]:
             iv = row.intervention
             if row.trace_id != trace_id or iv is None or row.hypothesis.method == "edit":
                 continue  # (rows of verify-edit and the UI are given edits, not suggestions)
-            calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in iv.tool_calls]
+            calls = [
+                {"id": c.id, "name": c.name, "arguments": c.arguments, "label": call_label(c)}
+                for c in iv.tool_calls
+            ]
             out.append(
                 {
                     "step": iv.step,

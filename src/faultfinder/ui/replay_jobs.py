@@ -51,6 +51,7 @@ from faultfinder.replay.recorder import (
 )
 from faultfinder.replay.report import ReplayReport
 from faultfinder.replay.session import ReplayOutcome
+from faultfinder.shown import safe
 from faultfinder.traces.loader import load_traces
 from faultfinder.ui.catalog import Catalog, DoverEntry, ReplayEntry, make_key
 from faultfinder.ui.job_progress import BranchWatch, tail
@@ -299,22 +300,22 @@ class ReplayRunner:
                     "stdout": tail(attempt.branch_dir / "stdout.txt"),
                     "stderr": tail(attempt.branch_dir / "stderr.txt"),
                     "replay": f"/replay/{attempt.replay_key}" if attempt.replay_key else None,
-                    "answer": attempt.answer,
+                    "answer": _shown(attempt.answer),
                     "success": attempt.success,
                     "edit_applied": attempt.edit_applied,
                     "edit_state": attempt.edit_state,
                     "exit_code": attempt.exit_code,
                     "program_failed": attempt.program_failed,
-                    "error": attempt.error,
+                    "error": _shown(attempt.error),
                 }
             )
         return {
             "id": job.id,
             "state": job.state,
-            "message": job.message,
+            "message": _shown(job.message),
             "attempts": attempts,
             "verdict": job.verdict,
-            "verdict_reason": job.verdict_reason,
+            "verdict_reason": _shown(job.verdict_reason),
             "not_replayed": job.not_replayed,
             "flip_rate": job.flip_rate,
             "flip_rate_ci": list(job.flip_rate_ci) if job.flip_rate_ci else None,
@@ -322,6 +323,12 @@ class ReplayRunner:
             "verdict_command": verdict_command(job),
             "command": job.command,
         }
+
+
+def _shown(text: str | None) -> str | None:
+    """Text the job page's script shows (with textContent, past the templates), its
+    direction and control characters escaped as the templates escape them."""
+    return None if text is None else safe(text)
 
 
 def _first_line(exc: BaseException) -> str:

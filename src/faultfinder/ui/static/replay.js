@@ -44,7 +44,7 @@ function setupEditPanel() {
     field("edit-keep").hidden = kept.length === 0;
     field("edit-keep-calls").checked = kept.length > 0;
     field("edit-keep-source").textContent = source;
-    field("edit-kept-calls").replaceChildren(...kept.map((c) => el("li", callText(c))));
+    field("edit-kept-calls").replaceChildren(...calls.map((c) => el("li", c.label || callText(c))));
   }
 
   function showKind(kind) {
@@ -57,7 +57,7 @@ function setupEditPanel() {
     const calls = recorded.tool_calls;
     const select = field("edit-call-index");
     select.replaceChildren();
-    calls.forEach((c) => select.appendChild(new Option(c.index + ": " + c.name, String(c.index))));
+    calls.forEach((c) => select.appendChild(new Option(c.index + ": " + c.label, String(c.index))));
     const pick = () => {
       const c = calls[Number(select.value)] || { name: "", arguments: "" };
       field("edit-call-name").value = c.name;
@@ -68,7 +68,7 @@ function setupEditPanel() {
     const results = recorded.tool_results;
     const rselect = field("edit-result-index");
     rselect.replaceChildren();
-    results.forEach((r, i) => rselect.appendChild(new Option(r.index + ": " + (r.call_id || "result"), String(i))));
+    results.forEach((r, i) => rselect.appendChild(new Option(r.index + ": " + r.label, String(i))));
     const rpick = () => { const r = results[Number(rselect.value)]; field("edit-result").value = r ? r.content : ""; };
     rselect.onchange = rpick;
     rpick();
