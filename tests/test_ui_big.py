@@ -84,3 +84,33 @@ def test_changed_steps_past_the_page_budget_are_shown_not_compared(
     page = replay_with(art, tmp_path, original, replayed)
     assert 0 < page.count("Not compared word by word") < n
     assert f"o{n - 1}x349 changed" in page.replace("<ins>", "").replace("</ins>", "")
+
+
+def test_long_tool_calls_and_results_are_cut_on_the_trace_page(tmp_path: Path) -> None:
+    big = "x" * 3_000_000
+    trace = {
+        "schema_version": "1",
+        "id": "huge",
+        "task": "t",
+        "steps": [
+            {
+                "index": 0,
+                "agent": "A",
+                "content": "y" * 30_000,
+                "tool_calls": [{"id": "c", "name": "fetch", "arguments": big}],
+                "tool_results": [{"call_id": "c", "content": big + "z"}],
+            }
+        ],
+    }
+    (tmp_path / "huge.json").write_text(json.dumps(trace), "utf-8")
+    catalog = build_catalog([tmp_path])
+    client = TestClient(create_app(catalog), base_url=HOST)
+    (key,) = catalog.traces
+    page = client.get(f"/trace/{key}").text
+    assert len(page) < 200_000  # was 6 MB: every call's arguments and result whole
+    assert "Output cut at 20,000 of 30,000 characters" in page
+    assert "Cut at 20,000 of 3,000,000 characters" in page
+    assert "Cut at 20,000 of 3,000,001 characters" in page
+    assert page.count(f'href="/trace/{key}/step/0">full step</a>') == 3
+    step = client.get(f"/trace/{key}/step/0").text
+    assert big + "z" in step  # the step page shows everything

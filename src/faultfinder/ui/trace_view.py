@@ -20,7 +20,8 @@ from faultfinder.traces.schema import Step, Trace
 from faultfinder.ui.catalog import AttributionEntry
 
 CONTENT_LIMIT = 20_000
-"""Characters of a step's output shown inline; the step page shows everything."""
+"""Characters of a step's output, and of each tool call's arguments and tool result, shown
+inline; the step page shows everything."""
 LANE_HEIGHT = 22
 LABEL_WIDTH = 140
 LANE_CHARS = 20
@@ -96,6 +97,18 @@ def timeline(trace: Trace, marks: dict[int, Mark]) -> Timeline:
 
 
 @dataclass
+class Part:
+    """A tool call's arguments or a tool result as the trace page shows it: ``label`` (the
+    tool's name, the result's status) and its first CONTENT_LIMIT characters; ``chars``,
+    its whole length, says when it was cut."""
+
+    name: str
+    status: str
+    text: str
+    chars: int
+
+
+@dataclass
 class StepRow:
     step: Step
     content: str
@@ -103,6 +116,12 @@ class StepRow:
     tokens: str
     latency: str
     inputs: int
+    calls: list[Part] = field(default_factory=list)
+    results: list[Part] = field(default_factory=list)
+
+
+def part(name: str | None, status: str | None, text: str) -> Part:
+    return Part(name or "", status or "", text[:CONTENT_LIMIT], len(text))
 
 
 def latency_of(step: Step) -> float | None:
@@ -129,6 +148,8 @@ def step_rows(trace: Trace) -> list[StepRow]:
                 tokens=tokens,
                 latency="" if latency is None else f"{latency:.2f} s",
                 inputs=len(step.input_messages or []),
+                calls=[part(c.name, None, c.arguments) for c in step.tool_calls],
+                results=[part(r.name, r.status, r.content) for r in step.tool_results],
             )
         )
     return rows
