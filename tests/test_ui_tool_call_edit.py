@@ -156,3 +156,18 @@ def test_the_recorded_reply_again_is_not_replayed_but_dropping_its_calls_is(
     (attempt,) = status["attempts"]
     branch = read_trace(runs / "avalon" / "branches" / attempt["branch"] / "trace.json")
     assert branch.steps[AT].tool_calls == []
+
+
+def test_use_this_edit_carries_the_interventions_own_text(
+    runs: Path, upstream: FakeOpenAIServer
+) -> None:
+    """The page shows control and direction characters escaped; the button must still
+    carry DoVer's text itself, or the replay would be of another edit."""
+    text = "Line one\r\nsee \u202eright-to-left\u202c, tab\tend"
+    intervention_on_a_tool_call(runs / "avalon", AT, text)
+    with serve(runs, upstream) as client:
+        page = client.get(f"/trace/{key_of(client)}").text
+    button = page.split('id="suggested"', 1)[1].split("use this edit", 1)[0]
+    carried = html.unescape(button.split('data-text="', 1)[1].split('"', 1)[0])
+    # (read as the attribute's plain text too, as the page's script once did)
+    assert (json.loads(carried) if carried.startswith('"') else carried) == text

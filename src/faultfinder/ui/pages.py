@@ -377,6 +377,10 @@ def suggested_edits(catalog: Catalog, trace_id: str) -> list[dict[str, Any]]:
                     "step": iv.step,
                     "agent": iv.agent,
                     "replacement": iv.replacement,
+                    # ASCII JSON for the button's data-text: the text itself, where a plain
+                    # attribute would carry it as shown (controls escaped, so "use this
+                    # edit" would replay another text than DoVer's)
+                    "text_json": json.dumps(iv.replacement),
                     "tool_calls": calls,
                     # ASCII JSON for the button's data-calls (autoescaped, never marked safe)
                     "calls_json": json.dumps(calls),

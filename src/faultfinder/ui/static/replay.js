@@ -139,8 +139,10 @@ function setupEditPanel() {
     e.preventDefault();
     let calls = [];
     try { calls = JSON.parse(button.dataset.calls || "[]"); } catch (err) { calls = []; }
-    const preset = button.dataset.text !== undefined
-      ? { kind: "message", text: button.dataset.text, tool_calls: Array.isArray(calls) ? calls : [], note: button.dataset.note || "" }
+    let text = null;  // the intervention's own text, as JSON (never the escaped form shown)
+    try { text = button.dataset.text === undefined ? null : JSON.parse(button.dataset.text); } catch (err) { text = null; }
+    const preset = typeof text === "string"
+      ? { kind: "message", text, tool_calls: Array.isArray(calls) ? calls : [], note: button.dataset.note || "" }
       : null;
     open(Number(button.dataset.step), preset);
   });
