@@ -221,3 +221,34 @@ def test_a_misspelt_key_of_a_function_call_is_noted_and_kept(tmp_path: Path) -> 
     assert [c.name for c in trace.steps[0].tool_calls] == ["forecast"]
     with pytest.raises(TraceFormatError, match="argmuents"):
         load_traces(path, format="generic", strict=True)
+
+
+def test_an_unknown_key_of_a_tool_call_is_noted_and_kept(tmp_path: Path) -> None:
+    """A ``tool_calls`` entry with a key the reader does not use (a misspelt ``argumnets``
+    beside the function, an extra ``function.description``): the warning said "kept in
+    metadata" but the key was in no field of the trace. The list is now kept whole in the
+    step's metadata, the calls are still read, and ``--strict`` refuses it."""
+    calls = [
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "forecast", "arguments": "{}", "description": "weather"},
+        },
+        {"id": "call_2", "type": "function", "function": {"name": "tides"}, "argumnets": "{}"},
+    ]
+    message = {"role": "assistant", "name": "Weather", "content": None, "tool_calls": calls}
+    plain_call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    clean = {"role": "assistant", "name": "Weather", "content": None, "tool_calls": [plain_call]}
+    path = write_json(tmp_path / "calls.json", [message, clean])
+    with pytest.warns(TraceFormatWarning) as caught:
+        (trace,) = load_traces(path, format="generic")
+    said = " ".join(str(w.message) for w in caught)
+    assert "'[0].tool_calls[0].function.description'" in said
+    assert "'[0].tool_calls[1].argumnets'" in said
+    assert trace.steps[0].metadata["tool_calls"] == calls
+    assert [c.name for c in trace.steps[0].tool_calls] == ["forecast", "tides"]
+    # a list with nothing unread is read into ToolCalls only, as before
+    assert "tool_calls" not in trace.steps[1].metadata
+    assert [c.name for c in trace.steps[1].tool_calls] == ["f"]
+    with pytest.raises(TraceFormatError, match="description"):
+        load_traces(path, format="generic", strict=True)

@@ -128,6 +128,23 @@ def tool_calls_from(
     return calls
 
 
+def tool_calls_fully_read(value: Any) -> bool:
+    """Whether :func:`tool_calls_from` reads every key of ``value``'s JSON entries (and of
+    their ``function``), so the calls it makes lose nothing. A reader keeps the raw list
+    (say, in metadata) when this is false, as the unknown-key warning promises."""
+    if not isinstance(value, list):
+        return True
+    for raw in value:
+        if not isinstance(raw, dict):
+            continue
+        if not raw.keys() <= _TOOL_CALL_KEYS:
+            return False
+        function = raw.get("function")
+        if isinstance(function, dict) and not function.keys() <= _FUNCTION_KEYS:
+            return False
+    return True
+
+
 def _arguments_text(arguments: Any, *, path: str | Path, where: str) -> str:
     """Tool arguments as JSON text: a string as written, an object or list as its JSON."""
     if arguments is None:

@@ -35,7 +35,8 @@ Step kind: role ``system`` → 'system'; ``tool``/``function``/``ipython`` → '
 ``agent_field`` (multi-agent frameworks send other agents' turns as 'user'); else 'llm'.
 
 A message's ``tool_calls``, and the legacy ``function_call`` (one call, no id, as AG2's
-function-style chats still write), are the step's tool calls. A legacy ``role:
+function-style chats still write), are the step's tool calls; either one, when it has a
+key no tool call field holds, is also kept whole in the step's metadata. A legacy ``role:
 "function"`` message's ``name`` is the function's, not a speaker's: the step gets a tool
 result of that name, and its agent is the one whose earlier step called the function
 (else ``tool``).
@@ -57,7 +58,11 @@ from faultfinder.traces.importers._common import (
     parse_label_step,
     without_credentials,
 )
-from faultfinder.traces.importers._openai import content_text, tool_calls_from
+from faultfinder.traces.importers._openai import (
+    content_text,
+    tool_calls_from,
+    tool_calls_fully_read,
+)
 from faultfinder.traces.io import (
     UnknownKeys,
     is_canonical,
@@ -363,8 +368,10 @@ class GenericImporter:
             _top_key(mapping.role_field),
             _top_key(mapping.agent_field),
             _top_key(mapping.content_field),
-            "tool_calls",
         }
+        # One with a key no ToolCall field holds ('argumnets') is kept whole in metadata.
+        if tool_calls_fully_read(message.get("tool_calls")):
+            used.add("tool_calls")
         legacy = message.get("function_call")
         if isinstance(legacy, dict):  # the legacy OpenAI form: one call, no id
             tool_calls += tool_calls_from([legacy], path=path, where=field("function_call"))
