@@ -253,3 +253,60 @@ def test_the_summary_counts_the_listed_agents_and_names_other_speakers(tmp_path:
     result = CliRunner().invoke(main, ["import", str(path), "--format", "generic"])
     assert result.exit_code == 0, result.output
     assert "chat: 3 steps, 2 agents (+1 other speaker(s): user); label -" in result.output
+
+
+def test_out_replaces_only_a_trace_faultfinder_wrote(tmp_path: Path) -> None:
+    """`import --out notes.txt` (or the CSV beside it, or the very chat log being imported)
+    replaced the file with a trace, silently: only eval results and other faultfinder files
+    were refused. Now a file that is not a canonical trace is refused (exit 1, nothing
+    written) unless --force; a canonical trace, one file or JSONL, is replaced as before."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("call the vendor back on Monday\n", "utf-8")
+    table = tmp_path / "cases.csv"
+    table.write_text("trace,agent,step\nrun1,Planner,3\n", "utf-8")
+    chat = tmp_path / "chat.jsonl"  # the source itself as --out
+    chat.write_bytes((FIXTURES / "generic" / "chat.jsonl").read_bytes())
+    for target, source in ((notes, HC_FILE), (table, HC_FILE), (chat, chat)):
+        before = target.read_bytes()
+        code, output = run("import", str(source), "--out", str(target))
+        assert code == 1, output
+        assert f"--out {target} exists and is not a trace faultfinder wrote" in output
+        assert "pass --force" in output
+        assert target.read_bytes() == before
+    code, output = run("import", str(HC_FILE), "--out", str(notes), "--force")
+    assert code == 0, output
+    assert load_trace(notes) == load_trace(HC_FILE)
+    # faultfinder's own output, small or past what is parsed to tell a kind, is replaced
+    big = load_trace(HC_FILE)
+    big.steps[0].content = "x" * (5 * 1024 * 1024)
+    write_trace(big, tmp_path / "big.json")
+    (tmp_path / "big.jsonl").write_text(big.model_dump_json(exclude_none=True) + "\n", "utf-8")
+    code, output = run("import", str(TE), "--out", str(tmp_path / "small.jsonl"))
+    assert code == 0, output
+    for name in ("big.json", "big.jsonl", "small.jsonl"):
+        code, output = run("import", str(HC_FILE), "--out", str(tmp_path / name))
+        assert code == 0, output
+        assert load_traces(tmp_path / name) == [load_trace(HC_FILE)]
+
+
+def test_out_dir_replaces_only_traces_faultfinder_wrote(tmp_path: Path) -> None:
+    mine = tmp_path / "Hand-Crafted__1.json"  # the name the trace is written under
+    mine.write_text('{"notes": "my own file"}', "utf-8")
+    code, output = run("import", str(HC_FILE), "--out-dir", str(tmp_path))
+    assert code == 1, output
+    assert f"{mine} (in --out-dir) exists and is not a trace faultfinder wrote" in output
+    assert mine.read_text("utf-8") == '{"notes": "my own file"}'
+    for extra in (["--force"], []):  # forced once, then it is faultfinder's own trace
+        code, output = run("import", str(HC_FILE), "--out-dir", str(tmp_path), *extra)
+        assert code == 0, output
+        assert load_trace(mine) == load_trace(HC_FILE)
+
+
+def test_force_does_not_replace_a_file_of_another_known_kind(tmp_path: Path) -> None:
+    rows = tmp_path / "results.jsonl"
+    row = {"key": "k", "config_id": "c", "run": 0, "method": "random", "trace_id": "t"}
+    rows.write_text(json.dumps(row) + "\n", "utf-8")
+    code, output = run("import", str(HC_FILE), "--out", str(rows), "--force")
+    assert code == 1, output
+    assert "eval results file" in output and "Choose another --out" in output
+    assert json.loads(rows.read_text("utf-8")) == row

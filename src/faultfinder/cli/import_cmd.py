@@ -63,8 +63,9 @@ def write_jsonl(traces: list[Trace], path: Path) -> None:
     tmp.replace(path)
 
 
-def write_many(traces: list[Trace], out_dir: Path) -> list[Path]:
-    """One file per trace directly under ``out_dir``, named after the trace id."""
+def write_many(traces: list[Trace], out_dir: Path, *, force: bool = False) -> list[Path]:
+    """One file per trace directly under ``out_dir``, named after the trace id. Nothing is
+    written when one of them would replace a file ``import`` may not (``not_a_trace_out``)."""
     written: dict[Path, str] = {}
     for trace in traces:
         target = out_dir / trace_file_name(trace.id)
@@ -74,6 +75,9 @@ def write_many(traces: list[Trace], out_dir: Path) -> list[Path]:
                 f"{target}; write a .jsonl file with --out instead."
             )
         written[target] = trace.id
+        refused = not_a_trace_out(target, force=force, option="--out-dir")
+        if refused:
+            raise ConfigError(refused)
     for trace, target in zip(traces, written, strict=True):
         write_trace(trace, target)
     return list(written)
@@ -159,6 +163,12 @@ def _format_help() -> str:
     type=URL,
     help="Langfuse host for --from-langfuse, e.g. https://cloud.langfuse.com.",
 )
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Overwrite an existing output file that is not a trace faultfinder wrote "
+    "(never one of faultfinder's other files, such as eval results).",
+)
 @strict_option
 @pass_errors
 def import_traces(
@@ -169,6 +179,7 @@ def import_traces(
     mapping: tuple[str, ...],
     langfuse_trace: str | None,
     langfuse_host: str | None,
+    force: bool,
     strict: bool,
 ) -> None:
     """Convert PATH (a file or directory in another format) into canonical traces.
@@ -177,7 +188,7 @@ def import_traces(
     """
     if out and out_dir:
         raise click.UsageError("Use either --out or --out-dir, not both.")
-    refused = not_a_trace_out(out) if out else None
+    refused = not_a_trace_out(out, force=force) if out else None
     if refused:
         raise ConfigError(refused)
     options: dict[str, Any] = parse_mapping(mapping)
@@ -207,7 +218,7 @@ def import_traces(
             )
         click.echo(f"wrote {len(traces)} trace(s) to {target}")
     elif out_dir:
-        files = write_many(traces, Path(out_dir))
+        files = write_many(traces, Path(out_dir), force=force)
         click.echo(f"wrote {len(files)} trace file(s) under {out_dir}")
     else:
         for trace in traces:

@@ -10,6 +10,7 @@ that reads it. Only the start of a file is read (the first line of a JSONL file,
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -329,20 +330,49 @@ UI_SHOWN = frozenset({"trace", "results", "recording", "attribution", "replay", 
 """Kind names the UI shows when given as a PATH."""
 
 
-def not_a_trace_out(out: str | Path) -> str | None:
-    """Why ``import`` may not write traces into ``out``, or None: an existing file of a
-    known kind other than a trace (eval results, the results store, a recording's files,
-    the response cache, any binary file...), which the trace written would replace. A
-    trace, a file of no known kind and an empty or missing file may be written."""
+_WRITTEN_TRACE = re.compile(rb'\A\s*\{\s*"schema_version"\s*:')
+"""How a trace faultfinder wrote begins (``write_trace``, one per line in ``import``'s
+JSONL): seen in the head of a file too large to parse whole."""
+
+
+def _written_trace(path: Path) -> bool:
+    """Whether ``path`` holds a canonical trace (or canonical traces, one per line)."""
+    from faultfinder.traces.io import is_canonical
+
+    obj, _ = _first_object(path)
+    if obj is not None:
+        return is_canonical(obj)
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(BINARY_SNIFF)
+    except OSError:
+        return False
+    return _WRITTEN_TRACE.match(head.lstrip(b"\xef\xbb\xbf")) is not None
+
+
+def not_a_trace_out(out: str | Path, *, force: bool = False, option: str = "--out") -> str | None:
+    """Why ``import`` may not write a trace to the file ``out``, or None. A missing or
+    empty file, or a canonical trace (what ``import`` writes), may be replaced. A file of
+    a known kind other than a trace (eval results, the results store, a recording's files,
+    the response cache, any binary file...) never is; any other file (a user's notes, a
+    CSV, the very file being imported) only with ``force``. ``option`` is the option that
+    chose the file: ``--out``, or ``--out-dir`` for a file written in that folder."""
     p = Path(out)
     if not p.is_file() or p.stat().st_size == 0:
         return None
+    named = f"--out {out}" if option == "--out" else f"{out} (in {option})"
     kind = kind_of(p)
-    if kind is None or kind.name == "trace":
+    if kind is not None and kind.name != "trace":
+        return (
+            f"{named} is {described(out, kind)}, not a trace: import would write over it. "
+            f"Choose another {option}."
+        )
+    if force or _written_trace(p):
         return None
+    what = f"{described(out, kind)} in another format" if kind is not None else "a file"
     return (
-        f"--out {out} is {described(out, kind)}, not a trace: import would write over it. "
-        "Choose another --out."
+        f"{named} exists and is not a trace faultfinder wrote ({what}): import would "
+        f"replace it. Choose another {option}, or pass --force to overwrite it."
     )
 
 
