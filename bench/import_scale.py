@@ -10,9 +10,10 @@ span, observation, run and call ids (derived from the original id and the copy's
 the original's shape: hex, base64, UUID) and times shifted past the copy before it, so the
 importer links and orders every copy as it would one long run. ``--base`` copies make 1x;
 1x, 4x and 16x are timed, each import in a fresh process (`load_traces`, with the format
-named: detection is not timed). Printed: steps and seconds at each size, and the ratio
-16x / 4x, which is about 4 when time grows linearly and about 16 when it grows with the
-square.
+named: detection is not timed). ``otlp-nested`` makes each OTLP copy's root span a child of
+the copy before's, so its spans hang off a chain as deep as the copies are many. Printed:
+steps and seconds at each size, and the ratio 16x / 4x, which is about 4 when time grows
+linearly and about 16 when it grows with the square.
 """
 
 from __future__ import annotations
@@ -128,6 +129,20 @@ def _otlp(source: Path, copies: int, target: Path) -> Path:
     return target
 
 
+def _otlp_nested(source: Path, copies: int, target: Path) -> Path:
+    """As :func:`_otlp`, but each copy's root span is a child of the copy before's root, so
+    the copies make a chain as deep as they are many (a run that calls itself again)."""
+    _otlp(source, copies, target)
+    docs = [json.loads(line) for line in target.read_text().splitlines()]
+    spans = [doc["resourceSpans"][0]["scopeSpans"][0]["spans"] for doc in docs]
+    roots = [[s for s in copy if not s.get("parentSpanId")] for copy in spans]
+    for copy in range(1, len(docs)):
+        for root in roots[copy]:
+            root["parentSpanId"] = roots[copy - 1][0]["spanId"]
+    target.write_text("".join(json.dumps(doc) + "\n" for doc in docs))
+    return target
+
+
 def _lines(source: Path, copies: int, target: Path) -> Path:
     """JSON lines repeated (Phoenix's spans, a generic chat)."""
     records = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
@@ -210,6 +225,8 @@ CASES: dict[str, tuple[str, Path, Scaler, str, int]] = {
     # name: (format, fixture, scaler, suffix of the written input, copies at 1x)
     "ag2": ("ag2", FIXTURES / "otel" / "ag2-groupchat.runtime.log", _ag2, ".log", 100),
     "otlp": ("otlp", FIXTURES / "otel" / "traceloop-team.otlp.jsonl", _otlp, ".jsonl", 300),
+    "otlp-nested": ("otlp", FIXTURES / "otel" / "traceloop-team.otlp.jsonl", _otlp_nested,
+                    ".jsonl", 300),
     "phoenix": ("phoenix", FIXTURES / "importers" / "phoenix" / "spans.jsonl", _lines,
                 ".jsonl", 500),
     "langfuse": ("langfuse", SAMPLES / "langfuse" / "crewai-2025-07-11.trace.json",

@@ -12,6 +12,7 @@ graph node, a chain holding the call (LangSmith's rule), the service name, else
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from faultfinder.traces.importers._langgraph import INNER_NODES
@@ -37,7 +38,7 @@ from faultfinder.traces.schema import Step, ToolCall, ToolResult
 
 
 def agent_of(
-    span: Span, ancestors: list[Span], kinds: dict[str, str | None], chains: set[str]
+    span: Span, ancestors: Sequence[Span], kinds: dict[str, str | None], chains: set[str]
 ) -> tuple[str, str]:
     """The agent speaking in ``span`` and how that was inferred (``chains``: the span ids
     of :func:`chain_agents`)."""
@@ -116,7 +117,7 @@ def chain_agents(order: list[Span], tree: SpanTree, kinds: dict[str, str | None]
     return found
 
 
-def _holding_chain(ancestors: list[Span]) -> Span | None:
+def _holding_chain(ancestors: Sequence[Span]) -> Span | None:
     """The first CHAIN span up from a call that is not a wrapper chain, or None when a span
     of another kind or the root comes first."""
     for n, span in enumerate(ancestors):
@@ -132,7 +133,7 @@ def _holding_chain(ancestors: list[Span]) -> Span | None:
 
 def llm_step(
     span: Span,
-    ancestors: list[Span],
+    ancestors: Sequence[Span],
     kinds: dict[str, str | None],
     chains: set[str],
     index: int,
@@ -443,7 +444,7 @@ def _last_line_reach(name: str) -> int:
     return max(0, start - 2)
 
 
-def handoff(span: Span, ancestors: list[Span], kinds: dict[str, str | None]) -> dict[str, Any]:
+def handoff(span: Span, ancestors: Sequence[Span], kinds: dict[str, str | None]) -> dict[str, Any]:
     """What a handoff span records: from which agent to which, and when."""
     a = span.attributes
     source = next((agent_span_name(x) for x in ancestors if kinds[x.span_id] == "agent"), None)

@@ -14,7 +14,7 @@ trace: duplicates dropped, roster, metadata, source records kept, credentials sc
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +118,7 @@ def build_trace(
     kinds = {s.span_id: span_kind(s) for s in order}
     agent_steps = agent_step_spans(order, tree, kinds)
     chains = chain_agents(order, tree, kinds)
+    in_calls = _under_model_calls(order, tree, kinds)
     steps: list[Step] = []
     roster: dict[str, Agent] = {}
     handoffs: list[dict[str, Any]] = []
@@ -149,7 +150,7 @@ def build_trace(
         elif kind == "handoff":
             handoffs.append(handoff(span, ancestors, kinds))
         elif kind == "llm":
-            if any(kinds[a.span_id] == "llm" for a in ancestors):
+            if span.span_id in in_calls:
                 continue  # the same call seen by a second instrumentation (nested LLM spans)
             steps.append(llm_step(span, ancestors, kinds, chains, index=len(steps)))
     started: dict[int, tuple[Span, ToolResult]] = {}
@@ -240,7 +241,19 @@ def build_trace(
     )
 
 
-def _inside_call(ancestors: list[Span], kinds: dict[str, str | None]) -> bool:
+def _under_model_calls(order: list[Span], tree: SpanTree, kinds: dict[str, str | None]) -> set[str]:
+    """Ids of the spans with an LLM span among their ancestors, in one pass (``order``
+    lists each span after its parent), where asking each span's ancestors would take time
+    growing with the square of a deep chain's depth."""
+    under: set[str] = set()
+    for span in order:
+        parent = tree.parent(span)
+        if parent is not None and (kinds.get(parent.span_id) == "llm" or parent.span_id in under):
+            under.add(span.span_id)
+    return under
+
+
+def _inside_call(ancestors: Sequence[Span], kinds: dict[str, str | None]) -> bool:
     """Whether a tool span sits in a model call or another tool span with no agent span
     between (the same call seen twice). A tool span under an agent span that runs inside
     a tool (an agent delegating to another through a tool) is that agent's own call."""

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
 
 from faultfinder.traces.importers._common import text_of
 from faultfinder.traces.importers._langgraph import span_graph_node_agent
@@ -112,6 +113,7 @@ class SpanTree:
 
     def __init__(self, spans: list[Span]) -> None:
         self.by_id = {s.span_id: s for s in spans}
+        self._counts: dict[str, int] = {}
         self.children: dict[str | None, list[Span]] = defaultdict(list)
         for position, s in enumerate(spans):
             s.hints.setdefault("_position", position)
@@ -134,13 +136,70 @@ class SpanTree:
             stack.extend(reversed(self.children.get(span.span_id, [])))
         return out
 
-    def ancestors(self, span: Span) -> list[Span]:
-        out: list[Span] = []
-        current = self.by_id.get(span.parent_id or "")
-        while current is not None and current not in out:
-            out.append(current)
-            current = self.by_id.get(current.parent_id or "")
-        return out
+    def parent(self, span: Span) -> Span | None:
+        """The span's parent, or None for a root (or a parent not in the trace)."""
+        return self.by_id.get(span.parent_id or "")
+
+    def ancestors(self, span: Span) -> Ancestors:
+        """The span's ancestors, nearest first (see :class:`Ancestors`)."""
+        return Ancestors(self, span)
+
+    def count_from(self, span: Span | None) -> int:
+        """How many spans are met going up from ``span`` (itself included), each once:
+        memoised per span, so every count of a trace together costs one pass over it."""
+        if span is None:
+            return 0
+        counts = self._counts
+        path: list[Span] = []
+        on_path: dict[str, int] = {}
+        current: Span | None = span
+        while current is not None and current.span_id not in counts:
+            if current.span_id in on_path:  # a cycle in parent ids: each of it counts all
+                start = on_path[current.span_id]
+                for member in path[start:]:
+                    counts[member.span_id] = len(path) - start
+                del path[start:]
+                break
+            on_path[current.span_id] = len(path)
+            path.append(current)
+            current = self.parent(current)
+        above = counts[current.span_id] if current is not None else 0
+        for member in reversed(path):
+            above += 1
+            counts[member.span_id] = above
+        return counts[span.span_id]
+
+
+class Ancestors(Sequence[Span]):
+    """A span's ancestors, nearest first, each once (a cycle in parent ids ends the walk
+    where it comes back). Read from the tree's parent links as a caller goes, so making one
+    costs nothing and a caller that stops at its first match reads only that far; the
+    length is memoised in the tree. A chain thousands of spans deep is read in linear time,
+    where a list per span would grow with the square of the depth."""
+
+    __slots__ = ("_span", "_tree")
+
+    def __init__(self, tree: SpanTree, span: Span) -> None:
+        self._tree = tree
+        self._span = span
+
+    def __iter__(self) -> Iterator[Span]:
+        seen: set[str] = set()
+        current = self._tree.parent(self._span)
+        while current is not None and current.span_id not in seen:
+            seen.add(current.span_id)
+            yield current
+            current = self._tree.parent(current)
+
+    def __len__(self) -> int:
+        return self._tree.count_from(self._tree.parent(self._span))
+
+    @overload
+    def __getitem__(self, index: int) -> Span: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Span]: ...
+    def __getitem__(self, index: int | slice) -> Span | list[Span]:
+        return list(self)[index]
 
 
 def _start_key(span: Span) -> tuple[float, int]:
