@@ -29,7 +29,7 @@ LAYERS: list[set[str]] = [
         "plugin_groups",
         "__init__",
     },
-    {"redact", "registry"},
+    {"redact", "registry", "http_bodies"},
     {"traces"},
     {"llm"},
     {"shortlist"},

@@ -12,14 +12,14 @@ import os
 import socket
 import time
 import warnings
-import zlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
 from faultfinder.errors import ConfigError, FaultfinderError, FaultfinderWarning
+from faultfinder.http_bodies import BodyTooLargeError, limit_body
 from faultfinder.loopback import direct_to_loopback, url_problem
 from faultfinder.redact import Redactor
 from faultfinder.replay.httpserver import is_loopback
@@ -193,15 +193,16 @@ async def _post(
         request, auth=auth if auth is not None else httpx.USE_CLIENT_DEFAULT, stream=True
     )
     # A transport that read the body already (a test's mock) gives it whole, decoded.
-    read = answer.is_stream_consumed
-    decoder = _Decoder("" if read else answer.headers.get("content-encoding", ""))
     kept = bytearray()
     try:
-        chunks = _whole(answer.content) if read else answer.aiter_raw()
-        async for chunk in chunks:
-            kept += decoder.decode(chunk, MAX_ANSWER - len(kept))
-            if len(kept) >= MAX_ANSWER or decoder.read > MAX_ANSWER * 1024:
-                break
+        if answer.is_stream_consumed:
+            kept += answer.content[:MAX_ANSWER]
+        else:
+            limit_body(answer, MAX_ANSWER, f"the answer of {endpoint}")
+            async for chunk in answer.aiter_bytes():
+                kept += chunk
+    except BodyTooLargeError:
+        pass  # cut there: it is read only for an id or a reason
     finally:
         await answer.aclose()
     return httpx.Response(
@@ -212,40 +213,8 @@ async def _post(
     )
 
 
-async def _whole(content: bytes) -> AsyncIterator[bytes]:
-    yield content
-
-
 _FRAMING = frozenset({"content-length", "content-encoding", "transfer-encoding"})
 """Headers that describe the body as sent, not as kept (decoded, perhaps cut)."""
-
-
-class _Decoder:
-    """A body's gzip or deflate encoding undone chunk by chunk, each at most as long as
-    asked; another encoding (or a body that is not what it says) is kept as it came."""
-
-    def __init__(self, encoding: str) -> None:
-        kind = encoding.strip().lower()
-        wbits = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}.get(kind)
-        self._zlib = None if wbits is None else zlib.decompressobj(wbits)
-        self._raw_deflate = kind == "deflate"  # a zlib header, or raw deflate (as httpx)
-        self.read = 0
-        """Encoded bytes taken in."""
-
-    def decode(self, chunk: bytes, room: int) -> bytes:
-        self.read += len(chunk)
-        if self._zlib is None or room <= 0:
-            return chunk[: max(room, 0)]
-        try:
-            return self._zlib.decompress(self._zlib.unconsumed_tail + chunk, room)
-        except zlib.error:
-            if self._raw_deflate and self.read == len(chunk):
-                self._raw_deflate = False
-                self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
-                self.read = 0
-                return self.decode(chunk, room)
-            self._zlib = None
-            return chunk[:room]
 
 
 _NO_SUCH_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}

@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import AsyncIterator
 from typing import Any, Self
 
 import httpx
 from pydantic import BaseModel
 
 from faultfinder.errors import ConfigError
+from faultfinder.http_bodies import BodyTooLargeError, limit_body
 from faultfinder.llm import json_text
 from faultfinder.loopback import direct_to_loopback
 from faultfinder.replay.apis import Chains, WireAdapter, adapter_for
@@ -46,7 +48,13 @@ from faultfinder.replay.httpserver import (
 from faultfinder.replay.matching import Matcher, split_agent_path
 from faultfinder.replay.proxy_background import BackgroundCalls, polled_id
 from faultfinder.replay.proxy_calls import NO_UPSTREAM, ModelCallProxy, ProxyConfig
-from faultfinder.replay.proxy_upstream import check_upstream, relayed_headers, upstream_url
+from faultfinder.replay.proxy_upstream import (
+    check_upstream,
+    relayed_headers,
+    reply_of,
+    too_large,
+    upstream_url,
+)
 from faultfinder.replay.recorder import RunStore
 from faultfinder.replay.replayer import ReplayPlan
 from faultfinder.replay.report import LiveRequest
@@ -207,7 +215,7 @@ class RecordingProxy(ModelCallProxy):
                 self.plan.blocked(LiveRequest(method=request.method, path=request.path))
             return self._error(None, 502, message, headers=[("x-should-retry", "false")])
         entry.forwarded = True
-        response, upstream = await self._forward(request, upstream_base, path, None)
+        response, upstream = await self._forward(request, upstream_base, path, None, read=False)
         if upstream is not None:
             entry.status = upstream.status_code
         return response
@@ -219,27 +227,43 @@ class RecordingProxy(ModelCallProxy):
         path: str,
         adapter: WireAdapter | None,
         live: LiveRequest | None = None,
+        *,
+        read: bool = True,
     ) -> tuple[Response, httpx.Response | None]:
         """``request`` sent as it came to ``base`` (counted live whatever happens, as
         ``live``: by default a request that is not a model call), and the answer relayed;
-        the upstream's reply too, None when it was unreachable."""
+        the upstream's reply too, None when it was unreachable or went on past
+        ``max_reply``. With ``read`` its body is read (bounded) first, for the caller to
+        look at; without, it is relayed as it arrives (a file's download: nothing kept)."""
         assert self._client is not None
         url = self._upstream_url(base, path, request.query)
         live = live or LiveRequest(method=request.method, path=request.path)
+        upstream = None
+        outgoing = self._client.build_request(
+            request.method,
+            url,
+            content=request.body or None,
+            headers=self._headers(request, adapter),
+        )
         try:
-            upstream = await self._client.request(
-                request.method,
-                url,
-                content=request.body or None,
-                headers=self._headers(request, adapter),
-            )
+            upstream = await self._client.send(outgoing, stream=True)
+            if read:
+                limit_body(upstream, self.config.max_reply, reply_of(self.redactor.url(url)))
+                await upstream.aread()
+        except BodyTooLargeError as exc:
+            assert upstream is not None
+            live.status = upstream.status_code
+            self._sent_live(live)
+            headers = [("x-should-retry", "false")]
+            return self._error(adapter, 502, too_large(exc), headers=headers), None
         except httpx.HTTPError as exc:
             self._sent_live(live)
             message = f"faultfinder proxy: upstream {self.redactor.url(url)} unreachable: {exc}"
             return self._error(adapter, 502, message), None
         live.status = upstream.status_code
         self._sent_live(live)
-        return Response(upstream.status_code, relayed_headers(upstream), upstream.content), upstream
+        body = upstream.content if read else _relayed(upstream)
+        return Response(upstream.status_code, relayed_headers(upstream), body), upstream
 
     async def _poll(self, request: Request, path: str, reply_id: str, cancel: bool) -> Response:
         """A poll or cancel of a background call the proxy holds: part of that model call
@@ -268,3 +292,13 @@ class RecordingProxy(ModelCallProxy):
                 payload = None
             self.background.polled(reply_id, payload)
         return response
+
+
+async def _relayed(upstream: httpx.Response) -> AsyncIterator[bytes]:
+    """An upstream's body as it arrives, the upstream closed after (or when the client
+    goes away)."""
+    try:
+        async for chunk in upstream.aiter_bytes():
+            yield chunk
+    finally:
+        await upstream.aclose()

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, Field
 
+from faultfinder.http_bodies import MAX_REPLY, BodyTooLargeError, limit_body
 from faultfinder.llm import json_text
 from faultfinder.redact import Redactor
 from faultfinder.replay.apis import Chains, SSEEvent, WireAdapter
@@ -39,6 +40,8 @@ from faultfinder.replay.proxy_upstream import (
     error_reply,
     relayed_headers,
     reply_content_type,
+    reply_of,
+    too_large,
     upstream_error_text,
     upstream_headers,
     upstream_url,
@@ -80,7 +83,10 @@ class ProxyConfig(BaseModel):
     (Chat Completions' stream_options.include_usage) and hide that extra event from
     clients that did not ask for it."""
     timeout: float = Field(default=600.0, gt=0)
-    """Seconds to wait for the upstream's reply."""
+    """Seconds to wait for the upstream's reply, and between two chunks of a stream."""
+    max_reply: int = Field(default=MAX_REPLY, gt=0)
+    """Bytes of one upstream reply (streamed or not, decoded) read at most; past them the
+    call fails, naming the bound, and is recorded as a failed call (see docs/replay.md)."""
 
 
 class ModelCallProxy(Endpoint):
@@ -294,16 +300,16 @@ class ModelCallProxy(Endpoint):
             record(reply, sent=sent, events=events, writes=writes)
             self._live_done(decision)
 
-        def cut(events: list[bytes], writes: list[int]) -> None:
-            error = error_event(events)
+        def cut(events: list[bytes], writes: list[int], why: str | None) -> None:
+            error = error_event(events) if why is None else None
             if error is None:
-                record(None, 502, "stream ended before the reply was complete", sent)
+                record(None, 502, why or "stream ended before the reply was complete", sent)
                 return
             why = f"the stream ended with an error event: {error_message(error)}"
             reply: tuple[Any, dict[str, str]] = (error, {})
             record(None, 200, why, sent, events=events, writes=writes, reply=reply)
 
-        streamed = relay(upstream, adapter, body, finished, cut)
+        streamed = relay(upstream, adapter, body, finished, cut, too_large)
         streamed.headers = relayed_headers(upstream, streamed.headers)
         return streamed
 
@@ -376,8 +382,22 @@ class ModelCallProxy(Endpoint):
         upstream_request = self._client.build_request(
             "POST", url, content=json.dumps(forwarded).encode("utf-8"), headers=headers
         )
+        upstream = None
         try:
-            upstream = await self._client.send(upstream_request, stream=stream)
+            upstream = await self._client.send(upstream_request, stream=True)
+            limit_body(upstream, self.config.max_reply, reply_of(self.redactor.url(url)))
+            if not stream or upstream.status_code != 200:
+                await upstream.aread()
+        except BodyTooLargeError as exc:
+            assert upstream is not None
+            live.status = upstream.status_code
+            self._sent_live(live)
+            message = too_large(exc)
+            # Kept as an error reply, so a replay answers the same request with it again.
+            error = adapter.error_body(502, message, "faultfinder_proxy_error")
+            said = {"content-type": "application/json", "x-should-retry": "false"}
+            record(None, 502, message, sent, reply=(error, said))
+            return json_response(502, error, [("x-should-retry", "false")])
         except httpx.HTTPError as exc:
             message = f"faultfinder proxy: upstream {self.redactor.url(url)} unreachable: {exc}"
             self._sent_live(live)
@@ -389,8 +409,7 @@ class ModelCallProxy(Endpoint):
         live.status = upstream.status_code
         self._sent_live(live)
         if upstream.status_code != 200:
-            content = await upstream.aread()
-            await upstream.aclose()
+            content = upstream.content
             kept = error_reply(content, upstream.headers)
             record(None, upstream.status_code, upstream_error_text(content), sent, reply=kept)
             return Response(

@@ -17,7 +17,8 @@ from typing import Any
 
 import httpx
 
-from faultfinder.replay.apis import SSEEvent, WireAdapter
+from faultfinder.http_bodies import BodyTooLargeError
+from faultfinder.replay.apis import SSEEvent, WireAdapter, encode_sse
 from faultfinder.replay.httpserver import Response
 from faultfinder.replay.sse import SSEParser
 
@@ -25,9 +26,9 @@ SSE_HEADERS = [("content-type", "text/event-stream"), ("cache-control", "no-cach
 
 Finished = Callable[[dict[str, Any], list[bytes], list[int]], None]
 """Called once with the complete reply, the raw events so far and their writes."""
-Cut = Callable[[list[bytes], list[int]], None]
+Cut = Callable[[list[bytes], list[int], str | None], None]
 """Called once, instead, with the raw events and their writes of a stream that ended
-without a complete reply."""
+without a complete reply, and why when the proxy ended it (None: the stream ended)."""
 
 
 def relay(
@@ -36,11 +37,14 @@ def relay(
     asked: dict[str, Any],
     finished: Finished,
     cut: Cut,
+    too_large: Callable[[BodyTooLargeError], str],
 ) -> Response:
-    """The client's response to a live stream ``upstream`` (open, status 200): relayed
-    as it arrives; ``finished`` gets the reply as soon as the stream completes it,
-    ``cut`` is called instead when the stream ends without a complete reply (cut short,
-    or ended by an error event)."""
+    """The client's response to a live stream ``upstream`` (open, status 200, its body
+    bounded by :func:`~faultfinder.http_bodies.limit_body`): relayed as it arrives;
+    ``finished`` gets the reply as soon as the stream completes it, ``cut`` is called
+    instead when the stream ends without a complete reply (cut short, or ended by an
+    error event). A stream that goes on past the bound is ended with an error event
+    (the API's error body, which the SDKs raise), saying ``too_large``'s words."""
 
     async def chunks() -> AsyncIterator[bytes]:
         parser = SSEParser()
@@ -68,22 +72,29 @@ def relay(
                     out.append(raw)
             return b"".join(out)
 
+        why: str | None = None
         try:
-            async for data in upstream.aiter_bytes():
-                chunk = take(parser.feed(data))
+            try:
+                async for data in upstream.aiter_bytes():
+                    chunk = take(parser.feed(data))
+                    if chunk:
+                        yield chunk
+            except BodyTooLargeError as exc:
+                why = too_large(exc)
+            else:
+                chunk = take(parser.flush())
                 if chunk:
                     yield chunk
-            chunk = take(parser.flush())
-            if chunk:
-                yield chunk
         finally:
             await upstream.aclose()
             if not recorded:
-                reply = accumulator.result()
+                reply = None if why is not None else accumulator.result()
                 if reply is not None:
                     finished(reply, events, writes)
                 else:
-                    cut(events, writes)
+                    cut(events, writes, why)
+        if why is not None and not recorded:
+            yield encode_sse(adapter.error_body(502, why, "faultfinder_proxy_error"), "error")
 
     return Response(200, SSE_HEADERS, chunks())
 

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from faultfinder.errors import ConfigError
+from faultfinder.http_bodies import BodyTooLargeError
 from faultfinder.llm import json_text
 from faultfinder.loopback import URL_FORM, url_problem
 from faultfinder.replay.apis import WireAdapter
@@ -30,6 +31,8 @@ __all__ = [
     "error_reply",
     "relayed_headers",
     "reply_content_type",
+    "reply_of",
+    "too_large",
     "upstream_error_text",
     "upstream_headers",
     "upstream_url",
@@ -120,6 +123,17 @@ def reply_content_type(upstream: httpx.Response) -> list[tuple[str, str]]:
     """The content type of an upstream's reply, as the proxy's own header (JSON unless it
     says otherwise)."""
     return [("content-type", upstream.headers.get("content-type", "application/json"))]
+
+
+def reply_of(url: str | None) -> str:
+    """An upstream's reply at ``url`` (its credentials scrubbed), named in an error."""
+    return f"the reply of {url}" if url else "the upstream's reply"
+
+
+def too_large(exc: BodyTooLargeError) -> str:
+    """What the program is told, and the recording says, of an upstream's reply that went
+    on past :attr:`~faultfinder.replay.proxy_calls.ProxyConfig.max_reply`."""
+    return f"faultfinder proxy: {exc}; the call failed"
 
 
 def upstream_error_text(content: bytes) -> str:
