@@ -164,3 +164,30 @@ def test_the_bound_gives_the_start_of_a_long_body_then_fails() -> None:
             raised = True
             assert str(exc).startswith("the answer went on past 1 MiB")
         assert len(kept) == BOUND and raised is over
+
+
+def test_a_langfuse_page_that_goes_on_past_the_bound_fails_naming_the_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`import --from-langfuse` read each API page whole: a page that never ended filled
+    the memory until the read timeout. Now a page past the bound fails the import (exit
+    1) with an error naming the bound and the URL, without the credentials of the host
+    or the keys."""
+    from click.testing import CliRunner
+
+    from faultfinder import http_bodies
+    from faultfinder.cli import main
+
+    monkeypatch.setattr(http_bodies, "MAX_REPLY", BOUND)
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", "pk-test")
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk-test")
+    started = time.monotonic()
+    with endless("json") as (url, sent):
+        host = url.replace("http://", "http://someone:hunter2@")
+        out = tmp_path / "t.json"
+        args = ["import", "--from-langfuse", "t-1", "--langfuse-host", host, "--out", str(out)]
+        result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1, result.output
+    assert "went on past 1 MiB" in result.output and "/api/public/v2/observations" in result.output
+    assert not any(s in result.output for s in ("hunter2", "sk-test", "pk-test"))
+    assert time.monotonic() - started < 8 and len(sent) == 1 and not out.exists()

@@ -257,18 +257,22 @@ MAX_PAGES = 100
 
 def fetch_observations(host: str, trace_id: str, *, client: Any = None) -> dict[str, Any]:
     """All observations of one trace from Langfuse's v2 observations API, as one page
-    ``{"data": [...]}``. Keys: ``LANGFUSE_PUBLIC_KEY`` / ``LANGFUSE_SECRET_KEY`` (basic auth)."""
+    ``{"data": [...]}``. Keys: ``LANGFUSE_PUBLIC_KEY`` / ``LANGFUSE_SECRET_KEY`` (basic auth).
+    Each page is read within :data:`~faultfinder.http_bodies.MAX_REPLY` bytes."""
     import os
 
     import httpx
 
     from faultfinder.errors import ConfigError, FaultfinderError
+    from faultfinder.http_bodies import MAX_REPLY, BodyTooLargeError, limit_body
     from faultfinder.loopback import direct_to_loopback
+    from faultfinder.redact import Redactor
 
     public, secret = os.environ.get("LANGFUSE_PUBLIC_KEY"), os.environ.get("LANGFUSE_SECRET_KEY")
     if not public or not secret:
         raise ConfigError("Set LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY to read from Langfuse.")
     endpoint = host.rstrip("/") + "/api/public/v2/observations"
+    shown = Redactor([public, secret]).url(endpoint)  # a host's user info is no one's to see
     # A self-hosted Langfuse on loopback is reached directly, not through HTTP_PROXY.
     http = client or httpx.Client(timeout=30.0, mounts=direct_to_loopback([host]))
     data: list[Any] = []
@@ -278,19 +282,25 @@ def fetch_observations(host: str, trace_id: str, *, client: Any = None) -> dict[
             params = {"traceId": trace_id, "fields": FETCH_FIELDS, "limit": "100"}
             if cursor:
                 params["cursor"] = cursor
+            request = http.build_request("GET", endpoint, params=params)
             try:
-                response = http.get(endpoint, params=params, auth=(public, secret))
+                response = http.send(request, auth=(public, secret), stream=True)
+                limit_body(response, MAX_REPLY, f"the page of {shown}")
+                response.read()
+            except BodyTooLargeError as exc:
+                raise FaultfinderError(f"langfuse: {exc}") from None
             except httpx.HTTPError as exc:
-                raise FaultfinderError(f"langfuse: request to {endpoint} failed: {exc}") from None
+                raise FaultfinderError(f"langfuse: request to {shown} failed: {exc}") from None
             if response.status_code != 200:
                 raise FaultfinderError(
-                    f"langfuse: {endpoint} answered {response.status_code}: {response.text[:300]}"
+                    f"langfuse: {shown} answered {response.status_code}: {response.text[:300]}"
                 )
-            page = response.json()
+            try:
+                page = response.json()
+            except ValueError:
+                page = None
             if not isinstance(page, dict) or not isinstance(page.get("data"), list):
-                raise FaultfinderError(
-                    f"langfuse: {endpoint} did not return a v2 observations page"
-                )
+                raise FaultfinderError(f"langfuse: {shown} did not return a v2 observations page")
             data.extend(page["data"])
             meta: dict[str, Any] = page["meta"] if isinstance(page.get("meta"), dict) else {}
             cursor = meta.get("cursor")
