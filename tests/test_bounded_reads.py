@@ -191,3 +191,33 @@ def test_a_langfuse_page_that_goes_on_past_the_bound_fails_naming_the_url(
     assert "went on past 1 MiB" in result.output and "/api/public/v2/observations" in result.output
     assert not any(s in result.output for s in ("hunter2", "sk-test", "pk-test"))
     assert time.monotonic() - started < 8 and len(sent) == 1 and not out.exists()
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("gzip", [False, True])
+def test_an_sdk_backends_reply_that_goes_on_past_the_bound_fails_that_call(
+    monkeypatch: pytest.MonkeyPatch, kind: str, gzip: bool
+) -> None:
+    """The SDK backends read an endpoint's reply whole (the SDKs bound nothing but the
+    time between reads): a reply that never ended filled the memory until the timeout,
+    then was retried as a passing fault. Now the call fails past the bound with an error
+    of that call naming it, not retried (the endpoint would send as much again)."""
+    import asyncio
+
+    from faultfinder.errors import LLMCallError
+    from faultfinder.llm import sdk
+    from faultfinder.llm.anthropic_messages import AnthropicBackend
+    from faultfinder.llm.base import ChatRequest
+    from faultfinder.llm.openai_compat import OpenAICompatBackend
+
+    monkeypatch.setattr(sdk, "MAX_REPLY", BOUND)
+    request = ChatRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=20)
+    started = time.monotonic()
+    with endless("json", gzip) as (url, sent):
+        make = OpenAICompatBackend if kind == "openai" else AnthropicBackend
+        backend = make("m", base_url=url + "/v1", api_key="k", timeout=10)
+        with pytest.raises(LLMCallError) as raised:
+            asyncio.run(backend.complete(request))
+    assert type(raised.value) is LLMCallError
+    assert f"the reply of {kind}:m went on past 1 MiB" in str(raised.value)
+    assert time.monotonic() - started < 8 and len(sent) == 1

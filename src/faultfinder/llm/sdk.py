@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 from urllib.parse import urlsplit
 
 from faultfinder import errors
+from faultfinder.http_bodies import MAX_REPLY, BodyTooLargeError, limit_hook
 from faultfinder.llm.base import TransientLLMError, approx_token_count
 from faultfinder.loopback import URL_FORM, direct_to_loopback, is_loopback, url_problem
 from faultfinder.redact import Redactor
@@ -301,10 +302,18 @@ class SDKBackend(Generic[C]):
 
     def _new_client(self) -> C:
         extra: dict[str, Any] = {}
-        if self._http_client is not None and is_loopback(urlsplit(self.base_url).hostname or ""):
-            # A local server (Ollama, vLLM, serve-local) is reached directly, not through
-            # the HTTP_PROXY of the environment, which httpx applies to loopback too.
-            extra["http_client"] = self._http_client(mounts=direct_to_loopback([self.base_url]))
+        if self._http_client is not None:
+            # Every reply is read within MAX_REPLY: an endpoint sending an endless body
+            # fails that call (BodyTooLargeError, see _reply) instead of the memory.
+            options: dict[str, Any] = {
+                "event_hooks": {"response": [limit_hook(MAX_REPLY, f"the reply of {self.name}")]}
+            }
+            if is_loopback(urlsplit(self.base_url).hostname or ""):
+                # A local server (Ollama, vLLM, serve-local) is reached directly, not
+                # through the HTTP_PROXY of the environment, which httpx applies to
+                # loopback too.
+                options["mounts"] = direct_to_loopback([self.base_url])
+            extra["http_client"] = self._http_client(**options)
         return self._sdk_client(
             api_key=self._api_key,
             base_url=self.base_url,
@@ -328,9 +337,16 @@ class SDKBackend(Generic[C]):
         errs = self.sdk_errors
         try:
             return await call
+        except BodyTooLargeError as exc:
+            raise self._too_large(exc) from None
         except errs.status as exc:
             raise self._status_error(cast("StatusError", exc), body) from exc
         except errs.connection as exc:
+            cause: BaseException | None = exc  # the Anthropic SDK wraps it
+            while cause is not None and not isinstance(cause, BodyTooLargeError):
+                cause = cause.__cause__ or cause.__context__
+            if cause is not None:
+                raise self._too_large(cause) from None
             # Includes timeouts. Nothing listening, or no such host, will not get better
             # by waiting: say so at once instead of retrying.
             why = unreachable(exc)
@@ -352,6 +368,10 @@ class SDKBackend(Generic[C]):
                     f"at {self.speaks}."
                 )
             ) from exc
+
+    def _too_large(self, exc: BaseException) -> errors.LLMCallError:
+        """A reply past the bound: not retried, the endpoint would send as much again."""
+        return errors.LLMCallError(self._redactor.text(f"{self._where}: {exc}. Check --base-url."))
 
     def _status_message(self, exc: StatusError) -> str:
         """The error's own text in an error reply, without the SDK's ``Error code: N -``
