@@ -221,3 +221,22 @@ def test_an_sdk_backends_reply_that_goes_on_past_the_bound_fails_that_call(
     assert type(raised.value) is LLMCallError
     assert f"the reply of {kind}:m went on past 1 MiB" in str(raised.value)
     assert time.monotonic() - started < 8 and len(sent) == 1
+
+
+def test_the_proxy_relays_a_long_passthrough_body_whole(tmp_path: Path) -> None:
+    """A request that is not a model call (a file's download) is relayed as it arrives,
+    kept nowhere, so the bound on replies does not cut it: 3 MiB through a proxy whose
+    bound is 1 MiB arrive whole."""
+    from faultfinder.replay.httpserver import HttpServer, Request, Response
+
+    content = bytes(range(256)) * (3 * BOUND // 256)
+
+    async def serve(request: Request) -> Response:
+        return Response(200, [("content-type", "application/octet-stream")], content)
+
+    async def upstream() -> HttpServer:
+        return await HttpServer(serve).start()
+
+    with ServerThread(upstream) as server, proxy_to(server.url, tmp_path) as client:
+        got = client.files.content("file-1").read()
+    assert got == content
