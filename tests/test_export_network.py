@@ -139,7 +139,7 @@ def test_a_host_name_that_does_not_resolve_is_a_mistake_not_an_outage(
     ("url", "reason"),
     [
         ("http://[::1", "Invalid IPv6 URL"),
-        ("http://127.0.0.1:abc", "could not be cast to integer"),
+        ("http://127.0.0.1:abc", "its port is not a number"),
         ("http://127.0.0.1:99999999", "out of range"),
         ("https://u:sk-Zx81@:4318", "names no host"),
     ],
