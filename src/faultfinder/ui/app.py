@@ -26,6 +26,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from faultfinder.dover.edit_repeats import REPEAT_TEMPERATURE, recorded_parts
+from faultfinder.llm import json_text
 from faultfinder.shown import safe
 from faultfinder.ui import pages
 from faultfinder.ui.catalog import Catalog
@@ -298,10 +299,11 @@ def create_app(
         if not token_ok(request):
             return JSONResponse({"error": "missing or wrong page token"}, status_code=403)
         try:
-            body = json.loads(await request.body())
+            body = json_text.loads(await request.body())
+        except json_text.JSONTextError as exc:
+            return JSONResponse({"error": f"the request is not JSON: {exc}"}, status_code=400)
+        try:
             job = replays.start(body)
-        except json.JSONDecodeError:
-            return JSONResponse({"error": "the request is not JSON"}, status_code=400)
         except JobRequestError as exc:
             return JSONResponse({"error": str(exc)}, status_code=exc.status)
         url = f"/replay-jobs/{job.id}"
