@@ -5,6 +5,7 @@ passed over), never a 500 or a lost listing."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -60,3 +61,30 @@ def test_a_replay_request_json_cannot_read_is_a_400_saying_why(
         error = response.json()["error"]
         assert error.startswith("the request is not JSON: ") and reason in error, error
         assert client.get("/").status_code == 200  # the server goes on serving
+
+
+def test_progress_passes_over_lines_json_cannot_read_and_keeps_the_rest(
+    tmp_path: Path,
+) -> None:
+    from faultfinder.ui.job_progress import BranchWatch
+
+    def call(number: int, response: object) -> bytes:
+        line = {"call": number, "agent": "A", "origin": "live", "response": response}
+        return json.dumps(line).encode()
+
+    lines = [
+        call(0, {"usage": {"total_tokens": 30}}),
+        b'{"call": 1, "origin": "live", "n": ' + b"9" * 5000 + b"}",
+        DEEP,
+        b'{"call": 2, "agent": "\xff"}',
+        call(3, ["a reply that is not an object"]),
+        call(4, {"usage": {"total_tokens": "many"}}),
+        call(5, {"usage": {"total_tokens": [1]}}),
+        call(6, {"usage": {"total_tokens": 12}}),
+    ]
+    (tmp_path / "steps.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    watch = BranchWatch(tmp_path)
+    watch.poll()  # one read of the whole file: nothing in it may stop the rest
+    assert [c["call"] for c in watch.calls] == [0, 3, 4, 5, 6]
+    assert [c["tokens"] for c in watch.calls] == [30, 0, 0, 0, 12]
+    assert watch.tokens == 42 and watch.counts()["live"] == 5

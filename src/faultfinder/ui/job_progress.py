@@ -8,12 +8,13 @@ the last poll, whole lines only), so polling a long replay stays linear in its s
 
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from faultfinder.dover.edit_repeats import LIVE_ORIGINS
+from faultfinder.llm import json_text
 from faultfinder.replay.recorder import STEPS_FILE
 from faultfinder.shown import safe
 from faultfinder.ui.names import shown_name
@@ -48,16 +49,16 @@ class BranchWatch:
             self._add(line)
 
     def _add(self, line: bytes) -> None:
+        # A line that does not read (invalid, or an integer or nesting past what JSON
+        # readers take) is no call to show, and is no reason to fail the page's poll.
         try:
-            data = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            data = json_text.loads(line)
+        except json_text.JSONTextError:
             return
         if not isinstance(data, dict):
             return
         origin = str(data.get("origin", ""))
-        usage = (data.get("response") or {}).get("usage")
-        used = int(usage.get("total_tokens") or 0) if isinstance(usage, dict) else 0
-        used = used if origin in LIVE_ORIGINS else 0
+        used = _total_tokens(data.get("response")) if origin in LIVE_ORIGINS else 0
         self.tokens += used
         self.calls.append(
             {
@@ -77,6 +78,16 @@ class BranchWatch:
             if shown is not None:
                 counts[shown] += 1
         return counts
+
+
+def _total_tokens(response: Any) -> int:
+    """The tokens a recorded reply's ``usage`` says it spent: 0 when the upstream's reply
+    says nothing a count can be read from (no usage, or a total that is not a number)."""
+    usage = response.get("usage") if isinstance(response, dict) else None
+    total = usage.get("total_tokens") if isinstance(usage, dict) else None
+    if isinstance(total, bool) or not isinstance(total, int | float):
+        return 0
+    return int(total) if math.isfinite(total) and total > 0 else 0
 
 
 def tail(path: Path) -> str:
