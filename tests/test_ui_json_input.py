@@ -88,3 +88,33 @@ def test_progress_passes_over_lines_json_cannot_read_and_keeps_the_rest(
     assert [c["call"] for c in watch.calls] == [0, 3, 4, 5, 6]
     assert [c["tokens"] for c in watch.calls] == [30, 0, 0, 0, 12]
     assert watch.tokens == 42 and watch.counts()["live"] == 5
+
+
+def test_a_jsonl_file_whose_first_line_json_cannot_read_is_listed_with_file_and_line(
+    tmp_path: Path,
+) -> None:
+    demo = Path(__file__).parents[1] / "src" / "faultfinder" / "data" / "demo_trace.json"
+    trace = json.dumps(json.loads(demo.read_text(encoding="utf-8"))).encode()
+    (tmp_path / "long.jsonl").write_bytes(b'{"a": ' + b"9" * 5000 + b"}\n")
+    (tmp_path / "deep.jsonl").write_bytes(b"\n\n" + DEEP + b"\n")
+    (tmp_path / "latin1.jsonl").write_bytes(b"\n" + NOT_UTF8 + b"\n")
+    (tmp_path / "cut.jsonl").write_bytes(b'\r\n{"a": \n')
+    (tmp_path / "bom.jsonl").write_bytes(b"\xef\xbb\xbf" + trace + b"\n")  # as `attribute` reads it
+    (tmp_path / "trace.jsonl").write_bytes(trace + b"\n")
+    catalog = build_catalog([tmp_path])
+    reasons = {p.path.name: p.reason for p in catalog.problems}
+    assert reasons == {
+        "long.jsonl": f"{tmp_path / 'long.jsonl'}:1: field '(json)': "
+        "it holds an integer longer than 4,300 digits",
+        "deep.jsonl": f"{tmp_path / 'deep.jsonl'}:3: field '(json)': "
+        "it is nested too deeply to read",
+        "latin1.jsonl": f"{tmp_path / 'latin1.jsonl'}:2: field '(file)': "
+        "not UTF-8 text: byte 0xff at column 12",
+        "cut.jsonl": f"{tmp_path / 'cut.jsonl'}:2: field '(json)': "
+        "not valid JSON: Expecting value (line 1, column 7)",
+    }
+    assert sorted(e.path.name for e in catalog.traces.values()) == ["bom.jsonl", "trace.jsonl"]
+    with TestClient(create_app(catalog), base_url=HOST) as client:
+        page = client.get("/")
+        assert page.status_code == 200
+        assert "it holds an integer longer than 4,300 digits" in page.text

@@ -9,7 +9,6 @@ symbolic link pointing elsewhere is skipped, and so is a name that is not UTF-8 
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from faultfinder.dover.report import read_rows as read_dover_rows
 from faultfinder.errors import FaultfinderError, TraceFormatError
 from faultfinder.eval.rows import latest_by_key, read_rows
 from faultfinder.judging.method import Attribution
+from faultfinder.llm import json_text
 from faultfinder.methods.chief.graph import CausalGraph
 from faultfinder.replay.recorder import (
     BRANCHES_DIR,
@@ -323,11 +323,25 @@ def _read_jsonl(path: Path, catalog: Catalog, *, origin: AttributionOrigin) -> N
 
 
 def _first_object(path: Path) -> dict[str, Any] | None:
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                data = json.loads(line)
-                return data if isinstance(data, dict) else {}
+    """The first value of a JSON-lines file, which says what the file holds ({} when it
+    is not an object; None when the file has no line). A line that does not read is a
+    TraceFormatError naming the file and line (the file is listed with it), read as the
+    trace reader reads lines: split on '\n' only, UTF-8, a byte-order mark dropped."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            where = f"{path}:{number}"
+            try:
+                line = raw.rstrip(b"\r\n").decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                reason = f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at column {exc.start + 1}"
+                raise TraceFormatError(where, "(file)", reason) from None
+            if not line.strip():
+                continue
+            try:
+                data = json_text.loads(line)
+            except json_text.JSONTextError as exc:
+                raise TraceFormatError(where, "(json)", str(exc)) from None
+            return data if isinstance(data, dict) else {}
     return None
 
 
