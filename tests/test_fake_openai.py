@@ -193,6 +193,33 @@ def test_bad_routes_and_bodies() -> None:
             assert json.loads(response.read())["object"] == "list"
 
 
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b'{"n": ' + b"9" * 5000 + b"}", "integer longer than 4,300 digits"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b'{"model": "\xff"}', "is not UTF-8"),
+    ],
+    ids=["long-integer", "deep", "not-utf8"],
+)
+@pytest.mark.parametrize("endpoint", ["chat/completions", "responses"])
+def test_a_body_json_cannot_read_is_a_400_saying_why(
+    endpoint: str, body: bytes, reason: str
+) -> None:
+    with FakeOpenAIServer() as server:
+        status, payload = post(f"{server.base_url}/{endpoint}", body)
+        assert status == 400, payload
+        assert "invalid JSON" in payload["error"]["message"]
+        assert reason in payload["error"]["message"]
+        assert server.requests[-1].body is None
+
+
+def test_a_chat_body_that_is_not_an_object_is_a_400() -> None:
+    with FakeOpenAIServer() as server:
+        status, payload = post(f"{server.base_url}/chat/completions", b"[1, 2]")
+        assert status == 400 and payload["error"]["message"] == "the body must be a JSON object"
+
+
 def test_chunked_request_body() -> None:
     body = json.dumps({"model": "m", "messages": MESSAGES}).encode()
     half = len(body) // 2

@@ -34,13 +34,13 @@ import contextlib
 import importlib
 import inspect
 import itertools
-import json
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from faultfinder.llm import json_text
 from faultfinder.replay.httpserver import (
     LOOPBACK,
     HttpLimits,
@@ -273,11 +273,13 @@ class FakeOpenAIServer:
             self.requests.append(RecordedRequest(method, path, headers))
             return chat_error(405, "use POST")
         try:
-            body = json.loads(request.body or b"{}")
-        except json.JSONDecodeError as exc:
+            body = json_text.loads(request.body or b"{}")
+        except json_text.JSONTextError as exc:
             self.requests.append(RecordedRequest(method, path, headers, api="chat"))
             return chat_error(400, f"invalid JSON: {exc}")
         self.requests.append(RecordedRequest(method, path, headers, body, api="chat"))
+        if not isinstance(body, dict):
+            return chat_error(400, "the body must be a JSON object")
         self._in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self._in_flight)
         # A caching server serves what earlier *completed* requests computed: look the
@@ -305,8 +307,8 @@ class FakeOpenAIServer:
             )
 
         try:
-            body = json.loads(request.body or b"{}")
-        except json.JSONDecodeError as exc:
+            body = json_text.loads(request.body or b"{}")
+        except json_text.JSONTextError as exc:
             self.requests.append(RecordedRequest(method, path, headers, api=api.name))
             return error(400, f"invalid JSON: {exc}")
         self.requests.append(RecordedRequest(method, path, headers, body, api=api.name))
