@@ -28,6 +28,17 @@ def _chief_stages_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
         yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _response_cache_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The response cache a command uses without --cache goes to a file of this session,
+    never the working tree, where it outlived the run and one run's replies were read by
+    the next. Session-wide for the same reason as the stage cache above."""
+    with pytest.MonkeyPatch.context() as patch:
+        cache = tmp_path_factory.mktemp("response-cache") / "cache.sqlite"
+        patch.setenv("FAULTFINDER_CACHE", str(cache))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _forbid_model_requests(request: pytest.FixtureRequest) -> Iterator[None]:
     previous = base.ALLOW_MODEL_REQUESTS

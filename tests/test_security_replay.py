@@ -146,6 +146,7 @@ def test_no_secret_is_written_anywhere(tmp_path: Path, monkeypatch: pytest.Monke
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)  # the default response cache (.faultfinder/) lands here
+    monkeypatch.delenv("FAULTFINDER_CACHE")  # the default itself, not the suite's
     runner = CliRunner()
     program = [sys.executable, str(PROBES / "leaky_client.py"), "--api-key", ARGV_SECRET]
 

@@ -26,6 +26,9 @@ from faultfinder.loopback import URL_FORM, url_problem
 from faultfinder.usage import Budget
 
 DEFAULT_CACHE = Path(".faultfinder") / "cache.sqlite"
+CACHE_ENV = "FAULTFINDER_CACHE"
+"""Names the response cache file when --cache is not given (the test suite keeps its
+entries out of the working tree with it)."""
 
 # Types of numeric options: an out-of-range value is a one-line usage error (exit 2).
 COUNT = click.IntRange(min=1)
@@ -147,7 +150,9 @@ def model_options(
             "cache_path",
             default=str(DEFAULT_CACHE),
             show_default=True,
-            help="Response cache file; 'none' disables caching.",
+            envvar=CACHE_ENV,
+            help=f"Response cache file; 'none' disables caching. ${CACHE_ENV} replaces "
+            "the default.",
         ),
         click.option(
             "--concurrency",
