@@ -9,11 +9,22 @@ import pytest
 from faultfinder.llm import base
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _session_results_store_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The results store of what runs before any test's own fixtures (a module-scoped
+    fixture running `attribute`): a file of this session, not the working directory."""
+    with pytest.MonkeyPatch.context() as patch:
+        store = tmp_path_factory.mktemp("results") / "results.jsonl"
+        patch.setenv("FAULTFINDER_RESULTS", str(store))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _results_store_in_tmp(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`attribute` appends to a results store: keep it out of the working directory."""
+    """`attribute` appends to a results store: each test gets its own, out of the working
+    directory."""
     store = tmp_path_factory.mktemp("results") / "results.jsonl"
     monkeypatch.setenv("FAULTFINDER_RESULTS", str(store))
 

@@ -1,6 +1,7 @@
 """Where the response cache goes: `.faultfinder/cache.sqlite` in the working directory
 unless `--cache` names another file (or `none`); `$FAULTFINDER_CACHE` replaces only the
-default, and the test suite sets it, so its runs leave no cache in the working tree."""
+default, and the test suite sets it (with the results store's and CHIEF's stage cache's
+variables, for module-scoped fixtures too), so its runs leave nothing in the work tree."""
 
 from __future__ import annotations
 
@@ -68,6 +69,22 @@ def test_the_variable_moves_the_default_and_the_flag_still_wins(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "named.sqlite", "work"]
 
 
-def test_the_suite_keeps_its_cache_out_of_the_working_tree() -> None:
-    cache = Path(os.environ["FAULTFINDER_CACHE"]).resolve()
-    assert not cache.is_relative_to(Path(__file__).resolve().parents[1])
+SUITE_FILES = ("FAULTFINDER_CACHE", "FAULTFINDER_RESULTS", "FAULTFINDER_CHIEF_STAGES")
+"""What moves the files commands write under the working directory by default."""
+
+
+@pytest.fixture(scope="module")
+def module_environment() -> dict[str, str | None]:
+    """The variables as a module-scoped fixture sees them: it is set up before any
+    test's own fixtures (the shared artefacts of the UI tests run `attribute` there)."""
+    return {name: os.environ.get(name) for name in SUITE_FILES}
+
+
+def test_the_suite_keeps_its_files_out_of_the_working_tree(
+    module_environment: dict[str, str | None],
+) -> None:
+    repository = Path(__file__).resolve().parents[1]
+    for seen in (module_environment, {name: os.environ.get(name) for name in SUITE_FILES}):
+        for name, value in seen.items():
+            assert value, f"{name} is not set"
+            assert not Path(value).resolve().is_relative_to(repository), (name, value)
