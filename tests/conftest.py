@@ -51,6 +51,17 @@ def _response_cache_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 @pytest.fixture(autouse=True)
+def _response_cache_per_test(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each test's own response cache, as each had when the default was a file of the
+    directory it ran in: a test counting model calls is never served another test's reply
+    (a module-level function model is cached by its code, the same in every test)."""
+    cache = tmp_path_factory.mktemp("response-cache") / "cache.sqlite"
+    monkeypatch.setenv("FAULTFINDER_CACHE", str(cache))
+
+
+@pytest.fixture(autouse=True)
 def _forbid_model_requests(request: pytest.FixtureRequest) -> Iterator[None]:
     previous = base.ALLOW_MODEL_REQUESTS
     base.ALLOW_MODEL_REQUESTS = request.node.get_closest_marker("smoke") is not None
