@@ -197,6 +197,33 @@ def test_eval_of_floors_needs_no_model(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 @pytest.mark.parametrize(
+    ("command", "needer"),
+    [
+        (["attribute", TINY, "--method", "all-at-once"], "method 'all-at-once'"),
+        (["eval", TINY, "--method", "random,echo:I1", "--include-unlabelled"], "method 'echo:I1'"),
+        (["graph", TINY], "CHIEF's graph"),
+        (["demo", "--method", "binary-search"], "method 'binary-search'"),
+    ],
+    ids=["attribute", "eval", "graph", "demo"],
+)
+def test_model_none_for_a_method_that_calls_one_is_refused_up_front(
+    command: list[str], needer: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It ran and failed every case with "This method declared that it needs no model ...
+    # set needs_model = True on its class", exit 4, and eval said to rerun with --resume.
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "r.jsonl"
+    extra = ["--out", str(out), "--no-progress"] if command[0] == "eval" else []
+    result = invoke(*command, *extra, "--model", "none")
+    assert result.exit_code == 1, result.output
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert f"--model none calls no model, but {needer} needs one" in result.stderr
+    assert "--model local" in result.stderr and "shortlist" in result.stderr
+    assert "needs_model" not in result.output
+    assert not out.exists() and not (tmp_path / ".faultfinder" / "results.jsonl").exists()
+
+
+@pytest.mark.parametrize(
     ("name", "content"),
     [("t.json", ""), ("t.json", "  \n\n"), ("t.jsonl", ""), ("t.txt", "")],
 )

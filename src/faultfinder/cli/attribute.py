@@ -205,7 +205,14 @@ def attribute(
     overrides = with_shortlist_weights(method_spec, overrides, shortlist_weights)
     method = create_method(method_spec, **overrides)
     progress = llm_options.pop("progress")
-    llm = with_progress(build_llm(**llm_options, needs_model=method.needs_model), progress)
+    llm = with_progress(
+        build_llm(
+            **llm_options,
+            needs_model=method.needs_model,
+            needed_by=f"method '{method_spec}'",
+        ),
+        progress,
+    )
     result = asyncio.run(
         run_method(
             method,

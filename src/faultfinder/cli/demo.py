@@ -162,7 +162,14 @@ def demo(
     overrides.update(pop_sampling(llm_options))
     method = create_method(method_spec, **overrides)
     progress = llm_options.pop("progress")
-    llm = with_progress(build_llm(**llm_options, needs_model=method.needs_model), progress)
+    llm = with_progress(
+        build_llm(
+            **llm_options,
+            needs_model=method.needs_model,
+            needed_by=f"method '{method_spec}'",
+        ),
+        progress,
+    )
     result = asyncio.run(run_method(method, trace, llm, label=method_spec))
     click.echo(format_attribution(result, len(trace.steps)))
     click.echo("")

@@ -222,7 +222,9 @@ def eval_command(
         raise click.ClickException(_why_none(dataset, include_unlabelled, trace_format, strict))
     if executor == "local" and (ray_address or ray_workers):
         raise click.UsageError("--ray-address and --ray-workers go with --executor ray.")
-    llm_options["needs_model"] = any(p.cls.needs_model for p in plans)
+    needing = [p.label for p in plans if p.cls.needs_model]
+    llm_options["needs_model"] = bool(needing)
+    llm_options["needed_by"] = f"method '{needing[0]}'" if needing else None
     llm = build_llm(**llm_options)
     options = EvalOptions(
         runs=runs,

@@ -126,7 +126,7 @@ def graph(
     config = create_method("chief", **overrides).config
     assert isinstance(config, ChiefConfig)
     progress = llm_options.pop("progress")
-    llm = with_progress(build_llm(**llm_options), progress)
+    llm = with_progress(build_llm(**llm_options, needed_by="CHIEF's graph"), progress)
     with track_usage(max_tokens=config.budget_tokens) as scope:
         result = asyncio.run(build_graph(trace, llm, config, with_oracles=with_oracles))
     written: list[str] = []
