@@ -78,9 +78,15 @@ def make_backend(
     entry = FACTORIES.entry(kind)
     if entry is None:
         if not rest:
+            import difflib
+
+            kinds = FACTORIES.available()
+            close = difflib.get_close_matches(spec.strip().lower(), kinds, n=1, cutoff=0.6)
+            # 'lcoal' is a typo of a kind, not a model name for openai:.
+            lead = f"Did you mean '{close[0]}'? Otherwise write" if close else "Write"
             raise ConfigError(
-                f"Unknown model '{spec}': write KIND:NAME, e.g. openai:{spec}. "
-                f"Kinds: {', '.join(FACTORIES.available())}."
+                f"Unknown model '{spec}'. {lead} KIND:NAME, e.g. openai:{spec}. "
+                f"Kinds: {', '.join(kinds)}."
             )
         raise UnknownNameError("model backend", kind, FACTORIES.available())
     factory: BackendFactory = FACTORIES.get(kind)
