@@ -3,6 +3,7 @@ methods that need no model, empty files, and repository hygiene."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import subprocess
@@ -224,6 +225,39 @@ def test_model_none_for_a_method_that_calls_one_is_refused_up_front(
     assert "--model local" in result.stderr and "shortlist" in result.stderr
     assert "needs_model" not in result.output
     assert not out.exists() and not (tmp_path / ".faultfinder" / "results.jsonl").exists()
+
+
+EXPORT = ROOT / "tests" / "fixtures" / "otel" / "crewai-openinference.otlp.jsonl"
+
+
+def test_a_gzipped_export_cut_off_is_called_cut_off(tmp_path: Path) -> None:
+    # A gzip'd export copied part way was "a binary file (it holds NUL bytes, so it is not
+    # text)", which sent a user looking for the wrong problem.
+    whole = gzip.compress(EXPORT.read_bytes())
+    good, cut = tmp_path / "export.jsonl.gz", tmp_path / "cut.jsonl.gz"
+    good.write_bytes(whole)
+    cut.write_bytes(whole[: len(whole) // 2])
+    assert invoke("attribute", str(good), "--method", "shortlist", "--no-save").exit_code == 0
+    for command in (["attribute", str(cut), "--method", "shortlist"], ["import", str(cut)]):
+        result = invoke(*command)
+        assert result.exit_code == 1, result.output
+        assert result.stderr.count("\n") == 1, result.stderr
+        assert result.stderr.startswith(f"Error: {cut} is a gzip file that is cut off or damaged")
+        assert "export or copy it again" in result.stderr and "NUL" not in result.stderr
+
+
+def test_a_gzipped_file_is_judged_by_what_it_holds(tmp_path: Path) -> None:
+    strings, png = tmp_path / "strings.json.gz", tmp_path / "plot.png.gz"
+    strings.write_bytes(gzip.compress(b'["a", "b"]'))
+    png.write_bytes(gzip.compress(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"))
+    said = invoke("attribute", str(strings), "--method", "shortlist").stderr
+    assert "no reader recognises it" in said and "binary" not in said
+    said = invoke("attribute", str(png), "--method", "shortlist").stderr
+    assert f"{png} is a gzip-compressed binary file (what it decompresses to holds NUL" in said
+    # Still never written over: a user's gzip'd export is not import's to replace.
+    result = invoke("import", TINY, "--out", str(strings), "--force")
+    assert result.exit_code == 1 and "is a gzip-compressed file, not a trace" in result.stderr
+    assert gzip.decompress(strings.read_bytes()) == b'["a", "b"]'
 
 
 @pytest.mark.parametrize(

@@ -102,6 +102,18 @@ RESPONSE_CACHE = Kind(
 )
 SQLITE = Kind("binary", "a SQLite database (binary, not text)", "")
 BINARY = Kind("binary", "a binary file (it holds NUL bytes, so it is not text)", "")
+GZIP_TEXT = Kind("binary", "a gzip-compressed file", "")
+"""Text under gzip: the trace readers that take gzip say what they make of it, so
+:func:`wrong_kind` leaves the message to them; never written over all the same."""
+GZIP_BINARY = Kind(
+    "binary",
+    "a gzip-compressed binary file (what it decompresses to holds NUL bytes, so it is not text)",
+    "",
+)
+GZIP_MAGIC = b"\x1f\x8b"
+GZIP_CHECKED = 512 * 1024 * 1024
+"""How much of a gzip file's content is decompressed to find it whole (the OTLP reader's
+limit); past it the file counts as whole."""
 
 LOCK_SUFFIX = ".lock"
 """An eval's lock file is its --out's name plus this (``eval/runner.py: lock_path``)."""
@@ -146,7 +158,36 @@ def _binary_kind(path: Path) -> Kind | None:
         return LOCK if path.name.endswith(LOCK_SUFFIX) and path.name != LOCK_SUFFIX else None
     if head.startswith(SQLITE_MAGIC):
         return RESPONSE_CACHE if _is_response_cache(path) else SQLITE
+    if head.startswith(GZIP_MAGIC):
+        return _gzip_kind(path)
     return BINARY if b"\x00" in head else None
+
+
+def _gzip_kind(path: Path) -> Kind:
+    """A gzip file cut off or damaged (a download or copy that stopped part way), one
+    holding binary data, or one holding text (:data:`GZIP_TEXT`). Decompressed in chunks,
+    nothing kept but the first :data:`BINARY_SNIFF` bytes."""
+    import gzip
+    import zlib
+
+    head = b""
+    seen = 0
+    try:
+        with gzip.open(path, "rb") as handle:
+            while seen <= GZIP_CHECKED and (chunk := handle.read(1 << 20)):
+                if len(head) < BINARY_SNIFF:
+                    head += chunk[: BINARY_SNIFF - len(head)]
+                seen += len(chunk)
+    except (EOFError, OSError, zlib.error) as exc:
+        why = str(exc).replace("{", "{{").replace("}", "}}") or type(exc).__name__
+        return Kind(
+            "binary",
+            f"a gzip file that is cut off or damaged (decompressing it fails: {why}; a "
+            "download or copy that stopped part way leaves such a file: export or copy it "
+            "again)",
+            "",
+        )
+    return GZIP_BINARY if b"\x00" in head else GZIP_TEXT
 
 
 def _is_response_cache(path: Path) -> bool:
@@ -238,7 +279,7 @@ def wrong_kind(path: str | Path, expected: str, wanted: str) -> str | None:
     name: 'trace', 'results'...), saying what it is and what reads it; None otherwise.
     ``wanted`` says what the command needed, e.g. 'a trace'."""
     kind = kind_of(path)
-    if kind is None or kind.name == expected:
+    if kind is None or kind is GZIP_TEXT or kind.name == expected:
         return None
     return f"{path} is {described(path, kind)}, not {wanted}{state(path, kind)}.{tried(path, kind)}"
 
