@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -258,6 +259,39 @@ def test_a_gzipped_file_is_judged_by_what_it_holds(tmp_path: Path) -> None:
     result = invoke("import", TINY, "--out", str(strings), "--force")
     assert result.exit_code == 1 and "is a gzip-compressed file, not a trace" in result.stderr
     assert gzip.decompress(strings.read_bytes()) == b'["a", "b"]'
+
+
+def test_import_says_which_command_reads_what_it_wrote(tmp_path: Path) -> None:
+    # It said only "wrote 2 trace file(s) under traces/": the files are named after trace
+    # ids (with "__" for "/"), which a new user had to find with ls before going on.
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    for name in ("crewai-openinference.otlp.jsonl", "openai-agents-genai.otlp.jsonl"):
+        (exports / name).write_bytes((ROOT / "tests" / "fixtures" / "otel" / name).read_bytes())
+    out_dir = tmp_path / "my traces"
+    result = invoke("import", str(exports), "--out-dir", str(out_dir))
+    assert result.exit_code == 0, result.output
+    hint = result.stdout.splitlines()[-1]
+    assert hint.startswith("next: faultfinder attribute ")
+    one, _, every = hint.removeprefix("next: ").partition("   # one trace; all of them: ")
+    for command in (one, every):
+        args = shlex.split(command)
+        assert args[0] == "faultfinder"
+        if args[1] == "eval":
+            args[args.index("--out") + 1] = str(tmp_path / "results.jsonl")
+        else:
+            args.append("--no-save")
+        ran = invoke(*args[1:])
+        assert ran.exit_code == 0, (command, ran.output)
+    single = invoke(
+        "import",
+        str(exports / "crewai-openinference.otlp.jsonl"),
+        "--out",
+        str(tmp_path / "run.json"),
+    )
+    assert single.stdout.splitlines()[-1] == (
+        f"next: faultfinder attribute {shlex.quote(str(tmp_path / 'run.json'))} --method shortlist"
+    )
 
 
 @pytest.mark.parametrize(

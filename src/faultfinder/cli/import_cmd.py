@@ -83,6 +83,25 @@ def write_many(traces: list[Trace], out_dir: Path, *, force: bool = False) -> li
     return list(written)
 
 
+def _say_next(traces: list[Trace], files: list[Path], out_dir: str | None) -> None:
+    """The command that reads what was written: ``attribute`` on the first file with
+    steps (a trace with none has been named in a warning), and for a folder of several,
+    ``eval`` on the folder (which scores labelled traces only, unless told)."""
+    import shlex
+
+    first = next((f for t, f in zip(traces, files, strict=True) if t.steps), None)
+    if first is None:
+        return
+    hint = f"next: faultfinder attribute {shlex.quote(str(first))} --method shortlist"
+    if out_dir is not None and len(files) > 1:
+        unlabelled = "" if any(t.label for t in traces) else " --include-unlabelled"
+        hint += (
+            f"   # one trace; all of them: faultfinder eval {shlex.quote(out_dir)} "
+            f"--method shortlist --out results.jsonl{unlabelled}"
+        )
+    click.echo(safe(hint))
+
+
 def describe(trace: Trace) -> str:
     """One summary line per imported trace."""
     label = "-"
@@ -217,9 +236,12 @@ def import_traces(
                 "--out FILE.jsonl or --out-dir DIR."
             )
         click.echo(f"wrote {len(traces)} trace(s) to {target}")
+        if target.suffix != ".jsonl" or len(traces) == 1:
+            _say_next(traces, [target], None)
     elif out_dir:
         files = write_many(traces, Path(out_dir), force=force)
         click.echo(f"wrote {len(files)} trace file(s) under {out_dir}")
+        _say_next(traces, files, out_dir)
     else:
         for trace in traces:
             click.echo(safe(describe(trace)))
