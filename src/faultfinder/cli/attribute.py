@@ -21,10 +21,10 @@ from faultfinder.cli.common import (
     shortlist_weights_option,
     step_set_option,
     strict_option,
-    with_progress,
 )
 from faultfinder.cli.handling import InputPath
 from faultfinder.cli.kinds import explained
+from faultfinder.cli.progress import with_progress
 from faultfinder.cli.terminal import plural, safe, shown_name
 from faultfinder.exitcodes import CaseCounts
 from faultfinder.judging.method import Attribution, run_method

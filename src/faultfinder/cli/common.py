@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import functools
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 import click
 from click.core import ParameterSource
@@ -21,7 +19,6 @@ from faultfinder.errors import ConfigError
 from faultfinder.llm import json_text
 from faultfinder.llm.client import DEFAULT_TIMEOUT, LLM
 from faultfinder.llm.registry import BACKENDS, NO_MODEL
-from faultfinder.llm.scopes import CallRecord
 from faultfinder.llm.spec import LLMSpec
 from faultfinder.loopback import URL_FORM, url_problem
 from faultfinder.usage import Budget
@@ -264,35 +261,6 @@ def no_model_refusal(needed_by: str) -> str:
 def build_llm(**options: Any) -> LLM:
     """The LLM the model options describe."""
     return llm_spec(**options).build()
-
-
-def with_progress(llm: LLM, progress: bool | None) -> LLM:
-    """``llm`` printing a line per finished call on stderr when ``progress`` (None: when
-    stderr is a terminal)."""
-    if progress if progress is not None else sys.stderr.isatty():
-        llm.on_call = CallProgress()
-    return llm
-
-
-class CallProgress:
-    """Prints one line per finished model call on stderr: count, elapsed time, purpose,
-    reply tokens, so a long run on a slow model is never silent."""
-
-    def __init__(self, stream: TextIO | None = None) -> None:
-        self.stream = stream
-        self.calls = 0
-        self.started = time.perf_counter()
-
-    def __call__(self, record: CallRecord) -> None:
-        self.calls += 1
-        elapsed = time.perf_counter() - self.started
-        how = "cached" if record.cached else f"{record.usage.completion_tokens} reply tokens"
-        unread = "" if record.parsed is not False else ", unreadable: re-asking"
-        click.echo(
-            f"[call {self.calls}, {elapsed:.1f} s] {record.purpose or 'model call'} "
-            f"({how}{unread})",
-            file=self.stream or sys.stderr,
-        )
 
 
 SAMPLING_OPTIONS = ("temperature", "top_p", "seed", "max_output_tokens")

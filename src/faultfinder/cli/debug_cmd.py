@@ -22,9 +22,9 @@ from faultfinder.cli.common import (
     parse_settings,
     pass_errors,
     set_option,
-    with_progress,
 )
 from faultfinder.cli.handling import InputPath, program_argv
+from faultfinder.cli.progress import with_progress
 from faultfinder.cli.proxy_options import (
     api_upstream_option,
     exit_if_replays_failed,

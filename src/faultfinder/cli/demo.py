@@ -26,8 +26,8 @@ from faultfinder.cli.common import (
     model_options,
     pass_errors,
     pop_sampling,
-    with_progress,
 )
+from faultfinder.cli.progress import with_progress
 from faultfinder.eval.floors import FLOORS
 from faultfinder.exitcodes import CaseCounts
 from faultfinder.judging.method import Attribution, run_method

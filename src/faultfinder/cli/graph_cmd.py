@@ -18,9 +18,9 @@ from faultfinder.cli.common import (
     model_options,
     pass_errors,
     pop_sampling,
-    with_progress,
 )
 from faultfinder.cli.handling import InputPath
+from faultfinder.cli.progress import with_progress
 from faultfinder.cli.terminal import plural, safe, shown_name
 from faultfinder.exitcodes import CaseCounts
 from faultfinder.llm.scopes import track_usage
