@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 from openai.types.chat import ChatCompletion
 
-from faultfinder.errors import TraceFormatError
+from faultfinder.errors import TraceFormatError, TraceFormatWarning
 from faultfinder.traces.importers._openai import read_completion
 from faultfinder.traces.importers._pyrepr import Call, Name, ReprSyntaxError, parse_repr
 from faultfinder.traces.importers.traceelephant import TraceElephantImporter
+from faultfinder.traces.io import UnknownKeys
 from faultfinder.traces.loader import load_trace, load_traces
 
 FIXTURES = Path(__file__).parent / "fixtures" / "importers" / "traceelephant"
@@ -349,3 +350,60 @@ def test_plain_text_and_non_completion_outputs() -> None:
     assert read_completion(None, path="f", where="w").content == ""
     assert read_completion({"content": "hi"}, path="f", where="w").content == "hi"
     assert read_completion({"other": 1}, path="f", where="w").content == '{"other": 1}'
+
+
+def test_unknown_keys_of_a_json_output_are_noted_and_kept(tmp_path: Path) -> None:
+    """A JSON ``output`` with a key the reader does not use (a misspelt ``usage_typo``, an
+    extra ``function.description`` inside a ``tool_calls`` entry): the warning said "kept in
+    metadata" but ``output`` was never kept, so the key and its value were gone. The output
+    is now kept whole in the step's metadata, its parts are still read, an output with
+    nothing unread is not duplicated, and ``--strict`` refuses it."""
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "web_search", "arguments": "{}", "description": "search"},
+    }
+    typo = {
+        "model": "gpt-4o",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}],
+        "usage_typo": {"prompt_tokens": 3, "completion_tokens": 1},
+    }
+    in_call = {"role": "assistant", "content": None, "tool_calls": [call]}
+    clean = {"role": "assistant", "content": "done"}
+    trace_dir = copy_trace(CAPTAIN, tmp_path)
+
+    def set_outputs(records: list[dict[str, Any]]) -> None:
+        for record, output in zip(records, (typo, in_call, clean), strict=True):
+            record["output"] = output
+
+    edit_json(trace_dir / "step_records.json", set_outputs)
+    with pytest.warns(TraceFormatWarning) as caught:
+        trace = load_trace(trace_dir)
+    said = " ".join(str(w.message) for w in caught)
+    assert "'[0].output.usage_typo'" in said
+    assert "'[1].output.tool_calls[0].function.description'" in said
+    first, second, third = trace.steps
+    assert first.metadata["output"] == typo
+    assert first.content == "hi" and first.model == "gpt-4o"
+    assert second.metadata["output"] == in_call
+    assert (second.tool_calls[0].id, second.tool_calls[0].name) == ("call_1", "web_search")
+    assert "output" not in third.metadata  # nothing unread: read into fields only
+    assert third.content == "done"
+    with pytest.raises(TraceFormatError, match="usage_typo"):
+        load_traces(trace_dir, strict=True)
+
+
+def test_an_unknown_key_of_a_legacy_function_call_is_noted() -> None:
+    """A JSON reply's legacy ``function_call`` with a misspelt key was read without a word:
+    the key was lost silently. It is now reported, and the reply marked to be kept whole."""
+    unknown = UnknownKeys("f")
+    message = {
+        "role": "assistant",
+        "content": None,
+        "function_call": {"name": "f", "argmuents": "{}"},
+    }
+    parts = read_completion(message, path="f", where="w", unknown=unknown)
+    assert parts.unread and [c.name for c in parts.tool_calls] == ["f"]
+    with pytest.warns(TraceFormatWarning, match=r"'w\.function_call\.argmuents'.*'arguments'"):
+        unknown.report()
+    assert not read_completion({"content": "x"}, path="f", where="w", unknown=unknown).unread

@@ -31,6 +31,9 @@ class CompletionParts:
     model: str | None = None
     usage: Usage | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    unread: bool = False
+    """A JSON response had keys no field above holds (reported as unknown): the caller
+    keeps the response whole, as the unknown-key warning promises."""
 
 
 def field_of(obj: Any, key: str) -> Any:
@@ -167,11 +170,14 @@ _MESSAGE_KEYS = frozenset(
 )
 
 
-def _check_keys(value: Any, known: frozenset[str], where: str, unknown: UnknownKeys | None) -> None:
-    # Keys of a JSON reply object the reader does not use would be lost: report them.
-    # (A repr comes from the SDK's own objects, whose fields are known.)
-    if unknown is not None and isinstance(value, dict):
-        unknown.check(value, known, where)
+def _check_keys(value: Any, known: frozenset[str], where: str, unknown: UnknownKeys | None) -> bool:
+    """Report keys of a JSON reply object the reader does not use; True when there are any
+    (the caller then keeps the object). A repr comes from the SDK's own objects, whose
+    fields are known, and is not checked."""
+    if unknown is None or not isinstance(value, dict):
+        return False
+    unknown.check(value, known, where)
+    return not value.keys() <= known
 
 
 def read_completion(
@@ -227,7 +233,7 @@ def _from_value(
 def _from_completion(
     value: Any, *, path: str | Path, where: str, unknown: UnknownKeys | None
 ) -> CompletionParts:
-    _check_keys(value, _COMPLETION_KEYS, where, unknown)
+    unread = _check_keys(value, _COMPLETION_KEYS, where, unknown)
     choices = field_of(value, "choices")
     if choices is None:
         choices = []
@@ -235,7 +241,7 @@ def _from_completion(
         fail(path, f"{where}.choices", "expected a list")
     if choices:
         first = choices[0]
-        _check_keys(first, _CHOICE_KEYS, f"{where}.choices[0]", unknown)
+        unread |= _check_keys(first, _CHOICE_KEYS, f"{where}.choices[0]", unknown)
         index = field_of(first, "index")
         if index is not None and (isinstance(index, bool) or not isinstance(index, int)):
             fail(path, f"{where}.choices[0].index", "expected an integer")
@@ -262,7 +268,7 @@ def _from_completion(
         if item is not None:
             parts.metadata[key if key != "id" else "response_id"] = plain(item)
     usage = field_of(value, "usage")
-    _check_keys(usage, _USAGE_KEYS, f"{where}.usage", unknown)
+    parts.unread |= unread | _check_keys(usage, _USAGE_KEYS, f"{where}.usage", unknown)
     total = field_of(usage, "total_tokens")
     if total is not None and (isinstance(total, bool) or not isinstance(total, int)):
         fail(path, f"{where}.usage.total_tokens", "expected an integer")
@@ -285,19 +291,22 @@ def _from_message(
 ) -> CompletionParts:
     if not isinstance(message, dict | Call):
         fail(path, where, "expected a message object")
-    _check_keys(message, _MESSAGE_KEYS, where, unknown)
+    unread = _check_keys(message, _MESSAGE_KEYS, where, unknown)
     role = plain(field_of(message, "role"))
     if role is not None and not isinstance(role, str):
         fail(path, f"{where}.role", "expected a string")
     parts = CompletionParts(
         content=content_text(field_of(message, "content"), path=path, where=f"{where}.content")
     )
+    raw_calls = field_of(message, "tool_calls")
     parts.tool_calls = tool_calls_from(
-        field_of(message, "tool_calls"), path=path, where=f"{where}.tool_calls", unknown=unknown
+        raw_calls, path=path, where=f"{where}.tool_calls", unknown=unknown
     )
     legacy = field_of(message, "function_call")
     if legacy is not None:
         parts.tool_calls += tool_calls_from([legacy], path=path, where=f"{where}.function_call")
+        unread |= _check_keys(legacy, _FUNCTION_KEYS, f"{where}.function_call", unknown)
+    parts.unread = unread or (unknown is not None and not tool_calls_fully_read(raw_calls))
     if role not in (None, "assistant"):
         parts.metadata["role"] = role
     for key in ("refusal", "reasoning_content"):

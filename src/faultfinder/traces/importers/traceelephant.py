@@ -219,6 +219,8 @@ class TraceElephantImporter:
         )
         metadata = {k: without_credentials(v) for k, v in record.items() if k not in _MAPPED_STEP}
         metadata.update(parts.metadata)
+        if parts.unread:  # a key the fields above do not hold: the response is kept whole
+            metadata[output_key] = without_credentials(record[output_key])
         if unmapped:
             metadata["tool_logs_unmapped"] = unmapped
         step_id = record.get("step_id")
