@@ -12,6 +12,7 @@ graph node, a chain holding the call (LangSmith's rule), the service name, else
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -216,7 +217,6 @@ def attach_tool(
     Returns the result it added."""
     fields = tool_fields(span)
     agent, how = agent_of(span, tree.ancestors(span), kinds, chains)
-    answered = targets.answered
     target: Step | None = None
     rule = ""
     if fields["call_id"]:
@@ -227,7 +227,7 @@ def attach_tool(
             (
                 s
                 for s in targets.earlier(("name", fields["name"]), span.start)
-                if any(c.name == fields["name"] and c.id not in answered for c in s.tool_calls)
+                if targets.unanswered(s, fields["name"])
             ),
             None,
         )
@@ -266,10 +266,8 @@ def attach_tool(
             )
         )
         return result
-    asked = [c for c in target.tool_calls if c.name == fields["name"]]
-    given = [r for r in target.tool_results if r.name == fields["name"]]
-    known = fields["call_id"] and any(c.id == fields["call_id"] for c in target.tool_calls)
-    if not known and len(given) >= len(asked):  # every call of that name already answered
+    asked, given = targets.counts(target, fields["name"])  # calls and results of that name
+    if not targets.asks(target, fields["call_id"]) and given >= asked:  # each one answered
         target.tool_calls.append(
             ToolCall(id=fields["call_id"], name=fields["name"], arguments=fields["arguments"])
         )
@@ -305,19 +303,30 @@ def fill_call_ids(
         if call.id is not None and found is not None:
             answers[call.id] = found
     claimed = {r.call_id for r in step.tool_results if r.call_id}
-    for name in dict.fromkeys(r.name for r in missing):
-        results = [r for r in missing if r.name == name]
-        calls = [
-            c for c in step.tool_calls if c.name == name and c.id in answers and c.id not in claimed
-        ]
+    # Grouped once, so a step with thousands of results is read in linear time.
+    missing_named: dict[str, list[ToolResult]] = {}
+    for r in missing:
+        missing_named.setdefault(str(r.name), []).append(r)
+    answered_named: dict[str, list[ToolCall]] = {}
+    for c in step.tool_calls:
+        if c.id in answers:
+            answered_named.setdefault(c.name, []).append(c)
+    entries: dict[Any, list[dict[str, Any]]] = {}
+    for entry in step.metadata.get("tool_spans", []):
+        entries.setdefault(entry.get("span_id"), []).append(entry)
+    for name, results in missing_named.items():
+        calls = [c for c in answered_named.get(name, []) if c.id not in claimed]
         pairs: list[tuple[ToolResult, str, str]] = []
         if len(calls) == 1 and len(results) == 1:
             pairs.append((results[0], str(calls[0].id), f"the only unanswered '{name}' call"))
         else:
+            answering: dict[str, list[ToolCall]] = {}  # answer -> the calls it answers
+            for c in calls:
+                answering.setdefault(answers[str(c.id)][0], []).append(c)
+            contents = Counter(r.content for r in results)
             for result in results:
-                same = [c for c in calls if answers[str(c.id)][0] == result.content]
-                twins = [r for r in results if r.content == result.content]
-                if len(same) == 1 and len(twins) == 1:
+                same = answering.get(result.content, [])
+                if len(same) == 1 and contents[result.content] == 1:
                     why = f"the only '{name}' call answered with this result's content"
                     pairs.append((result, str(same[0].id), why))
         for result, call_id, why in pairs:
@@ -325,12 +334,11 @@ def fill_call_ids(
             claimed.add(call_id)
             later = steps[answers[call_id][1]]
             source = started.get(id(result))
-            for entry in step.metadata.get("tool_spans", []):
-                if source is not None and entry.get("span_id") == source[0].span_id:
-                    entry["call_id_from"] = (
-                        f"input of step {answers[call_id][1]} "
-                        f"(span {later.metadata.get('span_id')}): {why}"
-                    )
+            for entry in entries.get(source[0].span_id, []) if source is not None else []:
+                entry["call_id_from"] = (
+                    f"input of step {answers[call_id][1]} "
+                    f"(span {later.metadata.get('span_id')}): {why}"
+                )
 
 
 def order_tied_results(step: Step, started: dict[int, tuple[Span, ToolResult]]) -> None:
