@@ -42,38 +42,46 @@ def agent_step_spans(
     """Agent spans that are steps themselves: those with an input or output and no LLM span
     anywhere under them (the model client was not instrumented). Maps each such span id to
     the span id of its step: an agent span nested in another of the same agent (a framework
-    that wraps one execution twice) is part of the outer one's step."""
+    that wraps one execution twice) is part of the outer one's step.
+
+    One pass down ``order`` (depth first, parents before children) keeps the path from the
+    root with, per agent name, the agent steps on it; each span's subtree is asked about
+    once, bottom up. A chain thousands of agent spans deep is read in linear time, where
+    searching each span's subtree and ancestors grew with the square of its depth."""
+    holds_llm = _holding(order, tree, kinds, "llm")
     owner: dict[str, str] = {}
+    path: list[Span] = []
+    on_path: dict[str, list[str]] = {}  # agent name -> its agent steps on the path, inner last
+    named: dict[str, str] = {}  # span id of an agent step on the path -> its agent name
     for span in order:
-        if kinds[span.span_id] != "agent" or not _has_io(span):
-            continue
-        if _subtree_has(span, tree, kinds, "llm"):
+        while path and path[-1].span_id != span.parent_id:
+            left = path.pop().span_id
+            if left in named:
+                on_path[named.pop(left)].pop()
+        path.append(span)
+        if kinds[span.span_id] != "agent" or not _has_io(span) or span.span_id in holds_llm:
             continue
         name = agent_span_name(span)
-        outer = next(
-            (
-                owner[a.span_id]
-                for a in tree.ancestors(span)
-                if a.span_id in owner and agent_span_name(a) == name
-            ),
-            None,
-        )
-        owner[span.span_id] = outer or span.span_id
+        same = on_path.setdefault(name, [])
+        owner[span.span_id] = owner[same[-1]] if same else span.span_id
+        same.append(span.span_id)
+        named[span.span_id] = name
     return owner
 
 
-def _subtree_has(span: Span, tree: SpanTree, kinds: dict[str, str | None], kind: str) -> bool:
-    stack = list(tree.children.get(span.span_id, []))
-    seen: set[str] = set()
-    while stack:
-        s = stack.pop()
-        if s.span_id in seen:
-            continue
-        seen.add(s.span_id)
-        if kinds.get(s.span_id) == kind:
-            return True
-        stack.extend(tree.children.get(s.span_id, []))
-    return False
+def _holding(
+    order: list[Span], tree: SpanTree, kinds: dict[str, str | None], kind: str
+) -> set[str]:
+    """Ids of the spans of ``order`` with a span of ``kind`` anywhere under them, children
+    before parents, each child read once."""
+    found: set[str] = set()
+    for span in reversed(order):
+        if any(
+            kinds.get(c.span_id) == kind or c.span_id in found
+            for c in tree.children.get(span.span_id, [])
+        ):
+            found.add(span.span_id)
+    return found
 
 
 def agent_step(span: Span, agent: str, index: int) -> Step:
