@@ -11,7 +11,11 @@ the original's shape: hex, base64, UUID) and times shifted past the copy before 
 importer links and orders every copy as it would one long run. ``--base`` copies make 1x;
 1x, 4x and 16x are timed, each import in a fresh process (`load_traces`, with the format
 named: detection is not timed). ``otlp-nested`` makes each OTLP copy's root span a child of
-the copy before's, so its spans hang off a chain as deep as the copies are many. Printed:
+the copy before's, so its spans hang off a chain as deep as the copies are many;
+``otlp-agent-chain`` hangs each copy of CrewAI's agents-only run under the copy before's
+first agent, so agent spans with no model call under them nest as deep;
+``otlp-one-step-tools`` repeats one tool span of the fixture, so one step collects a result
+per copy. Printed:
 steps and seconds at each size, and the ratio 16x / 4x, which is about 4 when time grows
 linearly and about 16 when it grows with the square.
 """
@@ -143,6 +147,47 @@ def _otlp_nested(source: Path, copies: int, target: Path) -> Path:
     return target
 
 
+def _otlp_one_step_tools(source: Path, copies: int, target: Path) -> Path:
+    """The fixture once, its first tool span repeated ``copies`` times (fresh span ids, the
+    same parent and times): every repeat is attached to the one step that asked for the
+    tool, which collects as many results as there are copies."""
+    docs = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
+    spans = [
+        span
+        for doc in docs
+        for rs in doc["resourceSpans"]
+        for ss in rs["scopeSpans"]
+        for span in ss["spans"]
+    ]
+    tool = next(s for s in spans if any(a["key"].endswith("tool.name") for a in s["attributes"]))
+    for copy in range(1, copies):
+        spans.append({**tool, "spanId": fresh(tool["spanId"], copy)})
+    doc = json.loads(json.dumps(docs[0]))
+    doc["resourceSpans"][0]["scopeSpans"][0]["spans"] = spans
+    target.write_text(json.dumps(doc) + "\n")
+    return target
+
+
+def _otlp_agent_chain(source: Path, copies: int, target: Path) -> Path:
+    """As :func:`_otlp`, but each copy's root span is a child of the copy before's first
+    span with an input and an output under its root (a crew whose agent runs the next
+    crew), so agent spans with no model call under them nest as deep as the copies."""
+    _otlp(source, copies, target)
+    docs = [json.loads(line) for line in target.read_text().splitlines()]
+    spans = [doc["resourceSpans"][0]["scopeSpans"][0]["spans"] for doc in docs]
+    io = {"input.value", "output.value"}
+    for copy in range(1, len(docs)):
+        outer = next(
+            s
+            for s in spans[copy - 1]
+            if s.get("parentSpanId") and io <= {a["key"] for a in s["attributes"]}
+        )
+        for root in (s for s in spans[copy] if not s.get("parentSpanId")):
+            root["parentSpanId"] = outer["spanId"]
+    target.write_text("".join(json.dumps(doc) + "\n" for doc in docs))
+    return target
+
+
 def _lines(source: Path, copies: int, target: Path) -> Path:
     """JSON lines repeated (Phoenix's spans, a generic chat)."""
     records = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
@@ -227,6 +272,10 @@ CASES: dict[str, tuple[str, Path, Scaler, str, int]] = {
     "otlp": ("otlp", FIXTURES / "otel" / "traceloop-team.otlp.jsonl", _otlp, ".jsonl", 300),
     "otlp-nested": ("otlp", FIXTURES / "otel" / "traceloop-team.otlp.jsonl", _otlp_nested,
                     ".jsonl", 300),
+    "otlp-one-step-tools": ("otlp", FIXTURES / "otel" / "traceloop-team.otlp.jsonl",
+                            _otlp_one_step_tools, ".jsonl", 300),
+    "otlp-agent-chain": ("otlp", FIXTURES / "otel" / "crewai-agents-only.otlp.jsonl",
+                         _otlp_agent_chain, ".jsonl", 100),
     "phoenix": ("phoenix", FIXTURES / "importers" / "phoenix" / "spans.jsonl", _lines,
                 ".jsonl", 500),
     "langfuse": ("langfuse", SAMPLES / "langfuse" / "crewai-2025-07-11.trace.json",
