@@ -67,3 +67,11 @@ def _forbid_model_requests(request: pytest.FixtureRequest) -> Iterator[None]:
     base.ALLOW_MODEL_REQUESTS = request.node.get_closest_marker("smoke") is not None
     yield
     base.ALLOW_MODEL_REQUESTS = previous
+
+
+@pytest.fixture
+def loopback_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let the LLM layer send requests, for a test whose every server is a loopback fake in
+    this process, not a model (a module of such tests:
+    ``pytestmark = pytest.mark.usefixtures("loopback_requests")``)."""
+    monkeypatch.setattr(base, "ALLOW_MODEL_REQUESTS", True)

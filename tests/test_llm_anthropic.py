@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +40,6 @@ TOOLS = [
         },
     }
 ]
-
-
-@pytest.fixture
-def loopback_requests(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The fake server is not a real model: let the LLM layer talk to it."""
-    monkeypatch.setattr(base, "ALLOW_MODEL_REQUESTS", True)
-    yield
 
 
 async def _no_sleep(seconds: float) -> None:

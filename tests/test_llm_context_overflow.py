@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from faultfinder import errors
 from faultfinder.cli import main
-from faultfinder.llm import LLM, base
+from faultfinder.llm import LLM
 from faultfinder.llm.anthropic_messages import AnthropicBackend
 from faultfinder.llm.openai_compat import OpenAICompatBackend
 from faultfinder.llm.sdk import context_overflow_hint
@@ -34,9 +34,7 @@ RESPONSES = (
 )
 
 
-@pytest.fixture(autouse=True)
-def loopback_requests(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(base, "ALLOW_MODEL_REQUESTS", True)  # a loopback fake, not a model
+pytestmark = pytest.mark.usefixtures("loopback_requests")
 
 
 async def _no_sleep(_: float) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from faultfinder.cli import main as cli
-from faultfinder.llm import LLM, base
+from faultfinder.llm import LLM
 from faultfinder.llm.base import ChatRequest, Completion
 from faultfinder.llm.cache import ResponseCache, cache_key
 from faultfinder.llm.openai_compat import OpenAICompatBackend
@@ -27,11 +26,7 @@ CUT = "Agent Name: b\nStep Number: 12\nReason for Mistake: it opened the wr"
 """The answer cut off in its reason: read as complete, its reason is a fragment."""
 
 
-@pytest.fixture(autouse=True)
-def _loopback_allowed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    # Every server here is the loopback fake in this process.
-    monkeypatch.setattr(base, "ALLOW_MODEL_REQUESTS", True)
-    yield
+pytestmark = pytest.mark.usefixtures("loopback_requests")
 
 
 def write_trace(tmp_path: Path, steps: int = 14) -> Path:

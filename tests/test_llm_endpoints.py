@@ -18,16 +18,12 @@ import pytest
 
 from faultfinder import errors
 from faultfinder.judging.method import run_method
-from faultfinder.llm import LLM, base
+from faultfinder.llm import LLM
 from faultfinder.llm.openai_compat import OpenAICompatBackend, reported_usage
 from faultfinder.registry import create_method
 from faultfinder.traces.schema import Step, Trace
 
-
-@pytest.fixture(autouse=True)
-def _loopback_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Every server here is a loopback fake in this process.
-    monkeypatch.setattr(base, "ALLOW_MODEL_REQUESTS", True)
+pytestmark = pytest.mark.usefixtures("loopback_requests")
 
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from faultfinder import errors
 from faultfinder.cli import main as cli
-from faultfinder.llm import LLM, base
+from faultfinder.llm import LLM
 from faultfinder.llm.anthropic_messages import AnthropicBackend
 from faultfinder.llm.openai_compat import OpenAICompatBackend
 from faultfinder.traces.schema import Step, Trace
@@ -29,10 +29,7 @@ GONE = {"error": {"message": "Model meta/llama-3-8b is not available", "code": 4
 OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
 
 
-@pytest.fixture(autouse=True)
-def _loopback_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Every server here is a loopback server in this process.
-    monkeypatch.setattr(base, "ALLOW_MODEL_REQUESTS", True)
+pytestmark = pytest.mark.usefixtures("loopback_requests")
 
 
 @contextmanager

@@ -5,22 +5,17 @@ SDKs against the loopback fake."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from faultfinder import errors
-from faultfinder.llm import LLM, FunctionBackend, TransientLLMError, base
+from faultfinder.llm import LLM, FunctionBackend, TransientLLMError
 from faultfinder.llm.anthropic_messages import AnthropicBackend
 from faultfinder.llm.openai_compat import OpenAICompatBackend
 from faultfinder.testing import FakeOpenAIServer, ReplyError
 
-
-@pytest.fixture(autouse=True)
-def _allow_loopback_fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(base, "ALLOW_MODEL_REQUESTS", True)  # a loopback fake, not a model
-    yield
+pytestmark = pytest.mark.usefixtures("loopback_requests")
 
 
 async def _no_sleep(seconds: float) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ from faultfinder.llm import (
     ChatRequest,
     OutputConstraint,
     TransientLLMError,
-    base,
     make_backend,
 )
 from faultfinder.llm.cache import ResponseCache
@@ -35,13 +33,6 @@ TOOLS = [
         },
     }
 ]
-
-
-@pytest.fixture
-def loopback_requests(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The fake server is not a real model: let the LLM layer talk to it."""
-    monkeypatch.setattr(base, "ALLOW_MODEL_REQUESTS", True)
-    yield
 
 
 class RecordingSleep:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from click.testing import CliRunner
 
 from faultfinder import errors
 from faultfinder.cli import main as cli
-from faultfinder.llm import LLM, base
+from faultfinder.llm import LLM
 from faultfinder.llm.base import OutputConstraint
 from faultfinder.llm.openai_compat import OpenAICompatBackend
 from faultfinder.testing import FakeOpenAIServer, ReplyError
@@ -26,11 +25,7 @@ OLLAMA = "registry.ollama.ai/library/gemma2:2b does not support tools"
 SUBMIT = 'THOUGHT: step 1 went wrong.\nACTION: submit {"agent": "b", "step": 1, "reason": "x"}'
 
 
-@pytest.fixture(autouse=True)
-def _loopback_allowed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    # Every server here is the loopback fake in this process.
-    monkeypatch.setattr(base, "ALLOW_MODEL_REQUESTS", True)
-    yield
+pytestmark = pytest.mark.usefixtures("loopback_requests")
 
 
 def no_tools(refusal: str) -> Any:

@@ -9,15 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from faultfinder.llm import base
 from faultfinder.testing import FakeOpenAIServer
 from test_llm_cut_replies import ANSWER, attribute, write_trace
 
-
-@pytest.fixture(autouse=True)
-def _loopback_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Every server here is the loopback fake in this process.
-    monkeypatch.setattr(base, "ALLOW_MODEL_REQUESTS", True)
+pytestmark = pytest.mark.usefixtures("loopback_requests")
 
 
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])

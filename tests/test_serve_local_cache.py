@@ -8,12 +8,11 @@ not report, a cached count) or the embedded model (smoke), the client the OpenAI
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import openai
 import pytest
 
-from faultfinder.llm import LLM, base
+from faultfinder.llm import LLM
 from faultfinder.llm.base import Backend
 from faultfinder.llm.openai_compat import OpenAICompatBackend
 from faultfinder.replay.httpserver import ServerThread
@@ -33,12 +32,6 @@ UNCOUNTED = {
     "text": "Step 2.",
     "usage": {"prompt_tokens": 40, "completion_tokens": 3, "total_tokens": 43},
 }
-
-
-@pytest.fixture
-def loopback_requests(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(base, "ALLOW_MODEL_REQUESTS", True)  # a loopback fake, not a model
-    yield
 
 
 def serving(backend: Backend) -> ServerThread:

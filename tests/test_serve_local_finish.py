@@ -4,13 +4,12 @@ behind it is a real backend on the loopback fake; the client is the OpenAI SDK."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import openai
 import pytest
 
-from faultfinder.llm import LLM, base
+from faultfinder.llm import LLM
 from faultfinder.llm.anthropic_messages import AnthropicBackend
 from faultfinder.llm.base import Backend
 from faultfinder.llm.openai_compat import OpenAICompatBackend
@@ -18,11 +17,7 @@ from faultfinder.replay.httpserver import ServerThread
 from faultfinder.replay.local_server import LocalModelServer
 from faultfinder.testing import FakeOpenAIServer
 
-
-@pytest.fixture(autouse=True)
-def _allow_loopback_fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(base, "ALLOW_MODEL_REQUESTS", True)  # a loopback fake, not a model
-    yield
+pytestmark = pytest.mark.usefixtures("loopback_requests")
 
 
 def serving(backend: Backend) -> ServerThread:

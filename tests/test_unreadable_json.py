@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from faultfinder.cli import main as cli
 from faultfinder.errors import ConfigError
 from faultfinder.judging.method import run_method
-from faultfinder.llm import LLM, ChatRequest, ScriptedBackend, base, make_backend
+from faultfinder.llm import LLM, ChatRequest, ScriptedBackend, make_backend
 from faultfinder.llm.anthropic_messages import AnthropicBackend, messages_body
 from faultfinder.llm.json_text import JSONTextError, loads
 from faultfinder.methods.agentic.actions import parse_action
@@ -32,12 +32,6 @@ from faultfinder.traces.io import read_json, trace_from_dict
 BIG = "1" * 5000
 DEEP = "[" * 100_000 + "]" * 100_000
 ZENTAR = Path(__file__).parent / "fixtures" / "agentic" / "zentar_trace.json"
-
-
-@pytest.fixture
-def loopback_requests(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fake server is not a real model: let the LLM layer talk to it."""
-    monkeypatch.setattr(base, "ALLOW_MODEL_REQUESTS", True)
 
 
 @pytest.mark.parametrize(
