@@ -35,6 +35,9 @@ UNCOUNTED = {
 
 
 def serving(backend: Backend) -> ServerThread:
+    """``faultfinder serve-local``'s server on ``backend``, as the model "local" (for
+    tests/test_serve_local_finish.py too)."""
+
     async def factory() -> LocalModelServer:
         return await LocalModelServer(LLM(backend), model_name="local").start()
 
@@ -42,6 +45,7 @@ def serving(backend: Backend) -> ServerThread:
 
 
 def client(local: ServerThread) -> openai.OpenAI:
+    """The OpenAI SDK's client of ``local``, retrying nothing."""
     return openai.OpenAI(api_key="not-needed", base_url=local.url + "/v1", max_retries=0)
 
 

@@ -6,29 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import openai
 import pytest
 
-from faultfinder.llm import LLM
 from faultfinder.llm.anthropic_messages import AnthropicBackend
-from faultfinder.llm.base import Backend
 from faultfinder.llm.openai_compat import OpenAICompatBackend
-from faultfinder.replay.httpserver import ServerThread
-from faultfinder.replay.local_server import LocalModelServer
 from faultfinder.testing import FakeOpenAIServer
+from test_serve_local_cache import client, serving
 
 pytestmark = pytest.mark.usefixtures("loopback_requests")
-
-
-def serving(backend: Backend) -> ServerThread:
-    async def factory() -> LocalModelServer:
-        return await LocalModelServer(LLM(backend), model_name="local").start()
-
-    return ServerThread(factory)
-
-
-def client(local: ServerThread) -> openai.OpenAI:
-    return openai.OpenAI(api_key="not-needed", base_url=local.url + "/v1", max_retries=0)
 
 
 CUT = {"text": "The decisive step is", "finish_reason": "length"}
