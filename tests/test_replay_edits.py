@@ -9,7 +9,7 @@ import importlib.util
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -111,43 +111,38 @@ def recording(
     return run_dir
 
 
+Replay = Callable[[int | None, Edit | None], tuple[str, ReplayReport, list[str]]]
+"""Replays the recording (from a step, with an edit) into ``tmp_path/branch``: the team's
+answer, the replay's report and each replayed step's origin."""
+
+
+@pytest.fixture
 def replay(
     team: Any,
     upstream: FakeOpenAIServer,
     recording: Path,
     tmp_path: Path,
-    monkeypatch: Any,
-    at: int | None,
-    edit: Edit | None,
-) -> tuple[str, ReplayReport, list[str]]:
-    plan = ReplayPlan(load_calls(recording), ReplayOptions(at=at, edit=edit))
-    answer = run(team, upstream.base_url, tmp_path / "branch", plan, monkeypatch)
-    origins = [s.metadata["origin"] for s in build_trace(tmp_path / "branch").steps]
-    return answer, plan.finish(), origins
-
-
-def test_no_edit_replay_is_faithful(
-    team: Any,
-    upstream: FakeOpenAIServer,
-    recording: Path,
-    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:
+) -> Replay:
+    def replay_at(at: int | None, edit: Edit | None) -> tuple[str, ReplayReport, list[str]]:
+        plan = ReplayPlan(load_calls(recording), ReplayOptions(at=at, edit=edit))
+        answer = run(team, upstream.base_url, tmp_path / "branch", plan, monkeypatch)
+        origins = [s.metadata["origin"] for s in build_trace(tmp_path / "branch").steps]
+        return answer, plan.finish(), origins
+
+    return replay_at
+
+
+def test_no_edit_replay_is_faithful(upstream: FakeOpenAIServer, replay: Replay) -> None:
     before = len(upstream.chat_requests)
-    answer, report, origins = replay(team, upstream, recording, tmp_path, monkeypatch, None, None)
+    answer, report, origins = replay(None, None)
     assert answer == "140,210" and report.faithful and report.reproduced == 4
     assert origins == ["cached"] * 4 and len(upstream.chat_requests) == before
 
 
-def test_the_orchestrators_plan_as_a_tool_call_is_edited(
-    team: Any,
-    upstream: FakeOpenAIServer,
-    recording: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_orchestrators_plan_as_a_tool_call_is_edited(replay: Replay, tmp_path: Path) -> None:
     edit = Edit(tool_call_changes=[ToolCallChange(set_arguments={"instruction": RIGHT})])
-    answer, report, origins = replay(team, upstream, recording, tmp_path, monkeypatch, 0, edit)
+    answer, report, origins = replay(0, edit)
     assert answer == "144,630" and report.edit_applied
     assert origins == ["edited", "live", "live", "live"]
     served = build_trace(tmp_path / "branch").steps[0].tool_calls[0]
@@ -155,33 +150,17 @@ def test_the_orchestrators_plan_as_a_tool_call_is_edited(
     assert json.loads(str(served.arguments)) == {"worker": "Researcher", "instruction": RIGHT}
 
 
-def test_a_tool_calls_name_and_arguments_are_edited(
-    team: Any,
-    upstream: FakeOpenAIServer,
-    recording: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_tool_calls_name_and_arguments_are_edited(replay: Replay) -> None:
     change = ToolCallChange(name="finish", arguments={"answer": "144,630"})
-    answer, _report, origins = replay(
-        team, upstream, recording, tmp_path, monkeypatch, 0, Edit(tool_call_changes=[change])
-    )
+    answer, _report, origins = replay(0, Edit(tool_call_changes=[change]))
     assert answer == "144,630" and origins == ["edited"]
 
 
-def test_a_tool_result_the_program_sends_back_is_edited(
-    team: Any,
-    upstream: FakeOpenAIServer,
-    recording: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_tool_result_the_program_sends_back_is_edited(replay: Replay, tmp_path: Path) -> None:
     edit = parse_edit_file(
         {"kind": "tool_result", "content": "Avalon had 144,630 inhabitants in 2020."}
     )
-    answer, report, origins = replay(
-        team, upstream, recording, tmp_path, monkeypatch, 1, Edit.from_file(edit)
-    )
+    answer, report, origins = replay(1, Edit.from_file(edit))
     assert answer == "144,630" and report.edit_applied
     # Step 1 (the lookup call) is the recorded one; the request carrying its result is edited.
     assert origins == ["cached", "cached", "edited-input", "live"]
@@ -189,30 +168,18 @@ def test_a_tool_result_the_program_sends_back_is_edited(
     assert sent is not None and sent[-1]["content"] == "Avalon had 144,630 inhabitants in 2020."
 
 
-def test_an_orchestrators_tool_result_is_edited_in_later_requests(
-    team: Any,
-    upstream: FakeOpenAIServer,
-    recording: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_an_orchestrators_tool_result_is_edited_in_later_requests(replay: Replay) -> None:
     # The delegate call of step 0 returns the Researcher's report; edit what the
     # Orchestrator sees, whatever the Researcher says.
     edit = Edit.from_file(parse_edit_file({"kind": "tool_result", "content": "Found: 150,000"}))
-    answer, report, origins = replay(team, upstream, recording, tmp_path, monkeypatch, 0, edit)
+    answer, report, origins = replay(0, edit)
     assert answer == "150,000" and report.edit_applied
     assert origins == ["cached", "live", "live", "edited-input"]
 
 
-def test_message_text_is_edited(
-    team: Any,
-    upstream: FakeOpenAIServer,
-    recording: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_message_text_is_edited(replay: Replay) -> None:
     edit = Edit.from_file(parse_edit_file({"kind": "message", "text": "Found: 144,630 in 2020."}))
-    answer, _report, origins = replay(team, upstream, recording, tmp_path, monkeypatch, 2, edit)
+    answer, _report, origins = replay(2, edit)
     assert answer == "144,630" and origins == ["cached", "cached", "edited", "live"]
 
 
