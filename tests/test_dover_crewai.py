@@ -13,7 +13,6 @@ why.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,38 +22,19 @@ import pytest
 from click.testing import CliRunner
 
 import frameworks_scripts as scripts
+from dover_cli import debug_once, recorded_crew
 from faultfinder.cli import main
-from faultfinder.replay.session import SessionOptions, record_run
-from faultfinder.testing import FakeOpenAIServer
-from framework_env import CREWAI, NO_TELEMETRY, framework_python
-
-PROGRAM = Path(__file__).parent / "fixtures" / "frameworks" / "crewai_team.py"
 
 
 @pytest.fixture(scope="module")
 def crew(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[str], str]]:
     """The crew recorded once: its run directory, command and the upstream's URL."""
-    with pytest.MonkeyPatch.context() as env:
-        for key, value in NO_TELEMETRY.items():
-            env.setenv(key, value)
-        env.delenv("OPENAI_BASE_URL", raising=False)
-        command = [str(framework_python("crewai", CREWAI)), str(PROGRAM), scripts.TASK]
-        with FakeOpenAIServer(reply=scripts.crewai) as upstream:
-            recorded = asyncio.run(
-                record_run(
-                    command,
-                    upstream.base_url,
-                    tmp_path_factory.mktemp("crew"),
-                    run_id="run",
-                    ground_truth=scripts.ANSWER,
-                    options=SessionOptions(echo=False, timeout=240),
-                )
-            )
-            assert recorded.child.exit_code == 0, recorded.child.stderr[-3000:]
-            first = recorded.trace.steps[0]
-            assert first.agent == "Researcher" and not first.content
-            assert [c.name for c in first.tool_calls] == ["lookup"]
-            yield recorded.run_dir, command, upstream.base_url
+    out = tmp_path_factory.mktemp("crew")
+    with recorded_crew("crewai_team.py", scripts.crewai, out) as (run_dir, trace, command, url):
+        first = trace.steps[0]
+        assert first.agent == "Researcher" and not first.content
+        assert [c.name for c in first.tool_calls] == ["lookup"]
+        yield run_dir, command, url
 
 
 def steps(run_dir: Path) -> list[dict[str, Any]]:
@@ -72,18 +52,7 @@ def test_a_crewai_tool_call_steps_text_that_no_agent_reads_is_not_applied(
     crew: tuple[Path, list[str], str], tmp_path: Path
 ) -> None:
     run_dir, command, upstream = crew
-    out = tmp_path / "dover.jsonl"
-    result = CliRunner().invoke(
-        main,
-        [
-            "debug", str(run_dir), "--repeats", "1", "--segment", "none",
-            "--out", str(out), "--upstream", upstream,
-            "--model", "function:frameworks_scripts:debugger", "--cache", "none",
-            "--", *command,
-        ],
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    row = row_of(out)
+    (row,), _ = debug_once(run_dir, upstream, command, tmp_path / "dover.jsonl")
     intervention = row["intervention"]
     assert intervention["step"] == 0 and intervention["replacement"] == scripts.FIX
     assert intervention["tool_calls"] == intervention["original_tool_calls"]

@@ -16,9 +16,8 @@ unmodified in CrewAI's own environment against the loopback fake upstream.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,47 +25,22 @@ import pytest
 from click.testing import CliRunner
 
 import frameworks_scripts as scripts
+from dover_cli import Recorded, debug_once, recorded_crew
 from faultfinder.cli import main
-from faultfinder.replay.session import SessionOptions, record_run
-from faultfinder.testing import FakeOpenAIServer
-from faultfinder.traces.schema import Trace
-from framework_env import CREWAI, NO_TELEMETRY, framework_python
-
-FRAMEWORKS = Path(__file__).parent / "fixtures" / "frameworks"
-Recorded = tuple[Path, Trace, list[str], str]
-"""A crew recorded once: its run directory, trace, command and the upstream's URL."""
-
-
-def record(program: str, reply: Callable[[dict[str, Any]], Any], out: Path) -> Iterator[Recorded]:
-    with pytest.MonkeyPatch.context() as env:
-        for key, value in NO_TELEMETRY.items():
-            env.setenv(key, value)
-        env.delenv("OPENAI_BASE_URL", raising=False)
-        command = [str(framework_python("crewai", CREWAI)), str(FRAMEWORKS / program), scripts.TASK]
-        with FakeOpenAIServer(reply=reply) as upstream:
-            recorded = asyncio.run(
-                record_run(
-                    command,
-                    upstream.base_url,
-                    out,
-                    run_id="run",
-                    ground_truth=scripts.ANSWER,
-                    options=SessionOptions(echo=False, timeout=240),
-                )
-            )
-            assert recorded.child.exit_code == 0, recorded.child.stderr[-3000:]
-            yield recorded.run_dir, recorded.trace, command, upstream.base_url
 
 
 @pytest.fixture(scope="module")
 def react(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
-    yield from record("crewai_react_team.py", scripts.crewai_react, tmp_path_factory.mktemp("r"))
+    out = tmp_path_factory.mktemp("r")
+    with recorded_crew("crewai_react_team.py", scripts.crewai_react, out) as recorded:
+        yield recorded
 
 
 @pytest.fixture(scope="module")
 def hierarchical(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
     program, out = "crewai_hierarchical_team.py", tmp_path_factory.mktemp("h")
-    yield from record(program, scripts.crewai_hierarchical, out)
+    with recorded_crew(program, scripts.crewai_hierarchical, out) as recorded:
+        yield recorded
 
 
 def branch_steps(repeat: dict[str, Any]) -> list[dict[str, Any]]:
@@ -77,17 +51,7 @@ def branch_steps(repeat: dict[str, Any]) -> list[dict[str, Any]]:
 def debug(recorded: Recorded, out: Path) -> dict[str, Any]:
     """``faultfinder debug`` on the recording, one repeat; its one row."""
     run_dir, _, command, upstream = recorded
-    result = CliRunner().invoke(
-        main,
-        [
-            "debug", str(run_dir), "--repeats", "1", "--segment", "none",
-            "--out", str(out), "--upstream", upstream,
-            "--model", "function:frameworks_scripts:debugger", "--cache", "none",
-            "--", *command,
-        ],
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    (row,), _ = debug_once(run_dir, upstream, command, out)
     return dict(row)
 
 

@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 import frameworks_scripts as scripts
-from faultfinder.cli import main
+from dover_cli import debug_once
 from faultfinder.dover import prompts
 from faultfinder.dover.intervene import propose, redirect_choices
 from faultfinder.dover.models import Hypothesis, Intervention, Trial
@@ -73,21 +72,16 @@ def debug(
         )
         assert recorded.child.exit_code == 0, recorded.child.stderr[-3000:]
         assert not recorded.trace.steps[0].content and recorded.trace.steps[0].tool_calls
-        out = tmp_path / "dover.jsonl"
-        result = CliRunner().invoke(
-            main,
-            [
-                "debug", str(recorded.run_dir), "--repeats", "1", "--segment", "none",
-                "--out", str(out), "--upstream", upstream.base_url,
-                "--model", f"function:frameworks_scripts:{debugger}", "--cache", "none",
-                "--", *command,
-            ],
-        )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+        (row,), output = debug_once(
+            recorded.run_dir,
+            upstream.base_url,
+            command,
+            tmp_path / "dover.jsonl",
+            model=f"function:frameworks_scripts:{debugger}",
+        )
     (repeat,) = row["repeats"]
     replayed = json.loads((Path(repeat["branch"]) / "trace.json").read_text())["steps"]
-    return row, replayed, result.output
+    return row, replayed, output
 
 
 def handoff(step: dict[str, Any]) -> list[tuple[str, str]]:

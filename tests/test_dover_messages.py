@@ -16,11 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 import claude_scripts
 import frameworks_scripts as scripts
-from faultfinder.cli import main
+from dover_cli import debug_once
 from faultfinder.replay.session import SessionOptions, record_run
 from faultfinder.testing import FakeOpenAIServer
 
@@ -50,19 +49,16 @@ def test_an_intervention_on_a_tool_use_step_keeps_its_tool_use(
         )  # fmt: skip
         assert recorded.child.exit_code == 0, recorded.child.stderr[-3000:]
         (call,) = recorded.trace.steps[0].tool_calls
-        out = tmp_path / "dover.jsonl"
-        result = CliRunner().invoke(
-            main,
-            [
-                "debug", str(recorded.run_dir), "--repeats", "1", "--segment", "none",
-                "--scope", "hypothesis", "--out", str(out), "--upstream", upstream.base_url,
-                "--model", "function:claude_scripts:debugger", "--cache", "none",
-                "--", *command,
-            ],
-        )  # fmt: skip
+        (row,), _ = debug_once(
+            recorded.run_dir,
+            upstream.base_url,
+            command,
+            tmp_path / "dover.jsonl",
+            "--scope",
+            "hypothesis",
+            model="function:claude_scripts:debugger",
+        )
         live = [r.body or {} for r in upstream.requests_of("messages")][3:]
-    assert result.exit_code == 0, result.output
-    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
     intervention = row["intervention"]
     assert intervention["step"] == 0 and intervention["replacement"] == claude_scripts.NOTE
     assert [c["id"] for c in intervention["tool_calls"]] == [call.id]

@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 import frameworks_scripts as scripts
-from faultfinder.cli import main
+from dover_cli import debug_once
 from faultfinder.cli.replay_cmd import replay_exit
 from faultfinder.replay.apis import adapter_for
 from faultfinder.replay.edits import Edit, ToolCallChange, ToolResultChange
@@ -267,25 +266,16 @@ def test_debug_runs(name: str, tmp_path: Path, quiet_env: None) -> None:
     program = PROGRAMS[name]
     with FakeOpenAIServer(reply=program.script) as upstream:
         recorded = record(program, upstream, tmp_path, ground_truth=scripts.ANSWER)
-        out = tmp_path / "dover.jsonl"
-        result = CliRunner().invoke(
-            main,
-            [
-                "debug", str(recorded.run_dir), "--repeats", "1", "--segment", "none",
-                "--out", str(out), "--upstream", upstream.base_url,
-                "--model", "function:frameworks_scripts:debugger",
-                "--cache", "none", "--", *program.command(),
-            ],
-        )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
+        rows, output = debug_once(
+            recorded.run_dir, upstream.base_url, program.command(), tmp_path / "dover.jsonl"
+        )
     repeats = [r for row in rows for r in row["repeats"]]
     assert repeats and all(r["edit_applied"] and not r["program_failed"] for r in repeats)
     if name == "agents-sdk-run":
         # The intervention is Triage's handoff with new text (the handoff kept): the
         # Researcher follows it and answers; the replacement is not the answer.
         assert all(r["final_answer"] == scripts.ANSWER and r["steps"] == 3 for r in repeats)
-        assert "-> validated" in result.output
+        assert "-> validated" in output
     if name == "responses-chain":
         # The step hypothesised is the Researcher's lookup of the wrong year: its text is
         # rewritten and the lookup kept, so the answer comes from the lookup, as recorded
@@ -293,7 +283,7 @@ def test_debug_runs(name: str, tmp_path: Path, quiet_env: None) -> None:
         (row,) = rows
         assert row["intervention"]["tool_calls"] == row["intervention"]["original_tool_calls"]
         assert all(r["final_answer"] == scripts.WRONG for r in repeats)
-        assert "-> validated" not in result.output
+        assert "-> validated" not in output
 
 
 @pytest.mark.parametrize(
