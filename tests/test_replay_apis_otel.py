@@ -17,9 +17,9 @@ from faultfinder.replay.httpserver import ServerThread
 from faultfinder.replay.session import SessionOptions, record_run
 from faultfinder.testing import FakeOpenAIServer
 from faultfinder.traces.loader import load_traces
-from otel_programs import QUESTION, QUIET_ENV, agents_upstream
+from otel_programs import PROGRAMS, QUESTION, QUIET_ENV, agents_upstream
 
-PROGRAM = Path(__file__).parent / "fixtures" / "apis" / "agents_otel_responses.py"
+PROGRAM = PROGRAMS / "agents_team.py"
 
 
 @pytest.mark.parametrize("kind", ["openinference", "genai"])
@@ -52,7 +52,7 @@ def test_responses_spans_import_as_recorded(
         }
         recorded = asyncio.run(
             record_run(
-                [sys.executable, str(PROGRAM), kind, QUESTION],
+                [sys.executable, str(PROGRAM), kind, QUESTION, "responses"],
                 upstream.base_url,
                 tmp_path / "runs",
                 run_id="run",
