@@ -6,7 +6,6 @@ failure at the injected step."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import sys
@@ -15,9 +14,8 @@ from typing import Any
 
 import pytest
 
-from faultfinder.eval.datasets import load_dataset
 from faultfinder.traces.schema import Step, ToolResult, Trace
-from test_fault_injection import _bench, check_label
+from test_fault_injection import _bench, check_label, each_kind
 
 FRAMEWORKS = Path(__file__).resolve().parent / "fixtures" / "frameworks"
 sys.path.insert(0, str(FRAMEWORKS))
@@ -203,19 +201,9 @@ def test_an_expense_desk_gets_each_fault_kind_replayed_forward(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("agents", reason="needs the OpenAI Agents SDK (frameworks extra)")
-    bench = _bench()
+    bench, program, traces = each_kind(tmp_path, monkeypatch, "expense-desk", "ec-104", SEED)
     import _fault_expense_desk
 
-    # One site of each kind (the generator draws up to three), to keep the test short.
-    monkeypatch.setattr(_fault_expense_desk, "PER_KIND", 1)
-    program = bench.PROGRAMS["expense-desk"]
-    kinds = set(program.faults)
-    counts = asyncio.run(
-        bench.generate(tmp_path, seed=SEED, only=["ec-104"], program="expense-desk")
-    )
-    assert counts["successful base runs"] == 1, counts
-    traces = {t.metadata["fault"]: t for t in load_dataset(tmp_path)}
-    assert set(traces) == kinds, counts
     right = f"{CLAIMS['EC-104'].answer():.2f}"
     agents = {"Manager", "Receipts", "Policy", "Currency", "Audit"}
     for fault, trace in traces.items():

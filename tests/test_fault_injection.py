@@ -4,10 +4,12 @@ forward is a labelled failure whose decisive step is the injected one."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -43,6 +45,23 @@ def _generated(tmp_path: Path, program: str, faults: list[str]) -> tuple[ModuleT
     for trace in traces:
         check_label(trace, program)
     return bench, traces
+
+
+def each_kind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, program: str, base: str, seed: int
+) -> tuple[ModuleType, Any, dict[str, Trace]]:
+    """One base run ``base`` of the bench source ``program`` (bench/_fault_<program>.py)
+    with one site of each fault kind (the generator draws up to three), to keep the test
+    short, replayed forward: the bench module, the program and its traces by fault kind,
+    checked for the run kept and every kind there."""
+    bench = _bench()
+    source = importlib.import_module("_fault_" + program.replace("-", "_"))
+    monkeypatch.setattr(source, "PER_KIND", 1)
+    counts = asyncio.run(bench.generate(tmp_path, seed=seed, only=[base], program=program))
+    assert counts["successful base runs"] == 1, counts
+    traces = {t.metadata["fault"]: t for t in load_dataset(tmp_path)}
+    assert set(traces) == set(bench.PROGRAMS[program].faults), counts
+    return bench, bench.PROGRAMS[program], traces
 
 
 def check_label(trace: Trace, program: str) -> GoldLabel:

@@ -5,14 +5,12 @@ fault of each kind, replayed forward, is a labelled failure at the injected step
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 
 import pytest
 
-from faultfinder.eval.datasets import load_dataset
-from test_fault_injection import _bench, check_label
+from test_fault_injection import _bench, check_label, each_kind
 
 FRAMEWORKS = Path(__file__).resolve().parent / "fixtures" / "frameworks"
 sys.path.insert(0, str(FRAMEWORKS))
@@ -89,20 +87,10 @@ def test_a_support_desk_gets_each_fault_kind_replayed_forward(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("agents", reason="needs the OpenAI Agents SDK (frameworks extra)")
-    bench = _bench()
-    import _fault_support_desk
-
-    # One site of each kind (the generator draws up to three), to keep the test short; the
-    # seed draws a decisive one of each (a handoff to Accounts after its report, or an
-    # error in a cap that does not bind, is recovered from and dropped).
-    monkeypatch.setattr(_fault_support_desk, "PER_KIND", 1)
-    program = bench.PROGRAMS["support-desk"]
-    kinds = set(program.faults)
+    # The seed draws a decisive site of each kind (a handoff to Accounts after its report,
+    # or an error in a cap that does not bind, is recovered from and dropped).
     base = "sc-2046"  # three invoices over two reasons: a base run of 18 steps
-    counts = asyncio.run(bench.generate(tmp_path, seed=1, only=[base], program="support-desk"))
-    assert counts["successful base runs"] == 1, counts
-    traces = {t.metadata["fault"]: t for t in load_dataset(tmp_path)}
-    assert set(traces) == kinds, counts
+    bench, program, traces = each_kind(tmp_path, monkeypatch, "support-desk", base, seed=1)
     right = f"{CASES['SC-2046'].answer():.2f}"
     agents = {"Triage", "Accounts", "Policy", "Refunds"}
     for fault, trace in traces.items():

@@ -5,14 +5,12 @@ replayed forward, is a labelled failure at the injected step."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 
 import pytest
 
-from faultfinder.eval.datasets import load_dataset
-from test_fault_injection import _bench, check_label
+from test_fault_injection import check_label, each_kind
 
 FRAMEWORKS = Path(__file__).resolve().parent / "fixtures" / "frameworks"
 sys.path.insert(0, str(FRAMEWORKS))
@@ -53,18 +51,8 @@ def test_a_software_team_gets_each_fault_kind_replayed_forward(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("langgraph_supervisor", reason="needs the frameworks extra")
-    bench = _bench()
-    import _fault_swe_team
-
-    # One site of each kind (the generator draws up to three), to keep the test short.
-    monkeypatch.setattr(_fault_swe_team, "PER_KIND", 1)
-    program = bench.PROGRAMS["swe-team"]
-    kinds = set(program.faults)
     base = "t-501"  # two functions: a base run of 21 steps
-    counts = asyncio.run(bench.generate(tmp_path, seed=0, only=[base], program="swe-team"))
-    assert counts["successful base runs"] == 1, counts
-    traces = {t.metadata["fault"]: t for t in load_dataset(tmp_path)}
-    assert set(traces) == kinds, counts
+    bench, program, traces = each_kind(tmp_path, monkeypatch, "swe-team", base, seed=0)
     right = TICKETS["T-501"].answer()
     agents = {"Supervisor", "ProductManager", "Architect", "Engineer", "QA", "Reviewer"}
     for fault, trace in traces.items():

@@ -5,7 +5,6 @@ fault of each kind, replayed forward, is a labelled failure at the injected step
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import sys
@@ -13,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from faultfinder.eval.datasets import load_dataset
 from faultfinder.traces.schema import Step, ToolResult, Trace
-from test_fault_injection import _bench, check_label
+from test_fault_injection import _bench, check_label, each_kind
 
 FRAMEWORKS = Path(__file__).resolve().parent / "fixtures" / "frameworks"
 sys.path.insert(0, str(FRAMEWORKS))
@@ -146,20 +144,10 @@ def test_a_warehouse_team_gets_each_fault_kind_replayed_forward(
 ) -> None:
     pytest.importorskip("langgraph", reason="needs the frameworks extra")
     pytest.importorskip("langchain_openai", reason="needs the frameworks extra")
-    bench = _bench()
-    import _fault_warehouse
-
-    # One site of each kind (the generator draws up to three), to keep the test short; the
-    # seed draws a decisive one of each (a handoff back to an agent that already reported
-    # is recovered from and dropped).
-    monkeypatch.setattr(_fault_warehouse, "PER_KIND", 1)
-    program = bench.PROGRAMS["warehouse"]
-    kinds = set(program.faults)
+    # The seed draws a decisive site of each kind (a handoff back to an agent that already
+    # reported is recovered from and dropped).
     base = "rr-03"  # two items: a base run of 18 steps
-    counts = asyncio.run(bench.generate(tmp_path, seed=SEED, only=[base], program="warehouse"))
-    assert counts["successful base runs"] == 1, counts
-    traces = {t.metadata["fault"]: t for t in load_dataset(tmp_path)}
-    assert set(traces) == kinds, counts
+    bench, program, traces = each_kind(tmp_path, monkeypatch, "warehouse", base, SEED)
     right = f"{REQUESTS['RR-03'].answer():.2f}"
     agents = {"Coordinator", "Planner", "Inventory", "Forecaster", "Purchasing", "Reviewer"}
     for fault, trace in traces.items():
