@@ -15,7 +15,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -179,6 +180,42 @@ def delegation_upstream(body: dict[str, Any]) -> Any:
 
 
 @dataclass
+class Collecting:
+    """A collector running in this process, and what points a program's OTLP exporter at it."""
+
+    server: Collector
+    env: dict[str, str]
+
+
+@contextmanager
+def collecting(out_dir: Path, raw: Path) -> Iterator[Collecting]:
+    """faultfinder's OTLP collector on a loopback port, writing traces to ``out_dir`` and
+    every request it receives to ``raw``."""
+    config = CollectorConfig(out_dir=out_dir, port=0, quiet_seconds=0.3, raw_file=raw)
+
+    async def factory() -> Collector:
+        return await Collector(config).start()
+
+    with ServerThread(factory) as thread:
+        env = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": thread.url,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        }
+        yield Collecting(thread.server, env)
+
+
+def settle(server: Collector, seconds: float = 10) -> None:
+    """Wait until the collector has seen each trace finish (root span in, then quiet) on its
+    own: a program ends after its exporter's last request was answered, not processed."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if server.traces and all(not t.dirty for t in server.traces.values()):
+            return
+        time.sleep(0.05)
+
+
+@dataclass
 class Run:
     """What one program run produced."""
 
@@ -203,20 +240,8 @@ def run_program(
     """Run ``python PROGRAMS/args...`` against a scripted upstream and a collector."""
     out_dir.mkdir(parents=True, exist_ok=True)
     raw = out_dir / "raw.otlp.jsonl"
-    config = CollectorConfig(out_dir=out_dir / "traces", port=0, quiet_seconds=0.3, raw_file=raw)
-
-    async def factory() -> Collector:
-        return await Collector(config).start()
-
-    with FakeOpenAIServer(reply=upstream) as fake, ServerThread(factory) as collector:
-        env = {
-            **os.environ,
-            **QUIET_ENV,
-            "OPENAI_BASE_URL": fake.base_url,
-            "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
-            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-            "OTEL_BSP_SCHEDULE_DELAY": "100",
-        }
+    with FakeOpenAIServer(reply=upstream) as fake, collecting(out_dir / "traces", raw) as collector:
+        env = {**os.environ, **QUIET_ENV, "OPENAI_BASE_URL": fake.base_url, **collector.env}
         if not collect:  # the program writes its own export (MLflow would send OTLP)
             del env["OTEL_EXPORTER_OTLP_ENDPOINT"]
         proc = subprocess.run(
@@ -229,14 +254,9 @@ def run_program(
         )
         if proc.returncode != 0:
             raise RuntimeError(f"{args[0]} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-        # The program ended after its exporter's last request was answered; wait for the
-        # collector to see each trace finish (root span in, then quiet) on its own.
-        server: Collector = collector.server
-        deadline = time.monotonic() + 10
-        while collect and time.monotonic() < deadline:
-            if server.traces and all(not t.dirty for t in server.traces.values()):
-                break
-            time.sleep(0.05)
+        server = collector.server
+        if collect:
+            settle(server)
         finished_before_shutdown = list(server.written)
         requests = len(fake.chat_requests)
     return Run(

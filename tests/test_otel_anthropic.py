@@ -8,18 +8,16 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 import claude_scripts
 import frameworks_scripts as scripts
-from faultfinder.collect.collector import Collector, CollectorConfig
-from faultfinder.replay.httpserver import ServerThread
 from faultfinder.replay.session import SessionOptions, record_run
 from faultfinder.testing import FakeOpenAIServer
 from faultfinder.traces.loader import load_traces
+from otel_programs import collecting, settle
 
 pytest.importorskip("openinference.instrumentation.anthropic")
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter")
@@ -32,30 +30,21 @@ TEAM = HERE / "fixtures" / "frameworks" / "anthropic_sdk_team.py"
 def traced_run(tmp_path: Path, stream: bool) -> Path:
     """Run the instrumented team against the fake upstream; the OTLP file it exported."""
     raw = tmp_path / "raw.otlp.jsonl"
-    config = CollectorConfig(out_dir=tmp_path / "traces", port=0, quiet_seconds=0.3, raw_file=raw)
-
-    async def factory() -> Collector:
-        return await Collector(config).start()
-
-    with FakeOpenAIServer(claude_scripts.anthropic_sdk) as fake, ServerThread(factory) as collector:
+    with (
+        FakeOpenAIServer(claude_scripts.anthropic_sdk) as fake,
+        collecting(tmp_path / "traces", raw) as collector,
+    ):
         env = {
             **os.environ,
             "ANTHROPIC_BASE_URL": fake.base_url.removesuffix("/v1"),
             "ANTHROPIC_API_KEY": "sk-ant-fake-test-key",
-            "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
-            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-            "OTEL_BSP_SCHEDULE_DELAY": "100",
+            **collector.env,
             "NO_PROXY": "127.0.0.1,localhost",
         }
         args = [sys.executable, str(PROGRAM), scripts.TASK, *(["--stream"] if stream else [])]
         proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        server: Collector = collector.server
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not (
-            server.traces and all(not t.dirty for t in server.traces.values())
-        ):
-            time.sleep(0.05)
+        settle(collector.server)
     return raw
 
 

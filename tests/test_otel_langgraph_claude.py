@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,13 +24,12 @@ import pytest
 
 import frameworks_scripts as scripts
 import otel_helpers as h
-from faultfinder.collect.collector import Collector, CollectorConfig
-from faultfinder.replay.httpserver import ServerThread
 from faultfinder.replay.session import SessionOptions, record_run
 from faultfinder.testing import FakeOpenAIServer
 from faultfinder.traces.importers._langgraph import graph_node_agent
 from faultfinder.traces.loader import load_traces
 from faultfinder.traces.schema import ToolCall
+from otel_programs import collecting, settle
 
 HERE = Path(__file__).parent
 PROGRAM = HERE / "fixtures" / "otel" / "programs" / "langgraph_claude_team.py"
@@ -42,20 +40,16 @@ QUIET = {"LANGCHAIN_TRACING_V2": "false", "LANGSMITH_TRACING": "false"}
 def traced_run(tmp_path: Path) -> Path:
     """Run the instrumented team against the fake upstream; the OTLP file it exported."""
     raw = tmp_path / "raw.otlp.jsonl"
-    config = CollectorConfig(out_dir=tmp_path / "traces", port=0, quiet_seconds=0.3, raw_file=raw)
-
-    async def factory() -> Collector:
-        return await Collector(config).start()
-
-    with FakeOpenAIServer(scripts.langgraph) as fake, ServerThread(factory) as collector:
+    with (
+        FakeOpenAIServer(scripts.langgraph) as fake,
+        collecting(tmp_path / "traces", raw) as collector,
+    ):
         env = {
             **os.environ,
             **QUIET,
             "ANTHROPIC_BASE_URL": fake.base_url.removesuffix("/v1"),
             "ANTHROPIC_API_KEY": "sk-ant-fake-test-key",
-            "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
-            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-            "OTEL_BSP_SCHEDULE_DELAY": "100",
+            **collector.env,
             "NO_PROXY": "127.0.0.1,localhost",
         }
         proc = subprocess.run(
@@ -66,12 +60,7 @@ def traced_run(tmp_path: Path) -> Path:
             timeout=240,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
-        server: Collector = collector.server
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not (
-            server.traces and all(not t.dirty for t in server.traces.values())
-        ):
-            time.sleep(0.05)
+        settle(collector.server)
     return raw
 
 

@@ -7,17 +7,14 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from faultfinder.collect.collector import Collector, CollectorConfig
-from faultfinder.replay.httpserver import ServerThread
 from faultfinder.replay.session import SessionOptions, record_run
 from faultfinder.testing import FakeOpenAIServer
 from faultfinder.traces.loader import load_traces
-from otel_programs import PROGRAMS, QUESTION, QUIET_ENV, agents_upstream
+from otel_programs import PROGRAMS, QUESTION, QUIET_ENV, agents_upstream, collecting, settle
 
 PROGRAM = PROGRAMS / "agents_team.py"
 
@@ -37,35 +34,22 @@ def test_responses_spans_import_as_recorded(
     if not found:
         pytest.skip(f"{module} is not installed")
     raw = tmp_path / "raw.otlp.jsonl"
-    config = CollectorConfig(out_dir=tmp_path / "traces", port=0, quiet_seconds=0.3, raw_file=raw)
-
-    async def factory() -> Collector:
-        return await Collector(config).start()
-
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    with FakeOpenAIServer(reply=agents_upstream) as upstream, ServerThread(factory) as collector:
-        env = {
-            **QUIET_ENV,
-            "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
-            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-            "OTEL_BSP_SCHEDULE_DELAY": "100",
-        }
+    with (
+        FakeOpenAIServer(reply=agents_upstream) as upstream,
+        collecting(tmp_path / "traces", raw) as collector,
+    ):
         recorded = asyncio.run(
             record_run(
                 [sys.executable, str(PROGRAM), kind, QUESTION, "responses"],
                 upstream.base_url,
                 tmp_path / "runs",
                 run_id="run",
-                options=SessionOptions(echo=False, timeout=180, env=env),
+                options=SessionOptions(echo=False, timeout=180, env={**QUIET_ENV, **collector.env}),
             )
         )
         assert recorded.child.exit_code == 0, recorded.child.stderr[-3000:]
-        server: Collector = collector.server
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if server.traces and all(not t.dirty for t in server.traces.values()):
-                break
-            time.sleep(0.05)
+        settle(collector.server)
     ours = recorded.trace
     assert [s.metadata["api"] for s in ours.steps] == ["responses"] * 3
     (theirs,) = load_traces(raw)
