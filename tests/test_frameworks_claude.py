@@ -19,7 +19,7 @@ import importlib.util
 import json
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -70,36 +70,24 @@ def set_query(query: str, index: int = 0) -> Edit:
     return Edit(tool_call_changes=[ToolCallChange(index=index, set_arguments={"query": query})])
 
 
-SDK_AGENTS = ["Researcher", "Researcher", "Writer"]
+ANTHROPIC_SDK = Case(
+    args=["anthropic_sdk_team.py"],
+    script=claude_scripts.anthropic_sdk,
+    module="anthropic",
+    task=scripts.TASK,
+    agents=["Researcher", "Researcher", "Writer"],
+    wrong=scripts.WRONG,
+    at=0,
+    tool_edit=set_query("population of Avalon in 2020"),
+    right=scripts.ANSWER,
+    message_edit=Edit(output="Found: Avalon had 99,999 inhabitants in 2020."),
+    message_at=1,
+    message_right="99,999",
+)
 CASES = {
-    "anthropic-sdk": Case(
-        args=["anthropic_sdk_team.py"],
-        script=claude_scripts.anthropic_sdk,
-        module="anthropic",
-        task=scripts.TASK,
-        agents=SDK_AGENTS,
-        wrong=scripts.WRONG,
-        at=0,
-        tool_edit=set_query("population of Avalon in 2020"),
-        right=scripts.ANSWER,
-        message_edit=Edit(output="Found: Avalon had 99,999 inhabitants in 2020."),
-        message_at=1,
-        message_right="99,999",
-    ),
-    "anthropic-sdk-stream": Case(
-        args=["anthropic_sdk_team.py", "--stream"],
-        script=claude_scripts.anthropic_sdk,
-        module="anthropic",
-        task=scripts.TASK,
-        agents=SDK_AGENTS,
-        wrong=scripts.WRONG,
-        at=0,
-        tool_edit=set_query("population of Avalon in 2020"),
-        right=scripts.ANSWER,
-        message_edit=Edit(output="Found: Avalon had 99,999 inhabitants in 2020."),
-        message_at=1,
-        message_right="99,999",
-    ),
+    "anthropic-sdk": ANTHROPIC_SDK,
+    # The same program and run, its calls streamed.
+    "anthropic-sdk-stream": replace(ANTHROPIC_SDK, args=[*ANTHROPIC_SDK.args, "--stream"]),
     "langgraph-claude": Case(
         args=["langgraph_claude_team.py"],
         script=scripts.langgraph,
