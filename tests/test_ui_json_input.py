@@ -73,14 +73,14 @@ def test_progress_passes_over_lines_json_cannot_read_and_keeps_the_rest(
         return json.dumps(line).encode()
 
     lines = [
-        call(0, {"usage": {"total_tokens": 30}}),
+        call(0, {"usage": {"prompt_tokens": 20, "completion_tokens": 10}}),
         b'{"call": 1, "origin": "live", "n": ' + b"9" * 5000 + b"}",
         DEEP,
         b'{"call": 2, "agent": "\xff"}',
         call(3, ["a reply that is not an object"]),
-        call(4, {"usage": {"total_tokens": "many"}}),
-        call(5, {"usage": {"total_tokens": [1]}}),
-        call(6, {"usage": {"total_tokens": 12}}),
+        call(4, {"usage": {"prompt_tokens": "many"}}),
+        call(5, {"usage": {"prompt_tokens": [1]}}),
+        call(6, {"usage": {"prompt_tokens": 9, "completion_tokens": 3}}),
     ]
     (tmp_path / "steps.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     watch = BranchWatch(tmp_path)

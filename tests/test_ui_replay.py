@@ -186,6 +186,7 @@ def test_edit_replay_writes_the_replay_files_and_the_command_reproduces_them(
     assert attempt["success"] is True and attempt["answer"] == "144630"
     assert attempt["counts"]["replayed"] == 1 and attempt["counts"]["edited"] == 1
     assert attempt["counts"]["live"] >= 1 and attempt["tokens"] > 0
+    assert attempt["unreported"] == 0  # the fake reports usage on every reply
     assert "FINAL ANSWER: 144630" in attempt["stdout"]
     branch = runs / "avalon" / "branches" / attempt["branch"]
     for name in ("steps.jsonl", "trace.json", "meta.json", "report.json", "stdout.txt"):
@@ -475,7 +476,7 @@ def test_progress_reads_only_complete_new_lines(tmp_path: Path) -> None:
     from faultfinder.ui.job_progress import BranchWatch
 
     def line(call: int, origin: str, tokens: int) -> str:
-        usage = {"total_tokens": tokens}
+        usage = {"prompt_tokens": tokens, "completion_tokens": 0, "total_tokens": tokens}
         return json.dumps(
             {"call": call, "agent": "A", "origin": origin, "response": {"usage": usage}}
         )

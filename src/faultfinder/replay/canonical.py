@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from faultfinder.replay.apis import CanonicalReply, Chains, WireAdapter, adapter_named
+from faultfinder.usage import Usage
 
 
 class RecordedCall(Protocol):
@@ -61,3 +62,21 @@ def canonical_reply(call: RecordedCall) -> CanonicalReply | None:
     if call.response is None:
         return None
     return adapter_of(call).canonical_reply(call.response)
+
+
+def reply_usage(reply: CanonicalReply | None) -> Usage | None:
+    """The tokens a reply reports, as one call's :class:`Usage` (its adapter's reading of
+    the API's own ``usage``: a Messages prompt is input + cache reads + cache writes);
+    None when the reply reports no usage, which is unknown, not 0. What a recorded step
+    says it used, and what the UI counts for a replay's live calls."""
+    if reply is None or reply.prompt_tokens is None:
+        return None
+    return Usage(
+        prompt_tokens=reply.prompt_tokens,
+        completion_tokens=reply.completion_tokens or 0,
+        cached_prompt_tokens=reply.cached_tokens or 0,
+        # None: the reply did not say, so its 0 is not a measured 0% cached.
+        cache_reported=reply.cached_tokens is not None,
+        cache_write_prompt_tokens=reply.cache_write_tokens or 0,
+        calls=1,
+    )

@@ -31,7 +31,7 @@ from typing import Any
 
 from faultfinder.errors import TraceFormatError
 from faultfinder.redact import Redactor, redact_argv
-from faultfinder.replay.canonical import canonical_reply, canonical_requests
+from faultfinder.replay.canonical import canonical_reply, canonical_requests, reply_usage
 from faultfinder.replay.matching import content_text, system_prompt
 from faultfinder.replay.outcome import answers_match, final_answer_from_output, program_failure
 from faultfinder.replay.output import replace_file
@@ -48,7 +48,6 @@ from faultfinder.replay.run_format import (
 from faultfinder.replay.run_scrub import rescrub_json, rescrub_steps
 from faultfinder.traces.io import split_lines, write_trace
 from faultfinder.traces.schema import Agent, SourceInfo, Step, ToolCall, ToolResult, Trace
-from faultfinder.usage import Usage
 
 __all__ = [
     "BRANCHES_DIR",
@@ -287,17 +286,6 @@ def call_to_step(index: int, call: RecordedCall, canonical: dict[str, Any] | Non
     if call.note:
         metadata["note"] = call.note
     request = {k: v for k, v in canonical.items() if k not in ("messages", "api")}
-    usage = None
-    if reply is not None and reply.prompt_tokens is not None:
-        usage = Usage(
-            prompt_tokens=reply.prompt_tokens,
-            completion_tokens=reply.completion_tokens or 0,
-            cached_prompt_tokens=reply.cached_tokens or 0,
-            # None: the reply did not say, so its 0 is not a measured 0% cached.
-            cache_reported=reply.cached_tokens is not None,
-            cache_write_prompt_tokens=reply.cache_write_tokens or 0,
-            calls=1,
-        )
     return Step(
         index=index,
         agent=call.agent,
@@ -308,7 +296,7 @@ def call_to_step(index: int, call: RecordedCall, canonical: dict[str, Any] | Non
         request=request,
         tool_calls=_tool_calls(message),
         model=str((reply.model if reply else None) or call.request.get("model") or "") or None,
-        usage=usage,
+        usage=reply_usage(reply),
         started_at=call.started_at,
         ended_at=call.ended_at,
         metadata=metadata,

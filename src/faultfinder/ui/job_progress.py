@@ -1,6 +1,8 @@
 """What a running replay has done so far, read from the files it writes: each call of
 ``steps.jsonl`` with its origin (replayed from the recording, edited, live) and the tokens
-the upstream spent, and the end of the program's ``stdout.txt`` / ``stderr.txt``.
+the upstream spent (read from each reply's ``usage`` as a recorded trace reads it, for
+every API; a live reply that reports none is counted as not reported, never as 0), and
+the end of the program's ``stdout.txt`` / ``stderr.txt``.
 
 A :class:`BranchWatch` reads ``steps.jsonl`` incrementally (only the bytes appended since
 the last poll, whole lines only), so polling a long replay stays linear in its size.
@@ -8,13 +10,14 @@ the last poll, whole lines only), so polling a long replay stays linear in its s
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from faultfinder.dover.edit_repeats import LIVE_ORIGINS
 from faultfinder.llm import json_text
+from faultfinder.replay.apis import adapter_named
+from faultfinder.replay.canonical import reply_usage
 from faultfinder.replay.recorder import STEPS_FILE
 from faultfinder.shown import safe
 from faultfinder.ui.names import shown_name
@@ -32,7 +35,10 @@ class BranchWatch:
     branch_dir: Path
     calls: list[dict[str, Any]] = field(default_factory=list)
     tokens: int = 0
-    """Tokens of the calls the upstream answered."""
+    """Tokens of the calls the upstream answered, as their replies report them."""
+    unreported: int = 0
+    """Calls the upstream answered whose replies report no usage (their tokens are not
+    in :attr:`tokens`: unknown, not 0)."""
     _offset: int = 0
 
     def poll(self) -> None:
@@ -58,8 +64,11 @@ class BranchWatch:
         if not isinstance(data, dict):
             return
         origin = str(data.get("origin", ""))
-        used = _total_tokens(data.get("response")) if origin in LIVE_ORIGINS else 0
-        self.tokens += used
+        used = _tokens(data) if origin in LIVE_ORIGINS else 0
+        if used is None:
+            self.unreported += 1
+        else:
+            self.tokens += used
         self.calls.append(
             {
                 "call": data.get("call"),
@@ -80,14 +89,21 @@ class BranchWatch:
         return counts
 
 
-def _total_tokens(response: Any) -> int:
-    """The tokens a recorded reply's ``usage`` says it spent: 0 when the upstream's reply
-    says nothing a count can be read from (no usage, or a total that is not a number)."""
-    usage = response.get("usage") if isinstance(response, dict) else None
-    total = usage.get("total_tokens") if isinstance(usage, dict) else None
-    if isinstance(total, bool) or not isinstance(total, int | float):
+def _tokens(data: dict[str, Any]) -> int | None:
+    """The prompt + completion tokens a live call's reply reports, read by the adapter of
+    the API it spoke (as the branch's trace reads them); 0 for a call with no reply (it
+    failed), None when the reply reports no usage or cannot be read as its API's reply."""
+    response = data.get("response")
+    if not isinstance(response, dict):
         return 0
-    return int(total) if math.isfinite(total) and total > 0 else 0
+    try:
+        reply = adapter_named(str(data.get("api", "chat"))).canonical_reply(response)
+    except (KeyError, AttributeError, TypeError, ValueError):
+        # An API no adapter is loaded for, or a reply not shaped as its API's: the page
+        # says its tokens were not reported rather than failing its poll.
+        return None
+    usage = reply_usage(reply)
+    return None if usage is None else usage.total_tokens
 
 
 def tail(path: Path) -> str:

@@ -217,6 +217,7 @@ def replay(catalog: Catalog, entry: ReplayEntry) -> dict[str, Any]:
             "steps": len(branch.trace.steps) if branch else 0,
             "live_calls": entry.report.live_calls if entry.report else None,
             "tokens": replay_view.live_tokens(branch.trace) if branch else 0,
+            "unreported": replay_view.unreported_live_steps(branch.trace) if branch else 0,
         },
     }
     return {

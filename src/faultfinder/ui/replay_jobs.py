@@ -297,6 +297,7 @@ class ReplayRunner:
                     "calls": watch.calls,
                     "counts": watch.counts(),
                     "tokens": watch.tokens,
+                    "unreported": watch.unreported,
                     "stdout": tail(attempt.branch_dir / "stdout.txt"),
                     "stderr": tail(attempt.branch_dir / "stderr.txt"),
                     "replay": f"/replay/{attempt.replay_key}" if attempt.replay_key else None,

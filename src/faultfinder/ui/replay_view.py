@@ -133,9 +133,18 @@ def edit_summary(edit: dict[str, Any] | None, limit: int = 100) -> str:
 
 
 def live_tokens(trace: Trace) -> int:
-    """Tokens of the steps the upstream answered (live, or an edited request)."""
+    """Tokens of the steps the upstream answered (live, or an edited request), as their
+    replies report them (see :func:`unreported_live_steps` for those that report none)."""
     return sum(
         s.usage.total_tokens
         for s in trace.steps
         if s.usage is not None and s.metadata.get("origin") in LIVE_ORIGINS
+    )
+
+
+def unreported_live_steps(trace: Trace) -> int:
+    """Steps the upstream answered whose replies report no usage: their tokens are
+    unknown, not 0, and are not in :func:`live_tokens`."""
+    return sum(
+        1 for s in trace.steps if s.usage is None and s.metadata.get("origin") in LIVE_ORIGINS
     )

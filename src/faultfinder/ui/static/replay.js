@@ -148,6 +148,13 @@ function setupEditPanel() {
   });
 }
 
+function liveTokens(tokens, unreported) {
+  // A live reply that reports no usage is unknown, not 0 tokens: the count says so.
+  if (!unreported) return tokens + " tokens (live)";
+  const calls = unreported === 1 ? "1 live call" : unreported + " live calls";
+  return tokens + " tokens (live; " + calls + " did not report usage)";
+}
+
 function renderAttempt(a) {
   const box = el("section", null, "attempt state-" + a.state);
   box.id = "attempt-" + a.number;
@@ -155,13 +162,14 @@ function renderAttempt(a) {
   box.appendChild(head);
   const c = a.counts;
   const line = el("p", c.replayed + " replayed · " + c.edited + " edited · " + c.live + " live · " +
-    a.tokens + " tokens (live)", "counts");
+    liveTokens(a.tokens, a.unreported), "counts");
   box.appendChild(line);
   const calls = el("ol", null, "calls");
   for (const call of a.calls) {
     const origin = call.origin === "cached" ? "replayed" : call.origin;
     const item = el("li", origin + " · " + call.agent + (call.replay_of !== null && call.replay_of !== undefined ? " · recorded step " + call.replay_of : "") +
-      (call.tokens ? " · " + call.tokens + " tokens" : ""), "call origin-" + call.origin);
+      (call.tokens === null ? " · tokens not reported" : call.tokens ? " · " + call.tokens + " tokens" : ""),
+      "call origin-" + call.origin);
     calls.appendChild(item);
   }
   box.appendChild(calls);
