@@ -118,3 +118,33 @@ def test_a_jsonl_file_whose_first_line_json_cannot_read_is_listed_with_file_and_
         page = client.get("/")
         assert page.status_code == 200
         assert "it holds an integer longer than 4,300 digits" in page.text
+
+
+def test_a_jsonl_file_whose_first_line_is_over_the_bound_is_listed_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first line longer than the scan reads (a multi-gigabyte one-line file; the bound
+    is lowered here to a few KiB, a compact demo trace is past it) is listed as unreadable
+    with the reason, naming file and line, and the scan goes on. Before, the whole line
+    was read into memory, however long."""
+    from faultfinder.ui import scan
+
+    bound = 4096
+    monkeypatch.setattr(scan, "MAX_FIRST_LINE", bound, raising=False)
+    demo = Path(__file__).parents[1] / "src" / "faultfinder" / "data" / "demo_trace.json"
+    trace = json.dumps(json.loads(demo.read_text(encoding="utf-8"))).encode()
+    assert len(trace) > bound
+    (tmp_path / "one-line.jsonl").write_bytes(trace)  # no newline at all
+    (tmp_path / "second.jsonl").write_bytes(b"\r\n" + trace + b"\n")
+    (tmp_path / "at-bound.jsonl").write_bytes(b'{"a": "' + b"x" * (bound - 9) + b'"}\n')
+    catalog = build_catalog([tmp_path])
+    reasons = {p.path.name: p.reason for p in catalog.problems}
+    said = f"a line longer than {bound:,} bytes: not read"
+    assert reasons["one-line.jsonl"] == f"{tmp_path / 'one-line.jsonl'}:1: field '(file)': {said}"
+    assert reasons["second.jsonl"] == f"{tmp_path / 'second.jsonl'}:2: field '(file)': {said}"
+    # A line of exactly the bound is read (and is no trace: listed for that, not its size).
+    assert "field '(format)': no reader recognises it" in reasons["at-bound.jsonl"]
+    assert not catalog.traces
+    with TestClient(create_app(catalog), base_url=HOST) as client:
+        page = client.get("/")
+        assert page.status_code == 200 and said in page.text

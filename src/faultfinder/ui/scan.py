@@ -33,6 +33,7 @@ from faultfinder.replay.recorder import (
 )
 from faultfinder.replay.report import ReplayReport
 from faultfinder.traces.importers import importers
+from faultfinder.traces.importers.otlp import MAX_FILE
 from faultfinder.traces.io import read_json, read_jsonl, split_lines
 from faultfinder.traces.loader import detects, load_traces, recognised
 from faultfinder.traces.schema import Trace
@@ -56,6 +57,11 @@ MAX_FILES = 20_000
 MAX_SNIFFED = 20_000
 """Look into at most this many files without a trace suffix (asking the readers whether
 they recognise them); after that the walk takes files by their suffix only."""
+MAX_FIRST_LINE = MAX_FILE
+"""Bytes of a JSON-lines file's first line read to tell what the file holds: the bound the
+span and log readers (OTLP, Phoenix, Langfuse, LangSmith, MLflow, AG2) put on a whole
+file (``traces.importers.otlp.MAX_FILE``). A longer line (a multi-gigabyte file on one
+line) is listed as unreadable, saying so, instead of being read whole into memory."""
 VERDICT_STATUSES = frozenset({"ok", "unparsed", "no-error-found", "error", "budget-exceeded"})
 SKIPPED_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv", ".faultfinder"})
 
@@ -324,12 +330,18 @@ def _read_jsonl(path: Path, catalog: Catalog, *, origin: AttributionOrigin) -> N
 
 def _first_object(path: Path) -> dict[str, Any] | None:
     """The first value of a JSON-lines file, which says what the file holds ({} when it
-    is not an object; None when the file has no line). A line that does not read is a
-    TraceFormatError naming the file and line (the file is listed with it), read as the
-    trace reader reads lines: split on '\n' only, UTF-8, a byte-order mark dropped."""
+    is not an object; None when the file has no line). A line that does not read, or
+    that goes on past :data:`MAX_FIRST_LINE` bytes, is a TraceFormatError naming the file
+    and line (the file is listed with it), read as the trace reader reads lines: split on
+    '\n' only, UTF-8, a byte-order mark dropped."""
     with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
+        number = 0
+        while raw := handle.readline(MAX_FIRST_LINE + 1):
+            number += 1
             where = f"{path}:{number}"
+            if len(raw) > MAX_FIRST_LINE and not raw.endswith(b"\n"):
+                reason = f"a line longer than {MAX_FIRST_LINE:,} bytes: not read"
+                raise TraceFormatError(where, "(file)", reason)
             try:
                 line = raw.rstrip(b"\r\n").decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as exc:
