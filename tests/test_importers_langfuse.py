@@ -3,8 +3,13 @@ against a loopback fake of the API."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -318,3 +323,76 @@ def test_export_to_otlp_takes_only_a_langfuse_trace_with_otlp_ids(
     assert "\n" not in message, message
     assert f"trace id '{trace_id}' is not 32 hex digits" in message
     assert "is not 16 hex digits" in message and "--to langfuse" in message
+
+
+@contextlib.contextmanager
+def dripping(where: str, every: float = 0.25, cap: float = 8.0) -> Iterator[str]:
+    """A loopback server that answers each request a byte at a time, one every ``every``
+    seconds (far inside the importer's per-read timeout): in its ``head`` (status line,
+    then a header) or in its ``body`` (a v2 page's JSON). It gives up after ``cap``
+    seconds, ending the answer there, so a client without a deadline ends too (with what
+    it got) instead of hanging the test."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve(conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            got = b""
+            while b"\r\n\r\n" not in got:
+                got += conn.recv(65536)
+            if where == "head":
+                conn.sendall(b"HTTP/1.1 200 OK\r\nx-slow: ")
+            else:
+                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n")
+                conn.sendall(b"transfer-encoding: chunked\r\n\r\n")
+            ends = time.monotonic() + cap
+            while not stop.is_set() and time.monotonic() < ends:
+                conn.sendall(b"a" if where == "head" else b'1\r\n"\r\n')
+                stop.wait(every)
+            conn.sendall(b"\r\ncontent-length: 0\r\n\r\n" if where == "head" else b"0\r\n\r\n")
+
+    def run() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+
+
+@pytest.mark.parametrize("where", ["head", "body"])
+def test_import_from_langfuse_gives_up_on_a_page_that_drips(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """A server sending its page a byte at a time never trips the 30 s per-read timeout:
+    before, `import --from-langfuse` waited on it for ever. Now each page has a deadline
+    in all (lowered here from 60 s to 1 s) and the import stops (exit 1) with an error
+    naming the URL and the deadline, never the host's user info or the keys."""
+    from faultfinder.traces.importers import langfuse
+
+    monkeypatch.setattr(langfuse, "PAGE_DEADLINE", 1.0, raising=False)
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", "pk-test")
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk-test")
+    started = time.monotonic()
+    with dripping(where) as url:
+        host = url.replace("http://", "http://someone:hunter2@")
+        out = tmp_path / "t.json"
+        args = ["import", "--from-langfuse", "t-1", "--langfuse-host", host, "--out", str(out)]
+        result = CliRunner().invoke(main, args)
+    took = time.monotonic() - started
+    assert result.exit_code == 1, result.output
+    shown = url.replace("http://", "http://[REDACTED]@")  # the user info is never shown
+    said = f"no whole page from {shown}/api/public/v2/observations within 1 s"
+    assert said in result.output, result.output
+    assert not any(s in result.output for s in ("hunter2", "sk-test", "pk-test"))
+    assert took < 6 and not out.exists()

@@ -14,10 +14,11 @@ AGENT → agent, TOOL → tool), ``input`` / ``output``, ``model``, ``usageDetai
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any, ClassVar
 
-from faultfinder.errors import TraceFormatError
+from faultfinder.errors import FaultfinderError, TraceFormatError
 from faultfinder.traces.importers._common import check_options, fail
 from faultfinder.traces.importers._langgraph import graph_node_agent
 from faultfinder.traces.importers._messages import message_list, output_messages
@@ -253,28 +254,47 @@ class LangfuseImporter:
 
 FETCH_FIELDS = "core,basic,io,usage,metadata,model"
 MAX_PAGES = 100
+READ_TIMEOUT = 30.0
+"""Seconds each wait on the server may take (httpx's timeouts are per read)."""
+PAGE_DEADLINE = 60.0
+"""Seconds one page may take in all, from connecting to its last byte: a server sending
+a byte now and then never trips :data:`READ_TIMEOUT`, so each page has a deadline of its
+own, as each attempt of ``export`` has."""
 
 
 def fetch_observations(host: str, trace_id: str, *, client: Any = None) -> dict[str, Any]:
     """All observations of one trace from Langfuse's v2 observations API, as one page
     ``{"data": [...]}``. Keys: ``LANGFUSE_PUBLIC_KEY`` / ``LANGFUSE_SECRET_KEY`` (basic auth).
-    Each page is read within :data:`~faultfinder.http_bodies.MAX_REPLY` bytes."""
+    Each page is read within :data:`~faultfinder.http_bodies.MAX_REPLY` bytes and
+    :data:`PAGE_DEADLINE` seconds. ``client``, an ``httpx.AsyncClient`` when given, is the
+    caller's to close."""
     import os
 
-    import httpx
-
-    from faultfinder.errors import ConfigError, FaultfinderError
-    from faultfinder.http_bodies import MAX_REPLY, BodyTooLargeError, limit_body
-    from faultfinder.loopback import direct_to_loopback
+    from faultfinder.errors import ConfigError
     from faultfinder.redact import Redactor
 
     public, secret = os.environ.get("LANGFUSE_PUBLIC_KEY"), os.environ.get("LANGFUSE_SECRET_KEY")
     if not public or not secret:
         raise ConfigError("Set LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY to read from Langfuse.")
     endpoint = host.rstrip("/") + "/api/public/v2/observations"
-    shown = Redactor([public, secret]).url(endpoint)  # a host's user info is no one's to see
+    # A host's user info is no one's to see.
+    shown = Redactor([public, secret]).url(endpoint) or endpoint
+    data = asyncio.run(_fetch(host, endpoint, shown, trace_id, (public, secret), client))
+    if not data:
+        raise FaultfinderError(f"langfuse: trace {trace_id} has no observations at {host}")
+    return {"data": data}
+
+
+async def _fetch(
+    host: str, endpoint: str, shown: str, trace_id: str, auth: tuple[str, str], client: Any
+) -> list[Any]:
+    """Every page's observations, cursor by cursor, each page within its deadline."""
+    import httpx
+
+    from faultfinder.loopback import direct_to_loopback
+
     # A self-hosted Langfuse on loopback is reached directly, not through HTTP_PROXY.
-    http = client or httpx.Client(timeout=30.0, mounts=direct_to_loopback([host]))
+    http = client or httpx.AsyncClient(timeout=READ_TIMEOUT, mounts=direct_to_loopback([host]))
     data: list[Any] = []
     cursor: str | None = None
     try:
@@ -282,25 +302,14 @@ def fetch_observations(host: str, trace_id: str, *, client: Any = None) -> dict[
             params = {"traceId": trace_id, "fields": FETCH_FIELDS, "limit": "100"}
             if cursor:
                 params["cursor"] = cursor
-            request = http.build_request("GET", endpoint, params=params)
             try:
-                response = http.send(request, auth=(public, secret), stream=True)
-                limit_body(response, MAX_REPLY, f"the page of {shown}")
-                response.read()
-            except BodyTooLargeError as exc:
-                raise FaultfinderError(f"langfuse: {exc}") from None
-            except httpx.HTTPError as exc:
-                raise FaultfinderError(f"langfuse: request to {shown} failed: {exc}") from None
-            if response.status_code != 200:
+                async with asyncio.timeout(PAGE_DEADLINE):
+                    page = await _page(http, endpoint, shown, params, auth)
+            except TimeoutError:
                 raise FaultfinderError(
-                    f"langfuse: {shown} answered {response.status_code}: {response.text[:300]}"
-                )
-            try:
-                page = response.json()
-            except ValueError:
-                page = None
-            if not isinstance(page, dict) or not isinstance(page.get("data"), list):
-                raise FaultfinderError(f"langfuse: {shown} did not return a v2 observations page")
+                    f"langfuse: no whole page from {shown} within {PAGE_DEADLINE:g} s "
+                    "(it was too slow to send it)"
+                ) from None
             data.extend(page["data"])
             meta: dict[str, Any] = page["meta"] if isinstance(page.get("meta"), dict) else {}
             cursor = meta.get("cursor")
@@ -308,10 +317,41 @@ def fetch_observations(host: str, trace_id: str, *, client: Any = None) -> dict[
                 break
     finally:
         if client is None:
-            http.close()
-    if not data:
-        raise FaultfinderError(f"langfuse: trace {trace_id} has no observations at {host}")
-    return {"data": data}
+            await http.aclose()
+    return data
+
+
+async def _page(
+    http: Any, endpoint: str, shown: str, params: dict[str, str], auth: tuple[str, str]
+) -> dict[str, Any]:
+    """One page of the observations API, its body read within the bound."""
+    import httpx
+
+    from faultfinder.http_bodies import MAX_REPLY, BodyTooLargeError, limit_body
+
+    request = http.build_request("GET", endpoint, params=params)
+    try:
+        response = await http.send(request, auth=auth, stream=True)
+        try:
+            limit_body(response, MAX_REPLY, f"the page of {shown}")
+            await response.aread()
+        finally:
+            await response.aclose()
+    except BodyTooLargeError as exc:
+        raise FaultfinderError(f"langfuse: {exc}") from None
+    except httpx.HTTPError as exc:
+        raise FaultfinderError(f"langfuse: request to {shown} failed: {exc}") from None
+    if response.status_code != 200:
+        raise FaultfinderError(
+            f"langfuse: {shown} answered {response.status_code}: {response.text[:300]}"
+        )
+    try:
+        page = response.json()
+    except ValueError:
+        page = None
+    if not isinstance(page, dict) or not isinstance(page.get("data"), list):
+        raise FaultfinderError(f"langfuse: {shown} did not return a v2 observations page")
+    return page
 
 
 def load_from_langfuse(host: str, trace_id: str, *, client: Any = None) -> list[Trace]:
