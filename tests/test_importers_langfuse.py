@@ -396,3 +396,28 @@ def test_import_from_langfuse_gives_up_on_a_page_that_drips(
     assert said in result.output, result.output
     assert not any(s in result.output for s in ("hunter2", "sk-test", "pk-test"))
     assert took < 6 and not out.exists()
+
+
+def test_import_from_langfuse_names_an_empty_trace_without_the_hosts_user_info(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trace with no observations stops the import naming where it looked. Before, that
+    error printed --langfuse-host as given, a password in its user info included."""
+    from faultfinder.replay.httpserver import HttpServer
+
+    async def empty(request: Request) -> Response:
+        return json_response(200, {"data": [], "meta": {"cursor": None}})
+
+    async def factory() -> HttpServer:
+        return await HttpServer(empty).start()
+
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", "pk-test")
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk-test")
+    with ServerThread(factory) as server:
+        host = server.url.replace("http://", "http://someone:hunter2@")
+        args = ["import", "--from-langfuse", "t-1", "--langfuse-host", host]
+        result = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "t.json")])
+    assert result.exit_code == 1, result.output
+    assert "trace t-1 has no observations at " in result.output
+    assert server.url.split("//", 1)[1] in result.output  # the host and port, still named
+    assert "hunter2" not in result.output

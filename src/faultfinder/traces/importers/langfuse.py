@@ -281,7 +281,7 @@ def fetch_observations(host: str, trace_id: str, *, client: Any = None) -> dict[
     shown = Redactor([public, secret]).url(endpoint) or endpoint
     data = asyncio.run(_fetch(host, endpoint, shown, trace_id, (public, secret), client))
     if not data:
-        raise FaultfinderError(f"langfuse: trace {trace_id} has no observations at {host}")
+        raise FaultfinderError(f"langfuse: trace {trace_id} has no observations at {shown}")
     return {"data": data}
 
 
