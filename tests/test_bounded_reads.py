@@ -7,7 +7,6 @@ clients; no model, no network."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import socket
 import threading
@@ -25,6 +24,7 @@ from faultfinder.http_bodies import BodyTooLargeError, limit_body
 from faultfinder.replay.httpserver import ServerThread
 from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
 from faultfinder.replay.recorder import RunStore, load_calls
+from raw_http import raw_server
 
 BOUND = 1 << 20
 CAP = 16 << 20
@@ -46,10 +46,7 @@ def endless(kind: str, gzip: bool = False) -> Iterator[tuple[str, list[int]]]:
     """A loopback server answering every request 200 with a body that never ends:
     ``json`` an object whose string never closes, ``sse`` chat-completion chunks (gzip:
     the JSON body compressed). Yields its URL and the bytes sent per connection."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.2)
     sent: list[int] = []
-    stop = threading.Event()
     piece = b"data: " + CHUNK + b"\n\n" if kind == "sse" else b"x" * 65536
     if gzip:
         packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
@@ -59,39 +56,16 @@ def endless(kind: str, gzip: bool = False) -> Iterator[tuple[str, list[int]]]:
     )
     head += b"content-encoding: gzip\r\n\r\n" if gzip else b"\r\n"
 
-    def serve_one(conn: socket.socket) -> None:
-        with conn:
-            conn.settimeout(5)
-            got = b""
-            while b"\r\n\r\n" not in got:
-                got += conn.recv(65536)
-            conn.sendall(head + (b"" if kind == "sse" or gzip else b'4\r\n{"a"\r\n'))
-            sent.append(0)
-            while not stop.is_set() and sent[-1] < CAP:
-                conn.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
-                sent[-1] += CAP if gzip else len(piece)
-            stop.wait(30)  # the body's last chunk never comes
+    def answer(conn: socket.socket, stop: threading.Event) -> None:
+        conn.sendall(head + (b"" if kind == "sse" or gzip else b'4\r\n{"a"\r\n'))
+        sent.append(0)
+        while not stop.is_set() and sent[-1] < CAP:
+            conn.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+            sent[-1] += CAP if gzip else len(piece)
+        stop.wait(30)  # the body's last chunk never comes
 
-    def quietly(conn: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            serve_one(conn)
-
-    def run() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            threading.Thread(target=quietly, args=(conn,), daemon=True).start()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}", sent
-    finally:
-        stop.set()
-        thread.join(5)
-        listener.close()
+    with raw_server(answer) as url:
+        yield url, sent
 
 
 @contextmanager

@@ -5,7 +5,6 @@ stand-in for the system resolver."""
 
 from __future__ import annotations
 
-import contextlib
 import re
 import socket
 import threading
@@ -28,6 +27,7 @@ from faultfinder.replay.proxy import ProxyConfig, RecordingProxy
 from faultfinder.replay.recorder import RunStore
 from faultfinder.testing.fake_openai import FakeOpenAIServer
 from faultfinder.writeback_http import ExportUnavailableError, send
+from raw_http import raw_server
 from test_export_apis import files
 
 ANSWER_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
@@ -40,47 +40,19 @@ def dripping(where: str, gap: float = 0.05) -> Iterator[tuple[str, list[float]]]
     Yields its URL and when each connection was accepted."""
     body = b"{" + b'"pad": "' + b"a" * 100 + b'"}'
     head = ANSWER_HEAD % len(body) + b"x-pad: " + b"b" * 60 + b"\r\n\r\n"
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.2)
     accepted: list[float] = []
-    stop = threading.Event()
 
-    def serve_one(conn: socket.socket) -> None:
-        with conn:
-            conn.settimeout(5)
-            got = b""
-            while b"\r\n\r\n" not in got:
-                got += conn.recv(65536)  # the body, a few bytes, comes along or is ignored
-            if where == "body":
-                conn.sendall(head)
-            for byte in head + body if where == "head" else body:
-                if stop.is_set():
-                    return
-                conn.sendall(bytes([byte]))
-                time.sleep(gap)
+    def answer(conn: socket.socket, stop: threading.Event) -> None:
+        if where == "body":
+            conn.sendall(head)
+        for byte in head + body if where == "head" else body:
+            if stop.is_set():
+                return
+            conn.sendall(bytes([byte]))
+            time.sleep(gap)
 
-    def run() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            accepted.append(time.monotonic())
-            threading.Thread(target=_quietly, args=(serve_one, conn), daemon=True).start()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}", accepted
-    finally:
-        stop.set()
-        thread.join(5)
-        listener.close()
-
-
-def _quietly(serve_one: Any, conn: socket.socket) -> None:
-    with contextlib.suppress(OSError):  # the client hung up: what the test wants
-        serve_one(conn)
+    with raw_server(answer, accepted) as url:
+        yield url, accepted
 
 
 @pytest.mark.parametrize("where", ["head", "body"])
@@ -246,49 +218,27 @@ def endless_answer(gzip: bool = False) -> Iterator[tuple[str, list[int]]]:
     then holds the connection open). Yields its URL and the bytes sent per connection."""
     import zlib
 
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.2)
     sent: list[int] = []
-    stop = threading.Event()
     piece = b"x" * 65536
     if gzip:
         packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
         piece = packer.compress(b"\0" * (64 << 20)) + packer.flush(zlib.Z_SYNC_FLUSH)
     encoding = b"content-encoding: gzip\r\n" if gzip else b""
 
-    def serve_one(conn: socket.socket) -> None:
-        with conn:
-            conn.settimeout(5)
-            got = b""
-            while b"\r\n\r\n" not in got:
-                got += conn.recv(65536)
-            conn.sendall(
-                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                + encoding
-                + b"transfer-encoding: chunked\r\n\r\n"
-            )
-            sent.append(0)
-            while not stop.is_set() and sent[-1] < 64 << 20:
-                conn.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
-                sent[-1] += len(piece) if not gzip else 64 << 20
-            stop.wait(10)  # the body's last chunk never comes
+    def answer(conn: socket.socket, stop: threading.Event) -> None:
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+            + encoding
+            + b"transfer-encoding: chunked\r\n\r\n"
+        )
+        sent.append(0)
+        while not stop.is_set() and sent[-1] < 64 << 20:
+            conn.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+            sent[-1] += len(piece) if not gzip else 64 << 20
+        stop.wait(10)  # the body's last chunk never comes
 
-    def run() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            threading.Thread(target=_quietly, args=(serve_one, conn), daemon=True).start()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}", sent
-    finally:
-        stop.set()
-        thread.join(5)
-        listener.close()
+    with raw_server(answer) as url:
+        yield url, sent
 
 
 @pytest.mark.parametrize("gzip", [False, True])

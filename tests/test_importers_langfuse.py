@@ -23,6 +23,7 @@ from faultfinder.traces.importers.langfuse import LangfuseImporter
 from faultfinder.traces.io import trace_from_dict
 from faultfinder.traces.loader import load_traces
 from faultfinder.traces.schema import Trace
+from raw_http import raw_server
 
 # FAULTFINDER_TRACE_SAMPLES: the samples elsewhere (a worktree outside the checkout's
 # parent, whose ../shared is not there).
@@ -332,42 +333,21 @@ def dripping(where: str, every: float = 0.25, cap: float = 8.0) -> Iterator[str]
     then a header) or in its ``body`` (a v2 page's JSON). It gives up after ``cap``
     seconds, ending the answer there, so a client without a deadline ends too (with what
     it got) instead of hanging the test."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.2)
-    stop = threading.Event()
 
-    def serve(conn: socket.socket) -> None:
-        with conn, contextlib.suppress(OSError):
-            got = b""
-            while b"\r\n\r\n" not in got:
-                got += conn.recv(65536)
-            if where == "head":
-                conn.sendall(b"HTTP/1.1 200 OK\r\nx-slow: ")
-            else:
-                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n")
-                conn.sendall(b"transfer-encoding: chunked\r\n\r\n")
-            ends = time.monotonic() + cap
-            while not stop.is_set() and time.monotonic() < ends:
-                conn.sendall(b"a" if where == "head" else b'1\r\n"\r\n')
-                stop.wait(every)
-            conn.sendall(b"\r\ncontent-length: 0\r\n\r\n" if where == "head" else b"0\r\n\r\n")
+    def answer(conn: socket.socket, stop: threading.Event) -> None:
+        if where == "head":
+            conn.sendall(b"HTTP/1.1 200 OK\r\nx-slow: ")
+        else:
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n")
+            conn.sendall(b"transfer-encoding: chunked\r\n\r\n")
+        ends = time.monotonic() + cap
+        while not stop.is_set() and time.monotonic() < ends:
+            conn.sendall(b"a" if where == "head" else b'1\r\n"\r\n')
+            stop.wait(every)
+        conn.sendall(b"\r\ncontent-length: 0\r\n\r\n" if where == "head" else b"0\r\n\r\n")
 
-    def run() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join(5)
-        listener.close()
+    with raw_server(answer) as url:
+        yield url
 
 
 @pytest.mark.parametrize("where", ["head", "body"])
