@@ -62,7 +62,7 @@ def label(
     faultfinder label runs/RUN --step 3 --reason "read the 2021 column"
     faultfinder label otel-export.json --step 5 --out labelled/run-17.json
     """
-    from faultfinder.traces.io import write_trace
+    from faultfinder.traces.io import is_gzip, write_trace
     from faultfinder.traces.loader import load_trace
     from faultfinder.traces.schema import GoldLabel
 
@@ -107,6 +107,12 @@ def label(
             raise click.UsageError(
                 f"{trace_path} is not a canonical faultfinder trace file; write the labelled "
                 "canonical trace elsewhere with --out FILE"
+            )
+        if is_gzip(trace_path):
+            # Read through gzip, but written back as plain JSON: never over the .gz.
+            raise click.UsageError(
+                f"{trace_path} is gzip-compressed and label writes plain JSON; write the "
+                "labelled canonical trace elsewhere with --out FILE"
             )
         out_path = trace_path
     elif Path(out_path).exists() and not force and not _same_file(out_path, trace_path):

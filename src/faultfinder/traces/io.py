@@ -8,6 +8,7 @@ import difflib
 import json
 import re
 import warnings
+import zlib
 from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
@@ -169,18 +170,119 @@ def check_value(value: Any, where: str, field: str = "") -> None:
                 stack.extend((child, depth + 1, f"{at}[{i}]") for i, child in enumerate(item))
 
 
-def read_text(path: str | Path) -> str:
-    """A text file's content as UTF-8 (a leading byte-order mark is dropped).
+GZIP_MAGIC = b"\x1f\x8b"
+"""How every gzip file begins: a file is gzip by its content, whatever its name."""
+MAX_DECOMPRESSED = 512 * 1024 * 1024
+"""The most a gzip file is decompressed to: a gzip bomb stops here instead of filling
+memory."""
+_CHUNK = 1 << 20
 
-    Bytes that are not UTF-8 are a TraceFormatError naming the line and column.
-    """
+
+def is_gzip(path: str | Path) -> bool:
+    """True when the file begins as gzip does (False when it cannot be read)."""
+    try:
+        with Path(path).open("rb") as handle:
+            return handle.read(2) == GZIP_MAGIC
+    except OSError:
+        return False
+
+
+def data_suffix(path: str | Path) -> str:
+    """The suffix of what the file holds: ``run.jsonl.gz`` holds ``.jsonl``."""
+    p = Path(path)
+    return Path(p.name.removesuffix(".gz")).suffix if p.suffix == ".gz" else p.suffix
+
+
+def data_stem(path: str | Path) -> str:
+    """The file's name without the suffix of what it holds: ``run.jsonl.gz`` is ``run``,
+    so a trace read through gzip keeps the id the plain file gives it."""
+    p = Path(path)
+    return Path(p.name.removesuffix(".gz")).stem if p.suffix == ".gz" else p.stem
+
+
+def read_chunks(path: str | Path, limit: int = MAX_DECOMPRESSED) -> Iterator[bytes]:
+    """The file's bytes in chunks, gunzipped when it is gzip (by content, not by name):
+    the one place every trace reader decompresses. Each member of a gzip file written in
+    several (concatenated files) is read; data cut off before its end marker, damaged
+    data and more than ``limit`` bytes decompressed are each a TraceFormatError naming
+    the file."""
     p = Path(path)
     try:
-        data = p.read_bytes()
+        handle = p.open("rb")
     except FileNotFoundError:
         raise TraceFormatError(str(p), "(file)", "no such file") from None
     except IsADirectoryError:
         raise TraceFormatError(str(p), "(file)", "is a directory, expected a file") from None
+    except OSError as exc:
+        raise TraceFormatError(str(p), "(file)", f"cannot read: {exc.strerror or exc}") from None
+    with handle:
+        first = handle.read(_CHUNK)
+        if first[:2] != GZIP_MAGIC:
+            while first:
+                yield first
+                first = handle.read(_CHUNK)
+            return
+        yield from _gunzip(p, first, handle, limit)
+
+
+def _gunzip(p: Path, data: bytes, handle: Any, limit: int) -> Iterator[bytes]:
+    decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    out = 0
+    while True:
+        data = data or handle.read(_CHUNK)
+        if decoder.eof:
+            if not data.strip(b"\x00"):  # the end, or the zero padding some writers add
+                if not data:
+                    return
+                data = b""
+                continue
+            decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)  # the next member
+        try:
+            piece = decoder.decompress(data, _CHUNK)
+        except zlib.error as exc:
+            raise TraceFormatError(str(p), "(gzip)", f"damaged gzip data: {exc}") from None
+        if not data and not piece:
+            raise TraceFormatError(
+                str(p),
+                "(gzip)",
+                "cut off: the gzip data ends before its end marker (a download or copy "
+                "that stopped part way leaves such a file: export or copy it again)",
+            )
+        data = decoder.unused_data if decoder.eof else decoder.unconsumed_tail
+        out += len(piece)
+        if out > limit:
+            raise TraceFormatError(str(p), "(gzip)", f"decompresses to more than {limit} bytes")
+        if piece:
+            yield piece
+
+
+def read_bytes(path: str | Path, limit: int = MAX_DECOMPRESSED) -> bytes:
+    """The file's bytes, gunzipped when it is gzip (see :func:`read_chunks`)."""
+    return b"".join(read_chunks(path, limit))
+
+
+def head_bytes(path: str | Path, size: int) -> bytes:
+    """The first ``size`` bytes of what the file holds (decompressed when gzip), for
+    detection, which only looks: b'' when it cannot be read, what came before damage."""
+    head = b""
+    try:
+        for chunk in read_chunks(path):
+            head += chunk[: size - len(head)]
+            if len(head) >= size:
+                break
+    except TraceFormatError:
+        pass
+    return head
+
+
+def read_text(path: str | Path) -> str:
+    """A text file's content as UTF-8 (a leading byte-order mark is dropped), gunzipped
+    when it is gzip.
+
+    Bytes that are not UTF-8 are a TraceFormatError naming the line and column.
+    """
+    p = Path(path)
+    data = read_bytes(p)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -11,8 +11,11 @@ from typing import Any, cast
 from faultfinder.errors import FaultfinderError, TraceFormatError, TraceFormatWarning
 from faultfinder.traces.importers import get_importer, importers
 from faultfinder.traces.io import (
+    data_suffix,
+    head_bytes,
     is_canonical,
     natural_key,
+    read_chunks,
     read_json,
     read_jsonl,
     read_text,
@@ -52,12 +55,14 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
                 _refuse_folder_of_folders(p)  # rather than 0 traces and success
             return _each(files, format, options)
         return _read(format, importer, p, options)
-    jsonl = p.is_file() and p.suffix == ".jsonl" and format in (None, "faultfinder")
+    # A gzip'd file is read as what it holds (traces.io decompresses for every reader).
+    suffix = data_suffix(p)
+    jsonl = p.is_file() and suffix == ".jsonl" and format in (None, "faultfinder")
     if jsonl and _canonical_lines(p):
         return [trace_from_dict(value, f"{p}:{n}") for n, value in read_jsonl(p)]
     not_json: TraceFormatError | None = None
     hint = ""
-    if p.is_file() and p.suffix == ".json":
+    if p.is_file() and suffix == ".json":
         try:
             data = read_json(p)
         except TraceFormatError as exc:
@@ -72,7 +77,7 @@ def _load(p: Path, format: str | None, options: dict[str, Any]) -> list[Trace]:
         hint = _version_hint(data)
         if format == "faultfinder":
             raise TraceFormatError(str(p), "schema_version", "missing: not a faultfinder trace")
-    if p.is_file() and p.suffix not in (".json", ".jsonl") and format in (None, "faultfinder"):
+    if p.is_file() and suffix not in (".json", ".jsonl") and format in (None, "faultfinder"):
         # Canonical traces written under another name (`import --out run.trace`).
         found = _canonical_by_content(p)
         if found is not None:
@@ -289,8 +294,7 @@ def _canonical_form(p: Path) -> str | None:
     """'lines' or 'json' when ``p``'s content is canonical traces (JSON lines, or one
     JSON object) whatever its name; None for anything else, which the importers then try.
     Looks only: builds no trace."""
-    with p.open("rb") as handle:
-        head = handle.read(1024).lstrip()
+    head = head_bytes(p, 1024).lstrip()
     if not head.startswith(b"{"):
         return None
     if _canonical_lines(p):
@@ -317,9 +321,9 @@ def _try_json(line: str) -> Any:
 
 
 def _is_blank(path: Path) -> bool:
-    """True for an empty file or one holding only whitespace (read no further than needed)."""
-    with path.open("rb") as handle:
-        while chunk := handle.read(65536):
-            if chunk.strip():
-                return False
-    return True
+    """True for an empty file or one holding only whitespace, gzip'd or not (read no
+    further than needed; a file that cannot be read is left to the readers to name)."""
+    try:
+        return not any(chunk.strip() for chunk in read_chunks(path))
+    except TraceFormatError:
+        return False

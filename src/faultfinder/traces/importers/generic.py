@@ -65,6 +65,8 @@ from faultfinder.traces.importers._openai import (
 )
 from faultfinder.traces.io import (
     UnknownKeys,
+    data_stem,
+    data_suffix,
     is_canonical,
     parse_json,
     read_json,
@@ -172,7 +174,7 @@ class GenericImporter:
 
     def detect(self, path: Path) -> bool:
         path = Path(path)
-        if not path.is_file() or path.suffix not in (".json", ".jsonl"):
+        if not path.is_file() or data_suffix(path) not in (".json", ".jsonl"):
             return False
         mapping = GenericMapping()
         try:
@@ -189,7 +191,7 @@ class GenericImporter:
 
     @staticmethod
     def _first_item(path: Path) -> Any:
-        if path.suffix == ".jsonl":
+        if data_suffix(path) == ".jsonl":
             for number, line in enumerate(split_lines(read_text(path)), start=1):
                 if line.strip():
                     return parse_json(line, path, line=number)
@@ -220,7 +222,7 @@ class GenericImporter:
                     item[mapping.messages_key],
                     item,
                     mapping,
-                    default_id=f"{path.stem}/{n}" if many else path.stem,
+                    default_id=f"{data_stem(path)}/{n}" if many else data_stem(path),
                     file_path=path,
                     prefix=f"{mapping.messages_key}",
                 )
@@ -231,7 +233,7 @@ class GenericImporter:
         if wrappers:
             where_path, _ = items[wrappers[0]]
             fail(where_path, "(root)", "mixes wrapper objects and bare messages")
-        if path.suffix == ".jsonl":
+        if data_suffix(path) == ".jsonl":
             messages = [item for _, item in items]
             return [
                 self._trace(
@@ -239,7 +241,7 @@ class GenericImporter:
                     messages,
                     {},
                     mapping,
-                    default_id=path.stem,
+                    default_id=data_stem(path),
                     file_path=path,
                     prefix="",
                     line_paths=[p for p, _ in items],
@@ -251,7 +253,7 @@ class GenericImporter:
                 [i for _, i in items],
                 {},
                 mapping,
-                default_id=path.stem,
+                default_id=data_stem(path),
                 file_path=path,
                 prefix="",
             )
@@ -260,7 +262,7 @@ class GenericImporter:
     @staticmethod
     def _read_items(path: Path) -> list[tuple[str, Any]]:
         """(error path, item) pairs: JSONL lines, list elements, or the one object."""
-        if path.suffix == ".jsonl":
+        if data_suffix(path) == ".jsonl":
             return [(f"{path}:{n}", value) for n, value in read_jsonl(path)]
         data = read_json(path)
         if isinstance(data, list):

@@ -9,9 +9,7 @@ semantic conventions are mapped by ``_semconv``.
 
 from __future__ import annotations
 
-import gzip
 import re
-import zlib
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,44 +17,19 @@ from faultfinder.errors import ConfigError, TraceFormatError
 from faultfinder.traces.importers._common import check_options, fail
 from faultfinder.traces.importers._semconv import build_traces
 from faultfinder.traces.importers._spans import Span, keep_raw, maybe_json, spans_from_otlp
-from faultfinder.traces.io import parse_json, split_lines
+from faultfinder.traces.io import MAX_DECOMPRESSED, head_bytes, parse_json, split_lines
+from faultfinder.traces.io import read_bytes as read_bytes  # the other readers import it here
 from faultfinder.traces.schema import Trace
 
-MAX_FILE = 512 * 1024 * 1024
-"""Decompressed size limit: a gzip bomb stops here instead of filling memory."""
+MAX_FILE = MAX_DECOMPRESSED
+"""Decompressed size limit (``traces.io``): a gzip bomb stops here instead of filling memory."""
 _SNIFF = 1 << 16
 _MARKERS = (b'"resourceSpans"', b'"resource_spans"', b'\\"resourceSpans\\"')
 
 
-def read_bytes(path: Path, limit: int = MAX_FILE) -> bytes:
-    """The file's bytes, gunzipped when it is gzip (by magic number, not by name)."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        fail(path, "(file)", f"cannot read: {exc.strerror or exc}")
-    if raw[:2] != b"\x1f\x8b":
-        return raw
-    try:
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        out = d.decompress(raw, limit + 1)
-    except zlib.error as exc:
-        fail(path, "(gzip)", f"corrupt gzip data: {exc}")
-    if len(out) > limit:
-        fail(path, "(gzip)", f"decompresses to more than {limit} bytes")
-    return out
-
-
 def sniff(path: Path) -> bytes:
     """The first 64 KiB of the file (decompressed when gzipped), b'' when unreadable."""
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(_SNIFF)
-        if head[:2] == b"\x1f\x8b":
-            with gzip.open(path, "rb") as handle:
-                return handle.read(_SNIFF)
-        return head
-    except (OSError, EOFError, zlib.error):
-        return b""
+    return head_bytes(path, _SNIFF)
 
 
 def is_json_text(head: bytes) -> bool:

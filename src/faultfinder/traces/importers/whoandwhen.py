@@ -31,7 +31,7 @@ from faultfinder.traces.importers._common import (
     optional_str,
     parse_label_step,
 )
-from faultfinder.traces.io import UnknownKeys, natural_key, read_json
+from faultfinder.traces.io import UnknownKeys, data_stem, data_suffix, natural_key, read_json
 from faultfinder.traces.schema import Agent, GoldLabel, SourceInfo, Step, StepKind, Trace
 
 ALGORITHM_GENERATED = "Algorithm-Generated"
@@ -116,7 +116,7 @@ class WhoAndWhenImporter:
         return self._detect_file(path)
 
     def _detect_file(self, path: Path) -> bool:
-        if path.suffix != ".json" or not path.is_file():
+        if data_suffix(path) != ".json" or not path.is_file():
             return False
         try:
             return _looks_like_file(read_json(path))
@@ -159,7 +159,7 @@ class WhoAndWhenImporter:
         unknown.report()
         return make_trace(
             path,
-            id=f"{subset}/{path.stem}",
+            id=f"{subset}/{data_stem(path)}",
             task=question,
             ground_truth=optional_str(data, "ground_truth", path),
             final_answer=self._final_answer(steps),
