@@ -28,15 +28,22 @@ def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
     )
 
 
-def field_path(loc: tuple[int | str, ...]) -> str:
-    """Render a pydantic error location as ``steps[3].agent``."""
-    out = ""
-    for part in loc:
+def field_at(where: str, *parts: int | str) -> str:
+    """The field path ``where`` ('' for the top) extended by keys and list positions:
+    ``field_at("", "steps", 3, "agent") == "steps[3].agent"``, ``field_at("[0]", "x") ==
+    "[0].x"``. The one way a field path in an error or warning is built."""
+    out = where
+    for part in parts:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
             out += f".{part}" if out else str(part)
-    return out or "(root)"
+    return out
+
+
+def field_path(loc: tuple[int | str, ...]) -> str:
+    """Render a pydantic error location as ``steps[3].agent``."""
+    return field_at("", *loc) or "(root)"
 
 
 def trace_error_from_validation(path: str | Path, exc: ValidationError) -> TraceFormatError:
@@ -165,9 +172,9 @@ def check_value(value: Any, where: str, field: str = "") -> None:
                 for key, child in item.items():
                     if _SURROGATE.search(key):
                         raise TraceFormatError(where, at or "(root)", "key holds a lone surrogate")
-                    stack.append((child, depth + 1, f"{at}.{key}" if at else key))
+                    stack.append((child, depth + 1, field_at(at, key)))
             else:
-                stack.extend((child, depth + 1, f"{at}[{i}]") for i, child in enumerate(item))
+                stack.extend((child, depth + 1, field_at(at, i)) for i, child in enumerate(item))
 
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -368,7 +375,7 @@ class UnknownKeys:
                 continue
             close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.75)
             hint = f"; did you mean '{close[0]}'?" if close else ""
-            place = f"{where}.{key}" if where else key
+            place = field_at(where, key)
             file = str(path) if path is not None else self.path
             if is_strict():
                 raise TraceFormatError(file, place, f"unknown key{hint} (--strict)")
@@ -413,10 +420,10 @@ def _check_model_keys(data: Any, model: type[BaseModel], where: str, unknown: Un
         nested = _nested_model(info.annotation)
         if nested is None or value is None:
             continue
-        place = f"{where}.{name}" if where else name
+        place = field_at(where, name)
         if isinstance(value, list):
             for i, item in enumerate(value):
-                _check_model_keys(item, nested, f"{place}[{i}]", unknown)
+                _check_model_keys(item, nested, field_at(place, i), unknown)
         else:
             _check_model_keys(value, nested, place, unknown)
 

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from faultfinder.errors import ConfigError, TraceFormatError
 from faultfinder.redact import Redactor
 from faultfinder.secret_names import is_secret_field, is_secret_name
-from faultfinder.traces.io import check_value, trace_error_from_validation
+from faultfinder.traces.io import check_value, field_at, trace_error_from_validation
 from faultfinder.traces.schema import Agent, Step, Trace
 
 
@@ -39,7 +39,7 @@ def optional_str(
     value = data.get(key)
     if value is None or isinstance(value, str):
         return value
-    fail(path, f"{where}.{key}" if where else key, f"expected a string, got {_json_type(value)}")
+    fail(path, field_at(where, key), f"expected a string, got {_json_type(value)}")
 
 
 def _json_type(value: Any) -> str:

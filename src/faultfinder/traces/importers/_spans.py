@@ -23,7 +23,7 @@ from typing import Any
 
 from faultfinder.errors import TraceFormatError, TraceFormatWarning
 from faultfinder.traces.importers._common import fail, without_credentials
-from faultfinder.traces.io import is_strict
+from faultfinder.traces.io import field_at, is_strict
 
 
 @dataclass
@@ -312,7 +312,7 @@ def check_keys(
             continue
         close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.75)
         hint = f"; did you mean '{close[0]}'?" if close else ""
-        place = f"{where}.{key}" if where else str(key)
+        place = field_at(where, str(key))
         if is_strict():
             raise TraceFormatError(str(path), place, f"unknown key{hint} (--strict)")
         warnings.warn(
@@ -335,13 +335,13 @@ def spans_from_otlp(data: Any, *, path: str | Path, where: str = "") -> list[Spa
     """Every span of one OTLP ``ExportTraceServiceRequest`` (or ``TracesData``) object."""
     if not isinstance(data, dict):
         fail(path, where or "(root)", "expected an object with 'resourceSpans'")
-    check_keys(data, _EXPORT, path=path, where=where.rstrip("."))
+    check_keys(data, _EXPORT, path=path, where=where)
     resource_spans = _get(data, "resourceSpans")
     if not isinstance(resource_spans, list):
-        fail(path, f"{where}resourceSpans", "expected a list")
+        fail(path, field_at(where, "resourceSpans"), "expected a list")
     spans: list[Span] = []
     for r, rs in enumerate(resource_spans):
-        at = f"{where}resourceSpans[{r}]"
+        at = field_at(where, "resourceSpans", r)
         if not isinstance(rs, dict):
             fail(path, at, "expected an object")
         check_keys(rs, _RESOURCE_SPANS, path=path, where=at)

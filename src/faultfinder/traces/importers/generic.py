@@ -44,6 +44,7 @@ result of that name, and its agent is the one whose earlier step called the func
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -67,6 +68,7 @@ from faultfinder.traces.io import (
     UnknownKeys,
     data_stem,
     data_suffix,
+    field_at,
     is_canonical,
     parse_json,
     read_json,
@@ -333,9 +335,7 @@ class GenericImporter:
         where: str,
         unknown: UnknownKeys,
     ) -> Step:
-        def field(name: str) -> str:
-            return f"{where}.{name}" if where else name
-
+        field = partial(field_at, where)  # a field of this message, by name
         if not isinstance(message, dict):
             fail(path, where or "(line)", "expected a message object")
         role_value = _get(message, mapping.role_field)

@@ -17,7 +17,7 @@ from faultfinder.errors import ConfigError, TraceFormatError
 from faultfinder.traces.importers._common import check_options, fail
 from faultfinder.traces.importers._semconv import build_traces
 from faultfinder.traces.importers._spans import Span, keep_raw, maybe_json, spans_from_otlp
-from faultfinder.traces.io import MAX_DECOMPRESSED, head_bytes, parse_json, split_lines
+from faultfinder.traces.io import MAX_DECOMPRESSED, field_at, head_bytes, parse_json, split_lines
 from faultfinder.traces.io import read_bytes as read_bytes  # the other readers import it here
 from faultfinder.traces.schema import Trace
 
@@ -102,13 +102,13 @@ def find_requests(value: Any, where: str = "", depth: int = 0) -> list[tuple[Any
         return [
             found
             for key, inner in value.items()
-            for found in find_requests(inner, f"{where}.{key}" if where else str(key), depth + 1)
+            for found in find_requests(inner, field_at(where, str(key)), depth + 1)
         ]
     if isinstance(value, list) and depth < _ENVELOPE_DEPTH:
         return [
             found
             for n, inner in enumerate(value)
-            for found in find_requests(inner, f"{where}[{n}]", depth + 1)
+            for found in find_requests(inner, field_at(where, n), depth + 1)
         ]
     return []
 
@@ -120,16 +120,16 @@ def envelope_of(where: str) -> str:
 
 def _item_spans(item: Any, path: str | Path, base: str, envelopes: set[str]) -> list[Span]:
     """Spans of one JSON document or line: its OTLP requests wherever they sit."""
-    found = find_requests(item, base.rstrip("."))
+    found = find_requests(item, base)
     if not found:  # not a request anywhere: the strict reader says what is wrong
         return spans_from_otlp(item, path=path, where=base)
     spans: list[Span] = []
     for request, where in found:
-        envelope = envelope_of(where[len(base.rstrip(".")) :])
+        envelope = envelope_of(where[len(base) :])
         if envelope:
             envelopes.add(envelope)
-        spans += spans_from_otlp(request, path=path, where=f"{where}." if where else "")
-    if any(where != base.rstrip(".") for _, where in found):
+        spans += spans_from_otlp(request, path=path, where=where)
+    if any(where != base for _, where in found):
         shell = keep_raw(_shell(item))  # the envelope's own fields, kept with the spans
         for span in spans:
             span.context = {**(span.context or {}), "envelope": shell}
@@ -166,11 +166,11 @@ def _json_spans(text: str, path: Path, envelopes: set[str]) -> list[Span]:
         return []
     if isinstance(whole, list) and len(whole) > 1:
         return [
-            s for n, item in enumerate(whole) for s in _item_spans(item, path, f"[{n}].", envelopes)
+            s for n, item in enumerate(whole) for s in _item_spans(item, path, f"[{n}]", envelopes)
         ]
-    return _item_spans(
-        whole[0] if isinstance(whole, list) and whole else whole, path, "", envelopes
-    )
+    if isinstance(whole, list):  # a list of one export: its errors name its place, [0]
+        return _item_spans(whole[0], path, "[0]", envelopes)
+    return _item_spans(whole, path, "", envelopes)
 
 
 def read_otlp(path: Path, envelopes: set[str] | None = None) -> list[Span]:
