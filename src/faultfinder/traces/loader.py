@@ -202,10 +202,32 @@ def load_trace(
     """Exactly one trace from ``path``."""
     traces = load_traces(path, format=format, strict=strict, **options)
     if len(traces) != 1:
-        raise TraceFormatError(
-            str(path), "(file)", f"holds {len(traces)} traces; expected one (use 'eval' for many)"
-        )
+        raise TraceFormatError(str(path), "(file)", _not_one(Path(path), len(traces)))
     return traces[0]
+
+
+def _not_one(p: Path, count: int) -> str:
+    """Why ``p``, holding ``count`` traces, is not one trace, and the two ways on: one of
+    them (a file of the folder, or one file per trace written by `import`), or 'eval'."""
+    import shlex
+
+    said = f"holds {count} traces; expected one"
+    if count == 0:
+        return said
+    if not p.is_dir():
+        return (
+            f"{said}: use 'eval' for many, or write one file per trace with 'faultfinder "
+            f"import {shlex.quote(str(p))} --out-dir DIR' and give one of those"
+        )
+    visible = [f for f in p.iterdir() if not f.name.startswith(".")]
+    visible.sort(key=lambda f: natural_key(f.name))
+    files = [f for f in visible if f.is_file() and f.suffix in _TRACE_SUFFIXES]
+    files += [f for f in visible if f.is_dir() and (f / "trace.json").is_file()]
+    if not files:
+        return f"{said}: use 'eval' for many"
+    return (
+        f"{said}: give one of its files (e.g. {shlex.quote(str(files[0]))}), or use 'eval' for many"
+    )
 
 
 def detects(name: str, importer: Any, path: Path) -> bool:

@@ -1,0 +1,44 @@
+"""What a new user's walkthrough tripped on: a folder given where one trace is read, an
+unknown preset of a method that has none, and which methods --model none serves."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from faultfinder.cli import main
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+TINY = FIXTURES / "core" / "tiny_trace.json"
+
+
+def invoke(*args: str) -> Any:
+    return CliRunner().invoke(main, list(args))
+
+
+def test_attribute_on_a_folder_of_traces_says_to_give_one_file_or_use_eval(
+    tmp_path: Path,
+) -> None:
+    # It said only "(use 'eval' for many)": not that one file of the folder would do.
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for name in ("10.json", "2.json"):
+        shutil.copy(TINY, folder / name)
+    result = invoke("attribute", str(folder), "--method", "random", "--no-save")
+    assert result.exit_code == 1
+    assert "holds 2 traces; expected one" in result.stderr
+    assert f"give one of its files (e.g. {folder / '2.json'})" in result.stderr
+    assert "or use 'eval' for many" in result.stderr
+
+
+def test_attribute_on_a_file_of_several_traces_says_how_to_split_it(tmp_path: Path) -> None:
+    lines = tmp_path / "runs.jsonl"
+    text = TINY.read_text("utf-8").replace("\n", " ")
+    lines.write_text(f"{text}\n{text}\n", "utf-8")
+    result = invoke("attribute", str(lines), "--method", "random", "--no-save")
+    assert result.exit_code == 1
+    assert "holds 2 traces; expected one: use 'eval' for many" in result.stderr
+    assert f"faultfinder import {lines} --out-dir DIR" in result.stderr
