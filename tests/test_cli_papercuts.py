@@ -42,3 +42,15 @@ def test_attribute_on_a_file_of_several_traces_says_how_to_split_it(tmp_path: Pa
     assert result.exit_code == 1
     assert "holds 2 traces; expected one: use 'eval' for many" in result.stderr
     assert f"faultfinder import {lines} --out-dir DIR" in result.stderr
+
+
+def test_a_preset_of_a_method_without_presets_says_how_to_set_it() -> None:
+    # It said "Unknown method preset 'shortlist:fast'. Available: (none)."
+    result = invoke("attribute", str(TINY), "--method", "shortlist:fast", "--no-save")
+    assert result.exit_code == 1
+    assert "Available: (none)" not in result.stderr
+    assert "Method 'shortlist' has no presets" in result.stderr
+    assert "--set key=value" in result.stderr and "faultfinder methods shortlist" in result.stderr
+    # A method with presets still lists them.
+    result = invoke("attribute", str(TINY), "--method", "baseline:fast", "--no-save")
+    assert result.exit_code == 1 and "Available: baseline:first-speaker" in result.stderr

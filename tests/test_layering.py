@@ -27,6 +27,7 @@ LAYERS: list[set[str]] = [
         "shown",
         "loopback",
         "plugin_groups",
+        "registry_checks",
         "__init__",
     },
     {"redact", "registry", "http_bodies"},
@@ -61,9 +62,9 @@ TYPING_ONLY = {("faultfinder.registry", "faultfinder.judging.method")}
 # Upward imports inside the registry's checks, made once a component is imported: the
 # module that says what a method, an importer or a model-API adapter is.
 CONTRACTS = {
-    ("faultfinder.registry", "faultfinder.judging.method"),
-    ("faultfinder.registry", "faultfinder.traces.importers.base"),
-    ("faultfinder.registry", "faultfinder.replay.apis.base"),
+    ("faultfinder.registry_checks", "faultfinder.judging.method"),
+    ("faultfinder.registry_checks", "faultfinder.traces.importers.base"),
+    ("faultfinder.registry_checks", "faultfinder.replay.apis.base"),
 }
 
 

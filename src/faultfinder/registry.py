@@ -16,10 +16,10 @@ asked to detect a file's format, the model APIs asked whether they handle a requ
 built-ins come first, in the order listed here, then the plugins by name: a plugin adds a
 format or an API, it never takes a built-in's traffic.
 
-This module is a leaf: it imports nothing of faultfinder's but ``errors``. Checking a
-component once it is imported imports the module that says what one is: a method class
-``judging.method``, an importer class ``traces.importers.base``, a model-API adapter class
-``replay.apis.base``.
+This module is a leaf: it imports nothing of faultfinder's but ``errors`` and
+``registry_checks``, whose checks of a component once it is imported import the module
+that says what one is: a method class ``judging.method``, an importer class
+``traces.importers.base``, a model-API adapter class ``replay.apis.base``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from faultfinder import plugin_groups
 from faultfinder.errors import ConfigError, FaultfinderWarning, UnknownNameError
+from faultfinder.registry_checks import api_problem, importer_problem, method_problem
 
 if TYPE_CHECKING:
     from faultfinder.judging.method import Method
@@ -321,29 +322,6 @@ def _warn(message: str) -> None:
 # -- the built-ins -------------------------------------------------------------------------
 
 
-def _misnamed(name: str, cls: Any, reader: str) -> str | None:
-    """What is wrong with a class registered as ``name`` that has a ``name`` of its own
-    (None: it has ``name``). ``reader`` says what reads the class's name, so a mismatch
-    mislabels or misroutes its output."""
-    own = getattr(cls, "name", None)
-    if own == name:
-        return None
-    return (
-        f"calls itself {own!r}: the entry point's name must be the class's `name`, which {reader}"
-    )
-
-
-def _method_problem(name: str, cls: Any) -> str | None:
-    """What is wrong with the class registered as the method ``name``: not a method class
-    (``judging.method.method_problem``), or a name of its own."""
-    from faultfinder.judging.method import method_problem
-
-    problem = method_problem(cls)
-    if problem is not None:
-        return problem
-    return _misnamed(name, cls, "its results carry as their method")
-
-
 METHODS: Registry[type[Method]] = Registry(
     "method",
     "faultfinder.methods",
@@ -360,24 +338,9 @@ METHODS: Registry[type[Method]] = Registry(
         "shortlist": "faultfinder.methods.shortlist:ShortlistMethod",
         "compose": "faultfinder.methods.compose:ComposeMethod",
     },
-    check=_method_problem,
+    check=method_problem,
 )
 """Attribution methods: classes following ``faultfinder.judging.method.Method``."""
-
-
-def _importer_problem(name: str, cls: Any) -> str | None:
-    """What is wrong with the class registered as the trace format ``name``: not an
-    importer class (``traces.importers.base.importer_problem``: it lacks ``detect``,
-    ``load``...), or a ``name`` of its own. ``--format NAME`` finds the importer by its
-    entry point's name while the traces it reads carry the class's ``name`` as their
-    ``source.format``, so an importer called otherwise would label its traces with a
-    format no command knows."""
-    from faultfinder.traces.importers.base import importer_problem
-
-    problem = importer_problem(cls)
-    if problem is not None:
-        return problem
-    return _misnamed(name, cls, "the traces it reads carry as their source format")
 
 
 IMPORTERS: Registry[type[Any]] = Registry(
@@ -394,7 +357,7 @@ IMPORTERS: Registry[type[Any]] = Registry(
         "traceelephant": "faultfinder.traces.importers.traceelephant:TraceElephantImporter",
         "who-and-when": "faultfinder.traces.importers.whoandwhen:WhoAndWhenImporter",
     },
-    check=_importer_problem,
+    check=importer_problem,
 )
 """Trace importers: classes following ``faultfinder.traces.importers.Importer``."""
 
@@ -414,21 +377,6 @@ BACKENDS: Registry[Any] = Registry(
 with the part of ``--model KIND:NAME`` after the colon and the endpoint options."""
 
 
-def _api_problem(name: str, cls: Any) -> str | None:
-    """What is wrong with the class registered as the model API ``name``: not an adapter
-    class (``replay.apis.base.adapter_problem``: it lacks a member of ``WireAdapter``,
-    which the proxy would call in the middle of a run), or a ``name`` of its own.
-    Recorded calls carry the adapter's ``name`` and a replay reads each call with the
-    adapter of that name, so an adapter called otherwise ('chat', or the empty name of an
-    ``AdapterBase`` subclass that sets none) would have its calls read as another API's."""
-    from faultfinder.replay.apis.base import adapter_problem
-
-    problem = adapter_problem(cls)
-    if problem is not None:
-        return problem
-    return _misnamed(name, cls, "recorded calls carry and replays look the adapter up by")
-
-
 APIS: Registry[type[Any]] = Registry(
     "model API",
     "faultfinder.apis",
@@ -437,7 +385,7 @@ APIS: Registry[type[Any]] = Registry(
         "responses": "faultfinder.replay.apis.responses:ResponsesAdapter",
         "messages": "faultfinder.replay.apis.messages:MessagesAdapter",
     },
-    check=_api_problem,
+    check=api_problem,
 )
 """Model wire formats the recording proxy speaks: classes following
 ``faultfinder.replay.apis.base.WireAdapter``, one per API."""
@@ -478,6 +426,11 @@ def create_method(spec: str, **overrides: Any) -> Method:
     cls = method_class(name)
     settings: dict[str, Any] = {}
     if preset:
+        if not cls.presets:  # not "Available: (none)": say how this method is set
+            raise ConfigError(
+                f"Method '{name}' has no presets, so '{spec}' names none; set its options "
+                f"with --set key=value (they are listed by `faultfinder methods {name}`)."
+            )
         if preset not in cls.presets:
             known = [f"{name}:{p}" for p in cls.presets]
             raise UnknownNameError("method preset", spec, known)
