@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from click.testing import CliRunner
 
@@ -54,3 +54,35 @@ def test_a_preset_of_a_method_without_presets_says_how_to_set_it() -> None:
     # A method with presets still lists them.
     result = invoke("attribute", str(TINY), "--method", "baseline:fast", "--no-save")
     assert result.exit_code == 1 and "Available: baseline:first-speaker" in result.stderr
+
+
+def no_model_methods() -> list[str]:
+    from faultfinder.registry import methods
+
+    return sorted(name for name, cls in methods().items() if not cls.needs_model)
+
+
+def test_model_help_lists_every_method_that_calls_no_model() -> None:
+    # It said "(random, baseline:*)", written by hand, and left out shortlist.
+    expected = no_model_methods()
+    assert "shortlist" in expected and "random" in expected and "echo" not in expected
+    shown = " ".join(invoke("attribute", "--help").output.split())
+    assert f"none: no model, for the methods that call none ({', '.join(expected)})" in shown
+
+
+def test_a_method_that_calls_no_model_added_later_is_listed_too() -> None:
+    from faultfinder.methods.random import RandomMethod
+    from faultfinder.registry import METHODS
+
+    class Quiet(RandomMethod):
+        name: ClassVar[str] = "quiet"
+
+    METHODS.add("quiet", Quiet)
+    try:
+        shown = " ".join(invoke("attribute", "--help").output.split())
+        refused = invoke("attribute", str(TINY), "--method", "echo", "--model", "none")
+    finally:
+        METHODS.remove("quiet")
+    assert f"({', '.join(sorted([*no_model_methods(), 'quiet']))})" in shown
+    assert refused.exit_code == 1
+    assert "needs no model: baseline, quiet, random, shortlist." in refused.stderr

@@ -88,7 +88,11 @@ def model_help() -> str:
     from faultfinder.registry import BACKENDS as FACTORIES
     from faultfinder.registry import BUILTIN
 
-    kinds = [f"{kind}: {text}" for kind, text in BACKENDS.items()]
+    texts = {
+        **BACKENDS,
+        NO_MODEL: f"no model, for the methods that call none ({_no_model_methods()}): none",
+    }
+    kinds = [f"{kind}: {text}" for kind, text in texts.items()]
     kinds += [
         f"{kind}: {kind}:MODEL ({entry.origin})"
         for kind, entry in FACTORIES.entries().items()
@@ -253,9 +257,16 @@ def no_model_refusal(needed_by: str) -> str:
         f"--model none calls no model, but {needed_by} needs one: pass --model "
         "openai:MODEL or anthropic:MODEL (any compatible endpoint with --base-url), or "
         "--model local (the embedded model, [local] extra); or run a method that needs no "
-        "model: shortlist, random, baseline:first-speaker, baseline:majority-agent, "
-        "baseline:position."
+        f"model: {_no_model_methods()}."
     )
+
+
+def _no_model_methods() -> str:
+    """The methods that call no model ('baseline, random, shortlist'), from the classes'
+    ``needs_model`` (their shipped cards: no built-in is imported; a plugin's class is)."""
+    from faultfinder.cli.methods_cmd import methods_without_model
+
+    return ", ".join(methods_without_model())
 
 
 def build_llm(**options: Any) -> LLM:

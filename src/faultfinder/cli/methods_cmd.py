@@ -28,8 +28,13 @@ CARDS = "methods/cards.json"
 
 
 def card_of(cls: Any) -> dict[str, Any]:
-    """What `faultfinder methods` shows of a method class: its summary and preset names."""
-    return {"summary": str(cls.summary), "presets": list(cls.presets)}
+    """What `faultfinder methods` shows of a method class: its summary, preset names and
+    whether it calls a model."""
+    return {
+        "summary": str(cls.summary),
+        "presets": list(cls.presets),
+        "needs_model": bool(getattr(cls, "needs_model", True)),
+    }
 
 
 def read_cards() -> dict[str, dict[str, Any]]:
@@ -60,6 +65,12 @@ def cards() -> dict[str, dict[str, Any]]:
                 raise
             warnings.warn(str(exc), PluginWarning, stacklevel=2)
     return found
+
+
+def methods_without_model() -> list[str]:
+    """The methods whose class says it calls no model (``needs_model = False``), by name,
+    read as `faultfinder methods` reads them: from the cards, importing no built-in."""
+    return [name for name, card in cards().items() if not card.get("needs_model", True)]
 
 
 def write_cards(path: Path) -> dict[str, dict[str, Any]]:

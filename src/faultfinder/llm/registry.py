@@ -17,7 +17,7 @@ BACKENDS: dict[str, str] = {
     "local": "embedded SmolLM2-135M-Instruct via llama-cpp-python ([local] extra): local[:GGUF]",
     "scripted": "scripted replies in order from a JSON file: scripted:replies.json",
     "function": "Python function called per request: function:package.module:callable",
-    "none": "no model, for methods that call none (random, baseline:*): none",
+    "none": "no model, for the methods that call none (`faultfinder methods` says which): none",
 }
 """Help text of the built-in backends (the factories are listed in ``faultfinder.registry``;
 plugins add theirs through the entry-point group ``faultfinder.backends``)."""
