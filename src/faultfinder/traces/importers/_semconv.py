@@ -43,6 +43,8 @@ from faultfinder.traces.importers._call_spans import (
     order_tied_results,
 )
 from faultfinder.traces.importers._common import make_trace, scrubbed, scrubbed_agent
+from faultfinder.traces.importers._koog import NAMED_BY as KOOG_NAMED_BY
+from faultfinder.traces.importers._koog import name_koog_agents
 from faultfinder.traces.importers._messages import message_list
 from faultfinder.traces.importers._react import attach_react
 from faultfinder.traces.importers._span_fields import (
@@ -113,6 +115,7 @@ def build_trace(
     every = spans  # dropped copies of a span teach secrets too
     spans, duplicates, differing = dedupe(spans)
     runtime_hints(spans)  # AutoGen: its runtime's spans hold what its GenAI spans leave out
+    koog_names = name_koog_agents(spans)  # Koog: agents named by strategy, not a random id
     tree = SpanTree(spans)
     order = tree.walk()
     kinds = {s.span_id: span_kind(s) for s in order}
@@ -200,6 +203,10 @@ def build_trace(
         metadata["agent_steps"] = len(set(agent_steps.values()))
     if handoffs:
         metadata["handoffs"] = handoffs
+    named = {name: agent_id for agent_id, name in koog_names.items() if name in roster}
+    if named:  # the ids the names replaced, kept
+        metadata["agent_ids"] = named
+        metadata["agent_ids_named_by"] = KOOG_NAMED_BY
     scopes = sorted({s.scope for s in spans if s.scope})
     if scopes:
         metadata["instrumentations"] = scopes

@@ -88,6 +88,8 @@ def named_agent(span: Span, keys: tuple[str, ...] = AGENT_KEYS + _NODE_KEYS) -> 
     for key in keys:
         value = a.get(key)
         if isinstance(value, str) and value.strip():
+            if key == "gen_ai.agent.id" and span.hints.get("agent_for_id"):
+                return str(span.hints["agent_for_id"])  # Koog: a generated id (_koog.py)
             return value.strip()
     if keys[-1] not in _NODE_KEYS:
         return None
