@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,55 @@ def test_ctrl_c_while_waiting_for_another_eval_exits_at_once(tmp_path: Path) -> 
             child.wait()
         holder.release()
     assert not out.exists() or out.read_text() == ""
+
+
+def slow_local_eval(out: Path, *extra: str) -> subprocess.Popen[str]:
+    """`eval` of 30 cases (5 traces x 2 methods x 3 runs) with a slow function model on
+    the local executor, in a process of its own."""
+    tests = Path(__file__).parent
+    env = dict(os.environ, FF_TEST_MODEL_DELAY="0.3")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tests), env.get("PYTHONPATH")) if p)
+    command = [
+        sys.executable, "-m", "faultfinder", "eval", str(EVAL_SET),
+        "--method", "all-at-once,random", "--model", "function:ray_doubles:first_speaker_model",
+        "--cache", "none", "--out", str(out), "--runs", "3", "--no-progress", *extra,
+    ]  # fmt: skip
+    return subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGTERM to a child process")
+def test_sigterm_ends_eval_like_ctrl_c_with_143_and_rows_kept(tmp_path: Path) -> None:
+    """SIGTERM (a scheduler's stop, `timeout`) ended `eval` with 143 and no word, where
+    Ctrl-C says the rows are kept and how to go on; now it says so too, still with 143
+    (docs/exit-codes.md), and releases the lock on --out."""
+    from faultfinder.eval.rows import read_rows
+
+    out = tmp_path / "r.jsonl"
+    child = slow_local_eval(out, "--parallel-cases", "2")
+    try:
+        for _ in range(600):
+            if child.poll() is not None or (out.exists() and out.read_text().count("\n") >= 3):
+                break
+            time.sleep(0.1)
+        assert child.poll() is None, child.communicate()
+        child.send_signal(signal.SIGTERM)
+        _, stderr = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 143, stderr
+    assert f"Terminated (SIGTERM). Finished cases are saved in {out}; rerun with --resume" in (
+        stderr
+    )
+    assert "Traceback" not in stderr
+    assert not Path(lock_path(out)).exists()  # released, not left by a killed process
+    kept = read_rows(out, repair=True)
+    assert 3 <= len(kept) < 30
+
+    resumed = slow_local_eval(out, "--resume", "--parallel-cases", "8")
+    _, stderr = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, stderr
+    assert len({r.key for r in read_rows(out)}) == 30

@@ -597,6 +597,8 @@ def test_sigterm_on_ray_exits_143_leaves_no_ray_process_and_resumes(tmp_path: Pa
         stderr = driver.communicate(timeout=120)[1]
         assert driver.returncode == 143, stderr
         assert "SIGTERM received" not in stderr and "Traceback" not in stderr, stderr
+        # Said as without Ray, once the cluster is shut down: the rows stay, --resume.
+        assert f"Terminated (SIGTERM). Finished cases are saved in {out}" in stderr, stderr
         assert_no_ray_process_outlives(driver)
     finally:
         stop_session(driver)

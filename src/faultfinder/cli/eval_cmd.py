@@ -4,6 +4,10 @@ what it may write its rows into. `faultfinder report` reads the rows (``report_c
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, get_args
 
@@ -248,11 +252,21 @@ def eval_command(
                 traces, plans, llm, out, options, llm_options, ray_address, ray_workers
             )
         else:
-            outcome = asyncio.run(run_eval(traces, plans, llm, out, options))
+            with sigterm_ends_the_run():
+                outcome = asyncio.run(run_eval(traces, plans, llm, out, options))
     except KeyboardInterrupt:
         raise click.ClickException(
             f"Interrupted. Finished cases are saved in {out}; rerun with --resume to continue."
         ) from None
+    except SystemExit as exc:
+        if exc.code != TERMINATED:  # not SIGTERM's (ours, or scale.cluster's on Ray)
+            raise
+        click.echo(
+            f"Terminated (SIGTERM). Finished cases are saved in {out}; rerun with --resume "
+            "to continue.",
+            err=True,
+        )
+        raise
     click.echo(
         f"ran {outcome.ran} case(s), {outcome.skipped} already in {out}; "
         f"{len(outcome.rows)}/{outcome.planned} cases have a row",
@@ -263,6 +277,38 @@ def eval_command(
     if outcome.stopped:
         click.echo(safe(outcome.stopped), err=True)
     exit_for(CaseCounts.of(row.status for row in outcome.rows))
+
+
+TERMINATED = 128 + signal.SIGTERM
+"""eval's exit code when SIGTERM stops it: 143, as a shell reports a process SIGTERM
+ended (docs/exit-codes.md), with or without Ray."""
+
+
+@contextlib.contextmanager
+def sigterm_ends_the_run() -> Iterator[None]:
+    """SIGTERM, for the duration, ends the local run as Ctrl-C does: it raises
+    ``SystemExit(143)``, which asyncio lets through every task (``except Exception`` in a
+    case does not catch it) and which cancels the cases in flight, so the lock on --out is
+    released and finished rows stay. Not used on Ray: ``scale.cluster.ray_session`` has
+    its own handler doing the same once ``ray.init`` is done (a handler raising inside
+    ``ray.init`` would leave its processes running). Off the main thread, or where SIGTERM
+    is ignored, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is signal.SIG_IGN or previous is None:
+        yield
+        return
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise SystemExit(TERMINATED)
+
+    signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def run_on_ray(
