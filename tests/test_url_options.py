@@ -74,3 +74,25 @@ def test_an_empty_base_url_still_means_the_default_endpoint() -> None:
         main, ["attribute", DEMO, "--method", "shortlist", "--cache", "none", "--base-url", ""]
     )
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "mesages=https://user:sk-Uq73Wd@api.example.com/v1",  # a misspelt API
+        "https://api.example.com/v1?api-key=sk-Uq73Wd",  # the URL alone, API= forgotten
+        "https://user:sk-Uq73Wd@api.example.com/v1",
+        "messages=",  # no URL
+    ],
+)
+def test_an_api_upstream_that_names_no_api_is_refused_without_repeating_it(value: str) -> None:
+    """`--api-upstream` quoted its whole value when the part before '=' was no API (a
+    misspelt name, or the URL given without `API=`), so the key in the URL reached the
+    terminal and the logs the URL check keeps it out of. Now the message names the
+    option and the APIs, and what was wrong, never the value."""
+    argv = ["record", "--api-upstream", value, "--upstream", "http://h", "--", "true"]
+    result = CliRunner().invoke(main, argv)
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
+    assert "Invalid value for '--api-upstream'" in result.output
+    assert "give API=URL with API one of chat, responses, messages" in result.output
+    assert "sk-Uq73Wd" not in result.output and "api.example.com" not in result.output

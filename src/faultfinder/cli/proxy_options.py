@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -86,6 +87,10 @@ def session_options(
     )
 
 
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}")
+"""What an API's name may be shown as in an error: a plain word, never part of a URL."""
+
+
 def _api_upstreams(
     ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
 ) -> dict[str, str]:
@@ -95,8 +100,18 @@ def _api_upstreams(
     for value in values:
         name, sep, url = value.partition("=")
         if not sep or not url or name not in known:
+            # The value is never repeated: its URL may hold a key (a password, ?api-key=),
+            # and so may what stands before its first '=' when API= was left out.
+            shown = f"'{name}'" if _NAME.fullmatch(name) else "what comes before '='"
+            why = (
+                "it has no API= before the URL"
+                if not sep
+                else f"{shown} is not an API"
+                if name not in known
+                else f"no URL follows {name}="
+            )
             raise click.BadParameter(
-                f"{value!r}: give API=URL with API one of {', '.join(known)}",
+                f"{why}; give API=URL with API one of {', '.join(known)}",
                 ctx=ctx,
                 param=param,
             )
