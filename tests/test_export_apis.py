@@ -336,3 +336,31 @@ def test_an_otlp_receiver_that_rejects_the_span_in_a_200_is_a_failure(
     else:
         assert result.exit_code == 0, result.output
         assert "warning: otlp:" in result.output and "clock skew noted" in result.output
+
+
+@pytest.mark.parametrize("to", ["otlp", "langfuse"])
+def test_an_answer_nested_too_deeply_to_read_is_no_crash(tmp_path: Path, to: str) -> None:
+    """A receiver that took the verdict and answered with JSON nested deeper than Python's
+    reader goes (a broken or hostile server) made `export` end in a RecursionError
+    traceback, exit 1, though the verdict was written: the answer was read for an id or
+    a rejection catching ValueError only. Now such an answer is read as one that says
+    nothing, as a body that is not JSON is: the export succeeds, sent once."""
+    from faultfinder.replay.httpserver import HttpServer, Request, ServerThread
+
+    requests: list[Request] = []
+
+    async def receiver(request: Request) -> Response:
+        requests.append(request)
+        body = b"[" * 100_000 + b"]" * 100_000
+        return Response(200, [("content-type", "application/json")], body)
+
+    async def factory() -> HttpServer:
+        return await HttpServer(receiver).start()
+
+    _, args = files(tmp_path)
+    env = {"LANGFUSE_PUBLIC_KEY": "pk-lf-1", "LANGFUSE_SECRET_KEY": "sk-lf-1"}
+    with ServerThread(factory) as server:
+        argv = ["export", *args, "--to", to, "--url", server.url]
+        result = CliRunner().invoke(main, argv, env=env)
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert len(requests) == 1

@@ -401,3 +401,29 @@ def test_import_from_langfuse_names_an_empty_trace_without_the_hosts_user_info(
     assert "trace t-1 has no observations at " in result.output
     assert server.url.split("//", 1)[1] in result.output  # the host and port, still named
     assert "hunter2" not in result.output
+
+
+def test_import_from_langfuse_refuses_a_page_nested_too_deeply_to_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page nested deeper than Python's JSON reader goes (a broken or hostile server)
+    raised RecursionError out of the import, a traceback; only ValueError was caught.
+    Now it is the error any unreadable page gets, exit 1, nothing written."""
+    from faultfinder.replay.httpserver import HttpServer
+
+    async def deep(request: Request) -> Response:
+        body = b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+        return Response(200, [("content-type", "application/json")], body)
+
+    async def factory() -> HttpServer:
+        return await HttpServer(deep).start()
+
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", "pk-test")
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk-test")
+    out = tmp_path / "t.json"
+    with ServerThread(factory) as server:
+        args = ["import", "--from-langfuse", "t-1", "--langfuse-host", server.url]
+        result = CliRunner().invoke(main, [*args, "--out", str(out)])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert "did not return a v2 observations page" in result.output
+    assert not out.exists()

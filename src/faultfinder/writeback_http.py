@@ -20,6 +20,7 @@ import httpx
 
 from faultfinder.errors import ConfigError, FaultfinderError, FaultfinderWarning
 from faultfinder.http_bodies import BodyTooLargeError, limit_body
+from faultfinder.llm import json_text
 from faultfinder.loopback import direct_to_loopback, url_problem
 from faultfinder.redact import Redactor
 from faultfinder.replay.httpserver import is_loopback
@@ -242,9 +243,9 @@ def _check_partial_success(endpoint: str, response: httpx.Response, scrub: Redac
     a rejection is a failure, not to be retried (the specification forbids it). A
     message with nothing rejected is a warning from the receiver, passed on."""
     try:
-        answer = response.json()
-    except ValueError:
-        return  # an empty or non-JSON body: a plain success
+        answer = json_text.loads(response.content)
+    except json_text.JSONTextError:
+        return  # an empty or unreadable body: a plain success
     partial = answer.get("partialSuccess") if isinstance(answer, dict) else None
     if not isinstance(partial, dict):
         return
@@ -343,8 +344,8 @@ def _refusal(
 def receipt(target: str, payload: dict[str, Any], response: httpx.Response) -> str:
     """What was written where, with the id the server gave it (when it gave one)."""
     try:
-        answer = response.json()
-    except ValueError:
+        answer = json_text.loads(response.content)
+    except json_text.JSONTextError:
         answer = None
     if target == "langfuse":
         given = answer.get("id") if isinstance(answer, dict) else None

@@ -347,7 +347,7 @@ async def _page(
         )
     try:
         page = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON; an int over 4,300 digits; too deep
         page = None
     if not isinstance(page, dict) or not isinstance(page.get("data"), list):
         raise FaultfinderError(f"langfuse: {shown} did not return a v2 observations page")
