@@ -96,3 +96,35 @@ def test_an_api_upstream_that_names_no_api_is_refused_without_repeating_it(value
     assert "Invalid value for '--api-upstream'" in result.output
     assert "give API=URL with API one of chat, responses, messages" in result.output
     assert "sk-Uq73Wd" not in result.output and "api.example.com" not in result.output
+
+
+@pytest.mark.usefixtures("loopback_requests")
+@pytest.mark.parametrize("given", ["option", "variable"])
+def test_blanks_around_a_base_url_are_not_part_of_it(
+    monkeypatch: pytest.MonkeyPatch, given: str
+) -> None:
+    """The check read a URL without the blanks around it (a value pasted from a .env file,
+    `OPENAI_BASE_URL="http://host/v1 "`) and let it through, while the request then went
+    to the URL with them (`/v1%20/chat/completions`, a 404; a leading blank made it no
+    URL at all): the failure of the first request the check is there to prevent. Now the
+    URL used is the one checked."""
+    import json
+
+    from faultfinder.testing.fake_openai import FakeOpenAIServer
+    from faultfinder.traces.loader import load_trace
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("FAULTFINDER_CACHE", "none")
+    agent = load_trace(DEMO).steps[1].agent
+    answer = json.dumps({"agent": agent, "step": 1, "reason": "wrong sum"})
+    with FakeOpenAIServer(reply=answer) as server:
+        url = f" {server.base_url} "
+        argv = ["attribute", DEMO, "--method", "all-at-once", "--model", "openai:fake-model"]
+        argv += ["--no-save"]
+        if given == "option":
+            argv += ["--base-url", url]
+        else:
+            monkeypatch.setenv("OPENAI_BASE_URL", url)
+        result = CliRunner().invoke(main, argv)
+        assert result.exit_code == 0, result.output
+        assert server.requests and all(r.path == "/v1/chat/completions" for r in server.requests)

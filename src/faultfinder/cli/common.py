@@ -49,10 +49,12 @@ class URLType(click.types.StringParamType):
     name = "url"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        text = super().convert(value, param, ctx)
-        # An empty value names no URL: it stays what it was before this check (--base-url
-        # '' is the backend's default endpoint; a command needing a URL says so).
-        if text.strip() and (problem := url_problem(text)):
+        # Blanks around a URL are never part of it (a value pasted from a .env file): the
+        # URL used is the one checked. An empty value names no URL: it stays what it was
+        # before this check (--base-url '' is the backend's default endpoint; a command
+        # needing a URL says so).
+        text = super().convert(value, param, ctx).strip()
+        if text and (problem := url_problem(text)):
             self.fail(f"{problem}; give {URL_FORM}", param, ctx)
         return text
 

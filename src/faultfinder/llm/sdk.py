@@ -258,7 +258,8 @@ class SDKBackend(Generic[C]):
         sdk_client: Callable[..., C],
         http_client: Callable[..., Any] | None = None,
     ) -> None:
-        custom_url = base_url or os.environ.get(self.base_url_env)
+        # Blanks around it are no part of a URL (url_problem reads it without them).
+        custom_url = (base_url or os.environ.get(self.base_url_env) or "").strip()
         if not base_url and custom_url and (problem := url_problem(custom_url)):
             # Checked here, once, rather than failing every call: the variable is named,
             # its value never (it may hold a password).
