@@ -115,8 +115,8 @@ def renewed(node: Any, copy: int) -> Any:
     return node
 
 
-def _otlp(source: Path, copies: int, target: Path) -> Path:
-    """OTLP/JSON lines: every span of every line repeated inside the first line's scope."""
+def _otlp_spans(source: Path) -> tuple[list[Any], list[Any]]:
+    """An OTLP/JSON-lines file's documents, and every span in them in order."""
     docs = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
     spans = [
         span
@@ -125,6 +125,12 @@ def _otlp(source: Path, copies: int, target: Path) -> Path:
         for ss in rs["scopeSpans"]
         for span in ss["spans"]
     ]
+    return docs, spans
+
+
+def _otlp(source: Path, copies: int, target: Path) -> Path:
+    """OTLP/JSON lines: every span of every line repeated inside the first line's scope."""
+    docs, spans = _otlp_spans(source)
     with target.open("w") as out:
         for copy in range(copies):
             doc = json.loads(json.dumps(docs[0]))
@@ -151,14 +157,7 @@ def _otlp_one_step_tools(source: Path, copies: int, target: Path) -> Path:
     """The fixture once, its first tool span repeated ``copies`` times (fresh span ids, the
     same parent and times): every repeat is attached to the one step that asked for the
     tool, which collects as many results as there are copies."""
-    docs = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
-    spans = [
-        span
-        for doc in docs
-        for rs in doc["resourceSpans"]
-        for ss in rs["scopeSpans"]
-        for span in ss["spans"]
-    ]
+    docs, spans = _otlp_spans(source)
     tool = next(s for s in spans if any(a["key"].endswith("tool.name") for a in s["attributes"]))
     for copy in range(1, copies):
         spans.append({**tool, "spanId": fresh(tool["spanId"], copy)})
