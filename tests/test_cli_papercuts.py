@@ -67,7 +67,7 @@ def test_model_help_lists_every_method_that_calls_no_model() -> None:
     expected = no_model_methods()
     assert "shortlist" in expected and "random" in expected and "echo" not in expected
     shown = " ".join(invoke("attribute", "--help").output.split())
-    assert f"none: no model, for the methods that call none ({', '.join(expected)})" in shown
+    assert f"none: no model, for the methods that call none ({', '.join(expected)};" in shown
 
 
 def test_a_method_that_calls_no_model_added_later_is_listed_too() -> None:
@@ -83,6 +83,6 @@ def test_a_method_that_calls_no_model_added_later_is_listed_too() -> None:
         refused = invoke("attribute", str(TINY), "--method", "echo", "--model", "none")
     finally:
         METHODS.remove("quiet")
-    assert f"({', '.join(sorted([*no_model_methods(), 'quiet']))})" in shown
+    assert f"({', '.join(sorted([*no_model_methods(), 'quiet']))};" in shown
     assert refused.exit_code == 1
     assert "needs no model: baseline, quiet, random, shortlist." in refused.stderr

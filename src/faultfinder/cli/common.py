@@ -92,7 +92,8 @@ def model_help() -> str:
 
     texts = {
         **BACKENDS,
-        NO_MODEL: f"no model, for the methods that call none ({_no_model_methods()}): none",
+        NO_MODEL: "no model, for the methods that call none "
+        f"({_no_model_methods(plugins=False)}; `faultfinder methods` names plugins'): none",
     }
     kinds = [f"{kind}: {text}" for kind, text in texts.items()]
     kinds += [
@@ -263,12 +264,12 @@ def no_model_refusal(needed_by: str) -> str:
     )
 
 
-def _no_model_methods() -> str:
+def _no_model_methods(plugins: bool = True) -> str:
     """The methods that call no model ('baseline, random, shortlist'), from the classes'
     ``needs_model`` (their shipped cards: no built-in is imported; a plugin's class is)."""
     from faultfinder.cli.methods_cmd import methods_without_model
 
-    return ", ".join(methods_without_model())
+    return ", ".join(methods_without_model(plugins))
 
 
 def build_llm(**options: Any) -> LLM:

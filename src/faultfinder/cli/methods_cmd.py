@@ -47,13 +47,16 @@ def read_cards() -> dict[str, dict[str, Any]]:
     return cards
 
 
-def cards() -> dict[str, dict[str, Any]]:
+def cards(plugins: bool = True) -> dict[str, dict[str, Any]]:
     """Every method's card by name, in name order: the shipped card of a built-in whose
     target it names, else the class's own (imported; a plugin that does not import is
-    skipped with a warning, as everywhere)."""
+    skipped with a warning, as everywhere). Without ``plugins``, the methods no package
+    declares only (nothing a plugin ships is imported)."""
     shipped = read_cards()
     found: dict[str, dict[str, Any]] = {}
     for name, entry in sorted(METHODS.entries().items()):
+        if not plugins and entry.origin.startswith("plugin"):  # what a package declares
+            continue
         card = shipped.get(name)
         if entry.origin == BUILTIN and card is not None and card.get("target") == entry.target:
             found[name] = card
@@ -67,10 +70,13 @@ def cards() -> dict[str, dict[str, Any]]:
     return found
 
 
-def methods_without_model() -> list[str]:
+def methods_without_model(plugins: bool = True) -> list[str]:
     """The methods whose class says it calls no model (``needs_model = False``), by name,
-    read as `faultfinder methods` reads them: from the cards, importing no built-in."""
-    return [name for name, card in cards().items() if not card.get("needs_model", True)]
+    read as `faultfinder methods` reads them: from the cards, importing no built-in; a
+    plugin's class is imported, unless ``plugins`` is False (help text: built-ins only,
+    so `--help` imports no plugin)."""
+    found = cards(plugins)
+    return [name for name, card in found.items() if not card.get("needs_model", True)]
 
 
 def write_cards(path: Path) -> dict[str, dict[str, Any]]:
