@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import stat
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -93,6 +94,31 @@ class Roots:
         if any(real == root or real.is_relative_to(root) for root in self.paths):
             return real
         return None
+
+
+def unread(path: Path) -> str | None:
+    """Why the walk does not open ``path`` (resolved): it is not a regular file (a named
+    pipe would block the walk, a device never end); None when it may be read. Told from
+    the file's status alone: nothing is opened."""
+    try:
+        status = path.stat()
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    if not stat.S_ISREG(status.st_mode):
+        return f"not read: {_kind(status.st_mode)}, not a regular file"
+    return None
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    return "a directory" if stat.S_ISDIR(mode) else "a special file"
 
 
 def make_key(*parts: str) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 from faultfinder.errors import FaultfinderError
 from faultfinder.replay.outcome import answers_match
-from faultfinder.replay.recorder import read_meta
+from faultfinder.replay.recorder import META_FILE, read_meta
 from faultfinder.replay.trust import stored_command_note
 from faultfinder.shown import clip_name, safe
 from faultfinder.traces.schema import Step, ToolCall
@@ -22,6 +22,7 @@ from faultfinder.ui.catalog import (
     Problem,
     ReplayEntry,
     TraceEntry,
+    unread,
 )
 from faultfinder.ui.names import shown_name
 
@@ -398,6 +399,9 @@ def suggested_edits(catalog: Catalog, trace_id: str) -> list[dict[str, Any]]:
 
 def recorded_command(run_dir: Path) -> str:
     """The command a run directory says it recorded, quoted for reference (never run)."""
+    reason = unread(run_dir / META_FILE) if (run_dir / META_FILE).exists() else None
+    if reason is not None:  # a named pipe would hold the page's thread for good
+        return f"the recording's meta.json: {reason}"
     try:
         return stored_command_note(read_meta(run_dir))
     except (FaultfinderError, OSError, ValueError):

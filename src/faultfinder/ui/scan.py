@@ -5,6 +5,8 @@ replay run directories, CHIEF graph files); nothing is written. A file that cann
 becomes a *problem* entry with a one-line reason instead of stopping the server. Only
 regular files whose resolved location lies under one of the given paths are read: a
 symbolic link pointing elsewhere is skipped, and so is a name that is not UTF-8 (listed).
+A named pipe, socket or device (which would block the walk or never end) is never
+opened: it is listed, saying why (``unread``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from faultfinder.llm import json_text
 from faultfinder.methods.chief.graph import CausalGraph
 from faultfinder.replay.recorder import (
     BRANCHES_DIR,
+    META_FILE,
     REPORT_FILE,
     STEPS_FILE,
     TRACE_FILE,
@@ -50,6 +53,7 @@ from faultfinder.ui.catalog import (
     TraceKind,
     is_utf8,
     make_key,
+    unread,
 )
 
 MAX_FILES = 20_000
@@ -106,7 +110,10 @@ def build_catalog(paths: Iterable[str | Path], results_file: Path | None = None)
         catalog.results_file = results_file
         if not is_utf8(str(results_file)):
             catalog.problems.append(Problem(results_file, "skipped: its path is not valid UTF-8"))
-        elif results_file.is_file():
+        elif (reason := unread(results_file)) is not None:
+            if results_file.exists():
+                catalog.problems.append(Problem(results_file, reason))
+        else:
             try:
                 _read_jsonl(results_file, catalog, origin="saved")
             except READ_ERRORS as exc:
@@ -127,7 +134,11 @@ def _walk(root: Path, catalog: Catalog, wholes: list[tuple[Path, str]]) -> Itera
     """Files and recordings under ``root``, in sorted order, links checked; every directory
     is walked. Appended to ``wholes``: each directory an importer reads whole where it is
     (see :func:`_whole_format`), with that importer's name."""
-    if root.is_file():
+    if not root.is_dir():
+        reason = unread(root)
+        if reason is not None:
+            catalog.problems.append(Problem(root, reason))
+            return
         yield root
         return
     seen = 0
@@ -158,9 +169,11 @@ def _walk(root: Path, catalog: Catalog, wholes: list[tuple[Path, str]]) -> Itera
                 stack.append(child)
                 subdirectories.append(child)
                 continue
+            reason = unread(real)
+            if reason is not None:  # a FIFO or a device: never opened
+                catalog.problems.append(Problem(child, reason))
+                continue
             if child.suffix not in TRACE_SUFFIXES:
-                if not real.is_file():  # a FIFO or a device is never opened
-                    continue
                 sniffed += 1
                 if sniffed == MAX_SNIFFED + 1:
                     catalog.problems.append(
@@ -180,6 +193,23 @@ def _walk(root: Path, catalog: Catalog, wholes: list[tuple[Path, str]]) -> Itera
         importer = _whole_format(directory, subdirectories)
         if importer is not None:
             wholes.append((directory, importer))
+
+
+def _holds_unread(directory: Path) -> bool:
+    """Whether ``directory`` holds a file the walk does not open (``unread``), which an
+    importer reading the directory whole would open: such a directory is never read whole
+    (its files are listed one by one, that one saying why)."""
+    try:
+        children = list(directory.iterdir())
+    except OSError:
+        return False
+    return any(
+        not child.name.startswith(".")
+        and child.exists()
+        and not child.is_dir()
+        and unread(child) is not None
+        for child in children
+    )
 
 
 def _recognised_file(path: Path, catalog: Catalog) -> bool:
@@ -208,6 +238,8 @@ def _whole_format(directory: Path, subdirectories: list[Path]) -> str | None:
     importer recognises the folders above a run too (it searches below), and the Who&When
     one the dataset's root above its subset folders: those are walked on, down to the
     run or subset folder itself."""
+    if _holds_unread(directory) or any(_holds_unread(sub) for sub in subdirectories):
+        return None  # an importer would open what the walk would not (a FIFO)
     importer = _importer_of(directory)
     if importer is None or any(_importer_of(sub) is not None for sub in subdirectories):
         return None
@@ -216,6 +248,8 @@ def _whole_format(directory: Path, subdirectories: list[Path]) -> str | None:
 
 def _read_any(path: Path, catalog: Catalog) -> None:
     try:
+        if not path.is_dir():
+            _refuse_unread(path)  # checked by the walk; a recording's dover/ rows were not
         if path.is_dir():
             _read_run(path, catalog)
         elif path.suffix == ".jsonl":
@@ -228,6 +262,13 @@ def _read_any(path: Path, catalog: Catalog) -> None:
     except READ_ERRORS as exc:
         unrecognised = isinstance(exc, TraceFormatError) and exc.field == "(format)"
         catalog.problems.append(Problem(path, _one_line(exc), unrecognised))
+
+
+def _refuse_unread(path: Path) -> None:
+    """A TraceFormatError naming ``path`` when the walk does not open it (``unread``)."""
+    reason = unread(path)
+    if reason is not None:
+        raise TraceFormatError(str(path), "(file)", reason)
 
 
 def _read_whole(directory: Path, importer: str, alone: list[Problem], catalog: Catalog) -> set[int]:
@@ -409,8 +450,11 @@ def _read_branches(
         if catalog.roots.contains(branch) is None or not branch.is_dir():
             continue
         try:
-            meta = read_meta(branch)
             report_path = branch / REPORT_FILE
+            for part in (branch / META_FILE, report_path, branch / TRACE_FILE):
+                if part.exists():
+                    _refuse_unread(part)
+            meta = read_meta(branch)
             report = (
                 ReplayReport.model_validate_json(report_path.read_text(encoding="utf-8"))
                 if report_path.is_file()
@@ -433,6 +477,7 @@ def _run_trace(directory: Path, catalog: Catalog, kind: TraceKind) -> str | None
     if catalog.roots.contains(path) is None:
         catalog.problems.append(Problem(directory, f"no {TRACE_FILE} (run not finished?)"))
         return None
+    _refuse_unread(path)
     traces = load_traces(path, format="faultfinder")
     return catalog.add_trace(traces[0], path, kind, directory)
 
