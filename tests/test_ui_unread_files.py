@@ -1,16 +1,18 @@
 """`faultfinder ui` never opens what it must not: a named pipe or socket under a trace's
-name (which would block the walk, and with it the whole UI) is listed under "Not shown",
-saying why, and hides nothing else."""
+name (which would block the walk, and with it the whole UI) and a file over the bound the
+UI reads are listed under "Not shown", saying why, and hide nothing else."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shutil
 import socket
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -18,8 +20,10 @@ pytest.importorskip("starlette", reason="needs the 'ui' extra")
 
 from starlette.testclient import TestClient
 
+import faultfinder.traces.io as trace_io
 from faultfinder.cli.demo import load_demo_trace
 from faultfinder.traces.io import write_trace
+from faultfinder.ui import catalog as ui_catalog
 from faultfinder.ui.app import create_app
 from faultfinder.ui.catalog import Catalog
 from faultfinder.ui.pages import recorded_command
@@ -124,3 +128,54 @@ def test_a_pipe_in_a_recording_lists_it_and_its_trace_page_opens(
     assert note == "the recording's meta.json: not read: a named pipe (FIFO), not a regular file"
     client = TestClient(create_app(catalog), base_url=HOST)
     assert client.get(f"/trace/{entry.key}").status_code == 200
+
+
+def opened(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Every file the trace readers open from now on."""
+    seen: list[Path] = []
+    real = trace_io.read_chunks
+
+    def spy(path: str | Path, *args: Any, **kwargs: Any) -> Iterator[bytes]:
+        seen.append(Path(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(trace_io, "read_chunks", spy)
+    return seen
+
+
+def test_a_file_over_the_bound_is_listed_with_its_size_and_never_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "f"
+    (folder / "ww").mkdir(parents=True)
+    write_trace(load_demo_trace(), folder / "big-but-allowed.json")
+    bound = (folder / "big-but-allowed.json").stat().st_size  # exactly at the bound: read
+    monkeypatch.setattr(ui_catalog, "MAX_READ", bound, raising=False)
+    trace = json.loads((folder / "big-but-allowed.json").read_text("utf-8"))
+    over = json.dumps(trace, indent=2) + " " * bound
+    (folder / "huge.json").write_text(over)
+    (folder / "huge.jsonl").write_text(json.dumps(trace) + "\n" + json.dumps(trace) + " " * bound)
+    (folder / "huge.trace").write_text(over)  # no trace suffix: not even looked into
+    shutil.copy(WW, folder / "ww" / "1.json")
+    (folder / "ww" / "2.json").write_text(" " * (bound + 1))  # a Who&When folder: not read whole
+    store = tmp_path / "results.jsonl"
+    store.write_text(" " * (bound + 1))
+    seen = opened(monkeypatch)
+    catalog = scan(folder, results=store)
+    names = sorted(t.path.name for t in catalog.traces.values())
+    assert names == ["1.json", "big-but-allowed.json"]
+    found = reasons(catalog)
+    for name in ("huge.json", "huge.jsonl", "huge.trace", "2.json", "results.jsonl"):
+        path = store if name == "results.jsonl" else folder / name
+        path = path if path.exists() else folder / "ww" / name
+        assert found[name] == (
+            f"too large to show: {path.stat().st_size:,} bytes, over the {bound:,} bytes "
+            "the UI reads of a file: not read"
+        )
+    assert not {"huge.json", "huge.jsonl", "huge.trace", "2.json"} & {p.name for p in seen}
+    (entry,) = [t for t in catalog.traces.values() if t.path.name == "big-but-allowed.json"]
+    client = TestClient(create_app(catalog), base_url=HOST)
+    page = client.get(f"/trace/{entry.key}")
+    assert page.status_code == 200 and entry.trace.id in page.text
+    runs = client.get("/")
+    assert "too large to show" in runs.text and "huge.jsonl" in runs.text

@@ -24,6 +24,7 @@ from faultfinder.replay.recorder import (
     RunMeta,
 )
 from faultfinder.replay.report import ReplayReport
+from faultfinder.traces.importers.otlp import MAX_FILE
 from faultfinder.traces.schema import Trace
 
 TraceKind = Literal["trace", "recording", "replay"]
@@ -96,16 +97,29 @@ class Roots:
         return None
 
 
+MAX_READ = MAX_FILE
+"""The largest file, in bytes on disk, the walk opens: listing a trace, an evaluation or
+a file of answers keeps all of it in memory, so a bigger file is listed as too large to
+show (with its size and this bound), told by its size alone, never read. The bound is the
+one the importers put on a whole file (``traces.importers.otlp.MAX_FILE``): every file
+the CLI can import, the UI can show."""
+
+
 def unread(path: Path) -> str | None:
     """Why the walk does not open ``path`` (resolved): it is not a regular file (a named
-    pipe would block the walk, a device never end); None when it may be read. Told from
-    the file's status alone: nothing is opened."""
+    pipe would block the walk, a device never end), or it is over :data:`MAX_READ` bytes;
+    None when it may be read. Told from the file's status alone: nothing is opened."""
     try:
         status = path.stat()
     except OSError as exc:
         return f"cannot read: {exc.strerror or exc}"
     if not stat.S_ISREG(status.st_mode):
         return f"not read: {_kind(status.st_mode)}, not a regular file"
+    if status.st_size > MAX_READ:
+        return (
+            f"too large to show: {status.st_size:,} bytes, over the {MAX_READ:,} bytes "
+            "the UI reads of a file: not read"
+        )
     return None
 
 

@@ -5,8 +5,8 @@ replay run directories, CHIEF graph files); nothing is written. A file that cann
 becomes a *problem* entry with a one-line reason instead of stopping the server. Only
 regular files whose resolved location lies under one of the given paths are read: a
 symbolic link pointing elsewhere is skipped, and so is a name that is not UTF-8 (listed).
-A named pipe, socket or device (which would block the walk or never end) is never
-opened: it is listed, saying why (``unread``).
+A named pipe, socket or device (which would block the walk or never end) and a file over
+``catalog.MAX_READ`` bytes are never opened: they are listed, saying why (``unread``).
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def _walk(root: Path, catalog: Catalog, wholes: list[tuple[Path, str]]) -> Itera
                 subdirectories.append(child)
                 continue
             reason = unread(real)
-            if reason is not None:  # a FIFO or a device: never opened
+            if reason is not None:  # a FIFO, a device, a file too large: never opened
                 catalog.problems.append(Problem(child, reason))
                 continue
             if child.suffix not in TRACE_SUFFIXES:
@@ -239,7 +239,7 @@ def _whole_format(directory: Path, subdirectories: list[Path]) -> str | None:
     one the dataset's root above its subset folders: those are walked on, down to the
     run or subset folder itself."""
     if _holds_unread(directory) or any(_holds_unread(sub) for sub in subdirectories):
-        return None  # an importer would open what the walk would not (a FIFO)
+        return None  # an importer would open what the walk would not (a FIFO, a huge file)
     importer = _importer_of(directory)
     if importer is None or any(_importer_of(sub) is not None for sub in subdirectories):
         return None
