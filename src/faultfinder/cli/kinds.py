@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from faultfinder.errors import ConfigError, FaultfinderError
-from faultfinder.traces.io import SQLITE_MAGIC
+from faultfinder.traces.io import GZIP_MAGIC, MAX_DECOMPRESSED, SQLITE_MAGIC
 
 SNIFF_BYTES = 4 * 1024 * 1024
 """A JSON file larger than this is not parsed to find its kind."""
@@ -110,9 +110,8 @@ GZIP_BINARY = Kind(
     "a gzip-compressed binary file (what it decompresses to holds NUL bytes, so it is not text)",
     "",
 )
-GZIP_MAGIC = b"\x1f\x8b"
-GZIP_CHECKED = 512 * 1024 * 1024
-"""How much of a gzip file's content is decompressed to find it whole (the OTLP reader's
+GZIP_CHECKED = MAX_DECOMPRESSED
+"""How much of a gzip file's content is decompressed to find it whole (the readers'
 limit); past it the file counts as whole."""
 
 LOCK_SUFFIX = ".lock"
